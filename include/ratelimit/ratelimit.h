@@ -1,0 +1,217 @@
+/* libratelimit: every rate-limiting algorithm as exact integer code with `now` passed in.
+ *
+ * The contract of this header, in one paragraph:
+ *   - Time is a parameter: every call takes `now` as integer nanoseconds from any origin.
+ *     Nothing here reads a clock, allocates on the decision path, locks, prints or exits.
+ *   - Integers only.  A rate "N per W" is kept as the exact rational N/W, reduced, so a
+ *     month of simulated time admits exactly what the arithmetic says.
+ *   - Denied is not an error.  Functions return a status (RLT_OK or a negative RLT_E*
+ *     code: could the question be answered?); the decision answers the question.
+ *   - Rejected requests consume nothing.  A clock that steps backwards never mints allowance.
+ *   - Algorithm state is a caller-owned, zero-initialisable byte block of
+ *     rlt_state_size(policy) bytes: all-zero means "fresh" (never used).
+ *
+ * Thread-safety: every function here is reentrant.  One state block must not be used by two
+ * threads at once without the caller's lock (the keyed store, store.h, does that for you).
+ */
+#ifndef RATELIMIT_RATELIMIT_H
+#define RATELIMIT_RATELIMIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Nanoseconds.  Durations and instants alike; instants have an arbitrary origin. */
+typedef int64_t rlt_ns;
+
+#define RLT_NS_PER_US INT64_C(1000)
+#define RLT_NS_PER_MS INT64_C(1000000)
+#define RLT_NS_PER_S INT64_C(1000000000)
+
+/* Status codes.  0 is success; every failure is negative.  One list, one strerror. */
+#define RLT_ERRNO_MAP(X)                                                                 \
+    X(OK, 0, "success")                                                                  \
+    X(EINVAL, -1, "invalid argument")                                                    \
+    X(ERANGE, -2, "value out of range: the arithmetic would overflow int64")             \
+    X(ENOMEM, -3, "out of memory")                                                       \
+    X(ENEVER, -4, "the cost can never fit this policy")                                  \
+    X(EPARSE, -5, "cannot parse the text")                                               \
+    X(ENOENT, -6, "no such entry")                                                       \
+    X(EKEYLEN, -7, "key is empty or longer than the maximum")                            \
+    X(EFULL, -8, "store is full and fails closed")                                       \
+    X(EIO, -9, "input/output error")                                                     \
+    X(ECORRUPT, -10, "file is damaged, truncated or of an unknown version")              \
+    X(ENOSPC, -11, "output buffer too small")                                            \
+    X(EBACKEND, -12, "backend unavailable")                                              \
+    X(ETIMEDOUT, -13, "backend timed out")
+
+typedef enum rlt_status {
+#define RLT__ENUM(name, value, text) RLT_##name = (value),
+    RLT_ERRNO_MAP(RLT__ENUM)
+#undef RLT__ENUM
+} rlt_status;
+
+/* A static, never-NULL English description of status `code` ("unknown status" for codes not
+ * in the list). */
+const char *rlt_strerror(int code);
+
+/* The algorithms.  Values are stable (they are written into snapshots). */
+typedef enum rlt_algo {
+    RLT_ALGO_NONE = 0,
+    RLT_FIXED_WINDOW = 1,   /* windows [kW,(k+1)W); allow while count + cost <= N */
+    RLT_SLIDING_LOG = 2,    /* exact: accepted cost in any half-open span of W never > N */
+    RLT_SLIDING_WINDOW = 3, /* prev*(W-elapsed)/W + curr + cost <= N, integer-exact */
+    RLT_TOKEN_BUCKET = 4,   /* capacity B, refill N per W, starts full */
+    RLT_GCRA = 5,           /* token bucket stored as one 64-bit theoretical arrival time */
+    RLT_LEAKY_BUCKET = 6,   /* shaper: sends spaced W/N apart, queue Q, nginx delay=D */
+    RLT_CONCURRENCY = 7     /* at most N in flight; leases expire after W */
+} rlt_algo;
+
+/* Largest N a sliding log accepts (its state is 8 bytes per unit of N). */
+#define RLT_SLIDING_LOG_MAX INT64_C(1048576)
+/* Largest N a concurrency limiter accepts (its state is 16 bytes per slot). */
+#define RLT_CONCURRENCY_MAX INT64_C(65536)
+/* Lease timeout of a concurrency policy written without a period. */
+#define RLT_CONCURRENCY_DEFAULT_TIMEOUT (60 * RLT_NS_PER_S)
+
+/* A policy: which algorithm, with which numbers.  Fill it with rlt_policy_init() or
+ * rlt_policy_parse(); both validate and compute the derived fields, which the decision
+ * functions rely on.  A policy is immutable after init and may be shared by any threads. */
+typedef struct rlt_policy {
+    rlt_algo algo;
+    int64_t limit;  /* N: requests (units of cost) per period; slots for concurrency */
+    rlt_ns period;  /* W: the window, or the time N units take to refill; lease timeout */
+    int64_t burst;  /* B: token bucket / GCRA capacity (defaults to N) */
+    int64_t queue;  /* Q: leaky bucket queue, in requests (default 0) */
+    int64_t delay;  /* D: leaky bucket requests passed without delay (nginx delay=); 0 */
+
+    /* Derived by init; do not set.  The rate N/W reduced: one unit of cost is `unit_`
+     * scaled time units and one nanosecond is `scale_` of them (unit_/scale_ = W/N). */
+    int64_t scale_; /* N / gcd(N, W) */
+    int64_t unit_;  /* W / gcd(N, W) */
+    int64_t cap_;   /* B * unit_ (token bucket, GCRA); Q * unit_ (leaky); N * W (sliding) */
+    int64_t free_;  /* D * unit_ (leaky bucket) */
+} rlt_policy;
+
+/* Validates the numbers and fills `p`.  burst <= 0 means "N"; queue and delay < 0 are
+ * invalid; for RLT_CONCURRENCY, period <= 0 means RLT_CONCURRENCY_DEFAULT_TIMEOUT.
+ * Returns RLT_OK; RLT_EINVAL for a NULL pointer, an unknown algorithm, N <= 0, W <= 0,
+ * negative burst/queue/delay; RLT_ERANGE when the derived arithmetic would overflow int64
+ * (e.g. burst x unit) or the state would exceed the per-algorithm maximum. */
+int rlt_policy_init(rlt_policy *p, rlt_algo algo, int64_t limit, rlt_ns period, int64_t burst,
+                    int64_t queue, int64_t delay);
+
+/* Parses policy text "ALGORITHM:N/PERIOD[,burst=B][,queue=Q][,delay=D|,nodelay]", with
+ * ALGORITHM one of fixed_window sliding_log sliding_window token_bucket gcra leaky_bucket
+ * concurrency (concurrency takes "concurrency:N[/TIMEOUT]") and PERIOD an integer with a unit
+ * ns us ms s m h d (a bare unit means 1 of it: "100/s").  `len` is the text's length.
+ * On error returns RLT_EPARSE or RLT_ERANGE and, when `err` is not NULL, writes a
+ * NUL-terminated message naming the offending part into err[0..errlen). */
+int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, size_t errlen);
+
+/* Writes the canonical text of `p` (parseable by rlt_policy_parse) into buf[0..cap) with a
+ * NUL.  Returns the length without the NUL, or RLT_ENOSPC if it does not fit. */
+int rlt_policy_format(const rlt_policy *p, char *buf, size_t cap);
+
+/* The canonical name of an algorithm ("gcra"), or "none"; and the reverse (RLT_ALGO_NONE
+ * when unknown). */
+const char *rlt_algo_name(rlt_algo algo);
+rlt_algo rlt_algo_from_name(const char *name, size_t len);
+
+/* Bytes of state one key needs under `p`: 8 for GCRA and leaky bucket, 16 for fixed window
+ * and token bucket, 24 for the sliding window counter, 16 + 8N for the sliding log,
+ * 16 + 16N for concurrency.  All-zero state is fresh.  0 for an invalid policy. */
+size_t rlt_state_size(const rlt_policy *p);
+
+/* A decision.  A denied request is not an error: the call returns RLT_OK. */
+typedef struct rlt_decision {
+    bool allowed;
+    int64_t limit;       /* N (B for token bucket and GCRA, Q+1 for leaky bucket) */
+    int64_t remaining;   /* cost-1 requests that would still be allowed now, after this one */
+    rlt_ns retry_after;  /* 0 when allowed; when denied, the exact wait after which the same
+                            request is allowed if nothing else happens; -1 if it never can */
+    rlt_ns reset_after;  /* until the state is back to fresh (full bucket, empty window) */
+    rlt_ns delay;        /* leaky bucket: how long the request waits before it is sent */
+    int64_t lease;       /* concurrency: the lease to hand to rlt_release (> 0 when allowed) */
+} rlt_decision;
+
+/* Decides one request of `cost` at `now` and, if allowed, charges it to `state`.
+ * cost >= 1 is a request; cost 0 is a peek: d->allowed, retry_after and delay tell what a
+ * cost-1 request would get, d->remaining counts the allowance as it stands, and nothing is
+ * consumed.  For RLT_CONCURRENCY a request acquires one slot (cost must be 0 or 1)
+ * and d->lease names it.  `state` is rlt_state_size(p) bytes, zero for a fresh key.
+ * Returns RLT_OK (allowed or denied, see d->allowed); RLT_EINVAL for NULL arguments, cost < 0
+ * or a cost > 1 on a concurrency policy; RLT_ERANGE when `now` or `cost` is outside what the
+ * policy's integer arithmetic can represent (then the state is unchanged). */
+int rlt_decide(const rlt_policy *p, void *state, rlt_ns now, int64_t cost, rlt_decision *d);
+
+/* The earliest time >= now at which a request of `cost` (>= 1) would be allowed if nothing
+ * else happened, without changing the state.  Returns RLT_OK with *at set; RLT_ENEVER when
+ * the cost exceeds what the policy can ever allow (cost > B, cost > N, ...); RLT_EINVAL,
+ * RLT_ERANGE as rlt_decide. */
+int rlt_when(const rlt_policy *p, const void *state, rlt_ns now, int64_t cost, rlt_ns *at);
+
+/* Releases a concurrency lease.  Returns RLT_OK, or RLT_ENOENT when the lease is unknown,
+ * already released, or was reclaimed because it outlived the policy's timeout. */
+int rlt_release(const rlt_policy *p, void *state, rlt_ns now, int64_t lease);
+
+/* True when `state` is, at `now`, equivalent to fresh: dropping it (re-zeroing it) would
+ * change no decision at `now` or later.  Cheap: O(1) for every algorithm. */
+bool rlt_is_fresh(const rlt_policy *p, const void *state, rlt_ns now);
+
+/* Moves every instant stored in `state` by `delta` ns (a snapshot restored under another
+ * clock origin).  Instants that would leave int64 saturate.  Returns RLT_OK or RLT_EINVAL. */
+int rlt_state_shift(const rlt_policy *p, void *state, rlt_ns delta);
+
+/* How rlt_state_convert carries used allowance from one policy to another. */
+typedef enum rlt_convert {
+    RLT_CONVERT_KEEP = 0, /* the same amount stays used: 30 used of 100 becomes 30 of 200 */
+    RLT_CONVERT_SCALE = 1 /* the same share stays used: 30 of 100 becomes 60 of 200 */
+} rlt_convert;
+
+/* Carries `state` from policy `from` to policy `to` at `now`.  Rounding never mints: the used
+ * amount is rounded up.  Supported when both policies have the same algorithm and, for the
+ * sliding log and concurrency, the same N (state size); otherwise returns RLT_EINVAL and the
+ * caller resets the state instead.  Returns RLT_OK, RLT_EINVAL, RLT_ERANGE. */
+int rlt_state_convert(const rlt_policy *from, const rlt_policy *to, void *state, rlt_ns now,
+                      rlt_convert how);
+
+/* ---- HTTP header arithmetic (text only, no I/O) ---------------------------------------- */
+
+/* Whole seconds a client must wait, rounded up, so that waiting that long then succeeds.
+ * 0 for 0, -1 for -1 (never), at least 1 for any positive wait. */
+int64_t rlt_retry_after_seconds(rlt_ns retry_after);
+
+/* Which header families rlt_format_headers writes. */
+enum {
+    RLT_HDR_RETRY_AFTER = 1, /* Retry-After: 3 (only on a denied decision) */
+    RLT_HDR_IETF = 2,        /* RateLimit-Policy: "name";q=100;w=60 and RateLimit: "name";r=50;t=30 */
+    RLT_HDR_LEGACY = 4,      /* RateLimit-Limit / RateLimit-Remaining / RateLimit-Reset */
+    RLT_HDR_X = 8,           /* X-RateLimit-Limit / -Remaining / -Reset (reset in seconds) */
+    RLT_HDR_ALL = 15
+};
+
+/* Writes "Field: value\r\n" lines for the families in `which` into buf[0..cap) with a NUL.
+ * `name` is the policy's name for the IETF fields (a short token; NULL means "default").
+ * q is the policy's limit, w its period in whole seconds rounded up, r the remaining,
+ * t the seconds until reset (rounded up; on a denied decision at least Retry-After).
+ * Returns the length written without the NUL, RLT_ENOSPC if it does not fit, RLT_EINVAL
+ * for NULL arguments or a name that is not a token of [A-Za-z0-9_.:-]. */
+int rlt_format_headers(char *buf, size_t cap, const char *name, const rlt_policy *p,
+                       const rlt_decision *d, unsigned which);
+
+/* ---- Duration text ---------------------------------------------------------------------- */
+
+/* Parses "250ms", "1s", "3h", "15" (with `default_unit` ns when no unit is written; 0 means a
+ * unit is required).  Units: ns us ms s m h d.  Returns RLT_OK, RLT_EPARSE, or RLT_ERANGE on
+ * overflow. */
+int rlt_duration_parse(const char *text, size_t len, rlt_ns default_unit, rlt_ns *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RATELIMIT_RATELIMIT_H */

@@ -1,0 +1,144 @@
+/* The keyed store: one limiter state per (policy, key), for millions of keys, from many threads.
+ *
+ * An rlt_store is an opaque handle.  It holds named policies (and tiers that pick a policy per
+ * key), and the state of every key that is not fresh.  Every function is thread-safe unless
+ * it says otherwise; decisions on one key are linearizable (no check-then-act race), and a
+ * multi-limit check is all-or-nothing.  Time is a parameter: the store never reads a clock
+ * and runs no thread of its own; the caller drives idle-key reclamation with rlt_store_sweep.
+ * Depends on libc and pthreads only.
+ */
+#ifndef RATELIMIT_STORE_H
+#define RATELIMIT_STORE_H
+
+#include "ratelimit/ratelimit.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Longest key in bytes.  Keys are binary-safe; the empty key is invalid. */
+#define RLT_KEY_MAX 512
+/* Longest policy or tier name in bytes. */
+#define RLT_NAME_MAX 63
+
+typedef struct rlt_store rlt_store;
+
+/* Options.  All-zero is a valid default: unbounded, evict-LRU-when-full, random secret. */
+typedef struct rlt_store_options {
+    size_t max_keys;    /* cap on live keys; 0 = none */
+    size_t max_bytes;   /* cap on bytes of keys + states + index; 0 = none */
+    bool fail_closed;   /* when full and no key is idle: refuse new keys (RLT_EFULL)
+                           instead of evicting the least recently used key */
+    bool has_secret;    /* use `secret` for the key hash instead of a random one */
+    uint8_t secret[16]; /* SipHash key; random (getrandom) unless has_secret */
+    unsigned shards;    /* lock shards, rounded up to a power of two; 0 = 64 */
+} rlt_store_options;
+
+/* What happens to keys' state when a policy is replaced under the same name. */
+typedef enum rlt_change {
+    RLT_CHANGE_KEEP = 0,  /* the used amount carries over (RLT_CONVERT_KEEP) */
+    RLT_CHANGE_RESET = 1, /* every key of the policy starts fresh */
+    RLT_CHANGE_SCALE = 2  /* used allowance scales to the new capacity (RLT_CONVERT_SCALE) */
+} rlt_change;
+
+/* Creates a store.  `opt` may be NULL for the defaults.  Returns RLT_OK and *out, RLT_ENOMEM,
+ * or RLT_EINVAL. */
+int rlt_store_open(rlt_store **out, const rlt_store_options *opt);
+
+/* Frees the store and everything in it.  NULL is a no-op.  Not thread-safe with other calls. */
+void rlt_store_close(rlt_store *s);
+
+/* Adds or replaces the policy called `name` (1..RLT_NAME_MAX bytes).  Replacing keeps the id;
+ * `how` says what happens to existing keys' state (if the algorithm or the state size changes,
+ * KEEP and SCALE fall back to RESET).  Sets *id (may be NULL) to the policy's id (>= 0).
+ * Returns RLT_OK, RLT_EINVAL (bad name or policy), RLT_ENOMEM. */
+int rlt_store_set_policy(rlt_store *s, const char *name, const rlt_policy *p, rlt_change how,
+                         int *id);
+
+/* The id of policy `name`, or RLT_ENOENT. */
+int rlt_store_policy_id(const rlt_store *s, const char *name);
+
+/* Copies policy `id` into *out.  RLT_OK or RLT_ENOENT. */
+int rlt_store_get_policy(const rlt_store *s, int id, rlt_policy *out);
+
+/* Tiers: a tier is a name for a policy id ("free" -> policy 0, "pro" -> policy 1).  A key may
+ * be assigned a tier; rlt_store_decide_tier then uses the key's tier, or `default_tier` when it
+ * has none.  Assignments are kept until changed (they are configuration, never evicted) and
+ * are saved in snapshots.  Returns RLT_OK, RLT_EINVAL, RLT_ENOENT (unknown tier or policy),
+ * RLT_EKEYLEN, RLT_ENOMEM. */
+int rlt_store_set_tier(rlt_store *s, const char *tier, int policy_id);
+int rlt_store_assign_tier(rlt_store *s, const void *key, size_t klen, const char *tier);
+int rlt_store_decide_tier(rlt_store *s, const char *default_tier, const void *key, size_t klen,
+                          rlt_ns now, int64_t cost, rlt_decision *d);
+
+/* Decides one request for `key` under policy `id`, as rlt_decide does, and keeps the state.
+ * Returns RLT_OK (see d->allowed), RLT_ENOENT (no such policy), RLT_EKEYLEN, RLT_EINVAL,
+ * RLT_ERANGE as rlt_decide, RLT_EFULL (fail-closed store at its cap, new key refused),
+ * RLT_ENOMEM. */
+int rlt_store_decide(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now,
+                     int64_t cost, rlt_decision *d);
+
+/* One limit of a multi-limit check. */
+typedef struct rlt_check {
+    int policy;      /* policy id */
+    const void *key; /* key bytes */
+    size_t klen;
+    int64_t cost;    /* cost for this limit (>= 0) */
+} rlt_check;
+
+/* Checks n limits at once, all-or-nothing: consumes from every limit only if every one allows.
+ * *combined gets allowed = all allowed, the smallest remaining and limit of the most
+ * restrictive limit, the longest retry_after (-1 if any can never fit), the longest
+ * reset_after.  *refused (may be NULL) is set to the index of the first limit that refused,
+ * or -1.  Concurrency policies are not allowed here (RLT_EINVAL).  Linearizable with every
+ * other call.  Returns as rlt_store_decide. */
+int rlt_store_decide_multi(rlt_store *s, const rlt_check *checks, size_t n, rlt_ns now,
+                           rlt_decision *combined, int *refused);
+
+/* The earliest time a request of `cost` on `key` under `id` would be allowed (rlt_when). */
+int rlt_store_when(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now,
+                   int64_t cost, rlt_ns *at);
+
+/* Forgets `key` under policy `id` (it becomes fresh).  RLT_OK (also when it was not there),
+ * RLT_ENOENT for an unknown policy, RLT_EKEYLEN. */
+int rlt_store_reset(rlt_store *s, int id, const void *key, size_t klen);
+
+/* Releases a concurrency lease taken by rlt_store_decide.  As rlt_release. */
+int rlt_store_release(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now,
+                      int64_t lease);
+
+/* Examines at most `budget` entries, continuing where the last sweep stopped, and drops those
+ * that are fresh at `now` (which changes no decision).  Returns how many were dropped. */
+size_t rlt_store_sweep(rlt_store *s, rlt_ns now, size_t budget);
+
+typedef struct rlt_store_stats {
+    uint64_t keys;            /* live entries */
+    uint64_t bytes;           /* bytes held for entries, states and the index */
+    uint64_t evicted_idle;    /* fresh entries dropped (on touch or by sweep) */
+    uint64_t evicted_forced;  /* non-fresh entries evicted because the store was full */
+    uint64_t refused_full;    /* new keys refused by a fail-closed store */
+    uint64_t allowed;         /* decisions that allowed */
+    uint64_t denied;          /* decisions that denied */
+} rlt_store_stats;
+
+/* Fills *out with a consistent-enough snapshot of the counters (each counter exact, the set
+ * not atomic). */
+void rlt_store_stats_get(const rlt_store *s, rlt_store_stats *out);
+
+/* Writes the whole store (policies, tiers, keys and states) to `path` atomically: a temp file
+ * beside it, fsync, rename, fsync of the directory.  `now` is the store's clock at the time of
+ * saving and `wall_ns` the wall clock (CLOCK_REALTIME) then; both are recorded so that a
+ * restore after downtime credits the time that passed.  Returns RLT_OK or RLT_EIO. */
+int rlt_store_save(rlt_store *s, const char *path, rlt_ns now, int64_t wall_ns);
+
+/* Loads a snapshot written by rlt_store_save into `s`, replacing its policies, tiers and keys.
+ * `now` is the store's clock now and `wall_ns` the wall clock now: every stored instant is
+ * moved so that the wall-clock downtime counts as elapsed (a wall clock that went backwards
+ * counts as no downtime, minting nothing).  A damaged, truncated or unknown-version file is
+ * refused whole with RLT_ECORRUPT and leaves `s` unchanged; RLT_EIO when it cannot be read. */
+int rlt_store_load(rlt_store *s, const char *path, rlt_ns now, int64_t wall_ns);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RATELIMIT_STORE_H */
