@@ -160,7 +160,7 @@ int rlt_when(const rlt_policy *p, const void *state, rlt_ns now, int64_t cost, r
 int rlt_release(const rlt_policy *p, void *state, rlt_ns now, int64_t lease);
 
 /* True when `state` is, at `now`, equivalent to fresh: dropping it (re-zeroing it) would
- * change no decision at `now` or later.  Cheap: O(1) for every algorithm. */
+ * change no decision at `now` or later.  O(1), except concurrency: O(N). */
 bool rlt_is_fresh(const rlt_policy *p, const void *state, rlt_ns now);
 
 /* Moves every instant stored in `state` by `delta` ns (a snapshot restored under another

@@ -1,0 +1,166 @@
+/* libratelimit_redis: the algorithms of ratelimit.h run inside Redis, so many servers share one
+ * limit.  Link `ratelimit_redis` (it pulls in `ratelimit` and hiredis).
+ *
+ * The contract of this header, in one paragraph:
+ *   - Every decision is one Lua script run on the Redis server holding the key: one round trip,
+ *     atomic (no read-then-write from the client), and it answers exactly what rlt_decide
+ *     answers for the same trace of requests (see docs/distributed.md for the time unit).
+ *   - Time comes from the Redis server (TIME, microseconds) unless the call passes
+ *     RLT_REDIS_CALLER_TIME, so skewed application clocks cannot mint allowance.
+ *   - Every key written carries an expiry: the time until its state is fresh again, rounded
+ *     up to the millisecond.  No key is immortal; no expiry resets a limiter early.
+ *   - Failure is a decision: when Redis cannot answer within the timeout, the call returns
+ *     RLT_EBACKEND or RLT_ETIMEDOUT *and* fills the decision from the call's fail mode
+ *     (RLT_REDIS_FAIL_OPEN or fail-closed).  A circuit breaker answers at once while Redis is
+ *     down; calls that may have been applied are never replayed.
+ *   - An rlt_redis handle owns its connections.  It is NOT thread-safe: use one handle per
+ *     thread (each holds one connection per Redis node).
+ *
+ * Status codes are ratelimit.h's: RLT_OK, RLT_EINVAL, RLT_ERANGE, RLT_EKEYLEN, RLT_ENOMEM,
+ * RLT_EBACKEND (Redis unreachable, refused, or answered with an error), RLT_ETIMEDOUT.
+ */
+#ifndef RATELIMIT_REDIS_H
+#define RATELIMIT_REDIS_H
+
+#include "ratelimit/ratelimit.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Longest key in bytes (the same bound as the keyed store's RLT_KEY_MAX). */
+#define RLT_REDIS_KEY_MAX 512
+
+/* Largest integer every number inside the Lua scripts stays below (Lua numbers are doubles). */
+#define RLT_REDIS_NUM_MAX (INT64_C(1) << 53)
+
+typedef struct rlt_redis rlt_redis;
+
+/* Options.  All-zero (with `servers` NULL) is a valid default: one server at
+ * 127.0.0.1:6379, 50 ms timeout, breaker after 3 failures, no lease. */
+typedef struct rlt_redis_options {
+    const char *servers;     /* "host:port[,host:port...]": the server, or the seed nodes of a
+                                cluster; NULL = "127.0.0.1:6379".  Copied by open. */
+    bool cluster;            /* route keys by hash slot across a Redis Cluster */
+    const char *password;    /* sent with AUTH after every connect; NULL = none.  Copied. */
+    const char *prefix;      /* prefix of every Redis key; NULL = "rlt:".  At most 64 bytes,
+                                no '{' or '}'.  Copied. */
+    rlt_ns timeout;          /* deadline of one call: connect, send and reply; 0 = 50 ms */
+    unsigned breaker_failures; /* consecutive failures of a node that open its breaker; 0 = 3 */
+    rlt_ns backoff_min;      /* first time an open breaker waits before a trial call; 0 = 100 ms */
+    rlt_ns backoff_max;      /* the wait doubles after each failed trial up to this; 0 = 5 s */
+    int64_t lease_units;     /* local lease size: units of allowance taken from Redis at once
+                                for calls with RLT_REDIS_LEASE; 0 = leases off */
+    rlt_ns lease_ttl;        /* a lease is spent within this time of its grant, then dropped;
+                                0 = 100 ms */
+    size_t lease_keys;       /* most keys holding a lease at once; 0 = 1024 */
+} rlt_redis_options;
+
+/* Per-call flags. */
+enum {
+    RLT_REDIS_FAIL_OPEN = 1,   /* without Redis: allow (default: deny, fail-closed) */
+    RLT_REDIS_CALLER_TIME = 2, /* use the `now` argument (>= 0, floored to a microsecond)
+                                  instead of the Redis server's clock: tests and replays */
+    RLT_REDIS_LEASE = 4        /* answer from a local lease when one is held (see
+                                  rlt_redis_options.lease_units and docs/distributed.md) */
+};
+
+/* Checks that `p` can run inside Redis: its period (and every derived number) must be a whole
+ * number of microseconds and the scripts' arithmetic must stay below RLT_REDIS_NUM_MAX.
+ * Returns RLT_OK; RLT_EINVAL for NULL, an uninitialised policy, or a period that is not a whole
+ * number of microseconds; RLT_ERANGE when a number would reach 2^53 (e.g. burst x period too
+ * large).  Every other function here returns the same codes for such a policy. */
+int rlt_redis_policy_check(const rlt_policy *p);
+
+/* Creates a handle.  `opt` may be NULL for the defaults.  Does not need Redis to be up: the
+ * first calls connect (bounded by the timeout) and the breaker handles an absent server.
+ * Returns RLT_OK and *out; RLT_EINVAL (NULL out, bad server list, bad prefix, negative
+ * durations or lease); RLT_ENOMEM. */
+int rlt_redis_open(rlt_redis **out, const rlt_redis_options *opt);
+
+/* Closes every connection and frees the handle.  NULL is a no-op. */
+void rlt_redis_close(rlt_redis *r);
+
+/* Decides one request of `cost` for `key` (1..RLT_REDIS_KEY_MAX bytes) under `p`, as rlt_decide
+ * does, inside Redis, and charges it there if allowed.  `flags`: RLT_REDIS_FAIL_OPEN,
+ * RLT_REDIS_CALLER_TIME (then `now` is used, else it is ignored), RLT_REDIS_LEASE.
+ * Returns RLT_OK with *d the decision (allowed or denied); RLT_EINVAL, RLT_ERANGE, RLT_EKEYLEN
+ * for bad arguments (then *d is zeroed); RLT_EBACKEND or RLT_ETIMEDOUT when Redis could not
+ * answer, and then *d is the fail-mode decision: allowed = (flags & RLT_REDIS_FAIL_OPEN),
+ * limit as the policy's, remaining 0, retry_after (when denied) the time until the next trial
+ * of the breaker, at least 1 ms.  A timed-out call may or may not have been applied in Redis;
+ * it is never sent twice. */
+int rlt_redis_decide(rlt_redis *r, const rlt_policy *p, unsigned flags, const void *key,
+                     size_t klen, int64_t cost, rlt_ns now, rlt_decision *d);
+
+/* One limit of a multi-limit check or a batch. */
+typedef struct rlt_redis_check {
+    const rlt_policy *policy;
+    const void *key;
+    size_t klen;
+    int64_t cost; /* >= 0 */
+} rlt_redis_check;
+
+/* Checks n (1..64) limits at once in one script, all-or-nothing, as rlt_store_decide_multi:
+ * consumes from every limit only if every one allows.  *combined gets allowed = all allowed,
+ * the smallest remaining and the limit of the most restrictive limit, the longest retry_after
+ * (-1 if any can never fit), the longest reset_after; *refused (may be NULL) the index of the
+ * first limit that refused, or -1.  On a cluster every key must hash to the same slot: give
+ * the keys a common hash tag, e.g. "{user42}:api" and "{user42}:upload" (RLT_EINVAL if not).
+ * Concurrency policies are refused (RLT_EINVAL); RLT_REDIS_LEASE is ignored.  Returns as
+ * rlt_redis_decide (on failure *combined is the fail-mode decision, *refused = -1). */
+int rlt_redis_decide_multi(rlt_redis *r, const rlt_redis_check *checks, size_t n,
+                           unsigned flags, rlt_ns now, rlt_decision *combined, int *refused);
+
+/* Decides n independent requests, pipelined: all are sent, then all replies read, so n
+ * decisions cost about one round trip per node.  out[i] and status[i] are what
+ * rlt_redis_decide would give for checks[i] (status[i] is RLT_OK or an error, with out[i] then
+ * the fail-mode decision).  RLT_REDIS_LEASE is ignored.  Returns RLT_OK when every status is
+ * RLT_OK, else the first failing status.  n may be 0. */
+int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n,
+                           unsigned flags, rlt_ns now, rlt_decision *out, int *status);
+
+/* Releases concurrency lease `lease` (from rlt_redis_decide's d->lease) of `key` under the
+ * concurrency policy `p`.  Returns RLT_OK; RLT_ENOENT when the lease is unknown, already
+ * released or reclaimed after the policy's timeout; RLT_EINVAL for a non-concurrency policy;
+ * RLT_EBACKEND, RLT_ETIMEDOUT (the lease then expires by itself after the timeout). */
+int rlt_redis_release(rlt_redis *r, const rlt_policy *p, unsigned flags, const void *key,
+                      size_t klen, rlt_ns now, int64_t lease);
+
+/* Forgets `key` under `p` (deletes its Redis key and any local lease): it becomes fresh.
+ * Returns RLT_OK (also when it was not there), RLT_EINVAL, RLT_EKEYLEN, RLT_EBACKEND,
+ * RLT_ETIMEDOUT. */
+int rlt_redis_reset(rlt_redis *r, const rlt_policy *p, const void *key, size_t klen);
+
+/* Writes the Redis key that holds `key`'s state under `p` into buf[0..cap) (binary, no NUL
+ * needed) and returns its length, or RLT_ENOSPC / RLT_EINVAL / RLT_EKEYLEN.  For tests and
+ * operators (e.g. PTTL on it). */
+int rlt_redis_key_name(const rlt_redis *r, const rlt_policy *p, const void *key, size_t klen,
+                       char *buf, size_t cap);
+
+/* Counters of one handle since open.  Every decision made without Redis is counted. */
+typedef struct rlt_redis_stats {
+    uint64_t decisions;       /* decisions answered (with or without Redis) */
+    uint64_t round_trips;     /* command batches sent to Redis (scripts, loads, redirects) */
+    uint64_t fail_open;       /* decisions allowed without Redis (fail-open) */
+    uint64_t fail_closed;     /* decisions denied without Redis (fail-closed) */
+    uint64_t timeouts;        /* calls that hit the deadline */
+    uint64_t errors;          /* connection failures and error replies */
+    uint64_t breaker_opened;  /* times a node's breaker opened */
+    uint64_t short_circuited; /* calls answered at once because a breaker was open */
+    uint64_t connects;        /* successful (re)connections */
+    uint64_t script_loads;    /* SCRIPT LOADs after NOSCRIPT (restart, flush, new node) */
+    uint64_t redirects;       /* cluster MOVED and ASK replies followed */
+    uint64_t lease_local;     /* decisions answered from a local lease, without Redis */
+    uint64_t lease_grants;    /* leases taken from Redis */
+    unsigned nodes;           /* Redis nodes known */
+    unsigned nodes_open;      /* nodes whose breaker is open now */
+} rlt_redis_stats;
+
+/* Fills *out with the handle's counters. */
+void rlt_redis_stats_get(const rlt_redis *r, rlt_redis_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RATELIMIT_REDIS_H */

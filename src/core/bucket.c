@@ -1,0 +1,129 @@
+/* Token bucket and GCRA: one arithmetic, two representations.
+ *
+ * Both count the *used* part of the bucket in scaled units: one unit of cost is unit_ and
+ * one nanosecond of refill is scale_ (unit_/scale_ = W/N exactly, reduced by their gcd), so
+ * refill is an integer product and nothing drifts.  The bucket holds cap_ = B x unit_.
+ *
+ *   token bucket: state {used, last}; used(now) = max(0, used - (now - last) x scale_),
+ *                 with now - last clamped at 0 so a clock stepping back neither mints nor drains.
+ *   GCRA:         state {tat}, the theoretical arrival time in ns x scale_;
+ *                 used(now) = max(0, tat - now x scale_).
+ *
+ * With a clock that never steps back the two used(now) are the same number, so they make the
+ * same decisions, with the same remaining, retry_after and reset_after.  A GCRA clock stepping
+ * back sees a fuller bucket (it drains for a while, never mints). */
+#include "internal.h"
+
+typedef struct tb_state {
+    int64_t used; /* scaled units; 0 = full bucket */
+    int64_t last; /* ns: latest `now` that charged the bucket */
+} tb_state;
+
+/* used(now) of either representation; *now_s gets now x scale_ for GCRA. */
+static int used_at(const rlt_policy *p, const void *st, rlt_ns now, int64_t *used,
+                   int64_t *now_s)
+{
+    if (p->algo == RLT_GCRA) {
+        if (__builtin_mul_overflow(now, p->scale_, now_s)) return RLT_ERANGE;
+        int64_t tat = rlt__tat_load(st);
+        *used = tat > *now_s ? rlt__sat_sub(tat, *now_s) : 0;
+        return RLT_OK;
+    }
+    tb_state s;
+    memcpy(&s, st, sizeof s);
+    int64_t elapsed = rlt__sat_sub(now, s.last), refill;
+    if (elapsed <= 0 || s.used == 0)
+        *used = s.used;
+    else if (__builtin_mul_overflow(elapsed, p->scale_, &refill) || refill >= s.used)
+        *used = 0;
+    else
+        *used = s.used - refill;
+    return RLT_OK;
+}
+
+int rlt__bucket_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
+                       rlt_decision *d, int commit)
+{
+    int64_t used, now_s = 0;
+    int rc = used_at(p, st, now, &used, &now_s);
+    if (rc) return rc;
+
+    const int64_t cap = p->cap_, unit = p->unit_;
+    int64_t need = cost > 0 ? cost : 1; /* a peek asks about a cost-1 request */
+    rlt__decision_clear(d, p->burst);
+    if (need > p->burst) { /* can never fit, however long one waits */
+        d->retry_after = -1;
+        d->remaining = used >= cap ? 0 : (cap - used) / unit;
+        d->reset_after = rlt__ceil_div(used, p->scale_);
+        return RLT_OK;
+    }
+    int64_t need_s = need * unit; /* <= cap: cannot overflow */
+    d->allowed = used <= cap - need_s;
+    int64_t after = used;
+    if (d->allowed) {
+        after = used + (cost > 0 ? need_s : 0);
+    } else {
+        d->retry_after = rlt__ceil_div(used - (cap - need_s), p->scale_);
+    }
+    d->remaining = after >= cap ? 0 : (cap - after) / unit;
+    d->reset_after = p->scale_ == 1 ? after : rlt__ceil_div(after, p->scale_);
+
+    if (commit && d->allowed && cost > 0) {
+        if (p->algo == RLT_GCRA) {
+            int64_t tat;
+            if (__builtin_add_overflow(now_s, after, &tat)) return RLT_ERANGE;
+            rlt__tat_store(st, tat);
+        } else {
+            tb_state s;
+            memcpy(&s, st, sizeof s);
+            s.used = after;
+            if (now > s.last) s.last = now;
+            memcpy(st, &s, sizeof s);
+        }
+    }
+    return RLT_OK;
+}
+
+bool rlt__bucket_fresh(const rlt_policy *p, const void *st, rlt_ns now)
+{
+    int64_t used, now_s;
+    if (used_at(p, st, now, &used, &now_s)) return false;
+    return used == 0;
+}
+
+void rlt__bucket_shift(const rlt_policy *p, void *st, rlt_ns delta)
+{
+    if (p->algo == RLT_GCRA) {
+        int64_t tat = rlt__tat_load(st), ds;
+        if (tat == INT64_MIN) return; /* fresh stays fresh */
+        if (__builtin_mul_overflow(delta, p->scale_, &ds)) ds = delta > 0 ? INT64_MAX : INT64_MIN;
+        rlt__tat_store(st, rlt__sat_add(tat, ds));
+        return;
+    }
+    tb_state s;
+    memcpy(&s, st, sizeof s);
+    s.last = rlt__sat_add(s.last, delta);
+    memcpy(st, &s, sizeof s);
+}
+
+/* Used amount at `now` in the policy's scaled units (for rlt_state_convert). */
+int rlt__bucket_used(const rlt_policy *p, const void *st, rlt_ns now, int64_t *used)
+{
+    int64_t now_s;
+    return used_at(p, st, now, used, &now_s);
+}
+
+int rlt__bucket_set_used(const rlt_policy *p, void *st, rlt_ns now, int64_t used)
+{
+    if (p->algo == RLT_GCRA) {
+        int64_t now_s, tat;
+        if (__builtin_mul_overflow(now, p->scale_, &now_s) ||
+            __builtin_add_overflow(now_s, used, &tat))
+            return RLT_ERANGE;
+        rlt__tat_store(st, used ? tat : INT64_MIN);
+        return RLT_OK;
+    }
+    tb_state s = {used, now};
+    memcpy(st, &s, sizeof s);
+    return RLT_OK;
+}

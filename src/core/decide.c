@@ -1,0 +1,177 @@
+/* The public decision functions: argument checks at the boundary, then dispatch by algorithm. */
+#include "internal.h"
+
+int rlt__bucket_used(const rlt_policy *p, const void *st, rlt_ns now, int64_t *used);
+int rlt__bucket_set_used(const rlt_policy *p, void *st, rlt_ns now, int64_t used);
+int rlt__leaky_backlog(const rlt_policy *p, const void *st, rlt_ns now, int64_t *backlog);
+int rlt__leaky_set_backlog(const rlt_policy *p, void *st, rlt_ns now, int64_t backlog);
+int rlt__fixed_window_counts(const rlt_policy *p, void *st, rlt_ns now, int64_t *count, int set);
+int rlt__sliding_window_counts(const rlt_policy *p, void *st, rlt_ns now, int64_t counts[2],
+                               int set);
+
+static bool valid(const rlt_policy *p)
+{
+    return p && p->algo >= RLT_FIXED_WINDOW && p->algo <= RLT_CONCURRENCY && p->scale_ > 0 &&
+           p->unit_ > 0 && p->limit > 0 && p->period > 0;
+}
+
+static int dispatch(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, rlt_decision *d,
+                    int commit)
+{
+    switch (p->algo) {
+    case RLT_GCRA:
+    case RLT_TOKEN_BUCKET:
+        return rlt__bucket_decide(p, st, now, cost, d, commit);
+    case RLT_FIXED_WINDOW:
+        return rlt__fixed_window_decide(p, st, now, cost, d, commit);
+    case RLT_SLIDING_WINDOW:
+        return rlt__sliding_window_decide(p, st, now, cost, d, commit);
+    case RLT_SLIDING_LOG:
+        return rlt__sliding_log_decide(p, st, now, cost, d, commit);
+    case RLT_LEAKY_BUCKET:
+        return rlt__leaky_decide(p, st, now, cost, d, commit);
+    case RLT_CONCURRENCY:
+        return rlt__concurrency_decide(p, st, now, cost, d, commit);
+    default:
+        return RLT_EINVAL;
+    }
+}
+
+int rlt_decide(const rlt_policy *p, void *state, rlt_ns now, int64_t cost, rlt_decision *d)
+{
+    if (!valid(p) || !state || !d || cost < 0) return RLT_EINVAL;
+    if (p->algo == RLT_CONCURRENCY && cost > 1) return RLT_EINVAL;
+    return dispatch(p, state, now, cost, d, 1);
+}
+
+int rlt_when(const rlt_policy *p, const void *state, rlt_ns now, int64_t cost, rlt_ns *at)
+{
+    if (!valid(p) || !state || !at || cost < 1) return RLT_EINVAL;
+    if (p->algo == RLT_CONCURRENCY && cost > 1) return RLT_EINVAL;
+    rlt_decision d;
+    /* commit = 0: the algorithms only read the state on this path. */
+    int rc = dispatch(p, (void *)state, now, cost, &d, 0);
+    if (rc) return rc;
+    if (d.allowed)
+        *at = now;
+    else if (d.retry_after < 0)
+        return RLT_ENEVER;
+    else
+        *at = rlt__sat_add(now, d.retry_after);
+    return RLT_OK;
+}
+
+int rlt_release(const rlt_policy *p, void *state, rlt_ns now, int64_t lease)
+{
+    if (!valid(p) || !state || p->algo != RLT_CONCURRENCY) return RLT_EINVAL;
+    return rlt__concurrency_release(p, state, now, lease);
+}
+
+bool rlt_is_fresh(const rlt_policy *p, const void *state, rlt_ns now)
+{
+    if (!valid(p) || !state) return false;
+    switch (p->algo) {
+    case RLT_GCRA:
+    case RLT_TOKEN_BUCKET:
+        return rlt__bucket_fresh(p, state, now);
+    case RLT_FIXED_WINDOW:
+        return rlt__fixed_window_fresh(p, state, now);
+    case RLT_SLIDING_WINDOW:
+        return rlt__sliding_window_fresh(p, state, now);
+    case RLT_SLIDING_LOG:
+        return rlt__sliding_log_fresh(p, state, now);
+    case RLT_LEAKY_BUCKET:
+        return rlt__leaky_fresh(p, state, now);
+    case RLT_CONCURRENCY:
+        return rlt__concurrency_fresh(p, state, now);
+    default:
+        return false;
+    }
+}
+
+int rlt_state_shift(const rlt_policy *p, void *state, rlt_ns delta)
+{
+    if (!valid(p) || !state) return RLT_EINVAL;
+    switch (p->algo) {
+    case RLT_GCRA:
+    case RLT_TOKEN_BUCKET:
+        rlt__bucket_shift(p, state, delta);
+        break;
+    case RLT_FIXED_WINDOW:
+        rlt__fixed_window_shift(p, state, delta);
+        break;
+    case RLT_SLIDING_WINDOW:
+        rlt__sliding_window_shift(p, state, delta);
+        break;
+    case RLT_SLIDING_LOG:
+        rlt__sliding_log_shift(p, state, delta);
+        break;
+    case RLT_LEAKY_BUCKET:
+        rlt__leaky_shift(p, state, delta);
+        break;
+    case RLT_CONCURRENCY:
+        rlt__concurrency_shift(p, state, delta);
+        break;
+    default:
+        return RLT_EINVAL;
+    }
+    return RLT_OK;
+}
+
+/* ceil(v x num / den) for v >= 0, num >= 0, den > 0; RLT_ERANGE if it leaves int64. */
+static int scale_up(int64_t v, int64_t num, int64_t den, int64_t *out)
+{
+    __int128 x = (__int128)v * num;
+    __int128 q = x / den + (x % den != 0);
+    if (q > INT64_MAX) return RLT_ERANGE;
+    *out = (int64_t)q;
+    return RLT_OK;
+}
+
+/* One count (window algorithms): keep the amount, or keep the share of N. */
+static int convert_count(const rlt_policy *from, const rlt_policy *to, rlt_convert how,
+                         int64_t *count)
+{
+    int rc = how == RLT_CONVERT_SCALE ? scale_up(*count, to->limit, from->limit, count) : 0;
+    if (!rc && *count > to->limit) *count = to->limit;
+    return rc;
+}
+
+int rlt_state_convert(const rlt_policy *from, const rlt_policy *to, void *state, rlt_ns now,
+                      rlt_convert how)
+{
+    if (!valid(from) || !valid(to) || !state || from->algo != to->algo) return RLT_EINVAL;
+    int64_t v, c[2];
+    int rc;
+    switch (from->algo) {
+    case RLT_GCRA:
+    case RLT_TOKEN_BUCKET:
+        if ((rc = rlt__bucket_used(from, state, now, &v))) return rc;
+        rc = how == RLT_CONVERT_SCALE ? scale_up(v, to->cap_, from->cap_, &v)
+                                      : scale_up(v, to->unit_, from->unit_, &v);
+        if (rc) return rc;
+        return rlt__bucket_set_used(to, state, now, v > to->cap_ ? to->cap_ : v);
+    case RLT_LEAKY_BUCKET:
+        if ((rc = rlt__leaky_backlog(from, state, now, &v))) return rc;
+        rc = how == RLT_CONVERT_SCALE
+                 ? scale_up(v, to->cap_ + to->unit_, from->cap_ + from->unit_, &v)
+                 : scale_up(v, to->unit_, from->unit_, &v);
+        if (rc) return rc;
+        return rlt__leaky_set_backlog(to, state, now, v);
+    case RLT_FIXED_WINDOW:
+        rlt__fixed_window_counts(from, state, now, &v, 0);
+        if ((rc = convert_count(from, to, how, &v))) return rc;
+        return rlt__fixed_window_counts(to, state, now, &v, 1);
+    case RLT_SLIDING_WINDOW:
+        rlt__sliding_window_counts(from, state, now, c, 0);
+        if ((rc = convert_count(from, to, how, &c[0])) || (rc = convert_count(from, to, how, &c[1])))
+            return rc;
+        return rlt__sliding_window_counts(to, state, now, c, 1);
+    case RLT_SLIDING_LOG:
+    case RLT_CONCURRENCY:
+        /* Same slots: the entries keep their meaning under the new period. */
+        return from->limit == to->limit ? RLT_OK : RLT_EINVAL;
+    default:
+        return RLT_EINVAL;
+    }
+}

@@ -1,0 +1,82 @@
+/* Fixed window: windows [kW, (k+1)W) from the clock's origin; allow while count + cost <= N.
+ * Worst case 2N in a span of W (N at the end of one window, N at the start of the next).
+ * A clock stepping back into an earlier window keeps counting in the latest window seen. */
+#include "internal.h"
+
+typedef struct fw_state {
+    int64_t win;   /* index k of the window `count` belongs to */
+    int64_t count; /* accepted cost in that window */
+} fw_state;
+
+/* The state as of `now`: rolls to a later window, never to an earlier one. */
+static fw_state current(const rlt_policy *p, const void *st, rlt_ns now)
+{
+    fw_state s;
+    memcpy(&s, st, sizeof s);
+    int64_t k = rlt__floor_div(now, p->period);
+    if (s.count == 0 || k > s.win) {
+        s.win = k;
+        s.count = 0;
+    }
+    return s;
+}
+
+static rlt_ns until_end(const rlt_policy *p, int64_t win, rlt_ns now)
+{
+    int64_t end;
+    if (__builtin_mul_overflow(win + 1, p->period, &end)) end = INT64_MAX;
+    return rlt__sat_sub(end, now);
+}
+
+int rlt__fixed_window_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
+                             rlt_decision *d, int commit)
+{
+    fw_state s = current(p, st, now);
+    int64_t need = cost > 0 ? cost : 1;
+    rlt__decision_clear(d, p->limit);
+    if (need > p->limit) {
+        d->retry_after = -1;
+    } else {
+        d->allowed = s.count <= p->limit - need;
+        if (!d->allowed) d->retry_after = until_end(p, s.win, now);
+    }
+    int64_t after = s.count + (d->allowed && cost > 0 ? cost : 0);
+    d->remaining = p->limit - after > 0 ? p->limit - after : 0;
+    d->reset_after = after > 0 ? until_end(p, s.win, now) : 0;
+    if (commit && d->allowed && cost > 0) {
+        s.count = after;
+        memcpy(st, &s, sizeof s);
+    }
+    return RLT_OK;
+}
+
+bool rlt__fixed_window_fresh(const rlt_policy *p, const void *st, rlt_ns now)
+{
+    return current(p, st, now).count == 0;
+}
+
+/* Windows stay aligned to the origin: the count moves to the window that holds the moved end
+ * of its window, so it lives at least as long as it would have (never mints). */
+void rlt__fixed_window_shift(const rlt_policy *p, void *st, rlt_ns delta)
+{
+    fw_state s;
+    memcpy(&s, st, sizeof s);
+    if (s.count == 0) return;
+    int64_t end;
+    if (__builtin_mul_overflow(s.win + 1, p->period, &end)) end = INT64_MAX;
+    end = rlt__sat_add(end, delta);
+    s.win = rlt__floor_div(rlt__sat_sub(end, 1), p->period);
+    memcpy(st, &s, sizeof s);
+}
+
+int rlt__fixed_window_counts(const rlt_policy *p, void *st, rlt_ns now, int64_t *count, int set)
+{
+    fw_state s = current(p, st, now);
+    if (set) {
+        s.count = *count;
+        memcpy(st, &s, sizeof s);
+    } else {
+        *count = s.count;
+    }
+    return RLT_OK;
+}

@@ -1,0 +1,92 @@
+/* Internal helpers of the core: checked integer arithmetic and the per-algorithm entry points
+ * that rlt_decide and friends dispatch to.  Not installed. */
+#ifndef RLT_CORE_INTERNAL_H
+#define RLT_CORE_INTERNAL_H
+
+#include "ratelimit/ratelimit.h"
+
+#include <assert.h>
+#include <string.h>
+
+/* Floor division for b > 0 (C truncates toward zero). */
+static inline int64_t rlt__floor_div(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+    return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+
+/* Ceiling division of a >= 0 by b > 0. */
+static inline int64_t rlt__ceil_div(int64_t a, int64_t b)
+{
+    assert(a >= 0 && b > 0);
+    return a / b + (a % b != 0);
+}
+
+/* a + b, saturating at the int64 limits. */
+static inline int64_t rlt__sat_add(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r)) return b > 0 ? INT64_MAX : INT64_MIN;
+    return r;
+}
+
+/* a - b, saturating. */
+static inline int64_t rlt__sat_sub(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_sub_overflow(a, b, &r)) return b < 0 ? INT64_MAX : INT64_MIN;
+    return r;
+}
+
+/* Fills the fields every decision shares before an algorithm sets the rest. */
+static inline void rlt__decision_clear(rlt_decision *d, int64_t limit)
+{
+    memset(d, 0, sizeof *d);
+    d->limit = limit;
+}
+
+/* Per-algorithm entry points.  `commit` false means: compute the decision only (peek, when). */
+int rlt__fixed_window_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
+                             rlt_decision *d, int commit);
+int rlt__sliding_log_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
+                            rlt_decision *d, int commit);
+int rlt__sliding_window_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
+                               rlt_decision *d, int commit);
+int rlt__bucket_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
+                       rlt_decision *d, int commit); /* token bucket and GCRA */
+int rlt__leaky_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, rlt_decision *d,
+                      int commit);
+int rlt__concurrency_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
+                            rlt_decision *d, int commit);
+int rlt__concurrency_release(const rlt_policy *p, void *st, rlt_ns now, int64_t lease);
+
+bool rlt__fixed_window_fresh(const rlt_policy *p, const void *st, rlt_ns now);
+bool rlt__sliding_log_fresh(const rlt_policy *p, const void *st, rlt_ns now);
+bool rlt__sliding_window_fresh(const rlt_policy *p, const void *st, rlt_ns now);
+bool rlt__bucket_fresh(const rlt_policy *p, const void *st, rlt_ns now);
+bool rlt__leaky_fresh(const rlt_policy *p, const void *st, rlt_ns now);
+bool rlt__concurrency_fresh(const rlt_policy *p, const void *st, rlt_ns now);
+
+void rlt__fixed_window_shift(const rlt_policy *p, void *st, rlt_ns delta);
+void rlt__sliding_log_shift(const rlt_policy *p, void *st, rlt_ns delta);
+void rlt__sliding_window_shift(const rlt_policy *p, void *st, rlt_ns delta);
+void rlt__bucket_shift(const rlt_policy *p, void *st, rlt_ns delta);
+void rlt__leaky_shift(const rlt_policy *p, void *st, rlt_ns delta);
+void rlt__concurrency_shift(const rlt_policy *p, void *st, rlt_ns delta);
+
+/* GCRA and leaky bucket keep one word: the theoretical arrival time in scaled units
+ * (ns x scale_), stored with its sign bit flipped so that an all-zero word is INT64_MIN,
+ * "long ago", i.e. fresh. */
+static inline int64_t rlt__tat_load(const void *st)
+{
+    uint64_t w;
+    memcpy(&w, st, sizeof w);
+    return (int64_t)(w ^ (UINT64_C(1) << 63));
+}
+static inline void rlt__tat_store(void *st, int64_t tat)
+{
+    uint64_t w = (uint64_t)tat ^ (UINT64_C(1) << 63);
+    memcpy(st, &w, sizeof w);
+}
+
+#endif

@@ -1,0 +1,296 @@
+/* Policies: validation with derived exact-rational fields, the policy text grammar, durations. */
+#include "internal.h"
+
+#include <stdio.h>
+
+static const char *const algo_names[] = {
+    [RLT_ALGO_NONE] = "none",
+    [RLT_FIXED_WINDOW] = "fixed_window",
+    [RLT_SLIDING_LOG] = "sliding_log",
+    [RLT_SLIDING_WINDOW] = "sliding_window",
+    [RLT_TOKEN_BUCKET] = "token_bucket",
+    [RLT_GCRA] = "gcra",
+    [RLT_LEAKY_BUCKET] = "leaky_bucket",
+    [RLT_CONCURRENCY] = "concurrency",
+};
+
+const char *rlt_algo_name(rlt_algo algo)
+{
+    if ((int)algo < 0 || (int)algo > RLT_CONCURRENCY) return "none";
+    return algo_names[algo];
+}
+
+rlt_algo rlt_algo_from_name(const char *name, size_t len)
+{
+    if (!name) return RLT_ALGO_NONE;
+    for (int a = RLT_FIXED_WINDOW; a <= RLT_CONCURRENCY; a++)
+        if (strlen(algo_names[a]) == len && memcmp(algo_names[a], name, len) == 0)
+            return (rlt_algo)a;
+    return RLT_ALGO_NONE;
+}
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+int rlt_policy_init(rlt_policy *p, rlt_algo algo, int64_t limit, rlt_ns period, int64_t burst,
+                    int64_t queue, int64_t delay)
+{
+    if (!p) return RLT_EINVAL;
+    memset(p, 0, sizeof *p);
+    if (algo < RLT_FIXED_WINDOW || algo > RLT_CONCURRENCY) return RLT_EINVAL;
+    if (algo == RLT_CONCURRENCY && period <= 0) period = RLT_CONCURRENCY_DEFAULT_TIMEOUT;
+    if (limit <= 0 || period <= 0 || burst < 0 || queue < 0 || delay < 0) return RLT_EINVAL;
+    if (algo == RLT_SLIDING_LOG && limit > RLT_SLIDING_LOG_MAX) return RLT_ERANGE;
+    if (algo == RLT_CONCURRENCY && limit > RLT_CONCURRENCY_MAX) return RLT_ERANGE;
+
+    p->algo = algo;
+    p->limit = limit;
+    p->period = period;
+    p->burst = burst ? burst : limit;
+    p->queue = queue;
+    p->delay = delay > queue ? queue : delay; /* delay beyond the queue changes nothing */
+
+    int64_t g = gcd64(limit, period);
+    p->scale_ = limit / g;
+    p->unit_ = period / g;
+    if (algo == RLT_TOKEN_BUCKET || algo == RLT_GCRA) {
+        if (__builtin_mul_overflow(p->burst, p->unit_, &p->cap_)) return RLT_ERANGE;
+    } else if (algo == RLT_LEAKY_BUCKET) {
+        int64_t whole;
+        if (__builtin_mul_overflow(p->queue, p->unit_, &p->cap_)) return RLT_ERANGE;
+        if (__builtin_add_overflow(p->cap_, p->unit_, &whole)) return RLT_ERANGE;
+        p->free_ = p->delay * p->unit_; /* delay <= queue: cannot overflow */
+    }
+    return RLT_OK;
+}
+
+size_t rlt_state_size(const rlt_policy *p)
+{
+    if (!p || p->scale_ <= 0) return 0;
+    switch (p->algo) {
+    case RLT_GCRA:
+    case RLT_LEAKY_BUCKET:
+        return 8;
+    case RLT_FIXED_WINDOW:
+    case RLT_TOKEN_BUCKET:
+        return 16;
+    case RLT_SLIDING_WINDOW:
+        return 24;
+    case RLT_SLIDING_LOG:
+        return 16 + 8 * (size_t)p->limit;
+    case RLT_CONCURRENCY:
+        return 16 + 16 * (size_t)p->limit;
+    default:
+        return 0;
+    }
+}
+
+/* ---- text ------------------------------------------------------------------------------ */
+
+static const struct {
+    const char *name;
+    rlt_ns ns;
+} units[] = {
+    {"ns", 1},
+    {"us", RLT_NS_PER_US},
+    {"ms", RLT_NS_PER_MS},
+    {"s", RLT_NS_PER_S},
+    {"m", 60 * RLT_NS_PER_S},
+    {"h", 3600 * RLT_NS_PER_S},
+    {"d", 86400 * RLT_NS_PER_S},
+};
+
+/* Parses an unsigned decimal integer of the whole of [s, s+len).  RLT_EPARSE or RLT_ERANGE. */
+static int parse_uint(const char *s, size_t len, int64_t *out)
+{
+    if (len == 0) return RLT_EPARSE;
+    int64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9') return RLT_EPARSE;
+        if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, s[i] - '0', &v))
+            return RLT_ERANGE;
+    }
+    *out = v;
+    return RLT_OK;
+}
+
+int rlt_duration_parse(const char *text, size_t len, rlt_ns default_unit, rlt_ns *out)
+{
+    if (!text || !out) return RLT_EINVAL;
+    size_t digits = 0;
+    while (digits < len && text[digits] >= '0' && text[digits] <= '9') digits++;
+    rlt_ns unit = 0;
+    if (digits == len) {
+        unit = default_unit;
+    } else {
+        for (size_t u = 0; u < sizeof units / sizeof units[0]; u++)
+            if (strlen(units[u].name) == len - digits &&
+                memcmp(units[u].name, text + digits, len - digits) == 0)
+                unit = units[u].ns;
+    }
+    if (unit <= 0) return RLT_EPARSE;
+    int64_t n = 1; /* a bare unit means one of it: "100/s" */
+    if (digits > 0) {
+        int rc = parse_uint(text, digits, &n);
+        if (rc) return rc;
+    } else if (len == 0) {
+        return RLT_EPARSE;
+    }
+    if (__builtin_mul_overflow(n, unit, out)) return RLT_ERANGE;
+    return RLT_OK;
+}
+
+static int fail(char *err, size_t errlen, int rc, const char *fmt, const char *part,
+                size_t partlen)
+{
+    if (err && errlen) snprintf(err, errlen, fmt, (int)partlen, part);
+    return rc;
+}
+
+int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, size_t errlen)
+{
+    if (err && errlen) err[0] = '\0';
+    if (!p || !text) return fail(err, errlen, RLT_EINVAL, "no policy text%.*s", "", 0);
+    const char *end = text + len;
+    const char *colon = memchr(text, ':', len);
+    if (!colon)
+        return fail(err, errlen, RLT_EPARSE,
+                    "policy \"%.*s\": expected ALGORITHM:N/PERIOD, e.g. gcra:100/1m", text, len);
+    rlt_algo algo = rlt_algo_from_name(text, (size_t)(colon - text));
+    if (algo == RLT_ALGO_NONE)
+        return fail(err, errlen, RLT_EPARSE,
+                    "unknown algorithm \"%.*s\" (expected fixed_window, sliding_log, "
+                    "sliding_window, token_bucket, gcra, leaky_bucket or concurrency)",
+                    text, (size_t)(colon - text));
+
+    const char *rate = colon + 1;
+    const char *comma = memchr(rate, ',', (size_t)(end - rate));
+    const char *rate_end = comma ? comma : end;
+    const char *slash = memchr(rate, '/', (size_t)(rate_end - rate));
+    const char *n_end = slash ? slash : rate_end;
+    int64_t limit = 0;
+    rlt_ns period = 0;
+    int rc = parse_uint(rate, (size_t)(n_end - rate), &limit);
+    if (rc == RLT_ERANGE)
+        return fail(err, errlen, rc, "limit \"%.*s\" is too large", rate, (size_t)(n_end - rate));
+    if (rc || limit <= 0)
+        return fail(err, errlen, RLT_EPARSE, "limit \"%.*s\": expected a positive integer", rate,
+                    (size_t)(n_end - rate));
+    if (slash) {
+        rc = rlt_duration_parse(slash + 1, (size_t)(rate_end - slash - 1), 0, &period);
+        if (rc == RLT_ERANGE)
+            return fail(err, errlen, rc, "period \"%.*s\" is too large", slash + 1,
+                        (size_t)(rate_end - slash - 1));
+        if (rc || period <= 0)
+            return fail(err, errlen, RLT_EPARSE,
+                        "period \"%.*s\": expected a positive integer with a unit "
+                        "(ns us ms s m h d), e.g. 1s or 15m",
+                        slash + 1, (size_t)(rate_end - slash - 1));
+    } else if (algo != RLT_CONCURRENCY) {
+        return fail(err, errlen, RLT_EPARSE, "\"%.*s\": expected N/PERIOD, e.g. 100/1m", rate,
+                    (size_t)(rate_end - rate));
+    }
+
+    int64_t burst = 0, queue = 0, delay = 0;
+    bool nodelay = false;
+    const char *opt = comma;
+    while (opt && opt < end) {
+        const char *o = opt + 1;
+        const char *next = memchr(o, ',', (size_t)(end - o));
+        const char *o_end = next ? next : end;
+        const char *eq = memchr(o, '=', (size_t)(o_end - o));
+        size_t olen = (size_t)(o_end - o);
+        if (!eq && olen == 7 && memcmp(o, "nodelay", 7) == 0 && algo == RLT_LEAKY_BUCKET) {
+            nodelay = true;
+        } else if (!eq) {
+            return fail(err, errlen, RLT_EPARSE,
+                        "option \"%.*s\": expected burst=B, queue=Q, delay=D or nodelay", o, olen);
+        } else {
+            size_t klen = (size_t)(eq - o);
+            int64_t v = 0;
+            rc = parse_uint(eq + 1, (size_t)(o_end - eq - 1), &v);
+            if (rc == RLT_ERANGE)
+                return fail(err, errlen, rc, "option \"%.*s\": value too large", o, olen);
+            if (rc)
+                return fail(err, errlen, RLT_EPARSE,
+                            "option \"%.*s\": expected a non-negative integer", o, olen);
+            bool bucket = algo == RLT_TOKEN_BUCKET || algo == RLT_GCRA;
+            if (klen == 5 && memcmp(o, "burst", 5) == 0 && bucket) {
+                if (v == 0)
+                    return fail(err, errlen, RLT_EPARSE, "option \"%.*s\": burst must be >= 1",
+                                o, olen);
+                burst = v;
+            } else if (klen == 5 && memcmp(o, "burst", 5) == 0 && algo == RLT_LEAKY_BUCKET) {
+                queue = v; /* nginx spells the queue "burst" */
+            } else if (klen == 5 && memcmp(o, "queue", 5) == 0 && algo == RLT_LEAKY_BUCKET) {
+                queue = v;
+            } else if (klen == 5 && memcmp(o, "delay", 5) == 0 && algo == RLT_LEAKY_BUCKET) {
+                delay = v;
+            } else {
+                return fail(err, errlen, RLT_EPARSE,
+                            "option \"%.*s\" does not apply to this algorithm (token_bucket and "
+                            "gcra take burst=; leaky_bucket takes queue=, delay=, nodelay)",
+                            o, olen);
+            }
+        }
+        opt = next;
+    }
+    if (nodelay) delay = queue;
+    rc = rlt_policy_init(p, algo, limit, period, burst, queue, delay);
+    if (rc == RLT_ERANGE)
+        return fail(err, errlen, rc,
+                    "policy \"%.*s\": numbers too large (the state or its arithmetic would "
+                    "overflow)",
+                    text, len);
+    if (rc) return fail(err, errlen, RLT_EPARSE, "policy \"%.*s\": invalid numbers", text, len);
+    return RLT_OK;
+}
+
+/* Writes a duration in the largest unit that divides it exactly. */
+static int format_duration(char *buf, size_t cap, rlt_ns d)
+{
+    size_t u = sizeof units / sizeof units[0];
+    while (u-- > 1)
+        if (d % units[u].ns == 0) break;
+    return snprintf(buf, cap, "%lld%s", (long long)(d / units[u].ns), units[u].name);
+}
+
+int rlt_policy_format(const rlt_policy *p, char *buf, size_t cap)
+{
+    if (!p || !buf || p->scale_ <= 0) return RLT_EINVAL;
+    char period[32];
+    format_duration(period, sizeof period, p->period);
+    int n;
+    switch (p->algo) {
+    case RLT_TOKEN_BUCKET:
+    case RLT_GCRA:
+        if (p->burst != p->limit)
+            n = snprintf(buf, cap, "%s:%lld/%s,burst=%lld", rlt_algo_name(p->algo),
+                         (long long)p->limit, period, (long long)p->burst);
+        else
+            n = snprintf(buf, cap, "%s:%lld/%s", rlt_algo_name(p->algo), (long long)p->limit,
+                         period);
+        break;
+    case RLT_LEAKY_BUCKET:
+        if (p->delay > 0)
+            n = snprintf(buf, cap, "leaky_bucket:%lld/%s,queue=%lld,delay=%lld",
+                         (long long)p->limit, period, (long long)p->queue, (long long)p->delay);
+        else
+            n = snprintf(buf, cap, "leaky_bucket:%lld/%s,queue=%lld", (long long)p->limit,
+                         period, (long long)p->queue);
+        break;
+    default:
+        n = snprintf(buf, cap, "%s:%lld/%s", rlt_algo_name(p->algo), (long long)p->limit,
+                     period);
+        break;
+    }
+    if (n < 0 || (size_t)n >= cap) return RLT_ENOSPC;
+    return n;
+}

@@ -1,0 +1,123 @@
+/* Sliding window counter (Cloudflare's): two fixed-window counts and a weighted estimate,
+ *   estimate = prev x (W - elapsed) / W + curr,   allow iff estimate + cost <= N,
+ * compared as prev x (W - elapsed) + (curr + cost) x W <= N x W in 128-bit integers, so no
+ * rounding ever enters.  It admits at most N per fixed window, so at most 2N in any span of
+ * W; against the exact log it over-admits only when the previous window's traffic was not
+ * spread evenly (the bound is N + prev x elapsed / W in the span ending at `now`). */
+#include "internal.h"
+
+typedef __int128 i128;
+
+typedef struct sw_state {
+    int64_t win;  /* index k of the current window */
+    int64_t prev; /* accepted cost in window k-1 */
+    int64_t curr; /* accepted cost in window k */
+} sw_state;
+
+/* The state as of `now` and the elapsed part of its window (0 if the clock stepped back). */
+static sw_state current(const rlt_policy *p, const void *st, rlt_ns now, int64_t *elapsed)
+{
+    sw_state s;
+    memcpy(&s, st, sizeof s);
+    int64_t k = rlt__floor_div(now, p->period);
+    if (s.prev == 0 && s.curr == 0) s.win = k;
+    if (k == s.win + 1) {
+        s.prev = s.curr;
+        s.curr = 0;
+        s.win = k;
+    } else if (k > s.win + 1) {
+        s.prev = s.curr = 0;
+        s.win = k;
+    }
+    *elapsed = k == s.win ? now - k * p->period : 0; /* k < win: as if at its start */
+    return s;
+}
+
+static int64_t window_start(const rlt_policy *p, int64_t k)
+{
+    int64_t t;
+    if (__builtin_mul_overflow(k, p->period, &t)) return k > 0 ? INT64_MAX : INT64_MIN;
+    return t;
+}
+
+/* Earliest ns at which cost `need` fits, trying this window, the next, and the one after
+ * (where both counts have left the estimate). */
+static rlt_ns earliest(const rlt_policy *p, const sw_state *s, int64_t elapsed, int64_t need)
+{
+    const i128 W = p->period;
+    for (int step = 0; step < 3; step++) {
+        int64_t P = step == 0 ? s->prev : step == 1 ? s->curr : 0;
+        int64_t C = step == 0 ? s->curr : 0;
+        i128 e0 = step == 0 ? elapsed : 0;
+        i128 slack = ((i128)p->limit - C - need) * W;
+        if (slack < 0) continue;
+        i128 emin = P == 0 ? 0 : W - slack / P; /* P x (W - e) <= slack */
+        if (emin < e0) emin = e0;
+        if (emin < W) return rlt__sat_add(window_start(p, s->win + step), (int64_t)emin);
+    }
+    return INT64_MAX; /* unreachable for need <= N */
+}
+
+int rlt__sliding_window_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
+                               rlt_decision *d, int commit)
+{
+    int64_t e;
+    sw_state s = current(p, st, now, &e);
+    const i128 W = p->period, NW = (i128)p->limit * W;
+    int64_t need = cost > 0 ? cost : 1;
+    i128 weighted = (i128)s.prev * (W - e);
+    rlt__decision_clear(d, p->limit);
+    if (need > p->limit) {
+        d->retry_after = -1;
+    } else {
+        d->allowed = weighted + ((i128)s.curr + need) * W <= NW;
+        if (!d->allowed) d->retry_after = rlt__sat_sub(earliest(p, &s, e, need), now);
+    }
+    int64_t curr_after = s.curr + (d->allowed && cost > 0 ? cost : 0);
+    i128 left = NW - weighted - (i128)curr_after * W;
+    d->remaining = left <= 0 ? 0 : (int64_t)(left / W);
+    if (curr_after > 0)
+        d->reset_after = rlt__sat_sub(window_start(p, s.win + 2), now);
+    else if (s.prev > 0)
+        d->reset_after = rlt__sat_sub(window_start(p, s.win + 1), now);
+    if (commit && d->allowed && cost > 0) {
+        s.curr = curr_after;
+        memcpy(st, &s, sizeof s);
+    }
+    return RLT_OK;
+}
+
+bool rlt__sliding_window_fresh(const rlt_policy *p, const void *st, rlt_ns now)
+{
+    int64_t e;
+    sw_state s = current(p, st, now, &e);
+    return s.prev == 0 && s.curr == 0;
+}
+
+void rlt__sliding_window_shift(const rlt_policy *p, void *st, rlt_ns delta)
+{
+    sw_state s;
+    memcpy(&s, st, sizeof s);
+    if (s.prev == 0 && s.curr == 0) return;
+    /* Move by whole windows, rounding up, so counts never leave early. */
+    int64_t k = delta >= 0 ? delta / p->period + (delta % p->period != 0)
+                           : -(rlt__sat_sub(0, delta) / p->period); /* ceil toward +inf */
+    s.win = rlt__sat_add(s.win, k);
+    memcpy(st, &s, sizeof s);
+}
+
+int rlt__sliding_window_counts(const rlt_policy *p, void *st, rlt_ns now, int64_t counts[2],
+                               int set)
+{
+    int64_t e;
+    sw_state s = current(p, st, now, &e);
+    if (set) {
+        s.prev = counts[0];
+        s.curr = counts[1];
+        memcpy(st, &s, sizeof s);
+    } else {
+        counts[0] = s.prev;
+        counts[1] = s.curr;
+    }
+    return RLT_OK;
+}
