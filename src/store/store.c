@@ -1,0 +1,1140 @@
+/* The keyed store: sharded open-addressing tables of 32-byte slots, named policies and tiers,
+ * single and multi-limit decisions, CLOCK eviction and the idle sweep.
+ *
+ * Layout.  A key's SipHash-1-3 under the store's secret (h) is computed once per call; its low
+ * bits pick the shard, so every policy of one key (and its tier assignment) lives in one shard.
+ * Inside the shard the entry hash is h ^ mix(policy); its top 32 bits are the slot tag and
+ * pick the home slot by multiply-shift (any table size works, so tables grow by 1.5x and stay
+ * between 53% and 80% full).  Linear probing with backward-shift deletion: no tombstones, and
+ * a hit usually costs the one cache miss of its home slot.
+ *
+ * Locking.  One spinlock per shard guards its table, its counters and its assignments.
+ * Policies and tiers are written under the policy mutex *and* every shard lock, so a decision
+ * reads them under its shard lock alone: the hot path takes exactly one lock.  Lock order:
+ * sweep mutex, policy mutex, shard locks by increasing index.
+ *
+ * Memory.  A shard holds at most max_keys / shards keys and max_bytes / shards bytes.  At the
+ * cap the store first drops a fresh entry found within the next 256 slots of the CLOCK hand
+ * (which changes no decision); then, unless it fails closed, it evicts the first entry the
+ * hand finds not touched since the hand last passed it (second chance).  New entries start
+ * untouched, so keys churned once by an attacker go before keys that come back. */
+#define _GNU_SOURCE
+#include <assert.h>
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "store/store_internal.h"
+
+#define MAX_POLICIES 65535u
+#define MAX_TIERS 65535u
+#define MAX_SLOTS (UINT32_C(1) << 30)
+#define SCAN_IDLE 256u /* slots the eviction looks through for a fresh entry */
+#define SMALL_STATE 64u
+
+/* ---- locks ---------------------------------------------------------------------------- */
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+void rlt__shard_lock(rlt__shard *sh)
+{
+#ifdef RLT_STORE_USE_MUTEX
+    pthread_mutex_lock(&sh->lock);
+#else
+    /* Test-and-test-and-set; yield after a while so a preempted holder can run. */
+    for (;;) {
+        if (!__atomic_exchange_n(&sh->lock, 1, __ATOMIC_ACQUIRE)) return;
+        unsigned spins = 0;
+        while (__atomic_load_n(&sh->lock, __ATOMIC_RELAXED)) {
+            if (++spins < 64) {
+                cpu_relax();
+            } else {
+                sched_yield();
+                spins = 0;
+            }
+        }
+    }
+#endif
+}
+
+void rlt__shard_unlock(rlt__shard *sh)
+{
+#ifdef RLT_STORE_USE_MUTEX
+    pthread_mutex_unlock(&sh->lock);
+#else
+    __atomic_store_n(&sh->lock, 0, __ATOMIC_RELEASE);
+#endif
+}
+
+void rlt__lock_all(rlt_store *s)
+{
+    for (uint32_t i = 0; i < s->nshards; i++) rlt__shard_lock(&s->shards[i]);
+}
+
+void rlt__unlock_all(rlt_store *s)
+{
+    for (uint32_t i = s->nshards; i-- > 0;) rlt__shard_unlock(&s->shards[i]);
+}
+
+/* ---- slots ---------------------------------------------------------------------------- */
+
+static inline size_t pad8(size_t n)
+{
+    return (n + 7) & ~(size_t)7;
+}
+
+static inline bool is_inline(uint32_t ssz, size_t klen)
+{
+    return ssz + klen <= RLT__INLINE;
+}
+
+static inline uint32_t home(uint32_t tag, uint32_t cap)
+{
+    return (uint32_t)(((uint64_t)tag * cap) >> 32);
+}
+
+static inline uint32_t tag_of(const rlt_store *s, uint64_t h, int pid)
+{
+    return (uint32_t)((h ^ s->pols[pid].mix) >> 32);
+}
+
+static inline rlt__shard *shard_of(const rlt_store *s, uint64_t h)
+{
+    return &s->shards[h & s->shard_mask];
+}
+
+uint8_t *rlt__slot_state(const rlt_store *s, const rlt__slot *e)
+{
+    uint32_t ssz = s->pols[e->policy].ssz;
+    return is_inline(ssz, e->meta & RLT__KLEN_MASK) ? (uint8_t *)e->u.inl : e->u.ool;
+}
+
+const uint8_t *rlt__slot_key(const rlt_store *s, const rlt__slot *e)
+{
+    uint32_t ssz = s->pols[e->policy].ssz;
+    return is_inline(ssz, e->meta & RLT__KLEN_MASK) ? e->u.inl + ssz : e->u.ool + pad8(ssz);
+}
+
+uint64_t rlt__key_hash(const rlt_store *s, const void *key, size_t klen)
+{
+    return rlt__siphash13(s->secret, key, klen);
+}
+
+rlt__slot *rlt__find(const rlt_store *s, rlt__shard *sh, uint64_t h, int pid, const void *key,
+                     size_t klen)
+{
+    if (!sh->cap) return NULL;
+    const uint32_t ssz = s->pols[pid].ssz, tag = tag_of(s, h, pid), cap = sh->cap;
+    const bool inl = is_inline(ssz, klen);
+    uint32_t i = home(tag, cap);
+    for (;;) {
+        rlt__slot *e = &sh->tab[i];
+        if (!e->meta) return NULL;
+        if (e->tag == tag && e->policy == pid && (e->meta & RLT__KLEN_MASK) == klen) {
+            const uint8_t *k = inl ? e->u.inl + ssz : e->u.ool + pad8(ssz);
+            if (memcmp(k, key, klen) == 0) return e;
+        }
+        if (++i == cap) i = 0;
+    }
+}
+
+void rlt__delete(const rlt_store *s, rlt__shard *sh, rlt__slot *e)
+{
+    const uint32_t cap = sh->cap;
+    uint32_t i = (uint32_t)(e - sh->tab);
+    assert(i < cap && e->meta);
+    size_t klen = e->meta & RLT__KLEN_MASK;
+    uint32_t ssz = s->pols[e->policy].ssz;
+    if (!is_inline(ssz, klen)) {
+        free(e->u.ool);
+        RLT__STAT_ADD(sh->bytes, -(uint64_t)(pad8(ssz) + klen));
+    }
+    RLT__STAT_ADD(sh->count, -1u);
+    /* Backward shift: pull later members of the run into the hole unless their home lies
+     * cyclically in (hole, their position]. */
+    uint32_t j = i;
+    for (;;) {
+        if (++j == cap) j = 0;
+        rlt__slot *f = &sh->tab[j];
+        if (!f->meta) break;
+        uint32_t k = home(f->tag, cap);
+        bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+        if (stays) continue;
+        sh->tab[i] = *f;
+        i = j;
+    }
+    memset(&sh->tab[i], 0, sizeof sh->tab[i]);
+}
+
+static int grow(rlt__shard *sh, uint32_t ncap)
+{
+    assert(ncap > sh->cap);
+    rlt__slot *nt = calloc(ncap, sizeof *nt);
+    if (!nt) return RLT_ENOMEM;
+    for (uint32_t i = 0; i < sh->cap; i++) {
+        const rlt__slot *e = &sh->tab[i];
+        if (!e->meta) continue;
+        uint32_t j = home(e->tag, ncap);
+        while (nt[j].meta)
+            if (++j == ncap) j = 0;
+        nt[j] = *e;
+    }
+    free(sh->tab);
+    RLT__STAT_ADD(sh->bytes, (uint64_t)(ncap - sh->cap) * sizeof(rlt__slot));
+    sh->tab = nt;
+    sh->cap = ncap;
+    sh->hand = 0;
+    return RLT_OK;
+}
+
+/* Frees one entry to make room for a new key.  Fresh entries first (dropping them changes no
+ * decision), looked for in the next SCAN_IDLE slots; then, unless the store fails closed,
+ * CLOCK: the first entry not touched since the hand last passed.  Pinned entries (held by a
+ * multi-limit check) are never taken.  Returns false when nothing could be freed. */
+static bool make_room(rlt_store *s, rlt__shard *sh, rlt_ns now)
+{
+    const uint32_t cap = sh->cap;
+    if (!sh->count) return false;
+    uint32_t i = sh->hand < cap ? sh->hand : 0;
+    const uint32_t window = cap < SCAN_IDLE ? cap : SCAN_IDLE;
+    for (uint32_t n = 0; n < window; n++) {
+        rlt__slot *e = &sh->tab[i];
+        if (e->meta && !(e->meta & RLT__PIN)) {
+            const rlt__pol *P = &s->pols[e->policy];
+            if (rlt_is_fresh(&P->p, rlt__slot_state(s, e), now)) {
+                rlt__delete(s, sh, e);
+                RLT__STAT_ADD(sh->evicted_idle, 1);
+                sh->hand = i;
+                return true;
+            }
+        }
+        if (++i == cap) i = 0;
+    }
+    if (s->fail_closed) {
+        sh->hand = i; /* the next attempt examines the next window */
+        return false;
+    }
+    i = sh->hand < cap ? sh->hand : 0;
+    for (uint64_t n = 0; n < 2 * (uint64_t)cap + 1; n++) {
+        rlt__slot *e = &sh->tab[i];
+        if (e->meta && !(e->meta & RLT__PIN)) {
+            if (e->meta & RLT__REF) {
+                e->meta = (uint16_t)(e->meta & ~RLT__REF);
+            } else {
+                rlt__delete(s, sh, e);
+                RLT__STAT_ADD(sh->evicted_forced, 1);
+                sh->hand = i;
+                return true;
+            }
+        }
+        if (++i == cap) i = 0;
+    }
+    return false;
+}
+
+int rlt__insert(rlt_store *s, rlt__shard *sh, uint64_t h, int pid, const void *key,
+                size_t klen, rlt_ns now, uint8_t *block, rlt__slot **out)
+{
+    const rlt__pol *P = &s->pols[pid];
+    const bool inl = is_inline(P->ssz, klen);
+    const uint64_t extra = inl ? 0 : pad8(P->ssz) + klen;
+    const uint64_t slot = sizeof(rlt__slot);
+    for (;;) {
+        bool full = sh->count >= s->key_cap || sh->bytes + extra > s->byte_cap;
+        if (!full && (uint64_t)(sh->count + 1) * 5 > (uint64_t)sh->cap * 4) {
+            uint64_t want = sh->cap ? sh->cap + sh->cap / 2 : 16;
+            if (s->key_cap != UINT64_MAX && want > s->key_cap + s->key_cap / 4 + 2)
+                want = s->key_cap + s->key_cap / 4 + 2;
+            if (s->byte_cap != UINT64_MAX) {
+                uint64_t other = sh->bytes - sh->cap * slot + extra;
+                uint64_t fit = s->byte_cap > other ? (s->byte_cap - other) / slot : 0;
+                if (want > fit) want = fit;
+            }
+            if (want > MAX_SLOTS) want = MAX_SLOTS;
+            if (want <= sh->cap || want * 4 < (uint64_t)(sh->count + 1) * 5) {
+                full = true;
+            } else {
+                int rc = grow(sh, (uint32_t)want);
+                if (rc) return rc;
+            }
+        }
+        if (!full) break;
+        if (!make_room(s, sh, now)) {
+            RLT__STAT_ADD(sh->refused_full, 1);
+            return RLT_EFULL;
+        }
+    }
+    if (!inl && !block) {
+        block = calloc(1, extra);
+        if (!block) return RLT_ENOMEM;
+    }
+    const uint32_t tag = tag_of(s, h, pid);
+    uint32_t i = home(tag, sh->cap);
+    while (sh->tab[i].meta)
+        if (++i == sh->cap) i = 0;
+    rlt__slot *e = &sh->tab[i];
+    memset(e, 0, sizeof *e);
+    e->tag = tag;
+    e->policy = (uint16_t)pid;
+    e->meta = (uint16_t)klen;
+    if (inl) {
+        memcpy(e->u.inl + P->ssz, key, klen);
+    } else {
+        memcpy(block + pad8(P->ssz), key, klen);
+        e->u.ool = block;
+        RLT__STAT_ADD(sh->bytes, extra);
+    }
+    RLT__STAT_ADD(sh->count, 1u);
+    *out = e;
+    return RLT_OK;
+}
+
+/* ---- tier assignments ----------------------------------------------------------------- */
+
+const rlt__assign *rlt__assign_find(const rlt__shard *sh, uint64_t h, const void *key,
+                                    size_t klen)
+{
+    if (!sh->anb) return NULL;
+    for (const rlt__assign *a = sh->abuckets[(h >> 32) & (sh->anb - 1)]; a; a = a->next)
+        if (a->hash == h && a->klen == klen && memcmp(a->key, key, klen) == 0) return a;
+    return NULL;
+}
+
+int rlt__assign_set(rlt__shard *sh, uint64_t h, const void *key, size_t klen, uint32_t tier)
+{
+    rlt__assign *a = (rlt__assign *)rlt__assign_find(sh, h, key, klen);
+    if (a) {
+        a->tier = tier;
+        return RLT_OK;
+    }
+    if (sh->acount + 1 > sh->anb) {
+        uint32_t nb = sh->anb ? sh->anb * 2 : 8;
+        rlt__assign **b = calloc(nb, sizeof *b);
+        if (!b) return RLT_ENOMEM;
+        for (uint32_t i = 0; i < sh->anb; i++) {
+            for (rlt__assign *x = sh->abuckets[i], *nx; x; x = nx) {
+                nx = x->next;
+                rlt__assign **slot = &b[(x->hash >> 32) & (nb - 1)];
+                x->next = *slot;
+                *slot = x;
+            }
+        }
+        free(sh->abuckets);
+        sh->abuckets = b;
+        sh->anb = nb;
+    }
+    a = malloc(sizeof *a + klen);
+    if (!a) return RLT_ENOMEM;
+    a->hash = h;
+    a->tier = tier;
+    a->klen = (uint16_t)klen;
+    memcpy(a->key, key, klen);
+    rlt__assign **slot = &sh->abuckets[(h >> 32) & (sh->anb - 1)];
+    a->next = *slot;
+    *slot = a;
+    sh->acount++;
+    return RLT_OK;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------ */
+
+static int store_alloc(rlt_store **out, uint32_t nshards, uint64_t key_cap, uint64_t byte_cap,
+                       bool fail_closed, const uint8_t secret[16])
+{
+    rlt_store *s = calloc(1, sizeof *s);
+    if (!s) return RLT_ENOMEM;
+    s->shards = aligned_alloc(64, nshards * sizeof(rlt__shard));
+    if (!s->shards) {
+        free(s);
+        return RLT_ENOMEM;
+    }
+    memset(s->shards, 0, nshards * sizeof(rlt__shard));
+#ifdef RLT_STORE_USE_MUTEX
+    for (uint32_t i = 0; i < nshards; i++) pthread_mutex_init(&s->shards[i].lock, NULL);
+#endif
+    s->nshards = nshards;
+    s->shard_mask = nshards - 1;
+    s->key_cap = key_cap;
+    s->byte_cap = byte_cap;
+    s->fail_closed = fail_closed;
+    memcpy(s->secret, secret, 16);
+    pthread_mutex_init(&s->pol_mu, NULL);
+    pthread_mutex_init(&s->sweep_mu, NULL);
+    *out = s;
+    return RLT_OK;
+}
+
+int rlt_store_open(rlt_store **out, const rlt_store_options *opt)
+{
+    if (!out) return RLT_EINVAL;
+    *out = NULL;
+    rlt_store_options o;
+    if (opt)
+        o = *opt;
+    else
+        memset(&o, 0, sizeof o);
+    if (o.shards > 65536) return RLT_EINVAL;
+    if (o.max_bytes && o.max_bytes < 4096) return RLT_EINVAL;
+    uint32_t n = 1;
+    while (n < (o.shards ? o.shards : 64)) n <<= 1;
+    /* Small caps get fewer shards, so that a per-shard cap stays meaningful. */
+    while (n > 1 && o.max_keys && o.max_keys / n < 64) n >>= 1;
+    while (n > 1 && o.max_bytes && o.max_bytes / n < 65536) n >>= 1;
+    uint8_t secret[16];
+    if (o.has_secret) {
+        memcpy(secret, o.secret, 16);
+    } else {
+        size_t got = 0;
+        while (got < sizeof secret) {
+            ssize_t r = getrandom(secret + got, sizeof secret - got, 0);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) return RLT_EIO;
+            got += (size_t)r;
+        }
+    }
+    return store_alloc(out, n, o.max_keys ? o.max_keys / n : UINT64_MAX,
+                       o.max_bytes ? o.max_bytes / n : UINT64_MAX, o.fail_closed, secret);
+}
+
+int rlt__store_new_like(const rlt_store *s, rlt_store **out)
+{
+    return store_alloc(out, s->nshards, s->key_cap, s->byte_cap, s->fail_closed, s->secret);
+}
+
+void rlt__shard_free(rlt__shard *sh, const rlt_store *s)
+{
+    for (uint32_t i = 0; i < sh->cap; i++) {
+        const rlt__slot *e = &sh->tab[i];
+        if (e->meta && !is_inline(s->pols[e->policy].ssz, e->meta & RLT__KLEN_MASK))
+            free(e->u.ool);
+    }
+    free(sh->tab);
+    for (uint32_t i = 0; i < sh->anb; i++) {
+        for (rlt__assign *a = sh->abuckets[i], *n; a; a = n) {
+            n = a->next;
+            free(a);
+        }
+    }
+    free(sh->abuckets);
+}
+
+void rlt_store_close(rlt_store *s)
+{
+    if (!s) return;
+    for (uint32_t i = 0; i < s->nshards; i++) {
+        rlt__shard_free(&s->shards[i], s);
+#ifdef RLT_STORE_USE_MUTEX
+        pthread_mutex_destroy(&s->shards[i].lock);
+#endif
+    }
+    free(s->shards);
+    free(s->pols);
+    free(s->tiers);
+    pthread_mutex_destroy(&s->pol_mu);
+    pthread_mutex_destroy(&s->sweep_mu);
+    free(s);
+}
+
+/* ---- policies and tiers --------------------------------------------------------------- */
+
+bool rlt__valid_name(const char *name, size_t len)
+{
+    if (!name || len < 1 || len > RLT_NAME_MAX) return false;
+    for (size_t i = 0; i < len; i++)
+        if (name[i] <= 0x20 || name[i] >= 0x7f) return false;
+    return true;
+}
+
+static int name_len(const char *name, size_t *len)
+{
+    if (!name) return RLT_EINVAL;
+    *len = strnlen(name, RLT_NAME_MAX + 1);
+    return rlt__valid_name(name, *len) ? RLT_OK : RLT_EINVAL;
+}
+
+static int pol_find(const rlt_store *s, const char *name, size_t len)
+{
+    for (uint32_t i = 0; i < s->npol; i++)
+        if (s->pols[i].nlen == len && memcmp(s->pols[i].name, name, len) == 0) return (int)i;
+    return -1;
+}
+
+static int tier_find(const rlt_store *s, const char *name, size_t len)
+{
+    for (uint32_t i = 0; i < s->ntier; i++)
+        if (s->tiers[i].nlen == len && memcmp(s->tiers[i].name, name, len) == 0) return (int)i;
+    return -1;
+}
+
+/* Re-derives the policy through rlt_policy_init so a caller's stale derived fields cannot
+ * reach the decision code. */
+static int clean_policy(const rlt_policy *p, rlt_policy *q, uint32_t *ssz)
+{
+    if (!p) return RLT_EINVAL;
+    int64_t burst = p->algo == RLT_TOKEN_BUCKET || p->algo == RLT_GCRA ? p->burst : 0;
+    if (rlt_policy_init(q, p->algo, p->limit, p->period, burst, p->queue, p->delay))
+        return RLT_EINVAL;
+    size_t n = rlt_state_size(q);
+    if (!n || n > UINT32_MAX) return RLT_EINVAL;
+    *ssz = (uint32_t)n;
+    return RLT_OK;
+}
+
+/* Appends a policy; caller holds every lock (or owns the store). */
+static int pol_append(rlt_store *s, const char *name, size_t len, const rlt_policy *q,
+                      uint32_t ssz)
+{
+    if (s->npol >= MAX_POLICIES) return RLT_ENOMEM;
+    if (s->npol == s->polcap) {
+        uint32_t nc = s->polcap ? s->polcap * 2 : 8;
+        rlt__pol *np = realloc(s->pols, nc * sizeof *np);
+        if (!np) return RLT_ENOMEM;
+        s->pols = np;
+        s->polcap = nc;
+    }
+    rlt__pol *P = &s->pols[s->npol];
+    memset(P, 0, sizeof *P);
+    P->p = *q;
+    P->ssz = ssz;
+    P->mix = (uint64_t)(s->npol + 1) * UINT64_C(0x9E3779B97F4A7C15);
+    P->nlen = (uint8_t)len;
+    memcpy(P->name, name, len);
+    return (int)s->npol++;
+}
+
+int rlt__add_policy(rlt_store *s, const char *name, size_t nlen, const rlt_policy *p)
+{
+    rlt_policy q;
+    uint32_t ssz;
+    if (!rlt__valid_name(name, nlen) || pol_find(s, name, nlen) >= 0) return RLT_EINVAL;
+    if (clean_policy(p, &q, &ssz)) return RLT_EINVAL;
+    int id = pol_append(s, name, nlen, &q, ssz);
+    return id < 0 ? id : RLT_OK;
+}
+
+/* Carries every entry of policy `pid` from `old` to the policy now in s->pols[pid]; caller
+ * holds every lock.  `reset` drops them all (the caller then changes the policy). */
+static void convert_entries(rlt_store *s, int pid, const rlt_policy *old, rlt_change how,
+                            bool reset)
+{
+    for (uint32_t k = 0; k < s->nshards; k++) {
+        rlt__shard *sh = &s->shards[k];
+        for (uint32_t i = 0; i < sh->cap;) {
+            rlt__slot *e = &sh->tab[i];
+            if (!e->meta || e->policy != pid) {
+                i++;
+                continue;
+            }
+            if (!reset) {
+                const rlt_policy *np = &s->pols[pid].p;
+                uint8_t *st = rlt__slot_state(s, e);
+                rlt_convert c = how == RLT_CHANGE_SCALE ? RLT_CONVERT_SCALE : RLT_CONVERT_KEEP;
+                if (rlt_state_convert(old, np, st, sh->last_now, c) == RLT_OK) {
+                    i++;
+                    continue;
+                }
+            }
+            rlt__delete(s, sh, e); /* a later entry may have moved into slot i */
+        }
+    }
+}
+
+int rlt_store_set_policy(rlt_store *s, const char *name, const rlt_policy *p, rlt_change how,
+                         int *id)
+{
+    size_t len;
+    rlt_policy q;
+    uint32_t ssz;
+    if (!s || name_len(name, &len) || clean_policy(p, &q, &ssz)) return RLT_EINVAL;
+    if (how != RLT_CHANGE_KEEP && how != RLT_CHANGE_RESET && how != RLT_CHANGE_SCALE)
+        return RLT_EINVAL;
+    pthread_mutex_lock(&s->pol_mu);
+    rlt__lock_all(s);
+    int pid = pol_find(s, name, len), rc = RLT_OK;
+    if (pid < 0) {
+        pid = pol_append(s, name, len, &q, ssz);
+        if (pid < 0) rc = pid;
+    } else {
+        rlt__pol *P = &s->pols[pid];
+        rlt_policy old = P->p;
+        bool reset = how == RLT_CHANGE_RESET || old.algo != q.algo || P->ssz != ssz;
+        if (reset) convert_entries(s, pid, &old, how, true); /* under the old state size */
+        P->p = q;
+        P->ssz = ssz;
+        if (!reset) convert_entries(s, pid, &old, how, false);
+    }
+    rlt__unlock_all(s);
+    pthread_mutex_unlock(&s->pol_mu);
+    if (rc) return rc;
+    if (id) *id = pid;
+    return RLT_OK;
+}
+
+int rlt_store_policy_id(const rlt_store *s, const char *name)
+{
+    size_t len;
+    if (!s || name_len(name, &len)) return RLT_ENOENT;
+    rlt_store *m = (rlt_store *)s; /* the mutex is not part of the logical state */
+    pthread_mutex_lock(&m->pol_mu);
+    int id = pol_find(s, name, len);
+    pthread_mutex_unlock(&m->pol_mu);
+    return id < 0 ? RLT_ENOENT : id;
+}
+
+int rlt_store_get_policy(const rlt_store *s, int id, rlt_policy *out)
+{
+    if (!s || !out) return RLT_ENOENT;
+    rlt_store *m = (rlt_store *)s;
+    int rc = RLT_ENOENT;
+    pthread_mutex_lock(&m->pol_mu);
+    if (id >= 0 && (uint32_t)id < s->npol) {
+        *out = s->pols[id].p;
+        rc = RLT_OK;
+    }
+    pthread_mutex_unlock(&m->pol_mu);
+    return rc;
+}
+
+static int tier_append(rlt_store *s, const char *name, size_t len, int policy)
+{
+    if (s->ntier >= MAX_TIERS) return RLT_ENOMEM;
+    if (s->ntier == s->tiercap) {
+        uint32_t nc = s->tiercap ? s->tiercap * 2 : 8;
+        rlt__tier *nt = realloc(s->tiers, nc * sizeof *nt);
+        if (!nt) return RLT_ENOMEM;
+        s->tiers = nt;
+        s->tiercap = nc;
+    }
+    rlt__tier *t = &s->tiers[s->ntier++];
+    memset(t, 0, sizeof *t);
+    t->nlen = (uint8_t)len;
+    memcpy(t->name, name, len);
+    t->policy = policy;
+    return RLT_OK;
+}
+
+int rlt__add_tier(rlt_store *s, const char *name, size_t nlen, int policy)
+{
+    if (!rlt__valid_name(name, nlen) || tier_find(s, name, nlen) >= 0) return RLT_EINVAL;
+    if (policy < 0 || (uint32_t)policy >= s->npol) return RLT_EINVAL;
+    return tier_append(s, name, nlen, policy);
+}
+
+int rlt_store_set_tier(rlt_store *s, const char *tier, int policy_id)
+{
+    size_t len;
+    if (!s || name_len(tier, &len)) return RLT_EINVAL;
+    pthread_mutex_lock(&s->pol_mu);
+    int rc = RLT_OK;
+    if (policy_id < 0 || (uint32_t)policy_id >= s->npol) {
+        rc = RLT_ENOENT;
+    } else {
+        rlt__lock_all(s);
+        int t = tier_find(s, tier, len);
+        if (t >= 0)
+            s->tiers[t].policy = policy_id;
+        else
+            rc = tier_append(s, tier, len, policy_id);
+        rlt__unlock_all(s);
+    }
+    pthread_mutex_unlock(&s->pol_mu);
+    return rc;
+}
+
+static int check_key(const void *key, size_t klen)
+{
+    if (klen == 0 || klen > RLT_KEY_MAX) return RLT_EKEYLEN;
+    return key ? RLT_OK : RLT_EINVAL;
+}
+
+int rlt_store_assign_tier(rlt_store *s, const void *key, size_t klen, const char *tier)
+{
+    size_t len;
+    if (!s || name_len(tier, &len)) return RLT_EINVAL;
+    int rc = check_key(key, klen);
+    if (rc) return rc;
+    uint64_t h = rlt__key_hash(s, key, klen);
+    rlt__shard *sh = shard_of(s, h);
+    rlt__shard_lock(sh); /* tiers are written under every shard lock: reading under one is safe */
+    int t = tier_find(s, tier, len);
+    rc = t < 0 ? RLT_ENOENT : rlt__assign_set(sh, h, key, klen, (uint32_t)t);
+    rlt__shard_unlock(sh);
+    return rc;
+}
+
+/* ---- decisions ------------------------------------------------------------------------ */
+
+static inline void count_decision(rlt__shard *sh, bool allowed)
+{
+    if (allowed)
+        RLT__STAT_ADD(sh->allowed, 1);
+    else
+        RLT__STAT_ADD(sh->denied, 1);
+}
+
+static bool fresh_after(const rlt_policy *p, const void *st, rlt_ns now, int64_t cost,
+                        const rlt_decision *d)
+{
+    /* An allowed request of cost >= 1 has just consumed something: never fresh. */
+    if (d->allowed && cost > 0) {
+        assert(!rlt_is_fresh(p, st, now));
+        return false;
+    }
+    return rlt_is_fresh(p, st, now);
+}
+
+/* The decision under the shard lock. */
+static int decide_locked(rlt_store *s, rlt__shard *sh, uint64_t h, int id, const void *key,
+                         size_t klen, rlt_ns now, int64_t cost, rlt_decision *d)
+{
+    if (id < 0 || (uint32_t)id >= s->npol) return RLT_ENOENT;
+    const rlt__pol *P = &s->pols[id];
+    if (now > sh->last_now) sh->last_now = now;
+    rlt__slot *e = rlt__find(s, sh, h, id, key, klen);
+    int rc;
+    if (e) {
+        uint8_t *st = rlt__slot_state(s, e);
+        if ((rc = rlt_decide(&P->p, st, now, cost, d))) return rc;
+        e->meta |= RLT__REF;
+        if (fresh_after(&P->p, st, now, cost, d)) {
+            rlt__delete(s, sh, e);
+            RLT__STAT_ADD(sh->evicted_idle, 1);
+        }
+    } else if (P->ssz <= SMALL_STATE) {
+        uint64_t tmp[SMALL_STATE / 8] = {0};
+        if ((rc = rlt_decide(&P->p, tmp, now, cost, d))) return rc;
+        if (!fresh_after(&P->p, tmp, now, cost, d)) {
+            if ((rc = rlt__insert(s, sh, h, id, key, klen, now, NULL, &e))) return rc;
+            memcpy(rlt__slot_state(s, e), tmp, P->ssz);
+        }
+    } else {
+        /* Large state (sliding log, concurrency): decide in the block the entry will own. */
+        uint8_t *block = calloc(1, pad8(P->ssz) + klen);
+        if (!block) return RLT_ENOMEM;
+        rc = rlt_decide(&P->p, block, now, cost, d);
+        if (rc || fresh_after(&P->p, block, now, cost, d)) {
+            free(block);
+        } else if ((rc = rlt__insert(s, sh, h, id, key, klen, now, block, &e))) {
+            free(block);
+        }
+        if (rc) return rc;
+    }
+    count_decision(sh, d->allowed);
+    return RLT_OK;
+}
+
+int rlt_store_decide(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now,
+                     int64_t cost, rlt_decision *d)
+{
+    if (!s || !d || cost < 0) return RLT_EINVAL;
+    int rc = check_key(key, klen);
+    if (rc) return rc;
+    uint64_t h = rlt__key_hash(s, key, klen);
+    rlt__shard *sh = shard_of(s, h);
+    rlt__shard_lock(sh);
+    rc = decide_locked(s, sh, h, id, key, klen, now, cost, d);
+    rlt__shard_unlock(sh);
+    return rc;
+}
+
+int rlt_store_decide_tier(rlt_store *s, const char *default_tier, const void *key, size_t klen,
+                          rlt_ns now, int64_t cost, rlt_decision *d)
+{
+    if (!s || !d || cost < 0) return RLT_EINVAL;
+    int rc = check_key(key, klen);
+    if (rc) return rc;
+    size_t dlen = 0;
+    if (default_tier && name_len(default_tier, &dlen)) return RLT_EINVAL;
+    uint64_t h = rlt__key_hash(s, key, klen);
+    rlt__shard *sh = shard_of(s, h);
+    rlt__shard_lock(sh);
+    const rlt__assign *a = rlt__assign_find(sh, h, key, klen);
+    int t = a ? (int)a->tier : default_tier ? tier_find(s, default_tier, dlen) : -1;
+    if (t < 0)
+        rc = RLT_ENOENT;
+    else
+        rc = decide_locked(s, sh, h, s->tiers[t].policy, key, klen, now, cost, d);
+    rlt__shard_unlock(sh);
+    return rc;
+}
+
+int rlt_store_when(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now,
+                   int64_t cost, rlt_ns *at)
+{
+    if (!s || !at) return RLT_EINVAL;
+    int rc = check_key(key, klen);
+    if (rc) return rc;
+    uint64_t h = rlt__key_hash(s, key, klen);
+    rlt__shard *sh = shard_of(s, h);
+    rlt__shard_lock(sh);
+    if (id < 0 || (uint32_t)id >= s->npol) {
+        rc = RLT_ENOENT;
+    } else {
+        const rlt__pol *P = &s->pols[id];
+        const rlt__slot *e = rlt__find(s, sh, h, id, key, klen);
+        if (e) {
+            rc = rlt_when(&P->p, rlt__slot_state(s, e), now, cost, at);
+        } else {
+            void *zero = calloc(1, P->ssz);
+            rc = zero ? rlt_when(&P->p, zero, now, cost, at) : RLT_ENOMEM;
+            free(zero);
+        }
+    }
+    rlt__shard_unlock(sh);
+    return rc;
+}
+
+int rlt_store_reset(rlt_store *s, int id, const void *key, size_t klen)
+{
+    if (!s) return RLT_EINVAL;
+    int rc = check_key(key, klen);
+    if (rc) return rc;
+    uint64_t h = rlt__key_hash(s, key, klen);
+    rlt__shard *sh = shard_of(s, h);
+    rlt__shard_lock(sh);
+    if (id < 0 || (uint32_t)id >= s->npol) {
+        rc = RLT_ENOENT;
+    } else {
+        rlt__slot *e = rlt__find(s, sh, h, id, key, klen);
+        if (e) rlt__delete(s, sh, e);
+    }
+    rlt__shard_unlock(sh);
+    return rc;
+}
+
+int rlt_store_release(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now,
+                      int64_t lease)
+{
+    if (!s) return RLT_EINVAL;
+    int rc = check_key(key, klen);
+    if (rc) return rc;
+    uint64_t h = rlt__key_hash(s, key, klen);
+    rlt__shard *sh = shard_of(s, h);
+    rlt__shard_lock(sh);
+    if (id < 0 || (uint32_t)id >= s->npol) {
+        rc = RLT_ENOENT;
+    } else if (s->pols[id].p.algo != RLT_CONCURRENCY) {
+        rc = RLT_EINVAL;
+    } else {
+        const rlt__pol *P = &s->pols[id];
+        if (now > sh->last_now) sh->last_now = now;
+        rlt__slot *e = rlt__find(s, sh, h, id, key, klen);
+        if (!e) {
+            rc = RLT_ENOENT;
+        } else {
+            uint8_t *st = rlt__slot_state(s, e);
+            rc = rlt_release(&P->p, st, now, lease);
+            if (rlt_is_fresh(&P->p, st, now)) {
+                rlt__delete(s, sh, e);
+                RLT__STAT_ADD(sh->evicted_idle, 1);
+            }
+        }
+    }
+    rlt__shard_unlock(sh);
+    return rc;
+}
+
+/* ---- multi-limit checks --------------------------------------------------------------- */
+
+typedef struct mstate {
+    uint64_t h;
+    uint32_t shard;
+    int root;        /* first check with the same (policy, key): they share one state copy */
+    bool existed;    /* root: the entry is in the table */
+    bool added;      /* root: inserted by this call */
+    uint8_t *st;     /* root: the working copy of the state */
+    rlt_decision d;
+} mstate;
+
+#define MULTI_STACK 8
+
+static bool same_entry(const rlt_check *a, const mstate *ma, const rlt_check *b,
+                       const mstate *mb)
+{
+    return a->policy == b->policy && ma->h == mb->h && a->klen == b->klen &&
+           memcmp(a->key, b->key, a->klen) == 0;
+}
+
+/* Loads the table's state of root check i into its working copy (zero when absent). */
+static void load_copy(rlt_store *s, const rlt_check *c, mstate *m)
+{
+    rlt__shard *sh = &s->shards[m->shard];
+    const rlt__slot *e = rlt__find(s, sh, m->h, c->policy, c->key, c->klen);
+    uint32_t ssz = s->pols[c->policy].ssz;
+    if (e)
+        memcpy(m->st, rlt__slot_state(s, e), ssz);
+    else
+        memset(m->st, 0, ssz);
+    m->existed = e != NULL;
+}
+
+static int multi_locked(rlt_store *s, const rlt_check *c, mstate *m, size_t n, rlt_ns now,
+                        bool *all)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (c[i].policy < 0 || (uint32_t)c[i].policy >= s->npol) return RLT_ENOENT;
+        if (s->pols[c[i].policy].p.algo == RLT_CONCURRENCY) return RLT_EINVAL;
+    }
+    /* Working copies. */
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        m[i].root = (int)i;
+        for (size_t j = 0; j < i; j++) {
+            if (m[j].root == (int)j && same_entry(&c[i], &m[i], &c[j], &m[j])) {
+                m[i].root = (int)j;
+                break;
+            }
+        }
+        if (m[i].root == (int)i) total += pad8(s->pols[c[i].policy].ssz);
+    }
+    uint64_t stackbuf[MULTI_STACK * SMALL_STATE / 8];
+    uint8_t *arena = total <= sizeof stackbuf ? (uint8_t *)stackbuf : malloc(total);
+    if (!arena) return RLT_ENOMEM;
+    int rc = RLT_OK;
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m[i].root != (int)i) continue;
+        m[i].st = arena + off;
+        off += pad8(s->pols[c[i].policy].ssz);
+        rlt__shard *sh = &s->shards[m[i].shard];
+        if (now > sh->last_now) sh->last_now = now;
+        load_copy(s, &c[i], &m[i]);
+    }
+    /* Decide every limit on the copies; nothing in the table changes yet. */
+    *all = true;
+    for (size_t i = 0; i < n && !rc; i++) {
+        const rlt_policy *p = &s->pols[c[i].policy].p;
+        rc = rlt_decide(p, m[m[i].root].st, now, c[i].cost, &m[i].d);
+        if (!rc && !m[i].d.allowed) *all = false;
+    }
+    if (rc) goto out;
+    if (!*all) {
+        /* Nothing is consumed: the limits that would have allowed report as they stand. */
+        for (size_t i = 0; i < n; i++) {
+            if (!m[i].d.allowed) continue;
+            mstate *r = &m[m[i].root];
+            load_copy(s, &c[m[i].root], r);
+            rlt_decision peek;
+            rc = rlt_decide(&s->pols[c[i].policy].p, r->st, now, 0, &peek);
+            if (rc) goto out;
+            m[i].d.remaining = peek.remaining;
+            m[i].d.reset_after = peek.reset_after;
+            m[i].d.retry_after = 0;
+        }
+        goto out;
+    }
+    /* Commit.  Pin the entries involved so that making room for a new one cannot evict
+     * another, insert the missing ones (undoing those inserts if one fails), then write. */
+    for (size_t i = 0; i < n; i++) {
+        if (m[i].root != (int)i || !m[i].existed) continue;
+        rlt__slot *e = rlt__find(s, &s->shards[m[i].shard], m[i].h, c[i].policy, c[i].key,
+                                 c[i].klen);
+        assert(e);
+        e->meta |= RLT__PIN | RLT__REF;
+    }
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (m[i].root != (int)i || m[i].existed) continue;
+        const rlt_policy *p = &s->pols[c[i].policy].p;
+        if (rlt_is_fresh(p, m[i].st, now)) continue;
+        rlt__slot *e;
+        rc = rlt__insert(s, &s->shards[m[i].shard], m[i].h, c[i].policy, c[i].key, c[i].klen,
+                         now, NULL, &e);
+        if (!rc) {
+            e->meta |= RLT__PIN;
+            m[i].existed = true;
+            m[i].added = true;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (m[i].root != (int)i || !m[i].existed) continue;
+        rlt__shard *sh = &s->shards[m[i].shard];
+        rlt__slot *e = rlt__find(s, sh, m[i].h, c[i].policy, c[i].key, c[i].klen);
+        assert(e);
+        const rlt_policy *p = &s->pols[c[i].policy].p;
+        e->meta = (uint16_t)(e->meta & ~RLT__PIN);
+        if (rc) {
+            /* Undo: the entries this call inserted still hold a zero (fresh) state. */
+            if (m[i].added) rlt__delete(s, sh, e);
+            continue;
+        }
+        memcpy(rlt__slot_state(s, e), m[i].st, s->pols[c[i].policy].ssz);
+        if (rlt_is_fresh(p, m[i].st, now)) {
+            rlt__delete(s, sh, e);
+            RLT__STAT_ADD(sh->evicted_idle, 1);
+        }
+    }
+out:
+    if (arena != (uint8_t *)stackbuf) free(arena);
+    return rc;
+}
+
+int rlt_store_decide_multi(rlt_store *s, const rlt_check *checks, size_t n, rlt_ns now,
+                           rlt_decision *combined, int *refused)
+{
+    if (!s || !checks || !combined || n == 0 || n > INT32_MAX) return RLT_EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        int rc = check_key(checks[i].key, checks[i].klen);
+        if (rc) return rc;
+        if (checks[i].cost < 0) return RLT_EINVAL;
+    }
+    mstate mstack[MULTI_STACK];
+    uint32_t lstack[MULTI_STACK];
+    mstate *m = n <= MULTI_STACK ? mstack : calloc(n, sizeof *m);
+    uint32_t *lk = n <= MULTI_STACK ? lstack : calloc(n, sizeof *lk);
+    if (!m || !lk) {
+        if (m != mstack) free(m);
+        if (lk != lstack) free(lk);
+        return RLT_ENOMEM;
+    }
+    /* Hash once; lock the shards involved in increasing order, each once. */
+    size_t nl = 0;
+    for (size_t i = 0; i < n; i++) {
+        memset(&m[i], 0, sizeof m[i]);
+        m[i].h = rlt__key_hash(s, checks[i].key, checks[i].klen);
+        m[i].shard = (uint32_t)(m[i].h & s->shard_mask);
+        size_t j = nl;
+        while (j > 0 && lk[j - 1] > m[i].shard) j--;
+        if (j > 0 && lk[j - 1] == m[i].shard) continue;
+        memmove(&lk[j + 1], &lk[j], (nl - j) * sizeof *lk);
+        lk[j] = m[i].shard;
+        nl++;
+    }
+    for (size_t i = 0; i < nl; i++) rlt__shard_lock(&s->shards[lk[i]]);
+    bool all = false;
+    int rc = multi_locked(s, checks, m, n, now, &all);
+    if (!rc) {
+        rlt_decision *cd = combined;
+        memset(cd, 0, sizeof *cd);
+        cd->allowed = all;
+        int first_refused = -1;
+        bool never = false;
+        for (size_t i = 0; i < n; i++) {
+            const rlt_decision *d = &m[i].d;
+            if (i == 0 || d->remaining < cd->remaining) {
+                cd->remaining = d->remaining;
+                cd->limit = d->limit;
+            }
+            if (!d->allowed && first_refused < 0) first_refused = (int)i;
+            if (d->retry_after < 0) never = true;
+            if (d->retry_after > cd->retry_after) cd->retry_after = d->retry_after;
+            if (d->reset_after > cd->reset_after) cd->reset_after = d->reset_after;
+            if (d->delay > cd->delay) cd->delay = d->delay;
+        }
+        if (never) cd->retry_after = -1;
+        if (refused) *refused = first_refused;
+        count_decision(&s->shards[lk[0]], all);
+    }
+    for (size_t i = nl; i-- > 0;) rlt__shard_unlock(&s->shards[lk[i]]);
+    if (m != mstack) free(m);
+    if (lk != lstack) free(lk);
+    return rc;
+}
+
+/* ---- sweep and stats ------------------------------------------------------------------ */
+
+size_t rlt_store_sweep(rlt_store *s, rlt_ns now, size_t budget)
+{
+    if (!s) return 0;
+    size_t dropped = 0;
+    pthread_mutex_lock(&s->sweep_mu);
+    for (uint32_t visited = 0; budget > 0 && visited <= s->nshards;) {
+        rlt__shard *sh = &s->shards[s->sweep_shard];
+        rlt__shard_lock(sh);
+        if (now > sh->last_now) sh->last_now = now;
+        /* Hold the lock for a bounded chunk so decisions are not stalled for long. */
+        for (unsigned chunk = 0; budget > 0 && s->sweep_slot < sh->cap && chunk < 1024; chunk++) {
+            rlt__slot *e = &sh->tab[s->sweep_slot];
+            budget--;
+            if (e->meta && !(e->meta & RLT__PIN) &&
+                rlt_is_fresh(&s->pols[e->policy].p, rlt__slot_state(s, e), now)) {
+                rlt__delete(s, sh, e); /* a later entry may shift into this slot: look again */
+                RLT__STAT_ADD(sh->evicted_idle, 1);
+                dropped++;
+                continue;
+            }
+            s->sweep_slot++;
+        }
+        bool done = s->sweep_slot >= sh->cap;
+        rlt__shard_unlock(sh);
+        if (done) {
+            s->sweep_slot = 0;
+            s->sweep_shard = (s->sweep_shard + 1) & s->shard_mask;
+            visited++;
+        }
+    }
+    pthread_mutex_unlock(&s->sweep_mu);
+    return dropped;
+}
+
+void rlt_store_stats_get(const rlt_store *s, rlt_store_stats *out)
+{
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    if (!s) return;
+    out->bytes = sizeof *s + s->nshards * sizeof(rlt__shard);
+    for (uint32_t i = 0; i < s->nshards; i++) {
+        const rlt__shard *sh = &s->shards[i];
+        out->keys += __atomic_load_n(&sh->count, __ATOMIC_RELAXED);
+        out->bytes += __atomic_load_n(&sh->bytes, __ATOMIC_RELAXED);
+        out->evicted_idle += __atomic_load_n(&sh->evicted_idle, __ATOMIC_RELAXED);
+        out->evicted_forced += __atomic_load_n(&sh->evicted_forced, __ATOMIC_RELAXED);
+        out->refused_full += __atomic_load_n(&sh->refused_full, __ATOMIC_RELAXED);
+        out->allowed += __atomic_load_n(&sh->allowed, __ATOMIC_RELAXED);
+        out->denied += __atomic_load_n(&sh->denied, __ATOMIC_RELAXED);
+    }
+}
+
+/* ---- snapshot support ----------------------------------------------------------------- */
+
+void rlt__store_swap(rlt_store *s, rlt_store *t, rlt_ns now)
+{
+    pthread_mutex_lock(&s->sweep_mu);
+    pthread_mutex_lock(&s->pol_mu);
+    rlt__lock_all(s);
+#define SWAP(a, b)                                                                         \
+    do {                                                                                   \
+        __typeof__(a) tmp_ = (a);                                                          \
+        (a) = (b);                                                                         \
+        (b) = tmp_;                                                                        \
+    } while (0)
+    SWAP(s->pols, t->pols);
+    SWAP(s->npol, t->npol);
+    SWAP(s->polcap, t->polcap);
+    SWAP(s->tiers, t->tiers);
+    SWAP(s->ntier, t->ntier);
+    SWAP(s->tiercap, t->tiercap);
+    for (uint32_t i = 0; i < s->nshards; i++) {
+        rlt__shard *a = &s->shards[i], *b = &t->shards[i];
+        SWAP(a->tab, b->tab);
+        SWAP(a->cap, b->cap);
+        SWAP(a->hand, b->hand);
+        SWAP(a->abuckets, b->abuckets);
+        SWAP(a->anb, b->anb);
+        SWAP(a->acount, b->acount);
+        uint32_t c = a->count;
+        uint64_t by = a->bytes;
+        RLT__STAT_ADD(a->count, b->count - c);
+        RLT__STAT_ADD(a->bytes, b->bytes - by);
+        b->count = c;
+        b->bytes = by;
+        RLT__STAT_ADD(a->evicted_idle, b->evicted_idle);
+        RLT__STAT_ADD(a->evicted_forced, b->evicted_forced);
+        RLT__STAT_ADD(a->refused_full, b->refused_full);
+        a->last_now = now; /* the loaded states live on the caller's clock now */
+    }
+#undef SWAP
+    s->sweep_shard = 0;
+    s->sweep_slot = 0;
+    rlt__unlock_all(s);
+    pthread_mutex_unlock(&s->pol_mu);
+    pthread_mutex_unlock(&s->sweep_mu);
+}

@@ -1,0 +1,137 @@
+/* Internals of the keyed store shared by store.c (tables, policies, decisions) and
+ * snapshot.c (save/load): the slot layout, the shard, and the rlt__ helpers between them. */
+#ifndef RLT_STORE_INTERNAL_H
+#define RLT_STORE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ratelimit/store.h"
+
+/* SipHash-c-d (c compression rounds, d finalisation rounds) with a 128-bit key: the store uses
+ * 1-3 for keys; 2-4 is there so the tests can check the reference vectors. */
+uint64_t rlt__siphash13(const uint8_t key[16], const void *data, size_t len);
+uint64_t rlt__siphash24(const uint8_t key[16], const void *data, size_t len);
+
+/* CRC32C (Castagnoli), streaming: crc = rlt__crc32c(crc, buf, len), starting from 0. */
+uint32_t rlt__crc32c(uint32_t crc, const void *buf, size_t len);
+
+/* One table slot: 32 bytes, two per cache line.  An empty slot has meta == 0 (the empty key is
+ * invalid, so a live slot's key length is never 0).  The payload holds the state followed by
+ * the key inline when state size + key length <= RLT__INLINE; otherwise it holds a pointer to
+ * one heap block with the state (padded to 8 bytes) followed by the key. */
+#define RLT__INLINE 24
+#define RLT__KLEN_MASK 0x03ffu /* key length, 1..RLT_KEY_MAX */
+#define RLT__REF 0x8000u       /* CLOCK reference bit: touched since the hand last passed */
+#define RLT__PIN 0x4000u       /* held by an in-progress multi-limit check: never evicted */
+
+typedef struct rlt__slot {
+    uint32_t tag;     /* bits 32..63 of the entry hash; also picks the home slot */
+    uint16_t meta;    /* key length | REF | PIN; 0 = empty */
+    uint16_t policy;  /* policy id */
+    union {
+        uint8_t inl[RLT__INLINE]; /* state, then key */
+        uint8_t *ool;             /* heap block: state (padded to 8), then key */
+        uint64_t align_;
+    } u;
+} rlt__slot;
+
+/* A tier assignment: key -> tier index.  Chained, per shard, never evicted. */
+typedef struct rlt__assign {
+    struct rlt__assign *next;
+    uint64_t hash;
+    uint32_t tier;
+    uint16_t klen;
+    uint8_t key[];
+} rlt__assign;
+
+/* One lock shard.  Everything here is protected by `lock`; the counters are written with
+ * relaxed atomic stores under the lock so rlt_store_stats_get may read them without it. */
+typedef struct rlt__shard {
+#ifdef RLT_STORE_USE_MUTEX
+    _Alignas(64) pthread_mutex_t lock;
+#else
+    _Alignas(64) int lock; /* spinlock: 0 free, 1 held */
+#endif
+    uint32_t cap;          /* slots in tab (any integer >= 16, or 0 before the first key) */
+    uint32_t count;        /* live slots */
+    uint32_t hand;         /* CLOCK hand */
+    rlt__slot *tab;
+    uint64_t bytes;        /* tab + out-of-line blocks */
+    rlt_ns last_now;       /* latest `now` seen (policy conversion has no `now` of its own) */
+    rlt__assign **abuckets;
+    uint32_t anb, acount;  /* assignment buckets (power of two) and entries */
+    uint64_t evicted_idle, evicted_forced, refused_full, allowed, denied;
+} rlt__shard;
+
+/* A named policy.  Read under any shard lock or the policy mutex; written under both. */
+typedef struct rlt__pol {
+    rlt_policy p;
+    uint64_t mix;   /* xored into the key hash so one key's policies use different slots */
+    uint32_t ssz;   /* rlt_state_size */
+    uint8_t nlen;
+    char name[RLT_NAME_MAX + 1];
+} rlt__pol;
+
+typedef struct rlt__tier {
+    uint8_t nlen;
+    char name[RLT_NAME_MAX + 1];
+    int policy;
+} rlt__tier;
+
+struct rlt_store {
+    uint8_t secret[16];
+    uint32_t nshards, shard_mask;
+    uint64_t key_cap;   /* per shard; UINT64_MAX = none */
+    uint64_t byte_cap;  /* per shard; UINT64_MAX = none */
+    bool fail_closed;
+    rlt__shard *shards;
+    pthread_mutex_t pol_mu;   /* policies and tiers (writers also take every shard lock) */
+    rlt__pol *pols;
+    uint32_t npol, polcap;
+    rlt__tier *tiers;
+    uint32_t ntier, tiercap;
+    pthread_mutex_t sweep_mu; /* the sweep cursor */
+    uint32_t sweep_shard, sweep_slot;
+};
+
+void rlt__shard_lock(rlt__shard *sh);
+void rlt__shard_unlock(rlt__shard *sh);
+void rlt__lock_all(rlt_store *s);
+void rlt__unlock_all(rlt_store *s);
+
+/* Table operations on one shard (caller holds its lock, or owns the shard privately). */
+uint64_t rlt__key_hash(const rlt_store *s, const void *key, size_t klen);
+rlt__slot *rlt__find(const rlt_store *s, rlt__shard *sh, uint64_t h, int pid, const void *key,
+                     size_t klen);
+/* Inserts a new entry with a zero state (or with `block` as its out-of-line block when not
+ * NULL), making room first by the store's rules.  Returns RLT_OK and *out, RLT_EFULL,
+ * RLT_ENOMEM.  Any slot pointer held before the call is invalid after it. */
+int rlt__insert(rlt_store *s, rlt__shard *sh, uint64_t h, int pid, const void *key,
+                size_t klen, rlt_ns now, uint8_t *block, rlt__slot **out);
+void rlt__delete(const rlt_store *s, rlt__shard *sh, rlt__slot *e);
+uint8_t *rlt__slot_state(const rlt_store *s, const rlt__slot *e);
+const uint8_t *rlt__slot_key(const rlt_store *s, const rlt__slot *e);
+void rlt__shard_free(rlt__shard *sh, const rlt_store *s);
+int rlt__assign_set(rlt__shard *sh, uint64_t h, const void *key, size_t klen, uint32_t tier);
+const rlt__assign *rlt__assign_find(const rlt__shard *sh, uint64_t h, const void *key,
+                                    size_t klen);
+
+/* A new, empty store with the same shards, caps, mode and secret as `s`, for building a
+ * table off to the side (snapshot load).  RLT_OK or RLT_ENOMEM. */
+int rlt__store_new_like(const rlt_store *s, rlt_store **out);
+/* Appends a policy / tier to a store nobody else can see yet (no locks).  RLT_OK, RLT_EINVAL
+ * (invalid or duplicate name, invalid policy, unknown policy id), RLT_ENOMEM. */
+int rlt__add_policy(rlt_store *s, const char *name, size_t nlen, const rlt_policy *p);
+int rlt__add_tier(rlt_store *s, const char *name, size_t nlen, int policy);
+/* Exchanges the contents (policies, tiers, tables) of `s` with the private store `t`.  Takes
+ * every lock of `s`. */
+void rlt__store_swap(rlt_store *s, rlt_store *t, rlt_ns now);
+bool rlt__valid_name(const char *name, size_t len);
+
+/* Relaxed counter update for fields read lock-free by the stats. */
+#define RLT__STAT_ADD(field, n) __atomic_store_n(&(field), (field) + (n), __ATOMIC_RELAXED)
+
+#endif
