@@ -1,0 +1,377 @@
+/* `ratelimit replay`: a request trace ("TIME KEY [COST]") or an access log through one policy
+ * with one limiter state per key (the keyed store), printing one verdict line per request, or a
+ * per-key summary.  Streams its input with one reused line buffer: no allocation per line. */
+#include "cli/cli.h"
+#include "cli/cliutil.h"
+#include "ratelimit/store.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CMD "replay"
+
+static void usage(FILE *f)
+{
+    fputs(
+        "usage: ratelimit replay --policy SPEC [--unit s|ms|us|ns] [--summary]\n"
+        "                        [--format trace|combined] [--epoch]  < INPUT\n"
+        "Reads requests from stdin and decides each with one limiter state per key.\n"
+        "  --policy SPEC    e.g. gcra:2/1s,burst=2  token_bucket:100/1m  "
+        "leaky_bucket:10/1s,queue=5\n"
+        "  --unit U         unit of TIME and of the printed durations (default s)\n"
+        "  --format trace   (default) lines 'TIME KEY [COST]': TIME a decimal (any sign, at most\n"
+        "                   1 ns precise), KEY any non-blank token, COST a whole number >= 0\n"
+        "                   (default 1; 0 peeks); '#' comments and blank lines are skipped\n"
+        "  --format combined  nginx/Apache combined or common access log: KEY is the client\n"
+        "                   address, TIME the [timestamp] in seconds since the first line's\n"
+        "                   (--epoch: since 1970-01-01 UTC), COST 1\n"
+        "  --summary        instead of one line per request, per key: accepted, rejected and\n"
+        "                   the worst burst (largest accepted cost in any span of the period),\n"
+        "                   most rejected first\n"
+        "Output, one line per request (times and durations in --unit, exact, zeros trimmed):\n"
+        "  TIME KEY COST VERDICT REMAINING RETRY_AFTER RESET_AFTER DELAY\n"
+        "VERDICT is allow or deny; RETRY_AFTER is -1 when the cost can never fit; DELAY is the\n"
+        "leaky bucket's queueing delay (0 for the others).  A malformed line stops the replay\n"
+        "with an error naming its line number (exit 1).\n",
+        f);
+}
+
+static int fail_usage(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("ratelimit " CMD ": ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs(" (see ratelimit replay --help)\n", stderr);
+    va_end(ap);
+    return 2;
+}
+
+/* ---- Per-key tallies for --summary: keys interned in one arena, found by open addressing. */
+
+typedef struct tally {
+    size_t off, len; /* key bytes in the arena */
+    int64_t ok, rej, worst;
+} tally;
+
+typedef struct event {
+    size_t key; /* index into tallies */
+    rlt_ns t;   /* arrival, or send time for a shaper */
+    int64_t cost;
+} event;
+
+typedef struct summary {
+    char *arena;
+    size_t arena_len, arena_cap;
+    tally *keys;
+    size_t nkeys, keys_cap;
+    size_t *slots; /* key index + 1; 0 = empty */
+    size_t nslots;
+    event *ev;
+    size_t nev, ev_cap;
+} summary;
+
+static uint64_t hash_bytes(const char *p, size_t n)
+{
+    uint64_t h = UINT64_C(1469598103934665603);
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * UINT64_C(1099511628211);
+    return h ^ (h >> 29);
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) return 0;
+    size_t nc = *cap ? *cap : 1024;
+    while (nc < need)
+        nc *= 2;
+    void *np = realloc(*p, nc * elem);
+    if (!np) return -1;
+    *p = np;
+    *cap = nc;
+    return 0;
+}
+
+static int rehash(summary *s, size_t nslots)
+{
+    size_t *slots = calloc(nslots, sizeof *slots);
+    if (!slots) return -1;
+    for (size_t k = 0; k < s->nkeys; k++) {
+        size_t i = hash_bytes(s->arena + s->keys[k].off, s->keys[k].len) & (nslots - 1);
+        while (slots[i])
+            i = (i + 1) & (nslots - 1);
+        slots[i] = k + 1;
+    }
+    free(s->slots);
+    s->slots = slots;
+    s->nslots = nslots;
+    return 0;
+}
+
+/* The index of `key`, adding it if new; (size_t)-1 when out of memory. */
+static size_t key_index(summary *s, const char *key, size_t len)
+{
+    if (s->nkeys * 2 >= s->nslots && rehash(s, s->nslots ? s->nslots * 2 : 1024)) return (size_t)-1;
+    size_t i = hash_bytes(key, len) & (s->nslots - 1);
+    while (s->slots[i]) {
+        tally *t = &s->keys[s->slots[i] - 1];
+        if (t->len == len && memcmp(s->arena + t->off, key, len) == 0) return s->slots[i] - 1;
+        i = (i + 1) & (s->nslots - 1);
+    }
+    if (grow((void **)&s->arena, &s->arena_cap, s->arena_len + len, 1) ||
+        grow((void **)&s->keys, &s->keys_cap, s->nkeys + 1, sizeof *s->keys))
+        return (size_t)-1;
+    memcpy(s->arena + s->arena_len, key, len);
+    s->keys[s->nkeys] = (tally){s->arena_len, len, 0, 0, 0};
+    s->arena_len += len;
+    s->slots[i] = ++s->nkeys;
+    return s->nkeys - 1;
+}
+
+static int event_cmp(const void *a, const void *b)
+{
+    const event *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return x->t < y->t ? -1 : x->t > y->t;
+}
+
+static const summary *sort_ctx;
+static int tally_cmp(const void *a, const void *b)
+{
+    const tally *x = &sort_ctx->keys[*(const size_t *)a], *y = &sort_ctx->keys[*(const size_t *)b];
+    if (x->rej != y->rej) return x->rej > y->rej ? -1 : 1;
+    if (x->ok != y->ok) return x->ok > y->ok ? -1 : 1;
+    size_t n = x->len < y->len ? x->len : y->len;
+    int c = memcmp(sort_ctx->arena + x->off, sort_ctx->arena + y->off, n);
+    if (c) return c;
+    return x->len < y->len ? -1 : x->len > y->len;
+}
+
+static int print_summary(summary *s, const rlt_policy *p, int64_t unit)
+{
+    /* Worst burst per key: sort accepted events by (key, time), slide a window of W. */
+    qsort(s->ev, s->nev, sizeof *s->ev, event_cmp);
+    size_t start = 0;
+    while (start < s->nev) {
+        size_t end = start;
+        while (end < s->nev && s->ev[end].key == s->ev[start].key)
+            end++;
+        int64_t sum = 0, best = 0;
+        for (size_t lo = start, hi = start; hi < end; hi++) {
+            sum += s->ev[hi].cost;
+            while (s->ev[hi].t - s->ev[lo].t >= p->period)
+                sum -= s->ev[lo++].cost;
+            if (sum > best) best = sum;
+        }
+        s->keys[s->ev[start].key].worst = best;
+        start = end;
+    }
+    size_t *order = malloc((s->nkeys ? s->nkeys : 1) * sizeof *order);
+    if (!order) return -1;
+    for (size_t k = 0; k < s->nkeys; k++)
+        order[k] = k;
+    sort_ctx = s;
+    qsort(order, s->nkeys, sizeof *order, tally_cmp);
+    char per[RLT__DEC_BUF], pol[128];
+    rlt__dec_format(per, p->period, unit);
+    if (rlt_policy_format(p, pol, sizeof pol) < 0) snprintf(pol, sizeof pol, "?");
+    int64_t ok = 0, rej = 0;
+    for (size_t k = 0; k < s->nkeys; k++) {
+        ok += s->keys[k].ok;
+        rej += s->keys[k].rej;
+    }
+    printf("# policy %s: %zu keys, %lld accepted, %lld rejected\n", pol, s->nkeys, (long long)ok,
+           (long long)rej);
+    printf("# KEY ACCEPTED REJECTED WORST_BURST (largest accepted cost in any %s span)\n", per);
+    for (size_t k = 0; k < s->nkeys; k++) {
+        const tally *t = &s->keys[order[k]];
+        fwrite(s->arena + t->off, 1, t->len, stdout);
+        printf(" %lld %lld %lld\n", (long long)t->ok, (long long)t->rej, (long long)t->worst);
+    }
+    free(order);
+    return 0;
+}
+
+static void free_summary(summary *s)
+{
+    free(s->arena);
+    free(s->keys);
+    free(s->slots);
+    free(s->ev);
+}
+
+/* ---- The replay loop ---- */
+
+typedef struct opts {
+    rlt_policy policy;
+    const char *policy_text;
+    int64_t unit;
+    int summary;
+    int combined;
+    int epoch;
+} opts;
+
+static char *put(char *o, const char *s, size_t n)
+{
+    memcpy(o, s, n);
+    return o + n;
+}
+
+static char *put_dec(char *o, int64_t v, int64_t unit)
+{
+    char b[RLT__DEC_BUF];
+    size_t n = rlt__dec_format(b, v, unit);
+    *o++ = ' ';
+    return put(o, b, n);
+}
+
+static int replay(const opts *op)
+{
+    rlt_store *store = NULL;
+    int id = -1, rc = RLT_OK, status = 0;
+    summary sum;
+    memset(&sum, 0, sizeof sum);
+    if ((rc = rlt_store_open(&store, NULL)) != RLT_OK ||
+        (rc = rlt_store_set_policy(store, "replay", &op->policy, RLT_CHANGE_RESET, &id)) !=
+            RLT_OK) {
+        fprintf(stderr, "ratelimit " CMD ": cannot set up the store: %s\n", rlt_strerror(rc));
+        rlt_store_close(store);
+        return 1;
+    }
+    static char outbuf[1 << 16];
+    setvbuf(stdout, outbuf, _IOFBF, sizeof outbuf);
+    char *line = NULL, err[200];
+    size_t cap = 0;
+    ssize_t len;
+    long lineno = 0;
+    int have_origin = 0;
+    int64_t origin = 0;
+    char out[RLT_KEY_MAX + 256];
+    while ((len = getline(&line, &cap, stdin)) >= 0) {
+        lineno++;
+        if (len && line[len - 1] == '\n') len--;
+        rlt__trace_line tl;
+        int pr;
+        if (op->combined) {
+            rlt__access_line al;
+            pr = rlt__combined_parse(line, (size_t)len, &al, err, sizeof err);
+            if (pr == 1) {
+                if (!have_origin) {
+                    origin = op->epoch ? 0 : al.epoch_s;
+                    have_origin = 1;
+                }
+                int64_t secs = al.epoch_s - origin;
+                if (__builtin_mul_overflow(secs, RLT_NS_PER_S, &tl.time)) {
+                    snprintf(err, sizeof err, "timestamp out of range");
+                    pr = -1;
+                }
+                tl.key = al.host;
+                tl.klen = al.hlen;
+                tl.cost = 1;
+            }
+        } else {
+            pr = rlt__trace_parse(line, (size_t)len, op->unit, 0, &tl, err, sizeof err);
+        }
+        if (pr == 0) continue;
+        if (pr < 0) {
+            fflush(stdout);
+            fprintf(stderr, "ratelimit " CMD ": line %ld: %s\n", lineno, err);
+            status = 1;
+            break;
+        }
+        rlt_decision d;
+        rc = rlt_store_decide(store, id, tl.key, tl.klen, tl.time, tl.cost, &d);
+        if (rc != RLT_OK) {
+            fflush(stdout);
+            fprintf(stderr, "ratelimit " CMD ": line %ld: %s\n", lineno, rlt_strerror(rc));
+            status = 1;
+            break;
+        }
+        if (op->summary) {
+            size_t k = key_index(&sum, tl.key, tl.klen);
+            if (k == (size_t)-1 ||
+                (d.allowed && grow((void **)&sum.ev, &sum.ev_cap, sum.nev + 1, sizeof *sum.ev))) {
+                fprintf(stderr, "ratelimit " CMD ": out of memory\n");
+                status = 1;
+                break;
+            }
+            if (d.allowed) {
+                sum.keys[k].ok++;
+                sum.ev[sum.nev++] = (event){k, tl.time + d.delay, tl.cost};
+            } else {
+                sum.keys[k].rej++;
+            }
+            continue;
+        }
+        char *o = out;
+        char b[RLT__DEC_BUF];
+        o = put(o, b, rlt__dec_format(b, tl.time, op->unit));
+        *o++ = ' ';
+        o = put(o, tl.key, tl.klen);
+        o = put_dec(o, tl.cost, 1);
+        o = d.allowed ? put(o, " allow", 6) : put(o, " deny", 5);
+        o = put_dec(o, d.remaining, 1);
+        o = d.retry_after < 0 ? put(o, " -1", 3) : put_dec(o, d.retry_after, op->unit);
+        o = put_dec(o, d.reset_after, op->unit);
+        o = put_dec(o, d.delay, op->unit);
+        *o++ = '\n';
+        fwrite(out, 1, (size_t)(o - out), stdout);
+    }
+    if (!status && ferror(stdin)) {
+        fprintf(stderr, "ratelimit " CMD ": error reading stdin\n");
+        status = 1;
+    }
+    if (!status && op->summary && print_summary(&sum, &op->policy, op->unit)) {
+        fprintf(stderr, "ratelimit " CMD ": out of memory\n");
+        status = 1;
+    }
+    if (fflush(stdout) != 0 && !status) {
+        fprintf(stderr, "ratelimit " CMD ": error writing stdout\n");
+        status = 1;
+    }
+    free(line);
+    free_summary(&sum);
+    rlt_store_close(store);
+    return status;
+}
+
+int rlt__cli_replay(int argc, char **argv)
+{
+    opts op;
+    memset(&op, 0, sizeof op);
+    op.unit = RLT_NS_PER_S;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int m;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--summary") == 0) {
+            op.summary = 1;
+        } else if (strcmp(a, "--epoch") == 0) {
+            op.epoch = 1;
+        } else if ((m = rlt__opt(argc, argv, &i, CMD, "--policy", &v)) != 0) {
+            if (m < 0 || rlt__opt_policy(CMD, v, &op.policy)) return 2;
+            op.policy_text = v;
+        } else if ((m = rlt__opt(argc, argv, &i, CMD, "--unit", &v)) != 0) {
+            if (m < 0) return 2;
+            if (!(op.unit = rlt__unit_ns(v)))
+                return fail_usage("--unit '%s': expected s, ms, us or ns", v);
+        } else if ((m = rlt__opt(argc, argv, &i, CMD, "--format", &v)) != 0) {
+            if (m < 0) return 2;
+            if (strcmp(v, "combined") == 0)
+                op.combined = 1;
+            else if (strcmp(v, "trace") == 0)
+                op.combined = 0;
+            else
+                return fail_usage("--format '%s': expected trace or combined", v);
+        } else {
+            return fail_usage("unknown option '%s'", a);
+        }
+    }
+    if (!op.policy_text) return fail_usage("--policy is required");
+    if (op.epoch && !op.combined) return fail_usage("--epoch applies to --format combined only");
+    return replay(&op);
+}
