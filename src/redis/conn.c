@@ -1,0 +1,338 @@
+/* Connections to Redis nodes: deadline-bounded pipelined I/O on hiredis, the per-node circuit
+ * breaker with exponential backoff, and Redis Cluster slot routing (CLUSTER SLOTS, MOVED/ASK).
+ *
+ * hiredis is used only for what both 0.14 and 1.x offer: redisConnectWithTimeout,
+ * redisAppendCommandArgv, redisBufferWrite, redisBufferRead and redisGetReplyFromReader.  The
+ * socket is switched to non-blocking after connect and every wait is our own poll() against
+ * the call's deadline, so a stopped server costs a caller at most the timeout, never one
+ * timeout per read. */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int64_t rlt__mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * RLT_NS_PER_S + ts.tv_nsec;
+}
+
+/* ---- key slots ------------------------------------------------------------------------- */
+
+/* CRC16/XMODEM (poly 0x1021, init 0), as Redis Cluster specifies. */
+static uint16_t crc16(const char *buf, size_t len)
+{
+    uint16_t crc = 0;
+    for (size_t i = 0; i < len; i++) {
+        crc = (uint16_t)(crc ^ ((uint16_t)(unsigned char)buf[i] << 8));
+        for (int b = 0; b < 8; b++)
+            crc = (crc & 0x8000) ? (uint16_t)((crc << 1) ^ 0x1021) : (uint16_t)(crc << 1);
+    }
+    return crc;
+}
+
+unsigned rlt__key_slot(const char *key, size_t len)
+{
+    /* Redis's rule: hash the bytes between the first '{' and the first '}' after it, if that
+     * span is not empty; otherwise the whole key. */
+    const char *open = memchr(key, '{', len);
+    if (open) {
+        size_t s = (size_t)(open - key);
+        const char *close = memchr(open + 1, '}', len - s - 1);
+        if (close && close > open + 1)
+            return crc16(open + 1, (size_t)(close - open - 1)) & (RLT__SLOTS - 1);
+    }
+    return crc16(key, len) & (RLT__SLOTS - 1);
+}
+
+/* ---- nodes and breaker ----------------------------------------------------------------- */
+
+unsigned rlt__node_find_or_add(rlt_redis *r, const char *host, size_t hlen, int port)
+{
+    for (unsigned i = 0; i < r->nnodes; i++)
+        if (r->nodes[i].port == port && strlen(r->nodes[i].host) == hlen &&
+            memcmp(r->nodes[i].host, host, hlen) == 0)
+            return i;
+    if (r->nnodes == RLT__MAX_NODES || hlen == 0 || hlen >= sizeof r->nodes[0].host)
+        return RLT__NO_NODE;
+    rlt__node *n = &r->nodes[r->nnodes];
+    memset(n, 0, sizeof *n);
+    memcpy(n->host, host, hlen);
+    n->host[hlen] = '\0';
+    n->port = port;
+    n->backoff = r->opt.backoff_min;
+    return r->nnodes++;
+}
+
+void rlt__node_drop(rlt__node *n)
+{
+    if (n->c) redisFree(n->c);
+    n->c = NULL;
+}
+
+bool rlt__node_usable(rlt_redis *r, rlt__node *n, int64_t now)
+{
+    (void)r;
+    if (!n->open) return true;
+    if (now >= n->retry_at) {
+        /* Half-open: this call is the trial.  Until it reports, others wait a backoff more,
+         * so one trial at a time goes out even if the caller interleaves calls. */
+        n->retry_at = now + n->backoff;
+        return true;
+    }
+    return false;
+}
+
+void rlt__node_success(rlt_redis *r, rlt__node *n)
+{
+    (void)r;
+    n->failures = 0;
+    n->open = false;
+    n->backoff = r->opt.backoff_min;
+}
+
+void rlt__node_failure(rlt_redis *r, rlt__node *n, int64_t now)
+{
+    rlt__node_drop(n);
+    n->failures++;
+    if (n->open) { /* a failed trial: wait longer */
+        n->backoff = n->backoff > r->opt.backoff_max / 2 ? r->opt.backoff_max : n->backoff * 2;
+        n->retry_at = now + n->backoff;
+    } else if (n->failures >= r->opt.breaker_failures) {
+        n->open = true;
+        n->backoff = r->opt.backoff_min;
+        n->retry_at = now + n->backoff;
+        r->st.breaker_opened++;
+    }
+}
+
+/* ---- deadline I/O ---------------------------------------------------------------------- */
+
+/* Waits for `events` on fd until the deadline.  1 ready, 0 timed out, -1 error. */
+static int wait_fd(int fd, short events, int64_t deadline)
+{
+    for (;;) {
+        int64_t left = deadline - rlt__mono_ns();
+        if (left <= 0) return 0;
+        int ms = (int)((left + RLT_NS_PER_MS - 1) / RLT_NS_PER_MS);
+        struct pollfd p = {.fd = fd, .events = events};
+        int rc = poll(&p, 1, ms);
+        if (rc > 0) return 1;
+        if (rc < 0 && errno != EINTR) return -1;
+    }
+}
+
+/* True when a connection that owes us no reply has become readable: the server closed it
+ * (restart, timeout, kill).  Checked before each use so a stale connection is replaced
+ * before a command is sent on it, rather than failing a call that would have succeeded. */
+static bool stale(redisContext *c)
+{
+    struct pollfd p = {.fd = c->fd, .events = POLLIN};
+    return poll(&p, 1, 0) != 0;
+}
+
+static int connect_node(rlt_redis *r, rlt__node *n, int64_t deadline)
+{
+    int64_t left = deadline - rlt__mono_ns();
+    if (left <= 0) return RLT_ETIMEDOUT;
+    struct timeval tv = {.tv_sec = (time_t)(left / RLT_NS_PER_S),
+                         .tv_usec = (suseconds_t)(left % RLT_NS_PER_S / 1000)};
+    redisContext *c = redisConnectWithTimeout(n->host, n->port, tv);
+    if (!c) return RLT_ENOMEM;
+    if (c->err) {
+        int timed_out = c->err == REDIS_ERR_IO && (errno == ETIMEDOUT || errno == EINPROGRESS);
+        redisFree(c);
+        return timed_out ? RLT_ETIMEDOUT : RLT_EBACKEND;
+    }
+    /* Our own poll() bounds every wait: make the socket non-blocking and tell hiredis so
+     * (it then treats EAGAIN as "try later", which is what we want). */
+    int fl = fcntl(c->fd, F_GETFL);
+    if (fl < 0 || fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+        redisFree(c);
+        return RLT_EBACKEND;
+    }
+    c->flags &= ~REDIS_BLOCK;
+    n->c = c;
+    r->st.connects++;
+    if (r->password) {
+        const char *argv[2] = {"AUTH", r->password};
+        size_t lens[2] = {4, strlen(r->password)};
+        rlt__cmd cmd = {2, argv, lens};
+        redisReply *rep = NULL;
+        int rc = rlt__node_exec(r, n, &cmd, 1, &rep, deadline);
+        if (rc) return rc;
+        bool ok = rep->type != REDIS_REPLY_ERROR;
+        freeReplyObject(rep);
+        if (!ok) {
+            rlt__node_drop(n);
+            return RLT_EBACKEND;
+        }
+    }
+    return RLT_OK;
+}
+
+int rlt__node_exec(rlt_redis *r, rlt__node *n, const rlt__cmd *cmds, size_t ncmd,
+                   redisReply **replies, int64_t deadline)
+{
+    if (n->c && stale(n->c)) rlt__node_drop(n);
+    if (!n->c) {
+        int rc = connect_node(r, n, deadline);
+        if (rc) return rc;
+    }
+    redisContext *c = n->c;
+    for (size_t i = 0; i < ncmd; i++)
+        if (redisAppendCommandArgv(c, cmds[i].argc, (const char **)cmds[i].argv,
+                                   cmds[i].argvlen) != REDIS_OK) {
+            rlt__node_drop(n);
+            return RLT_ENOMEM;
+        }
+    r->st.round_trips++;
+    int rc = RLT_OK;
+    size_t got = 0;
+    for (int done = 0; !done;) {
+        if (redisBufferWrite(c, &done) != REDIS_OK) {
+            rc = RLT_EBACKEND;
+            goto fail;
+        }
+        if (!done) {
+            int w = wait_fd(c->fd, POLLOUT, deadline);
+            if (w <= 0) {
+                rc = w == 0 ? RLT_ETIMEDOUT : RLT_EBACKEND;
+                goto fail;
+            }
+        }
+    }
+    while (got < ncmd) {
+        void *rep = NULL;
+        if (redisGetReplyFromReader(c, &rep) != REDIS_OK) {
+            rc = RLT_EBACKEND;
+            goto fail;
+        }
+        if (rep) {
+            replies[got++] = rep;
+            continue;
+        }
+        int w = wait_fd(c->fd, POLLIN, deadline);
+        if (w <= 0) {
+            rc = w == 0 ? RLT_ETIMEDOUT : RLT_EBACKEND;
+            goto fail;
+        }
+        if (redisBufferRead(c) != REDIS_OK) {
+            rc = RLT_EBACKEND;
+            goto fail;
+        }
+    }
+    return RLT_OK;
+fail:
+    /* The connection's state is unknown (a reply may still come): never reuse it. */
+    for (size_t i = 0; i < got; i++) freeReplyObject(replies[i]);
+    rlt__node_drop(n);
+    if (rc == RLT_ETIMEDOUT) r->st.timeouts++;
+    return rc;
+}
+
+/* ---- cluster --------------------------------------------------------------------------- */
+
+int rlt__cluster_refresh(rlt_redis *r, int64_t deadline)
+{
+    const char *argv[2] = {"CLUSTER", "SLOTS"};
+    size_t lens[2] = {7, 5};
+    rlt__cmd cmd = {2, argv, lens};
+    int rc = RLT_EBACKEND;
+    int64_t now = rlt__mono_ns();
+    for (unsigned i = 0; i < r->nnodes; i++) {
+        rlt__node *n = &r->nodes[i];
+        if (!rlt__node_usable(r, n, now)) continue;
+        redisReply *rep = NULL;
+        rc = rlt__node_exec(r, n, &cmd, 1, &rep, deadline);
+        if (rc) {
+            rlt__node_failure(r, n, rlt__mono_ns());
+            if (rc == RLT_ETIMEDOUT) return rc; /* the deadline is spent */
+            continue;
+        }
+        rlt__node_success(r, n);
+        if (rep->type != REDIS_REPLY_ARRAY) {
+            freeReplyObject(rep);
+            rc = RLT_EBACKEND;
+            continue;
+        }
+        for (size_t s = 0; s < RLT__SLOTS; s++) r->slots[s] = RLT__NO_NODE;
+        for (size_t k = 0; k < rep->elements; k++) {
+            redisReply *e = rep->element[k];
+            if (e->type != REDIS_REPLY_ARRAY || e->elements < 3) continue;
+            redisReply *lo = e->element[0], *hi = e->element[1], *m = e->element[2];
+            if (lo->type != REDIS_REPLY_INTEGER || hi->type != REDIS_REPLY_INTEGER ||
+                m->type != REDIS_REPLY_ARRAY || m->elements < 2 ||
+                m->element[0]->type != REDIS_REPLY_STRING ||
+                m->element[1]->type != REDIS_REPLY_INTEGER)
+                continue;
+            const char *host = m->element[0]->str;
+            size_t hlen = m->element[0]->len;
+            if (hlen == 0) { /* "" means: the node we asked */
+                host = n->host;
+                hlen = strlen(n->host);
+            }
+            unsigned idx = rlt__node_find_or_add(r, host, hlen, (int)m->element[1]->integer);
+            for (long long s = lo->integer; s <= hi->integer && s < RLT__SLOTS; s++)
+                if (s >= 0) r->slots[s] = (uint16_t)idx;
+        }
+        freeReplyObject(rep);
+        r->refresh = false;
+        return RLT_OK;
+    }
+    return rc;
+}
+
+unsigned rlt__route(rlt_redis *r, unsigned slot, int64_t deadline)
+{
+    if (!r->opt.cluster) return 0;
+    if (r->refresh || r->slots[slot] == RLT__NO_NODE) (void)rlt__cluster_refresh(r, deadline);
+    unsigned idx = r->slots[slot];
+    return idx == RLT__NO_NODE ? 0 : idx;
+}
+
+bool rlt__parse_redirect(rlt_redis *r, const redisReply *rep, bool *ask, unsigned *node)
+{
+    if (rep->type != REDIS_REPLY_ERROR) return false;
+    const char *s = rep->str;
+    size_t len = rep->len;
+    if (len > 6 && memcmp(s, "MOVED ", 6) == 0) {
+        *ask = false;
+        s += 6, len -= 6;
+    } else if (len > 4 && memcmp(s, "ASK ", 4) == 0) {
+        *ask = true;
+        s += 4, len -= 4;
+    } else {
+        return false;
+    }
+    const char *sp = memchr(s, ' ', len);
+    if (!sp) return false;
+    char *end;
+    long slot = strtol(s, &end, 10);
+    if (end != sp || slot < 0 || slot >= RLT__SLOTS) return false;
+    const char *addr = sp + 1;
+    size_t alen = len - (size_t)(addr - s);
+    const char *colon = NULL;
+    for (size_t i = alen; i > 0; i--)
+        if (addr[i - 1] == ':') {
+            colon = addr + i - 1;
+            break;
+        }
+    if (!colon) return false;
+    long port = strtol(colon + 1, &end, 10);
+    if (port <= 0 || port > 65535) return false;
+    unsigned idx = rlt__node_find_or_add(r, addr, (size_t)(colon - addr), (int)port);
+    if (idx == RLT__NO_NODE) return false;
+    if (!*ask) {
+        r->slots[slot] = (uint16_t)idx;
+        r->refresh = true; /* a MOVED usually means more slots moved */
+    }
+    *node = idx;
+    return true;
+}

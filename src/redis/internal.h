@@ -1,0 +1,87 @@
+/* Internal interfaces of libratelimit_redis: nodes (one connection each, with its deadline I/O
+ * and circuit breaker), cluster slot routing, and the embedded script.  Not installed. */
+#ifndef RLT_REDIS_INTERNAL_H
+#define RLT_REDIS_INTERNAL_H
+
+#include "ratelimit/redis.h"
+
+#include <hiredis/hiredis.h>
+
+/* The Lua script of src/redis/lua/ (every .lua file), concatenated at build time (script.c). */
+extern const char rlt__redis_script_sha[41];
+extern const size_t rlt__redis_script_len;
+extern const char rlt__redis_script[];
+
+#define RLT__SLOTS 16384
+#define RLT__MAX_NODES 64
+#define RLT__NO_NODE 0xFFFF
+
+/* One Redis server and our connection to it. */
+typedef struct rlt__node {
+    char host[256];
+    int port;
+    redisContext *c;    /* NULL when not connected */
+    unsigned failures;  /* consecutive failures */
+    bool open;          /* breaker open: calls short-circuit until retry_at */
+    int64_t retry_at;   /* monotonic ns: when an open breaker lets one trial call through */
+    rlt_ns backoff;     /* the current wait of an open breaker */
+} rlt__node;
+
+/* A command: argc arguments of given lengths. */
+typedef struct rlt__cmd {
+    int argc;
+    const char *const *argv;
+    const size_t *argvlen;
+} rlt__cmd;
+
+struct rlt_redis {
+    rlt_redis_options opt; /* with defaults filled and strings pointing at our copies */
+    char *servers, *password, *prefix;
+    size_t prefix_len;
+    rlt__node nodes[RLT__MAX_NODES];
+    unsigned nnodes;
+    uint16_t *slots; /* cluster: slot -> node index, RLT__NO_NODE when unknown */
+    bool refresh;    /* cluster: reload the slot table before the next call */
+    struct rlt__lease *leases;
+    size_t nleases;
+    rlt_redis_stats st;
+};
+
+/* Monotonic clock, ns. */
+int64_t rlt__mono_ns(void);
+
+/* Redis Cluster hash slot of a key (CRC16/XMODEM of the hash tag, mod 16384). */
+unsigned rlt__key_slot(const char *key, size_t len);
+
+/* Index of node host:port, added if new (RLT__NO_NODE when the table is full). */
+unsigned rlt__node_find_or_add(rlt_redis *r, const char *host, size_t hlen, int port);
+
+/* Whether the node's breaker lets a call through at mono time `now`; false = short-circuit. */
+bool rlt__node_usable(rlt_redis *r, rlt__node *n, int64_t now);
+
+/* Records the outcome of a call on the node for its breaker. */
+void rlt__node_success(rlt_redis *r, rlt__node *n);
+void rlt__node_failure(rlt_redis *r, rlt__node *n, int64_t now);
+
+/* Sends ncmd commands pipelined to node `n` and reads one reply each into replies[] (caller
+ * frees them with freeReplyObject), all before mono time `deadline`.  Connects (and AUTHs)
+ * first if needed.  Returns RLT_OK (replies may be error replies), RLT_EBACKEND (connection
+ * failed or lost: the connection is dropped), RLT_ETIMEDOUT (dropped too).  On failure no
+ * reply is returned.  Does not touch the breaker. */
+int rlt__node_exec(rlt_redis *r, rlt__node *n, const rlt__cmd *cmds, size_t ncmd,
+                   redisReply **replies, int64_t deadline);
+
+/* Drops the node's connection. */
+void rlt__node_drop(rlt__node *n);
+
+/* Cluster: reloads the slot table from any reachable node.  RLT_OK or an error. */
+int rlt__cluster_refresh(rlt_redis *r, int64_t deadline);
+
+/* The node that serves `slot` (standalone: node 0). */
+unsigned rlt__route(rlt_redis *r, unsigned slot, int64_t deadline);
+
+/* Parses a "MOVED 3999 127.0.0.1:6381" / "ASK ..." error into slot and node index.
+ * Returns true if it was such a redirect. */
+bool rlt__parse_redirect(rlt_redis *r, const redisReply *rep, bool *ask, unsigned *node);
+
+#endif

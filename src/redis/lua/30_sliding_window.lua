@@ -1,0 +1,67 @@
+-- Sliding window counter (mirrors src/core/sliding_window.c): hash {w, p = previous window's
+-- count, c = current window's count}; allow iff p*(W-e) + (c+cost)*W <= N*W.
+-- Mixed instants (us, ns) keep 0 <= ns < 1000.
+local function mixed_lt(au, an, bu, bn)
+  return au < bu or (au == bu and an < bn)
+end
+
+-- Earliest instant (us, ns) at which `need` fits (core's earliest(), exact to the ns).
+local function sw_earliest(pr, win, prev, curr, e, need)
+  local N, W = pr.N, pr.W
+  for step = 0, 2 do
+    local P, C, e0 = 0, 0, 0
+    if step == 0 then P, C, e0 = prev, curr, e elseif step == 1 then P = curr end
+    local slack = (N - C - need) * W -- microseconds x count
+    if slack >= 0 then
+      local eu, en = 0, 0 -- emin = W - slack/P in ns, floored in the division
+      if P ~= 0 then
+        local q, r = idiv(slack, P)
+        local extra = idivq(r * 1000, P) -- floor(1000*slack/P) = 1000q + extra
+        if extra == 0 then eu, en = W - q, 0 else eu, en = W - q - 1, 1000 - extra end
+      end
+      if mixed_lt(eu, en, e0, 0) then eu, en = e0, 0 end
+      if mixed_lt(eu, en, W, 0) then return (win + step) * W + eu, en end
+    end
+  end
+  return nil
+end
+
+local function sliding_window(key, pr, now, cost)
+  local s = redis.call('HMGET', key, 'w', 'p', 'c')
+  local win, prev, curr = tonumber(s[1]) or 0, tonumber(s[2]) or 0, tonumber(s[3]) or 0
+  local N, W = pr.N, pr.W
+  local k = idivq(now, W)
+  if prev == 0 and curr == 0 then win = k end
+  if k == win + 1 then
+    prev, curr, win = curr, 0, k
+  elseif k > win + 1 then
+    prev, curr, win = 0, 0, k
+  end
+  local e = 0
+  if k == win then e = now - k * W end
+  local need = cost > 0 and cost or 1
+  local weighted = prev * (W - e)
+  local d = newdec(N)
+  if need > N then
+    d.ru = -1
+  else
+    d.allowed = weighted + (curr + need) * W <= N * W
+    if not d.allowed then
+      local tu, tn = sw_earliest(pr, win, prev, curr, e, need)
+      d.ru, d.rn = tu - now, tn
+    end
+  end
+  local curr_after = curr
+  if d.allowed and cost > 0 then curr_after = curr + cost end
+  local left = N * W - weighted - curr_after * W
+  if left > 0 then d.remaining = idivq(left, W) end
+  if curr_after > 0 then
+    d.su = (win + 2) * W - now
+  elseif prev > 0 then
+    d.su = (win + 1) * W - now
+  end
+  if d.allowed and cost > 0 then
+    d.write = function() redis.call('HSET', key, 'w', S(win), 'p', S(prev), 'c', S(curr_after)) end
+  end
+  return d
+end

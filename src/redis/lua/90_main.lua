@@ -1,0 +1,70 @@
+-- The entry point.  KEYS: one per limit, all distinct.  ARGV:
+--   'd', now, n, then per limit: algo cost N W B Q D scale unit   (decide, all-or-nothing)
+--   'r', now, lease                                                  (concurrency release)
+-- now is in microseconds, or -1 for the server's clock (TIME).  A decide returns, per limit,
+-- {allowed, limit, remaining, retry_us, retry_ns, reset_us, reset_ns, delay_us, delay_ns,
+-- lease}; every key written gets PEXPIRE = its reset_after rounded up to the ms (>= 1).
+if redis.replicate_commands then redis.replicate_commands() end
+
+local algos = {fixed_window, sliding_log, sliding_window, bucket, bucket, leaky_bucket,
+               concurrency}
+
+local now = tonumber(ARGV[2])
+if now == nil or now < 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+if ARGV[1] == 'r' then
+  return concurrency_release(KEYS[1], now, tonumber(ARGV[3]))
+end
+if ARGV[1] ~= 'd' then return redis.error_reply('ERR rlt: unknown operation') end
+
+local n = tonumber(ARGV[3])
+if n == nil or n < 1 or #KEYS ~= n or #ARGV ~= 3 + 9 * n then
+  return redis.error_reply('ERR rlt: bad arguments')
+end
+
+local function params(i)
+  local b = 3 + (i - 1) * 9
+  local pr = {algo = tonumber(ARGV[b + 1]), N = tonumber(ARGV[b + 3]), W = tonumber(ARGV[b + 4]),
+              B = tonumber(ARGV[b + 5]), Q = tonumber(ARGV[b + 6]), D = tonumber(ARGV[b + 7]),
+              scale = tonumber(ARGV[b + 8]), unit = tonumber(ARGV[b + 9])}
+  return pr, tonumber(ARGV[b + 2])
+end
+
+local decs, all = {}, true
+for i = 1, n do
+  local pr, cost = params(i)
+  local f = algos[pr.algo]
+  if f == nil or cost == nil or cost < 0 then return redis.error_reply('ERR rlt: bad limit') end
+  decs[i] = f(KEYS[i], pr, now, cost)
+  if not decs[i].allowed then all = false end
+end
+if not all then
+  -- Nothing is consumed: the limits that would have allowed report as they stand (a peek),
+  -- as rlt_store_decide_multi does.
+  for i = 1, n do
+    if decs[i].allowed then
+      local pr = params(i)
+      local peek = algos[pr.algo](KEYS[i], pr, now, 0)
+      decs[i].remaining, decs[i].su, decs[i].sn = peek.remaining, peek.su, peek.sn
+      decs[i].ru, decs[i].rn = 0, 0
+    end
+  end
+end
+local out = {}
+for i = 1, n do
+  local d = decs[i]
+  if all and d.write then
+    d.write()
+    local us = d.su
+    if d.sn > 0 then us = us + 1 end
+    local ms = idivq(us + 999, 1000)
+    if ms < 1 then ms = 1 end
+    redis.call('PEXPIRE', KEYS[i], S(ms))
+  end
+  out[i] = {d.allowed and 1 or 0, d.limit, d.remaining, d.ru, d.rn, d.su, d.sn, d.du, d.dn,
+            d.lease}
+end
+return out

@@ -1,0 +1,812 @@
+/* The public API of libratelimit_redis: policy conversion to microseconds with the 2^53
+ * bounds, Redis key names, the EVALSHA call with NOSCRIPT recovery and cluster redirects,
+ * fail-mode decisions, multi-limit checks, pipelined batches and the local lease cache. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Every number a script handles is kept at or below 2^50 (a few of them are added together,
+ * and sums must stay below 2^53); instants may reach 2^52 microseconds (year 2112). */
+#define LIM (INT64_C(1) << 50)
+#define NOW_MAX (INT64_C(1) << 52)
+#define KEYNAME_MAX (64 + 2 + RLT_REDIS_KEY_MAX + 128)
+#define MULTI_MAX 64
+#define FIELDS 9 /* script arguments per limit */
+
+/* A policy at microsecond resolution, as the script takes it. */
+typedef struct rpol {
+    int algo;
+    int64_t N, W, B, Q, D, scale, unit;
+} rpol;
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+static int convert(const rlt_policy *p, rpol *o)
+{
+    if (!p || p->algo < RLT_FIXED_WINDOW || p->algo > RLT_CONCURRENCY || p->scale_ <= 0 ||
+        p->unit_ <= 0 || p->limit <= 0 || p->period <= 0)
+        return RLT_EINVAL;
+    if (p->period % RLT_NS_PER_US != 0) return RLT_EINVAL;
+    o->algo = (int)p->algo;
+    o->N = p->limit;
+    o->W = p->period / RLT_NS_PER_US;
+    o->B = p->burst;
+    o->Q = p->queue;
+    o->D = p->delay;
+    if (o->N > LIM || o->W > LIM || o->B > LIM || o->Q > LIM) return RLT_ERANGE;
+    int64_t g = gcd64(o->N, o->W);
+    o->scale = o->N / g;
+    o->unit = o->W / g;
+    if (o->scale > LIM / 1000) return RLT_ERANGE; /* ns rounding multiplies a rest by 1000 */
+    switch (p->algo) {
+    case RLT_TOKEN_BUCKET:
+    case RLT_GCRA:
+        if (o->B > LIM / o->unit) return RLT_ERANGE; /* cap = B x unit */
+        break;
+    case RLT_LEAKY_BUCKET:
+        if (o->Q + 1 > LIM / o->unit) return RLT_ERANGE; /* cap + unit */
+        break;
+    case RLT_SLIDING_WINDOW:
+        if (o->N > LIM / o->W || o->N > LIM / 1000) return RLT_ERANGE; /* N x W; 1000 x rest */
+        break;
+    default:
+        break;
+    }
+    return RLT_OK;
+}
+
+int rlt_redis_policy_check(const rlt_policy *p)
+{
+    rpol rp;
+    return convert(p, &rp);
+}
+
+/* The limit a decision reports under `p` (as the core does). */
+static int64_t policy_limit(const rlt_policy *p)
+{
+    switch (p->algo) {
+    case RLT_TOKEN_BUCKET:
+    case RLT_GCRA:
+        return p->burst;
+    case RLT_LEAKY_BUCKET:
+        return p->queue + 1;
+    default:
+        return p->limit;
+    }
+}
+
+/* ---- open / close ---------------------------------------------------------------------- */
+
+static char *dup_str(const char *s)
+{
+    if (!s) return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+typedef struct rlt__lease {
+    char *name; /* Redis key name; NULL = empty entry */
+    size_t len;
+    int64_t units;   /* leased units not yet spent */
+    int64_t expires; /* ns (monotonic, or the caller's clock with RLT_REDIS_CALLER_TIME) */
+    rlt_decision d;  /* the grant's decision, for limit and reset_after */
+} rlt__lease;
+
+static int parse_servers(rlt_redis *r)
+{
+    const char *s = r->servers;
+    while (*s) {
+        const char *end = strchr(s, ',');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        const char *colon = NULL;
+        for (size_t i = len; i > 0; i--)
+            if (s[i - 1] == ':') {
+                colon = s + i - 1;
+                break;
+            }
+        if (!colon || colon == s) return RLT_EINVAL;
+        char *e;
+        long port = strtol(colon + 1, &e, 10);
+        if (e != s + len || port <= 0 || port > 65535) return RLT_EINVAL;
+        if (rlt__node_find_or_add(r, s, (size_t)(colon - s), (int)port) == RLT__NO_NODE)
+            return RLT_EINVAL;
+        s += len;
+        if (*s == ',') s++;
+    }
+    if (r->nnodes == 0 || (!r->opt.cluster && r->nnodes != 1)) return RLT_EINVAL;
+    return RLT_OK;
+}
+
+int rlt_redis_open(rlt_redis **out, const rlt_redis_options *opt)
+{
+    if (!out) return RLT_EINVAL;
+    *out = NULL;
+    rlt_redis_options o = {0};
+    if (opt) o = *opt;
+    if (o.timeout < 0 || o.backoff_min < 0 || o.backoff_max < 0 || o.lease_units < 0 ||
+        o.lease_ttl < 0)
+        return RLT_EINVAL;
+    if (o.prefix && (strlen(o.prefix) > 64 || strpbrk(o.prefix, "{}"))) return RLT_EINVAL;
+    if (!o.timeout) o.timeout = 50 * RLT_NS_PER_MS;
+    if (!o.breaker_failures) o.breaker_failures = 3;
+    if (!o.backoff_min) o.backoff_min = 100 * RLT_NS_PER_MS;
+    if (!o.backoff_max) o.backoff_max = 5 * RLT_NS_PER_S;
+    if (o.backoff_max < o.backoff_min) o.backoff_max = o.backoff_min;
+    if (!o.lease_ttl) o.lease_ttl = 100 * RLT_NS_PER_MS;
+    if (!o.lease_keys) o.lease_keys = 1024;
+    rlt_redis *r = calloc(1, sizeof *r);
+    if (!r) return RLT_ENOMEM;
+    r->opt = o;
+    r->servers = dup_str(o.servers ? o.servers : "127.0.0.1:6379");
+    r->prefix = dup_str(o.prefix ? o.prefix : "rlt:");
+    r->password = o.password ? dup_str(o.password) : NULL;
+    r->slots = malloc(RLT__SLOTS * sizeof *r->slots);
+    if (o.lease_units > 0) {
+        r->nleases = o.lease_keys;
+        r->leases = calloc(r->nleases, sizeof *r->leases);
+    }
+    if (!r->servers || !r->prefix || (o.password && !r->password) || !r->slots ||
+        (o.lease_units > 0 && !r->leases)) {
+        rlt_redis_close(r);
+        return RLT_ENOMEM;
+    }
+    r->opt.servers = r->servers;
+    r->opt.prefix = r->prefix;
+    r->opt.password = r->password;
+    r->prefix_len = strlen(r->prefix);
+    for (size_t s = 0; s < RLT__SLOTS; s++) r->slots[s] = RLT__NO_NODE;
+    r->refresh = o.cluster;
+    int rc = parse_servers(r);
+    if (rc) {
+        rlt_redis_close(r);
+        return rc;
+    }
+    *out = r;
+    return RLT_OK;
+}
+
+void rlt_redis_close(rlt_redis *r)
+{
+    if (!r) return;
+    for (unsigned i = 0; i < r->nnodes; i++) rlt__node_drop(&r->nodes[i]);
+    for (size_t i = 0; i < r->nleases; i++) free(r->leases[i].name);
+    free(r->leases);
+    free(r->slots);
+    free(r->servers);
+    free(r->prefix);
+    free(r->password);
+    free(r);
+}
+
+void rlt_redis_stats_get(const rlt_redis *r, rlt_redis_stats *out)
+{
+    if (!r || !out) return;
+    *out = r->st;
+    out->nodes = r->nnodes;
+    out->nodes_open = 0;
+    for (unsigned i = 0; i < r->nnodes; i++)
+        if (r->nodes[i].open) out->nodes_open++;
+}
+
+/* ---- key names --------------------------------------------------------------------------- */
+
+/* prefix + ("{key}" unless the key has its own non-empty {tag}) + ":algo:N:W:B:Q:D".  The
+ * policy's numbers are part of the name: a changed policy starts from fresh state, never
+ * reads state written under other numbers. */
+static int key_name(const rlt_redis *r, const rlt_policy *p, const void *key, size_t klen,
+                    char *buf, size_t cap)
+{
+    if (!key || klen == 0 || klen > RLT_REDIS_KEY_MAX) return RLT_EKEYLEN;
+    const char *k = key;
+    bool tagged = false;
+    const char *open = memchr(k, '{', klen);
+    if (open) {
+        const char *close = memchr(open + 1, '}', klen - (size_t)(open - k) - 1);
+        tagged = close && close > open + 1;
+    }
+    char tail[128];
+    int tl = snprintf(tail, sizeof tail, ":%d:%lld:%lld:%lld:%lld:%lld", (int)p->algo,
+                      (long long)p->limit, (long long)p->period, (long long)p->burst,
+                      (long long)p->queue, (long long)p->delay);
+    size_t need = r->prefix_len + klen + (tagged ? 0 : 2) + (size_t)tl;
+    if (need > cap) return RLT_ENOSPC;
+    char *o = buf;
+    memcpy(o, r->prefix, r->prefix_len), o += r->prefix_len;
+    if (!tagged) *o++ = '{';
+    memcpy(o, k, klen), o += klen;
+    if (!tagged) *o++ = '}';
+    memcpy(o, tail, (size_t)tl), o += tl;
+    return (int)(o - buf);
+}
+
+int rlt_redis_key_name(const rlt_redis *r, const rlt_policy *p, const void *key, size_t klen,
+                       char *buf, size_t cap)
+{
+    rpol rp;
+    if (!r || !buf) return RLT_EINVAL;
+    int rc = convert(p, &rp);
+    if (rc) return rc;
+    return key_name(r, p, key, klen, buf, cap);
+}
+
+/* ---- one script call --------------------------------------------------------------------- */
+
+/* The arguments of one EVALSHA for up to MULTI_MAX limits. */
+typedef struct call {
+    int argc;
+    const char *argv[3 + MULTI_MAX + 3 + FIELDS * MULTI_MAX];
+    size_t lens[3 + MULTI_MAX + 3 + FIELDS * MULTI_MAX];
+    char keys[MULTI_MAX][KEYNAME_MAX];
+    char nums[3 + FIELDS * MULTI_MAX + 1][24];
+    int nnums;
+    unsigned slot;
+} call;
+
+static void arg(call *c, const char *s, size_t len)
+{
+    c->argv[c->argc] = s;
+    c->lens[c->argc++] = len;
+}
+
+static void arg_num(call *c, int64_t v)
+{
+    char *b = c->nums[c->nnums++];
+    int n = snprintf(b, 24, "%lld", (long long)v);
+    arg(c, b, (size_t)n);
+}
+
+/* Validated inputs of one limit. */
+typedef struct limit {
+    const rlt_policy *p;
+    rpol rp;
+    int64_t cost;
+} limit;
+
+static int check_limit(const rlt_redis_check *ck, limit *l)
+{
+    if (!ck) return RLT_EINVAL;
+    int rc = convert(ck->policy, &l->rp);
+    if (rc) return rc;
+    if (ck->cost < 0) return RLT_EINVAL;
+    if (ck->policy->algo == RLT_CONCURRENCY && ck->cost > 1) return RLT_EINVAL;
+    if (!ck->key || ck->klen == 0 || ck->klen > RLT_REDIS_KEY_MAX) return RLT_EKEYLEN;
+    l->p = ck->policy;
+    /* A cost beyond every limit (all <= 2^50) never fits whatever its size: clamp it so the
+     * script's numbers stay exact. */
+    l->cost = ck->cost > LIM * 2 ? LIM * 2 : ck->cost;
+    return RLT_OK;
+}
+
+static int now_arg(unsigned flags, rlt_ns now, int64_t *now_us)
+{
+    if (!(flags & RLT_REDIS_CALLER_TIME)) {
+        *now_us = -1;
+        return RLT_OK;
+    }
+    if (now < 0 || now / RLT_NS_PER_US > NOW_MAX) return RLT_ERANGE;
+    *now_us = now / RLT_NS_PER_US;
+    return RLT_OK;
+}
+
+/* Builds EVALSHA sha n keys... 'd' now n fields... for limits l[0..n). */
+static int build_decide(const rlt_redis *r, call *c, const limit *l,
+                        const rlt_redis_check *ck, size_t n, int64_t now_us)
+{
+    c->argc = 0;
+    c->nnums = 0;
+    arg(c, "EVALSHA", 7);
+    arg(c, rlt__redis_script_sha, 40);
+    arg_num(c, (int64_t)n);
+    for (size_t i = 0; i < n; i++) {
+        int len = key_name(r, l[i].p, ck[i].key, ck[i].klen, c->keys[i], KEYNAME_MAX);
+        if (len < 0) return len == RLT_ENOSPC ? RLT_EKEYLEN : len;
+        unsigned slot = rlt__key_slot(c->keys[i], (size_t)len);
+        if (i == 0) c->slot = slot;
+        if (r->opt.cluster && slot != c->slot) return RLT_EINVAL; /* would be CROSSSLOT */
+        for (size_t j = 0; j < i; j++)
+            if (c->lens[3 + j] == (size_t)len && memcmp(c->keys[j], c->keys[i], (size_t)len) == 0)
+                return RLT_EINVAL; /* the same limit twice */
+        arg(c, c->keys[i], (size_t)len);
+    }
+    arg(c, "d", 1);
+    arg_num(c, now_us);
+    arg_num(c, (int64_t)n);
+    for (size_t i = 0; i < n; i++) {
+        const rpol *p = &l[i].rp;
+        int64_t v[FIELDS] = {p->algo, l[i].cost, p->N, p->W, p->B, p->Q, p->D, p->scale, p->unit};
+        for (int f = 0; f < FIELDS; f++) arg_num(c, v[f]);
+    }
+    return RLT_OK;
+}
+
+static bool is_error(const redisReply *rep, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    return rep->type == REDIS_REPLY_ERROR && rep->len >= n && memcmp(rep->str, prefix, n) == 0;
+}
+
+/* Runs command `c` (an EVALSHA) on the node serving c->slot: loads the script after a NOSCRIPT
+ * (the only retry: the script certainly did not run), follows MOVED and ASK (the command did
+ * not run there either), and feeds the breaker.  On RLT_OK *out is the script's reply (caller
+ * frees).  On failure *retry_at is when the failing node's breaker next lets a call through. */
+static int run(rlt_redis *r, const call *c, int64_t deadline, redisReply **out,
+               int64_t *retry_at)
+{
+    unsigned idx = rlt__route(r, c->slot, deadline);
+    bool ask = false, loaded = false;
+    *retry_at = 0;
+    for (int hop = 0; hop < 6; hop++) {
+        rlt__node *n = &r->nodes[idx];
+        int64_t now = rlt__mono_ns();
+        if (!rlt__node_usable(r, n, now)) {
+            r->st.short_circuited++;
+            *retry_at = n->retry_at;
+            return RLT_EBACKEND;
+        }
+        static const char *asking[1] = {"ASKING"};
+        static const size_t asking_len[1] = {6};
+        const char *load_argv[3] = {"SCRIPT", "LOAD", rlt__redis_script};
+        size_t load_len[3] = {6, 4, rlt__redis_script_len};
+        rlt__cmd cmds[4];
+        size_t nc = 0;
+        if (loaded) cmds[nc++] = (rlt__cmd){3, load_argv, load_len};
+        if (ask) cmds[nc++] = (rlt__cmd){1, asking, asking_len};
+        cmds[nc++] = (rlt__cmd){c->argc, c->argv, c->lens};
+        redisReply *reps[4] = {0};
+        int rc = rlt__node_exec(r, n, cmds, nc, reps, deadline);
+        if (rc) {
+            r->st.errors++;
+            rlt__node_failure(r, n, rlt__mono_ns());
+            *retry_at = n->open ? n->retry_at : rlt__mono_ns();
+            return rc;
+        }
+        redisReply *rep = reps[nc - 1];
+        bool load_failed = loaded && reps[0]->type == REDIS_REPLY_ERROR;
+        for (size_t i = 0; i + 1 < nc; i++) freeReplyObject(reps[i]);
+        if (is_error(rep, "NOSCRIPT") && !loaded && !load_failed) {
+            freeReplyObject(rep);
+            r->st.script_loads++;
+            loaded = true;
+            hop--; /* the same node again, with the script */
+            continue;
+        }
+        loaded = false;
+        unsigned to;
+        if (r->opt.cluster && rlt__parse_redirect(r, rep, &ask, &to)) {
+            freeReplyObject(rep);
+            r->st.redirects++;
+            idx = to;
+            rlt__node_success(r, n);
+            continue;
+        }
+        if (rep->type == REDIS_REPLY_ERROR) {
+            /* LOADING, BUSY, CLUSTERDOWN, OOM, READONLY (a failed-over master)...: the node
+             * cannot serve us now.  The script did not run (or ran and failed with no write). */
+            freeReplyObject(rep);
+            r->st.errors++;
+            rlt__node_failure(r, n, rlt__mono_ns());
+            *retry_at = n->open ? n->retry_at : rlt__mono_ns();
+            return RLT_EBACKEND;
+        }
+        rlt__node_success(r, n);
+        *out = rep;
+        return RLT_OK;
+    }
+    *retry_at = rlt__mono_ns();
+    r->st.errors++;
+    return RLT_EBACKEND; /* redirect loop */
+}
+
+static rlt_ns us_ns(long long us, long long ns)
+{
+    int64_t v;
+    if (__builtin_mul_overflow((int64_t)us, RLT_NS_PER_US, &v)) return INT64_MAX;
+    return v > INT64_MAX - ns ? INT64_MAX : v + ns;
+}
+
+/* One limit's reply {allowed, limit, remaining, ru, rn, su, sn, du, dn, lease}. */
+static int parse_decision(const redisReply *e, rlt_decision *d)
+{
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != 10) return RLT_EBACKEND;
+    long long v[10];
+    for (int i = 0; i < 10; i++) {
+        if (e->element[i]->type != REDIS_REPLY_INTEGER) return RLT_EBACKEND;
+        v[i] = e->element[i]->integer;
+    }
+    memset(d, 0, sizeof *d);
+    d->allowed = v[0] != 0;
+    d->limit = v[1];
+    d->remaining = v[2];
+    d->retry_after = v[3] < 0 ? -1 : us_ns(v[3], v[4]);
+    d->reset_after = us_ns(v[5], v[6]);
+    d->delay = us_ns(v[7], v[8]);
+    d->lease = v[9];
+    return RLT_OK;
+}
+
+/* The decision made without Redis. */
+static void fail_decision(rlt_redis *r, const rlt_policy *p, unsigned flags, int64_t retry_at,
+                          rlt_decision *d)
+{
+    memset(d, 0, sizeof *d);
+    d->limit = p ? policy_limit(p) : 0;
+    d->allowed = (flags & RLT_REDIS_FAIL_OPEN) != 0;
+    if (d->allowed) {
+        r->st.fail_open++;
+    } else {
+        r->st.fail_closed++;
+        rlt_ns wait = retry_at - rlt__mono_ns();
+        d->retry_after = wait < RLT_NS_PER_MS ? RLT_NS_PER_MS : wait;
+        d->reset_after = d->retry_after;
+    }
+    r->st.decisions++;
+}
+
+/* Decides limits l[0..n) in one script.  dec[i] per limit; *all whether all allowed. */
+static int decide_call(rlt_redis *r, const limit *l, const rlt_redis_check *ck, size_t n,
+                       unsigned flags, int64_t now_us, rlt_decision *dec, int64_t *retry_at)
+{
+    call *c = malloc(sizeof *c);
+    if (!c) return RLT_ENOMEM;
+    int rc = build_decide(r, c, l, ck, n, now_us);
+    if (rc) {
+        free(c);
+        return rc;
+    }
+    (void)flags;
+    redisReply *rep = NULL;
+    rc = run(r, c, rlt__mono_ns() + r->opt.timeout, &rep, retry_at);
+    free(c);
+    if (rc) return rc;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != n) rc = RLT_EBACKEND;
+    for (size_t i = 0; i < n && !rc; i++) rc = parse_decision(rep->element[i], &dec[i]);
+    freeReplyObject(rep);
+    if (rc) {
+        r->st.errors++;
+        *retry_at = rlt__mono_ns();
+    }
+    return rc;
+}
+
+/* ---- local leases ------------------------------------------------------------------------ */
+
+static uint64_t fnv1a(const char *s, size_t n)
+{
+    uint64_t h = UINT64_C(14695981039346656037);
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * UINT64_C(1099511628211);
+    return h;
+}
+
+static bool leasable(const rlt_policy *p)
+{
+    return p->algo == RLT_FIXED_WINDOW || p->algo == RLT_SLIDING_LOG ||
+           p->algo == RLT_SLIDING_WINDOW || p->algo == RLT_TOKEN_BUCKET || p->algo == RLT_GCRA;
+}
+
+/* Decides from (or refills) the local lease of one key.  Returns RLT_OK with *d, or the
+ * status of the Redis call. */
+static int lease_decide(rlt_redis *r, const limit *l, const rlt_redis_check *ck,
+                        unsigned flags, rlt_ns now_ns, int64_t now_us, rlt_decision *d)
+{
+    char name[KEYNAME_MAX];
+    int len = key_name(r, l->p, ck->key, ck->klen, name, sizeof name);
+    if (len < 0) return len == RLT_ENOSPC ? RLT_EKEYLEN : len;
+    rlt__lease *e = &r->leases[fnv1a(name, (size_t)len) % r->nleases];
+    int64_t t = (flags & RLT_REDIS_CALLER_TIME) ? now_ns : rlt__mono_ns();
+    bool mine = e->name && e->len == (size_t)len && memcmp(e->name, name, e->len) == 0;
+    if (mine && t < e->expires && e->units >= l->cost) {
+        e->units -= l->cost;
+        *d = e->d;
+        d->allowed = true;
+        d->retry_after = 0;
+        d->remaining += e->units;
+        r->st.lease_local++;
+        r->st.decisions++;
+        return RLT_OK;
+    }
+    /* Take a new lease: max(lease_units, cost) in one script call.  What is left of an old
+     * lease is dropped (never returned: a refund could mint when it comes late). */
+    limit big = *l;
+    big.cost = l->cost > r->opt.lease_units ? l->cost : r->opt.lease_units;
+    int64_t retry_at;
+    int rc = decide_call(r, &big, ck, 1, flags, now_us, d, &retry_at);
+    if (rc) {
+        fail_decision(r, l->p, flags, retry_at, d);
+        return rc;
+    }
+    if (d->allowed) {
+        if (!mine) {
+            char *copy = malloc((size_t)len);
+            if (copy) {
+                free(e->name);
+                memcpy(copy, name, (size_t)len);
+                e->name = copy;
+                e->len = (size_t)len;
+                mine = true;
+            }
+        }
+        if (mine) {
+            e->units = big.cost - l->cost;
+            e->expires = t + r->opt.lease_ttl;
+            e->d = *d;
+            e->d.remaining = d->remaining;
+            d->remaining += e->units;
+        }
+        r->st.lease_grants++;
+        r->st.decisions++;
+        return RLT_OK;
+    }
+    if (big.cost > l->cost) { /* the lease did not fit (nothing consumed): ask for the cost */
+        rc = decide_call(r, l, ck, 1, flags, now_us, d, &retry_at);
+        if (rc) {
+            fail_decision(r, l->p, flags, retry_at, d);
+            return rc;
+        }
+    }
+    r->st.decisions++;
+    return RLT_OK;
+}
+
+static void lease_forget(rlt_redis *r, const char *name, size_t len)
+{
+    if (!r->leases) return;
+    rlt__lease *e = &r->leases[fnv1a(name, len) % r->nleases];
+    if (e->name && e->len == len && memcmp(e->name, name, len) == 0) e->units = 0;
+}
+
+/* ---- public decisions -------------------------------------------------------------------- */
+
+int rlt_redis_decide(rlt_redis *r, const rlt_policy *p, unsigned flags, const void *key,
+                     size_t klen, int64_t cost, rlt_ns now, rlt_decision *d)
+{
+    if (!d) return RLT_EINVAL;
+    memset(d, 0, sizeof *d);
+    if (!r) return RLT_EINVAL;
+    rlt_redis_check ck = {p, key, klen, cost};
+    limit l;
+    int64_t now_us;
+    int rc = check_limit(&ck, &l);
+    if (!rc) rc = now_arg(flags, now, &now_us);
+    if (rc) return rc;
+    if ((flags & RLT_REDIS_LEASE) && r->leases && leasable(p) && cost > 0)
+        return lease_decide(r, &l, &ck, flags, now, now_us, d);
+    int64_t retry_at;
+    rc = decide_call(r, &l, &ck, 1, flags, now_us, d, &retry_at);
+    if (rc == RLT_EINVAL || rc == RLT_EKEYLEN || rc == RLT_ENOMEM) return rc;
+    if (rc) {
+        fail_decision(r, p, flags, retry_at, d);
+        return rc;
+    }
+    r->st.decisions++;
+    return RLT_OK;
+}
+
+int rlt_redis_decide_multi(rlt_redis *r, const rlt_redis_check *checks, size_t n,
+                           unsigned flags, rlt_ns now, rlt_decision *combined, int *refused)
+{
+    if (refused) *refused = -1;
+    if (!combined) return RLT_EINVAL;
+    memset(combined, 0, sizeof *combined);
+    if (!r || !checks || n == 0 || n > MULTI_MAX) return RLT_EINVAL;
+    limit l[MULTI_MAX];
+    rlt_decision dec[MULTI_MAX];
+    int64_t now_us;
+    int rc = now_arg(flags, now, &now_us);
+    for (size_t i = 0; i < n && !rc; i++) {
+        rc = check_limit(&checks[i], &l[i]);
+        if (!rc && checks[i].policy->algo == RLT_CONCURRENCY) rc = RLT_EINVAL;
+    }
+    if (rc) return rc;
+    int64_t retry_at;
+    rc = decide_call(r, l, checks, n, flags, now_us, dec, &retry_at);
+    if (rc == RLT_EINVAL || rc == RLT_EKEYLEN || rc == RLT_ENOMEM) return rc;
+    if (rc) {
+        /* The most restrictive policy's limit is unknown without Redis: report the first. */
+        fail_decision(r, checks[0].policy, flags, retry_at, combined);
+        return rc;
+    }
+    bool never = false;
+    combined->allowed = true;
+    for (size_t i = 0; i < n; i++) {
+        const rlt_decision *d = &dec[i];
+        if (i == 0 || d->remaining < combined->remaining) {
+            combined->remaining = d->remaining;
+            combined->limit = d->limit;
+        }
+        if (!d->allowed) {
+            if (combined->allowed && refused) *refused = (int)i;
+            combined->allowed = false;
+        }
+        if (d->retry_after < 0) never = true;
+        if (d->retry_after > combined->retry_after) combined->retry_after = d->retry_after;
+        if (d->reset_after > combined->reset_after) combined->reset_after = d->reset_after;
+        if (d->delay > combined->delay) combined->delay = d->delay;
+    }
+    if (never) combined->retry_after = -1;
+    r->st.decisions++;
+    return RLT_OK;
+}
+
+int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n,
+                           unsigned flags, rlt_ns now, rlt_decision *out, int *status)
+{
+    if (n == 0) return RLT_OK;
+    if (!r || !checks || !out || !status) return RLT_EINVAL;
+    int64_t now_us;
+    int first = now_arg(flags, now, &now_us);
+    if (first) {
+        for (size_t i = 0; i < n; i++) {
+            memset(&out[i], 0, sizeof out[i]);
+            status[i] = first;
+        }
+        return first;
+    }
+    /* Validate and build every call; group them by node. */
+    call *calls = malloc(n * sizeof *calls);
+    unsigned *node = malloc(n * sizeof *node);
+    bool *sent = calloc(n, sizeof *sent);
+    rlt__cmd *cmds = malloc(n * sizeof *cmds);
+    redisReply **reps = calloc(n, sizeof *reps);
+    size_t *which = malloc(n * sizeof *which);
+    if (!calls || !node || !sent || !cmds || !reps || !which) {
+        free(calls), free(node), free(sent), free(cmds), free(reps), free(which);
+        return RLT_ENOMEM;
+    }
+    int64_t deadline = rlt__mono_ns() + r->opt.timeout;
+    for (size_t i = 0; i < n; i++) {
+        limit l;
+        memset(&out[i], 0, sizeof out[i]);
+        status[i] = check_limit(&checks[i], &l);
+        if (!status[i]) status[i] = build_decide(r, &calls[i], &l, &checks[i], 1, now_us);
+        sent[i] = status[i] != RLT_OK; /* nothing to send for a bad check */
+        if (!status[i]) node[i] = rlt__route(r, calls[i].slot, deadline);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (sent[i]) continue;
+        /* One pipeline per node: every unsent check routed to node[i]. */
+        size_t m = 0;
+        for (size_t j = i; j < n; j++)
+            if (!sent[j] && node[j] == node[i]) {
+                which[m] = j;
+                cmds[m++] = (rlt__cmd){calls[j].argc, calls[j].argv, calls[j].lens};
+                sent[j] = true;
+            }
+        rlt__node *nd = &r->nodes[node[i]];
+        int64_t t = rlt__mono_ns();
+        int rc;
+        if (!rlt__node_usable(r, nd, t)) {
+            r->st.short_circuited += m;
+            rc = RLT_EBACKEND;
+        } else {
+            rc = rlt__node_exec(r, nd, cmds, m, reps, deadline);
+            if (rc) {
+                r->st.errors++;
+                rlt__node_failure(r, nd, rlt__mono_ns());
+            }
+        }
+        if (rc) {
+            for (size_t k = 0; k < m; k++) {
+                size_t j = which[k];
+                status[j] = rc;
+                fail_decision(r, checks[j].policy, flags, nd->open ? nd->retry_at : t, &out[j]);
+            }
+            continue;
+        }
+        bool ok = true;
+        for (size_t k = 0; k < m; k++) {
+            size_t j = which[k];
+            redisReply *rep = reps[k];
+            if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 &&
+                parse_decision(rep->element[0], &out[j]) == RLT_OK) {
+                r->st.decisions++;
+            } else if (is_error(rep, "NOSCRIPT") || is_error(rep, "MOVED") ||
+                       is_error(rep, "ASK")) {
+                /* Did not run: send it alone, which loads the script or follows the
+                 * redirect. */
+                int64_t retry_at;
+                redisReply *single = NULL;
+                status[j] = run(r, &calls[j], deadline, &single, &retry_at);
+                if (!status[j]) {
+                    if (single->type == REDIS_REPLY_ARRAY && single->elements == 1)
+                        status[j] = parse_decision(single->element[0], &out[j]);
+                    else
+                        status[j] = RLT_EBACKEND;
+                    freeReplyObject(single);
+                }
+                if (status[j])
+                    fail_decision(r, checks[j].policy, flags, retry_at, &out[j]);
+                else
+                    r->st.decisions++;
+            } else {
+                ok = false;
+                status[j] = RLT_EBACKEND;
+                fail_decision(r, checks[j].policy, flags, rlt__mono_ns(), &out[j]);
+            }
+            freeReplyObject(rep);
+        }
+        if (ok)
+            rlt__node_success(r, nd);
+        else
+            r->st.errors++;
+    }
+    for (size_t i = 0; i < n && !first; i++) first = status[i];
+    free(calls), free(node), free(sent), free(cmds), free(reps), free(which);
+    return first;
+}
+
+int rlt_redis_release(rlt_redis *r, const rlt_policy *p, unsigned flags, const void *key,
+                      size_t klen, rlt_ns now, int64_t lease)
+{
+    if (!r || !p) return RLT_EINVAL;
+    rpol rp;
+    int64_t now_us;
+    int rc = convert(p, &rp);
+    if (!rc && p->algo != RLT_CONCURRENCY) rc = RLT_EINVAL;
+    if (!rc) rc = now_arg(flags, now, &now_us);
+    if (rc) return rc;
+    if (lease <= 0) return RLT_ENOENT;
+    call *c = malloc(sizeof *c);
+    if (!c) return RLT_ENOMEM;
+    c->argc = 0;
+    c->nnums = 0;
+    int len = key_name(r, p, key, klen, c->keys[0], KEYNAME_MAX);
+    if (len < 0) {
+        free(c);
+        return len == RLT_ENOSPC ? RLT_EKEYLEN : len;
+    }
+    c->slot = rlt__key_slot(c->keys[0], (size_t)len);
+    arg(c, "EVALSHA", 7);
+    arg(c, rlt__redis_script_sha, 40);
+    arg(c, "1", 1);
+    arg(c, c->keys[0], (size_t)len);
+    arg(c, "r", 1);
+    arg_num(c, now_us);
+    arg_num(c, lease);
+    redisReply *rep = NULL;
+    int64_t retry_at;
+    rc = run(r, c, rlt__mono_ns() + r->opt.timeout, &rep, &retry_at);
+    free(c);
+    if (rc) return rc;
+    rc = rep->type != REDIS_REPLY_INTEGER ? RLT_EBACKEND : rep->integer ? RLT_OK : RLT_ENOENT;
+    freeReplyObject(rep);
+    return rc;
+}
+
+int rlt_redis_reset(rlt_redis *r, const rlt_policy *p, const void *key, size_t klen)
+{
+    if (!r) return RLT_EINVAL;
+    rpol rp;
+    int rc = convert(p, &rp);
+    if (rc) return rc;
+    call *c = malloc(sizeof *c);
+    if (!c) return RLT_ENOMEM;
+    c->argc = 0;
+    int len = key_name(r, p, key, klen, c->keys[0], KEYNAME_MAX);
+    if (len < 0) {
+        free(c);
+        return len == RLT_ENOSPC ? RLT_EKEYLEN : len;
+    }
+    lease_forget(r, c->keys[0], (size_t)len);
+    c->slot = rlt__key_slot(c->keys[0], (size_t)len);
+    arg(c, "DEL", 3);
+    arg(c, c->keys[0], (size_t)len);
+    redisReply *rep = NULL;
+    int64_t retry_at;
+    rc = run(r, c, rlt__mono_ns() + r->opt.timeout, &rep, &retry_at);
+    free(c);
+    if (rc) return rc;
+    freeReplyObject(rep);
+    return RLT_OK;
+}
