@@ -149,7 +149,7 @@ static int tally_cmp(const void *a, const void *b)
     return x->len < y->len ? -1 : x->len > y->len;
 }
 
-static int print_summary(summary *s, const rlt_policy *p, int64_t unit)
+static int print_summary(summary *s, const rlt_policy *p, int64_t unit, const char *unit_name)
 {
     /* Worst burst per key: sort accepted events by (key, time), slide a window of W. */
     qsort(s->ev, s->nev, sizeof *s->ev, event_cmp);
@@ -184,7 +184,8 @@ static int print_summary(summary *s, const rlt_policy *p, int64_t unit)
     }
     printf("# policy %s: %zu keys, %lld accepted, %lld rejected\n", pol, s->nkeys, (long long)ok,
            (long long)rej);
-    printf("# KEY ACCEPTED REJECTED WORST_BURST (largest accepted cost in any %s span)\n", per);
+    printf("# KEY ACCEPTED REJECTED WORST_BURST (largest accepted cost in any %s %s span)\n", per,
+           unit_name);
     for (size_t k = 0; k < s->nkeys; k++) {
         const tally *t = &s->keys[order[k]];
         fwrite(s->arena + t->off, 1, t->len, stdout);
@@ -208,6 +209,7 @@ typedef struct opts {
     rlt_policy policy;
     const char *policy_text;
     int64_t unit;
+    const char *unit_name;
     int summary;
     int combined;
     int epoch;
@@ -323,7 +325,7 @@ static int replay(const opts *op)
         fprintf(stderr, "ratelimit " CMD ": error reading stdin\n");
         status = 1;
     }
-    if (!status && op->summary && print_summary(&sum, &op->policy, op->unit)) {
+    if (!status && op->summary && print_summary(&sum, &op->policy, op->unit, op->unit_name)) {
         fprintf(stderr, "ratelimit " CMD ": out of memory\n");
         status = 1;
     }
@@ -342,6 +344,7 @@ int rlt__cli_replay(int argc, char **argv)
     opts op;
     memset(&op, 0, sizeof op);
     op.unit = RLT_NS_PER_S;
+    op.unit_name = "s";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int m;
@@ -359,6 +362,7 @@ int rlt__cli_replay(int argc, char **argv)
             if (m < 0) return 2;
             if (!(op.unit = rlt__unit_ns(v)))
                 return fail_usage("--unit '%s': expected s, ms, us or ns", v);
+            op.unit_name = v;
         } else if ((m = rlt__opt(argc, argv, &i, CMD, "--format", &v)) != 0) {
             if (m < 0) return 2;
             if (strcmp(v, "combined") == 0)

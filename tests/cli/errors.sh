@@ -1,0 +1,76 @@
+#!/bin/bash
+# errors.sh RATELIMIT SOURCE_DIR: the command's usage errors (exit 2, a message naming the bad
+# argument) and input errors (exit 1, a message naming the line and what is wrong).
+set -u
+rl=$1
+export LC_ALL=C
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0 ok=0
+
+# expect NAME STATUS PATTERN STDIN ARGS...: the exit status must be STATUS and stderr must
+# contain PATTERN (a fixed string).
+expect() {
+  local name=$1 want=$2 pat=$3 in=$4
+  shift 4
+  printf '%b' "$in" | "$rl" "$@" >"$tmp/out" 2>"$tmp/err"
+  local got=$?
+  if [ "$got" != "$want" ]; then
+    echo "FAIL $name: exit status $got, want $want (stderr: $(head -2 "$tmp/err"))"
+    fail=$((fail + 1))
+  elif ! grep -qF -- "$pat" "$tmp/err"; then
+    echo "FAIL $name: stderr lacks '$pat': $(head -2 "$tmp/err")"
+    fail=$((fail + 1))
+  else
+    echo "ok   $name"
+    ok=$((ok + 1))
+  fi
+}
+
+expect no_command 2 "usage: ratelimit" "" 
+expect unknown_command 2 "unknown command 'frob'" "" frob
+expect sim_unknown_flag 2 "unknown option '--bogus'" "" sim --bogus
+expect sim_bad_limit 2 "--limit 'x': not a decimal number" "" sim --limit x
+expect sim_zero_limit 2 "--limit '0': must be between 1 and" "" sim --limit 0
+expect sim_fractional_limit 2 "--limit '2.5': not a whole number" "" sim --limit 2.5
+expect sim_bad_window 2 "--window '-1'" "" sim --window -1
+expect sim_bad_pattern 2 "unknown --pattern 'zigzag'" "" sim --pattern zigzag
+expect sim_bad_at 2 "--at: bad time 'x'" "" sim --at 1,x,3
+expect sim_two_sources 2 "alternatives" "" sim --pattern steady --at 1
+expect sim_missing_value 2 "option --rate needs a value" "" sim --rate
+expect sim_until_before_last 2 "--until must not be before" "" sim --until 1
+expect sim_trace_bad_line 1 "-:2: bad TIME 'x'" "1\nx\n" sim --trace -
+expect sim_trace_missing 1 "cannot open /nonexistent/trace" "" sim --trace /nonexistent/trace
+expect replay_no_policy 2 "--policy is required" "" replay
+expect replay_bad_policy 2 "--policy 'gcra:2/1x'" "" replay --policy gcra:2/1x
+expect replay_bad_algo 2 "--policy 'frob:1/s'" "" replay --policy frob:1/s
+expect replay_bad_unit 2 "--unit 'h'" "" replay --policy gcra:1/s --unit h
+expect replay_bad_format 2 "--format 'json'" "" replay --policy gcra:1/s --format json
+expect replay_unknown_flag 2 "unknown option '-x'" "" replay --policy gcra:1/s -x
+expect replay_bad_time 1 "line 2: bad TIME 'not-a-time'" "0 a 1\nnot-a-time a 1\n" replay --policy gcra:2/1s
+expect replay_missing_key 1 "line 3: missing KEY" "# c\n0 a\n1\n" replay --policy gcra:2/1s
+expect replay_bad_cost 1 "line 1: bad COST 'x'" "0 a x\n" replay --policy gcra:2/1s
+expect replay_negative_cost 1 "line 1: bad COST '-2': negative" "0 a -2\n" replay --policy gcra:2/1s
+expect replay_too_precise 1 "line 1: bad TIME '0.5': more precise than 1 ns" "0.5 a\n" replay --policy gcra:2/1s --unit ns
+expect replay_extra_field 1 "line 2: too many fields" "0 a\n0 a 1 1\n" replay --policy gcra:2/1s
+expect replay_time_range 1 "line 1: bad TIME '99999999999': out of range" "99999999999 a\n" replay --policy gcra:2/1s
+expect replay_combined_bad 1 "line 2: bad timestamp" '1.2.3.4 - - [10/Oct/2000:13:55:36 -0700] "GET /" 200 1\n1.2.3.4 - - [10/Oct/2000:25:55:36 -0700] "GET /" 200 1\n' replay --policy gcra:2/1s --format combined
+expect replay_epoch_needs_combined 2 "--epoch applies to --format combined" "" replay --policy gcra:1/s --epoch
+expect headers_no_at 2 "--at is required" "" headers --policy gcra:1/s
+expect headers_bad_name 2 "--name 'a b'" "" headers --policy gcra:1/s --at 0 --name "a b"
+expect headers_bad_cost 2 "--cost '0'" "" headers --policy gcra:1/s --at 0 --cost 0
+
+# Lines before a malformed one are still answered, one line each; nothing is skipped silently.
+out=$(printf '0 a\n0.1 a\n# comment\n\nbad\n' | "$rl" replay --policy gcra:2/1s 2>/dev/null)
+if [ "$(printf '%s\n' "$out" | wc -l)" = 2 ]; then echo "ok   replay_answers_lines_before_the_error"; ok=$((ok + 1))
+else echo "FAIL replay_answers_lines_before_the_error: got: $out"; fail=$((fail + 1)); fi
+
+# --help and --version succeed on stdout.
+for args in "--help" "--version" "sim --help" "replay --help" "headers --help"; do
+  # shellcheck disable=SC2086
+  if "$rl" $args >"$tmp/out" 2>&1 && [ -s "$tmp/out" ]; then echo "ok   $args"; ok=$((ok + 1))
+  else echo "FAIL $args"; fail=$((fail + 1)); fi
+done
+
+echo "$ok passed, $fail failed"
+[ "$fail" = 0 ]

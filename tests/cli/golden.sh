@@ -1,0 +1,81 @@
+#!/bin/bash
+# golden.sh RATELIMIT SOURCE_DIR: runs the `ratelimit` command on fixed inputs and compares
+# stdout (and written files) byte for byte with tests/cli/golden/.  To accept new output after
+# a deliberate change:  RLT_UPDATE_GOLDEN=1 ctest -R cli_golden  (then review `git diff`).
+# The sim goldens are the program's own output, reviewed once; the replay goldens were checked
+# by hand against the policies' arithmetic (see docs/cli.md).
+set -u
+rl=$1 src=$2
+golden=$src/tests/cli/golden ex=$src/examples
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export LC_ALL=C
+fail=0 ok=0
+
+# check NAME FILE: compares FILE with golden/NAME (or rewrites it).
+check() {
+  if [ "${RLT_UPDATE_GOLDEN:-0}" = 1 ]; then
+    cp "$2" "$golden/$1"
+    echo "updated $1"
+    ok=$((ok + 1))
+  elif cmp -s "$2" "$golden/$1"; then
+    echo "ok   $1"
+    ok=$((ok + 1))
+  else
+    echo "FAIL $1: output differs from tests/cli/golden/$1:"
+    diff -u "$golden/$1" "$2" | head -40
+    fail=$((fail + 1))
+  fi
+}
+
+# run NAME STDIN ARGS...: runs the command (exit status must be 0) and checks its stdout.
+run() {
+  local name=$1 in=$2
+  shift 2
+  if ! "$rl" "$@" <"$in" >"$tmp/$name" 2>"$tmp/$name.err"; then
+    echo "FAIL $name: exit status $? from ratelimit $*: $(head -3 "$tmp/$name.err")"
+    fail=$((fail + 1))
+    return
+  fi
+  check "$name" "$tmp/$name"
+}
+
+# The simulator.
+run sim_default.out /dev/null sim
+run sim_random.out /dev/null sim --pattern random --rate 0.6 --seed 42
+run sim_random_long.out /dev/null sim --pattern random --rate 1.5 --seed 3 --limit 10 --window 20 --duration 200 --width 80
+run sim_steady.out /dev/null sim --pattern steady --rate 0.5
+run sim_burst.out /dev/null sim --pattern burst --limit 3 --window 6
+run sim_at.out /dev/null sim --at 1,2,9.5,9.6,10,10.5,11,30 --until 35
+run sim_trace.out "$ex/boundary.trace" sim --trace -
+run sim_accuracy.out /dev/null sim --pattern random --rate 0.45 --seed 2024 --duration 20000 --accuracy
+run sim_accuracy_large.out /dev/null sim --pattern random --rate 2 --seed 9 --limit 100 --window 60 --duration 20000 --accuracy
+run sim_svg.out /dev/null sim --svg "$tmp/sim_default.svg"
+check sim_default.svg "$tmp/sim_default.svg"
+if command -v python3 >/dev/null; then
+  if python3 -c 'import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); assert r.tag.endswith("svg"), r.tag' "$tmp/sim_default.svg"; then
+    echo "ok   sim_default.svg is well-formed XML"
+  else
+    echo "FAIL sim_default.svg is not well-formed XML"
+    fail=$((fail + 1))
+  fi
+fi
+
+# Replay: one verdict line per request, several policies over the same traces.
+for p in fixed_window:4/10s sliding_log:4/10s sliding_window:4/10s token_bucket:4/10s gcra:4/10s leaky_bucket:4/10s,queue=4; do
+  run "replay_boundary_${p%%:*}.out" "$ex/boundary.trace" replay --policy "$p"
+done
+run replay_api_token_bucket.out "$ex/api.trace" replay --policy token_bucket:10/1s,burst=5
+run replay_api_gcra_ms.out "$ex/api.trace" replay --policy gcra:10/1s,burst=5 --unit ms
+run replay_api_leaky.out "$ex/api.trace" replay --policy leaky_bucket:10/1s,queue=5
+run replay_api_summary.out "$ex/api.trace" replay --policy token_bucket:10/1s,burst=5 --summary
+run replay_combined.out "$ex/access.log" replay --policy token_bucket:2/1s --format combined
+run replay_combined_epoch.out "$ex/access.log" replay --policy fixed_window:3/5s --format combined --epoch
+run replay_combined_summary.out "$ex/access.log" replay --policy token_bucket:2/1s --format combined --summary
+
+# Headers.
+run headers_gcra.out /dev/null headers --policy gcra:2/1s --at 0,0,0,0.25,1 --name api
+run headers_leaky.out /dev/null headers --policy leaky_bucket:2/1s,queue=1 --at 0,0,0 --unit s
+
+echo "$ok passed, $fail failed"
+[ "$fail" = 0 ]
