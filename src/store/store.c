@@ -24,6 +24,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 
 #include "store/store_internal.h"
@@ -129,8 +130,30 @@ uint64_t rlt__key_hash(const rlt_store *s, const void *key, size_t klen)
     return rlt__siphash13(s->secret, key, klen);
 }
 
-rlt__slot *rlt__find(const rlt_store *s, rlt__shard *sh, uint64_t h, int pid, const void *key,
-                     size_t klen)
+/* Key equality without a libc call for the common short keys: two overlapping loads. */
+static inline bool key_eq(const uint8_t *a, const uint8_t *b, size_t n)
+{
+    if (n >= 8 && n <= 16) {
+        uint64_t a0, a1, b0, b1;
+        memcpy(&a0, a, 8);
+        memcpy(&b0, b, 8);
+        memcpy(&a1, a + n - 8, 8);
+        memcpy(&b1, b + n - 8, 8);
+        return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+    }
+    if (n >= 4 && n < 8) {
+        uint32_t a0, a1, b0, b1;
+        memcpy(&a0, a, 4);
+        memcpy(&b0, b, 4);
+        memcpy(&a1, a + n - 4, 4);
+        memcpy(&b1, b + n - 4, 4);
+        return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+    }
+    return memcmp(a, b, n) == 0;
+}
+
+static inline rlt__slot *find_slot(const rlt_store *s, rlt__shard *sh, uint64_t h, int pid,
+                                   const void *key, size_t klen)
 {
     if (!sh->cap) return NULL;
     const uint32_t ssz = s->pols[pid].ssz, tag = tag_of(s, h, pid), cap = sh->cap;
@@ -141,10 +164,31 @@ rlt__slot *rlt__find(const rlt_store *s, rlt__shard *sh, uint64_t h, int pid, co
         if (!e->meta) return NULL;
         if (e->tag == tag && e->policy == pid && (e->meta & RLT__KLEN_MASK) == klen) {
             const uint8_t *k = inl ? e->u.inl + ssz : e->u.ool + pad8(ssz);
-            if (memcmp(k, key, klen) == 0) return e;
+            if (key_eq(k, key, klen)) return e;
         }
         if (++i == cap) i = 0;
     }
+}
+
+rlt__slot *rlt__find(const rlt_store *s, rlt__shard *sh, uint64_t h, int pid, const void *key,
+                     size_t klen)
+{
+    return find_slot(s, sh, h, pid, key, klen);
+}
+
+void rlt__store_prefetch(const rlt_store *s, int id, const void *key, size_t klen)
+{
+    if (!s || !key || klen == 0 || klen > RLT_KEY_MAX) return;
+    uint64_t h = rlt__key_hash(s, key, klen);
+    const rlt__shard *sh = shard_of(s, h);
+    /* Unlocked reads of cap/tab/npol may race with a writer: only an address is formed, and a
+     * stale one merely prefetches the wrong line.  Relaxed atomics keep that defined. */
+    uint32_t cap = __atomic_load_n(&sh->cap, __ATOMIC_RELAXED);
+    rlt__slot *tab = __atomic_load_n(&sh->tab, __ATOMIC_RELAXED);
+    uint32_t npol = __atomic_load_n(&s->npol, __ATOMIC_RELAXED);
+    if (!cap || !tab || id < 0 || (uint32_t)id >= npol) return;
+    uint64_t mix = (uint64_t)(id + 1) * UINT64_C(0x9E3779B97F4A7C15);
+    __builtin_prefetch(&tab[home((uint32_t)((h ^ mix) >> 32), cap)], 1, 3);
 }
 
 void rlt__delete(const rlt_store *s, rlt__shard *sh, rlt__slot *e)
@@ -175,10 +219,48 @@ void rlt__delete(const rlt_store *s, rlt__shard *sh, rlt__slot *e)
     memset(&sh->tab[i], 0, sizeof sh->tab[i]);
 }
 
+/* Tables of 2 MiB and more are 2 MiB aligned and asked to be backed by huge pages: a random
+ * probe then costs one cache miss without a TLB miss on top. */
+#define HUGE (UINT64_C(2) << 20)
+
+static size_t table_bytes(uint32_t cap)
+{
+    size_t n = (size_t)cap * sizeof(rlt__slot);
+    return n < HUGE ? n : (n + HUGE - 1) & ~(size_t)(HUGE - 1);
+}
+
+/* Big tables come straight from mmap: malloc would often hand back heap memory that small
+ * pages already back, and a fresh mapping is zero. */
+static rlt__slot *table_alloc(uint32_t cap)
+{
+    size_t n = table_bytes(cap);
+    if (n < HUGE) return calloc(cap, sizeof(rlt__slot));
+    uint8_t *p = mmap(NULL, n + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    /* Trim to a 2 MiB aligned range of n bytes. */
+    size_t lead = (size_t)(-(uintptr_t)p & (HUGE - 1));
+    if (lead) munmap(p, lead);
+    if (HUGE - lead) munmap(p + lead + n, HUGE - lead);
+#ifdef MADV_HUGEPAGE
+    madvise(p + lead, n, MADV_HUGEPAGE);
+#endif
+    return (rlt__slot *)(void *)(p + lead);
+}
+
+static void table_free(rlt__slot *tab, uint32_t cap)
+{
+    if (!tab) return;
+    size_t n = table_bytes(cap);
+    if (n < HUGE)
+        free(tab);
+    else
+        munmap(tab, n);
+}
+
 static int grow(rlt__shard *sh, uint32_t ncap)
 {
     assert(ncap > sh->cap);
-    rlt__slot *nt = calloc(ncap, sizeof *nt);
+    rlt__slot *nt = table_alloc(ncap);
     if (!nt) return RLT_ENOMEM;
     for (uint32_t i = 0; i < sh->cap; i++) {
         const rlt__slot *e = &sh->tab[i];
@@ -188,10 +270,10 @@ static int grow(rlt__shard *sh, uint32_t ncap)
             if (++j == ncap) j = 0;
         nt[j] = *e;
     }
-    free(sh->tab);
-    RLT__STAT_ADD(sh->bytes, (uint64_t)(ncap - sh->cap) * sizeof(rlt__slot));
-    sh->tab = nt;
-    sh->cap = ncap;
+    table_free(sh->tab, sh->cap);
+    RLT__STAT_ADD(sh->bytes, (uint64_t)table_bytes(ncap) - table_bytes(sh->cap));
+    __atomic_store_n(&sh->tab, nt, __ATOMIC_RELAXED); /* read unlocked by the prefetch hint */
+    __atomic_store_n(&sh->cap, ncap, __ATOMIC_RELAXED);
     sh->hand = 0;
     return RLT_OK;
 }
@@ -255,8 +337,10 @@ int rlt__insert(rlt_store *s, rlt__shard *sh, uint64_t h, int pid, const void *k
             if (s->key_cap != UINT64_MAX && want > s->key_cap + s->key_cap / 4 + 2)
                 want = s->key_cap + s->key_cap / 4 + 2;
             if (s->byte_cap != UINT64_MAX) {
-                uint64_t other = sh->bytes - sh->cap * slot + extra;
-                uint64_t fit = s->byte_cap > other ? (s->byte_cap - other) / slot : 0;
+                uint64_t other = sh->bytes - table_bytes(sh->cap) + extra;
+                uint64_t avail = s->byte_cap > other ? s->byte_cap - other : 0;
+                if (avail >= HUGE) avail &= ~(HUGE - 1); /* big tables round up to 2 MiB */
+                uint64_t fit = avail / slot;
                 if (want > fit) want = fit;
             }
             if (want > MAX_SLOTS) want = MAX_SLOTS;
@@ -417,7 +501,7 @@ void rlt__shard_free(rlt__shard *sh, const rlt_store *s)
         if (e->meta && !is_inline(s->pols[e->policy].ssz, e->meta & RLT__KLEN_MASK))
             free(e->u.ool);
     }
-    free(sh->tab);
+    table_free(sh->tab, sh->cap);
     for (uint32_t i = 0; i < sh->anb; i++) {
         for (rlt__assign *a = sh->abuckets[i], *n; a; a = n) {
             n = a->next;
@@ -508,7 +592,8 @@ static int pol_append(rlt_store *s, const char *name, size_t len, const rlt_poli
     P->mix = (uint64_t)(s->npol + 1) * UINT64_C(0x9E3779B97F4A7C15);
     P->nlen = (uint8_t)len;
     memcpy(P->name, name, len);
-    return (int)s->npol++;
+    __atomic_store_n(&s->npol, s->npol + 1, __ATOMIC_RELAXED);
+    return (int)s->npol - 1;
 }
 
 int rlt__add_policy(rlt_store *s, const char *name, size_t nlen, const rlt_policy *p)
@@ -684,8 +769,10 @@ static inline void count_decision(rlt__shard *sh, bool allowed)
 static bool fresh_after(const rlt_policy *p, const void *st, rlt_ns now, int64_t cost,
                         const rlt_decision *d)
 {
-    /* An allowed request of cost >= 1 has just consumed something: never fresh. */
-    if (d->allowed && cost > 0) {
+    /* An allowed request of cost >= 1 has just consumed something; a denied one that can fit
+     * later was denied by used allowance (a fresh state allows any cost that can ever fit).
+     * Neither leaves a fresh state, and the hot path skips the check. */
+    if (cost > 0 && (d->allowed || d->retry_after >= 0)) {
         assert(!rlt_is_fresh(p, st, now));
         return false;
     }
@@ -699,7 +786,7 @@ static int decide_locked(rlt_store *s, rlt__shard *sh, uint64_t h, int id, const
     if (id < 0 || (uint32_t)id >= s->npol) return RLT_ENOENT;
     const rlt__pol *P = &s->pols[id];
     if (now > sh->last_now) sh->last_now = now;
-    rlt__slot *e = rlt__find(s, sh, h, id, key, klen);
+    rlt__slot *e = find_slot(s, sh, h, id, key, klen);
     int rc;
     if (e) {
         uint8_t *st = rlt__slot_state(s, e);
@@ -1107,15 +1194,21 @@ void rlt__store_swap(rlt_store *s, rlt_store *t, rlt_ns now)
         (b) = tmp_;                                                                        \
     } while (0)
     SWAP(s->pols, t->pols);
-    SWAP(s->npol, t->npol);
+    uint32_t np = s->npol;
+    __atomic_store_n(&s->npol, t->npol, __ATOMIC_RELAXED);
+    t->npol = np;
     SWAP(s->polcap, t->polcap);
     SWAP(s->tiers, t->tiers);
     SWAP(s->ntier, t->ntier);
     SWAP(s->tiercap, t->tiercap);
     for (uint32_t i = 0; i < s->nshards; i++) {
         rlt__shard *a = &s->shards[i], *b = &t->shards[i];
-        SWAP(a->tab, b->tab);
-        SWAP(a->cap, b->cap);
+        rlt__slot *tab = a->tab;
+        uint32_t cap = a->cap;
+        __atomic_store_n(&a->tab, b->tab, __ATOMIC_RELAXED);
+        __atomic_store_n(&a->cap, b->cap, __ATOMIC_RELAXED);
+        b->tab = tab;
+        b->cap = cap;
         SWAP(a->hand, b->hand);
         SWAP(a->abuckets, b->abuckets);
         SWAP(a->anb, b->anb);

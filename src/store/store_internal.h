@@ -111,6 +111,9 @@ rlt__slot *rlt__find(const rlt_store *s, rlt__shard *sh, uint64_t h, int pid, co
  * RLT_ENOMEM.  Any slot pointer held before the call is invalid after it. */
 int rlt__insert(rlt_store *s, rlt__shard *sh, uint64_t h, int pid, const void *key,
                 size_t klen, rlt_ns now, uint8_t *block, rlt__slot **out);
+/* Prefetches the home slot of (id, key) without locking: a hint for callers that know their
+ * next keys (the bench's --prefetch).  Never reads through the address it forms. */
+void rlt__store_prefetch(const rlt_store *s, int id, const void *key, size_t klen);
 void rlt__delete(const rlt_store *s, rlt__shard *sh, rlt__slot *e);
 uint8_t *rlt__slot_state(const rlt_store *s, const rlt__slot *e);
 const uint8_t *rlt__slot_key(const rlt_store *s, const rlt__slot *e);
