@@ -55,8 +55,18 @@ check sim_default.svg "$tmp/sim_default.svg"
 if command -v python3 >/dev/null; then
   if python3 -c 'import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); assert r.tag.endswith("svg"), r.tag' "$tmp/sim_default.svg"; then
     echo "ok   sim_default.svg is well-formed XML"
+    ok=$((ok + 1))
   else
     echo "FAIL sim_default.svg is not well-formed XML"
+    fail=$((fail + 1))
+  fi
+fi
+if command -v rsvg-convert >/dev/null; then
+  if rsvg-convert -o "$tmp/sim_default.png" "$tmp/sim_default.svg" && [ -s "$tmp/sim_default.png" ]; then
+    echo "ok   sim_default.svg renders (rsvg-convert)"
+    ok=$((ok + 1))
+  else
+    echo "FAIL sim_default.svg does not render with rsvg-convert"
     fail=$((fail + 1))
   fi
 fi

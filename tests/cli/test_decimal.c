@@ -53,12 +53,13 @@ TEST(dec_parse_rejects_more_precision_than_the_unit)
 
 TEST(dec_parse_rejects_bad_syntax)
 {
-    static const char *bad[] = {"", "-", ".5", "5.", "1e3", "+1", " 1", "1 ", "1.2.3", "0x10",
-                                "--1", "1,5", "abc", "1.-2"};
+    static const char *bad[] = {"",   "-",     ".5",   "5.",  "1e3", "+1",  " 1",
+                                "1 ", "1.2.3", "0x10", "--1", "1,5", "abc", "1.-2"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         int rc;
         int64_t v = parse(bad[i], RLT_NS_PER_S, &rc);
-        if (rc != RLT__DEC_SYNTAX) RLT_FAIL_("'%s' parsed (rc %d, v %lld)", bad[i], rc, (long long)v);
+        if (rc != RLT__DEC_SYNTAX)
+            RLT_FAIL_("'%s' parsed (rc %d, v %lld)", bad[i], rc, (long long)v);
     }
 }
 

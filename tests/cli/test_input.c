@@ -135,9 +135,9 @@ TEST(common_log_format_and_escaped_quotes_are_accepted)
 {
     rlt__access_line a;
     char err[200];
-    ASSERT_EQ(combined("::1 - - [01/Jan/2024:00:00:00 +0000] \"GET /a\\\"b HTTP/1.1\" 404 -", &a,
-                       err),
-              1);
+    ASSERT_EQ(
+        combined("::1 - - [01/Jan/2024:00:00:00 +0000] \"GET /a\\\"b HTTP/1.1\" 404 -", &a, err),
+        1);
     ASSERT_EQ(a.epoch_s, INT64_C(1704067200));
     ASSERT_EQ(a.hlen, 3);
     ASSERT_EQ(combined("", &a, err), 0);
@@ -172,4 +172,67 @@ TEST(combined_month_names_need_exact_english_case)
     char err[200];
     ASSERT_EQ(combined("h - - [10/oct/2000:13:55:36 -0700] \"GET /\" 200 1", &a, err), -1);
     ASSERT_EQ(combined("h - - [10/Dec/2000:13:55:36 +1400] \"GET /\" 200 1", &a, err), 1);
+}
+
+/* Random and mutated lines through every parser (under ASan in the asan build): they must
+ * answer 1, 0 or -1 without reading outside the line, and a parsed trace time must round-trip. */
+TEST(parsers_survive_random_and_mutated_bytes)
+{
+    static const char *seeds[] = {"9.5 alice 3", "-0.000000001 k 0", "# c",
+                                  "1.2.3.4 - - [10/Oct/2000:13:55:36 -0700] "
+                                  "\"GET / HTTP/1.0\" 200 1 \"r\" \"a\""};
+    static const char alphabet[] = "0123456789.- \t#[]/:\"\\+-abcOctJan\r";
+    uint64_t x = 0x9E3779B97F4A7C15u;
+    char err[200];
+    for (int i = 0; i < 200000; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        char buf[160];
+        size_t len;
+        if (i % 2) {
+            const char *s = seeds[(x >> 8) % 4];
+            len = strlen(s);
+            memcpy(buf, s, len);
+            for (int k = 0; k < 3; k++) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                buf[(x >> 3) % len] = alphabet[(x >> 20) % (sizeof alphabet - 1)];
+            }
+            len = (x >> 40) % 2 ? len : (x >> 30) % (len + 1); /* sometimes truncated */
+        } else {
+            len = (x >> 50) % 64;
+            for (size_t k = 0; k < len; k++) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                buf[k] =
+                    (x >> 11) % 3 ? alphabet[(x >> 20) % (sizeof alphabet - 1)] : (char)(x >> 33);
+            }
+        }
+        /* Exact-length heap copy so ASan catches any read past the end. */
+        char *line = malloc(len ? len : 1);
+        ASSERT(line != NULL);
+        memcpy(line, buf, len);
+        rlt__trace_line t;
+        int rc = rlt__trace_parse(line, len, RLT_NS_PER_S, i % 3 == 0, &t, err, sizeof err);
+        ASSERT(rc >= -1 && rc <= 1);
+        if (rc == 1) {
+            char txt[RLT__DEC_BUF];
+            int64_t back;
+            rlt__dec_format(txt, t.time, RLT_NS_PER_S);
+            ASSERT_EQ(rlt__dec_parse(txt, strlen(txt), RLT_NS_PER_S, &back), RLT__DEC_OK);
+            ASSERT_EQ(back, t.time);
+            ASSERT(t.cost >= 0);
+        }
+        rlt__access_line a;
+        rc = rlt__combined_parse(line, len, &a, err, sizeof err);
+        ASSERT(rc >= -1 && rc <= 1);
+        if (rc == 1) ASSERT(a.hlen > 0 && a.host >= line && a.host + a.hlen <= line + len);
+        int64_t v;
+        rc = rlt__dec_parse(line, len, RLT_NS_PER_MS, &v);
+        ASSERT(rc <= 0 && rc >= RLT__DEC_RANGE);
+        free(line);
+    }
 }
