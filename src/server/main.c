@@ -1,8 +1,286 @@
-/* ratelimitd: placeholder entry point while the server loop is being written. */
-#include <stdio.h>
+/* ratelimitd: command line, config loading, signals (SIGTERM/SIGINT stop with a final
+ * snapshot, SIGHUP reloads the config), periodic snapshots and idle-key sweeps. */
+#include "server/srv.h"
 
-int main(void)
+#include <event2/event.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f)
 {
-    fputs("ratelimitd: not yet implemented\n", stderr);
-    return 1;
+    fputs("usage: ratelimitd [--config FILE] [--port N] [--http-port N] [--bind ADDR]\n"
+          "                  [--threads N] [--password PW] [--snapshot FILE | --no-snapshot]\n"
+          "                  [--snapshot-interval DURATION] [--max-keys N]\n"
+          "                  [--max-connections N] [--check-config]\n"
+          "  --port / --http-port: 0 picks a free port, -1 turns the listener off\n"
+          "  defaults: 127.0.0.1, RESP 6380, HTTP 8080, snapshot ./ratelimitd.snap every 5s\n",
+          f);
+}
+
+typedef struct overrides {
+    const char *config;
+    const char *bind, *password, *snapshot, *interval;
+    long port, http_port, threads, max_keys, max_conns;
+    bool has_port, has_http, has_threads, has_keys, has_conns, no_snapshot, check_only;
+} overrides;
+
+static int parse_long(const char *s, long lo, long hi, long *out)
+{
+    int64_t v;
+    if (!rlt__resp_parse_i64(s, strlen(s), &v) || v < lo || v > hi) return -1;
+    *out = (long)v;
+    return 0;
+}
+
+static int apply_overrides(rlt__settings *set, const overrides *o, char *err, size_t errlen)
+{
+    if (o->bind) snprintf(set->bind, sizeof set->bind, "%s", o->bind);
+    if (o->password) snprintf(set->password, sizeof set->password, "%s", o->password);
+    if (o->snapshot) snprintf(set->snapshot, sizeof set->snapshot, "%s", o->snapshot);
+    if (o->no_snapshot) set->snapshot[0] = '\0';
+    if (o->has_port) set->port = (int)o->port;
+    if (o->has_http) set->http_port = (int)o->http_port;
+    if (o->has_threads) set->threads = (int)o->threads;
+    if (o->has_keys) set->max_keys = (size_t)o->max_keys;
+    if (o->has_conns) set->max_connections = (size_t)o->max_conns;
+    if (o->interval &&
+        (rlt_duration_parse(o->interval, strlen(o->interval), RLT_NS_PER_S,
+                            &set->snapshot_interval) != RLT_OK ||
+         set->snapshot_interval < 0)) {
+        snprintf(err, errlen, "--snapshot-interval: not a duration: %s", o->interval);
+        return -1;
+    }
+    return 0;
+}
+
+static int load_config(const overrides *o, rlt__config **out, char *err, size_t errlen)
+{
+    if (o->config != NULL) {
+        if (rlt__config_load(o->config, out, err, errlen) < 0) return -1;
+    } else if ((*out = rlt__config_default()) == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (apply_overrides(&(*out)->set, o, err, errlen) < 0) {
+        rlt__config_free(*out);
+        *out = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct mainctx {
+    rlt__srv *s;
+    overrides *o;
+    struct event_base *base;
+} mainctx;
+
+static void snapshot(mainctx *m, const char *why)
+{
+    rlt__config *c = rlt__srv_config(m->s);
+    if (c->set.snapshot[0] == '\0') return;
+    int st = rlt_store_save(m->s->store, c->set.snapshot, rlt__now_mono(), rlt__now_wall());
+    if (st == RLT_OK) {
+        __atomic_fetch_add(&m->s->metrics.snapshots_ok, 1, __ATOMIC_RELAXED);
+    } else {
+        __atomic_fetch_add(&m->s->metrics.snapshots_failed, 1, __ATOMIC_RELAXED);
+        fprintf(stderr, "ratelimitd: %s snapshot to %s failed: %s\n", why, c->set.snapshot,
+                rlt_strerror(st));
+    }
+}
+
+static void on_stop(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    mainctx *m = arg;
+    fprintf(stderr, "ratelimitd: signal %d, stopping\n", (int)sig);
+    event_base_loopbreak(m->base);
+}
+
+static void on_reload(evutil_socket_t sig, short what, void *arg)
+{
+    (void)sig;
+    (void)what;
+    mainctx *m = arg;
+    char err[600];
+    rlt__config *cfg;
+    rlt__config *cur = rlt__srv_config(m->s);
+    if (m->o->config == NULL) {
+        fprintf(stderr, "ratelimitd: SIGHUP: no --config file to reload\n");
+        return;
+    }
+    if (load_config(m->o, &cfg, err, sizeof err) < 0) {
+        __atomic_fetch_add(&m->s->metrics.reloads_failed, 1, __ATOMIC_RELAXED);
+        fprintf(stderr, "ratelimitd: reload failed, keeping the old config: %s\n", err);
+        return;
+    }
+    /* Listeners, threads, the store's limits and the snapshot path stay as started. */
+    rlt__settings keep = cur->set;
+    cfg->set.port = keep.port;
+    cfg->set.http_port = keep.http_port;
+    snprintf(cfg->set.bind, sizeof cfg->set.bind, "%s", keep.bind);
+    cfg->set.threads = keep.threads;
+    cfg->set.max_keys = keep.max_keys;
+    cfg->set.fail_closed = keep.fail_closed;
+    cfg->set.max_args = keep.max_args;
+    cfg->set.max_inline_policies = keep.max_inline_policies;
+    snprintf(cfg->set.snapshot, sizeof cfg->set.snapshot, "%s", keep.snapshot);
+    if (!rlt__is_loopback(cfg->set.bind) && cfg->set.password[0] == '\0' && cfg->ntenants == 0) {
+        __atomic_fetch_add(&m->s->metrics.reloads_failed, 1, __ATOMIC_RELAXED);
+        fprintf(stderr, "ratelimitd: reload failed, keeping the old config: %s would leave a "
+                        "non-loopback bind without a password\n", m->o->config);
+        rlt__config_free(cfg);
+        return;
+    }
+    if (rlt__srv_apply_config(m->s, cfg, err, sizeof err) < 0) {
+        __atomic_fetch_add(&m->s->metrics.reloads_failed, 1, __ATOMIC_RELAXED);
+        fprintf(stderr, "ratelimitd: reload failed, keeping the old config: %s\n", err);
+        rlt__config_free(cfg);
+        return;
+    }
+    __atomic_fetch_add(&m->s->metrics.reloads_ok, 1, __ATOMIC_RELAXED);
+    fprintf(stderr, "ratelimitd: reloaded %s\n", m->o->config);
+}
+
+static void on_snapshot(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    snapshot(arg, "periodic");
+}
+
+static void on_sweep(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    mainctx *m = arg;
+    rlt_store_sweep(m->s->store, rlt__now_mono(), 20000);
+}
+
+int main(int argc, char **argv)
+{
+    overrides o = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        bool takes = true;
+        int bad = 0;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--no-snapshot") == 0) {
+            o.no_snapshot = true;
+            takes = false;
+        } else if (strcmp(a, "--check-config") == 0) {
+            o.check_only = true;
+            takes = false;
+        } else if (v == NULL) {
+            bad = 1;
+        } else if (strcmp(a, "--config") == 0) {
+            o.config = v;
+        } else if (strcmp(a, "--bind") == 0) {
+            o.bind = v;
+        } else if (strcmp(a, "--password") == 0) {
+            o.password = v;
+        } else if (strcmp(a, "--snapshot") == 0) {
+            o.snapshot = v;
+        } else if (strcmp(a, "--snapshot-interval") == 0) {
+            o.interval = v;
+        } else if (strcmp(a, "--port") == 0) {
+            bad = parse_long(v, -1, 65535, &o.port);
+            o.has_port = true;
+        } else if (strcmp(a, "--http-port") == 0) {
+            bad = parse_long(v, -1, 65535, &o.http_port);
+            o.has_http = true;
+        } else if (strcmp(a, "--threads") == 0) {
+            bad = parse_long(v, 0, 64, &o.threads);
+            o.has_threads = true;
+        } else if (strcmp(a, "--max-keys") == 0) {
+            bad = parse_long(v, 0, 1L << 40, &o.max_keys);
+            o.has_keys = true;
+        } else if (strcmp(a, "--max-connections") == 0) {
+            bad = parse_long(v, 1, 1L << 24, &o.max_conns);
+            o.has_conns = true;
+        } else {
+            fprintf(stderr, "ratelimitd: unknown option %s\n", a);
+            usage(stderr);
+            return 2;
+        }
+        if (bad) {
+            fprintf(stderr, "ratelimitd: %s needs a valid value%s%s\n", a, v ? ", got " : "",
+                    v ? v : "");
+            return 2;
+        }
+        if (takes) i++;
+    }
+    char err[600];
+    rlt__config *cfg;
+    if (load_config(&o, &cfg, err, sizeof err) < 0) {
+        fprintf(stderr, "ratelimitd: %s\n", err);
+        return 2;
+    }
+    if (o.check_only) {
+        printf("ratelimitd: %s is valid\n", o.config ? o.config : "(embedded default)");
+        rlt__config_free(cfg);
+        return 0;
+    }
+    if (!rlt__is_loopback(cfg->set.bind) && cfg->set.password[0] == '\0' && cfg->ntenants == 0) {
+        fprintf(stderr, "ratelimitd: refusing to listen on %s without a password: set "
+                        "--password or server.password (or tenants), or bind 127.0.0.1\n",
+                cfg->set.bind);
+        rlt__config_free(cfg);
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    rlt__srv *s;
+    if (rlt__srv_open(&s, cfg, rlt__now_mono(), rlt__now_wall(), err, sizeof err) < 0) {
+        fprintf(stderr, "ratelimitd: %s\n", err);
+        return 1;
+    }
+    mainctx m = {.s = s, .o = &o, .base = event_base_new()};
+    int rport, hport;
+    rlt__daemon *d;
+    if (m.base == NULL || rlt__daemon_start(&d, s, &rport, &hport, err, sizeof err) < 0) {
+        fprintf(stderr, "ratelimitd: %s\n", m.base ? err : "out of memory");
+        if (m.base) event_base_free(m.base);
+        rlt__srv_close(s);
+        return 1;
+    }
+    const rlt__settings *set = &rlt__srv_config(s)->set;
+    char rs[32] = "off", hs[32] = "off";
+    if (rport >= 0) snprintf(rs, sizeof rs, "%d", rport);
+    if (hport >= 0) snprintf(hs, sizeof hs, "%d", hport);
+    printf("ratelimitd: resp %s:%s http %s:%s\n", set->bind, rs, set->bind, hs);
+    fflush(stdout);
+
+    struct event *ev_term = evsignal_new(m.base, SIGTERM, on_stop, &m);
+    struct event *ev_int = evsignal_new(m.base, SIGINT, on_stop, &m);
+    struct event *ev_hup = evsignal_new(m.base, SIGHUP, on_reload, &m);
+    struct event *ev_snap = event_new(m.base, -1, EV_PERSIST, on_snapshot, &m);
+    struct event *ev_sweep = event_new(m.base, -1, EV_PERSIST, on_sweep, &m);
+    evsignal_add(ev_term, NULL);
+    evsignal_add(ev_int, NULL);
+    evsignal_add(ev_hup, NULL);
+    if (set->snapshot[0] != '\0' && set->snapshot_interval > 0) {
+        struct timeval tv = {.tv_sec = set->snapshot_interval / RLT_NS_PER_S,
+                             .tv_usec = (set->snapshot_interval % RLT_NS_PER_S) / 1000};
+        event_add(ev_snap, &tv);
+    }
+    struct timeval sweep_tv = {.tv_sec = 0, .tv_usec = 100000};
+    event_add(ev_sweep, &sweep_tv);
+    event_base_dispatch(m.base);
+
+    rlt__daemon_stop(d);
+    snapshot(&m, "final");
+    event_free(ev_term);
+    event_free(ev_int);
+    event_free(ev_hup);
+    event_free(ev_snap);
+    event_free(ev_sweep);
+    event_base_free(m.base);
+    rlt__srv_close(s);
+    fprintf(stderr, "ratelimitd: stopped\n");
+    return 0;
 }

@@ -1,0 +1,66 @@
+/* The decision seam: every decision ratelimitd makes goes through these functions, which
+ * today call the local keyed store and count the outcome per policy; a Redis backend
+ * (src/redis) can be slotted in here without touching the front ends. */
+#include "server/srv.h"
+
+static void count(rlt__srv *s, int id, bool allowed, bool shadowed)
+{
+    rlt__mslot *m = rlt__mslot_get(&s->metrics);
+    size_t i = id >= 0 && id < RLT__METRIC_IDS ? (size_t)id : RLT__METRIC_IDS - 1;
+    if (shadowed) __atomic_fetch_add(&m->shadowed[i], 1, __ATOMIC_RELAXED);
+    if (allowed) __atomic_fetch_add(&m->allowed[i], 1, __ATOMIC_RELAXED);
+    else __atomic_fetch_add(&m->denied[i], 1, __ATOMIC_RELAXED);
+}
+
+int rlt__decide(rlt__srv *s, int policy_id, bool shadow, const void *key, size_t klen,
+                rlt_ns now, int64_t cost, rlt_decision *d)
+{
+    int st = rlt_store_decide(s->store, policy_id, key, klen, now, cost, d);
+    if (st != RLT_OK) return st;
+    bool shadowed = false;
+    if (!d->allowed && cost > 0 && (shadow || rlt__srv_config(s)->set.shadow_mode)) {
+        /* Would have been denied: report allowed, charge nothing (the store charged nothing
+         * for the denial either). */
+        shadowed = true;
+        d->allowed = true;
+        d->retry_after = 0;
+    }
+    count(s, policy_id, d->allowed, shadowed);
+    return RLT_OK;
+}
+
+int rlt__decide_tier(rlt__srv *s, const char *default_tier, const void *key, size_t klen,
+                     rlt_ns now, int64_t cost, rlt_decision *d)
+{
+    int st = rlt_store_decide_tier(s->store, default_tier, key, klen, now, cost, d);
+    if (st != RLT_OK) return st;
+    count(s, RLT__METRIC_IDS - 1, d->allowed, false);
+    return RLT_OK;
+}
+
+int rlt__decide_multi(rlt__srv *s, const rlt_check *checks, size_t n, rlt_ns now,
+                      rlt_decision *combined, int *refused)
+{
+    int st = rlt_store_decide_multi(s->store, checks, n, now, combined, refused);
+    if (st != RLT_OK) return st;
+    /* Allowed: every limit was charged.  Denied: only the refusing limit denied; the others
+     * were neither charged nor refused. */
+    if (combined->allowed) {
+        for (size_t i = 0; i < n; i++)
+            count(s, checks[i].policy, true, false);
+    } else if (refused != NULL && *refused >= 0 && (size_t)*refused < n) {
+        count(s, checks[*refused].policy, false, false);
+    }
+    return RLT_OK;
+}
+
+int rlt__decide_reset(rlt__srv *s, int policy_id, const void *key, size_t klen)
+{
+    return rlt_store_reset(s->store, policy_id, key, klen);
+}
+
+int rlt__decide_release(rlt__srv *s, int policy_id, const void *key, size_t klen, rlt_ns now,
+                        int64_t lease)
+{
+    return rlt_store_release(s->store, policy_id, key, klen, now, lease);
+}

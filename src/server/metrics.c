@@ -1,0 +1,222 @@
+/* Counters and the latency histogram (one writer slot per thread, summed when read), rendered
+ * as Prometheus text for /metrics and as Redis INFO text. */
+#include "server/srv.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static __thread unsigned tl_slot;
+
+void rlt__metrics_bind_thread(unsigned slot)
+{
+    tl_slot = slot < RLT__METRIC_SLOTS ? slot : 0;
+}
+
+rlt__mslot *rlt__mslot_get(rlt__metrics *m)
+{
+    return &m->slots[tl_slot];
+}
+
+void rlt__metrics_latency(rlt__mslot *s, rlt_ns ns)
+{
+    uint64_t us = ns <= 0 ? 0 : (uint64_t)ns / 1000;
+    unsigned b = 0;
+    /* bucket b holds latencies <= 2^b us; the last one is +Inf. */
+    while (b < RLT__LAT_BUCKETS - 1 && us > (UINT64_C(1) << b))
+        b++;
+    __atomic_fetch_add(&s->lat[b], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&s->lat_sum_ns, (uint64_t)(ns > 0 ? ns : 0), __ATOMIC_RELAXED);
+    __atomic_fetch_add(&s->commands, 1, __ATOMIC_RELAXED);
+}
+
+static uint64_t ld(const uint64_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+typedef struct totals {
+    uint64_t allowed, denied, shadowed, commands, errors, http, lat_sum;
+    uint64_t lat[RLT__LAT_BUCKETS];
+} totals;
+
+static void sum(rlt__srv *s, totals *t)
+{
+    memset(t, 0, sizeof *t);
+    for (size_t k = 0; k < RLT__METRIC_SLOTS; k++) {
+        rlt__mslot *m = &s->metrics.slots[k];
+        for (size_t i = 0; i < RLT__METRIC_IDS; i++) {
+            t->allowed += ld(&m->allowed[i]);
+            t->denied += ld(&m->denied[i]);
+            t->shadowed += ld(&m->shadowed[i]);
+        }
+        for (size_t b = 0; b < RLT__LAT_BUCKETS; b++)
+            t->lat[b] += ld(&m->lat[b]);
+        t->commands += ld(&m->commands);
+        t->errors += ld(&m->errors);
+        t->http += ld(&m->http_requests);
+        t->lat_sum += ld(&m->lat_sum_ns);
+    }
+}
+
+static void per_id(rlt__srv *s, size_t id, uint64_t *a, uint64_t *d, uint64_t *sh)
+{
+    *a = *d = *sh = 0;
+    for (size_t k = 0; k < RLT__METRIC_SLOTS; k++) {
+        *a += ld(&s->metrics.slots[k].allowed[id]);
+        *d += ld(&s->metrics.slots[k].denied[id]);
+        *sh += ld(&s->metrics.slots[k].shadowed[id]);
+    }
+}
+
+static void putf(rlt__obuf *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void putf(rlt__obuf *o, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n > 0) rlt__obuf_put(o, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+/* Label values: escape backslash, quote and newline (Prometheus text format). */
+static void label(char *out, size_t cap, const char *in)
+{
+    size_t o = 0;
+    for (; *in && o + 3 < cap; in++) {
+        if (*in == '\\' || *in == '"') out[o++] = '\\';
+        if (*in == '\n') {
+            out[o++] = '\\';
+            out[o++] = 'n';
+            continue;
+        }
+        out[o++] = *in;
+    }
+    out[o] = '\0';
+}
+
+void rlt__metrics_prometheus(rlt__srv *s, rlt__obuf *o)
+{
+    totals t;
+    sum(s, &t);
+    rlt_store_stats st;
+    rlt_store_stats_get(s->store, &st);
+    rlt__metrics *m = &s->metrics;
+    putf(o, "# HELP ratelimitd_decisions_total Decisions by outcome.\n"
+            "# TYPE ratelimitd_decisions_total counter\n"
+            "ratelimitd_decisions_total{outcome=\"allowed\"} %" PRIu64 "\n"
+            "ratelimitd_decisions_total{outcome=\"denied\"} %" PRIu64 "\n"
+            "ratelimitd_decisions_total{outcome=\"shadow_denied\"} %" PRIu64 "\n",
+         t.allowed, t.denied, t.shadowed);
+    putf(o, "# HELP ratelimitd_policy_decisions_total Decisions per policy (rule).\n"
+            "# TYPE ratelimitd_policy_decisions_total counter\n");
+    for (size_t id = 0; id < RLT__METRIC_IDS; id++) {
+        uint64_t a, d, sh;
+        per_id(s, id, &a, &d, &sh);
+        if (a + d + sh == 0) continue;
+        char name[RLT_NAME_MAX + 1], esc[2 * RLT_NAME_MAX + 8];
+        if (id == RLT__METRIC_IDS - 1) snprintf(name, sizeof name, "(other)");
+        else rlt__srv_policy_name(s, (int)id, name, sizeof name);
+        label(esc, sizeof esc, name);
+        putf(o,
+             "ratelimitd_policy_decisions_total{policy=\"%s\",outcome=\"allowed\"} %" PRIu64 "\n"
+             "ratelimitd_policy_decisions_total{policy=\"%s\",outcome=\"denied\"} %" PRIu64 "\n"
+             "ratelimitd_policy_decisions_total{policy=\"%s\",outcome=\"shadow_denied\"} "
+             "%" PRIu64 "\n",
+             esc, a, esc, d, esc, sh);
+    }
+    putf(o, "# HELP ratelimitd_keys Live keys in the store.\n# TYPE ratelimitd_keys gauge\n"
+            "ratelimitd_keys %" PRIu64 "\n"
+            "# HELP ratelimitd_store_bytes Bytes held by the store.\n"
+            "# TYPE ratelimitd_store_bytes gauge\nratelimitd_store_bytes %" PRIu64 "\n"
+            "# HELP ratelimitd_evictions_total Keys dropped.\n"
+            "# TYPE ratelimitd_evictions_total counter\n"
+            "ratelimitd_evictions_total{reason=\"idle\"} %" PRIu64 "\n"
+            "ratelimitd_evictions_total{reason=\"forced\"} %" PRIu64 "\n"
+            "ratelimitd_refused_full_total %" PRIu64 "\n",
+         st.keys, st.bytes, st.evicted_idle, st.evicted_forced, st.refused_full);
+    putf(o, "# HELP ratelimitd_connections Open client connections.\n"
+            "# TYPE ratelimitd_connections gauge\nratelimitd_connections %" PRId64 "\n"
+            "# TYPE ratelimitd_connections_total counter\n"
+            "ratelimitd_connections_total %" PRIu64 "\n"
+            "ratelimitd_connections_rejected_total %" PRIu64 "\n"
+            "# TYPE ratelimitd_commands_total counter\nratelimitd_commands_total %" PRIu64 "\n"
+            "ratelimitd_command_errors_total %" PRIu64 "\n"
+            "ratelimitd_http_requests_total %" PRIu64 "\n"
+            "ratelimitd_snapshots_total{result=\"ok\"} %" PRIu64 "\n"
+            "ratelimitd_snapshots_total{result=\"failed\"} %" PRIu64 "\n"
+            "ratelimitd_reloads_total{result=\"ok\"} %" PRIu64 "\n"
+            "ratelimitd_reloads_total{result=\"failed\"} %" PRIu64 "\n",
+         __atomic_load_n(&m->connections_current, __ATOMIC_RELAXED),
+         ld(&m->connections_total), ld(&m->connections_rejected), t.commands, t.errors, t.http,
+         ld(&m->snapshots_ok), ld(&m->snapshots_failed), ld(&m->reloads_ok),
+         ld(&m->reloads_failed));
+    putf(o, "# HELP ratelimitd_command_seconds Time to execute a command or HTTP request "
+            "(excluding network).\n# TYPE ratelimitd_command_seconds histogram\n");
+    uint64_t cum = 0;
+    for (unsigned b = 0; b < RLT__LAT_BUCKETS; b++) {
+        cum += t.lat[b];
+        if (b == RLT__LAT_BUCKETS - 1)
+            putf(o, "ratelimitd_command_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n", cum);
+        else
+            putf(o, "ratelimitd_command_seconds_bucket{le=\"%.6f\"} %" PRIu64 "\n",
+                 (double)(UINT64_C(1) << b) / 1e6, cum);
+    }
+    putf(o, "ratelimitd_command_seconds_sum %.9f\nratelimitd_command_seconds_count %" PRIu64 "\n",
+         (double)t.lat_sum / 1e9, cum);
+}
+
+void rlt__metrics_info(rlt__srv *s, rlt__obuf *o)
+{
+    totals t;
+    sum(s, &t);
+    rlt_store_stats st;
+    rlt_store_stats_get(s->store, &st);
+    rlt__metrics *m = &s->metrics;
+    rlt__config *c = rlt__srv_config(s);
+    /* p99 from the histogram: the upper bound of the bucket holding the 99th percentile. */
+    uint64_t total = 0, cum = 0;
+    for (unsigned b = 0; b < RLT__LAT_BUCKETS; b++)
+        total += t.lat[b];
+    long long p99 = -1;
+    for (unsigned b = 0; b < RLT__LAT_BUCKETS && total > 0; b++) {
+        cum += t.lat[b];
+        if (cum * 100 >= total * 99) {
+            p99 = b == RLT__LAT_BUCKETS - 1 ? -1 : (long long)(UINT64_C(1) << b);
+            break;
+        }
+    }
+    putf(o, "# Server\r\nratelimitd_version:0.1.0\r\nredis_version:7.0.0\r\nuptime_in_seconds:%lld\r\n"
+            "\r\n# Clients\r\nconnected_clients:%" PRId64 "\r\ntotal_connections_received:%" PRIu64
+            "\r\nrejected_connections:%" PRIu64 "\r\n",
+         (long long)((rlt__now_mono() - s->started) / RLT_NS_PER_S),
+         __atomic_load_n(&m->connections_current, __ATOMIC_RELAXED), ld(&m->connections_total),
+         ld(&m->connections_rejected));
+    putf(o, "\r\n# Stats\r\ntotal_commands_processed:%" PRIu64 "\r\ncommand_errors:%" PRIu64
+            "\r\nhttp_requests:%" PRIu64 "\r\ndecisions_allowed:%" PRIu64
+            "\r\ndecisions_denied:%" PRIu64 "\r\ndecisions_shadow_denied:%" PRIu64
+            "\r\nlatency_p99_le_us:%lld\r\nlatency_avg_ns:%" PRIu64 "\r\n",
+         t.commands, t.errors, t.http, t.allowed, t.denied, t.shadowed, p99,
+         t.commands ? t.lat_sum / t.commands : 0);
+    putf(o, "\r\n# Keyspace\r\nkeys:%" PRIu64 "\r\nstore_bytes:%" PRIu64
+            "\r\nevicted_idle:%" PRIu64 "\r\nevicted_forced:%" PRIu64 "\r\nrefused_full:%" PRIu64
+            "\r\n\r\n# Persistence\r\nsnapshot_path:%s\r\nsnapshots_ok:%" PRIu64
+            "\r\nsnapshots_failed:%" PRIu64 "\r\nreloads_ok:%" PRIu64 "\r\nreloads_failed:%" PRIu64
+            "\r\n",
+         st.keys, st.bytes, st.evicted_idle, st.evicted_forced, st.refused_full,
+         c->set.snapshot, ld(&m->snapshots_ok), ld(&m->snapshots_failed), ld(&m->reloads_ok),
+         ld(&m->reloads_failed));
+    putf(o, "\r\n# Policies\r\n");
+    for (size_t id = 0; id < RLT__METRIC_IDS; id++) {
+        uint64_t a, d, sh;
+        per_id(s, id, &a, &d, &sh);
+        if (a + d + sh == 0) continue;
+        char name[RLT_NAME_MAX + 1];
+        if (id == RLT__METRIC_IDS - 1) snprintf(name, sizeof name, "(other)");
+        else rlt__srv_policy_name(s, (int)id, name, sizeof name);
+        putf(o, "policy:%s,allowed=%" PRIu64 ",denied=%" PRIu64 ",shadow_denied=%" PRIu64 "\r\n",
+             name, a, d, sh);
+    }
+}

@@ -1,0 +1,324 @@
+/* The server context: the store, the current config (swapped on reload), interned inline
+ * policies with a per-thread cache in front, the id -> name table, and the clocks. */
+#include "server/srv.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+struct rlt__inline {
+    char *text; /* canonical policy text */
+    int id;
+};
+
+rlt_ns rlt__now_mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (rlt_ns)ts.tv_sec * RLT_NS_PER_S + ts.tv_nsec;
+}
+
+int64_t rlt__now_wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * RLT_NS_PER_S + ts.tv_nsec;
+}
+
+/* Per-thread cache of resolved inline policy texts: one mutex-free lookup on the hot path.
+ * Entries carry the context's generation so that a cache never outlives its context. */
+#define TL_SLOTS 256
+#define TL_TEXT 96
+struct tl_entry {
+    uint64_t gen;
+    uint64_t hash;
+    int id;
+    uint8_t len;
+    char text[TL_TEXT];
+};
+static __thread struct tl_entry tl_cache[TL_SLOTS];
+static uint64_t next_gen = 1;
+
+static uint64_t hash_bytes(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+static uint64_t srv_gen(const rlt__srv *s)
+{
+    return s->gen;
+}
+
+static int tl_get(const rlt__srv *s, const char *k, size_t n)
+{
+    if (n > TL_TEXT) return -1;
+    uint64_t h = hash_bytes(k, n);
+    struct tl_entry *e = &tl_cache[h % TL_SLOTS];
+    if (e->gen == srv_gen(s) && e->hash == h && e->len == n && memcmp(e->text, k, n) == 0)
+        return e->id;
+    return -1;
+}
+
+static void tl_put(const rlt__srv *s, const char *k, size_t n, int id)
+{
+    if (n > TL_TEXT) return;
+    uint64_t h = hash_bytes(k, n);
+    struct tl_entry *e = &tl_cache[h % TL_SLOTS];
+    e->gen = srv_gen(s);
+    e->hash = h;
+    e->id = id;
+    e->len = (uint8_t)n;
+    memcpy(e->text, k, n);
+}
+
+static void set_name(rlt__srv *s, int id, const char *name)
+{
+    if (id < 0) return;
+    if ((size_t)id >= s->names_cap) {
+        size_t cap = s->names_cap ? s->names_cap : 64;
+        while (cap <= (size_t)id)
+            cap *= 2;
+        char(*nn)[RLT_NAME_MAX + 1] = realloc(s->names, cap * sizeof *nn);
+        if (nn == NULL) return;
+        memset(nn + s->names_cap, 0, (cap - s->names_cap) * sizeof *nn);
+        s->names = nn;
+        s->names_cap = cap;
+    }
+    snprintf(s->names[id], sizeof s->names[id], "%s", name);
+}
+
+const char *rlt__srv_policy_name(rlt__srv *s, int id, char *buf, size_t cap)
+{
+    pthread_mutex_lock(&s->lock);
+    if (id >= 0 && (size_t)id < s->names_cap) snprintf(buf, cap, "%s", s->names[id]);
+    else snprintf(buf, cap, "%s", "");
+    pthread_mutex_unlock(&s->lock);
+    return buf;
+}
+
+rlt__config *rlt__srv_config(rlt__srv *s)
+{
+    return __atomic_load_n(&s->cfg, __ATOMIC_ACQUIRE);
+}
+
+int rlt__srv_apply_config(rlt__srv *s, rlt__config *cfg, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < cfg->nnamed; i++) {
+        char name[RLT_NAME_MAX + 3];
+        snprintf(name, sizeof name, "p:%s", cfg->named[i].name); /* names are <= MAX-2 */
+        int st = rlt_store_set_policy(s->store, name, &cfg->named[i].policy, RLT_CHANGE_KEEP,
+                                      &cfg->named[i].policy_id);
+        if (st != RLT_OK) {
+            pthread_mutex_unlock(&s->lock);
+            snprintf(err, errlen, "policy '%s': %s", cfg->named[i].name, rlt_strerror(st));
+            return -1;
+        }
+        set_name(s, cfg->named[i].policy_id, name);
+    }
+    for (size_t i = 0; i < cfg->nrules; i++) {
+        rlt__rule *r = &cfg->rules[i];
+        if (r->unlimited || r->block_all) continue;
+        int st = rlt_store_set_policy(s->store, r->name, &r->policy, RLT_CHANGE_KEEP,
+                                      &r->policy_id);
+        if (st != RLT_OK) {
+            pthread_mutex_unlock(&s->lock);
+            snprintf(err, errlen, "rule %s (line %d): %s", r->path, r->line, rlt_strerror(st));
+            return -1;
+        }
+        set_name(s, r->policy_id, r->path);
+    }
+    for (size_t i = 0; i < cfg->ntiers; i++) {
+        const rlt__named *n = rlt__config_named(cfg, cfg->tiers[i].policy,
+                                                strlen(cfg->tiers[i].policy));
+        int st = n ? rlt_store_set_tier(s->store, cfg->tiers[i].name, n->policy_id) : RLT_ENOENT;
+        if (st != RLT_OK) {
+            pthread_mutex_unlock(&s->lock);
+            snprintf(err, errlen, "tier '%s': %s", cfg->tiers[i].name, rlt_strerror(st));
+            return -1;
+        }
+    }
+    rlt__config *old = s->cfg;
+    __atomic_store_n(&s->cfg, cfg, __ATOMIC_RELEASE);
+    if (old != NULL) {
+        /* Other threads may still read the old config: keep it until close. */
+        old->retired_next = s->retired;
+        s->retired = old;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return 0;
+}
+
+int rlt__srv_open(rlt__srv **out, rlt__config *cfg, rlt_ns now, int64_t wall_ns, char *err,
+                  size_t errlen)
+{
+    *out = NULL;
+    rlt__srv *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        snprintf(err, errlen, "out of memory");
+        rlt__config_free(cfg);
+        return -1;
+    }
+    pthread_mutex_init(&s->lock, NULL);
+    s->gen = __atomic_fetch_add(&next_gen, 1, __ATOMIC_RELAXED);
+    s->started = now;
+    s->inl_max = cfg->set.max_inline_policies;
+    s->metrics.slots = calloc(RLT__METRIC_SLOTS, sizeof *s->metrics.slots);
+    rlt_store_options opt = {.max_keys = cfg->set.max_keys, .fail_closed = cfg->set.fail_closed};
+    int st = s->metrics.slots ? rlt_store_open(&s->store, &opt) : RLT_ENOMEM;
+    if (st != RLT_OK) {
+        snprintf(err, errlen, "cannot open the store: %s", rlt_strerror(st));
+        rlt__config_free(cfg);
+        rlt__srv_close(s);
+        return -1;
+    }
+    struct stat sb;
+    if (cfg->set.snapshot[0] != '\0' && stat(cfg->set.snapshot, &sb) == 0) {
+        st = rlt_store_load(s->store, cfg->set.snapshot, now, wall_ns);
+        if (st != RLT_OK) {
+            snprintf(err, errlen,
+                     "snapshot %s: %s (move it away to start empty, or fix the path)",
+                     cfg->set.snapshot, rlt_strerror(st));
+            rlt__config_free(cfg);
+            rlt__srv_close(s);
+            return -1;
+        }
+    }
+    if (rlt__srv_apply_config(s, cfg, err, errlen) < 0) {
+        rlt__config_free(cfg);
+        rlt__srv_close(s);
+        return -1;
+    }
+    *out = s;
+    return 0;
+}
+
+void rlt__srv_close(rlt__srv *s)
+{
+    if (s == NULL) return;
+    rlt_store_close(s->store);
+    rlt__config_free(s->cfg);
+    while (s->retired != NULL) {
+        rlt__config *n = s->retired->retired_next;
+        rlt__config_free(s->retired);
+        s->retired = n;
+    }
+    for (size_t i = 0; i < s->ninl; i++)
+        free(s->inl[i].text);
+    free(s->inl);
+    free(s->names);
+    free(s->metrics.slots);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+/* Finds or creates the store policy for canonical text `canon`.  Called with the lock. */
+static int intern_locked(rlt__srv *s, const rlt_policy *p, const char *canon, char *err,
+                         size_t errlen)
+{
+    for (size_t i = 0; i < s->ninl; i++)
+        if (strcmp(s->inl[i].text, canon) == 0) return s->inl[i].id;
+    if (s->ninl >= s->inl_max) {
+        snprintf(err, errlen, "too many distinct inline policies (max %zu): name them in the "
+                              "config instead", s->inl_max);
+        return -1;
+    }
+    char name[RLT_NAME_MAX + 1];
+    size_t cl = strlen(canon);
+    if (cl + 2 <= RLT_NAME_MAX) snprintf(name, sizeof name, "i:%s", canon);
+    else snprintf(name, sizeof name, "i#%016llx", (unsigned long long)hash_bytes(canon, cl));
+    int id = -1;
+    int st = rlt_store_set_policy(s->store, name, p, RLT_CHANGE_KEEP, &id);
+    if (st != RLT_OK) {
+        snprintf(err, errlen, "cannot add policy: %s", rlt_strerror(st));
+        return -1;
+    }
+    if (s->ninl == s->inl_cap) {
+        size_t cap = s->inl_cap ? s->inl_cap * 2 : 16;
+        struct rlt__inline *n = realloc(s->inl, cap * sizeof *n);
+        if (n == NULL) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        s->inl = n;
+        s->inl_cap = cap;
+    }
+    char *t = strdup(canon);
+    if (t == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    s->inl[s->ninl].text = t;
+    s->inl[s->ninl].id = id;
+    s->ninl++;
+    set_name(s, id, name);
+    return id;
+}
+
+int rlt__srv_intern(rlt__srv *s, const rlt_policy *p, char *err, size_t errlen)
+{
+    char canon[256];
+    if (rlt_policy_format(p, canon, sizeof canon) < 0) {
+        snprintf(err, errlen, "policy text too long");
+        return -1;
+    }
+    pthread_mutex_lock(&s->lock);
+    int id = intern_locked(s, p, canon, err, errlen);
+    pthread_mutex_unlock(&s->lock);
+    return id;
+}
+
+int rlt__srv_intern_cached(rlt__srv *s, const char *key, size_t klen, const rlt_policy *p,
+                           char *err, size_t errlen)
+{
+    int id = tl_get(s, key, klen);
+    if (id >= 0) return id;
+    id = rlt__srv_intern(s, p, err, errlen);
+    if (id >= 0) tl_put(s, key, klen, id);
+    return id;
+}
+
+int rlt__srv_cached_id(rlt__srv *s, const char *key, size_t klen)
+{
+    return tl_get(s, key, klen);
+}
+
+int rlt__srv_resolve(rlt__srv *s, const char *text, size_t len, bool *shadow, char *err,
+                     size_t errlen)
+{
+    *shadow = false;
+    if (len == 0) {
+        snprintf(err, errlen, "empty policy");
+        return -1;
+    }
+    if (memchr(text, ':', len) == NULL) {
+        rlt__config *c = rlt__srv_config(s);
+        const rlt__named *n = rlt__config_named(c, text, len);
+        if (n == NULL) {
+            snprintf(err, errlen, "unknown policy '%.*s' (a name from the config, or text "
+                                  "such as gcra:100/1m,burst=20)",
+                     (int)(len > 64 ? 64 : len), text);
+            return -1;
+        }
+        *shadow = n->shadow;
+        return n->policy_id;
+    }
+    int id = tl_get(s, text, len);
+    if (id >= 0) return id;
+    rlt_policy p;
+    char perr[200];
+    if (rlt_policy_parse(&p, text, len, perr, sizeof perr) != RLT_OK) {
+        snprintf(err, errlen, "invalid policy: %s", perr);
+        return -1;
+    }
+    id = rlt__srv_intern(s, &p, err, errlen);
+    if (id >= 0) tl_put(s, text, len, id);
+    return id;
+}
