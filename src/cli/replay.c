@@ -301,7 +301,9 @@ static int replay(const opts *op)
             }
             if (d.allowed) {
                 sum.keys[k].ok++;
-                sum.ev[sum.nev++] = (event){k, tl.time + d.delay, tl.cost};
+                rlt_ns sent;
+                if (__builtin_add_overflow(tl.time, d.delay, &sent)) sent = INT64_MAX;
+                sum.ev[sum.nev++] = (event){k, sent, tl.cost};
             } else {
                 sum.keys[k].rej++;
             }

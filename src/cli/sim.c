@@ -90,8 +90,20 @@ static int fail_usage(const char *fmt, ...)
     return 2;
 }
 
+/* Times the simulator accepts: +-2^61 ns (73 years) keeps every window and pixel computation
+ * far from int64's edge. */
+#define T_LIMIT (INT64_C(1) << 61)
+
 static int add_req(sim *s, rlt_ns t, int64_t cost)
 {
+    if (t < -T_LIMIT || t > T_LIMIT) {
+        char a[RLT__DEC_BUF];
+        rlt__dec_format(a, t, NS);
+        fprintf(stderr,
+                "ratelimit " CMD ": time %s is outside the simulator's range (+-%lld ticks)\n", a,
+                (long long)(T_LIMIT / NS));
+        return -1;
+    }
     if (s->n == s->cap) {
         if (s->n >= MAX_REQUESTS) {
             fprintf(stderr,
