@@ -54,6 +54,9 @@ typedef struct rlt_redis_options {
     rlt_ns lease_ttl;        /* a lease is spent within this time of its grant, then dropped;
                                 0 = 100 ms */
     size_t lease_keys;       /* most keys holding a lease at once; 0 = 1024 */
+    rlt_ns ttl_floor;        /* least expiry given to a key written (0..2^40 ns), for replays
+                                with RLT_REDIS_CALLER_TIME whose clock runs slower than real
+                                time; 0 = none: the expiry is exactly reset_after rounded up */
 } rlt_redis_options;
 
 /* Per-call flags. */

@@ -14,6 +14,7 @@
 #define KEYNAME_MAX (64 + 2 + RLT_REDIS_KEY_MAX + 128)
 #define MULTI_MAX 64
 #define FIELDS 9 /* script arguments per limit */
+#define TTL_FLOOR_MAX (INT64_C(1) << 40) /* ns: 12 days */
 
 /* A policy at microsecond resolution, as the script takes it. */
 typedef struct rpol {
@@ -136,7 +137,7 @@ int rlt_redis_open(rlt_redis **out, const rlt_redis_options *opt)
     rlt_redis_options o = {0};
     if (opt) o = *opt;
     if (o.timeout < 0 || o.backoff_min < 0 || o.backoff_max < 0 || o.lease_units < 0 ||
-        o.lease_ttl < 0)
+        o.lease_ttl < 0 || o.ttl_floor < 0 || o.ttl_floor > TTL_FLOOR_MAX)
         return RLT_EINVAL;
     if (o.prefix && (strlen(o.prefix) > 64 || strpbrk(o.prefix, "{}"))) return RLT_EINVAL;
     if (!o.timeout) o.timeout = 50 * RLT_NS_PER_MS;
@@ -246,10 +247,10 @@ int rlt_redis_key_name(const rlt_redis *r, const rlt_policy *p, const void *key,
 /* The arguments of one EVALSHA for up to MULTI_MAX limits. */
 typedef struct call {
     int argc;
-    const char *argv[3 + MULTI_MAX + 3 + FIELDS * MULTI_MAX];
-    size_t lens[3 + MULTI_MAX + 3 + FIELDS * MULTI_MAX];
+    const char *argv[3 + MULTI_MAX + 4 + FIELDS * MULTI_MAX];
+    size_t lens[3 + MULTI_MAX + 4 + FIELDS * MULTI_MAX];
     char keys[MULTI_MAX][KEYNAME_MAX];
-    char nums[3 + FIELDS * MULTI_MAX + 1][24];
+    char nums[4 + FIELDS * MULTI_MAX + 1][24];
     int nnums;
     unsigned slot;
 } call;
@@ -322,6 +323,7 @@ static int build_decide(const rlt_redis *r, call *c, const limit *l,
     }
     arg(c, "d", 1);
     arg_num(c, now_us);
+    arg_num(c, r->opt.ttl_floor / RLT_NS_PER_MS + (r->opt.ttl_floor % RLT_NS_PER_MS != 0));
     arg_num(c, (int64_t)n);
     for (size_t i = 0; i < n; i++) {
         const rpol *p = &l[i].rp;

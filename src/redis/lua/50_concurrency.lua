@@ -1,20 +1,36 @@
--- Concurrency (mirrors src/core/concurrency.c): hash {n = last lease id, <lease> = expiry}.
--- A lease is live while its expiry (microseconds) is after `now`.  Lease ids are
--- max(last + 1, now in microseconds), so they grow with the clock as in the core.
-local function concurrency(key, pr, now, cost)
+-- Concurrency (mirrors src/core/concurrency.c): hash {n = last lease id, s<i> = "lease:expiry"
+-- for each occupied slot i of 0..N-1}.  A lease is live while its expiry (microseconds) is
+-- after `now`.  As in the core, a new lease takes the first slot that is empty or holds an
+-- expired lease (which a clock stepping back could otherwise revive), and lease ids are
+-- max(last + 1, now in microseconds), so they grow with the clock.
+local function cc_slots(key)
   local all = redis.call('HGETALL', key)
-  local N, W = pr.N, pr.W
-  local last, in_use, soonest, latest, dead = 0, 0, nil, nil, {}
+  local last, slots = 0, {}
   for i = 1, #all, 2 do
-    local field, v = all[i], tonumber(all[i + 1])
+    local field, v = all[i], all[i + 1]
     if field == 'n' then
-      last = v
-    elseif v > now then
-      in_use = in_use + 1
-      if soonest == nil or v < soonest then soonest = v end
-      if latest == nil or v > latest then latest = v end
+      last = tonumber(v)
     else
-      dead[#dead + 1] = field
+      local colon = string.find(v, ':', 1, true)
+      slots[tonumber(string.sub(field, 2))] = {tonumber(string.sub(v, 1, colon - 1)),
+                                               tonumber(string.sub(v, colon + 1))}
+    end
+  end
+  return last, slots
+end
+
+local function concurrency(key, pr, now, cost)
+  local N, W = pr.N, pr.W
+  local last, slots = cc_slots(key)
+  local in_use, free_slot, soonest, latest = 0, nil, nil, nil
+  for i = 0, N - 1 do
+    local s = slots[i]
+    if s and s[2] > now then
+      in_use = in_use + 1
+      if soonest == nil or s[2] < soonest then soonest = s[2] end
+      if latest == nil or s[2] > latest then latest = s[2] end
+    elseif free_slot == nil then
+      free_slot = i
     end
   end
   local d = newdec(N)
@@ -29,8 +45,7 @@ local function concurrency(key, pr, now, cost)
     if latest == nil or expires > latest then latest = expires end
     d.lease = lease
     d.write = function()
-      if #dead > 0 then redis.call('HDEL', key, unpack(dead)) end
-      redis.call('HSET', key, 'n', S(lease), S(lease), S(expires))
+      redis.call('HSET', key, 'n', S(lease), 's' .. free_slot, S(lease) .. ':' .. S(expires))
     end
   end
   d.remaining = N - in_use
@@ -40,9 +55,14 @@ end
 
 -- 1 if `lease` was live and is now released, 0 if unknown, released or reclaimed.
 local function concurrency_release(key, now, lease)
-  local v = redis.call('HGET', key, S(lease))
-  if not v then return 0 end
-  redis.call('HDEL', key, S(lease))
-  if tonumber(v) > now then return 1 end
+  if lease <= 0 then return 0 end
+  local _, slots = cc_slots(key)
+  for i, s in pairs(slots) do
+    if s[1] == lease then
+      redis.call('HDEL', key, 's' .. i)
+      if s[2] > now then return 1 end
+      return 0
+    end
+  end
   return 0
 end

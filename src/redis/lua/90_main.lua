@@ -1,9 +1,11 @@
 -- The entry point.  KEYS: one per limit, all distinct.  ARGV:
---   'd', now, n, then per limit: algo cost N W B Q D scale unit   (decide, all-or-nothing)
+--   'd', now, floor, n, then per limit: algo cost N W B Q D scale unit
+--                                                       (decide, all-or-nothing)
 --   'r', now, lease                                                  (concurrency release)
 -- now is in microseconds, or -1 for the server's clock (TIME).  A decide returns, per limit,
 -- {allowed, limit, remaining, retry_us, retry_ns, reset_us, reset_ns, delay_us, delay_ns,
--- lease}; every key written gets PEXPIRE = its reset_after rounded up to the ms (>= 1).
+-- lease}; every key written gets PEXPIRE = its reset_after rounded up to the ms, at least 1
+-- and at least `floor` ms (an option for replays whose clock runs slower than real time).
 if redis.replicate_commands then redis.replicate_commands() end
 
 local algos = {fixed_window, sliding_log, sliding_window, bucket, bucket, leaky_bucket,
@@ -20,13 +22,14 @@ if ARGV[1] == 'r' then
 end
 if ARGV[1] ~= 'd' then return redis.error_reply('ERR rlt: unknown operation') end
 
-local n = tonumber(ARGV[3])
-if n == nil or n < 1 or #KEYS ~= n or #ARGV ~= 3 + 9 * n then
+local floor_ms = tonumber(ARGV[3]) or 0
+local n = tonumber(ARGV[4])
+if n == nil or n < 1 or #KEYS ~= n or #ARGV ~= 4 + 9 * n then
   return redis.error_reply('ERR rlt: bad arguments')
 end
 
 local function params(i)
-  local b = 3 + (i - 1) * 9
+  local b = 4 + (i - 1) * 9
   local pr = {algo = tonumber(ARGV[b + 1]), N = tonumber(ARGV[b + 3]), W = tonumber(ARGV[b + 4]),
               B = tonumber(ARGV[b + 5]), Q = tonumber(ARGV[b + 6]), D = tonumber(ARGV[b + 7]),
               scale = tonumber(ARGV[b + 8]), unit = tonumber(ARGV[b + 9])}
@@ -61,6 +64,7 @@ for i = 1, n do
     local us = d.su
     if d.sn > 0 then us = us + 1 end
     local ms = idivq(us + 999, 1000)
+    if ms < floor_ms then ms = floor_ms end
     if ms < 1 then ms = 1 end
     redis.call('PEXPIRE', KEYS[i], S(ms))
   end

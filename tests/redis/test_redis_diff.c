@@ -1,0 +1,302 @@
+/* Differential tests: seeded random traces (caller time, whole microseconds) replayed through
+ * rlt_decide in C and through the Redis scripts must give identical decisions: allowed,
+ * limit, remaining, retry_after, reset_after and delay, for every algorithm; also at the
+ * largest instants the scripts accept, and for multi-limit checks against the keyed store. */
+#define RTEST_KIND "standalone"
+#include "rtest.h"
+#include "test.h"
+
+#include "ratelimit/store.h"
+
+static const char *const policies[] = {
+    "fixed_window:5/1s",
+    "fixed_window:100/1m",
+    "fixed_window:3/7ms",
+    "sliding_log:5/1s",
+    "sliding_log:20/10s",
+    "sliding_log:3/7ms",
+    "sliding_window:5/1s",
+    "sliding_window:7/3s",
+    "sliding_window:3/7ms",
+    "token_bucket:3/1s",
+    "token_bucket:10/7s,burst=25",
+    "token_bucket:1000000/1s",
+    "token_bucket:13/997us,burst=4",
+    "gcra:3/1s",
+    "gcra:7/3s,burst=2",
+    "gcra:1000/1s,burst=50",
+    "gcra:13/997us,burst=4",
+    "leaky_bucket:3/1s,queue=5,delay=2",
+    "leaky_bucket:7/3s,queue=3",
+    "leaky_bucket:10/1s,queue=20,nodelay",
+    "concurrency:3/2s",
+    "concurrency:1/50ms",
+};
+#define NPOL (sizeof policies / sizeof policies[0])
+
+/* Prints the first difference and fails. */
+#define SAME(c, r, what)                                                                   \
+    do {                                                                                   \
+        if ((c) != (r))                                                                    \
+            RLT_FAIL_("%s seed %llu step %d t=%lldus cost %lld: %s: C %lld, Redis %lld",   \
+                      text, (unsigned long long)seed, step, (long long)(t / 1000),         \
+                      (long long)cost, what, (long long)(c), (long long)(r));              \
+    } while (0)
+
+/* One trace of `steps` requests on one key; Redis instants are C's plus `offset_us`. */
+static void replay(rlt_redis *r, const char *text, uint64_t seed, int steps, int64_t t0_us,
+                   int64_t offset_us, int *compared)
+{
+    rlt_policy p = rtest_policy(text);
+    void *st = calloc(1, rlt_state_size(&p));
+    char key[64];
+    snprintf(key, sizeof key, "diff:%llu:%lld", (unsigned long long)seed, (long long)offset_us);
+    ASSERT_EQ(rlt_redis_reset(r, &p, key, strlen(key)), RLT_OK);
+    int64_t W = p.period / 1000, gap = W / p.limit + 1;
+    int64_t t = t0_us * 1000, cost = 0;
+    int64_t leases_c[8] = {0}, leases_r[8] = {0};
+    uint64_t s = seed;
+    for (int step = 0; step < steps; step++) {
+        int64_t pick = rtest_below(&s, 100), dt;
+        if (pick < 35)
+            dt = 0;
+        else if (pick < 70)
+            dt = rtest_below(&s, 2 * gap + 1);
+        else if (pick < 90)
+            dt = rtest_below(&s, W + 1);
+        else if (pick < 95)
+            dt = W + rtest_below(&s, 2 * W);
+        else
+            dt = -rtest_below(&s, gap + 1); /* the clock steps back a little */
+        t += dt * 1000;
+        if (t < 0) t = 0;
+        int64_t rc_c, rc_r;
+        rlt_decision dc, dr;
+        if (p.algo == RLT_CONCURRENCY && rtest_below(&s, 3) == 0) {
+            /* release a lease we hold (or a bogus one): both sides must agree */
+            int k = (int)rtest_below(&s, 8);
+            rc_c = leases_c[k] ? rlt_release(&p, st, t, leases_c[k]) : RLT_ENOENT;
+            rc_r = leases_r[k] ? rlt_redis_release(r, &p, RLT_REDIS_CALLER_TIME, key,
+                                                   strlen(key), t + offset_us * 1000, leases_r[k])
+                               : RLT_ENOENT;
+            if (getenv("RLT_TEST_TRACE"))
+                fprintf(stderr, "%s step %d t=%lldus release slot %d: C %lld Redis %lld\n", text,
+                        step, (long long)(t / 1000), k, (long long)rc_c, (long long)rc_r);
+            SAME(rc_c, rc_r, "release status");
+            leases_c[k] = leases_r[k] = 0;
+            (*compared)++;
+            continue;
+        }
+        int64_t cpick = rtest_below(&s, 10);
+        if (p.algo == RLT_CONCURRENCY)
+            cost = cpick < 1 ? 0 : 1;
+        else
+            cost = cpick < 1 ? 0 : cpick < 7 ? 1 : rtest_below(&s, p.limit + 3);
+        rc_c = rlt_decide(&p, st, t, cost, &dc);
+        rc_r = rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, key, strlen(key), cost,
+                                t + offset_us * 1000, &dr);
+        SAME(rc_c, rc_r, "status");
+        if (getenv("RLT_TEST_TRACE"))
+            fprintf(stderr, "%s step %d t=%lldus cost %lld: C %d rem %lld retry %lld reset %lld"
+                    " | Redis %d rem %lld retry %lld reset %lld\n", text, step,
+                    (long long)(t / 1000), (long long)cost, dc.allowed, (long long)dc.remaining,
+                    (long long)dc.retry_after, (long long)dc.reset_after, dr.allowed,
+                    (long long)dr.remaining, (long long)dr.retry_after, (long long)dr.reset_after);
+        if (rc_c) continue;
+        SAME(dc.allowed, dr.allowed, "allowed");
+        SAME(dc.limit, dr.limit, "limit");
+        SAME(dc.remaining, dr.remaining, "remaining");
+        SAME(dc.retry_after, dr.retry_after, "retry_after");
+        SAME(dc.reset_after, dr.reset_after, "reset_after");
+        SAME(dc.delay, dr.delay, "delay");
+        SAME(dc.lease > 0, dr.lease > 0, "lease given");
+        if (dc.lease > 0) {
+            int k = (int)rtest_below(&s, 8);
+            leases_c[k] = dc.lease;
+            leases_r[k] = dr.lease;
+        }
+        (*compared)++;
+    }
+    free(st);
+}
+
+TEST(redis_scripts_match_c_on_random_traces)
+{
+    rlt_redis *r = rtest_open((rlt_redis_options){.timeout = 2 * RLT_NS_PER_S, .ttl_floor = 60 * RLT_NS_PER_S});
+    int compared = 0;
+    for (size_t i = 0; i < NPOL; i++) {
+        for (uint64_t seed = 1; seed <= 4; seed++) {
+            replay(r, policies[i], seed * 7919 + i, 250, 1000000, 0, &compared);
+            if (rlt_test_failed_now) break;
+        }
+        if (rlt_test_failed_now) break;
+    }
+    rlt_redis_stats st;
+    rlt_redis_stats_get(r, &st);
+    ASSERT_EQ(st.fail_open + st.fail_closed, 0);
+    ASSERT(compared > 10000);
+    rlt_redis_close(r);
+}
+
+TEST(redis_scripts_match_c_at_the_largest_instants)
+{
+    /* Redis runs at instants near 2^52 us (its limit); C at the same trace shifted to a small
+     * origin by a whole number of windows, which changes no decision. */
+    rlt_redis *r = rtest_open((rlt_redis_options){.timeout = 2 * RLT_NS_PER_S, .ttl_floor = 60 * RLT_NS_PER_S});
+    int compared = 0;
+    for (size_t i = 0; i < NPOL; i++) {
+        rlt_policy p = rtest_policy(policies[i]);
+        int64_t W = p.period / 1000;
+        int64_t offset = ((INT64_C(1) << 52) / W - 5000) * W;
+        replay(r, policies[i], 424242 + i, 150, 0, offset, &compared);
+        if (rlt_test_failed_now) break;
+    }
+    rlt_redis_close(r);
+}
+
+TEST(redis_refuses_policies_beyond_2_pow_53)
+{
+    rlt_policy p = rtest_policy("token_bucket:1/1000s,burst=1000000");
+    ASSERT_EQ(rlt_redis_policy_check(&p), RLT_OK); /* cap 10^15 < 2^50 */
+    p = rtest_policy("token_bucket:1/1000s,burst=2000000");
+    ASSERT_EQ(rlt_redis_policy_check(&p), RLT_ERANGE);
+    p = rtest_policy("gcra:3/1500ns");
+    ASSERT_EQ(rlt_redis_policy_check(&p), RLT_EINVAL); /* not whole microseconds */
+    p = rtest_policy("sliding_window:100000000/1000d");
+    ASSERT_EQ(rlt_redis_policy_check(&p), RLT_ERANGE);
+    rlt_redis *r = rtest_open((rlt_redis_options){0});
+    rlt_decision d;
+    p = rtest_policy("token_bucket:1/1000s,burst=2000000");
+    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "k", 1, 1, 0, &d), RLT_ERANGE);
+    ASSERT(!d.allowed);
+    p = rtest_policy("gcra:3/1s");
+    ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, "k", 1, 1,
+                               ((INT64_C(1) << 52) + 1) * 1000, &d),
+              RLT_ERANGE);
+    ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, "k", 1, 1, -5, &d), RLT_ERANGE);
+    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "", 0, 1, 0, &d), RLT_EKEYLEN);
+    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "k", 1, -1, 0, &d), RLT_EINVAL);
+    rlt_redis_close(r);
+}
+
+TEST(redis_huge_costs_never_fit_like_c)
+{
+    rlt_redis *r = rtest_open((rlt_redis_options){0});
+    const char *texts[] = {"gcra:3/1s", "fixed_window:5/1s", "sliding_window:5/1s",
+                           "sliding_log:5/1s", "token_bucket:3/1s", "leaky_bucket:3/1s,queue=2"};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        rlt_policy p = rtest_policy(texts[i]);
+        void *st = calloc(1, rlt_state_size(&p));
+        rlt_decision dc, dr;
+        ASSERT_EQ(rlt_redis_reset(r, &p, "huge", 4), RLT_OK);
+        ASSERT_EQ(rlt_decide(&p, st, 5000000000, INT64_MAX, &dc), RLT_OK);
+        ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, "huge", 4, INT64_MAX,
+                                   5000000000, &dr),
+                  RLT_OK);
+        ASSERT_EQ(dc.allowed, dr.allowed);
+        ASSERT_EQ(dr.retry_after, -1);
+        ASSERT_EQ(dc.remaining, dr.remaining);
+        ASSERT_EQ(dc.reset_after, dr.reset_after);
+        free(st);
+    }
+    rlt_redis_close(r);
+}
+
+TEST(redis_multi_limit_matches_the_store)
+{
+    const char *texts[] = {"fixed_window:10/1s", "gcra:3/1s,burst=5", "sliding_window:20/10s",
+                           "token_bucket:5/2s", "sliding_log:8/3s"};
+    enum { NP = sizeof texts / sizeof texts[0] };
+    rlt_policy p[NP];
+    rlt_store *s;
+    ASSERT_EQ(rlt_store_open(&s, NULL), RLT_OK);
+    int ids[NP];
+    for (int i = 0; i < NP; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "p%d", i);
+        p[i] = rtest_policy(texts[i]);
+        ASSERT_EQ(rlt_store_set_policy(s, name, &p[i], RLT_CHANGE_RESET, &ids[i]), RLT_OK);
+    }
+    rlt_redis *r = rtest_open((rlt_redis_options){.timeout = 2 * RLT_NS_PER_S, .ttl_floor = 60 * RLT_NS_PER_S});
+    static const char *keys[] = {"{u1}:a", "{u1}:b"};
+    for (int i = 0; i < NP; i++)
+        for (int k = 0; k < 2; k++)
+            ASSERT_EQ(rlt_redis_reset(r, &p[i], keys[k], strlen(keys[k])), RLT_OK);
+    uint64_t seed = 99;
+    int64_t t = 1000000000;
+    for (int step = 0; step < 1500; step++) {
+        t += rtest_below(&seed, 4) == 0 ? 0 : rtest_below(&seed, 400000) * 1000;
+        size_t n = 1 + (size_t)rtest_below(&seed, 3);
+        rlt_check cc[3];
+        rlt_redis_check rc[3];
+        for (size_t i = 0; i < n; i++) {
+            int pi = (int)rtest_below(&seed, NP), k = (int)rtest_below(&seed, 2);
+            for (size_t j = 0; j < i; j++) /* the same limit twice is refused by Redis */
+                if (rc[j].policy == &p[pi] && rc[j].key == keys[k]) pi = -1;
+            if (pi < 0) {
+                n = i;
+                break;
+            }
+            int64_t cost = rtest_below(&seed, 3);
+            cc[i] = (rlt_check){ids[pi], keys[k], strlen(keys[k]), cost};
+            rc[i] = (rlt_redis_check){&p[pi], keys[k], strlen(keys[k]), cost};
+        }
+        rlt_decision dc, dr;
+        int rf_c, rf_r;
+        ASSERT_EQ(rlt_store_decide_multi(s, cc, n, t, &dc, &rf_c), RLT_OK);
+        ASSERT_EQ(rlt_redis_decide_multi(r, rc, n, RLT_REDIS_CALLER_TIME, t, &dr, &rf_r), RLT_OK);
+        ASSERT_EQ(dc.allowed, dr.allowed);
+        ASSERT_EQ(rf_c, rf_r);
+        ASSERT_EQ(dc.limit, dr.limit);
+        ASSERT_EQ(dc.remaining, dr.remaining);
+        ASSERT_EQ(dc.retry_after, dr.retry_after);
+        ASSERT_EQ(dc.reset_after, dr.reset_after);
+    }
+    rlt_redis_close(r);
+    rlt_store_close(s);
+}
+
+TEST(redis_batch_matches_single_calls)
+{
+    rlt_redis *r = rtest_open((rlt_redis_options){.timeout = 2 * RLT_NS_PER_S, .ttl_floor = 60 * RLT_NS_PER_S});
+    rlt_policy p = rtest_policy("gcra:10/1s,burst=10");
+    enum { N = 40 };
+    rlt_redis_check ck[N];
+    char keys[N][16];
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof keys[i], "batch%d", i % 4);
+        ck[i] = (rlt_redis_check){&p, keys[i], strlen(keys[i]), 1};
+    }
+    for (int k = 0; k < 4; k++) ASSERT_EQ(rlt_redis_reset(r, &p, keys[k], strlen(keys[k])), RLT_OK);
+    rlt_decision out[N];
+    int status[N];
+    ASSERT_EQ(rlt_redis_decide_batch(r, ck, N, RLT_REDIS_CALLER_TIME, 7000000000, out, status),
+              RLT_OK);
+    /* Ten requests per key at one instant: the first ten of each key pass, in order. */
+    for (int i = 0; i < N; i++) {
+        ASSERT_EQ(status[i], RLT_OK);
+        ASSERT_EQ(out[i].allowed, i / 4 < 10);
+        ASSERT_EQ(out[i].remaining, 10 - 1 - i / 4);
+    }
+    rlt_redis_close(r);
+}
+
+TEST(redis_server_time_is_used_by_default)
+{
+    rlt_redis *r = rtest_open((rlt_redis_options){0});
+    rlt_policy p = rtest_policy("fixed_window:5/1h");
+    char key[64];
+    snprintf(key, sizeof key, "servertime:%lld", (long long)rtest_mono_ns());
+    int allowed = 0;
+    rlt_decision d;
+    for (int i = 0; i < 8; i++) {
+        /* `now` is ignored without RLT_REDIS_CALLER_TIME: wild values change nothing */
+        ASSERT_EQ(rlt_redis_decide(r, &p, 0, key, strlen(key), 1, (int64_t)i * 1000000007, &d),
+                  RLT_OK);
+        allowed += d.allowed;
+        ASSERT(d.reset_after > 0 && d.reset_after <= 3600 * RLT_NS_PER_S);
+    }
+    ASSERT_EQ(allowed, 5);
+    ASSERT(d.retry_after > 0);
+    rlt_redis_close(r);
+}

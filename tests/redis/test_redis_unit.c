@@ -1,0 +1,89 @@
+/* Unit tests of the Redis part that need no server: hash slots (Redis Cluster's CRC16 and
+ * hash tags), key names, policy bounds, option validation, and the fail-mode decision of an
+ * unreachable server. */
+#include "test.h"
+
+#include "redis/internal.h"
+
+#include <signal.h>
+
+TEST(key_slot_is_crc16_of_the_hash_tag)
+{
+    /* Values from the Redis Cluster specification and CLUSTER KEYSLOT. */
+    ASSERT_EQ(rlt__key_slot("123456789", 9), 0x31C3 & 16383);
+    ASSERT_EQ(rlt__key_slot("foo", 3), 12182);
+    ASSERT_EQ(rlt__key_slot("{user1000}.following", 20), rlt__key_slot("user1000", 8));
+    ASSERT_EQ(rlt__key_slot("foo{}{bar}", 10), rlt__key_slot("foo{}{bar}", 10));
+    ASSERT_NE(rlt__key_slot("foo{}{bar}", 10), rlt__key_slot("bar", 3)); /* empty tag: whole key */
+    ASSERT_EQ(rlt__key_slot("foo{{bar}}zap", 13), rlt__key_slot("{bar", 4));
+}
+
+TEST(key_names_carry_a_hash_tag_and_the_policy)
+{
+    rlt_redis *r;
+    ASSERT_EQ(rlt_redis_open(&r, &(rlt_redis_options){.servers = "127.0.0.1:1"}), RLT_OK);
+    rlt_policy p;
+    ASSERT_EQ(rlt_policy_parse(&p, "gcra:10/1s", 10, NULL, 0), RLT_OK);
+    char buf[1024];
+    int n = rlt_redis_key_name(r, &p, "alice", 5, buf, sizeof buf);
+    ASSERT(n > 0);
+    buf[n] = 0;
+    ASSERT(strncmp(buf, "rlt:{alice}:5:", 14) == 0);
+    n = rlt_redis_key_name(r, &p, "{acct}:ip", 9, buf, sizeof buf);
+    buf[n] = 0;
+    ASSERT(strncmp(buf, "rlt:{acct}:ip:5:", 16) == 0);
+    rlt_policy q;
+    ASSERT_EQ(rlt_policy_parse(&q, "gcra:20/1s", 10, NULL, 0), RLT_OK);
+    char buf2[1024];
+    int m = rlt_redis_key_name(r, &q, "{acct}:ip", 9, buf2, sizeof buf2);
+    ASSERT(m != n || memcmp(buf, buf2, (size_t)n) != 0); /* another policy, another key */
+    ASSERT_EQ(rlt_redis_key_name(r, &p, "", 0, buf, sizeof buf), RLT_EKEYLEN);
+    ASSERT_EQ(rlt_redis_key_name(r, &p, "alice", 5, buf, 8), RLT_ENOSPC);
+    rlt_redis_close(r);
+}
+
+TEST(open_validates_options)
+{
+    rlt_redis *r = (rlt_redis *)1;
+    ASSERT_EQ(rlt_redis_open(&r, &(rlt_redis_options){.servers = "nohost"}), RLT_EINVAL);
+    ASSERT(r == NULL);
+    ASSERT_EQ(rlt_redis_open(&r, &(rlt_redis_options){.servers = "h:0"}), RLT_EINVAL);
+    ASSERT_EQ(rlt_redis_open(&r, &(rlt_redis_options){.servers = "a:1,b:2"}), RLT_EINVAL);
+    ASSERT_EQ(rlt_redis_open(&r, &(rlt_redis_options){.prefix = "x{"}), RLT_EINVAL);
+    ASSERT_EQ(rlt_redis_open(&r, &(rlt_redis_options){.timeout = -1}), RLT_EINVAL);
+    ASSERT_EQ(rlt_redis_open(&r, &(rlt_redis_options){.servers = "a:1,b:2", .cluster = true}),
+              RLT_OK);
+    rlt_redis_close(r);
+    rlt_redis_close(NULL);
+    ASSERT_EQ(rlt_redis_open(NULL, NULL), RLT_EINVAL);
+}
+
+TEST(unreachable_server_gives_the_fail_mode_decision_and_opens_the_breaker)
+{
+    signal(SIGPIPE, SIG_IGN);
+    rlt_redis *r;
+    /* Port 1 on loopback: connection refused at once. */
+    ASSERT_EQ(rlt_redis_open(&r, &(rlt_redis_options){.servers = "127.0.0.1:1",
+                                                      .breaker_failures = 2}),
+              RLT_OK);
+    rlt_policy p;
+    ASSERT_EQ(rlt_policy_parse(&p, "gcra:10/1s,burst=20", 19, NULL, 0), RLT_OK);
+    rlt_decision d;
+    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "k", 1, 1, 0, &d), RLT_EBACKEND);
+    ASSERT(!d.allowed);
+    ASSERT_EQ(d.limit, 20);
+    ASSERT(d.retry_after >= RLT_NS_PER_MS);
+    ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_FAIL_OPEN, "k", 1, 1, 0, &d), RLT_EBACKEND);
+    ASSERT(d.allowed);
+    rlt_redis_stats st;
+    rlt_redis_stats_get(r, &st);
+    ASSERT_EQ(st.breaker_opened, 1);
+    ASSERT_EQ(st.nodes_open, 1);
+    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "k", 1, 1, 0, &d), RLT_EBACKEND);
+    rlt_redis_stats_get(r, &st);
+    ASSERT_EQ(st.short_circuited, 1);
+    ASSERT_EQ(st.fail_open, 1);
+    ASSERT_EQ(st.fail_closed, 2);
+    ASSERT_EQ(st.decisions, 3);
+    rlt_redis_close(r);
+}
