@@ -1,0 +1,149 @@
+/* HTTP header arithmetic: Retry-After in whole seconds rounded up, and the exact text of the
+ * RateLimit-Policy / RateLimit, legacy RateLimit-* and X-RateLimit-* fields. */
+#include "core_util.h"
+
+TEST(retry_after_seconds_rounds_up)
+{
+    ASSERT_EQ(rlt_retry_after_seconds(0), 0);
+    ASSERT_EQ(rlt_retry_after_seconds(-1), -1);
+    ASSERT_EQ(rlt_retry_after_seconds(1), 1);
+    ASSERT_EQ(rlt_retry_after_seconds(999999999), 1);
+    ASSERT_EQ(rlt_retry_after_seconds(S), 1);
+    ASSERT_EQ(rlt_retry_after_seconds(S + 1), 2);
+    ASSERT_EQ(rlt_retry_after_seconds(2 * S), 2);
+    ASSERT_EQ(rlt_retry_after_seconds(INT64_MAX), INT64_MAX / S + 1);
+}
+
+static rlt_policy gcra100;
+
+static int fmt(char *buf, size_t cap, const char *name, const rlt_decision *d, unsigned which)
+{
+    return rlt_format_headers(buf, cap, name, &gcra100, d, which);
+}
+
+TEST(headers_exact_text_for_an_allowed_decision)
+{
+    gcra100 = parse_policy("gcra:100/1m");
+    void *st = new_state(&gcra100);
+    rlt_decision d;
+    ASSERT_EQ(rlt_decide(&gcra100, st, 0, 1, &d), RLT_OK);
+    ASSERT(d.allowed);
+    ASSERT_EQ(d.remaining, 99);
+    ASSERT_EQ(d.reset_after, 600 * MS); /* one request's worth: 60 s / 100 */
+    char buf[512];
+    int n = fmt(buf, sizeof buf, "api", &d, RLT_HDR_ALL);
+    const char *want = "RateLimit-Policy: \"api\";q=100;w=60\r\n"
+                       "RateLimit: \"api\";r=99;t=1\r\n"
+                       "RateLimit-Limit: 100\r\n"
+                       "RateLimit-Remaining: 99\r\n"
+                       "RateLimit-Reset: 1\r\n"
+                       "X-RateLimit-Limit: 100\r\n"
+                       "X-RateLimit-Remaining: 99\r\n"
+                       "X-RateLimit-Reset: 1\r\n";
+    ASSERT_STR_EQ(buf, want);
+    ASSERT_EQ(n, (long long)strlen(want));
+    /* families one by one; no Retry-After on an allowed decision */
+    ASSERT_EQ(fmt(buf, sizeof buf, "api", &d, RLT_HDR_RETRY_AFTER), 0);
+    ASSERT_STR_EQ(buf, "");
+    fmt(buf, sizeof buf, NULL, &d, RLT_HDR_IETF);
+    ASSERT_STR_EQ(buf, "RateLimit-Policy: \"default\";q=100;w=60\r\n"
+                       "RateLimit: \"default\";r=99;t=1\r\n");
+    fmt(buf, sizeof buf, "api", &d, RLT_HDR_LEGACY);
+    ASSERT_STR_EQ(buf, "RateLimit-Limit: 100\r\nRateLimit-Remaining: 99\r\nRateLimit-Reset: 1\r\n");
+    fmt(buf, sizeof buf, "api", &d, RLT_HDR_X);
+    ASSERT_STR_EQ(buf, "X-RateLimit-Limit: 100\r\nX-RateLimit-Remaining: 99\r\n"
+                       "X-RateLimit-Reset: 1\r\n");
+    free(st);
+}
+
+TEST(headers_exact_text_for_a_denied_decision)
+{
+    gcra100 = parse_policy("gcra:100/1m");
+    rlt_decision d = {.allowed = false, .limit = 100, .remaining = 0,
+                      .retry_after = 1500 * MS, .reset_after = 1 * S};
+    char buf[512];
+    fmt(buf, sizeof buf, "a.b:c-d_e", &d, RLT_HDR_ALL);
+    /* t is at least Retry-After on a denial */
+    ASSERT_STR_EQ(buf, "Retry-After: 2\r\n"
+                       "RateLimit-Policy: \"a.b:c-d_e\";q=100;w=60\r\n"
+                       "RateLimit: \"a.b:c-d_e\";r=0;t=2\r\n"
+                       "RateLimit-Limit: 100\r\n"
+                       "RateLimit-Remaining: 0\r\n"
+                       "RateLimit-Reset: 2\r\n"
+                       "X-RateLimit-Limit: 100\r\n"
+                       "X-RateLimit-Remaining: 0\r\n"
+                       "X-RateLimit-Reset: 2\r\n");
+    /* a cost that never fits: Retry-After says when the state is fresh */
+    rlt_decision never = {.allowed = false, .limit = 100, .remaining = 3, .retry_after = -1,
+                          .reset_after = 30 * S + 1};
+    fmt(buf, sizeof buf, "x", &never, RLT_HDR_RETRY_AFTER | RLT_HDR_IETF);
+    ASSERT_STR_EQ(buf, "Retry-After: 31\r\n"
+                       "RateLimit-Policy: \"x\";q=100;w=60\r\n"
+                       "RateLimit: \"x\";r=3;t=31\r\n");
+    /* w rounds the period up to whole seconds */
+    gcra100 = parse_policy("gcra:100/1500ms");
+    fmt(buf, sizeof buf, "x", &d, RLT_HDR_IETF);
+    ASSERT_STR_EQ(buf, "RateLimit-Policy: \"x\";q=100;w=2\r\nRateLimit: \"x\";r=0;t=2\r\n");
+}
+
+TEST(headers_report_enospc_when_the_buffer_is_short)
+{
+    gcra100 = parse_policy("gcra:100/1m");
+    rlt_decision d = {.allowed = false, .limit = 100, .retry_after = S, .reset_after = S};
+    char buf[512];
+    int n = fmt(buf, sizeof buf, "api", &d, RLT_HDR_ALL);
+    ASSERT(n > 0);
+    for (size_t cap = 1; cap <= (size_t)n; cap++) {
+        memset(buf, 'z', sizeof buf);
+        ASSERT_EQ(fmt(buf, cap, "api", &d, RLT_HDR_ALL), RLT_ENOSPC);
+        ASSERT_EQ(buf[cap], 'z'); /* nothing written past the buffer */
+    }
+    ASSERT_EQ(fmt(buf, (size_t)n + 1, "api", &d, RLT_HDR_ALL), n);
+}
+
+TEST(headers_reject_bad_names_and_arguments)
+{
+    gcra100 = parse_policy("gcra:100/1m");
+    rlt_decision d = {.allowed = true, .limit = 100, .remaining = 5};
+    char buf[1024], long_name[80];
+    memset(long_name, 'a', 65);
+    long_name[65] = '\0';
+    static const char *const bad[] = {"", "a b", "x\"y", "a;b", "a,b", "é", "a\r\nX: 1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ASSERT_EQ(fmt(buf, sizeof buf, bad[i], &d, RLT_HDR_ALL), RLT_EINVAL);
+    ASSERT_EQ(fmt(buf, sizeof buf, long_name, &d, RLT_HDR_ALL), RLT_EINVAL);
+    long_name[64] = '\0';
+    ASSERT(fmt(buf, sizeof buf, long_name, &d, RLT_HDR_ALL) > 0);
+    ASSERT_EQ(rlt_format_headers(NULL, 10, "a", &gcra100, &d, RLT_HDR_ALL), RLT_EINVAL);
+    ASSERT_EQ(rlt_format_headers(buf, 0, "a", &gcra100, &d, RLT_HDR_ALL), RLT_EINVAL);
+    ASSERT_EQ(rlt_format_headers(buf, sizeof buf, "a", NULL, &d, RLT_HDR_ALL), RLT_EINVAL);
+    ASSERT_EQ(rlt_format_headers(buf, sizeof buf, "a", &gcra100, NULL, RLT_HDR_ALL), RLT_EINVAL);
+}
+
+/* Retry-After from a real denial is enough: waiting that many whole seconds succeeds. */
+TEST(retry_after_header_wait_always_succeeds)
+{
+    uint64_t base = test_seed(0xd100);
+    for (int tr = 0; tr < 300; tr++) {
+        uint64_t seed = base + (uint64_t)tr;
+        rng r = {seed};
+        rlt_policy p = random_policy(&r, all_algos[tr % (N_ALGOS - 1)]); /* no concurrency */
+        void *st = new_state(&p);
+        rlt_ns now = rng_range(&r, 0, 10 * S);
+        for (int i = 0; i < 100; i++) {
+            now += random_step(&r, &p);
+            rlt_decision d, e;
+            int64_t cost = rng_range(&r, 1, 3);
+            CHECK_EQ(seed, rlt_decide(&p, st, now, cost, &d), RLT_OK);
+            if (d.allowed || d.retry_after < 0) continue;
+            int64_t secs = rlt_retry_after_seconds(d.retry_after);
+            CHECK(seed, secs >= 1);
+            void *c = dup_state(&p, st);
+            CHECK_EQ(seed, rlt_decide(&p, c, now + secs * S, cost, &e), RLT_OK);
+            free(c);
+            CHECK(seed, e.allowed);
+        }
+        free(st);
+        if (rlt_test_failed_now) return;
+    }
+}
