@@ -1,0 +1,53 @@
+/* libFuzzer target: the inputs of ratelimitd's HTTP endpoints without sockets: the first byte
+ * picks the /v1/check query parser or the envoy /json body parser + decision against a small
+ * config, over the rest of the input. */
+#include "server/srv.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static rlt__srv *srv(void)
+{
+    static rlt__srv *s;
+    if (s != NULL) return s;
+    static const char yaml[] =
+        "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, "
+        "requests_per_unit: 3}\n    descriptors:\n      - key: b\n        rate_limit: "
+        "{unit: minute, requests_per_unit: 2, name: n1}\n  - key: c\n    value: x*\n"
+        "    rate_limit: {requests_per_unit: 0, unit: hour}\n  - key: u\n    rate_limit: "
+        "{unlimited: true}\n  - key: s\n    shadow_mode: true\n    rate_limit: {unit: second, "
+        "requests_per_unit: 1, replaces: [{name: n1}]}\n";
+    rlt__config *c;
+    char err[300];
+    if (rlt__config_parse(yaml, sizeof yaml - 1, "fuzz", &c, err, sizeof err) < 0) abort();
+    c->set.snapshot[0] = '\0';
+    if (rlt__srv_open(&s, c, 0, 0, err, sizeof err) < 0) abort();
+    return s;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size == 0 || size > 65536) return 0;
+    const char *body = (const char *)data + 1;
+    size_t len = size - 1;
+    char err[300];
+    if (data[0] & 1) {
+        rlt__check_req r;
+        if (rlt__check_parse(body, len, &r, err, sizeof err) == 0) {
+            if (r.klen == 0 || r.klen > RLT_KEY_MAX || r.plen == 0 || r.cost < 0) abort();
+        }
+        return 0;
+    }
+    rlt__envoy_req r;
+    if (rlt__envoy_parse(body, len, &r, err, sizeof err) == 0) {
+        rlt__obuf o = {.max = 1 << 20};
+        int code = rlt__envoy_decide(srv(), &r, "t:", 2, (rlt_ns)size * RLT_NS_PER_MS, &o, err,
+                                     sizeof err);
+        if (code != 200 && code != 429 && code != -1) abort();
+        rlt__obuf_free(&o);
+    }
+    rlt__envoy_free(&r);
+    return 0;
+}

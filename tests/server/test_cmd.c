@@ -1,0 +1,309 @@
+/* Tests of ratelimitd's command layer without sockets: CL.THROTTLE against redis-cell's own
+ * test vectors on a virtual clock, the RL.* commands, AUTH and tenants, and the answers that
+ * redis-cli and redis-benchmark need. */
+#include "test.h"
+
+#include "server/srv.h"
+
+#define S(x) ((rlt_ns)(x) * RLT_NS_PER_S)
+#define MS(x) ((rlt_ns)(x) * RLT_NS_PER_MS)
+
+static rlt__srv *open_srv(const char *yaml)
+{
+    rlt__config *cfg = NULL;
+    char err[600];
+    if (yaml) {
+        if (rlt__config_parse(yaml, strlen(yaml), "test.yaml", &cfg, err, sizeof err) < 0) {
+            fprintf(stderr, "%s\n", err);
+            return NULL;
+        }
+    } else {
+        cfg = rlt__config_default();
+    }
+    cfg->set.snapshot[0] = '\0';
+    rlt__srv *s = NULL;
+    if (rlt__srv_open(&s, cfg, 0, 0, err, sizeof err) < 0) fprintf(stderr, "%s\n", err);
+    return s;
+}
+
+static char reply_[8192];
+
+/* Runs one inline command line at `now` and returns the RESP reply text. */
+static const char *run(rlt__srv *s, rlt__session *ss, rlt_ns now, const char *line)
+{
+    static char buf[4096];
+    static rlt__resp_arg argv[64];
+    size_t argc;
+    snprintf(buf, sizeof buf, "%s\r\n", line);
+    const char *err;
+    ssize_t r = rlt__resp_parse(buf, strlen(buf), NULL, argv, &argc, &err);
+    rlt__obuf o = {0};
+    if (r > 0 && argc > 0) rlt__cmd_exec(s, ss, argv, argc, now, &o);
+    size_t n = o.len < sizeof reply_ - 1 ? o.len : sizeof reply_ - 1;
+    if (n) memcpy(reply_, o.data, n);
+    reply_[n] = '\0';
+    rlt__obuf_free(&o);
+    return reply_;
+}
+
+static const char *ints5(long a, long b, long c, long d, long e)
+{
+    static char t[256];
+    snprintf(t, sizeof t, "*5\r\n:%ld\r\n:%ld\r\n:%ld\r\n:%ld\r\n:%ld\r\n", a, b, c, d, e);
+    return t;
+}
+
+TEST(cl_throttle_matches_redis_cells_test_vectors)
+{
+    /* redis-cell's it_rate_limits: limit 5 (max_burst 4), 1 per second. */
+    rlt__srv *s = open_srv(NULL);
+    ASSERT(s != NULL);
+    rlt__session ss;
+    rlt__session_init(s, &ss);
+    rlt_ns t0 = S(1000);
+    const char *c1 = "CL.THROTTLE foo 4 1 1 1";
+    ASSERT_STR_EQ(run(s, &ss, t0, "CL.THROTTLE foo 4 1 1 6"), ints5(1, 5, 5, -1, 0));
+    ASSERT_STR_EQ(run(s, &ss, t0, c1), ints5(0, 5, 4, -1, 1));
+    ASSERT_STR_EQ(run(s, &ss, t0, c1), ints5(0, 5, 3, -1, 2));
+    ASSERT_STR_EQ(run(s, &ss, t0, c1), ints5(0, 5, 2, -1, 3));
+    ASSERT_STR_EQ(run(s, &ss, t0, c1), ints5(0, 5, 1, -1, 4));
+    ASSERT_STR_EQ(run(s, &ss, t0, c1), ints5(0, 5, 0, -1, 5));
+    ASSERT_STR_EQ(run(s, &ss, t0, c1), ints5(1, 5, 0, 1, 5));
+    ASSERT_STR_EQ(run(s, &ss, t0 + MS(3000), c1), ints5(0, 5, 2, -1, 3));
+    ASSERT_STR_EQ(run(s, &ss, t0 + MS(3100), c1), ints5(0, 5, 1, -1, 4)); /* 3.9 s, ceiling */
+    ASSERT_STR_EQ(run(s, &ss, t0 + MS(4000), c1), ints5(0, 5, 1, -1, 4));
+    ASSERT_STR_EQ(run(s, &ss, t0 + MS(8000), c1), ints5(0, 5, 4, -1, 1));
+    ASSERT_STR_EQ(run(s, &ss, t0 + MS(9500), c1), ints5(0, 5, 4, -1, 1));
+    /* quantity 0 peeks */
+    ASSERT_STR_EQ(run(s, &ss, t0 + MS(9500), "CL.THROTTLE foo 4 1 1 0"), ints5(0, 5, 4, -1, 1));
+    ASSERT_STR_EQ(run(s, &ss, t0 + MS(9500), "CL.THROTTLE foo 4 1 1 2"), ints5(0, 5, 2, -1, 3));
+    ASSERT_STR_EQ(run(s, &ss, t0 + MS(9500), "CL.THROTTLE foo 4 1 1 5"), ints5(1, 5, 2, 3, 3));
+    rlt__srv_close(s);
+}
+
+TEST(cl_throttle_max_burst_zero_allows_one)
+{
+    rlt__srv *s = open_srv(NULL);
+    rlt__session ss;
+    rlt__session_init(s, &ss);
+    ASSERT_STR_EQ(run(s, &ss, S(5), "CL.THROTTLE k 0 1 10"), ints5(0, 1, 0, -1, 10));
+    ASSERT_STR_EQ(run(s, &ss, S(5), "CL.THROTTLE k 0 1 10"), ints5(1, 1, 0, 10, 10));
+    ASSERT_STR_EQ(run(s, &ss, S(15), "CL.THROTTLE k 0 1 10"), ints5(0, 1, 0, -1, 10));
+    rlt__srv_close(s);
+}
+
+TEST(cl_throttle_readme_example)
+{
+    rlt__srv *s = open_srv(NULL);
+    rlt__session ss;
+    rlt__session_init(s, &ss);
+    ASSERT_STR_EQ(run(s, &ss, S(1), "CL.THROTTLE user123 15 30 60 1"), ints5(0, 16, 15, -1, 2));
+    rlt__srv_close(s);
+}
+
+TEST(cl_throttle_refuses_bad_numbers)
+{
+    rlt__srv *s = open_srv(NULL);
+    rlt__session ss;
+    rlt__session_init(s, &ss);
+    const char *bad[] = {"CL.THROTTLE k -1 1 1",
+                         "CL.THROTTLE k 1 0 1",
+                         "CL.THROTTLE k 1 -5 1",
+                         "CL.THROTTLE k 1 1 0",
+                         "CL.THROTTLE k 1 1 1 -1",
+                         "CL.THROTTLE k 1e309 1 1",
+                         "CL.THROTTLE k 0x10 1 1",
+                         "CL.THROTTLE k -0 1 1",
+                         "CL.THROTTLE k 9223372036854775807 1 1",
+                         "CL.THROTTLE k 1 1 9223372036854775807",
+                         "CL.THROTTLE k 1 99999999999999999999 1",
+                         "CL.THROTTLE k 1 1",
+                         "CL.THROTTLE k 1 1 1 1 1",
+                         "CL.THROTTLE \"\" 1 1 1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *r = run(s, &ss, S(1), bad[i]);
+        if (strncmp(r, "-ERR ", 5) != 0) RLT_FAIL_("%s answered %s", bad[i], r);
+    }
+    rlt__srv_close(s);
+}
+
+TEST(rl_check_reports_decision_in_milliseconds)
+{
+    rlt__srv *s = open_srv(NULL);
+    rlt__session ss;
+    rlt__session_init(s, &ss);
+    ASSERT_STR_EQ(run(s, &ss, S(1), "RL.CHECK a gcra:2/1s"),
+                  "*6\r\n:1\r\n:2\r\n:1\r\n:0\r\n:500\r\n:0\r\n");
+    ASSERT_STR_EQ(run(s, &ss, S(1), "RL.CHECK a gcra:2/1s"),
+                  "*6\r\n:1\r\n:2\r\n:0\r\n:0\r\n:1000\r\n:0\r\n");
+    ASSERT_STR_EQ(run(s, &ss, S(1), "RL.CHECK a gcra:2/1s"),
+                  "*6\r\n:0\r\n:2\r\n:0\r\n:500\r\n:1000\r\n:0\r\n");
+    /* Half a second later one unit is back; a peek shows it and consumes nothing. */
+    ASSERT_STR_EQ(run(s, &ss, S(1) + MS(500), "RL.PEEK a gcra:2/1s"),
+                  "*6\r\n:1\r\n:2\r\n:1\r\n:0\r\n:500\r\n:0\r\n");
+    ASSERT_STR_EQ(run(s, &ss, S(1) + MS(500), "RL.PEEK a gcra:2/1s"),
+                  "*6\r\n:1\r\n:2\r\n:1\r\n:0\r\n:500\r\n:0\r\n");
+    ASSERT_STR_EQ(run(s, &ss, S(1), "RL.CHECK a gcra:2/1s 3"),
+                  "*6\r\n:0\r\n:2\r\n:0\r\n:-1\r\n:1000\r\n:0\r\n");
+    rlt__srv_close(s);
+}
+
+TEST(rl_check_uses_named_policies_and_refuses_unknown_ones)
+{
+    rlt__srv *s = open_srv("policies:\n  api: fixed_window:2/1m\n");
+    ASSERT(s != NULL);
+    rlt__session ss;
+    rlt__session_init(s, &ss);
+    ASSERT_STR_EQ(run(s, &ss, S(0), "RL.CHECK u api"),
+                  "*6\r\n:1\r\n:2\r\n:1\r\n:0\r\n:60000\r\n:0\r\n");
+    ASSERT(strncmp(run(s, &ss, S(0), "RL.CHECK u nope"), "-ERR unknown policy", 19) == 0);
+    ASSERT(strncmp(run(s, &ss, S(0), "RL.CHECK u gcra:0/1s"), "-ERR invalid policy", 19) == 0);
+    ASSERT(strncmp(run(s, &ss, S(0), "RL.CHECK u gcra:5/-1s"), "-ERR invalid policy", 19) == 0);
+    ASSERT(strncmp(run(s, &ss, S(0), "RL.CHECK u api -1"), "-ERR cost", 9) == 0);
+    ASSERT(strstr(run(s, &ss, S(0), "RL.POLICY api"), "fixed_window:2/1m") != NULL);
+    rlt__srv_close(s);
+}
+
+TEST(rl_multi_is_all_or_nothing)
+{
+    rlt__srv *s = open_srv(NULL);
+    rlt__session ss;
+    rlt__session_init(s, &ss);
+    /* b allows one; a allows many. */
+    ASSERT(strncmp(run(s, &ss, S(1), "RL.MULTI a gcra:10/1s 1 b gcra:1/1m 1"), "*7\r\n:1\r\n",
+                   8) == 0);
+    const char *r = run(s, &ss, S(1), "RL.MULTI a gcra:10/1s 1 b gcra:1/1m 1");
+    ASSERT(strncmp(r, "*7\r\n:0\r\n", 8) == 0);
+    ASSERT(strstr(r, ":1\r\n") != NULL); /* refused index 1 */
+    /* a was charged once only: 9 left before this peek. */
+    ASSERT_STR_EQ(run(s, &ss, S(1), "RL.PEEK a gcra:10/1s"),
+                  "*6\r\n:1\r\n:10\r\n:9\r\n:0\r\n:100\r\n:0\r\n");
+    ASSERT(strncmp(run(s, &ss, S(1), "RL.MULTI a gcra:10/1s"), "-ERR wrong number", 17) == 0);
+    rlt__srv_close(s);
+}
+
+TEST(rl_reset_forgets_a_key)
+{
+    rlt__srv *s = open_srv(NULL);
+    rlt__session ss;
+    rlt__session_init(s, &ss);
+    run(s, &ss, S(1), "RL.CHECK r gcra:1/1h");
+    ASSERT(strncmp(run(s, &ss, S(1), "RL.CHECK r gcra:1/1h"), "*6\r\n:0", 6) == 0);
+    ASSERT_STR_EQ(run(s, &ss, S(1), "RL.RESET r gcra:1/1h"), ":1\r\n");
+    ASSERT(strncmp(run(s, &ss, S(1), "RL.CHECK r gcra:1/1h"), "*6\r\n:1", 6) == 0);
+    rlt__srv_close(s);
+}
+
+TEST(rl_acquire_and_release_bound_concurrency)
+{
+    rlt__srv *s = open_srv(NULL);
+    rlt__session ss;
+    rlt__session_init(s, &ss);
+    const char *r1 = run(s, &ss, S(1), "RL.ACQUIRE job concurrency:1/30s");
+    ASSERT(strncmp(r1, "*5\r\n:1\r\n", 8) == 0);
+    char lease[32];
+    const char *last = strrchr(r1, ':');
+    ASSERT(last != NULL);
+    snprintf(lease, sizeof lease, "%.*s", (int)strcspn(last + 1, "\r"), last + 1);
+    ASSERT(strncmp(run(s, &ss, S(1), "RL.ACQUIRE job concurrency:1/30s"), "*5\r\n:0\r\n", 8) == 0);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "RL.RELEASE job concurrency:1/30s %s", lease);
+    ASSERT_STR_EQ(run(s, &ss, S(1), cmd), ":1\r\n");
+    ASSERT_STR_EQ(run(s, &ss, S(1), cmd), ":0\r\n");
+    ASSERT(strncmp(run(s, &ss, S(1), "RL.ACQUIRE job concurrency:1/30s"), "*5\r\n:1\r\n", 8) == 0);
+    ASSERT(strncmp(run(s, &ss, S(1), "RL.ACQUIRE job gcra:1/1s"), "-ERR", 4) == 0);
+    rlt__srv_close(s);
+}
+
+TEST(inline_policies_are_capped)
+{
+    rlt__config *cfg = rlt__config_default();
+    cfg->set.snapshot[0] = '\0';
+    cfg->set.max_inline_policies = 3;
+    rlt__srv *s;
+    char err[300];
+    ASSERT_EQ(rlt__srv_open(&s, cfg, 0, 0, err, sizeof err), 0);
+    rlt__session ss;
+    rlt__session_init(s, &ss);
+    ASSERT(strncmp(run(s, &ss, S(1), "CL.THROTTLE k 1 1 1"), "*5", 2) == 0);
+    ASSERT(strncmp(run(s, &ss, S(1), "CL.THROTTLE k 1 1 2"), "*5", 2) == 0);
+    /* The same policy written differently is the same canonical text. */
+    ASSERT(strncmp(run(s, &ss, S(1), "RL.CHECK k gcra:1/1s,burst=2"), "*6", 2) == 0);
+    ASSERT(strncmp(run(s, &ss, S(1), "RL.CHECK k gcra:1/1000ms,burst=2"), "*6", 2) == 0);
+    ASSERT(strncmp(run(s, &ss, S(1), "RL.CHECK k gcra:7/1s"), "*6", 2) == 0);
+    ASSERT(strncmp(run(s, &ss, S(1), "RL.CHECK k gcra:8/1s"), "-ERR too many distinct", 22) ==
+           0);
+    ASSERT(strncmp(run(s, &ss, S(1), "CL.THROTTLE k 1 1 1"), "*5", 2) == 0);
+    rlt__srv_close(s);
+}
+
+TEST(auth_is_required_when_a_password_is_set)
+{
+    rlt__srv *s = open_srv("server:\n  password: s3cret\n");
+    ASSERT(s != NULL);
+    rlt__session ss;
+    rlt__session_init(s, &ss);
+    ASSERT(strncmp(run(s, &ss, S(1), "CL.THROTTLE k 1 1 1"), "-NOAUTH", 7) == 0);
+    ASSERT(strncmp(run(s, &ss, S(1), "PING"), "-NOAUTH", 7) == 0);
+    ASSERT(strncmp(run(s, &ss, S(1), "AUTH wrong"), "-WRONGPASS", 10) == 0);
+    ASSERT_STR_EQ(run(s, &ss, S(1), "AUTH s3cret"), "+OK\r\n");
+    ASSERT_STR_EQ(run(s, &ss, S(1), "PING"), "+PONG\r\n");
+    rlt__srv_close(s);
+}
+
+TEST(tenants_cannot_touch_each_others_keys)
+{
+    rlt__srv *s = open_srv("tenants:\n  - name: a\n    password: pa\n  - name: b\n"
+                           "    password: pb\n");
+    ASSERT(s != NULL);
+    rlt__session sa, sb;
+    rlt__session_init(s, &sa);
+    rlt__session_init(s, &sb);
+    ASSERT_STR_EQ(run(s, &sa, S(1), "AUTH pa"), "+OK\r\n");
+    ASSERT_STR_EQ(run(s, &sb, S(1), "AUTH b pb"), "+OK\r\n");
+    ASSERT(strncmp(run(s, &sa, S(1), "CL.THROTTLE k 0 1 60"), "*5\r\n:0", 6) == 0);
+    ASSERT(strncmp(run(s, &sa, S(1), "CL.THROTTLE k 0 1 60"), "*5\r\n:1", 6) == 0);
+    /* Same key name, other tenant: a separate limiter. */
+    ASSERT(strncmp(run(s, &sb, S(1), "CL.THROTTLE k 0 1 60"), "*5\r\n:0", 6) == 0);
+    /* Tenant a cannot reach b's key by writing b's prefix. */
+    ASSERT(strncmp(run(s, &sa, S(1), "CL.THROTTLE b:k 0 1 60"), "*5\r\n:0", 6) == 0);
+    ASSERT(strncmp(run(s, &sb, S(1), "CL.THROTTLE k 0 1 60"), "*5\r\n:1", 6) == 0);
+    rlt__srv_close(s);
+}
+
+TEST(client_tool_commands_get_harmless_answers)
+{
+    rlt__srv *s = open_srv(NULL);
+    rlt__session ss;
+    rlt__session_init(s, &ss);
+    ASSERT_STR_EQ(run(s, &ss, 0, "PING"), "+PONG\r\n");
+    ASSERT_STR_EQ(run(s, &ss, 0, "PING hi"), "$2\r\nhi\r\n");
+    ASSERT_STR_EQ(run(s, &ss, 0, "COMMAND DOCS"), "*0\r\n");
+    ASSERT_STR_EQ(run(s, &ss, 0, "CLIENT SETINFO lib-name x"), "+OK\r\n");
+    ASSERT(strncmp(run(s, &ss, 0, "HELLO"), "*14\r\n", 5) == 0);
+    ASSERT(strncmp(run(s, &ss, 0, "HELLO 3"), "-NOPROTO", 8) == 0);
+    ASSERT_STR_EQ(run(s, &ss, 0, "CONFIG GET save"), "*2\r\n$4\r\nsave\r\n$0\r\n\r\n");
+    ASSERT(strncmp(run(s, &ss, 0, "INFO"), "$", 1) == 0);
+    ASSERT(strncmp(run(s, &ss, 0, "GET x"), "-ERR unknown command 'GET'", 26) == 0);
+    ASSERT(!ss.close);
+    ASSERT_STR_EQ(run(s, &ss, 0, "QUIT"), "+OK\r\n");
+    ASSERT(ss.close);
+    rlt__srv_close(s);
+}
+
+TEST(shadow_mode_counts_but_never_denies)
+{
+    rlt__srv *s = open_srv("policies:\n  soft:\n    policy: fixed_window:1/1h\n"
+                           "    shadow_mode: true\n");
+    ASSERT(s != NULL);
+    rlt__session ss;
+    rlt__session_init(s, &ss);
+    ASSERT(strncmp(run(s, &ss, S(1), "RL.CHECK u soft"), "*6\r\n:1", 6) == 0);
+    ASSERT(strncmp(run(s, &ss, S(1), "RL.CHECK u soft"), "*6\r\n:1", 6) == 0);
+    rlt__obuf o = {0};
+    rlt__metrics_prometheus(s, &o);
+    rlt__obuf_put(&o, "", 1);
+    ASSERT(strstr(o.data, "outcome=\"shadow_denied\"} 1") != NULL);
+    rlt__obuf_free(&o);
+    rlt__srv_close(s);
+}

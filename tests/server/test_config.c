@@ -1,0 +1,269 @@
+/* Tests of ratelimitd's YAML config (envoyproxy/ratelimit's format and our extensions), its
+ * file:line errors, envoy descriptor matching, the envoy /json decision and the /v1/check
+ * query parser. */
+#include "test.h"
+
+#include "server/srv.h"
+
+static char err_[600];
+
+static rlt__config *parse(const char *y)
+{
+    rlt__config *c = NULL;
+    err_[0] = '\0';
+    rlt__config_parse(y, strlen(y), "t.yaml", &c, err_, sizeof err_);
+    return c;
+}
+
+static const char *envoy_example =
+    "domain: messaging\n"
+    "descriptors:\n"
+    "  - key: message_type\n"
+    "    value: marketing\n"
+    "    descriptors:\n"
+    "      - key: to_number\n"
+    "        rate_limit:\n"
+    "          unit: day\n"
+    "          requests_per_unit: 5\n"
+    "  - key: to_number\n"
+    "    rate_limit:\n"
+    "      unit: day\n"
+    "      requests_per_unit: 100\n"
+    "  - key: remote_address\n"
+    "    rate_limit: {unit: second, requests_per_unit: 10}\n"
+    "  - key: remote_address\n"
+    "    value: 50.0.0.5\n"
+    "    rate_limit: {unit: second, requests_per_unit: 0}\n"
+    "  - key: ldap\n"
+    "    rate_limit: {unlimited: true}\n"
+    "  - key: path\n"
+    "    value: /api/*\n"
+    "    detailed_metric: true\n"
+    "    rate_limit: {unit: minute, requests_per_unit: 20, algorithm: gcra, burst: 5}\n";
+
+static rlt__entry E(const char *k, const char *v)
+{
+    return (rlt__entry){k, strlen(k), v, strlen(v)};
+}
+
+static int match(const rlt__config *c, rlt__entry *e, size_t n)
+{
+    return rlt__config_match(c, "messaging", 9, e, n);
+}
+
+TEST(envoy_config_parses_and_matches_most_specific_first)
+{
+    rlt__config *c = parse(envoy_example);
+    if (c == NULL) RLT_FAIL_("%s", err_);
+    ASSERT_EQ(c->nrules, 6);
+    rlt__entry a[] = {E("message_type", "marketing"), E("to_number", "2061111111")};
+    int r = match(c, a, 2);
+    ASSERT(r >= 0);
+    ASSERT_EQ(c->rules[r].requests_per_unit, 5);
+    ASSERT_STR_EQ(c->rules[r].unit, "DAY");
+    ASSERT_EQ(c->rules[r].policy.algo, RLT_FIXED_WINDOW);
+    rlt__entry b[] = {E("to_number", "2061111111")};
+    ASSERT_EQ(c->rules[match(c, b, 1)].requests_per_unit, 100);
+    rlt__entry ip1[] = {E("remote_address", "50.0.0.1")};
+    rlt__entry ip5[] = {E("remote_address", "50.0.0.5")};
+    ASSERT_EQ(c->rules[match(c, ip1, 1)].requests_per_unit, 10);
+    ASSERT(c->rules[match(c, ip5, 1)].block_all);
+    rlt__entry l[] = {E("ldap", "x")};
+    ASSERT(c->rules[match(c, l, 1)].unlimited);
+    rlt__entry w[] = {E("path", "/api/users")};
+    r = match(c, w, 1);
+    ASSERT(r >= 0);
+    ASSERT_EQ(c->rules[r].policy.algo, RLT_GCRA);
+    ASSERT_EQ(c->rules[r].policy.burst, 5);
+    rlt__entry nw[] = {E("path", "/other")};
+    ASSERT_EQ(match(c, nw, 1), -1);
+    /* Levels must match in number (envoy's example 4). */
+    rlt__entry deep[] = {E("to_number", "1"), E("x", "y")};
+    ASSERT_EQ(match(c, deep, 2), -1);
+    rlt__entry unknown[] = {E("nope", "1")};
+    ASSERT_EQ(match(c, unknown, 1), -1);
+    ASSERT_EQ(rlt__config_match(c, "other", 5, b, 1), -1);
+    rlt__config_free(c);
+}
+
+TEST(config_errors_name_file_and_line)
+{
+    struct {
+        const char *yaml, *want;
+    } cases[] = {
+        {"domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: fortnight\n"
+         "      requests_per_unit: 1\n",
+         "t.yaml:5: unit must be second"},
+        {"domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n"
+         "      requests_per_unit: -3\n",
+         "t.yaml:6: requests_per_unit must be an integer"},
+        {"domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n",
+         "t.yaml:5: rate_limit needs requests_per_unit"},
+        {"domain: d\ndescriptors:\n  - value: v\n", "t.yaml:3: a descriptor needs a key"},
+        {"domain: d\nbogus: 1\n", "t.yaml:2: unknown top-level key 'bogus'"},
+        {"server:\n  port: 70000\n", "t.yaml:2: a port"},
+        {"server:\n  threads: many\n", "t.yaml:2: threads must be an integer"},
+        {"policies:\n  api: gcra:0/1s\n", "t.yaml:2: policy 'api'"},
+        {"tiers:\n  free: nothere\n", "t.yaml:2: tier 'free': no policy named 'nothere'"},
+        {"domain: d\n  descriptors: [\n", "t.yaml:"},
+        {"domain: d\ndescriptors:\n  - key: k\n  - key: k\n", "t.yaml:4: duplicate descriptor"},
+        {"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, "
+         "requests_per_unit: 1, algorithm: magic}\n",
+         "t.yaml:4: unknown algorithm"},
+        {"tenants:\n  - name: a\n", "t.yaml:2: a tenant needs a name and a password"},
+        {"server:\n  snapshot_interval: soon\n", "t.yaml:2: snapshot_interval must be a duration"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rlt__config *c = parse(cases[i].yaml);
+        if (c != NULL) {
+            rlt__config_free(c);
+            RLT_FAIL_("case %zu was accepted", i);
+        }
+        if (strncmp(err_, cases[i].want, strlen(cases[i].want)) != 0)
+            RLT_FAIL_("case %zu: got \"%s\", want prefix \"%s\"", i, err_, cases[i].want);
+    }
+}
+
+TEST(settings_and_extensions_parse)
+{
+    rlt__config *c = parse("server:\n  bind: 0.0.0.0\n  port: 0\n  http_port: -1\n"
+                           "  password: pw\n  snapshot: /tmp/x.snap\n  snapshot_interval: 250ms\n"
+                           "  max_keys: 10\n  max_connections: 5\n  max_output_buffer: 4096\n"
+                           "  client_timeout: 2s\n  shadow_mode: true\n"
+                           "policies:\n  free: gcra:10/1m\n  pro: gcra:100/1m,burst=20\n"
+                           "tiers:\n  free: free\n  pro: pro\ndefault_tier: free\n");
+    if (c == NULL) RLT_FAIL_("%s", err_);
+    ASSERT_STR_EQ(c->set.bind, "0.0.0.0");
+    ASSERT_EQ(c->set.port, 0);
+    ASSERT_EQ(c->set.http_port, -1);
+    ASSERT_EQ(c->set.snapshot_interval, 250 * RLT_NS_PER_MS);
+    ASSERT_EQ(c->set.max_keys, 10);
+    ASSERT_EQ(c->set.max_output, 4096);
+    ASSERT(c->set.shadow_mode);
+    ASSERT_EQ(c->ntiers, 2);
+    ASSERT(rlt__config_named(c, "pro", 3) != NULL);
+    ASSERT(rlt__config_named(c, "default", 7) != NULL);
+    rlt__config_free(c);
+}
+
+TEST(empty_config_is_the_default)
+{
+    rlt__config *c = parse("");
+    if (c == NULL) RLT_FAIL_("%s", err_);
+    ASSERT_EQ(c->set.port, 6380);
+    ASSERT_STR_EQ(c->set.bind, "127.0.0.1");
+    rlt__config_free(c);
+}
+
+TEST(alias_bombs_are_refused)
+{
+    rlt__config *c = parse("a: &a [1,1,1,1,1,1,1,1,1,1]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
+                           "c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c]\n"
+                           "domain: x\n");
+    ASSERT(c == NULL);
+}
+
+static rlt__srv *open_with(const char *yaml)
+{
+    rlt__config *c = parse(yaml);
+    if (c == NULL) return NULL;
+    c->set.snapshot[0] = '\0';
+    rlt__srv *s = NULL;
+    rlt__srv_open(&s, c, 0, 0, err_, sizeof err_);
+    return s;
+}
+
+static int envoy(rlt__srv *s, const char *body, char *out, size_t cap)
+{
+    rlt__envoy_req r;
+    char err[300];
+    if (rlt__envoy_parse(body, strlen(body), &r, err, sizeof err) < 0) {
+        rlt__envoy_free(&r);
+        snprintf(out, cap, "%s", err);
+        return -1;
+    }
+    rlt__obuf o = {0};
+    int code = rlt__envoy_decide(s, &r, "", 0, RLT_NS_PER_S, &o, err, sizeof err);
+    rlt__envoy_free(&r);
+    rlt__obuf_put(&o, "", 1);
+    snprintf(out, cap, "%s", code < 0 ? err : o.data);
+    rlt__obuf_free(&o);
+    return code;
+}
+
+TEST(envoy_json_endpoint_answers_like_envoy_ratelimit)
+{
+    rlt__srv *s = open_with(envoy_example);
+    if (s == NULL) RLT_FAIL_("%s", err_);
+    char out[2048];
+    const char *req = "{\"domain\":\"messaging\",\"descriptors\":[{\"entries\":"
+                      "[{\"key\":\"message_type\",\"value\":\"marketing\"},{\"key\":\"to_number\","
+                      "\"value\":\"206\"}]}, {\"entries\":[{\"key\":\"ldap\",\"value\":\"u\"}]},"
+                      "{\"entries\":[{\"key\":\"nothing\",\"value\":\"u\"}]}],\"hits_addend\":2}";
+    ASSERT_EQ(envoy(s, req, out, sizeof out), 200);
+    ASSERT_STR_EQ(out, "{\"overallCode\":\"OK\",\"statuses\":[{\"code\":\"OK\",\"currentLimit\":"
+                       "{\"requestsPerUnit\":5,\"unit\":\"DAY\"},\"limitRemaining\":3,"
+                       "\"durationUntilReset\":\"86399s\"},{\"code\":\"OK\",\"limitRemaining\":"
+                       "4294967295},{\"code\":\"OK\"}]}");
+    ASSERT_EQ(envoy(s, req, out, sizeof out), 200);
+    ASSERT_EQ(envoy(s, req, out, sizeof out), 429);
+    ASSERT(strncmp(out, "{\"overallCode\":\"OVER_LIMIT\",\"statuses\":[{\"code\":\"OVER_LIMIT\"",
+                   60) == 0);
+    const char *blocked = "{\"domain\":\"messaging\",\"descriptors\":[{\"entries\":[{\"key\":"
+                          "\"remote_address\",\"value\":\"50.0.0.5\"}]}]}";
+    ASSERT_EQ(envoy(s, blocked, out, sizeof out), 429);
+    rlt__srv_close(s);
+}
+
+TEST(envoy_multi_descriptor_requests_are_all_or_nothing)
+{
+    rlt__srv *s = open_with("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, "
+                            "requests_per_unit: 10}\n  - key: b\n    rate_limit: {unit: hour, "
+                            "requests_per_unit: 1}\n");
+    ASSERT(s != NULL);
+    char out[2048];
+    const char *req = "{\"domain\":\"d\",\"descriptors\":[{\"entries\":[{\"key\":\"a\",\"value\":"
+                      "\"1\"}]},{\"entries\":[{\"key\":\"b\",\"value\":\"1\"}]}]}";
+    ASSERT_EQ(envoy(s, req, out, sizeof out), 200);
+    ASSERT_EQ(envoy(s, req, out, sizeof out), 429);
+    /* a was charged once: 9 remain. */
+    ASSERT(strstr(out, "\"limitRemaining\":9") != NULL);
+    rlt__srv_close(s);
+}
+
+TEST(envoy_bad_bodies_are_refused_with_a_reason)
+{
+    rlt__srv *s = open_with(envoy_example);
+    ASSERT(s != NULL);
+    char out[512];
+    const char *bad[] = {"", "{", "[]", "{\"domain\":1}", "{\"domain\":\"d\"}",
+                         "{\"domain\":\"d\",\"descriptors\":[]}",
+                         "{\"domain\":\"d\",\"descriptors\":[{\"entries\":[{\"value\":\"v\"}]}]}",
+                         "{\"domain\":\"d\",\"descriptors\":[{\"entries\":[{\"key\":\"k\"}]}],"
+                         "\"hits_addend\":-1}",
+                         "{\"domain\":\"d\",\"domain\":\"e\",\"descriptors\":[{\"entries\":[{\"key\""
+                         ":\"k\"}]}]}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (envoy(s, bad[i], out, sizeof out) != -1) RLT_FAIL_("case %zu accepted", i);
+    rlt__srv_close(s);
+}
+
+TEST(check_query_is_decoded_and_validated)
+{
+    rlt__check_req r;
+    char err[200];
+    const char *q = "key=user%3A1&policy=gcra%3A10%2F1s%2Cburst%3D2&cost=3&x=1";
+    ASSERT_EQ(rlt__check_parse(q, strlen(q), &r, err, sizeof err), 0);
+    ASSERT_EQ(r.klen, 6);
+    ASSERT(memcmp(r.key, "user:1", 6) == 0);
+    ASSERT_STR_EQ(r.policy, "gcra:10/1s,burst=2");
+    ASSERT_EQ(r.cost, 3);
+    ASSERT_EQ(rlt__check_parse("key=a", 5, &r, err, sizeof err), 0);
+    ASSERT_STR_EQ(r.policy, "default");
+    ASSERT_EQ(r.cost, 1);
+    const char *bad[] = {"", "policy=x", "key=", "key=a&key=b", "key=a&cost=-1", "key=a&cost=1e3",
+                         "key=%zz", "key=a%2", "key=a&cost=99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (rlt__check_parse(bad[i], strlen(bad[i]), &r, err, sizeof err) != -1)
+            RLT_FAIL_("case %zu (%s) accepted", i, bad[i]);
+}
