@@ -16,22 +16,40 @@
 
 typedef struct tb_state {
     int64_t used; /* scaled units; 0 = full bucket */
-    int64_t last; /* ns: latest `now` that charged the bucket */
+    int64_t last; /* ns: latest `now` that charged the bucket, sign bit flipped so that the
+                     all-zero fresh state means INT64_MIN ("never"), not t = 0 */
 } tb_state;
 
-/* used(now) of either representation; *now_s gets now x scale_ for GCRA. */
-static int used_at(const rlt_policy *p, const void *st, rlt_ns now, int64_t *used,
-                   int64_t *now_s)
+static tb_state tb_load(const void *st)
 {
+    tb_state s;
+    memcpy(&s, st, sizeof s);
+    s.last = (int64_t)((uint64_t)s.last ^ (UINT64_C(1) << 63));
+    return s;
+}
+
+static void tb_store(void *st, tb_state s)
+{
+    s.last = (int64_t)((uint64_t)s.last ^ (UINT64_C(1) << 63));
+    memcpy(st, &s, sizeof s);
+}
+
+/* used(now) of either representation; *now_s gets now x scale_ for GCRA.  *wait gets how
+ * long refill is held back: a token bucket whose clock stepped back refills only from its
+ * last charge on (0 otherwise). */
+static int used_at(const rlt_policy *p, const void *st, rlt_ns now, int64_t *used,
+                   int64_t *now_s, rlt_ns *wait)
+{
+    *wait = 0;
     if (p->algo == RLT_GCRA) {
         if (__builtin_mul_overflow(now, p->scale_, now_s)) return RLT_ERANGE;
         int64_t tat = rlt__tat_load(st);
         *used = tat > *now_s ? rlt__sat_sub(tat, *now_s) : 0;
         return RLT_OK;
     }
-    tb_state s;
-    memcpy(&s, st, sizeof s);
+    tb_state s = tb_load(st);
     int64_t elapsed = rlt__sat_sub(now, s.last), refill;
+    if (elapsed < 0 && s.used > 0) *wait = rlt__sat_sub(s.last, now);
     if (elapsed <= 0 || s.used == 0)
         *used = s.used;
     else if (__builtin_mul_overflow(elapsed, p->scale_, &refill) || refill >= s.used)
@@ -45,7 +63,8 @@ int rlt__bucket_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
                        rlt_decision *d, int commit)
 {
     int64_t used, now_s = 0;
-    int rc = used_at(p, st, now, &used, &now_s);
+    rlt_ns wait;
+    int rc = used_at(p, st, now, &used, &now_s, &wait);
     if (rc) return rc;
 
     const int64_t cap = p->cap_, unit = p->unit_;
@@ -54,7 +73,7 @@ int rlt__bucket_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
     if (need > p->burst) { /* can never fit, however long one waits */
         d->retry_after = -1;
         d->remaining = used >= cap ? 0 : (cap - used) / unit;
-        d->reset_after = rlt__ceil_div(used, p->scale_);
+        d->reset_after = rlt__sat_add(wait, rlt__ceil_div(used, p->scale_));
         return RLT_OK;
     }
     int64_t need_s = need * unit; /* <= cap: cannot overflow */
@@ -63,10 +82,11 @@ int rlt__bucket_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
     if (d->allowed) {
         after = used + (cost > 0 ? need_s : 0);
     } else {
-        d->retry_after = rlt__ceil_div(used - (cap - need_s), p->scale_);
+        d->retry_after = rlt__sat_add(wait, rlt__ceil_div(used - (cap - need_s), p->scale_));
     }
     d->remaining = after >= cap ? 0 : (cap - after) / unit;
     d->reset_after = p->scale_ == 1 ? after : rlt__ceil_div(after, p->scale_);
+    if (wait) d->reset_after = rlt__sat_add(d->reset_after, wait);
 
     if (commit && d->allowed && cost > 0) {
         if (p->algo == RLT_GCRA) {
@@ -74,11 +94,10 @@ int rlt__bucket_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
             if (__builtin_add_overflow(now_s, after, &tat)) return RLT_ERANGE;
             rlt__tat_store(st, tat);
         } else {
-            tb_state s;
-            memcpy(&s, st, sizeof s);
+            tb_state s = tb_load(st);
             s.used = after;
             if (now > s.last) s.last = now;
-            memcpy(st, &s, sizeof s);
+            tb_store(st, s);
         }
     }
     return RLT_OK;
@@ -87,7 +106,8 @@ int rlt__bucket_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
 bool rlt__bucket_fresh(const rlt_policy *p, const void *st, rlt_ns now)
 {
     int64_t used, now_s;
-    if (used_at(p, st, now, &used, &now_s)) return false;
+    rlt_ns wait;
+    if (used_at(p, st, now, &used, &now_s, &wait)) return false;
     return used == 0;
 }
 
@@ -100,17 +120,18 @@ void rlt__bucket_shift(const rlt_policy *p, void *st, rlt_ns delta)
         rlt__tat_store(st, rlt__sat_add(tat, ds));
         return;
     }
-    tb_state s;
-    memcpy(&s, st, sizeof s);
+    tb_state s = tb_load(st);
+    if (s.last == INT64_MIN) return; /* fresh stays fresh */
     s.last = rlt__sat_add(s.last, delta);
-    memcpy(st, &s, sizeof s);
+    tb_store(st, s);
 }
 
 /* Used amount at `now` in the policy's scaled units (for rlt_state_convert). */
 int rlt__bucket_used(const rlt_policy *p, const void *st, rlt_ns now, int64_t *used)
 {
     int64_t now_s;
-    return used_at(p, st, now, used, &now_s);
+    rlt_ns wait;
+    return used_at(p, st, now, used, &now_s, &wait);
 }
 
 int rlt__bucket_set_used(const rlt_policy *p, void *st, rlt_ns now, int64_t used)
@@ -123,7 +144,6 @@ int rlt__bucket_set_used(const rlt_policy *p, void *st, rlt_ns now, int64_t used
         rlt__tat_store(st, used ? tat : INT64_MIN);
         return RLT_OK;
     }
-    tb_state s = {used, now};
-    memcpy(st, &s, sizeof s);
+    tb_store(st, (tb_state){used, now});
     return RLT_OK;
 }

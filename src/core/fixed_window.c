@@ -23,9 +23,9 @@ static fw_state current(const rlt_policy *p, const void *st, rlt_ns now)
 
 static rlt_ns until_end(const rlt_policy *p, int64_t win, rlt_ns now)
 {
-    int64_t end;
-    if (__builtin_mul_overflow(win + 1, p->period, &end)) end = INT64_MAX;
-    return rlt__sat_sub(end, now);
+    __int128 end = ((__int128)win + 1) * p->period; /* may pass INT64_MAX: saturate */
+    __int128 left = end - now;
+    return left > INT64_MAX ? INT64_MAX : (int64_t)left;
 }
 
 int rlt__fixed_window_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
@@ -62,9 +62,8 @@ void rlt__fixed_window_shift(const rlt_policy *p, void *st, rlt_ns delta)
     fw_state s;
     memcpy(&s, st, sizeof s);
     if (s.count == 0) return;
-    int64_t end;
-    if (__builtin_mul_overflow(s.win + 1, p->period, &end)) end = INT64_MAX;
-    end = rlt__sat_add(end, delta);
+    __int128 e = ((__int128)s.win + 1) * p->period;
+    int64_t end = rlt__sat_add(e > INT64_MAX ? INT64_MAX : (int64_t)e, delta);
     s.win = rlt__floor_div(rlt__sat_sub(end, 1), p->period);
     memcpy(st, &s, sizeof s);
 }

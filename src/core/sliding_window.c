@@ -21,23 +21,25 @@ static sw_state current(const rlt_policy *p, const void *st, rlt_ns now, int64_t
     memcpy(&s, st, sizeof s);
     int64_t k = rlt__floor_div(now, p->period);
     if (s.prev == 0 && s.curr == 0) s.win = k;
-    if (k == s.win + 1) {
+    if ((i128)k == (i128)s.win + 1) {
         s.prev = s.curr;
         s.curr = 0;
         s.win = k;
-    } else if (k > s.win + 1) {
+    } else if ((i128)k > (i128)s.win + 1) {
         s.prev = s.curr = 0;
         s.win = k;
     }
-    *elapsed = k == s.win ? now - k * p->period : 0; /* k < win: as if at its start */
+    /* now - k*W without forming k*W, which can pass INT64_MIN; k < win: as if at its start */
+    int64_t r = now % p->period;
+    *elapsed = k == s.win ? (r < 0 ? r + p->period : r) : 0;
     return s;
 }
 
-static int64_t window_start(const rlt_policy *p, int64_t k)
+/* Start of window win + step, saturated to the int64 range. */
+static int64_t window_start(const rlt_policy *p, int64_t win, int step)
 {
-    int64_t t;
-    if (__builtin_mul_overflow(k, p->period, &t)) return k > 0 ? INT64_MAX : INT64_MIN;
-    return t;
+    i128 t = ((i128)win + step) * p->period;
+    return t > INT64_MAX ? INT64_MAX : t < INT64_MIN ? INT64_MIN : (int64_t)t;
 }
 
 /* Earliest ns at which cost `need` fits, trying this window, the next, and the one after
@@ -53,7 +55,7 @@ static rlt_ns earliest(const rlt_policy *p, const sw_state *s, int64_t elapsed, 
         if (slack < 0) continue;
         i128 emin = P == 0 ? 0 : W - slack / P; /* P x (W - e) <= slack */
         if (emin < e0) emin = e0;
-        if (emin < W) return rlt__sat_add(window_start(p, s->win + step), (int64_t)emin);
+        if (emin < W) return rlt__sat_add(window_start(p, s->win, step), (int64_t)emin);
     }
     return INT64_MAX; /* unreachable for need <= N */
 }
@@ -77,9 +79,9 @@ int rlt__sliding_window_decide(const rlt_policy *p, void *st, rlt_ns now, int64_
     i128 left = NW - weighted - (i128)curr_after * W;
     d->remaining = left <= 0 ? 0 : (int64_t)(left / W);
     if (curr_after > 0)
-        d->reset_after = rlt__sat_sub(window_start(p, s.win + 2), now);
+        d->reset_after = rlt__sat_sub(window_start(p, s.win, 2), now);
     else if (s.prev > 0)
-        d->reset_after = rlt__sat_sub(window_start(p, s.win + 1), now);
+        d->reset_after = rlt__sat_sub(window_start(p, s.win, 1), now);
     if (commit && d->allowed && cost > 0) {
         s.curr = curr_after;
         memcpy(st, &s, sizeof s);
