@@ -380,6 +380,7 @@ static int run(rlt_redis *r, const call *c, int64_t deadline, redisReply **out,
         if (is_error(rep, "NOSCRIPT") && !loaded && !load_failed) {
             freeReplyObject(rep);
             r->st.script_loads++;
+            rlt__node_success(r, n); /* it answered: the breaker closes before the retry */
             loaded = true;
             hop--; /* the same node again, with the script */
             continue;

@@ -1,0 +1,75 @@
+/* Every key the library writes carries an expiry: positive, no longer than the state's
+ * reset_after rounded up to the millisecond, and never shorter (the limiter is not reset early). */
+#define RTEST_KIND "standalone"
+#include "rtest.h"
+#include "test.h"
+
+static const char *const texts[] = {
+    "fixed_window:5/1s", "sliding_log:5/2s",  "sliding_window:5/3s",     "token_bucket:3/1s",
+    "gcra:3/1s,burst=4", "gcra:1/1h",         "leaky_bucket:3/1s,queue=5", "concurrency:3/5s",
+};
+
+TEST(every_key_has_a_positive_bounded_ttl_of_its_reset_after)
+{
+    rlt_redis *r = rtest_open((rlt_redis_options){.timeout = 2 * RLT_NS_PER_S, .prefix = "exp:"});
+    redisContext *raw = rtest_raw(0);
+    uint64_t seed = 5;
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        rlt_policy p = rtest_policy(texts[i]);
+        for (int step = 0; step < 60; step++) {
+            char key[32];
+            snprintf(key, sizeof key, "k%d", (int)rtest_below(&seed, 4));
+            rlt_decision d;
+            int64_t cost = p.algo == RLT_CONCURRENCY ? 1 : 1 + rtest_below(&seed, 2);
+            ASSERT_EQ(rlt_redis_decide(r, &p, 0, key, strlen(key), cost, 0, &d), RLT_OK);
+            if (!d.allowed) continue;
+            char name[1024];
+            int n = rlt_redis_key_name(r, &p, key, strlen(key), name, sizeof name);
+            ASSERT(n > 0);
+            redisReply *rep = redisCommand(raw, "PTTL %b", name, (size_t)n);
+            ASSERT(rep && rep->type == REDIS_REPLY_INTEGER);
+            long long pttl = rep->integer;
+            freeReplyObject(rep);
+            long long bound = (d.reset_after + RLT_NS_PER_MS - 1) / RLT_NS_PER_MS;
+            ASSERT(pttl > 0);
+            ASSERT_LE(pttl, bound);
+            /* Not rounded down: at most the time elapsed since the script ran (< 1 s here). */
+            ASSERT(pttl >= bound - 1000);
+        }
+    }
+    /* No key without an expiry anywhere. */
+    redisReply *keys = redisCommand(raw, "KEYS exp:*");
+    ASSERT(keys && keys->type == REDIS_REPLY_ARRAY && keys->elements > 0);
+    for (size_t k = 0; k < keys->elements; k++) {
+        redisReply *rep = redisCommand(raw, "PTTL %b", keys->element[k]->str,
+                                       (size_t)keys->element[k]->len);
+        ASSERT(rep && rep->type == REDIS_REPLY_INTEGER);
+        ASSERT(rep->integer > 0 || rep->integer == -2); /* -2: expired since KEYS */
+        freeReplyObject(rep);
+    }
+    freeReplyObject(keys);
+    redisFree(raw);
+    rlt_redis_close(r);
+}
+
+TEST(a_key_expires_only_when_its_state_is_fresh_again)
+{
+    /* GCRA 1 per 200 ms: after one request the key lives ~200 ms; right after it expires, a
+     * full burst is available again, exactly as the C state would be fresh. */
+    rlt_redis *r = rtest_open((rlt_redis_options){0});
+    rlt_policy p = rtest_policy("gcra:1/200ms,burst=1");
+    rlt_decision d;
+    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "fresh", 5, 1, 0, &d), RLT_OK);
+    ASSERT(d.allowed);
+    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "fresh", 5, 1, 0, &d), RLT_OK);
+    ASSERT(!d.allowed);
+    ASSERT(d.retry_after > 0 && d.retry_after <= 200 * RLT_NS_PER_MS);
+    redisContext *raw = rtest_raw(0);
+    char name[256];
+    int n = rlt_redis_key_name(r, &p, "fresh", 5, name, sizeof name);
+    redisReply *rep = redisCommand(raw, "PTTL %b", name, (size_t)n);
+    ASSERT(rep->integer > 0 && rep->integer <= 200);
+    freeReplyObject(rep);
+    redisFree(raw);
+    rlt_redis_close(r);
+}
