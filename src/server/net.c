@@ -36,6 +36,7 @@ typedef struct conn {
     rlt__session ss;
     rlt_ns partial_since; /* when the pending partial command started; 0 = none */
     bool timed;           /* rev carries the client_timeout */
+    bool draining;        /* replies sent, write side shut: discarding input until EOF */
     struct conn *prev, *next;
 } conn;
 
@@ -137,9 +138,14 @@ static int conn_flush(conn *c)
         return -1;
     }
     event_del(c->wev);
-    if (c->ss.close) {
-        conn_close(c);
-        return -1;
+    if (c->ss.close && !c->draining) {
+        /* Lingering close: closing with unread input would send an RST that can destroy the
+         * error reply before the client reads it.  Shut the write side, discard what still
+         * comes, close on EOF or after a second. */
+        shutdown(c->fd, SHUT_WR);
+        c->draining = true;
+        struct timeval tv = {.tv_sec = 1, .tv_usec = 0};
+        event_add(c->rev, &tv);
     }
     return 0;
 }
@@ -181,6 +187,13 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     if (what & EV_TIMEOUT) {
         /* No byte for a whole timeout: a stalled partial command, or idle. */
         conn_close(c);
+        return;
+    }
+    if (c->draining) {
+        char sink[4096];
+        ssize_t k = recv(fd, sink, sizeof sink, 0);
+        if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+            conn_close(c);
         return;
     }
     if (c->in_cap - c->in_len < READ_CHUNK) {
@@ -255,7 +268,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
             c->ss.close = true;
         }
     }
-    if (conn_flush(c) < 0) return;
+    if (conn_flush(c) < 0 || c->draining) return;
     set_timeout(c, &cfg->set);
 }
 

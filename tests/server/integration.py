@@ -1,0 +1,432 @@
+#!/usr/bin/env python3
+"""Integration tests of ratelimitd: start the real daemon on ephemeral loopback ports (port 0,
+parsing the printed ports) in a temp dir, drive it with redis-cli, a raw RESP socket client and
+curl, and always clean up.  Usage: integration.py PATH_TO_RATELIMITD [TEST_NAME...].
+Prints "ok NAME" / "FAIL NAME" per test and "N passed, N failed"."""
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+BIN = os.path.abspath(sys.argv[1])
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+class Daemon:
+    def __init__(self, tmp, *args, config=None, expect_fail=False):
+        self.tmp = tmp
+        cmd = [BIN, "--port", "0", "--http-port", "0", "--bind", "127.0.0.1", "--threads", "2"]
+        if config is not None:
+            path = os.path.join(tmp, "ratelimitd.yaml")
+            with open(path, "w") as f:
+                f.write(config)
+            cmd += ["--config", path]
+            self.config_path = path
+        cmd += list(args)
+        self.out = open(os.path.join(tmp, "stdout"), "w+")
+        self.err = open(os.path.join(tmp, "stderr"), "w+")
+        self.p = subprocess.Popen(cmd, cwd=tmp, stdout=self.out, stderr=self.err)
+        self.port = self.http = None
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            self.out.seek(0)
+            m = re.search(r"resp [^ ]+:(\d+) http [^ ]+:(\d+)", self.out.read())
+            if m:
+                self.port, self.http = int(m.group(1)), int(m.group(2))
+                return
+            if self.p.poll() is not None:
+                if expect_fail:
+                    return
+                raise AssertionError("daemon exited: " + self.stderr())
+            time.sleep(0.02)
+        raise AssertionError("daemon did not print its ports")
+
+    def stderr(self):
+        self.err.flush()
+        self.err.seek(0)
+        return self.err.read()
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.p.poll() is None:
+            self.p.send_signal(sig)
+            try:
+                self.p.wait(20)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        return self.p.returncode
+
+    def cli(self, *args, password=None):
+        cmd = ["redis-cli", "-p", str(self.port)]
+        if password:
+            cmd += ["--no-auth-warning", "-a", password]
+        r = subprocess.run(cmd + [str(a) for a in args], capture_output=True, text=True,
+                           timeout=10)
+        return r.stdout.strip()
+
+    def curl(self, path, *extra):
+        r = subprocess.run(["curl", "-s", "-i", "--max-time", "5"] + list(extra) +
+                           ["http://127.0.0.1:%d%s" % (self.http, path)], capture_output=True,
+                           text=True, timeout=10)
+        return r.stdout
+
+
+def resp(*args):
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out += b"$%d\r\n%s\r\n" % (len(a), a)
+    return out
+
+
+def raw(port, data, wait=1.0, chunks=None):
+    """Sends data (or each chunk), returns everything read until close or `wait` of silence."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    try:
+        for c in (chunks or [data]):
+            s.sendall(c)
+        s.settimeout(wait)
+        got = b""
+        while True:
+            try:
+                b = s.recv(65536)
+            except socket.timeout:
+                break
+            if not b:
+                got += b"<closed>"
+                break
+            got += b
+        return got
+    finally:
+        s.close()
+
+
+def ints(text):
+    return [int(x) for x in text.split()]
+
+
+# ---------------------------------------------------------------------------------------------
+
+@test
+def cl_throttle_via_redis_cli_replies_five_integers(tmp):
+    d = Daemon(tmp)
+    try:
+        assert d.cli("PING") == "PONG"
+        r = ints(d.cli("CL.THROTTLE", "user123", 15, 30, 60, 1))
+        assert r == [0, 16, 15, -1, 2], r
+        for _ in range(15):
+            d.cli("CL.THROTTLE", "user123", 15, 30, 60, 1)
+        r = ints(d.cli("CL.THROTTLE", "user123", 15, 30, 60, 1))
+        assert r[0] == 1 and r[2] == 0 and r[3] >= 1, r
+    finally:
+        d.stop()
+
+
+@test
+def pipelined_commands_all_get_replies_in_order(tmp):
+    d = Daemon(tmp)
+    try:
+        n = 500
+        data = b"".join(resp("CL.THROTTLE", "p%d" % i, 0, 1, 60) for i in range(n))
+        data += resp("PING")
+        got = raw(d.port, data, wait=0.5)
+        assert got.count(b"*5\r\n:0\r\n:1\r\n") == n, got[:200]
+        assert got.endswith(b"+PONG\r\n"), got[-50:]
+    finally:
+        d.stop()
+
+
+@test
+def redis_benchmark_pipelined_works(tmp):
+    d = Daemon(tmp)
+    try:
+        r = subprocess.run(["redis-benchmark", "-p", str(d.port), "-c", "10", "-n", "20000",
+                            "-P", "16", "-r", "1000", "-q", "CL.THROTTLE", "k:__rand_int__",
+                            "10", "10", "1"], capture_output=True, text=True, timeout=60)
+        assert "requests per second" in r.stdout, r.stdout + r.stderr
+        info = d.cli("INFO")
+        m = re.search(r"total_commands_processed:(\d+)", info)
+        assert m and int(m.group(1)) >= 20000, info
+    finally:
+        d.stop()
+
+
+@test
+def bad_input_gets_an_error_and_the_connection_closes(tmp):
+    d = Daemon(tmp)
+    try:
+        vectors = [
+            (b"*1\r\n$-5\r\n", b"-ERR Protocol error: invalid bulk length"),
+            (b"*1\r\n$99999999999\r\n", b"-ERR Protocol error: invalid bulk length"),
+            (b"*-7\r\n", b"-ERR Protocol error: invalid multibulk length"),
+            (b"*99999999\r\n", b"-ERR Protocol error: too many arguments"),
+            (b"*1\r\n$4\r\nPINGxx\r\n", b"-ERR Protocol error: expected CRLF"),
+            (b"*1\r\n:4\r\n", b"-ERR Protocol error: expected '$'"),
+            (b"PING \"unbalanced\r\n", b"-ERR Protocol error: unbalanced quotes"),
+            (b"*2\r\n$1\r\nx" + b"\r\n" + b"A" * 70000, b"-ERR Protocol error"),
+            (b"A" * 70000, b"-ERR Protocol error: too big inline request"),
+        ]
+        for data, want in vectors:
+            got = raw(d.port, data)
+            assert got.startswith(want), (data[:40], got[:200])
+            assert got.endswith(b"<closed>"), (data[:40], got[-40:])
+        # the daemon survived all of that
+        assert d.cli("PING") == "PONG"
+    finally:
+        d.stop()
+
+
+@test
+def bad_numbers_get_clear_errors_and_the_connection_stays(tmp):
+    d = Daemon(tmp)
+    try:
+        cmds = [("CL.THROTTLE", "k", "9223372036854775807", 1, 1),
+                ("CL.THROTTLE", "k", "1e309", 1, 1), ("CL.THROTTLE", "k", "-0", 1, 1),
+                ("CL.THROTTLE", "k", "0x10", 1, 1), ("CL.THROTTLE", "k", 1, 0, 1),
+                ("CL.THROTTLE", "k", 1, -1, 1), ("CL.THROTTLE", "k", 1, 1, 0),
+                ("CL.THROTTLE", "k"), ("RL.CHECK", "k", "gcra:0/1s"),
+                ("RL.CHECK", "k", "gcra:-5/1s"), ("RL.CHECK", "k", "default", "-1"),
+                ("RL.CHECK", "", "default"), ("RL.CHECK", "k" * 600, "default")]
+        data = b"".join(resp(*c) for c in cmds) + resp("PING")
+        got = raw(d.port, data, wait=0.5)
+        lines = got.split(b"\r\n")
+        errs = [l for l in lines if l.startswith(b"-ERR")]
+        assert len(errs) == len(cmds), got
+        assert got.endswith(b"+PONG\r\n"), got
+        assert b"unknown command 'NOPE'" in raw(d.port, b"NOPE\r\n", wait=0.3)
+    finally:
+        d.stop()
+
+
+@test
+def slow_clients_are_closed_after_the_deadline(tmp):
+    d = Daemon(tmp, config="server:\n  client_timeout: 1s\n")
+    try:
+        s = socket.create_connection(("127.0.0.1", d.port), timeout=5)
+        start = time.time()
+        closed = False
+        try:
+            for b in b"*1\r\n$4\r\nPI":
+                s.sendall(bytes([b]))
+                time.sleep(0.25)
+            s.settimeout(3)
+            closed = s.recv(100) in (b"",) or True
+        except (BrokenPipeError, ConnectionResetError):
+            closed = True
+        s.close()
+        assert closed and time.time() - start < 8
+        # a client that sends part of a command and goes silent is closed too
+        got = raw(d.port, b"*1\r\n$4\r\nPI", wait=3)
+        assert got.endswith(b"<closed>"), got
+        assert d.cli("PING") == "PONG"
+    finally:
+        d.stop()
+
+
+@test
+def connections_beyond_the_cap_are_refused(tmp):
+    d = Daemon(tmp, "--max-connections", "3")
+    try:
+        socks = [socket.create_connection(("127.0.0.1", d.port)) for _ in range(3)]
+        time.sleep(0.2)
+        got = raw(d.port, b"PING\r\n", wait=1)
+        assert got.startswith(b"-ERR max number of clients reached"), got
+        for s in socks:
+            s.close()
+        time.sleep(0.3)
+        assert d.cli("PING") == "PONG"
+    finally:
+        d.stop()
+
+
+@test
+def clients_that_never_read_are_dropped_at_the_output_cap(tmp):
+    d = Daemon(tmp, config="server:\n  max_output_buffer: 65536\n")
+    try:
+        s = socket.create_connection(("127.0.0.1", d.port))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        payload = resp("PING", "x" * 4000) * 64
+        dropped = False
+        try:
+            for _ in range(400):
+                s.sendall(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            dropped = True
+        s.close()
+        assert dropped
+        assert d.cli("PING") == "PONG"
+    finally:
+        d.stop()
+
+
+@test
+def http_check_answers_429_with_retry_after_and_ietf_fields(tmp):
+    d = Daemon(tmp)
+    try:
+        r1 = d.curl("/v1/check?key=u1&policy=gcra:1/1m")
+        assert r1.startswith("HTTP/1.1 200"), r1
+        assert 'RateLimit-Policy: "inline";q=1;w=60' in r1, r1
+        r2 = d.curl("/v1/check?key=u1&policy=gcra:1/1m")
+        assert r2.startswith("HTTP/1.1 429"), r2
+        assert re.search(r"Retry-After: (5\d|60)\s", r2), r2
+        assert '"allowed":false' in r2
+        r3 = d.curl("/v1/check", "-X", "POST", "--data", "key=u2&policy=default&cost=2")
+        assert r3.startswith("HTTP/1.1 200"), r3
+        assert d.curl("/v1/check?policy=default").startswith("HTTP/1.1 400")
+        assert d.curl("/healthz").startswith("HTTP/1.1 200")
+        m = d.curl("/metrics")
+        assert "ratelimitd_decisions_total{outcome=\"denied\"} 1" in m, m
+        assert "ratelimitd_command_seconds_bucket" in m
+        assert d.curl("/nope").startswith("HTTP/1.1 404")
+    finally:
+        d.stop()
+
+
+ENVOY = """domain: messaging
+descriptors:
+  - key: to_number
+    rate_limit:
+      unit: day
+      requests_per_unit: 2
+"""
+
+
+@test
+def envoy_json_endpoint_and_config_file_work(tmp):
+    d = Daemon(tmp, config=ENVOY)
+    try:
+        body = '{"domain":"messaging","descriptors":[{"entries":[{"key":"to_number","value":"1"}]}]}'
+        outs = [d.curl("/json", "-X", "POST", "--data", body) for _ in range(3)]
+        assert outs[0].startswith("HTTP/1.1 200") and '"overallCode":"OK"' in outs[0], outs[0]
+        assert outs[2].startswith("HTTP/1.1 429"), outs[2]
+        assert '"overallCode":"OVER_LIMIT"' in outs[2]
+        assert '"requestsPerUnit":2,"unit":"DAY"' in outs[2]
+        assert d.curl("/json", "-X", "POST", "--data", "{").startswith("HTTP/1.1 400")
+    finally:
+        d.stop()
+
+
+@test
+def config_errors_are_refused_at_start_with_file_and_line(tmp):
+    path = os.path.join(tmp, "bad.yaml")
+    with open(path, "w") as f:
+        f.write("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: fortnight\n"
+                "      requests_per_unit: 1\n")
+    r = subprocess.run([BIN, "--config", path, "--port", "0", "--http-port", "0"],
+                       capture_output=True, text=True, timeout=10, cwd=tmp)
+    assert r.returncode == 2, r
+    assert path + ":5: unit must be second" in r.stderr, r.stderr
+
+
+@test
+def non_loopback_bind_needs_a_password(tmp):
+    r = subprocess.run([BIN, "--bind", "0.0.0.0", "--port", "0", "--http-port", "0"],
+                       capture_output=True, text=True, timeout=10, cwd=tmp)
+    assert r.returncode == 2 and "refusing" in r.stderr, r
+
+
+@test
+def auth_and_bearer_token_guard_both_protocols(tmp):
+    d = Daemon(tmp, "--password", "s3cret")
+    try:
+        assert "NOAUTH" in d.cli("CL.THROTTLE", "k", 1, 1, 1)
+        assert d.cli("CL.THROTTLE", "k", 1, 1, 1, password="s3cret").split()[0] == "0"
+        assert d.curl("/v1/check?key=a").startswith("HTTP/1.1 401")
+        assert d.curl("/v1/check?key=a", "-H", "Authorization: Bearer s3cret").startswith(
+            "HTTP/1.1 200")
+        assert d.curl("/healthz").startswith("HTTP/1.1 200")
+    finally:
+        d.stop()
+
+
+@test
+def sighup_reloads_a_good_config_and_keeps_the_old_one_on_error(tmp):
+    d = Daemon(tmp, config="policies:\n  api: fixed_window:1/1h\n")
+    try:
+        assert ints(d.cli("RL.CHECK", "a", "api"))[1] == 1
+        with open(d.config_path, "w") as f:
+            f.write("policies:\n  api: fixed_window:5/1h\n")
+        d.p.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        assert ints(d.cli("RL.CHECK", "b", "api"))[1] == 5, d.stderr()
+        with open(d.config_path, "w") as f:
+            f.write("policies:\n  api: fixed_window:0/1h\n")
+        d.p.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        assert "reload failed" in d.stderr() and ":2:" in d.stderr(), d.stderr()
+        assert ints(d.cli("RL.CHECK", "c", "api"))[1] == 5
+    finally:
+        d.stop()
+
+
+@test
+def snapshot_round_trip_across_a_restart(tmp):
+    d = Daemon(tmp)
+    try:
+        for _ in range(3):
+            d.cli("CL.THROTTLE", "snap", 2, 1, 3600)
+        assert ints(d.cli("CL.THROTTLE", "snap", 2, 1, 3600))[0] == 1
+    finally:
+        assert d.stop() == 0
+    assert os.path.exists(os.path.join(tmp, "ratelimitd.snap"))
+    d = Daemon(tmp)
+    try:
+        r = ints(d.cli("CL.THROTTLE", "snap", 2, 1, 3600))
+        assert r[0] == 1, r  # still limited after the restart
+    finally:
+        d.stop()
+
+
+@test
+def kill_9_loses_at_most_what_came_after_the_last_snapshot(tmp):
+    d = Daemon(tmp, "--snapshot-interval", "200ms")
+    try:
+        for _ in range(3):
+            d.cli("CL.THROTTLE", "k9", 2, 1, 3600)
+        time.sleep(0.8)  # a periodic snapshot has happened
+        d.stop(signal.SIGKILL)
+    finally:
+        d.stop()
+    d = Daemon(tmp)
+    try:
+        r = ints(d.cli("CL.THROTTLE", "k9", 2, 1, 3600))
+        assert r[0] == 1, r
+    finally:
+        d.stop()
+
+
+def main():
+    wanted = sys.argv[2:]
+    passed = failed = 0
+    for t in TESTS:
+        if wanted and t.__name__ not in wanted:
+            continue
+        tmp = tempfile.mkdtemp(prefix="rltd-")
+        try:
+            t(tmp)
+            print("ok   " + t.__name__)
+            passed += 1
+        except Exception:
+            print("FAIL " + t.__name__)
+            traceback.print_exc()
+            failed += 1
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        sys.stdout.flush()
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
