@@ -339,11 +339,41 @@ out:
     return rc;
 }
 
+/* First pass: the CRC of everything before the trailer must match it.  The core trusts the
+ * state bytes it is given (a flipped sliding-log index would read out of bounds), so nothing
+ * is interpreted before the whole file is known to be what was written. */
+static int check_crc(FILE *f)
+{
+    if (fseek(f, 0, SEEK_END) != 0) return RLT_EIO;
+    long n = ftell(f);
+    if (n < 0) return RLT_EIO;
+    if (n < 4 || fseek(f, 0, SEEK_SET) != 0) return n < 4 ? RLT_ECORRUPT : RLT_EIO;
+    uint8_t chunk[65536];
+    uint32_t crc = 0;
+    for (long left = n - 4; left > 0;) {
+        size_t want = left < (long)sizeof chunk ? (size_t)left : sizeof chunk;
+        if (fread(chunk, 1, want, f) != want) return ferror(f) ? RLT_EIO : RLT_ECORRUPT;
+        crc = rlt__crc32c(crc, chunk, want);
+        left -= (long)want;
+    }
+    uint8_t t4[4];
+    if (fread(t4, 1, 4, f) != 4) return RLT_ECORRUPT;
+    uint32_t want = (uint32_t)t4[0] | (uint32_t)t4[1] << 8 | (uint32_t)t4[2] << 16 |
+                    (uint32_t)t4[3] << 24;
+    if (crc != want) return RLT_ECORRUPT;
+    return fseek(f, 0, SEEK_SET) == 0 ? RLT_OK : RLT_EIO;
+}
+
 int rlt_store_load(rlt_store *s, const char *path, rlt_ns now, int64_t wall_ns)
 {
     if (!s || !path) return RLT_EINVAL;
     reader r = {.f = fopen(path, "rbe")};
     if (!r.f) return RLT_EIO;
+    int crc_rc = check_crc(r.f);
+    if (crc_rc) {
+        fclose(r.f);
+        return crc_rc;
+    }
     char m[8];
     get(&r, m, sizeof m);
     uint32_t version = (uint32_t)get_uint(&r, 4);

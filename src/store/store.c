@@ -442,6 +442,7 @@ static int store_alloc(rlt_store **out, uint32_t nshards, uint64_t key_cap, uint
         return RLT_ENOMEM;
     }
     memset(s->shards, 0, nshards * sizeof(rlt__shard));
+    for (uint32_t i = 0; i < nshards; i++) s->shards[i].last_now = INT64_MIN;
 #ifdef RLT_STORE_USE_MUTEX
     for (uint32_t i = 0; i < nshards; i++) pthread_mutex_init(&s->shards[i].lock, NULL);
 #endif
@@ -608,8 +609,13 @@ int rlt__add_policy(rlt_store *s, const char *name, size_t nlen, const rlt_polic
 
 /* Carries every entry of policy `pid` from `old` to the policy now in s->pols[pid]; caller
  * holds every lock.  `reset` drops them all (the caller then changes the policy). */
+/* Carries every entry of policy `pid` from `old` to the policy now in s->pols[pid]; caller
+ * holds every lock.  `reset` drops them all (the caller then changes the policy).  Entries
+ * fresh under the old policy carry nothing and are dropped first, so the result does not
+ * depend on whether the store had dropped them lazily yet.  `now` is the latest time the
+ * store has seen (set_policy takes no clock of its own). */
 static void convert_entries(rlt_store *s, int pid, const rlt_policy *old, rlt_change how,
-                            bool reset)
+                            bool reset, rlt_ns now)
 {
     for (uint32_t k = 0; k < s->nshards; k++) {
         rlt__shard *sh = &s->shards[k];
@@ -623,7 +629,8 @@ static void convert_entries(rlt_store *s, int pid, const rlt_policy *old, rlt_ch
                 const rlt_policy *np = &s->pols[pid].p;
                 uint8_t *st = rlt__slot_state(s, e);
                 rlt_convert c = how == RLT_CHANGE_SCALE ? RLT_CONVERT_SCALE : RLT_CONVERT_KEEP;
-                if (rlt_state_convert(old, np, st, sh->last_now, c) == RLT_OK) {
+                if (!rlt_is_fresh(old, st, now) &&
+                    rlt_state_convert(old, np, st, now, c) == RLT_OK) {
                     i++;
                     continue;
                 }
@@ -652,10 +659,13 @@ int rlt_store_set_policy(rlt_store *s, const char *name, const rlt_policy *p, rl
         rlt__pol *P = &s->pols[pid];
         rlt_policy old = P->p;
         bool reset = how == RLT_CHANGE_RESET || old.algo != q.algo || P->ssz != ssz;
-        if (reset) convert_entries(s, pid, &old, how, true); /* under the old state size */
+        rlt_ns now = INT64_MIN;
+        for (uint32_t k = 0; k < s->nshards; k++)
+            if (s->shards[k].last_now > now) now = s->shards[k].last_now;
+        if (reset) convert_entries(s, pid, &old, how, true, now); /* under the old size */
         P->p = q;
         P->ssz = ssz;
-        if (!reset) convert_entries(s, pid, &old, how, false);
+        if (!reset) convert_entries(s, pid, &old, how, false, now);
     }
     rlt__unlock_all(s);
     pthread_mutex_unlock(&s->pol_mu);

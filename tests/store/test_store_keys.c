@@ -1,0 +1,372 @@
+/* Store basics: the hash and checksum against reference vectors, key and name validation,
+ * policies and their changes (keep / reset / scale), tiers, multi-limit answers, stats. */
+#include "test.h"
+
+#include "store/store_internal.h"
+#include "store_test_util.h"
+
+TEST(siphash24_matches_reference_vectors)
+{
+    uint8_t key[16], msg[64];
+    for (int i = 0; i < 16; i++) key[i] = (uint8_t)i;
+    for (int i = 0; i < 64; i++) msg[i] = (uint8_t)i;
+    ASSERT_EQ(rlt__siphash24(key, msg, 0), 0x726fdb47dd0e0e31ULL);
+    ASSERT_EQ(rlt__siphash24(key, msg, 8), 0x93f5f5799a932462ULL);
+    ASSERT_EQ(rlt__siphash24(key, msg, 15), 0xa129ca6149be45e5ULL);
+}
+
+TEST(siphash13_depends_on_every_byte_and_the_secret)
+{
+    uint8_t k1[16] = {1}, k2[16] = {2}, msg[40] = {0};
+    uint64_t base = rlt__siphash13(k1, msg, sizeof msg);
+    ASSERT_NE(base, rlt__siphash13(k2, msg, sizeof msg));
+    for (size_t i = 0; i < sizeof msg; i++) {
+        msg[i] ^= 1;
+        ASSERT_NE(base, rlt__siphash13(k1, msg, sizeof msg));
+        msg[i] ^= 1;
+    }
+    ASSERT_NE(rlt__siphash13(k1, msg, 39), rlt__siphash13(k1, msg, 40));
+}
+
+TEST(crc32c_matches_check_value)
+{
+    ASSERT_EQ(rlt__crc32c(0, "123456789", 9), 0xE3069283u);
+    uint32_t c = rlt__crc32c(0, "1234", 4);
+    ASSERT_EQ(rlt__crc32c(c, "56789", 5), 0xE3069283u);
+}
+
+TEST(empty_and_too_long_keys_are_refused_with_ekeylen)
+{
+    rlt_store *s = tu_store(0, false, 0);
+    int id = tu_add(s, "p", "gcra:10/s");
+    ASSERT_EQ(id, 0);
+    uint8_t big[RLT_KEY_MAX + 1];
+    memset(big, 'k', sizeof big);
+    rlt_decision d;
+    ASSERT_EQ(rlt_store_decide(s, id, "", 0, 0, 1, &d), RLT_EKEYLEN);
+    ASSERT_EQ(rlt_store_decide(s, id, big, sizeof big, 0, 1, &d), RLT_EKEYLEN);
+    ASSERT_EQ(rlt_store_decide(s, id, big, RLT_KEY_MAX, 0, 1, &d), RLT_OK);
+    ASSERT(d.allowed);
+    ASSERT_EQ(rlt_store_decide(s, id, NULL, 3, 0, 1, &d), RLT_EINVAL);
+    ASSERT_EQ(rlt_store_reset(s, id, big, sizeof big), RLT_EKEYLEN);
+    ASSERT_EQ(rlt_store_assign_tier(s, "", 0, "x"), RLT_EKEYLEN);
+    ASSERT_EQ(rlt_store_decide(s, id, "a", 1, 0, -1, &d), RLT_EINVAL);
+    rlt_store_close(s);
+}
+
+TEST(binary_keys_with_nul_bytes_are_distinct)
+{
+    rlt_store *s = tu_store(0, false, 0);
+    int id = tu_add(s, "p", "fixed_window:1/m");
+    rlt_decision d;
+    const char a[] = {'x', 0, 'y'}, b[] = {'x', 0, 'z'};
+    ASSERT_EQ(rlt_store_decide(s, id, a, 3, 0, 1, &d), RLT_OK);
+    ASSERT(d.allowed);
+    ASSERT_EQ(rlt_store_decide(s, id, b, 3, 0, 1, &d), RLT_OK);
+    ASSERT(d.allowed);
+    ASSERT_EQ(rlt_store_decide(s, id, a, 1, 0, 1, &d), RLT_OK); /* "x" alone: a third key */
+    ASSERT(d.allowed);
+    ASSERT_EQ(rlt_store_decide(s, id, a, 3, 0, 1, &d), RLT_OK);
+    ASSERT(!d.allowed);
+    rlt_store_stats st;
+    rlt_store_stats_get(s, &st);
+    ASSERT_EQ(st.keys, 3);
+    rlt_store_close(s);
+}
+
+TEST(policy_names_are_validated_and_ids_are_stable)
+{
+    rlt_store *s = tu_store(0, false, 0);
+    rlt_policy p = tu_policy("gcra:5/s");
+    int id = -1;
+    ASSERT_EQ(rlt_store_set_policy(s, "", &p, RLT_CHANGE_RESET, &id), RLT_EINVAL);
+    ASSERT_EQ(rlt_store_set_policy(s, "has space", &p, RLT_CHANGE_RESET, &id), RLT_EINVAL);
+    char longname[RLT_NAME_MAX + 2];
+    memset(longname, 'n', sizeof longname);
+    longname[RLT_NAME_MAX + 1] = 0;
+    ASSERT_EQ(rlt_store_set_policy(s, longname, &p, RLT_CHANGE_RESET, &id), RLT_EINVAL);
+    longname[RLT_NAME_MAX] = 0;
+    ASSERT_EQ(rlt_store_set_policy(s, longname, &p, RLT_CHANGE_RESET, &id), RLT_OK);
+    ASSERT_EQ(id, 0);
+    ASSERT_EQ(rlt_store_set_policy(s, "api", &p, RLT_CHANGE_RESET, &id), RLT_OK);
+    ASSERT_EQ(id, 1);
+    rlt_policy q = tu_policy("gcra:50/s");
+    ASSERT_EQ(rlt_store_set_policy(s, "api", &q, RLT_CHANGE_KEEP, &id), RLT_OK);
+    ASSERT_EQ(id, 1);
+    ASSERT_EQ(rlt_store_policy_id(s, "api"), 1);
+    ASSERT_EQ(rlt_store_policy_id(s, "nope"), RLT_ENOENT);
+    rlt_policy got;
+    ASSERT_EQ(rlt_store_get_policy(s, 1, &got), RLT_OK);
+    ASSERT_EQ(got.limit, 50);
+    ASSERT_EQ(rlt_store_get_policy(s, 7, &got), RLT_ENOENT);
+    rlt_policy bad = p;
+    bad.limit = 0;
+    ASSERT_EQ(rlt_store_set_policy(s, "bad", &bad, RLT_CHANGE_RESET, &id), RLT_EINVAL);
+    rlt_decision d;
+    ASSERT_EQ(rlt_store_decide(s, 9, "k", 1, 0, 1, &d), RLT_ENOENT);
+    ASSERT_EQ(rlt_store_decide(s, -1, "k", 1, 0, 1, &d), RLT_ENOENT);
+    rlt_store_close(s);
+}
+
+/* Uses `n` of a 100-per-minute token bucket on key "k", changes the policy, and returns the
+ * remaining reported by a peek. */
+static int64_t remaining_after_change(const char *to, rlt_change how, int n)
+{
+    rlt_store *s = tu_store(0, false, 0);
+    int id = tu_add(s, "p", "token_bucket:100/m");
+    rlt_decision d;
+    for (int i = 0; i < n; i++) rlt_store_decide(s, id, "k", 1, RLT_NS_PER_S, 1, &d);
+    rlt_policy q = tu_policy(to);
+    rlt_store_set_policy(s, "p", &q, how, NULL);
+    rlt_store_decide(s, id, "k", 1, RLT_NS_PER_S, 0, &d);
+    rlt_store_close(s);
+    return d.remaining;
+}
+
+TEST(policy_change_keep_reset_scale)
+{
+    ASSERT_EQ(remaining_after_change("token_bucket:200/m", RLT_CHANGE_KEEP, 30), 170);
+    ASSERT_EQ(remaining_after_change("token_bucket:200/m", RLT_CHANGE_SCALE, 30), 140);
+    ASSERT_EQ(remaining_after_change("token_bucket:200/m", RLT_CHANGE_RESET, 30), 200);
+    /* Another algorithm cannot carry state: KEEP falls back to RESET. */
+    ASSERT_EQ(remaining_after_change("gcra:200/m", RLT_CHANGE_KEEP, 30), 200);
+    /* Keep never leaves more used than the new capacity. */
+    ASSERT_EQ(remaining_after_change("token_bucket:10/m", RLT_CHANGE_KEEP, 30), 0);
+}
+
+TEST(policy_change_touches_only_that_policy)
+{
+    rlt_store *s = tu_store(0, false, 0);
+    int a = tu_add(s, "a", "fixed_window:5/m"), b = tu_add(s, "b", "fixed_window:5/m");
+    rlt_decision d;
+    for (int i = 0; i < 3; i++) {
+        rlt_store_decide(s, a, "k", 1, 0, 1, &d);
+        rlt_store_decide(s, b, "k", 1, 0, 1, &d);
+    }
+    rlt_policy q = tu_policy("fixed_window:5/m");
+    ASSERT_EQ(rlt_store_set_policy(s, "a", &q, RLT_CHANGE_RESET, NULL), RLT_OK);
+    rlt_store_decide(s, a, "k", 1, 0, 0, &d);
+    ASSERT_EQ(d.remaining, 5);
+    rlt_store_decide(s, b, "k", 1, 0, 0, &d);
+    ASSERT_EQ(d.remaining, 2);
+    rlt_store_close(s);
+}
+
+TEST(tiers_pick_the_policy_per_key_with_a_default)
+{
+    rlt_store *s = tu_store(0, false, 0);
+    int free_id = tu_add(s, "free", "fixed_window:2/m");
+    int pro_id = tu_add(s, "pro", "fixed_window:5/m");
+    ASSERT_EQ(rlt_store_set_tier(s, "free", free_id), RLT_OK);
+    ASSERT_EQ(rlt_store_set_tier(s, "pro", pro_id), RLT_OK);
+    ASSERT_EQ(rlt_store_set_tier(s, "gold", 99), RLT_ENOENT);
+    ASSERT_EQ(rlt_store_assign_tier(s, "alice", 5, "pro"), RLT_OK);
+    ASSERT_EQ(rlt_store_assign_tier(s, "bob", 3, "platinum"), RLT_ENOENT);
+    rlt_decision d;
+    ASSERT_EQ(rlt_store_decide_tier(s, "free", "alice", 5, 0, 1, &d), RLT_OK);
+    ASSERT_EQ(d.limit, 5);
+    ASSERT_EQ(rlt_store_decide_tier(s, "free", "bob", 3, 0, 1, &d), RLT_OK);
+    ASSERT_EQ(d.limit, 2);
+    ASSERT_EQ(rlt_store_decide_tier(s, NULL, "bob", 3, 0, 1, &d), RLT_ENOENT);
+    ASSERT_EQ(rlt_store_decide_tier(s, "nosuch", "bob", 3, 0, 1, &d), RLT_ENOENT);
+    /* Reassigning changes the policy used from then on. */
+    ASSERT_EQ(rlt_store_assign_tier(s, "alice", 5, "free"), RLT_OK);
+    ASSERT_EQ(rlt_store_decide_tier(s, "pro", "alice", 5, 0, 1, &d), RLT_OK);
+    ASSERT_EQ(d.limit, 2);
+    /* Remapping a tier moves every key of it. */
+    ASSERT_EQ(rlt_store_set_tier(s, "free", pro_id), RLT_OK);
+    ASSERT_EQ(rlt_store_decide_tier(s, "pro", "alice", 5, 0, 1, &d), RLT_OK);
+    ASSERT_EQ(d.limit, 5);
+    rlt_store_close(s);
+}
+
+TEST(multi_is_all_or_nothing_and_reports_the_refusing_limit)
+{
+    rlt_store *s = tu_store(0, false, 0);
+    int sec = tu_add(s, "sec", "fixed_window:3/s"), min = tu_add(s, "min", "fixed_window:10/m");
+    rlt_check c[2] = {{sec, "u", 1, 1}, {min, "u", 1, 1}};
+    rlt_decision d;
+    int refused = 99;
+    for (int i = 0; i < 3; i++) {
+        ASSERT_EQ(rlt_store_decide_multi(s, c, 2, 0, &d, &refused), RLT_OK);
+        ASSERT(d.allowed);
+        ASSERT_EQ(refused, -1);
+    }
+    ASSERT_EQ(d.remaining, 0); /* the per-second limit is the most restrictive */
+    ASSERT_EQ(d.limit, 3);
+    ASSERT_EQ(rlt_store_decide_multi(s, c, 2, 0, &d, &refused), RLT_OK);
+    ASSERT(!d.allowed);
+    ASSERT_EQ(refused, 0);
+    ASSERT(d.retry_after > 0);
+    /* The refused check consumed nothing from the per-minute limit: 7 are left. */
+    rlt_decision one;
+    ASSERT_EQ(rlt_store_decide(s, min, "u", 1, 0, 0, &one), RLT_OK);
+    ASSERT_EQ(one.remaining, 7);
+    /* A limit that can never fit: retry_after -1. */
+    rlt_check big[2] = {{sec, "v", 1, 1}, {min, "v", 1, 11}};
+    ASSERT_EQ(rlt_store_decide_multi(s, big, 2, 0, &d, &refused), RLT_OK);
+    ASSERT(!d.allowed);
+    ASSERT_EQ(refused, 1);
+    ASSERT_EQ(d.retry_after, -1);
+    ASSERT_EQ(rlt_store_decide(s, sec, "v", 1, 0, 0, &one), RLT_OK);
+    ASSERT_EQ(one.remaining, 3);
+    rlt_store_close(s);
+}
+
+TEST(multi_with_the_same_key_twice_counts_both)
+{
+    rlt_store *s = tu_store(0, false, 0);
+    int p = tu_add(s, "p", "fixed_window:5/m");
+    rlt_check c[2] = {{p, "k", 1, 2}, {p, "k", 1, 2}};
+    rlt_decision d;
+    int refused;
+    ASSERT_EQ(rlt_store_decide_multi(s, c, 2, 0, &d, &refused), RLT_OK);
+    ASSERT(d.allowed);
+    ASSERT_EQ(d.remaining, 1);
+    ASSERT_EQ(rlt_store_decide_multi(s, c, 2, 0, &d, &refused), RLT_OK);
+    ASSERT(!d.allowed);
+    ASSERT_EQ(refused, 0); /* 1 left: the first cost-2 check already refuses */
+    ASSERT_EQ(rlt_store_decide(s, p, "k", 1, 0, 0, &d), RLT_OK);
+    ASSERT_EQ(d.remaining, 1);
+    rlt_store_close(s);
+}
+
+TEST(multi_refuses_concurrency_policies_and_bad_arguments)
+{
+    rlt_store *s = tu_store(0, false, 0);
+    int p = tu_add(s, "p", "fixed_window:5/m"), c = tu_add(s, "c", "concurrency:2");
+    rlt_check ch[2] = {{p, "k", 1, 1}, {c, "k", 1, 1}};
+    rlt_decision d;
+    ASSERT_EQ(rlt_store_decide_multi(s, ch, 2, 0, &d, NULL), RLT_EINVAL);
+    ASSERT_EQ(rlt_store_decide_multi(s, ch, 0, 0, &d, NULL), RLT_EINVAL);
+    rlt_check bad[1] = {{7, "k", 1, 1}};
+    ASSERT_EQ(rlt_store_decide_multi(s, bad, 1, 0, &d, NULL), RLT_ENOENT);
+    rlt_check empty[1] = {{p, "", 0, 1}};
+    ASSERT_EQ(rlt_store_decide_multi(s, empty, 1, 0, &d, NULL), RLT_EKEYLEN);
+    rlt_store_decide(s, p, "k", 1, 0, 0, &d);
+    ASSERT_EQ(d.remaining, 5);
+    rlt_store_close(s);
+}
+
+TEST(concurrency_leases_release_through_the_store)
+{
+    rlt_store *s = tu_store(0, false, 0);
+    int c = tu_add(s, "c", "concurrency:2/10s");
+    rlt_decision d1, d2, d3;
+    ASSERT_EQ(rlt_store_decide(s, c, "k", 1, 0, 1, &d1), RLT_OK);
+    ASSERT_EQ(rlt_store_decide(s, c, "k", 1, 0, 1, &d2), RLT_OK);
+    ASSERT_EQ(rlt_store_decide(s, c, "k", 1, 0, 1, &d3), RLT_OK);
+    ASSERT(d1.allowed && d2.allowed && !d3.allowed);
+    ASSERT_EQ(rlt_store_release(s, c, "k", 1, 1, d1.lease), RLT_OK);
+    ASSERT_EQ(rlt_store_release(s, c, "k", 1, 1, d1.lease), RLT_ENOENT);
+    ASSERT_EQ(rlt_store_decide(s, c, "k", 1, 2, 1, &d3), RLT_OK);
+    ASSERT(d3.allowed);
+    ASSERT_EQ(rlt_store_release(s, c, "k", 1, 3, d2.lease), RLT_OK);
+    ASSERT_EQ(rlt_store_release(s, c, "k", 1, 3, d3.lease), RLT_OK);
+    rlt_store_stats st;
+    rlt_store_stats_get(s, &st);
+    ASSERT_EQ(st.keys, 0); /* no lease held: fresh, dropped */
+    ASSERT_EQ(rlt_store_release(s, c, "k", 1, 3, 12345), RLT_ENOENT);
+    rlt_store_close(s);
+}
+
+TEST(large_states_and_long_keys_live_out_of_line)
+{
+    rlt_store *s = tu_store(0, false, 0);
+    int p = tu_add(s, "log", "sliding_log:50/s");
+    char key[300];
+    memset(key, 'q', sizeof key);
+    rlt_decision d;
+    for (int i = 0; i < 50; i++) {
+        ASSERT_EQ(rlt_store_decide(s, p, key, sizeof key, i, 1, &d), RLT_OK);
+        ASSERT(d.allowed);
+    }
+    ASSERT_EQ(rlt_store_decide(s, p, key, sizeof key, 60, 1, &d), RLT_OK);
+    ASSERT(!d.allowed);
+    rlt_ns at = 0;
+    ASSERT_EQ(rlt_store_when(s, p, key, sizeof key, 60, 1, &at), RLT_OK);
+    ASSERT(at >= RLT_NS_PER_S && at <= RLT_NS_PER_S + 1);
+    ASSERT_EQ(rlt_store_when(s, p, key, sizeof key, 60, 51, &at), RLT_ENEVER);
+    rlt_store_stats st;
+    rlt_store_stats_get(s, &st);
+    ASSERT_EQ(st.keys, 1);
+    ASSERT(st.bytes >= 16 + 8 * 50 + sizeof key);
+    ASSERT_EQ(rlt_store_reset(s, p, key, sizeof key), RLT_OK);
+    ASSERT_EQ(rlt_store_decide(s, p, key, sizeof key, 60, 1, &d), RLT_OK);
+    ASSERT(d.allowed);
+    rlt_store_close(s);
+}
+
+TEST(peeks_and_denials_on_new_keys_store_nothing)
+{
+    rlt_store *s = tu_store(0, false, 0);
+    int p = tu_add(s, "p", "gcra:5/s");
+    rlt_decision d;
+    ASSERT_EQ(rlt_store_decide(s, p, "a", 1, 0, 0, &d), RLT_OK);
+    ASSERT(d.allowed);
+    ASSERT_EQ(rlt_store_decide(s, p, "b", 1, 0, 6, &d), RLT_OK); /* can never fit */
+    ASSERT(!d.allowed);
+    ASSERT_EQ(d.retry_after, -1);
+    rlt_store_stats st;
+    rlt_store_stats_get(s, &st);
+    ASSERT_EQ(st.keys, 0);
+    rlt_store_close(s);
+}
+
+TEST(stats_count_decisions_keys_and_idle_drops)
+{
+    rlt_store *s = tu_store(0, false, 0);
+    int p = tu_add(s, "p", "fixed_window:1/s");
+    rlt_decision d;
+    rlt_store_stats st;
+    rlt_store_stats_get(s, &st);
+    ASSERT_EQ(st.keys, 0);
+    uint64_t empty_bytes = st.bytes;
+    for (int k = 0; k < 10; k++) {
+        char key[8];
+        snprintf(key, sizeof key, "k%d", k);
+        rlt_store_decide(s, p, key, strlen(key), 0, 1, &d);
+        rlt_store_decide(s, p, key, strlen(key), 0, 1, &d);
+    }
+    rlt_store_stats_get(s, &st);
+    ASSERT_EQ(st.keys, 10);
+    ASSERT_EQ(st.allowed, 10);
+    ASSERT_EQ(st.denied, 10);
+    ASSERT(st.bytes > empty_bytes);
+    ASSERT_EQ(rlt_store_sweep(s, RLT_NS_PER_S / 2, 1000000), 0);
+    ASSERT_EQ(rlt_store_sweep(s, 2 * RLT_NS_PER_S, 1000000), 10);
+    rlt_store_stats_get(s, &st);
+    ASSERT_EQ(st.keys, 0);
+    ASSERT_EQ(st.evicted_idle, 10);
+    ASSERT_EQ(st.evicted_forced, 0);
+    rlt_store_close(s);
+}
+
+TEST(sweep_respects_its_budget_and_resumes)
+{
+    rlt_store *s = tu_store(0, false, 1);
+    int p = tu_add(s, "p", "fixed_window:1/s");
+    rlt_decision d;
+    for (int k = 0; k < 100; k++) rlt_store_decide(s, p, &k, sizeof k, 0, 1, &d);
+    size_t total = 0;
+    for (int round = 0; round < 1000 && total < 100; round++) {
+        size_t n = rlt_store_sweep(s, 5 * RLT_NS_PER_S, 8);
+        ASSERT_LE(n, 8);
+        total += n;
+    }
+    ASSERT_EQ(total, 100);
+    rlt_store_close(s);
+}
+
+TEST(null_store_calls_are_safe)
+{
+    rlt_store_close(NULL);
+    rlt_store_stats st;
+    rlt_store_stats_get(NULL, &st);
+    ASSERT_EQ(st.keys, 0);
+    ASSERT_EQ(rlt_store_sweep(NULL, 0, 10), 0);
+    ASSERT_EQ(rlt_store_open(NULL, NULL), RLT_EINVAL);
+    rlt_store *s;
+    ASSERT_EQ(rlt_store_open(&s, NULL), RLT_OK);
+    rlt_store_close(s);
+}

@@ -1,0 +1,269 @@
+/* Snapshots: a round trip gives identical decisions; downtime is credited by the wall clock,
+ * at most what really passed; a wall clock that went back mints nothing; damaged, truncated,
+ * bit-flipped and unknown-version files are refused whole and leave the store unchanged. */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "test.h"
+
+#include "store_test_util.h"
+
+static char dir[64];
+
+static void remove_dir(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
+}
+
+static const char *tmp_path(const char *name)
+{
+    static char path[128];
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "/tmp/rlt-store-snap-XXXXXX");
+        if (!mkdtemp(dir)) return NULL;
+        atexit(remove_dir);
+    }
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return path;
+}
+
+static const char *policies[] = {"gcra:10/s", "token_bucket:20/s", "fixed_window:30/s",
+                                 "sliding_window:15/s", "sliding_log:12/s",
+                                 "leaky_bucket:10/s,queue=5"};
+#define NP 6
+
+/* A store with every algorithm, tiers, assignments, and random traffic up to t = 1 s. */
+static rlt_store *busy_store(uint64_t seed)
+{
+    rlt_store *s = tu_store(0, false, 8);
+    char name[8];
+    for (int p = 0; p < NP; p++) {
+        snprintf(name, sizeof name, "p%d", p);
+        tu_add(s, name, policies[p]);
+    }
+    rlt_store_set_tier(s, "free", 0);
+    rlt_store_set_tier(s, "pro", 1);
+    rlt_store_assign_tier(s, "alice", 5, "pro");
+    uint64_t rng = seed;
+    rlt_decision d;
+    for (int i = 0; i < 3000; i++) {
+        uint32_t k = (uint32_t)tu_below(&rng, 200);
+        char key[48];
+        int n = snprintf(key, sizeof key, "%s%u", k % 7 ? "k" : "a-rather-long-key-to-go-out-of-line-", k);
+        rlt_store_decide(s, (int)tu_below(&rng, NP), key, (size_t)n,
+                         (rlt_ns)i * RLT_NS_PER_S / 3000, 1 + (int64_t)tu_below(&rng, 2), &d);
+    }
+    return s;
+}
+
+/* Runs the same random queries on a and b (b's clock is a's + shift) and counts differences. */
+static int compare_decisions(rlt_store *a, rlt_store *b, rlt_ns t0, rlt_ns shift, uint64_t seed)
+{
+    uint64_t rng = seed;
+    int diffs = 0;
+    for (int i = 0; i < 3000; i++) {
+        uint32_t k = (uint32_t)tu_below(&rng, 220);
+        char key[48];
+        int n = snprintf(key, sizeof key, "%s%u", k % 7 ? "k" : "a-rather-long-key-to-go-out-of-line-", k);
+        int p = (int)tu_below(&rng, NP);
+        int64_t cost = (int64_t)tu_below(&rng, 3);
+        rlt_ns now = t0 + (rlt_ns)i * RLT_NS_PER_MS / 3;
+        rlt_decision da, db;
+        int ra = rlt_store_decide(a, p, key, (size_t)n, now, cost, &da);
+        int rb = rlt_store_decide(b, p, key, (size_t)n, now + shift, cost, &db);
+        if (ra != rb || da.allowed != db.allowed || da.remaining != db.remaining ||
+            da.retry_after != db.retry_after)
+            diffs++;
+    }
+    rlt_decision da, db;
+    rlt_store_decide_tier(a, "free", "alice", 5, t0, 0, &da);
+    rlt_store_decide_tier(b, "free", "alice", 5, t0 + shift, 0, &db);
+    if (da.limit != db.limit || da.limit != 20) diffs++;
+    return diffs;
+}
+
+TEST(snapshot_round_trip_gives_identical_decisions)
+{
+    const char *path = tmp_path("round.snap");
+    rlt_store *a = busy_store(1);
+    const rlt_ns save_now = RLT_NS_PER_S;
+    const int64_t wall = INT64_C(1700000000) * RLT_NS_PER_S;
+    ASSERT_EQ(rlt_store_save(a, path, save_now, wall), RLT_OK);
+    /* Loaded with no downtime into a store on another clock origin (shifted by 1000 s). */
+    rlt_store *b = tu_store(0, false, 32);
+    const rlt_ns shift = 1000 * RLT_NS_PER_S;
+    ASSERT_EQ(rlt_store_load(b, path, save_now + shift, wall), RLT_OK);
+    rlt_store_stats sa, sb;
+    rlt_store_sweep(a, save_now, SIZE_MAX); /* the load drops fresh entries: so does this */
+    rlt_store_stats_get(a, &sa);
+    rlt_store_stats_get(b, &sb);
+    ASSERT_EQ(sa.keys, sb.keys);
+    ASSERT_EQ(rlt_store_policy_id(b, "p4"), 4);
+    ASSERT_EQ(compare_decisions(a, b, save_now, shift, 99), 0);
+    rlt_store_close(a);
+    rlt_store_close(b);
+}
+
+TEST(snapshot_credits_downtime_from_the_wall_clock)
+{
+    const char *path = tmp_path("down.snap");
+    rlt_store *s = tu_store(0, false, 0);
+    int id = tu_add(s, "p", "token_bucket:10/10s"); /* one token per second */
+    rlt_decision d;
+    for (int i = 0; i < 10; i++) rlt_store_decide(s, id, "k", 1, 0, 1, &d);
+    ASSERT_EQ(d.remaining, 0);
+    const int64_t wall = INT64_C(1700000000) * RLT_NS_PER_S;
+    ASSERT_EQ(rlt_store_save(s, path, 0, wall), RLT_OK);
+    /* Down for 3 s of wall time; the new process's monotonic clock reads 5 s. */
+    rlt_store *b = tu_store(0, false, 0);
+    ASSERT_EQ(rlt_store_load(b, path, 5 * RLT_NS_PER_S, wall + 3 * RLT_NS_PER_S), RLT_OK);
+    ASSERT_EQ(rlt_store_decide(b, id, "k", 1, 5 * RLT_NS_PER_S, 0, &d), RLT_OK);
+    ASSERT_EQ(d.remaining, 3);
+    rlt_store_close(b);
+    /* A long downtime refills at most the bucket, and the key is dropped as fresh. */
+    b = tu_store(0, false, 0);
+    ASSERT_EQ(rlt_store_load(b, path, 0, wall + 3600 * RLT_NS_PER_S), RLT_OK);
+    ASSERT_EQ(rlt_store_decide(b, id, "k", 1, 0, 0, &d), RLT_OK);
+    ASSERT_EQ(d.remaining, 10);
+    rlt_store_stats st;
+    rlt_store_stats_get(b, &st);
+    ASSERT_EQ(st.keys, 0);
+    rlt_store_close(b);
+    rlt_store_close(s);
+}
+
+TEST(snapshot_with_wall_clock_gone_backwards_mints_nothing)
+{
+    const char *path = tmp_path("back.snap");
+    rlt_store *s = tu_store(0, false, 0);
+    int id = tu_add(s, "p", "gcra:10/10s");
+    rlt_decision d;
+    for (int i = 0; i < 10; i++) rlt_store_decide(s, id, "k", 1, 0, 1, &d);
+    const int64_t wall = INT64_C(1700000000) * RLT_NS_PER_S;
+    ASSERT_EQ(rlt_store_save(s, path, 0, wall), RLT_OK);
+    rlt_store *b = tu_store(0, false, 0);
+    ASSERT_EQ(rlt_store_load(b, path, 7 * RLT_NS_PER_S, wall - 3600 * RLT_NS_PER_S), RLT_OK);
+    ASSERT_EQ(rlt_store_decide(b, id, "k", 1, 7 * RLT_NS_PER_S, 0, &d), RLT_OK);
+    ASSERT_EQ(d.remaining, 0);
+    ASSERT(!d.allowed);
+    rlt_store_close(b);
+    rlt_store_close(s);
+}
+
+static long file_size(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fclose(f);
+    return n;
+}
+
+static unsigned char *slurp(const char *path, long *n)
+{
+    *n = file_size(path);
+    FILE *f = fopen(path, "rb");
+    unsigned char *b = malloc((size_t)*n);
+    if (fread(b, 1, (size_t)*n, f) != (size_t)*n) *n = -1;
+    fclose(f);
+    return b;
+}
+
+static void spit(const char *path, const unsigned char *b, long n)
+{
+    FILE *f = fopen(path, "wb");
+    fwrite(b, 1, (size_t)n, f);
+    fclose(f);
+}
+
+/* The target store holds one known key; a refused load must leave it exactly so. */
+static int load_refused_and_unchanged(const char *path)
+{
+    rlt_store *t = tu_store(0, false, 0);
+    int id = tu_add(t, "mine", "fixed_window:9/h");
+    rlt_decision d;
+    rlt_store_decide(t, id, "x", 1, 0, 4, &d);
+    int rc = rlt_store_load(t, path, 0, 0);
+    int ok = rc == RLT_ECORRUPT && rlt_store_policy_id(t, "mine") == 0 &&
+             rlt_store_policy_id(t, "p0") == RLT_ENOENT &&
+             rlt_store_decide(t, id, "x", 1, 0, 0, &d) == RLT_OK && d.remaining == 5;
+    if (!ok) fprintf(stderr, "load of %s: rc %d\n", path, rc);
+    rlt_store_close(t);
+    return ok;
+}
+
+TEST(corrupt_truncated_and_wrong_version_snapshots_are_refused_whole)
+{
+    const char *p = tmp_path("good.snap");
+    char good[128];
+    snprintf(good, sizeof good, "%s", p);
+    rlt_store *s = busy_store(3);
+    ASSERT_EQ(rlt_store_save(s, good, RLT_NS_PER_S, 0), RLT_OK);
+    rlt_store_close(s);
+    long n;
+    unsigned char *b = slurp(good, &n);
+    ASSERT(n > 100);
+    const char *bad = tmp_path("bad.snap");
+    /* Truncated at many lengths, including inside the trailer and just the header. */
+    for (long cut = 0; cut < n; cut += (cut < 64 || cut > n - 16) ? 1 : 97) {
+        spit(bad, b, cut);
+        ASSERT(load_refused_and_unchanged(bad));
+    }
+    /* One flipped bit anywhere. */
+    uint64_t rng = 5;
+    for (int i = 0; i < 200; i++) {
+        long at = (long)tu_below(&rng, (uint64_t)n);
+        unsigned char bit = (unsigned char)(1u << tu_below(&rng, 8));
+        b[at] ^= bit;
+        spit(bad, b, n);
+        b[at] ^= bit;
+        ASSERT(load_refused_and_unchanged(bad));
+    }
+    /* Trailing garbage. */
+    unsigned char *longer = malloc((size_t)n + 1);
+    memcpy(longer, b, (size_t)n);
+    longer[n] = 0;
+    spit(bad, longer, n + 1);
+    free(longer);
+    ASSERT(load_refused_and_unchanged(bad));
+    /* Another version (bytes 8..11). */
+    b[8] = 2;
+    spit(bad, b, n);
+    ASSERT(load_refused_and_unchanged(bad));
+    b[8] = 1;
+    /* The untouched file still loads. */
+    spit(bad, b, n);
+    rlt_store *t = tu_store(0, false, 0);
+    ASSERT_EQ(rlt_store_load(t, bad, RLT_NS_PER_S, 0), RLT_OK);
+    rlt_store_close(t);
+    free(b);
+}
+
+TEST(missing_snapshot_is_an_io_error)
+{
+    rlt_store *s = tu_store(0, false, 0);
+    ASSERT_EQ(rlt_store_load(s, "/nonexistent/dir/x.snap", 0, 0), RLT_EIO);
+    ASSERT_EQ(rlt_store_save(s, "/nonexistent/dir/x.snap", 0, 0), RLT_EIO);
+    rlt_store_close(s);
+}
+
+TEST(save_replaces_the_file_atomically_and_leaves_no_temp_files)
+{
+    const char *p = tmp_path("atomic.snap");
+    char path[128];
+    snprintf(path, sizeof path, "%s", p);
+    rlt_store *s = busy_store(4);
+    ASSERT_EQ(rlt_store_save(s, path, RLT_NS_PER_S, 0), RLT_OK);
+    long first = file_size(path);
+    rlt_decision d;
+    for (uint32_t k = 0; k < 500; k++) rlt_store_decide(s, 0, &k, sizeof k, RLT_NS_PER_S, 1, &d);
+    ASSERT_EQ(rlt_store_save(s, path, RLT_NS_PER_S, 0), RLT_OK);
+    ASSERT(file_size(path) > first);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "ls %s | grep -c tmp >/dev/null", dir);
+    ASSERT(system(cmd) != 0); /* grep found no temp file */
+    rlt_store_close(s);
+}
