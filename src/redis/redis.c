@@ -103,6 +103,8 @@ typedef struct rlt__lease {
     int64_t units;   /* leased units not yet spent */
     int64_t expires; /* ns (monotonic, or the caller's clock with RLT_REDIS_CALLER_TIME) */
     rlt_decision d;  /* the grant's decision, for limit and reset_after */
+    int64_t denied_until; /* Redis denied a cost-1 request until then: deny locally */
+    rlt_decision denied;  /* that denial */
 } rlt__lease;
 
 static int parse_servers(rlt_redis *r)
@@ -509,6 +511,15 @@ static int lease_decide(rlt_redis *r, const limit *l, const rlt_redis_check *ck,
     rlt__lease *e = &r->leases[fnv1a(name, (size_t)len) % r->nleases];
     int64_t t = (flags & RLT_REDIS_CALLER_TIME) ? now_ns : rlt__mono_ns();
     bool mine = e->name && e->len == (size_t)len && memcmp(e->name, name, e->len) == 0;
+    if (mine && t < e->denied_until && e->units < l->cost) {
+        /* Redis said no request fits before denied_until if nothing else happens; other
+         * servers can only use more, so the answer stands (it can only under-admit). */
+        *d = e->denied;
+        d->retry_after = e->denied_until - t;
+        r->st.lease_local++;
+        r->st.decisions++;
+        return RLT_OK;
+    }
     if (mine && t < e->expires && e->units >= l->cost) {
         e->units -= l->cost;
         *d = e->d;
@@ -529,35 +540,42 @@ static int lease_decide(rlt_redis *r, const limit *l, const rlt_redis_check *ck,
         fail_decision(r, l->p, flags, retry_at, d);
         return rc;
     }
-    if (d->allowed) {
-        if (!mine) {
-            char *copy = malloc((size_t)len);
-            if (copy) {
-                free(e->name);
-                memcpy(copy, name, (size_t)len);
-                e->name = copy;
-                e->len = (size_t)len;
-                mine = true;
-            }
-        }
-        if (mine) {
-            e->units = big.cost - l->cost;
-            e->expires = t + r->opt.lease_ttl;
-            e->d = *d;
-            e->d.remaining = d->remaining;
-            d->remaining += e->units;
-        }
-        r->st.lease_grants++;
-        r->st.decisions++;
-        return RLT_OK;
-    }
-    if (big.cost > l->cost) { /* the lease did not fit (nothing consumed): ask for the cost */
+    if (!d->allowed && big.cost > l->cost) {
+        /* The lease did not fit (nothing was consumed): ask for the cost alone. */
         rc = decide_call(r, l, ck, 1, flags, now_us, d, &retry_at);
         if (rc) {
             fail_decision(r, l->p, flags, retry_at, d);
             return rc;
         }
+        if (d->allowed) {
+            r->st.decisions++;
+            return RLT_OK;
+        }
     }
+    if (!mine) { /* take over the cache entry (another key's lease is dropped) */
+        char *copy = malloc((size_t)len);
+        if (copy) {
+            free(e->name);
+            memcpy(copy, name, (size_t)len);
+            e->name = copy;
+            e->len = (size_t)len;
+            mine = true;
+        }
+    }
+    if (mine) {
+        e->units = 0;
+        e->denied_until = INT64_MIN;
+        if (d->allowed) {
+            e->units = big.cost - l->cost;
+            e->expires = t + r->opt.lease_ttl;
+            e->d = *d;
+            d->remaining += e->units;
+        } else if (d->retry_after > 0 && l->cost == 1) {
+            e->denied_until = t + d->retry_after;
+            e->denied = *d;
+        }
+    }
+    if (d->allowed) r->st.lease_grants++;
     r->st.decisions++;
     return RLT_OK;
 }
@@ -566,7 +584,10 @@ static void lease_forget(rlt_redis *r, const char *name, size_t len)
 {
     if (!r->leases) return;
     rlt__lease *e = &r->leases[fnv1a(name, len) % r->nleases];
-    if (e->name && e->len == len && memcmp(e->name, name, len) == 0) e->units = 0;
+    if (e->name && e->len == len && memcmp(e->name, name, len) == 0) {
+        e->units = 0;
+        e->denied_until = INT64_MIN;
+    }
 }
 
 /* ---- public decisions -------------------------------------------------------------------- */
