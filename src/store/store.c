@@ -226,7 +226,8 @@ void rlt__delete(const rlt_store *s, rlt__shard *sh, rlt__slot *e)
 static size_t table_bytes(uint32_t cap)
 {
     size_t n = (size_t)cap * sizeof(rlt__slot);
-    return n < HUGE ? n : (n + HUGE - 1) & ~(size_t)(HUGE - 1);
+    return n < HUGE ? n : (n + 4095) & ~(size_t)4095; /* whole pages; the tail of the last
+                                                          2 MiB stays in small pages */
 }
 
 /* Big tables come straight from mmap: malloc would often hand back heap memory that small
@@ -339,7 +340,7 @@ int rlt__insert(rlt_store *s, rlt__shard *sh, uint64_t h, int pid, const void *k
             if (s->byte_cap != UINT64_MAX) {
                 uint64_t other = sh->bytes - table_bytes(sh->cap) + extra;
                 uint64_t avail = s->byte_cap > other ? s->byte_cap - other : 0;
-                if (avail >= HUGE) avail &= ~(HUGE - 1); /* big tables round up to 2 MiB */
+                if (avail >= HUGE) avail &= ~(uint64_t)4095; /* big tables: whole pages */
                 uint64_t fit = avail / slot;
                 if (want > fit) want = fit;
             }
