@@ -283,15 +283,7 @@ static void on_accept(struct evconnlistener *lis, evutil_socket_t fd, struct soc
     rlt__config *cfg = rlt__srv_config(s);
     int64_t cur = __atomic_add_fetch(&s->metrics.connections_current, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&s->metrics.connections_total, 1, __ATOMIC_RELAXED);
-    if ((size_t)cur > cfg->set.max_connections) {
-        static const char msg[] = "-ERR max number of clients reached\r\n";
-        ssize_t ignored = send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-        (void)ignored;
-        close(fd);
-        __atomic_fetch_sub(&s->metrics.connections_current, 1, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&s->metrics.connections_rejected, 1, __ATOMIC_RELAXED);
-        return;
-    }
+    bool reject = (size_t)cur > cfg->set.max_connections;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     conn *c = calloc(1, sizeof *c);
@@ -311,6 +303,14 @@ static void on_accept(struct evconnlistener *lis, evutil_socket_t fd, struct soc
     w->conns = c;
     if (c->rev == NULL || c->wev == NULL) {
         conn_close(c);
+        return;
+    }
+    if (reject) {
+        /* Answer, then close gracefully (the slot is held for at most the linger second). */
+        __atomic_fetch_add(&s->metrics.connections_rejected, 1, __ATOMIC_RELAXED);
+        rlt__resp_error(&c->out, "ERR max number of clients reached");
+        c->ss.close = true;
+        conn_flush(c);
         return;
     }
     add_read(c, cfg->set.idle_timeout);
