@@ -32,7 +32,7 @@ static uint16_t crc16(const char *buf, size_t len)
     for (size_t i = 0; i < len; i++) {
         crc = (uint16_t)(crc ^ ((uint16_t)(unsigned char)buf[i] << 8));
         for (int b = 0; b < 8; b++)
-            crc = (crc & 0x8000) ? (uint16_t)((crc << 1) ^ 0x1021) : (uint16_t)(crc << 1);
+            crc = (uint16_t)((crc & 0x8000) ? (crc << 1) ^ 0x1021 : crc << 1);
     }
     return crc;
 }

@@ -58,15 +58,15 @@ static inline const char *rtest_servers(void)
 /* Directory of server i ($RLT_REDIS_BASE/sI). */
 static inline const char *rtest_dir(int i)
 {
-    static char buf[4][1024];
-    snprintf(buf[i & 3], sizeof buf[0], "%s/s%d", getenv("RLT_REDIS_BASE"), i);
+    static char buf[4][512];
+    snprintf(buf[i & 3], sizeof buf[0], "%.400s/s%d", getenv("RLT_REDIS_BASE"), i);
     return buf[i & 3];
 }
 
 static inline long rtest_read_num(int i, const char *file)
 {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/%s", rtest_dir(i), file);
+    char path[600];
+    snprintf(path, sizeof path, "%.500s/%.50s", rtest_dir(i), file);
     FILE *f = fopen(path, "r");
     long v = -1;
     if (f) {

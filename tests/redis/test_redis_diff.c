@@ -231,9 +231,10 @@ TEST(redis_multi_limit_matches_the_store)
         rlt_redis_check rc[3];
         for (size_t i = 0; i < n; i++) {
             int pi = (int)rtest_below(&seed, NP), k = (int)rtest_below(&seed, 2);
-            for (size_t j = 0; j < i; j++) /* the same limit twice is refused by Redis */
-                if (rc[j].policy == &p[pi] && rc[j].key == keys[k]) pi = -1;
-            if (pi < 0) {
+            bool twice = false; /* the same limit twice is refused by Redis */
+            for (size_t j = 0; j < i; j++)
+                if (rc[j].policy == &p[pi] && rc[j].key == keys[k]) twice = true;
+            if (twice) {
                 n = i;
                 break;
             }

@@ -1,7 +1,9 @@
 -- Token bucket, GCRA and leaky bucket (mirror src/core/bucket.c and leaky.c).  Amounts are in
 -- the policy's scaled units at microsecond resolution: one unit of cost is pr.unit, one
 -- microsecond of refill is pr.scale (unit/scale = W/N exactly).
---   token bucket: hash {u = used, l = last charge time}
+--   token bucket: hash {u = used, l = last charge time}; no key = never charged.  A clock
+--                 that stepped back behind l refills only from l on: the decision's waits
+--                 grow by l - now (`wait`), as in the core.
 --   GCRA, leaky:  hash {t = whole microseconds, f = 0..scale-1}: the theoretical arrival time
 --                 t*scale + f, kept in two numbers because t*scale may pass 2^53.
 -- An amount that may pass 2^53 (a GCRA clock stepped far back) is carried as (q, f) meaning
@@ -40,13 +42,16 @@ local function bucket(key, pr, now, cost)
   local scale, unit, B = pr.scale, pr.unit, pr.B
   local cap = B * unit
   local uq, uf, last
+  local wait = 0
   if pr.algo == 5 then
     uq, uf = tat_used(key, pr, now)
   else
     local s = redis.call('HMGET', key, 'u', 'l')
     local used = tonumber(s[1]) or 0
-    last = tonumber(s[2]) or 0
+    last = tonumber(s[2])
+    if last == nil then last = now end -- never charged: nothing to refill
     local elapsed = now - last
+    if elapsed < 0 and used > 0 then wait = last - now end
     if elapsed > 0 and used > 0 then
       local uc = idivq(used + scale - 1, scale)
       if elapsed >= uc then used = 0 else used = used - elapsed * scale end
@@ -60,6 +65,7 @@ local function bucket(key, pr, now, cost)
     d.ru = -1
     if used ~= nil and used < cap then d.remaining = idivq(cap - used, unit) end
     d.su, d.sn = ceil_minus(uq, uf, 0, scale)
+    d.su = d.su + wait
     return d
   end
   local need_s = need * unit
@@ -74,9 +80,11 @@ local function bucket(key, pr, now, cost)
     if cost > 0 then after = used + need_s end
   else
     d.ru, d.rn = ceil_us_ns(used - (cap - need_s), scale)
+    d.ru = d.ru + wait
   end
   if after < cap then d.remaining = idivq(cap - after, unit) end
   d.su, d.sn = ceil_us_ns(after, scale)
+  d.su = d.su + wait
   if d.allowed and cost > 0 then
     if pr.algo == 5 then
       d.write = function() tat_write(key, pr, now, after) end
