@@ -163,6 +163,12 @@ int rlt_release(const rlt_policy *p, void *state, rlt_ns now, int64_t lease);
  * change no decision at `now` or later.  O(1), except concurrency: O(N). */
 bool rlt_is_fresh(const rlt_policy *p, const void *state, rlt_ns now);
 
+/* True when `state` (rlt_state_size(p) bytes, e.g. read back from a file) satisfies every
+ * invariant the decision functions rely on: counts within N, ring indices in range, log
+ * timestamps sorted, used allowance within capacity.  A state that fails must not be passed to
+ * rlt_decide (doing so is memory-safe only for valid states); reset it instead.  O(size). */
+bool rlt_state_valid(const rlt_policy *p, const void *state);
+
 /* Moves every instant stored in `state` by `delta` ns (a snapshot restored under another
  * clock origin).  Instants that would leave int64 saturate.  Returns RLT_OK or RLT_EINVAL. */
 int rlt_state_shift(const rlt_policy *p, void *state, rlt_ns delta);

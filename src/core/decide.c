@@ -175,3 +175,48 @@ int rlt_state_convert(const rlt_policy *from, const rlt_policy *to, void *state,
         return RLT_EINVAL;
     }
 }
+
+/* Invariants of each state layout (see the algorithm files).  Time values may be anything:
+ * every instant is handled with saturating arithmetic; counts and indices may not. */
+bool rlt_state_valid(const rlt_policy *p, const void *state)
+{
+    if (!valid(p) || !state) return false;
+    const unsigned char *b = state;
+    int64_t w[3];
+    switch (p->algo) {
+    case RLT_GCRA:
+    case RLT_LEAKY_BUCKET:
+        return true; /* any tat is a time; backlog is computed with saturation */
+    case RLT_TOKEN_BUCKET:
+        memcpy(w, b, 16);
+        return w[0] >= 0 && w[0] <= p->cap_;
+    case RLT_FIXED_WINDOW:
+        memcpy(w, b, 16);
+        return w[1] >= 0 && w[1] <= p->limit;
+    case RLT_SLIDING_WINDOW:
+        memcpy(w, b, 24);
+        return w[1] >= 0 && w[1] <= p->limit && w[2] >= 0 && w[2] <= p->limit;
+    case RLT_SLIDING_LOG: {
+        memcpy(w, b, 16);
+        int64_t head = w[0], count = w[1], prev = INT64_MIN, t;
+        if (head < 0 || head >= p->limit || count < 0 || count > p->limit) return false;
+        for (int64_t i = 0; i < count; i++) {
+            memcpy(&t, b + 16 + 8 * ((head + i) % p->limit), 8);
+            if (t < prev) return false;
+            prev = t;
+        }
+        return true;
+    }
+    case RLT_CONCURRENCY: {
+        memcpy(w, b, 8);
+        for (int64_t i = 0; i < p->limit; i++) {
+            int64_t lease;
+            memcpy(&lease, b + 16 + 16 * i, 8);
+            if (lease < 0 || lease > w[0]) return false; /* ids come from last_lease */
+        }
+        return true;
+    }
+    default:
+        return false;
+    }
+}
