@@ -246,16 +246,44 @@ int rlt_redis_key_name(const rlt_redis *r, const rlt_policy *p, const void *key,
 
 /* ---- one script call --------------------------------------------------------------------- */
 
-/* The arguments of one EVALSHA for up to MULTI_MAX limits. */
+/* The arguments of one EVALSHA for up to `cap` limits, in one allocation (call_new). */
 typedef struct call {
     int argc;
-    const char *argv[3 + MULTI_MAX + 4 + FIELDS * MULTI_MAX];
-    size_t lens[3 + MULTI_MAX + 4 + FIELDS * MULTI_MAX];
-    char keys[MULTI_MAX][KEYNAME_MAX];
-    char nums[4 + FIELDS * MULTI_MAX + 1][24];
     int nnums;
     unsigned slot;
+    const char **argv;
+    size_t *lens;
+    char (*keys)[KEYNAME_MAX];
+    char (*nums)[24];
 } call;
+
+static size_t call_size(size_t cap)
+{
+    size_t args = 3 + cap + 4 + FIELDS * cap;
+    return sizeof(call) + args * (sizeof(char *) + sizeof(size_t)) + cap * KEYNAME_MAX +
+           (4 + FIELDS * cap + 1) * 24;
+}
+
+/* Lays out a call for `cap` limits in mem[0..call_size(cap)). */
+static call *call_init(void *mem, size_t cap)
+{
+    call *c = mem;
+    size_t args = 3 + cap + 4 + FIELDS * cap;
+    char *p = (char *)(c + 1);
+    c->argv = (const char **)(void *)p, p += args * sizeof(char *);
+    c->lens = (size_t *)(void *)p, p += args * sizeof(size_t);
+    c->keys = (char(*)[KEYNAME_MAX])p, p += cap * KEYNAME_MAX;
+    c->nums = (char(*)[24])p;
+    c->argc = c->nnums = 0;
+    c->slot = 0;
+    return c;
+}
+
+static call *call_new(size_t cap)
+{
+    void *mem = malloc(call_size(cap));
+    return mem ? call_init(mem, cap) : NULL;
+}
 
 static void arg(call *c, const char *s, size_t len)
 {
@@ -463,7 +491,7 @@ static void fail_decision(rlt_redis *r, const rlt_policy *p, unsigned flags, int
 static int decide_call(rlt_redis *r, const limit *l, const rlt_redis_check *ck, size_t n,
                        unsigned flags, int64_t now_us, rlt_decision *dec, int64_t *retry_at)
 {
-    call *c = malloc(sizeof *c);
+    call *c = call_new(n);
     if (!c) return RLT_ENOMEM;
     int rc = build_decide(r, c, l, ck, n, now_us);
     if (rc) {
@@ -534,7 +562,7 @@ static int lease_decide(rlt_redis *r, const limit *l, const rlt_redis_check *ck,
      * lease is dropped (never returned: a refund could mint when it comes late). */
     limit big = *l;
     big.cost = l->cost > r->opt.lease_units ? l->cost : r->opt.lease_units;
-    int64_t retry_at;
+    int64_t retry_at = 0;
     int rc = decide_call(r, &big, ck, 1, flags, now_us, d, &retry_at);
     if (rc) {
         fail_decision(r, l->p, flags, retry_at, d);
@@ -606,7 +634,7 @@ int rlt_redis_decide(rlt_redis *r, const rlt_policy *p, unsigned flags, const vo
     if (rc) return rc;
     if ((flags & RLT_REDIS_LEASE) && r->leases && leasable(p) && cost > 0)
         return lease_decide(r, &l, &ck, flags, now, now_us, d);
-    int64_t retry_at;
+    int64_t retry_at = 0;
     rc = decide_call(r, &l, &ck, 1, flags, now_us, d, &retry_at);
     if (rc == RLT_EINVAL || rc == RLT_EKEYLEN || rc == RLT_ENOMEM) return rc;
     if (rc) {
@@ -633,7 +661,7 @@ int rlt_redis_decide_multi(rlt_redis *r, const rlt_redis_check *checks, size_t n
         if (!rc && checks[i].policy->algo == RLT_CONCURRENCY) rc = RLT_EINVAL;
     }
     if (rc) return rc;
-    int64_t retry_at;
+    int64_t retry_at = 0;
     rc = decide_call(r, l, checks, n, flags, now_us, dec, &retry_at);
     if (rc == RLT_EINVAL || rc == RLT_EKEYLEN || rc == RLT_ENOMEM) return rc;
     if (rc) {
@@ -678,14 +706,15 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
         return first;
     }
     /* Validate and build every call; group them by node. */
-    call *calls = malloc(n * sizeof *calls);
+    size_t csz = (call_size(1) + 15) & ~(size_t)15;
+    char *calls_mem = malloc(n * csz);
     unsigned *node = malloc(n * sizeof *node);
     bool *sent = calloc(n, sizeof *sent);
     rlt__cmd *cmds = malloc(n * sizeof *cmds);
     redisReply **reps = calloc(n, sizeof *reps);
     size_t *which = malloc(n * sizeof *which);
-    if (!calls || !node || !sent || !cmds || !reps || !which) {
-        free(calls), free(node), free(sent), free(cmds), free(reps), free(which);
+    if (!calls_mem || !node || !sent || !cmds || !reps || !which) {
+        free(calls_mem), free(node), free(sent), free(cmds), free(reps), free(which);
         return RLT_ENOMEM;
     }
     int64_t deadline = rlt__mono_ns() + r->opt.timeout;
@@ -693,9 +722,10 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
         limit l;
         memset(&out[i], 0, sizeof out[i]);
         status[i] = check_limit(&checks[i], &l);
-        if (!status[i]) status[i] = build_decide(r, &calls[i], &l, &checks[i], 1, now_us);
+        call *ci = call_init(calls_mem + i * csz, 1);
+        if (!status[i]) status[i] = build_decide(r, ci, &l, &checks[i], 1, now_us);
         sent[i] = status[i] != RLT_OK; /* nothing to send for a bad check */
-        if (!status[i]) node[i] = rlt__route(r, calls[i].slot, deadline);
+        if (!status[i]) node[i] = rlt__route(r, ci->slot, deadline);
     }
     for (size_t i = 0; i < n; i++) {
         if (sent[i]) continue;
@@ -703,8 +733,9 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
         size_t m = 0;
         for (size_t j = i; j < n; j++)
             if (!sent[j] && node[j] == node[i]) {
+                const call *cj = (const call *)(const void *)(calls_mem + j * csz);
                 which[m] = j;
-                cmds[m++] = (rlt__cmd){calls[j].argc, calls[j].argv, calls[j].lens};
+                cmds[m++] = (rlt__cmd){cj->argc, cj->argv, cj->lens};
                 sent[j] = true;
             }
         rlt__node *nd = &r->nodes[node[i]];
@@ -739,9 +770,10 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
                        is_error(rep, "ASK")) {
                 /* Did not run: send it alone, which loads the script or follows the
                  * redirect. */
-                int64_t retry_at;
+                int64_t retry_at = 0;
                 redisReply *single = NULL;
-                status[j] = run(r, &calls[j], deadline, &single, &retry_at);
+                status[j] = run(r, (const call *)(const void *)(calls_mem + j * csz), deadline,
+                                &single, &retry_at);
                 if (!status[j]) {
                     if (single->type == REDIS_REPLY_ARRAY && single->elements == 1)
                         status[j] = parse_decision(single->element[0], &out[j]);
@@ -766,7 +798,7 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
             r->st.errors++;
     }
     for (size_t i = 0; i < n && !first; i++) first = status[i];
-    free(calls), free(node), free(sent), free(cmds), free(reps), free(which);
+    free(calls_mem), free(node), free(sent), free(cmds), free(reps), free(which);
     return first;
 }
 
@@ -781,7 +813,7 @@ int rlt_redis_release(rlt_redis *r, const rlt_policy *p, unsigned flags, const v
     if (!rc) rc = now_arg(flags, now, &now_us);
     if (rc) return rc;
     if (lease <= 0) return RLT_ENOENT;
-    call *c = malloc(sizeof *c);
+    call *c = call_new(1);
     if (!c) return RLT_ENOMEM;
     c->argc = 0;
     c->nnums = 0;
@@ -799,7 +831,7 @@ int rlt_redis_release(rlt_redis *r, const rlt_policy *p, unsigned flags, const v
     arg_num(c, now_us);
     arg_num(c, lease);
     redisReply *rep = NULL;
-    int64_t retry_at;
+    int64_t retry_at = 0;
     rc = run(r, c, rlt__mono_ns() + r->opt.timeout, &rep, &retry_at);
     free(c);
     if (rc) return rc;
@@ -814,9 +846,8 @@ int rlt_redis_reset(rlt_redis *r, const rlt_policy *p, const void *key, size_t k
     rpol rp;
     int rc = convert(p, &rp);
     if (rc) return rc;
-    call *c = malloc(sizeof *c);
+    call *c = call_new(1);
     if (!c) return RLT_ENOMEM;
-    c->argc = 0;
     int len = key_name(r, p, key, klen, c->keys[0], KEYNAME_MAX);
     if (len < 0) {
         free(c);
@@ -827,7 +858,7 @@ int rlt_redis_reset(rlt_redis *r, const rlt_policy *p, const void *key, size_t k
     arg(c, "DEL", 3);
     arg(c, c->keys[0], (size_t)len);
     redisReply *rep = NULL;
-    int64_t retry_at;
+    int64_t retry_at = 0;
     rc = run(r, c, rlt__mono_ns() + r->opt.timeout, &rep, &retry_at);
     free(c);
     if (rc) return rc;
