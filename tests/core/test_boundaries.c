@@ -241,3 +241,20 @@ TEST(gcra_now_times_scale_overflow_is_erange_with_state_unchanged)
     free(before);
     free(st);
 }
+
+/* rlt_when's contract: "RLT_ERANGE as rlt_decide".  At now = INT64_MAX (now x scale_ fits
+ * with scale_ 1) GCRA cannot store the new tat, so rlt_decide is RLT_ERANGE; rlt_when must not
+ * promise the request is allowed at that instant. */
+TEST(gcra_when_is_erange_where_decide_is_at_the_int64_edge)
+{
+    rlt_policy p = parse_policy("gcra:5/7s");
+    ASSERT_EQ(p.scale_, 1);
+    void *st = new_state(&p);
+    rlt_decision d;
+    rlt_ns at = 0;
+    int rd = rlt_decide(&p, st, INT64_MAX, 1, &d);
+    int rw = rlt_when(&p, st, INT64_MAX, 1, &at);
+    free(st);
+    ASSERT_EQ(rd, RLT_ERANGE);
+    ASSERT_EQ(rw, rd);
+}

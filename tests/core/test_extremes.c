@@ -111,3 +111,24 @@ TEST(limit_int64_max_survives_int64_extreme_times_and_costs)
             hammer_extremes(&p);
     }
 }
+
+/* A denial must say how long to wait (> 0) or never (-1): retry_after 0 means allowed.  At
+ * the very end of int64 time the wait saturates to 0 for a denied request. */
+TEST(denial_at_int64_max_never_reports_retry_after_0)
+{
+    static const char *const texts[] = {"sliding_log:5/7s", "fixed_window:5/7s",
+                                        "sliding_window:5/7s", "concurrency:5/7s"};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        rlt_policy p = parse_policy(texts[i]);
+        void *st = new_state(&p);
+        rlt_decision d;
+        for (int k = 0; k < 5; k++)
+            ASSERT_EQ(rlt_decide(&p, st, INT64_MAX - S, 1, &d), RLT_OK);
+        ASSERT_EQ(rlt_decide(&p, st, INT64_MAX, 1, &d), RLT_OK);
+        bool allowed = d.allowed;
+        rlt_ns retry = d.retry_after;
+        free(st);
+        if (!allowed && retry == 0)
+            RLT_FAIL_("%s: denied at INT64_MAX with retry_after 0", texts[i]);
+    }
+}
