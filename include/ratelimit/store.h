@@ -78,6 +78,29 @@ int rlt_store_decide_tier(rlt_store *s, const char *default_tier, const void *ke
 int rlt_store_decide(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now,
                      int64_t cost, rlt_decision *d);
 
+/* One key of a batch: `klen` bytes at `key` (rules as for rlt_store_decide). */
+typedef struct rlt_key {
+    const void *key;
+    size_t klen;
+} rlt_key;
+
+/* Decides n requests under policy `id`, item i for keys[i] with cost costs[i] (costs NULL:
+ * every cost is 1), at the same `now`, as n calls of rlt_store_decide in index order would:
+ * item i's decision goes to out[i] and its status (every return of rlt_store_decide) to
+ * status[i] (status may be NULL).  A server hands it the requests of one pipeline read.
+ * It hashes the keys and prefetches their table slots ahead of deciding, so one thread
+ * overlaps the cache misses that one-at-a-time calls pay in sequence.
+ * Atomicity: each item is linearizable exactly like rlt_store_decide (no check-then-act
+ * race), and items on the same key take effect in index order; the batch as a whole is NOT
+ * atomic: other threads' decisions may interleave between items, and an item that fails
+ * does not undo or stop the others.  Use rlt_store_decide_multi for all-or-nothing.
+ * out[i] is all-zero when status[i] != RLT_OK.  Thread-safe; keys, costs, out and status
+ * must not overlap.  Returns RLT_OK when every item returned RLT_OK (denied items included),
+ * else the status of the first item that failed; RLT_EINVAL (nothing decided) for a NULL
+ * store, or NULL keys or out with n > 0.  n == 0 returns RLT_OK. */
+int rlt_store_decide_batch(rlt_store *s, int id, const rlt_key *keys, size_t n, rlt_ns now,
+                           const int64_t *costs, rlt_decision *out, int *status);
+
 /* One limit of a multi-limit check. */
 typedef struct rlt_check {
     int policy;      /* policy id */

@@ -2,8 +2,10 @@
  * clock, and prints decisions per second, nanoseconds per decision and bytes per key.
  *
  * What is measured is the store call alone: the key streams are generated before the clock
- * starts (no RNG, no formatting inside the loop), and the clock is read once per batch of 1024
+ * starts (no RNG, no formatting inside the loop), and the clock is read once per round of 1024
  * decisions; `now` is the monotonic time since the start, so refill happens at real speed.
+ * --batch N hands the store N requests per call (rlt_store_decide_batch, as a server does with
+ * a pipeline of commands); the default, 1, calls rlt_store_decide once per request.
  * Every key is inserted once before the timed run ("prefill"), so the run measures a store
  * holding --keys keys; --fill stops after the prefill (to measure memory at 10M keys). */
 #define _GNU_SOURCE
@@ -18,15 +20,14 @@
 #include "cli/cli.h"
 #include "ratelimit/ratelimit.h"
 #include "ratelimit/store.h"
-#include "store/store_internal.h" /* rlt__store_prefetch, for --prefetch */
 
-#define BATCH 1024
+#define ROUND 1024
 #define MAX_THREADS 256
 
 static const char usage[] =
     "usage: ratelimit bench [--policy SPEC] [--keys N] [--threads T] [--seconds S]\n"
     "                       [--dist uniform|zipf] [--zipf-s X] [--key-len L] [--cost C]\n"
-    "                       [--shards N] [--seed N] [--stream N] [--prefetch D] [--fill]\n"
+    "                       [--shards N] [--seed N] [--stream N] [--batch N] [--fill]\n"
     "Drives the keyed store with pregenerated keys and prints a table that ends with\n"
     "  decisions_per_sec=<n> ns_per_decision=<n> bytes_per_key=<n>\n"
     "  --policy SPEC   policy text (default gcra:100/s)\n"
@@ -40,7 +41,8 @@ static const char usage[] =
     "  --shards N      store lock shards (default: the store's, 64)\n"
     "  --seed N        key stream seed (default 1)\n"
     "  --stream N      pregenerated requests per thread (default 4M; cycled)\n"
-    "  --prefetch D    hint the store D requests ahead (software pipelining; default 0)\n"
+    "  --batch N       requests per store call: 1 (default) calls rlt_store_decide per\n"
+    "                  request; N > 1 calls rlt_store_decide_batch with N requests\n"
     "  --fill          insert the keys, print the memory figures, skip the timed run\n"
     "  ns_per_decision is 1e9 / decisions_per_sec (aggregate over threads).\n";
 
@@ -54,7 +56,7 @@ typedef struct bench_cfg {
     size_t key_len;
     int64_t cost;
     int fill;
-    unsigned prefetch;
+    unsigned batch;
 } bench_cfg;
 
 typedef struct worker {
@@ -168,6 +170,7 @@ static int parse_args(int argc, char **argv, bench_cfg *c)
     c->cost = 1;
     c->seed = 1;
     c->stream = UINT64_C(1) << 22;
+    c->batch = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -211,13 +214,14 @@ static int parse_args(int argc, char **argv, bench_cfg *c)
         } else if (strcmp(a, "--shards") == 0) {
             if (parse_u64(v, &u) || u < 1 || u > 65536) return bad("--shards wants 1..65536", v);
             c->shards = (unsigned)u;
-        } else if (strcmp(a, "--prefetch") == 0) {
-            if (parse_u64(v, &u) || u > 64) return bad("--prefetch wants 0..64", v);
-            c->prefetch = (unsigned)u;
+        } else if (strcmp(a, "--batch") == 0) {
+            if (parse_u64(v, &u) || u < 1 || u > ROUND || ROUND % u)
+                return bad("--batch wants a divisor of 1024 (1, 2, 4, ... 1024)", v);
+            c->batch = (unsigned)u;
         } else if (strcmp(a, "--seed") == 0) {
             if (parse_u64(v, &c->seed)) return bad("--seed wants an integer", v);
         } else if (strcmp(a, "--stream") == 0) {
-            if (parse_u64(v, &c->stream) || c->stream < BATCH || c->stream > (UINT64_C(1) << 28))
+            if (parse_u64(v, &c->stream) || c->stream < ROUND || c->stream > (UINT64_C(1) << 28))
                 return bad("--stream wants 1024..268435456", v);
         } else {
             return bad("unknown option", a);
@@ -262,26 +266,41 @@ static void *run_worker(void *arg)
     const size_t kl = c->key_len;
     uint64_t pos = 0, allowed = 0, denied = 0, errors = 0, n = 0;
     rlt_decision d;
+    /* Batch mode: the per-call arrays a server would fill from one pipeline read. */
+    rlt_key keys[ROUND];
+    rlt_decision out[ROUND];
+    int status[ROUND];
+    int64_t costs[ROUND];
+    for (int j = 0; j < ROUND; j++) costs[j] = c->cost;
+    const int64_t *cost_arg = c->cost == 1 ? NULL : costs;
     pthread_barrier_wait(w->barrier);
     const int64_t start = mono_ns();
     int64_t el = 0;
     while (el < limit) {
         const rlt_ns now = start - w->t0 + el + RLT_NS_PER_S;
         const uint8_t *k = w->stream + pos * kl;
-        for (int j = 0; j < BATCH; j++, k += kl) {
-            if (c->prefetch) {
-                uint64_t ahead = pos + (uint64_t)j + c->prefetch;
-                if (ahead >= c->stream) ahead -= c->stream;
-                rlt__store_prefetch(w->store, w->pid, w->stream + ahead * kl, kl);
+        if (c->batch == 1) {
+            for (int j = 0; j < ROUND; j++, k += kl) {
+                int rc = rlt_store_decide(w->store, w->pid, k, kl, now, c->cost, &d);
+                if (rc) errors++;
+                else if (d.allowed) allowed++;
+                else denied++;
             }
-            int rc = rlt_store_decide(w->store, w->pid, k, kl, now, c->cost, &d);
-            if (rc) errors++;
-            else if (d.allowed) allowed++;
-            else denied++;
+        } else {
+            for (unsigned j0 = 0; j0 < ROUND; j0 += c->batch) {
+                for (unsigned j = 0; j < c->batch; j++, k += kl) keys[j] = (rlt_key){k, kl};
+                rlt_store_decide_batch(w->store, w->pid, keys, c->batch, now, cost_arg, out,
+                                       status);
+                for (unsigned j = 0; j < c->batch; j++) {
+                    if (status[j]) errors++;
+                    else if (out[j].allowed) allowed++;
+                    else denied++;
+                }
+            }
         }
-        n += BATCH;
-        pos += BATCH;
-        if (pos + BATCH > c->stream) pos = 0;
+        n += ROUND;
+        pos += ROUND;
+        if (pos + ROUND > c->stream) pos = 0;
         el = mono_ns() - start;
     }
     w->decisions = n;
@@ -324,7 +343,7 @@ int rlt__cli_bench(int argc, char **argv)
     uint64_t fill_err = 0;
     rlt_ns now = RLT_NS_PER_S;
     for (uint64_t i = 0; i < c.keys; i++) {
-        if ((i & (BATCH - 1)) == 0) now = mono_ns() - t0 + RLT_NS_PER_S;
+        if ((i & (ROUND - 1)) == 0) now = mono_ns() - t0 + RLT_NS_PER_S;
         make_key(key, c.key_len, i);
         if (rlt_store_decide(s, pid, key, c.key_len, now, c.cost ? c.cost : 1, &d)) fill_err++;
     }
@@ -409,6 +428,8 @@ int rlt__cli_bench(int argc, char **argv)
     printf("store bytes     %" PRIu64 "\n", bytes_now);
     if (!c.fill) {
         printf("threads         %u\n", c.threads);
+        printf("batch           %u%s\n", c.batch,
+               c.batch == 1 ? " (rlt_store_decide per request)" : " (rlt_store_decide_batch)");
         printf("dist            %s", c.zipf ? "zipf" : "uniform");
         if (c.zipf) printf(" (s=%.2f)", c.zipf_s);
         printf("\nseconds         %.2f\n", wall);

@@ -48,7 +48,10 @@ typedef struct rlt__assign {
 } rlt__assign;
 
 /* One lock shard.  Everything here is protected by `lock`; the counters are written with
- * relaxed atomic stores under the lock so rlt_store_stats_get may read them without it. */
+ * relaxed atomic stores under the lock so rlt_store_stats_get may read them without it.
+ * Layout: everything a decision reads or writes (the lock, the table, the clock, the decision
+ * counters) shares the first cache line, so a decision dirties one line of the shard and two
+ * threads trading a shard trade one line, not two.  Rarely written fields come after. */
 typedef struct rlt__shard {
 #ifdef RLT_STORE_USE_MUTEX
     _Alignas(64) pthread_mutex_t lock;
@@ -59,14 +62,22 @@ typedef struct rlt__shard {
     uint32_t count;        /* live slots */
     uint32_t hand;         /* CLOCK hand */
     rlt__slot *tab;
-    uint64_t bytes;        /* tab + out-of-line blocks */
     rlt_ns last_now;       /* latest `now` seen (policy conversion has no `now` of its own) */
-    rlt__assign **abuckets;
+    uint64_t allowed, denied;
+    uint64_t bytes;        /* tab + out-of-line blocks */
+    _Alignas(64) rlt__assign **abuckets;
     uint32_t anb, acount;  /* assignment buckets (power of two) and entries */
-    uint64_t evicted_idle, evicted_forced, refused_full, allowed, denied;
+    uint64_t evicted_idle, evicted_forced, refused_full;
 } rlt__shard;
 
 /* A named policy.  Read under any shard lock or the policy mutex; written under both. */
+/* The value xored into a key's hash for policy `id`: a fixed function of the id, so a batch
+ * can form slot addresses before it takes the lock that guards the policy array. */
+static inline uint64_t rlt__pol_mix(uint32_t id)
+{
+    return (uint64_t)(id + 1) * UINT64_C(0x9E3779B97F4A7C15);
+}
+
 typedef struct rlt__pol {
     rlt_policy p;
     uint64_t mix;   /* xored into the key hash so one key's policies use different slots */
@@ -111,9 +122,6 @@ rlt__slot *rlt__find(const rlt_store *s, rlt__shard *sh, uint64_t h, int pid, co
  * RLT_ENOMEM.  Any slot pointer held before the call is invalid after it. */
 int rlt__insert(rlt_store *s, rlt__shard *sh, uint64_t h, int pid, const void *key,
                 size_t klen, rlt_ns now, uint8_t *block, rlt__slot **out);
-/* Prefetches the home slot of (id, key) without locking: a hint for callers that know their
- * next keys (the bench's --prefetch).  Never reads through the address it forms. */
-void rlt__store_prefetch(const rlt_store *s, int id, const void *key, size_t klen);
 void rlt__delete(const rlt_store *s, rlt__shard *sh, rlt__slot *e);
 uint8_t *rlt__slot_state(const rlt_store *s, const rlt__slot *e);
 const uint8_t *rlt__slot_key(const rlt_store *s, const rlt__slot *e);
