@@ -13,7 +13,7 @@
  *            255 end       u64 number of records before it
  *   trailer  u32 CRC32C of every byte before it; the file ends there.
  * Ids and indexes must come dense and in order, so a file cannot name what it has not
- * defined.  Entries are written shard by shard under that shard's lock: each key's state is
+ * defined, and every entry's state must pass rlt_state_valid under its policy.  Entries are written shard by shard under that shard's lock: each key's state is
  * exact, the set is not one instant across shards. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -308,7 +308,10 @@ static int read_records(reader *r, rlt_store *t, rlt_ns now, rlt_ns delta)
                 state_cap = P->ssz;
             }
             get(r, state, P->ssz);
-            if (r->bad) goto out;
+            /* A valid CRC proves the bytes are what some writer wrote, not that the writer
+             * was ours: a crafted file can carry a checksum.  The core's decision code may
+             * only see states that keep its invariants, so one bad state refuses the file. */
+            if (r->bad || !rlt_state_valid(&P->p, state)) goto out;
             rlt_state_shift(&P->p, state, delta);
             if (rlt_is_fresh(&P->p, state, now)) continue; /* downtime refilled it */
             uint64_t h = rlt__key_hash(t, key, klen);
@@ -339,9 +342,11 @@ out:
     return rc;
 }
 
-/* First pass: the CRC of everything before the trailer must match it.  The core trusts the
- * state bytes it is given (a flipped sliding-log index would read out of bounds), so nothing
- * is interpreted before the whole file is known to be what was written. */
+/* First pass: the CRC of everything before the trailer must match it, so that nothing is
+ * interpreted before the whole file is known to be what was written (an accidental bit flip
+ * is refused here).  The second pass still checks every state with rlt_state_valid: the core
+ * trusts the state bytes it is given (a bad sliding-log index would read out of bounds), and
+ * a deliberately crafted file can carry a correct CRC. */
 static int check_crc(FILE *f)
 {
     if (fseek(f, 0, SEEK_END) != 0) return RLT_EIO;

@@ -1,6 +1,7 @@
 /* Snapshots: a round trip gives identical decisions; downtime is credited by the wall clock,
  * at most what really passed; a wall clock that went back mints nothing; damaged, truncated,
  * bit-flipped and unknown-version files are refused whole and leave the store unchanged. */
+#define _GNU_SOURCE /* memmem */
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -240,6 +241,102 @@ TEST(corrupt_truncated_and_wrong_version_snapshots_are_refused_whole)
     ASSERT_EQ(rlt_store_load(t, bad, RLT_NS_PER_S, 0), RLT_OK);
     rlt_store_close(t);
     free(b);
+}
+
+/* CRC32C (Castagnoli, reflected 0x82F63B78), bit by bit: the trailer the format documents. */
+static uint32_t crc32c(const unsigned char *p, size_t n)
+{
+    uint32_t c = ~UINT32_C(0);
+    while (n--) {
+        c ^= *p++;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ UINT32_C(0x82F63B78) : c >> 1;
+    }
+    return ~c;
+}
+
+static uint32_t get_le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Makes `st` (size bytes, valid under p) invalid by the first of a few edits that
+ * rlt_state_valid rejects: all bits set, then one 64-bit field at a time set to -1 or to
+ * INT64_MAX.  The test needs no knowledge of the state layout: the core's validator is the
+ * judge.  Returns false when no edit makes it invalid (e.g. GCRA: every instant is valid). */
+static bool make_invalid(const rlt_policy *p, unsigned char *st, size_t size)
+{
+    unsigned char *orig = malloc(size);
+    memcpy(orig, st, size);
+    memset(st, 0xff, size);
+    if (!rlt_state_valid(p, st)) goto found;
+    for (size_t off = 0; off + 8 <= size; off += 8) {
+        const int64_t vals[2] = {-1, INT64_MAX};
+        for (int v = 0; v < 2; v++) {
+            memcpy(st, orig, size);
+            memcpy(st + off, &vals[v], 8);
+            if (!rlt_state_valid(p, st)) goto found;
+        }
+    }
+    memcpy(st, orig, size);
+    free(orig);
+    return false;
+found:
+    free(orig);
+    return true;
+}
+
+TEST(snapshot_with_valid_checksum_but_invalid_state_is_refused_whole)
+{
+    /* The previous crash: a sliding-log state whose bytes were changed and the checksum
+     * recomputed.  Every algorithm that has invalid states is tried. */
+    static const char *algos[] = {"sliding_log:8/h",    "concurrency:4/h", "fixed_window:10/h",
+                                  "sliding_window:10/h", "token_bucket:10/h", "gcra:10/h",
+                                  "leaky_bucket:10/h,queue=5"};
+    static const char key[] = "the-victim-key-0123456789";
+    int crafted = 0;
+    for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++) {
+        const char *p = tmp_path("crafted-src.snap");
+        char good[128];
+        snprintf(good, sizeof good, "%s", p);
+        rlt_store *s = tu_store(0, false, 0);
+        int id = tu_add(s, "p0", algos[a]);
+        rlt_decision d;
+        for (int i = 0; i < 3; i++)
+            ASSERT_EQ(rlt_store_decide(s, id, key, sizeof key - 1, (rlt_ns)i, 1, &d), RLT_OK);
+        ASSERT_EQ(rlt_store_save(s, good, 10, 0), RLT_OK);
+        rlt_store_close(s);
+        long n;
+        unsigned char *b = slurp(good, &n);
+        ASSERT(n > 4);
+        ASSERT_EQ(crc32c(b, (size_t)n - 4), get_le32(b + n - 4)); /* our CRC is the file's */
+        /* The entry record is "... key, state": the state follows the (unique) key bytes. */
+        unsigned char *at = memmem(b, (size_t)n, key, sizeof key - 1);
+        ASSERT(at);
+        unsigned char *st = at + sizeof key - 1;
+        rlt_policy pol = tu_policy(algos[a]);
+        size_t size = rlt_state_size(&pol);
+        ASSERT(st + size + 4 <= b + n);
+        ASSERT(rlt_state_valid(&pol, st)); /* we found the state */
+        if (!make_invalid(&pol, st, size)) {
+            free(b);
+            continue;
+        }
+        crafted++;
+        uint32_t crc = crc32c(b, (size_t)n - 4);
+        for (int i = 0; i < 4; i++) b[n - 4 + i] = (unsigned char)(crc >> (8 * i));
+        const char *bad = tmp_path("crafted.snap");
+        spit(bad, b, n);
+        free(b);
+        if (!load_refused_and_unchanged(bad)) {
+            fprintf(stderr, "crafted %s state was not refused\n", algos[a]);
+            ASSERT(0);
+        }
+        /* Control: the unpatched file loads. */
+        rlt_store *t = tu_store(0, false, 0);
+        ASSERT_EQ(rlt_store_load(t, good, 10, 0), RLT_OK);
+        rlt_store_close(t);
+    }
+    ASSERT(crafted >= 5); /* sliding log, concurrency, both windows, token bucket */
 }
 
 TEST(missing_snapshot_is_an_io_error)
