@@ -83,7 +83,8 @@ int main(int argc, char **argv)
     rlt_policy_parse(&fw, "fixed_window:100/1s", 19, NULL, 0);
     for (size_t li = 0; li < sizeof leases / sizeof leases[0]; li++) {
         rlt_redis *h[S];
-        for (int i = 0; i < S; i++) h[i] = open_or_die(argv[1], leases[li]);
+        for (int i = 0; i < S; i++)
+            h[i] = open_or_die(argv[1], leases[li]);
         snprintf(key, sizeof key, "hot:%lld", (long long)mono());
         int64_t per_window[64] = {0}, decisions = 0, admitted = 0, worst = 0;
         uint64_t x = 12345;

@@ -39,24 +39,24 @@ typedef struct rlt_redis rlt_redis;
 /* Options.  All-zero (with `servers` NULL) is a valid default: one server at
  * 127.0.0.1:6379, 50 ms timeout, breaker after 3 failures, no lease. */
 typedef struct rlt_redis_options {
-    const char *servers;     /* "host:port[,host:port...]": the server, or the seed nodes of a
-                                cluster; NULL = "127.0.0.1:6379".  Copied by open. */
-    bool cluster;            /* route keys by hash slot across a Redis Cluster */
-    const char *password;    /* sent with AUTH after every connect; NULL = none.  Copied. */
-    const char *prefix;      /* prefix of every Redis key; NULL = "rlt:".  At most 64 bytes,
-                                no '{' or '}'.  Copied. */
-    rlt_ns timeout;          /* deadline of one call: connect, send and reply; 0 = 50 ms */
+    const char *servers;       /* "host:port[,host:port...]": the server, or the seed nodes of a
+                                  cluster; NULL = "127.0.0.1:6379".  Copied by open. */
+    bool cluster;              /* route keys by hash slot across a Redis Cluster */
+    const char *password;      /* sent with AUTH after every connect; NULL = none.  Copied. */
+    const char *prefix;        /* prefix of every Redis key; NULL = "rlt:".  At most 64 bytes,
+                                  no '{' or '}'.  Copied. */
+    rlt_ns timeout;            /* deadline of one call: connect, send and reply; 0 = 50 ms */
     unsigned breaker_failures; /* consecutive failures of a node that open its breaker; 0 = 3 */
-    rlt_ns backoff_min;      /* first time an open breaker waits before a trial call; 0 = 100 ms */
-    rlt_ns backoff_max;      /* the wait doubles after each failed trial up to this; 0 = 5 s */
-    int64_t lease_units;     /* local lease size: units of allowance taken from Redis at once
-                                for calls with RLT_REDIS_LEASE; 0 = leases off */
-    rlt_ns lease_ttl;        /* a lease is spent within this time of its grant, then dropped;
-                                0 = 100 ms */
-    size_t lease_keys;       /* most keys holding a lease at once; 0 = 1024 */
-    rlt_ns ttl_floor;        /* least expiry given to a key written (0..2^40 ns), for replays
-                                with RLT_REDIS_CALLER_TIME whose clock runs slower than real
-                                time; 0 = none: the expiry is exactly reset_after rounded up */
+    rlt_ns backoff_min;  /* first time an open breaker waits before a trial call; 0 = 100 ms */
+    rlt_ns backoff_max;  /* the wait doubles after each failed trial up to this; 0 = 5 s */
+    int64_t lease_units; /* local lease size: units of allowance taken from Redis at once
+                            for calls with RLT_REDIS_LEASE; 0 = leases off */
+    rlt_ns lease_ttl;    /* a lease is spent within this time of its grant, then dropped;
+                            0 = 100 ms */
+    size_t lease_keys;   /* most keys holding a lease at once; 0 = 1024 */
+    rlt_ns ttl_floor;    /* least expiry given to a key written (0..2^40 ns), for replays
+                            with RLT_REDIS_CALLER_TIME whose clock runs slower than real
+                            time; 0 = none: the expiry is exactly reset_after rounded up */
 } rlt_redis_options;
 
 /* Per-call flags. */
@@ -112,16 +112,16 @@ typedef struct rlt_redis_check {
  * the keys a common hash tag, e.g. "{user42}:api" and "{user42}:upload" (RLT_EINVAL if not).
  * Concurrency policies are refused (RLT_EINVAL); RLT_REDIS_LEASE is ignored.  Returns as
  * rlt_redis_decide (on failure *combined is the fail-mode decision, *refused = -1). */
-int rlt_redis_decide_multi(rlt_redis *r, const rlt_redis_check *checks, size_t n,
-                           unsigned flags, rlt_ns now, rlt_decision *combined, int *refused);
+int rlt_redis_decide_multi(rlt_redis *r, const rlt_redis_check *checks, size_t n, unsigned flags,
+                           rlt_ns now, rlt_decision *combined, int *refused);
 
 /* Decides n independent requests, pipelined: all are sent, then all replies read, so n
  * decisions cost about one round trip per node.  out[i] and status[i] are what
  * rlt_redis_decide would give for checks[i] (status[i] is RLT_OK or an error, with out[i] then
  * the fail-mode decision).  RLT_REDIS_LEASE is ignored.  Returns RLT_OK when every status is
  * RLT_OK, else the first failing status.  n may be 0. */
-int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n,
-                           unsigned flags, rlt_ns now, rlt_decision *out, int *status);
+int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n, unsigned flags,
+                           rlt_ns now, rlt_decision *out, int *status);
 
 /* Releases concurrency lease `lease` (from rlt_redis_decide's d->lease) of `key` under the
  * concurrency policy `p`.  Returns RLT_OK; RLT_ENOENT when the lease is unknown, already

@@ -187,8 +187,8 @@ int rlt__node_exec(rlt_redis *r, rlt__node *n, const rlt__cmd *cmds, size_t ncmd
     }
     redisContext *c = n->c;
     for (size_t i = 0; i < ncmd; i++)
-        if (redisAppendCommandArgv(c, cmds[i].argc, (const char **)cmds[i].argv,
-                                   cmds[i].argvlen) != REDIS_OK) {
+        if (redisAppendCommandArgv(c, cmds[i].argc, (const char **)cmds[i].argv, cmds[i].argvlen) !=
+            REDIS_OK) {
             rlt__node_drop(n);
             return RLT_ENOMEM;
         }
@@ -231,7 +231,8 @@ int rlt__node_exec(rlt_redis *r, rlt__node *n, const rlt__cmd *cmds, size_t ncmd
     return RLT_OK;
 fail:
     /* The connection's state is unknown (a reply may still come): never reuse it. */
-    for (size_t i = 0; i < got; i++) freeReplyObject(replies[i]);
+    for (size_t i = 0; i < got; i++)
+        freeReplyObject(replies[i]);
     rlt__node_drop(n);
     if (rc == RLT_ETIMEDOUT) r->st.timeouts++;
     return rc;
@@ -262,7 +263,8 @@ int rlt__cluster_refresh(rlt_redis *r, int64_t deadline)
             rc = RLT_EBACKEND;
             continue;
         }
-        for (size_t s = 0; s < RLT__SLOTS; s++) r->slots[s] = RLT__NO_NODE;
+        for (size_t s = 0; s < RLT__SLOTS; s++)
+            r->slots[s] = RLT__NO_NODE;
         for (size_t k = 0; k < rep->elements; k++) {
             redisReply *e = rep->element[k];
             if (e->type != REDIS_REPLY_ARRAY || e->elements < 3) continue;

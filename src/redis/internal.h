@@ -20,11 +20,11 @@ extern const char rlt__redis_script[];
 typedef struct rlt__node {
     char host[256];
     int port;
-    redisContext *c;    /* NULL when not connected */
-    unsigned failures;  /* consecutive failures */
-    bool open;          /* breaker open: calls short-circuit until retry_at */
-    int64_t retry_at;   /* monotonic ns: when an open breaker lets one trial call through */
-    rlt_ns backoff;     /* the current wait of an open breaker */
+    redisContext *c;   /* NULL when not connected */
+    unsigned failures; /* consecutive failures */
+    bool open;         /* breaker open: calls short-circuit until retry_at */
+    int64_t retry_at;  /* monotonic ns: when an open breaker lets one trial call through */
+    rlt_ns backoff;    /* the current wait of an open breaker */
 } rlt__node;
 
 /* A command: argc arguments of given lengths. */

@@ -13,7 +13,7 @@
 #define NOW_MAX (INT64_C(1) << 52)
 #define KEYNAME_MAX (64 + 2 + RLT_REDIS_KEY_MAX + 128)
 #define MULTI_MAX 64
-#define FIELDS 9 /* script arguments per limit */
+#define FIELDS 9                         /* script arguments per limit */
 #define TTL_FLOOR_MAX (INT64_C(1) << 40) /* ns: 12 days */
 
 /* A policy at microsecond resolution, as the script takes it. */
@@ -100,9 +100,9 @@ static char *dup_str(const char *s)
 typedef struct rlt__lease {
     char *name; /* Redis key name; NULL = empty entry */
     size_t len;
-    int64_t units;   /* leased units not yet spent */
-    int64_t expires; /* ns (monotonic, or the caller's clock with RLT_REDIS_CALLER_TIME) */
-    rlt_decision d;  /* the grant's decision, for limit and reset_after */
+    int64_t units;        /* leased units not yet spent */
+    int64_t expires;      /* ns (monotonic, or the caller's clock with RLT_REDIS_CALLER_TIME) */
+    rlt_decision d;       /* the grant's decision, for limit and reset_after */
     int64_t denied_until; /* Redis denied a cost-1 request until then: deny locally */
     rlt_decision denied;  /* that denial */
 } rlt__lease;
@@ -169,7 +169,8 @@ int rlt_redis_open(rlt_redis **out, const rlt_redis_options *opt)
     r->opt.prefix = r->prefix;
     r->opt.password = r->password;
     r->prefix_len = strlen(r->prefix);
-    for (size_t s = 0; s < RLT__SLOTS; s++) r->slots[s] = RLT__NO_NODE;
+    for (size_t s = 0; s < RLT__SLOTS; s++)
+        r->slots[s] = RLT__NO_NODE;
     r->refresh = o.cluster;
     int rc = parse_servers(r);
     if (rc) {
@@ -183,8 +184,10 @@ int rlt_redis_open(rlt_redis **out, const rlt_redis_options *opt)
 void rlt_redis_close(rlt_redis *r)
 {
     if (!r) return;
-    for (unsigned i = 0; i < r->nnodes; i++) rlt__node_drop(&r->nodes[i]);
-    for (size_t i = 0; i < r->nleases; i++) free(r->leases[i].name);
+    for (unsigned i = 0; i < r->nnodes; i++)
+        rlt__node_drop(&r->nodes[i]);
+    for (size_t i = 0; i < r->nleases; i++)
+        free(r->leases[i].name);
     free(r->leases);
     free(r->slots);
     free(r->servers);
@@ -332,8 +335,8 @@ static int now_arg(unsigned flags, rlt_ns now, int64_t *now_us)
 }
 
 /* Builds EVALSHA sha n keys... 'd' now n fields... for limits l[0..n). */
-static int build_decide(const rlt_redis *r, call *c, const limit *l,
-                        const rlt_redis_check *ck, size_t n, int64_t now_us)
+static int build_decide(const rlt_redis *r, call *c, const limit *l, const rlt_redis_check *ck,
+                        size_t n, int64_t now_us)
 {
     c->argc = 0;
     c->nnums = 0;
@@ -358,7 +361,8 @@ static int build_decide(const rlt_redis *r, call *c, const limit *l,
     for (size_t i = 0; i < n; i++) {
         const rpol *p = &l[i].rp;
         int64_t v[FIELDS] = {p->algo, l[i].cost, p->N, p->W, p->B, p->Q, p->D, p->scale, p->unit};
-        for (int f = 0; f < FIELDS; f++) arg_num(c, v[f]);
+        for (int f = 0; f < FIELDS; f++)
+            arg_num(c, v[f]);
     }
     return RLT_OK;
 }
@@ -373,8 +377,7 @@ static bool is_error(const redisReply *rep, const char *prefix)
  * (the only retry: the script certainly did not run), follows MOVED and ASK (the command did
  * not run there either), and feeds the breaker.  On RLT_OK *out is the script's reply (caller
  * frees).  On failure *retry_at is when the failing node's breaker next lets a call through. */
-static int run(rlt_redis *r, const call *c, int64_t deadline, redisReply **out,
-               int64_t *retry_at)
+static int run(rlt_redis *r, const call *c, int64_t deadline, redisReply **out, int64_t *retry_at)
 {
     unsigned idx = rlt__route(r, c->slot, deadline);
     bool ask = false, loaded = false;
@@ -406,7 +409,8 @@ static int run(rlt_redis *r, const call *c, int64_t deadline, redisReply **out,
         }
         redisReply *rep = reps[nc - 1];
         bool load_failed = loaded && reps[0]->type == REDIS_REPLY_ERROR;
-        for (size_t i = 0; i + 1 < nc; i++) freeReplyObject(reps[i]);
+        for (size_t i = 0; i + 1 < nc; i++)
+            freeReplyObject(reps[i]);
         if (is_error(rep, "NOSCRIPT") && !loaded && !load_failed) {
             freeReplyObject(rep);
             r->st.script_loads++;
@@ -504,7 +508,8 @@ static int decide_call(rlt_redis *r, const limit *l, const rlt_redis_check *ck, 
     free(c);
     if (rc) return rc;
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements != n) rc = RLT_EBACKEND;
-    for (size_t i = 0; i < n && !rc; i++) rc = parse_decision(rep->element[i], &dec[i]);
+    for (size_t i = 0; i < n && !rc; i++)
+        rc = parse_decision(rep->element[i], &dec[i]);
     freeReplyObject(rep);
     if (rc) {
         r->st.errors++;
@@ -518,7 +523,8 @@ static int decide_call(rlt_redis *r, const limit *l, const rlt_redis_check *ck, 
 static uint64_t fnv1a(const char *s, size_t n)
 {
     uint64_t h = UINT64_C(14695981039346656037);
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * UINT64_C(1099511628211);
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * UINT64_C(1099511628211);
     return h;
 }
 
@@ -530,8 +536,8 @@ static bool leasable(const rlt_policy *p)
 
 /* Decides from (or refills) the local lease of one key.  Returns RLT_OK with *d, or the
  * status of the Redis call. */
-static int lease_decide(rlt_redis *r, const limit *l, const rlt_redis_check *ck,
-                        unsigned flags, rlt_ns now_ns, int64_t now_us, rlt_decision *d)
+static int lease_decide(rlt_redis *r, const limit *l, const rlt_redis_check *ck, unsigned flags,
+                        rlt_ns now_ns, int64_t now_us, rlt_decision *d)
 {
     char name[KEYNAME_MAX];
     int len = key_name(r, l->p, ck->key, ck->klen, name, sizeof name);
@@ -645,8 +651,8 @@ int rlt_redis_decide(rlt_redis *r, const rlt_policy *p, unsigned flags, const vo
     return RLT_OK;
 }
 
-int rlt_redis_decide_multi(rlt_redis *r, const rlt_redis_check *checks, size_t n,
-                           unsigned flags, rlt_ns now, rlt_decision *combined, int *refused)
+int rlt_redis_decide_multi(rlt_redis *r, const rlt_redis_check *checks, size_t n, unsigned flags,
+                           rlt_ns now, rlt_decision *combined, int *refused)
 {
     if (refused) *refused = -1;
     if (!combined) return RLT_EINVAL;
@@ -691,8 +697,8 @@ int rlt_redis_decide_multi(rlt_redis *r, const rlt_redis_check *checks, size_t n
     return RLT_OK;
 }
 
-int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n,
-                           unsigned flags, rlt_ns now, rlt_decision *out, int *status)
+int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n, unsigned flags,
+                           rlt_ns now, rlt_decision *out, int *status)
 {
     if (n == 0) return RLT_OK;
     if (!r || !checks || !out || !status) return RLT_EINVAL;
@@ -797,7 +803,8 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
         else
             r->st.errors++;
     }
-    for (size_t i = 0; i < n && !first; i++) first = status[i];
+    for (size_t i = 0; i < n && !first; i++)
+        first = status[i];
     free(calls_mem), free(node), free(sent), free(cmds), free(reps), free(which);
     return first;
 }

@@ -43,7 +43,8 @@ __attribute__((constructor)) static void rtest_reexec(void)
     argv[argc++] = "--";
     argv[argc++] = self;
     size_t first = strlen(cmdline) + 1; /* skip argv[0] */
-    for (size_t i = first; i < n && argc < 63; i += strlen(cmdline + i) + 1) argv[argc++] = cmdline + i;
+    for (size_t i = first; i < n && argc < 63; i += strlen(cmdline + i) + 1)
+        argv[argc++] = cmdline + i;
     argv[argc] = NULL;
     execv("/bin/sh", argv);
     perror("rtest: exec /bin/sh");
@@ -76,8 +77,14 @@ static inline long rtest_read_num(int i, const char *file)
     return v;
 }
 
-static inline int rtest_port(int i) { return (int)rtest_read_num(i, "port"); }
-static inline pid_t rtest_pid(int i) { return (pid_t)rtest_read_num(i, "pid"); }
+static inline int rtest_port(int i)
+{
+    return (int)rtest_read_num(i, "port");
+}
+static inline pid_t rtest_pid(int i)
+{
+    return (pid_t)rtest_read_num(i, "pid");
+}
 
 /* Runs `redis-servers.sh WHAT DIR-of-server-i`; returns its exit status. */
 static inline int rtest_sh(const char *what, int i)

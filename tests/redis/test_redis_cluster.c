@@ -17,8 +17,8 @@ static long long dbsize(int i)
 
 TEST(cluster_keys_spread_over_all_nodes_with_c_decisions)
 {
-    rlt_redis *r = rtest_open((rlt_redis_options){.timeout = 2 * RLT_NS_PER_S,
-                                                  .ttl_floor = 60 * RLT_NS_PER_S});
+    rlt_redis *r = rtest_open(
+        (rlt_redis_options){.timeout = 2 * RLT_NS_PER_S, .ttl_floor = 60 * RLT_NS_PER_S});
     rlt_policy p = rtest_policy("gcra:5/1s,burst=3");
     for (int k = 0; k < 60; k++) {
         char key[16];
@@ -36,7 +36,8 @@ TEST(cluster_keys_spread_over_all_nodes_with_c_decisions)
         }
         free(st);
     }
-    for (int i = 0; i < 3; i++) ASSERT(dbsize(i) > 5);
+    for (int i = 0; i < 3; i++)
+        ASSERT(dbsize(i) > 5);
     rlt_redis_stats st;
     rlt_redis_stats_get(r, &st);
     ASSERT_EQ(st.nodes, 3);

@@ -35,12 +35,12 @@ static const char *const policies[] = {
 #define NPOL (sizeof policies / sizeof policies[0])
 
 /* Prints the first difference and fails. */
-#define SAME(c, r, what)                                                                   \
-    do {                                                                                   \
-        if ((c) != (r))                                                                    \
-            RLT_FAIL_("%s seed %llu step %d t=%lldus cost %lld: %s: C %lld, Redis %lld",   \
-                      text, (unsigned long long)seed, step, (long long)(t / 1000),         \
-                      (long long)cost, what, (long long)(c), (long long)(r));              \
+#define SAME(c, r, what)                                                                           \
+    do {                                                                                           \
+        if ((c) != (r))                                                                            \
+            RLT_FAIL_("%s seed %llu step %d t=%lldus cost %lld: %s: C %lld, Redis %lld", text,     \
+                      (unsigned long long)seed, step, (long long)(t / 1000), (long long)cost,      \
+                      what, (long long)(c), (long long)(r));                                       \
     } while (0)
 
 /* One trace of `steps` requests on one key; Redis instants are C's plus `offset_us`. */
@@ -76,8 +76,8 @@ static void replay(rlt_redis *r, const char *text, uint64_t seed, int steps, int
             /* release a lease we hold (or a bogus one): both sides must agree */
             int k = (int)rtest_below(&s, 8);
             rc_c = leases_c[k] ? rlt_release(&p, st, t, leases_c[k]) : RLT_ENOENT;
-            rc_r = leases_r[k] ? rlt_redis_release(r, &p, RLT_REDIS_CALLER_TIME, key,
-                                                   strlen(key), t + offset_us * 1000, leases_r[k])
+            rc_r = leases_r[k] ? rlt_redis_release(r, &p, RLT_REDIS_CALLER_TIME, key, strlen(key),
+                                                   t + offset_us * 1000, leases_r[k])
                                : RLT_ENOENT;
             if (getenv("RLT_TEST_TRACE"))
                 fprintf(stderr, "%s step %d t=%lldus release slot %d: C %lld Redis %lld\n", text,
@@ -97,11 +97,13 @@ static void replay(rlt_redis *r, const char *text, uint64_t seed, int steps, int
                                 t + offset_us * 1000, &dr);
         SAME(rc_c, rc_r, "status");
         if (getenv("RLT_TEST_TRACE"))
-            fprintf(stderr, "%s step %d t=%lldus cost %lld: C %d rem %lld retry %lld reset %lld"
-                    " | Redis %d rem %lld retry %lld reset %lld\n", text, step,
-                    (long long)(t / 1000), (long long)cost, dc.allowed, (long long)dc.remaining,
-                    (long long)dc.retry_after, (long long)dc.reset_after, dr.allowed,
-                    (long long)dr.remaining, (long long)dr.retry_after, (long long)dr.reset_after);
+            fprintf(stderr,
+                    "%s step %d t=%lldus cost %lld: C %d rem %lld retry %lld reset %lld"
+                    " | Redis %d rem %lld retry %lld reset %lld\n",
+                    text, step, (long long)(t / 1000), (long long)cost, dc.allowed,
+                    (long long)dc.remaining, (long long)dc.retry_after, (long long)dc.reset_after,
+                    dr.allowed, (long long)dr.remaining, (long long)dr.retry_after,
+                    (long long)dr.reset_after);
         if (rc_c) continue;
         SAME(dc.allowed, dr.allowed, "allowed");
         SAME(dc.limit, dr.limit, "limit");
@@ -122,7 +124,8 @@ static void replay(rlt_redis *r, const char *text, uint64_t seed, int steps, int
 
 TEST(redis_scripts_match_c_on_random_traces)
 {
-    rlt_redis *r = rtest_open((rlt_redis_options){.timeout = 2 * RLT_NS_PER_S, .ttl_floor = 60 * RLT_NS_PER_S});
+    rlt_redis *r = rtest_open(
+        (rlt_redis_options){.timeout = 2 * RLT_NS_PER_S, .ttl_floor = 60 * RLT_NS_PER_S});
     int compared = 0;
     for (size_t i = 0; i < NPOL; i++) {
         for (uint64_t seed = 1; seed <= 4; seed++) {
@@ -142,7 +145,8 @@ TEST(redis_scripts_match_c_at_the_largest_instants)
 {
     /* Redis runs at instants near 2^52 us (its limit); C at the same trace shifted to a small
      * origin by a whole number of windows, which changes no decision. */
-    rlt_redis *r = rtest_open((rlt_redis_options){.timeout = 2 * RLT_NS_PER_S, .ttl_floor = 60 * RLT_NS_PER_S});
+    rlt_redis *r = rtest_open(
+        (rlt_redis_options){.timeout = 2 * RLT_NS_PER_S, .ttl_floor = 60 * RLT_NS_PER_S});
     int compared = 0;
     for (size_t i = 0; i < NPOL; i++) {
         rlt_policy p = rtest_policy(policies[i]);
@@ -182,7 +186,7 @@ TEST(redis_refuses_policies_beyond_2_pow_53)
 TEST(redis_huge_costs_never_fit_like_c)
 {
     rlt_redis *r = rtest_open((rlt_redis_options){0});
-    const char *texts[] = {"gcra:3/1s", "fixed_window:5/1s", "sliding_window:5/1s",
+    const char *texts[] = {"gcra:3/1s",        "fixed_window:5/1s", "sliding_window:5/1s",
                            "sliding_log:5/1s", "token_bucket:3/1s", "leaky_bucket:3/1s,queue=2"};
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
         rlt_policy p = rtest_policy(texts[i]);
@@ -190,9 +194,9 @@ TEST(redis_huge_costs_never_fit_like_c)
         rlt_decision dc, dr;
         ASSERT_EQ(rlt_redis_reset(r, &p, "huge", 4), RLT_OK);
         ASSERT_EQ(rlt_decide(&p, st, 5000000000, INT64_MAX, &dc), RLT_OK);
-        ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, "huge", 4, INT64_MAX,
-                                   5000000000, &dr),
-                  RLT_OK);
+        ASSERT_EQ(
+            rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, "huge", 4, INT64_MAX, 5000000000, &dr),
+            RLT_OK);
         ASSERT_EQ(dc.allowed, dr.allowed);
         ASSERT_EQ(dr.retry_after, -1);
         ASSERT_EQ(dc.remaining, dr.remaining);
@@ -217,7 +221,8 @@ TEST(redis_multi_limit_matches_the_store)
         p[i] = rtest_policy(texts[i]);
         ASSERT_EQ(rlt_store_set_policy(s, name, &p[i], RLT_CHANGE_RESET, &ids[i]), RLT_OK);
     }
-    rlt_redis *r = rtest_open((rlt_redis_options){.timeout = 2 * RLT_NS_PER_S, .ttl_floor = 60 * RLT_NS_PER_S});
+    rlt_redis *r = rtest_open(
+        (rlt_redis_options){.timeout = 2 * RLT_NS_PER_S, .ttl_floor = 60 * RLT_NS_PER_S});
     static const char *keys[] = {"{u1}:a", "{u1}:b"};
     for (int i = 0; i < NP; i++)
         for (int k = 0; k < 2; k++)
@@ -259,7 +264,8 @@ TEST(redis_multi_limit_matches_the_store)
 
 TEST(redis_batch_matches_single_calls)
 {
-    rlt_redis *r = rtest_open((rlt_redis_options){.timeout = 2 * RLT_NS_PER_S, .ttl_floor = 60 * RLT_NS_PER_S});
+    rlt_redis *r = rtest_open(
+        (rlt_redis_options){.timeout = 2 * RLT_NS_PER_S, .ttl_floor = 60 * RLT_NS_PER_S});
     rlt_policy p = rtest_policy("gcra:10/1s,burst=10");
     enum { N = 40 };
     rlt_redis_check ck[N];
@@ -268,7 +274,8 @@ TEST(redis_batch_matches_single_calls)
         snprintf(keys[i], sizeof keys[i], "batch%d", i % 4);
         ck[i] = (rlt_redis_check){&p, keys[i], strlen(keys[i]), 1};
     }
-    for (int k = 0; k < 4; k++) ASSERT_EQ(rlt_redis_reset(r, &p, keys[k], strlen(keys[k])), RLT_OK);
+    for (int k = 0; k < 4; k++)
+        ASSERT_EQ(rlt_redis_reset(r, &p, keys[k], strlen(keys[k])), RLT_OK);
     rlt_decision out[N];
     int status[N];
     ASSERT_EQ(rlt_redis_decide_batch(r, ck, N, RLT_REDIS_CALLER_TIME, 7000000000, out, status),

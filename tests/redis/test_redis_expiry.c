@@ -5,8 +5,8 @@
 #include "test.h"
 
 static const char *const texts[] = {
-    "fixed_window:5/1s", "sliding_log:5/2s",  "sliding_window:5/3s",     "token_bucket:3/1s",
-    "gcra:3/1s,burst=4", "gcra:1/1h",         "leaky_bucket:3/1s,queue=5", "concurrency:3/5s",
+    "fixed_window:5/1s", "sliding_log:5/2s", "sliding_window:5/3s",       "token_bucket:3/1s",
+    "gcra:3/1s,burst=4", "gcra:1/1h",        "leaky_bucket:3/1s,queue=5", "concurrency:3/5s",
 };
 
 TEST(every_key_has_a_positive_bounded_ttl_of_its_reset_after)
@@ -41,8 +41,8 @@ TEST(every_key_has_a_positive_bounded_ttl_of_its_reset_after)
     redisReply *keys = redisCommand(raw, "KEYS exp:*");
     ASSERT(keys && keys->type == REDIS_REPLY_ARRAY && keys->elements > 0);
     for (size_t k = 0; k < keys->elements; k++) {
-        redisReply *rep = redisCommand(raw, "PTTL %b", keys->element[k]->str,
-                                       (size_t)keys->element[k]->len);
+        redisReply *rep =
+            redisCommand(raw, "PTTL %b", keys->element[k]->str, (size_t)keys->element[k]->len);
         ASSERT(rep && rep->type == REDIS_REPLY_INTEGER);
         ASSERT(rep->integer > 0 || rep->integer == -2); /* -2: expired since KEYS */
         freeReplyObject(rep);

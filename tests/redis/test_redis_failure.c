@@ -22,8 +22,7 @@ static rlt_redis *open_fast(void)
 }
 
 /* Decides once and checks the call's duration and fail mode. */
-static int timed(rlt_redis *r, const rlt_policy *p, unsigned flags, rlt_decision *d,
-                 int64_t *took)
+static int timed(rlt_redis *r, const rlt_policy *p, unsigned flags, rlt_decision *d, int64_t *took)
 {
     int64_t t0 = rtest_mono_ns();
     int rc = rlt_redis_decide(r, p, flags, "fkey", 4, 1, 0, d);
@@ -87,7 +86,8 @@ TEST(killed_redis_fails_fast_and_restart_recovers_without_errors)
     int64_t took;
     ASSERT_EQ(timed(r, &p, 0, &d, &took), RLT_OK);
     ASSERT_EQ(kill(rtest_pid(0), SIGKILL), 0);
-    for (int i = 0; i < 100 && kill(rtest_pid(0), 0) == 0; i++) usleep(10000);
+    for (int i = 0; i < 100 && kill(rtest_pid(0), 0) == 0; i++)
+        usleep(10000);
     for (int i = 0; i < 10; i++) {
         int rc = timed(r, &p, RLT_REDIS_FAIL_OPEN, &d, &took);
         ASSERT(rc == RLT_EBACKEND || rc == RLT_ETIMEDOUT);
@@ -118,7 +118,8 @@ TEST(restart_between_calls_and_script_flush_leak_no_error)
     /* A quick restart while the handle holds an idle connection: the stale connection is
      * noticed before use, not reported as a failure. */
     ASSERT_EQ(rtest_sh("restart", 0), 0);
-    for (int i = 0; i < 5; i++) ASSERT_EQ(timed(r, &p, 0, &d, &took), RLT_OK);
+    for (int i = 0; i < 5; i++)
+        ASSERT_EQ(timed(r, &p, 0, &d, &took), RLT_OK);
     redisContext *raw = rtest_raw(0);
     for (int round = 0; round < 3; round++) {
         redisReply *rep = redisCommand(raw, "SCRIPT FLUSH");
@@ -139,7 +140,8 @@ TEST(batch_against_a_stopped_redis_returns_within_the_timeout)
     rlt_redis *r = open_fast();
     rlt_policy p = rtest_policy("gcra:1000/1s");
     rlt_redis_check ck[16];
-    for (int i = 0; i < 16; i++) ck[i] = (rlt_redis_check){&p, "bk", 2, 1};
+    for (int i = 0; i < 16; i++)
+        ck[i] = (rlt_redis_check){&p, "bk", 2, 1};
     rlt_decision out[16];
     int status[16];
     ASSERT_EQ(rlt_redis_decide_batch(r, ck, 16, 0, 0, out, status), RLT_OK);

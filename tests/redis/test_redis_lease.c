@@ -24,9 +24,9 @@ TEST(lease_mode_saves_round_trips_and_over_admits_within_the_bound)
         t += rtest_below(&seed, 2000000); /* ~1000 requests per second: 10x the limit */
         rlt_decision d;
         int i = (int)rtest_below(&seed, S);
-        ASSERT_EQ(rlt_redis_decide(h[i], &p, RLT_REDIS_CALLER_TIME | RLT_REDIS_LEASE, "hot", 3,
-                                   1, t, &d),
-                  RLT_OK);
+        ASSERT_EQ(
+            rlt_redis_decide(h[i], &p, RLT_REDIS_CALLER_TIME | RLT_REDIS_LEASE, "hot", 3, 1, t, &d),
+            RLT_OK);
         decisions++;
         if (d.allowed) per_window[(t / RLT_NS_PER_S) % 64]++;
     }

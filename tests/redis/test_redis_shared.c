@@ -23,8 +23,10 @@ static void hammer(const char *text, const char *key, int64_t expect)
             for (int i = 0; i < TRIES; i++) {
                 rlt_decision d;
                 int rc = rlt_redis_decide(r, &p, 0, key, strlen(key), 1, 0, &d);
-                if (rc) errors++;
-                else allowed += d.allowed;
+                if (rc)
+                    errors++;
+                else
+                    allowed += d.allowed;
             }
             rlt_redis_close(r);
             int64_t msg[2] = {allowed, errors};
@@ -33,7 +35,8 @@ static void hammer(const char *text, const char *key, int64_t expect)
     }
     close(fds[1]);
     int64_t total = 0, errors = 0, msg[2];
-    while (read(fds[0], msg, sizeof msg) == sizeof msg) total += msg[0], errors += msg[1];
+    while (read(fds[0], msg, sizeof msg) == sizeof msg)
+        total += msg[0], errors += msg[1];
     close(fds[0]);
     for (int k = 0; k < PROCS; k++) {
         int status;

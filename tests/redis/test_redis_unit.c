@@ -63,9 +63,9 @@ TEST(unreachable_server_gives_the_fail_mode_decision_and_opens_the_breaker)
     signal(SIGPIPE, SIG_IGN);
     rlt_redis *r;
     /* Port 1 on loopback: connection refused at once. */
-    ASSERT_EQ(rlt_redis_open(&r, &(rlt_redis_options){.servers = "127.0.0.1:1",
-                                                      .breaker_failures = 2}),
-              RLT_OK);
+    ASSERT_EQ(
+        rlt_redis_open(&r, &(rlt_redis_options){.servers = "127.0.0.1:1", .breaker_failures = 2}),
+        RLT_OK);
     rlt_policy p;
     ASSERT_EQ(rlt_policy_parse(&p, "gcra:10/1s,burst=20", 19, NULL, 0), RLT_OK);
     rlt_decision d;
