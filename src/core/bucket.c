@@ -88,10 +88,12 @@ int rlt__bucket_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
     d->reset_after = p->scale_ == 1 ? after : rlt__ceil_div(after, p->scale_);
     if (wait) d->reset_after = rlt__sat_add(d->reset_after, wait);
 
+    int64_t tat = 0; /* checked even when only asked (rlt_when), to answer as decide would */
+    if (p->algo == RLT_GCRA && d->allowed && cost > 0 &&
+        __builtin_add_overflow(now_s, after, &tat))
+        return RLT_ERANGE;
     if (commit && d->allowed && cost > 0) {
         if (p->algo == RLT_GCRA) {
-            int64_t tat;
-            if (__builtin_add_overflow(now_s, after, &tat)) return RLT_ERANGE;
             rlt__tat_store(st, tat);
         } else {
             tb_state s = tb_load(st);

@@ -15,8 +15,8 @@ static bool valid(const rlt_policy *p)
            p->unit_ > 0 && p->limit > 0 && p->period > 0;
 }
 
-static int dispatch(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, rlt_decision *d,
-                    int commit)
+static int dispatch_algo(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
+                         rlt_decision *d, int commit)
 {
     switch (p->algo) {
     case RLT_GCRA:
@@ -35,6 +35,16 @@ static int dispatch(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, rlt
     default:
         return RLT_EINVAL;
     }
+}
+
+/* A denial whose wait saturated to 0 at the end of int64 time can never be allowed: say -1,
+ * since retry_after 0 means "allowed". */
+static int dispatch(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, rlt_decision *d,
+                    int commit)
+{
+    int rc = dispatch_algo(p, st, now, cost, d, commit);
+    if (rc == RLT_OK && !d->allowed && d->retry_after == 0) d->retry_after = -1;
+    return rc;
 }
 
 int rlt_decide(const rlt_policy *p, void *state, rlt_ns now, int64_t cost, rlt_decision *d)

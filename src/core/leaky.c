@@ -46,11 +46,9 @@ int rlt__leaky_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, r
     }
     d->remaining = after > cap ? 0 : (cap - after) / unit + 1;
     d->reset_after = rlt__ceil_div(after, p->scale_);
-    if (commit && d->allowed && cost > 0) {
-        int64_t tat;
-        if (__builtin_add_overflow(now_s, after, &tat)) return RLT_ERANGE;
-        rlt__tat_store(st, tat);
-    }
+    int64_t tat = 0; /* checked even when only asked (rlt_when), to answer as decide would */
+    if (d->allowed && cost > 0 && __builtin_add_overflow(now_s, after, &tat)) return RLT_ERANGE;
+    if (commit && d->allowed && cost > 0) rlt__tat_store(st, tat);
     return RLT_OK;
 }
 
