@@ -103,7 +103,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
              * documented by test_extremes.c) */
             FUZZ_CHECK(d.allowed ? d.retry_after == 0
                                  : d.retry_after != 0 || now > INT64_MAX - 64 * period);
-            FUZZ_CHECK(d.retry_after != -1 || (cost > limit && algo != RLT_CONCURRENCY));
+            /* -1 means the cost never fits, or (at the end of int64 time) a wait that would
+             * end past INT64_MAX */
+            FUZZ_CHECK(d.retry_after != -1 || (cost > limit && algo != RLT_CONCURRENCY) ||
+                       now > INT64_MAX / 2);
             if (!d.allowed || cost == 0) FUZZ_CHECK(memcmp(copy, st, sz) == 0);
             if (algo == RLT_CONCURRENCY) {
                 FUZZ_CHECK((d.lease > 0) == (d.allowed && cost == 1));
