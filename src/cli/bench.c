@@ -44,7 +44,8 @@ static const char usage[] =
     "  --batch N       requests per store call: 1 (default) calls rlt_store_decide per\n"
     "                  request; N > 1 calls rlt_store_decide_batch with N requests\n"
     "  --fill          insert the keys, print the memory figures, skip the timed run\n"
-    "  ns_per_decision is 1e9 / decisions_per_sec (aggregate over threads).\n";
+    "  ns_per_decision is 1e9 / decisions_per_sec (aggregate over threads, wall clock).\n"
+    "  cpu_decisions_per_sec sums each thread's decisions per CPU-second it got.\n";
 
 typedef struct bench_cfg {
     rlt_policy policy;
@@ -67,6 +68,7 @@ typedef struct worker {
     uint8_t *stream; /* cfg->stream keys of key_len bytes */
     uint64_t decisions, allowed, denied, errors;
     double elapsed;
+    double cpu; /* the thread's CPU seconds during the run */
     pthread_barrier_t *barrier;
     int64_t t0;
 } worker;
@@ -75,6 +77,15 @@ static int64_t mono_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * RLT_NS_PER_S + ts.tv_nsec;
+}
+
+/* The calling thread's CPU time: on a shared machine a worker that is descheduled loses wall
+ * time but no CPU time, so decisions per CPU-second says what the code does per core. */
+static int64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (int64_t)ts.tv_sec * RLT_NS_PER_S + ts.tv_nsec;
 }
 
@@ -274,7 +285,7 @@ static void *run_worker(void *arg)
     for (int j = 0; j < ROUND; j++) costs[j] = c->cost;
     const int64_t *cost_arg = c->cost == 1 ? NULL : costs;
     pthread_barrier_wait(w->barrier);
-    const int64_t start = mono_ns();
+    const int64_t start = mono_ns(), cpu0 = thread_cpu_ns();
     int64_t el = 0;
     while (el < limit) {
         const rlt_ns now = start - w->t0 + el + RLT_NS_PER_S;
@@ -308,6 +319,7 @@ static void *run_worker(void *arg)
     w->denied = denied;
     w->errors = errors;
     w->elapsed = (double)el / 1e9;
+    w->cpu = (double)(thread_cpu_ns() - cpu0) / 1e9;
     return NULL;
 }
 
@@ -437,10 +449,19 @@ int rlt__cli_bench(int argc, char **argv)
         printf("allowed         %" PRIu64 "\n", allowed);
         printf("denied          %" PRIu64 "\n", denied);
         printf("errors          %" PRIu64 "\n", errors);
+        double cpu_rate = 0;
         for (unsigned t = 0; t < c.threads; t++) {
+            const double per_cpu = ws[t].cpu > 0 ? (double)ws[t].decisions / ws[t].cpu : 0;
+            cpu_rate += per_cpu;
             fmt_rate(rbuf, sizeof rbuf, ws[t].elapsed > 0 ? (double)ws[t].decisions / ws[t].elapsed : 0);
-            printf("thread %-8u %s\n", t, rbuf);
+            printf("thread %-8u %s wall", t, rbuf);
+            fmt_rate(rbuf, sizeof rbuf, per_cpu);
+            printf(", %s per CPU-second (on CPU %.0f%% of the run)\n", rbuf,
+                   ws[t].elapsed > 0 ? 100 * ws[t].cpu / ws[t].elapsed : 0.0);
         }
+        /* What the threads would do with a core each, all the time: a machine shared with
+         * other jobs takes CPU time away, and this figure does not count what was taken. */
+        printf("cpu_decisions_per_sec=%.0f\n", cpu_rate);
     }
     printf("decisions_per_sec=%.0f ns_per_decision=%.2f bytes_per_key=%.2f\n", rate,
            rate > 0 ? 1e9 / rate : 0.0, bpk);
