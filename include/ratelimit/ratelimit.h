@@ -170,7 +170,11 @@ bool rlt_is_fresh(const rlt_policy *p, const void *state, rlt_ns now);
 bool rlt_state_valid(const rlt_policy *p, const void *state);
 
 /* Moves every instant stored in `state` by `delta` ns (a snapshot restored under another
- * clock origin).  Instants that would leave int64 saturate.  Returns RLT_OK or RLT_EINVAL. */
+ * clock origin).  Instants pushed past INT64_MIN saturate (the state only looks older, which
+ * credits less); an instant of a token bucket, GCRA or leaky bucket pushed past INT64_MAX
+ * would credit time that never passed, so that returns RLT_ERANGE and leaves the state
+ * unchanged (window, log and lease instants saturate: at the end of int64 time they never
+ * expire either way).  Returns RLT_OK, RLT_EINVAL or RLT_ERANGE. */
 int rlt_state_shift(const rlt_policy *p, void *state, rlt_ns delta);
 
 /* How rlt_state_convert carries used allowance from one policy to another. */

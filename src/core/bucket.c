@@ -113,19 +113,21 @@ bool rlt__bucket_fresh(const rlt_policy *p, const void *st, rlt_ns now)
     return used == 0;
 }
 
-void rlt__bucket_shift(const rlt_policy *p, void *st, rlt_ns delta)
+/* Saturating toward the past is harmless (the true instant is earlier still: less credit);
+ * toward the future it would credit time that did not pass, so that is RLT_ERANGE. */
+int rlt__bucket_shift(const rlt_policy *p, void *st, rlt_ns delta)
 {
-    if (p->algo == RLT_GCRA) {
-        int64_t tat = rlt__tat_load(st), ds;
-        if (tat == INT64_MIN) return; /* fresh stays fresh */
-        if (__builtin_mul_overflow(delta, p->scale_, &ds)) ds = delta > 0 ? INT64_MAX : INT64_MIN;
-        rlt__tat_store(st, rlt__sat_add(tat, ds));
-        return;
-    }
+    if (p->algo == RLT_GCRA) return rlt__tat_shift(p, st, delta);
     tb_state s = tb_load(st);
-    if (s.last == INT64_MIN) return; /* fresh stays fresh */
-    s.last = rlt__sat_add(s.last, delta);
+    if (s.last == INT64_MIN) return RLT_OK; /* fresh stays fresh */
+    int64_t moved;
+    if (__builtin_add_overflow(s.last, delta, &moved)) {
+        if (delta > 0) return RLT_ERANGE;
+        moved = INT64_MIN + 1;
+    }
+    s.last = moved;
     tb_store(st, s);
+    return RLT_OK;
 }
 
 /* Used amount at `now` in the policy's scaled units (for rlt_state_convert). */

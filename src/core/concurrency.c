@@ -38,6 +38,8 @@ int rlt__concurrency_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t c
     rlt__decision_clear(d, p->limit);
     d->allowed = in_use < p->limit;
     if (!d->allowed) d->retry_after = rlt__sat_sub(soonest, now);
+    if (d->allowed && cost > 0 && s->last_lease == INT64_MAX)
+        return RLT_ERANGE; /* no fresh id left: ids must never repeat */
     if (d->allowed && cost > 0) {
         rlt_ns expires = rlt__sat_add(now, p->period);
         int64_t lease = rlt__sat_add(s->last_lease, 1);

@@ -105,8 +105,7 @@ int rlt_state_shift(const rlt_policy *p, void *state, rlt_ns delta)
     switch (p->algo) {
     case RLT_GCRA:
     case RLT_TOKEN_BUCKET:
-        rlt__bucket_shift(p, state, delta);
-        break;
+        return rlt__bucket_shift(p, state, delta);
     case RLT_FIXED_WINDOW:
         rlt__fixed_window_shift(p, state, delta);
         break;
@@ -117,8 +116,7 @@ int rlt_state_shift(const rlt_policy *p, void *state, rlt_ns delta)
         rlt__sliding_log_shift(p, state, delta);
         break;
     case RLT_LEAKY_BUCKET:
-        rlt__leaky_shift(p, state, delta);
-        break;
+        return rlt__tat_shift(p, state, delta);
     case RLT_CONCURRENCY:
         rlt__concurrency_shift(p, state, delta);
         break;

@@ -70,8 +70,7 @@ bool rlt__concurrency_fresh(const rlt_policy *p, const void *st, rlt_ns now);
 void rlt__fixed_window_shift(const rlt_policy *p, void *st, rlt_ns delta);
 void rlt__sliding_log_shift(const rlt_policy *p, void *st, rlt_ns delta);
 void rlt__sliding_window_shift(const rlt_policy *p, void *st, rlt_ns delta);
-void rlt__bucket_shift(const rlt_policy *p, void *st, rlt_ns delta);
-void rlt__leaky_shift(const rlt_policy *p, void *st, rlt_ns delta);
+int rlt__bucket_shift(const rlt_policy *p, void *st, rlt_ns delta);
 void rlt__concurrency_shift(const rlt_policy *p, void *st, rlt_ns delta);
 
 /* GCRA and leaky bucket keep one word: the theoretical arrival time in scaled units
@@ -87,6 +86,20 @@ static inline void rlt__tat_store(void *st, int64_t tat)
 {
     uint64_t w = (uint64_t)tat ^ (UINT64_C(1) << 63);
     memcpy(st, &w, sizeof w);
+}
+
+/* Moves a stored tat by delta ns (GCRA, leaky bucket).  Fresh stays fresh; toward the past
+ * it saturates (harmless), toward the future an overflow is RLT_ERANGE, state unchanged. */
+static inline int rlt__tat_shift(const rlt_policy *p, void *st, rlt_ns delta)
+{
+    int64_t tat = rlt__tat_load(st), ds, moved;
+    if (tat == INT64_MIN) return RLT_OK;
+    if (__builtin_mul_overflow(delta, p->scale_, &ds) || __builtin_add_overflow(tat, ds, &moved)) {
+        if (delta > 0) return RLT_ERANGE;
+        moved = INT64_MIN + 1;
+    }
+    rlt__tat_store(st, moved);
+    return RLT_OK;
 }
 
 #endif

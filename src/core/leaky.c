@@ -59,14 +59,6 @@ bool rlt__leaky_fresh(const rlt_policy *p, const void *st, rlt_ns now)
     return backlog == 0;
 }
 
-void rlt__leaky_shift(const rlt_policy *p, void *st, rlt_ns delta)
-{
-    int64_t tat = rlt__tat_load(st), ds;
-    if (tat == INT64_MIN) return;
-    if (__builtin_mul_overflow(delta, p->scale_, &ds)) ds = delta > 0 ? INT64_MAX : INT64_MIN;
-    rlt__tat_store(st, rlt__sat_add(tat, ds));
-}
-
 int rlt__leaky_backlog(const rlt_policy *p, const void *st, rlt_ns now, int64_t *backlog)
 {
     int64_t now_s;

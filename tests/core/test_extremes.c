@@ -52,10 +52,15 @@ static void hammer_extremes(const rlt_policy *p)
             }
         }
     }
-    /* shifts by the extremes saturate instead of overflowing */
+    /* shifts by the extremes saturate toward the past, and refuse (state unchanged) where a
+     * bucket's instant would pass INT64_MAX and so credit time that never passed */
     const rlt_ns deltas[] = {INT64_MAX, INT64_MIN, INT64_MAX, 1, -1, INT64_MIN + 1};
     for (size_t i = 0; i < sizeof deltas / sizeof deltas[0]; i++) {
-        ASSERT_EQ(rlt_state_shift(p, st, deltas[i]), RLT_OK);
+        void *before = dup_state(p, st);
+        int src = rlt_state_shift(p, st, deltas[i]);
+        bool same = memcmp(before, st, rlt_state_size(p)) == 0;
+        free(before);
+        ASSERT(src == RLT_OK || (src == RLT_ERANGE && deltas[i] > 0 && same));
         rlt_decision d;
         int rc = rlt_decide(p, st, 0, 1, &d);
         ASSERT(rc == RLT_OK || rc == RLT_ERANGE);
@@ -131,4 +136,21 @@ TEST(denial_at_int64_max_never_reports_retry_after_0)
         if (!allowed && retry == 0)
             RLT_FAIL_("%s: denied at INT64_MAX with retry_after 0", texts[i]);
     }
+}
+
+/* The shift that used to saturate and mint: gcra:8/3ns,burst=16 near INT64_MAX / scale_. */
+TEST(shift_past_int64_max_is_refused_not_minted)
+{
+    rlt_policy p = parse_policy("gcra:8/3ns,burst=16");
+    void *st = new_state(&p);
+    rlt_decision before, after;
+    rlt_ns now = INT64_MAX / p.scale_ - 5; /* tat = now x 8 + 30 still fits; + 21 x 8 not */
+    ASSERT_EQ(rlt_decide(&p, st, now, 10, &before), RLT_OK);
+    ASSERT(before.allowed);
+    ASSERT_EQ(rlt_decide(&p, st, now, 0, &before), RLT_OK);
+    ASSERT_EQ(rlt_state_shift(&p, st, 21), RLT_ERANGE);
+    ASSERT_EQ(rlt_decide(&p, st, now, 0, &after), RLT_OK); /* unchanged state, same answer */
+    ASSERT_EQ(after.remaining, before.remaining);
+    ASSERT_EQ(after.reset_after, before.reset_after);
+    free(st);
 }
