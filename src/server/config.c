@@ -105,7 +105,7 @@ static int get_duration(ctx *x, const yaml_node_t *n, rlt_ns *out, const char *w
 
 static int get_size(ctx *x, const yaml_node_t *n, size_t *out, const char *what)
 {
-    int64_t v;
+    int64_t v = 0;
     if (get_int(x, n, 0, INT64_MAX / 2, &v, what) < 0) return -1;
     *out = (size_t)v;
     return 0;
@@ -170,7 +170,7 @@ static int parse_settings(ctx *x, yaml_node_t *n)
     {
         size_t kl;
         const char *key = key_of(k, &kl);
-        int64_t i;
+        int64_t i = 0;
         int r;
         if (eq(key, kl, "bind")) r = get_str(x, v, s->bind, sizeof s->bind, "bind");
         else if (eq(key, kl, "port") || eq(key, kl, "http_port")) {
@@ -430,7 +430,7 @@ static int parse_descs(ctx *x, yaml_node_t *n, const char *path, int depth, rlt_
         snprintf(mypath, sizeof mypath, "%s.%s%s%s", path, d->key, d->value ? "_" : "",
                  d->value ? d->value : "");
         if (rl != NULL) {
-            rlt__rule *rule;
+            rlt__rule *rule = NULL;
             if (add_rule(x, &rule) < 0) return -1;
             d->rule = (int)(x->c->nrules - 1);
             snprintf(rule->path, sizeof rule->path, "%s", mypath);
