@@ -101,6 +101,10 @@ int rlt__opt_int(const char *cmd, const char *name, const char *val, int64_t min
 int rlt__opt_dec(const char *cmd, const char *name, const char *val, int64_t scale, int64_t min,
                  int64_t max, int64_t *out);
 
+/* Prints "ratelimit CMD: <message> (see ratelimit CMD --help)" to stderr and returns 2, the
+ * usage-error exit code. */
+int rlt__usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Parses policy text for option --policy, printing the parser's message on error; 0 or -1. */
 int rlt__opt_policy(const char *cmd, const char *val, rlt_policy *p);
 

@@ -3,6 +3,7 @@
  * the small option parser every subcommand uses. */
 #include "cli/cliutil.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -225,6 +226,17 @@ int rlt__opt_dec(const char *cmd, const char *name, const char *val, int64_t sca
     }
     *out = v;
     return 0;
+}
+
+int rlt__usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "ratelimit %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see ratelimit %s --help)\n", cmd);
+    va_end(ap);
+    return 2;
 }
 
 int rlt__opt_policy(const char *cmd, const char *val, rlt_policy *p)

@@ -24,16 +24,7 @@ static void usage(FILE *f)
           f);
 }
 
-static int fail_usage(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("ratelimit " CMD ": ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputs(" (see ratelimit headers --help)\n", stderr);
-    va_end(ap);
-    return 2;
-}
+#define fail_usage(...) rlt__usage_error(CMD, __VA_ARGS__)
 
 int rlt__cli_headers(int argc, char **argv)
 {

@@ -38,16 +38,7 @@ static void usage(FILE *f)
         f);
 }
 
-static int fail_usage(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("ratelimit " CMD ": ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputs(" (see ratelimit replay --help)\n", stderr);
-    va_end(ap);
-    return 2;
-}
+#define fail_usage(...) rlt__usage_error(CMD, __VA_ARGS__)
 
 /* ---- Per-key tallies for --summary: keys interned in one arena, found by open addressing. */
 

@@ -79,16 +79,7 @@ static void usage(FILE *f)
           f);
 }
 
-static int fail_usage(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("ratelimit " CMD ": ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputs(" (see ratelimit sim --help)\n", stderr);
-    va_end(ap);
-    return 2;
-}
+#define fail_usage(...) rlt__usage_error(CMD, __VA_ARGS__)
 
 /* Times the simulator accepts: +-2^61 ns (73 years) keeps every window and pixel computation
  * far from int64's edge. */
