@@ -4,8 +4,11 @@
  *
  * Why: a store call on a random key among millions costs about one such read (its home slot),
  * so 1e9 / latency is the ceiling of one-call-at-a-time decisions per second; docs/perf-store.md
- * quotes these figures.  Usage: store_chase [MiB=64] [steps=20000000] [huge=1]. */
+ * quotes these figures.  Then the cost of moving one written cache line from one core to the
+ * other (two threads taking turns on a counter): what a shard lock costs a decision when the
+ * other thread took it last.  Usage: store_chase [MiB=64] [steps=20000000] [huge=1]. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +47,40 @@ static double chase(void **start[MAXK], int k, uint64_t steps, uintptr_t *sink)
     int64_t t1 = mono_ns();
     for (int j = 0; j < k; j++) *sink ^= (uintptr_t)p[j];
     return (double)(t1 - t0) / (double)(rounds * (uint64_t)k);
+}
+
+/* Two threads hand a counter back and forth: each waits for its parity and increments it. */
+#define HANDOFFS 200000
+static _Alignas(64) unsigned long turn;
+
+static void *pong(void *arg)
+{
+    const unsigned long me = (unsigned long)(uintptr_t)arg;
+    for (unsigned long i = me; i < HANDOFFS; i += 2) {
+        while (__atomic_load_n(&turn, __ATOMIC_ACQUIRE) != i) {
+        }
+        __atomic_store_n(&turn, i + 1, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+/* ns per hand-off (one line transfer between the cores), best of 5 tries: on a shared machine
+ * a try where one thread was descheduled is much slower and is discarded. */
+static double handoff_ns(void)
+{
+    double best = 1e18;
+    for (int t = 0; t < 5; t++) {
+        __atomic_store_n(&turn, 0, __ATOMIC_RELAXED);
+        pthread_t a, b;
+        int64_t t0 = mono_ns();
+        if (pthread_create(&a, NULL, pong, (void *)(uintptr_t)0)) return -1;
+        if (pthread_create(&b, NULL, pong, (void *)(uintptr_t)1)) return -1;
+        pthread_join(a, NULL);
+        pthread_join(b, NULL);
+        double ns = (double)(mono_ns() - t0) / HANDOFFS;
+        if (ns < best) best = ns;
+    }
+    return best;
 }
 
 int main(int argc, char **argv)
@@ -92,5 +129,7 @@ int main(int argc, char **argv)
                ks[i] == 1 ? "  (dependent: the latency of one random read)" : "");
     }
     munmap(mem, bytes);
+    printf("line_handoff_ns=%.1f  (a written cache line moving to the other core, best of 5)\n",
+           handoff_ns());
     return sink == 1; /* practically never; keeps `sink` live */
 }
