@@ -213,6 +213,99 @@ static int parse_settings(ctx *x, yaml_node_t *n)
     return 0;
 }
 
+/* ---- the shared store: `redis:` ------------------------------------------------------ */
+
+/* `fail: open|closed` (RLT__FAIL_OPEN / RLT__FAIL_CLOSED). */
+static int get_fail(ctx *x, const yaml_node_t *n, int *out)
+{
+    size_t len;
+    const char *s = scalar(n, &len);
+    if (s != NULL && eq(s, len, "open")) *out = RLT__FAIL_OPEN;
+    else if (s != NULL && eq(s, len, "closed")) *out = RLT__FAIL_CLOSED;
+    else return fail(x, n, "fail must be open or closed");
+    return 0;
+}
+
+/* A Redis duration needs its unit ("50ms"): a bare number would be ambiguous here. */
+static int get_redis_duration(ctx *x, const yaml_node_t *n, rlt_ns lo, rlt_ns hi, rlt_ns *out,
+                              const char *what)
+{
+    size_t len;
+    const char *s = scalar(n, &len);
+    if (s == NULL || rlt_duration_parse(s, len, 0, out) != RLT_OK || *out < lo || *out > hi)
+        return fail(x, n, "%s must be a duration with a unit between %lldms and %llds, e.g. 50ms",
+                    what, (long long)(lo / RLT_NS_PER_MS), (long long)(hi / RLT_NS_PER_S));
+    return 0;
+}
+
+static int parse_redis(ctx *x, yaml_node_t *n)
+{
+    rlt__redis_settings *rs = &x->c->set.redis;
+    if (n != NULL && n->type == YAML_SCALAR_NODE) /* redis: "host:port" */
+        return get_str(x, n, rs->address, sizeof rs->address, "redis");
+    if (need_map(x, n, "redis") < 0) return -1;
+    FOR_PAIRS(x, n, k, v)
+    {
+        size_t kl;
+        const char *key = key_of(k, &kl);
+        int64_t i = 0;
+        int r;
+        if (eq(key, kl, "address") || eq(key, kl, "addresses")) {
+            if (v->type == YAML_SEQUENCE_NODE) { /* a list of seed nodes */
+                rs->address[0] = '\0';
+                r = 0;
+                for (yaml_node_item_t *it = v->data.sequence.items.start;
+                     r == 0 && it < v->data.sequence.items.top; it++) {
+                    char one[RLT__STR_MAX];
+                    size_t used = strlen(rs->address);
+                    r = get_str(x, node(x, *it), one, sizeof one, "a Redis address");
+                    if (r == 0 && used + strlen(one) + 2 > sizeof rs->address)
+                        r = fail(x, v, "redis addresses are longer than %zu bytes",
+                                 sizeof rs->address - 1);
+                    if (r == 0)
+                        snprintf(rs->address + used, sizeof rs->address - used, "%s%s",
+                                 used ? "," : "", one);
+                }
+            } else {
+                r = get_str(x, v, rs->address, sizeof rs->address, "redis address");
+            }
+        } else if (eq(key, kl, "cluster"))
+            r = get_bool(x, v, &rs->cluster, "redis cluster");
+        else if (eq(key, kl, "password"))
+            r = get_str(x, v, rs->password, sizeof rs->password, "redis password");
+        else if (eq(key, kl, "prefix"))
+            r = get_str(x, v, rs->prefix, sizeof rs->prefix, "redis prefix");
+        else if (eq(key, kl, "timeout"))
+            r = get_redis_duration(x, v, RLT_NS_PER_MS, 60 * RLT_NS_PER_S, &rs->timeout,
+                                   "redis timeout");
+        else if (eq(key, kl, "timeout_ms")) {
+            r = get_int(x, v, 1, 60000, &i, "redis timeout_ms");
+            rs->timeout = i * RLT_NS_PER_MS;
+        } else if (eq(key, kl, "fail")) {
+            int f = 0;
+            r = get_fail(x, v, &f);
+            rs->fail_open = f == RLT__FAIL_OPEN;
+        } else if (eq(key, kl, "breaker_failures")) {
+            r = get_int(x, v, 1, 1000, &i, "redis breaker_failures");
+            rs->breaker_failures = (unsigned)i;
+        } else if (eq(key, kl, "backoff_min"))
+            r = get_redis_duration(x, v, RLT_NS_PER_MS, 3600 * RLT_NS_PER_S, &rs->backoff_min,
+                                   "redis backoff_min");
+        else if (eq(key, kl, "backoff_max"))
+            r = get_redis_duration(x, v, RLT_NS_PER_MS, 3600 * RLT_NS_PER_S, &rs->backoff_max,
+                                   "redis backoff_max");
+        else
+            r = fail(x, k, "unknown redis setting '%.*s' (address, cluster, password, prefix, "
+                           "timeout, fail, breaker_failures, backoff_min, backoff_max)",
+                     (int)(kl > 64 ? 64 : kl), key);
+        if (r < 0) return -1;
+    }
+    if (rs->address[0] == '\0') return fail(x, n, "redis needs an address (host:port)");
+    if (rs->backoff_min != 0 && rs->backoff_max != 0 && rs->backoff_max < rs->backoff_min)
+        return fail(x, n, "redis backoff_max is shorter than backoff_min");
+    return 0;
+}
+
 /* ---- names ---------------------------------------------------------------------------- */
 
 static uint64_t fnv1a(const char *s, size_t n)
@@ -331,6 +424,8 @@ static int parse_rate_limit(ctx *x, yaml_node_t *n, rlt__rule *rule)
             r = get_int(x, v, 1, INT32_MAX, &burst, "burst");
         } else if (eq(key, kl, "policy")) {
             r = get_str(x, v, text, sizeof text, "policy");
+        } else if (eq(key, kl, "fail")) {
+            r = get_fail(x, v, &rule->fail);
         } else {
             r = fail(x, k, "unknown rate_limit field '%.*s'", (int)(kl > 64 ? 64 : kl), key);
         }
@@ -469,7 +564,7 @@ static int add_domain(ctx *x, yaml_node_t *name_node, yaml_node_t *descs)
 /* ---- policies, tiers, tenants --------------------------------------------------------- */
 
 static int add_named(ctx *x, const yaml_node_t *at, const char *name, const char *text,
-                     bool shadow)
+                     bool shadow, int failmode)
 {
     rlt__config *c = x->c;
     if (!valid_name(name) || strlen(name) > RLT_NAME_MAX - 2)
@@ -489,6 +584,7 @@ static int add_named(ctx *x, const yaml_node_t *at, const char *name, const char
     memset(slot, 0, sizeof *slot);
     strcpy(slot->name, name);
     slot->shadow = shadow;
+    slot->fail = failmode;
     slot->policy_id = -1;
     char perr[200];
     if (rlt_policy_parse(&slot->policy, text, strlen(text), perr, sizeof perr) != RLT_OK)
@@ -503,6 +599,7 @@ static int parse_policies(ctx *x, yaml_node_t *n)
     {
         char name[RLT__STR_MAX], text[RLT__STR_MAX] = "";
         bool shadow = false;
+        int failmode = RLT__FAIL_DEFAULT;
         if (get_str(x, k, name, sizeof name, "a policy name") < 0) return -1;
         if (v->type == YAML_SCALAR_NODE) {
             if (get_str(x, v, text, sizeof text, "a policy") < 0) return -1;
@@ -516,13 +613,15 @@ static int parse_policies(ctx *x, yaml_node_t *n)
                 if (eq(kk, kl, "policy")) r = get_str(x, v2, text, sizeof text, "policy");
                 else if (eq(kk, kl, "shadow_mode"))
                     r = get_bool(x, v2, &shadow, "shadow_mode");
+                else if (eq(kk, kl, "fail"))
+                    r = get_fail(x, v2, &failmode);
                 else
                     r = fail(x, k2, "unknown policy field '%.*s'", (int)(kl > 64 ? 64 : kl), kk);
                 if (r < 0) return -1;
             }
             if (text[0] == '\0') return fail(x, v, "policy '%s' needs policy: TEXT", name);
         }
-        if (add_named(x, k, name, text, shadow) < 0) return -1;
+        if (add_named(x, k, name, text, shadow, failmode) < 0) return -1;
     }
     return 0;
 }
@@ -648,6 +747,7 @@ static int parse_root(ctx *x, yaml_node_t *root)
         else if (eq(kk, kl, "policies")) continue;
         else if (eq(kk, kl, "tiers")) tiers = v;
         else if (eq(kk, kl, "server")) r = parse_settings(x, v);
+        else if (eq(kk, kl, "redis")) r = parse_redis(x, v);
         else if (eq(kk, kl, "tenants")) r = parse_tenants(x, v);
         else if (eq(kk, kl, "default_tier"))
             r = get_str(x, v, x->c->default_tier, sizeof x->c->default_tier, "default_tier");

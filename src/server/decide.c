@@ -1,6 +1,6 @@
-/* The decision seam: every decision ratelimitd makes goes through these functions, which
- * today call the local keyed store and count the outcome per policy; a Redis backend
- * (src/redis) can be slotted in here without touching the front ends. */
+/* The decision seam: every decision ratelimitd makes goes through these functions, which call
+ * the local keyed store, or the Redis backend (backend_redis.c) when `redis.address` is set,
+ * and count the outcome per policy.  Shadow mode is applied here, the same for both. */
 #include "server/srv.h"
 
 static void count(rlt__srv *s, int id, bool allowed, bool shadowed)
@@ -15,7 +15,10 @@ static void count(rlt__srv *s, int id, bool allowed, bool shadowed)
 int rlt__decide(rlt__srv *s, int policy_id, bool shadow, const void *key, size_t klen,
                 rlt_ns now, int64_t cost, rlt_decision *d)
 {
-    int st = rlt_store_decide(s->store, policy_id, key, klen, now, cost, d);
+    /* With Redis, `now` is not used: the Redis server's clock decides (skewed daemons cannot
+     * mint allowance). */
+    int st = s->backend != NULL ? rlt__backend_decide(s, policy_id, key, klen, cost, d)
+                                : rlt_store_decide(s->store, policy_id, key, klen, now, cost, d);
     if (st != RLT_OK) return st;
     bool shadowed = false;
     if (!d->allowed && cost > 0 && (shadow || rlt__srv_config(s)->set.shadow_mode)) {
@@ -32,7 +35,9 @@ int rlt__decide(rlt__srv *s, int policy_id, bool shadow, const void *key, size_t
 int rlt__decide_tier(rlt__srv *s, const char *default_tier, const void *key, size_t klen,
                      rlt_ns now, int64_t cost, rlt_decision *d)
 {
-    int st = rlt_store_decide_tier(s->store, default_tier, key, klen, now, cost, d);
+    int st = s->backend != NULL
+                 ? rlt__backend_decide_tier(s, default_tier, key, klen, now, cost, d)
+                 : rlt_store_decide_tier(s->store, default_tier, key, klen, now, cost, d);
     if (st != RLT_OK) return st;
     count(s, RLT__METRIC_IDS - 1, d->allowed, false);
     return RLT_OK;
@@ -41,7 +46,9 @@ int rlt__decide_tier(rlt__srv *s, const char *default_tier, const void *key, siz
 int rlt__decide_multi(rlt__srv *s, const rlt_check *checks, size_t n, rlt_ns now,
                       rlt_decision *combined, int *refused)
 {
-    int st = rlt_store_decide_multi(s->store, checks, n, now, combined, refused);
+    int st = s->backend != NULL
+                 ? rlt__backend_decide_multi(s, checks, n, combined, refused)
+                 : rlt_store_decide_multi(s->store, checks, n, now, combined, refused);
     if (st != RLT_OK) return st;
     /* Allowed: every limit was charged.  Denied: only the refusing limit denied; the others
      * were neither charged nor refused. */
@@ -56,11 +63,20 @@ int rlt__decide_multi(rlt__srv *s, const rlt_check *checks, size_t n, rlt_ns now
 
 int rlt__decide_reset(rlt__srv *s, int policy_id, const void *key, size_t klen)
 {
+    if (s->backend != NULL) return rlt__backend_reset(s, policy_id, key, klen);
     return rlt_store_reset(s->store, policy_id, key, klen);
 }
 
 int rlt__decide_release(rlt__srv *s, int policy_id, const void *key, size_t klen, rlt_ns now,
                         int64_t lease)
 {
+    if (s->backend != NULL) return rlt__backend_release(s, policy_id, key, klen, lease);
     return rlt_store_release(s->store, policy_id, key, klen, now, lease);
+}
+
+int rlt__decide_peek(rlt__srv *s, int policy_id, const void *key, size_t klen, rlt_ns now,
+                     rlt_decision *d)
+{
+    if (s->backend != NULL) return rlt__backend_decide(s, policy_id, key, klen, 0, d);
+    return rlt_store_decide(s->store, policy_id, key, klen, now, 0, d);
 }

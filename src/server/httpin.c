@@ -308,8 +308,8 @@ int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const char *prefix, 
         for (size_t k = 0; k < nchecks; k++) {
             rlt_decision pd;
             size_t i = map[k];
-            if (rlt_store_decide(s->store, checks[k].policy, checks[k].key, checks[k].klen, now,
-                                 0, &pd) == RLT_OK) {
+            if (rlt__decide_peek(s, checks[k].policy, checks[k].key, checks[k].klen, now,
+                                 &pd) == RLT_OK) {
                 st[i].remaining = pd.remaining;
                 st[i].reset = pd.reset_after;
             }

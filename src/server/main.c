@@ -14,16 +14,21 @@ static void usage(FILE *f)
           "                  [--threads N] [--password PW] [--snapshot FILE | --no-snapshot]\n"
           "                  [--snapshot-interval DURATION] [--max-keys N]\n"
           "                  [--max-connections N] [--check-config]\n"
+          "                  [--redis HOST:PORT[,HOST:PORT...]] [--redis-cluster]\n"
+          "                  [--redis-fail open|closed] [--redis-timeout DURATION]\n"
           "  --port / --http-port: 0 picks a free port, -1 turns the listener off\n"
-          "  defaults: 127.0.0.1, RESP 6380, HTTP 8080, snapshot ./ratelimitd.snap every 5s\n",
+          "  defaults: 127.0.0.1, RESP 6380, HTTP 8080, snapshot ./ratelimitd.snap every 5s\n"
+          "  --redis: decide in this Redis (a fleet of daemons shares one limit)\n",
           f);
 }
 
 typedef struct overrides {
     const char *config;
     const char *bind, *password, *snapshot, *interval;
+    const char *redis, *redis_fail, *redis_timeout;
     long port, http_port, threads, max_keys, max_conns;
     bool has_port, has_http, has_threads, has_keys, has_conns, no_snapshot, check_only;
+    bool redis_cluster;
 } overrides;
 
 static int parse_long(const char *s, long lo, long hi, long *out)
@@ -52,6 +57,31 @@ static int apply_overrides(rlt__settings *set, const overrides *o, char *err, si
         snprintf(err, errlen, "--snapshot-interval: not a duration: %s", o->interval);
         return -1;
     }
+    rlt__redis_settings *rs = &set->redis;
+    if (o->redis != NULL) {
+        if (strlen(o->redis) >= sizeof rs->address || o->redis[0] == '\0') {
+            snprintf(err, errlen, "--redis: needs HOST:PORT[,HOST:PORT...] (at most %zu bytes)",
+                     sizeof rs->address - 1);
+            return -1;
+        }
+        snprintf(rs->address, sizeof rs->address, "%s", o->redis);
+    }
+    if (o->redis_cluster) rs->cluster = true;
+    if (o->redis_fail != NULL) {
+        if (strcmp(o->redis_fail, "open") != 0 && strcmp(o->redis_fail, "closed") != 0) {
+            snprintf(err, errlen, "--redis-fail: open or closed, not %s", o->redis_fail);
+            return -1;
+        }
+        rs->fail_open = strcmp(o->redis_fail, "open") == 0;
+    }
+    if (o->redis_timeout != NULL &&
+        (rlt_duration_parse(o->redis_timeout, strlen(o->redis_timeout), 0, &rs->timeout) !=
+             RLT_OK ||
+         rs->timeout < RLT_NS_PER_MS || rs->timeout > 60 * RLT_NS_PER_S)) {
+        snprintf(err, errlen, "--redis-timeout: a duration with a unit in [1ms, 60s], not %s",
+                 o->redis_timeout);
+        return -1;
+    }
     return 0;
 }
 
@@ -63,7 +93,8 @@ static int load_config(const overrides *o, rlt__config **out, char *err, size_t 
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    if (apply_overrides(&(*out)->set, o, err, errlen) < 0) {
+    if (apply_overrides(&(*out)->set, o, err, errlen) < 0 ||
+        rlt__backend_check_config(*out, err, errlen) < 0) {
         rlt__config_free(*out);
         *out = NULL;
         return -1;
@@ -127,6 +158,16 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
     cfg->set.max_args = keep.max_args;
     cfg->set.max_inline_policies = keep.max_inline_policies;
     snprintf(cfg->set.snapshot, sizeof cfg->set.snapshot, "%s", keep.snapshot);
+    /* The Redis connection stays as started too; only the fail modes follow the file. */
+    bool fail_open = cfg->set.redis.fail_open;
+    cfg->set.redis = keep.redis;
+    cfg->set.redis.fail_open = fail_open;
+    if (rlt__backend_check_config(cfg, err, sizeof err) < 0) {
+        __atomic_fetch_add(&m->s->metrics.reloads_failed, 1, __ATOMIC_RELAXED);
+        fprintf(stderr, "ratelimitd: reload failed, keeping the old config: %s\n", err);
+        rlt__config_free(cfg);
+        return;
+    }
     if (!rlt__is_loopback(cfg->set.bind) && cfg->set.password[0] == '\0' && cfg->ntenants == 0) {
         __atomic_fetch_add(&m->s->metrics.reloads_failed, 1, __ATOMIC_RELAXED);
         fprintf(stderr, "ratelimitd: reload failed, keeping the old config: %s would leave a "
@@ -176,6 +217,9 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--check-config") == 0) {
             o.check_only = true;
             takes = false;
+        } else if (strcmp(a, "--redis-cluster") == 0) {
+            o.redis_cluster = true;
+            takes = false;
         } else if (v == NULL) {
             bad = 1;
         } else if (strcmp(a, "--config") == 0) {
@@ -188,6 +232,12 @@ int main(int argc, char **argv)
             o.snapshot = v;
         } else if (strcmp(a, "--snapshot-interval") == 0) {
             o.interval = v;
+        } else if (strcmp(a, "--redis") == 0) {
+            o.redis = v;
+        } else if (strcmp(a, "--redis-fail") == 0) {
+            o.redis_fail = v;
+        } else if (strcmp(a, "--redis-timeout") == 0) {
+            o.redis_timeout = v;
         } else if (strcmp(a, "--port") == 0) {
             bad = parse_long(v, -1, 65535, &o.port);
             o.has_port = true;
@@ -239,12 +289,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "ratelimitd: %s\n", err);
         return 1;
     }
+    if (rlt__backend_open(s, err, sizeof err) < 0) {
+        fprintf(stderr, "ratelimitd: %s\n", err);
+        rlt__srv_close(s);
+        return 1;
+    }
     mainctx m = {.s = s, .o = &o, .base = event_base_new()};
     int rport, hport;
     rlt__daemon *d;
     if (m.base == NULL || rlt__daemon_start(&d, s, &rport, &hport, err, sizeof err) < 0) {
         fprintf(stderr, "ratelimitd: %s\n", m.base ? err : "out of memory");
         if (m.base) event_base_free(m.base);
+        rlt__backend_close(s);
         rlt__srv_close(s);
         return 1;
     }
@@ -253,6 +309,12 @@ int main(int argc, char **argv)
     if (rport >= 0) snprintf(rs, sizeof rs, "%d", rport);
     if (hport >= 0) snprintf(hs, sizeof hs, "%d", hport);
     printf("ratelimitd: resp %s:%s http %s:%s\n", set->bind, rs, set->bind, hs);
+    if (s->backend != NULL)
+        fprintf(stderr, "ratelimitd: deciding in Redis%s %s (timeout %lld us, fail %s)\n",
+                set->redis.cluster ? " Cluster" : "", set->redis.address,
+                (long long)((set->redis.timeout ? set->redis.timeout : 50 * RLT_NS_PER_MS) /
+                            RLT_NS_PER_US),
+                set->redis.fail_open ? "open" : "closed");
     fflush(stdout);
 
     struct event *ev_term = evsignal_new(m.base, SIGTERM, on_stop, &m);
@@ -273,6 +335,7 @@ int main(int argc, char **argv)
     event_base_dispatch(m.base);
 
     rlt__daemon_stop(d);
+    rlt__backend_close(s);
     snapshot(&m, "final");
     event_free(ev_term);
     event_free(ev_int);

@@ -166,6 +166,7 @@ void rlt__metrics_prometheus(rlt__srv *s, rlt__obuf *o)
     }
     putf(o, "ratelimitd_command_seconds_sum %.9f\nratelimitd_command_seconds_count %" PRIu64 "\n",
          (double)t.lat_sum / 1e9, cum);
+    rlt__backend_prometheus(s, o);
 }
 
 void rlt__metrics_info(rlt__srv *s, rlt__obuf *o)
@@ -219,4 +220,5 @@ void rlt__metrics_info(rlt__srv *s, rlt__obuf *o)
         putf(o, "policy:%s,allowed=%" PRIu64 ",denied=%" PRIu64 ",shadow_denied=%" PRIu64 "\r\n",
              name, a, d, sh);
     }
+    rlt__backend_info(s, o);
 }

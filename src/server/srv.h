@@ -16,6 +16,23 @@
 
 #define RLT__STR_MAX 256 /* longest string setting (bind, password, prefix, path pieces) */
 
+/* The shared store (docs/distributed.md): ratelimitd decides in Redis instead of its local
+ * store when `address` is set.  Settings of the `redis:` config section. */
+typedef struct rlt__redis_settings {
+    char address[RLT__STR_MAX];  /* "host:port[,host:port...]"; "" = the local store decides */
+    bool cluster;                /* route by hash slot across a Redis Cluster (seed nodes) */
+    char password[RLT__STR_MAX]; /* Redis AUTH; "" = none */
+    char prefix[65];             /* prefix of every Redis key; "" = the library's "rlt:" */
+    rlt_ns timeout;              /* deadline of one Redis call; 0 = 50 ms */
+    bool fail_open;              /* default fail mode: allow (true) or deny (false, default) */
+    unsigned breaker_failures;   /* consecutive failures that open a node's breaker; 0 = 3 */
+    rlt_ns backoff_min;          /* first wait of an open breaker; 0 = 100 ms */
+    rlt_ns backoff_max;          /* longest wait of an open breaker; 0 = 5 s */
+} rlt__redis_settings;
+
+/* Per-policy fail mode (a rule's or named policy's `fail:`). */
+enum { RLT__FAIL_DEFAULT = 0, RLT__FAIL_CLOSED = 1, RLT__FAIL_OPEN = 2 };
+
 typedef struct rlt__settings {
     char bind[RLT__STR_MAX];      /* address to listen on; default 127.0.0.1 */
     int port;                     /* RESP port; 0 = any free port; -1 = off; default 6380 */
@@ -34,6 +51,7 @@ typedef struct rlt__settings {
     size_t max_args;              /* RESP arguments per command; default 1024 */
     size_t max_bulk;              /* RESP bulk string bytes; default 65536 */
     bool shadow_mode;             /* global shadow mode: never deny, count would-be denials */
+    rlt__redis_settings redis;    /* the shared store; redis.address "" = off */
 } rlt__settings;
 
 /* A rule of an envoy-style descriptor tree: what a matching descriptor is limited by. */
@@ -47,6 +65,7 @@ typedef struct rlt__rule {
     bool unlimited;          /* rate_limit.unlimited: always OK, never stored */
     bool block_all;          /* requests_per_unit: 0: always OVER_LIMIT */
     bool shadow;             /* shadow_mode: count would-be denials, never deny */
+    int fail;                /* RLT__FAIL_*: without Redis, allow or deny (rate_limit.fail) */
     int64_t requests_per_unit;
     const char *unit;        /* "SECOND" ... "DAY" for the envoy reply; NULL if not envoy */
     int policy_id;           /* filled by rlt__srv_apply_config */
@@ -65,6 +84,7 @@ typedef struct rlt__named {
     char name[RLT_NAME_MAX + 1];
     rlt_policy policy;
     bool shadow;
+    int fail;      /* RLT__FAIL_*: without Redis, allow or deny */
     int policy_id; /* filled by rlt__srv_apply_config */
 } rlt__named;
 
@@ -179,6 +199,7 @@ typedef struct rlt__srv {
     rlt__metrics metrics;
     rlt_ns started;
     uint64_t gen; /* unique per context: tags the per-thread policy caches */
+    struct rlt__backend *backend; /* the Redis backend (backend_redis.c); NULL = local store */
 } rlt__srv;
 
 /* Opens a server context over a new store built from cfg->set, loads the snapshot at
@@ -222,6 +243,34 @@ int rlt__decide_multi(rlt__srv *s, const rlt_check *checks, size_t n, rlt_ns now
 int rlt__decide_reset(rlt__srv *s, int policy_id, const void *key, size_t klen);
 int rlt__decide_release(rlt__srv *s, int policy_id, const void *key, size_t klen, rlt_ns now,
                         int64_t lease);
+/* A peek (cost 0) that is not counted in the metrics: per-descriptor details. */
+int rlt__decide_peek(rlt__srv *s, int policy_id, const void *key, size_t klen, rlt_ns now,
+                     rlt_decision *d);
+
+/* ---- the Redis backend (backend_redis.c) -------------------------------------------------- */
+/* With `redis.address` set, decide.c sends every decision to Redis (libratelimit_redis) with
+ * one rlt_redis handle per thread, opened lazily.  Without the library built in
+ * (RLT_SERVER_REDIS undefined), a configured address is refused at start. */
+
+/* Checks the `redis:` settings and that every configured policy can run inside Redis
+ * (rlt_redis_policy_check).  Returns 0 (also when Redis is off), or -1 with a message. */
+int rlt__backend_check_config(const rlt__config *c, char *err, size_t errlen);
+/* Opens the backend from the current config's redis settings into s->backend (nothing when
+ * the address is empty).  Does not need Redis up.  Returns 0, or -1 with a message. */
+int rlt__backend_open(rlt__srv *s, char *err, size_t errlen);
+/* Closes every thread's handle and frees s->backend (after the workers stopped). */
+void rlt__backend_close(rlt__srv *s);
+/* The Redis side of the seam: as rlt__decide & co. without counting.  Failures of Redis are
+ * decisions (the policy's fail mode) and return RLT_OK; argument errors are returned. */
+int rlt__backend_decide(rlt__srv *s, int policy_id, const void *key, size_t klen,
+                        int64_t cost, rlt_decision *d);
+int rlt__backend_decide_tier(rlt__srv *s, const char *default_tier, const void *key,
+                             size_t klen, rlt_ns now, int64_t cost, rlt_decision *d);
+int rlt__backend_decide_multi(rlt__srv *s, const rlt_check *checks, size_t n,
+                              rlt_decision *combined, int *refused);
+int rlt__backend_reset(rlt__srv *s, int policy_id, const void *key, size_t klen);
+int rlt__backend_release(rlt__srv *s, int policy_id, const void *key, size_t klen,
+                         int64_t lease);
 
 /* ---- RESP commands (cmd.c) --------------------------------------------------------------- */
 
@@ -283,6 +332,9 @@ int rlt__check_parse(const char *query, size_t len, rlt__check_req *r, char *err
 /* Renders Prometheus text / INFO text into out. */
 void rlt__metrics_prometheus(rlt__srv *s, rlt__obuf *out);
 void rlt__metrics_info(rlt__srv *s, rlt__obuf *out);
+/* The backend's part of them (backend local/redis, Redis counters, breaker state). */
+void rlt__backend_prometheus(rlt__srv *s, rlt__obuf *out);
+void rlt__backend_info(rlt__srv *s, rlt__obuf *out);
 
 /* ---- the daemon: listeners and worker threads (net.c), HTTP (http.c) ---------------------- */
 

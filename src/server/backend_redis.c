@@ -1,0 +1,623 @@
+/* ratelimitd's Redis backend: with `redis.address` set, decide.c hands every decision to
+ * libratelimit_redis (include/ratelimit/redis.h), so a fleet of daemons pointed at one Redis
+ * (or Redis Cluster) enforces one limit.  One rlt_redis handle per thread (handles are not
+ * thread-safe), opened lazily on the thread's first decision; each thread publishes its
+ * handle's counters with atomic stores so INFO and /metrics can sum them.  Failure is a
+ * decision: when Redis cannot answer within the timeout, the policy's fail mode (open: allow,
+ * closed: deny) answers, the library's breaker short-circuits while Redis is down, and every
+ * such decision is counted. */
+#include "server/srv.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef RLT_SERVER_REDIS
+#include "ratelimit/redis.h"
+
+/* A policy as this thread last read it from the store, and whether Redis can run it. */
+typedef struct pcache {
+    bool have;
+    int check; /* rlt_redis_policy_check's status */
+    rlt_policy p;
+} pcache;
+
+/* The counters one thread publishes (relaxed atomic stores by the owner, loads by readers). */
+typedef struct pubstats {
+    uint64_t decisions, round_trips, fail_open, fail_closed, timeouts, errors, breaker_opened,
+        short_circuited, connects, script_loads, redirects, lease_local, nodes, nodes_open;
+} pubstats;
+
+typedef struct tctx {
+    struct tctx *next; /* the backend's list of every thread's context */
+    rlt_redis *r;
+    pubstats pub;
+    const rlt__config *cfg; /* the config the caches below were built for */
+    pcache *pol;            /* by policy id */
+    size_t npol;
+    unsigned char *fail; /* RLT__FAIL_* by policy id (named policies and rules) */
+    size_t nfail;
+} tctx;
+
+struct rlt__backend {
+    rlt_redis_options opt;
+    char servers[RLT__STR_MAX], password[RLT__STR_MAX], prefix[65];
+    uint64_t gen; /* tags the thread-local pointer, so it never outlives this backend */
+    pthread_mutex_t mu;
+    tctx *threads;
+    uint64_t tier_local;   /* @tier decisions made in the local store (ambiguous tier) */
+    uint64_t release_lost; /* releases Redis could not take (the lease expires by itself) */
+    uint64_t multi_split;  /* cluster multi-limit checks decided one limit at a time */
+};
+
+static uint64_t next_gen = 1;
+static __thread struct {
+    uint64_t gen;
+    tctx *t;
+} tl;
+
+static void options_from(const rlt__redis_settings *rs, rlt_redis_options *o, char *servers,
+                         char *password, char *prefix)
+{
+    memset(o, 0, sizeof *o);
+    snprintf(servers, RLT__STR_MAX, "%s", rs->address);
+    snprintf(password, RLT__STR_MAX, "%s", rs->password);
+    snprintf(prefix, 65, "%s", rs->prefix);
+    o->servers = servers;
+    o->cluster = rs->cluster;
+    o->password = password[0] ? password : NULL;
+    o->prefix = prefix[0] ? prefix : NULL;
+    o->timeout = rs->timeout;
+    o->breaker_failures = rs->breaker_failures;
+    o->backoff_min = rs->backoff_min;
+    o->backoff_max = rs->backoff_max;
+}
+
+static tctx *thread_ctx(struct rlt__backend *b)
+{
+    if (tl.gen == b->gen && tl.t != NULL) return tl.t;
+    tctx *t = calloc(1, sizeof *t);
+    if (t == NULL) return NULL;
+    if (rlt_redis_open(&t->r, &b->opt) != RLT_OK) {
+        free(t);
+        return NULL;
+    }
+    pthread_mutex_lock(&b->mu);
+    t->next = b->threads;
+    b->threads = t;
+    pthread_mutex_unlock(&b->mu);
+    tl.gen = b->gen;
+    tl.t = t;
+    return t;
+}
+
+static void publish(tctx *t)
+{
+    rlt_redis_stats st;
+    rlt_redis_stats_get(t->r, &st);
+#define PUB(f) __atomic_store_n(&t->pub.f, (uint64_t)st.f, __ATOMIC_RELAXED)
+    PUB(decisions);
+    PUB(round_trips);
+    PUB(fail_open);
+    PUB(fail_closed);
+    PUB(timeouts);
+    PUB(errors);
+    PUB(breaker_opened);
+    PUB(short_circuited);
+    PUB(connects);
+    PUB(script_loads);
+    PUB(redirects);
+    PUB(lease_local);
+    PUB(nodes);
+    PUB(nodes_open);
+#undef PUB
+}
+
+static void set_fail(tctx *t, int id, int fail)
+{
+    if (id >= 0 && (size_t)id < t->nfail) t->fail[id] = (unsigned char)fail;
+}
+
+/* Rebuilds the per-config caches when the config changed (a reload replaces named policies
+ * in the store before it publishes the new config, so a policy read after the config pointer
+ * is never older than that config). */
+static int refresh(tctx *t, const rlt__config *c)
+{
+    if (t->cfg == c) return RLT_OK;
+    if (t->pol != NULL) memset(t->pol, 0, t->npol * sizeof *t->pol);
+    size_t need = 0;
+    for (size_t i = 0; i < c->nnamed; i++)
+        if (c->named[i].policy_id >= 0 && (size_t)c->named[i].policy_id + 1 > need)
+            need = (size_t)c->named[i].policy_id + 1;
+    for (size_t i = 0; i < c->nrules; i++)
+        if (c->rules[i].policy_id >= 0 && (size_t)c->rules[i].policy_id + 1 > need)
+            need = (size_t)c->rules[i].policy_id + 1;
+    if (need > t->nfail) {
+        unsigned char *f = realloc(t->fail, need);
+        if (f == NULL) return RLT_ENOMEM;
+        t->fail = f;
+        t->nfail = need;
+    }
+    if (t->nfail > 0) memset(t->fail, RLT__FAIL_DEFAULT, t->nfail);
+    for (size_t i = 0; i < c->nnamed; i++)
+        set_fail(t, c->named[i].policy_id, c->named[i].fail);
+    for (size_t i = 0; i < c->nrules; i++)
+        set_fail(t, c->rules[i].policy_id, c->rules[i].fail);
+    t->cfg = c;
+    return RLT_OK;
+}
+
+static unsigned fail_flags(const tctx *t, const rlt__config *c, int id)
+{
+    int f = id >= 0 && (size_t)id < t->nfail ? t->fail[id] : RLT__FAIL_DEFAULT;
+    if (f == RLT__FAIL_DEFAULT) f = c->set.redis.fail_open ? RLT__FAIL_OPEN : RLT__FAIL_CLOSED;
+    return f == RLT__FAIL_OPEN ? RLT_REDIS_FAIL_OPEN : 0;
+}
+
+/* Policy `id` (cached per thread).  Returns RLT_OK and *out, RLT_ENOENT, RLT_ENOMEM, or the
+ * policy check's RLT_EINVAL / RLT_ERANGE when Redis cannot run it. */
+static int get_policy(tctx *t, rlt__srv *s, int id, const rlt_policy **out)
+{
+    if (id < 0) return RLT_ENOENT;
+    if ((size_t)id >= t->npol) {
+        size_t cap = t->npol ? t->npol : 64;
+        while (cap <= (size_t)id)
+            cap *= 2;
+        pcache *n = realloc(t->pol, cap * sizeof *n);
+        if (n == NULL) return RLT_ENOMEM;
+        memset(n + t->npol, 0, (cap - t->npol) * sizeof *n);
+        t->pol = n;
+        t->npol = cap;
+    }
+    pcache *pc = &t->pol[id];
+    if (!pc->have) {
+        int st = rlt_store_get_policy(s->store, id, &pc->p);
+        if (st != RLT_OK) return st;
+        pc->check = rlt_redis_policy_check(&pc->p);
+        pc->have = true;
+    }
+    *out = &pc->p;
+    return pc->check;
+}
+
+/* The calling thread's context with its caches current, and the config they are for. */
+static tctx *enter(rlt__srv *s, const rlt__config **c, int *st)
+{
+    tctx *t = thread_ctx(s->backend);
+    *c = rlt__srv_config(s);
+    *st = t == NULL ? RLT_ENOMEM : refresh(t, *c);
+    return t;
+}
+
+/* A Redis failure has already been turned into the fail-mode decision by the library. */
+static int decided(int st)
+{
+    return st == RLT_EBACKEND || st == RLT_ETIMEDOUT ? RLT_OK : st;
+}
+
+int rlt__backend_decide(rlt__srv *s, int policy_id, const void *key, size_t klen, int64_t cost,
+                        rlt_decision *d)
+{
+    const rlt__config *c;
+    int st;
+    tctx *t = enter(s, &c, &st);
+    const rlt_policy *p = NULL;
+    if (st == RLT_OK) st = get_policy(t, s, policy_id, &p);
+    if (st != RLT_OK) {
+        memset(d, 0, sizeof *d);
+        return st;
+    }
+    st = rlt_redis_decide(t->r, p, fail_flags(t, c, policy_id), key, klen, cost, 0, d);
+    publish(t);
+    return decided(st);
+}
+
+/* The limit a decision reports under `p` (ratelimit.h: B for token bucket and GCRA, Q + 1 for
+ * the leaky bucket, else N). */
+static int64_t decision_limit(const rlt_policy *p)
+{
+    switch (p->algo) {
+    case RLT_TOKEN_BUCKET:
+    case RLT_GCRA: return p->burst;
+    case RLT_LEAKY_BUCKET: return p->queue + 1;
+    default: return p->limit;
+    }
+}
+
+int rlt__backend_decide_tier(rlt__srv *s, const char *default_tier, const void *key,
+                             size_t klen, rlt_ns now, int64_t cost, rlt_decision *d)
+{
+    /* Tier assignments live in the local store (RL.TIER, snapshots), which has no call that
+     * names a key's tier.  A peek there (never charged in Redis mode) tells the limit of the
+     * key's tier policy; when exactly one tier policy has that limit, Redis decides under it.
+     * Otherwise (two tiers' policies share a limit) the local store decides, counted. */
+    rlt_decision pk;
+    int st = rlt_store_decide_tier(s->store, default_tier, key, klen, now, 0, &pk);
+    if (st != RLT_OK) return st;
+    const rlt__config *c = rlt__srv_config(s);
+    const rlt__named *chosen = NULL;
+    bool ambiguous = false;
+    for (size_t i = 0; i < c->ntiers; i++) {
+        const rlt__named *n = rlt__config_named(c, c->tiers[i].policy, strlen(c->tiers[i].policy));
+        if (n == NULL || n->policy_id < 0 || decision_limit(&n->policy) != pk.limit) continue;
+        if (chosen == NULL) chosen = n;
+        else if (n->policy_id != chosen->policy_id) ambiguous = true;
+    }
+    if (chosen == NULL || ambiguous) {
+        __atomic_fetch_add(&s->backend->tier_local, 1, __ATOMIC_RELAXED);
+        return rlt_store_decide_tier(s->store, default_tier, key, klen, now, cost, d);
+    }
+    return rlt__backend_decide(s, chosen->policy_id, key, klen, cost, d);
+}
+
+/* Folds decision `x` of limit i into the combined decision of a multi-limit check. */
+static void combine(rlt_decision *c, const rlt_decision *x, bool first)
+{
+    if (first) {
+        *c = *x;
+        c->lease = 0;
+        return;
+    }
+    c->allowed = c->allowed && x->allowed;
+    if (x->remaining < c->remaining) {
+        c->remaining = x->remaining;
+        c->limit = x->limit;
+    }
+    if (c->retry_after >= 0 && (x->retry_after < 0 || x->retry_after > c->retry_after))
+        c->retry_after = x->retry_after;
+    if (x->reset_after > c->reset_after) c->reset_after = x->reset_after;
+    if (x->delay > c->delay) c->delay = x->delay;
+}
+
+int rlt__backend_decide_multi(rlt__srv *s, const rlt_check *checks, size_t n,
+                              rlt_decision *combined, int *refused)
+{
+    enum { MAX = 64 };
+    memset(combined, 0, sizeof *combined);
+    if (refused != NULL) *refused = -1;
+    if (n == 0 || n > MAX) return RLT_EINVAL;
+    const rlt__config *c;
+    int st;
+    tctx *t = enter(s, &c, &st);
+    if (st != RLT_OK) return st;
+    rlt_redis_check rc[MAX];
+    unsigned flags = RLT_REDIS_FAIL_OPEN; /* open only when every limit fails open */
+    for (size_t i = 0; i < n; i++) {
+        const rlt_policy *p;
+        st = get_policy(t, s, checks[i].policy, &p);
+        if (st != RLT_OK) return st;
+        if (p->algo == RLT_CONCURRENCY) return RLT_EINVAL;
+        rc[i] = (rlt_redis_check){
+            .policy = p, .key = checks[i].key, .klen = checks[i].klen, .cost = checks[i].cost};
+        if (fail_flags(t, c, checks[i].policy) == 0) flags = 0;
+    }
+    st = rlt_redis_decide_multi(t->r, rc, n, flags, 0, combined, refused);
+    if (st == RLT_EINVAL && s->backend->opt.cluster && n > 1) {
+        /* On a cluster the keys of one script must share a hash slot.  Without a common hash
+         * tag the limits are decided one at a time in order, stopping at the first that
+         * denies: not all-or-nothing (the limits before it stay charged: this errs towards
+         * admitting less, never more). */
+        __atomic_fetch_add(&s->backend->multi_split, 1, __ATOMIC_RELAXED);
+        st = RLT_OK;
+        for (size_t i = 0; i < n && st == RLT_OK; i++) {
+            rlt_decision x;
+            st = decided(rlt_redis_decide(t->r, rc[i].policy, fail_flags(t, c, checks[i].policy),
+                                          rc[i].key, rc[i].klen, rc[i].cost, 0, &x));
+            if (st != RLT_OK) break;
+            combine(combined, &x, i == 0);
+            if (!x.allowed) {
+                if (refused != NULL) *refused = (int)i;
+                break;
+            }
+        }
+    }
+    publish(t);
+    return decided(st);
+}
+
+int rlt__backend_reset(rlt__srv *s, int policy_id, const void *key, size_t klen)
+{
+    const rlt__config *c;
+    int st;
+    tctx *t = enter(s, &c, &st);
+    const rlt_policy *p = NULL;
+    if (st == RLT_OK) st = get_policy(t, s, policy_id, &p);
+    if (st != RLT_OK) return st;
+    st = rlt_redis_reset(t->r, p, key, klen);
+    publish(t);
+    return st; /* a reset that Redis did not take is an error for the client to see */
+}
+
+int rlt__backend_release(rlt__srv *s, int policy_id, const void *key, size_t klen, int64_t lease)
+{
+    const rlt__config *c;
+    int st;
+    tctx *t = enter(s, &c, &st);
+    const rlt_policy *p = NULL;
+    if (st == RLT_OK) st = get_policy(t, s, policy_id, &p);
+    if (st != RLT_OK) return st;
+    st = rlt_redis_release(t->r, p, fail_flags(t, c, policy_id), key, klen, 0, lease);
+    publish(t);
+    if (st == RLT_EBACKEND || st == RLT_ETIMEDOUT) {
+        /* Not released now; Redis reclaims the slot after the policy's timeout. */
+        __atomic_fetch_add(&s->backend->release_lost, 1, __ATOMIC_RELAXED);
+        return RLT_ENOENT;
+    }
+    return st;
+}
+
+static int check_policy(const rlt_policy *p, const char *what, const char *name, char *err,
+                        size_t errlen)
+{
+    int st = rlt_redis_policy_check(p);
+    if (st == RLT_OK) return 0;
+    char text[256] = "";
+    rlt_policy_format(p, text, sizeof text);
+    snprintf(err, errlen,
+             "%s '%s' (%s) cannot run in Redis: %s (periods must be whole microseconds and "
+             "numbers below 2^50)",
+             what, name, text, rlt_strerror(st));
+    return -1;
+}
+
+int rlt__backend_check_config(const rlt__config *c, char *err, size_t errlen)
+{
+    const rlt__redis_settings *rs = &c->set.redis;
+    if (rs->address[0] == '\0') return 0;
+    rlt_redis_options o;
+    char servers[RLT__STR_MAX], password[RLT__STR_MAX], prefix[65];
+    options_from(rs, &o, servers, password, prefix);
+    rlt_redis *r = NULL;
+    int st = rlt_redis_open(&r, &o); /* validates the options; connects only on first use */
+    rlt_redis_close(r);
+    if (st != RLT_OK) {
+        snprintf(err, errlen, "redis: invalid settings (address '%s', prefix '%s'): %s",
+                 rs->address, rs->prefix, rlt_strerror(st));
+        return -1;
+    }
+    for (size_t i = 0; i < c->nnamed; i++)
+        if (check_policy(&c->named[i].policy, "policy", c->named[i].name, err, errlen) < 0)
+            return -1;
+    for (size_t i = 0; i < c->nrules; i++) {
+        const rlt__rule *r2 = &c->rules[i];
+        if (r2->unlimited || r2->block_all) continue;
+        if (check_policy(&r2->policy, "rule", r2->path, err, errlen) < 0) return -1;
+    }
+    return 0;
+}
+
+int rlt__backend_open(rlt__srv *s, char *err, size_t errlen)
+{
+    s->backend = NULL;
+    const rlt__config *c = rlt__srv_config(s);
+    if (c->set.redis.address[0] == '\0') return 0;
+    if (rlt__backend_check_config(c, err, errlen) < 0) return -1;
+    struct rlt__backend *b = calloc(1, sizeof *b);
+    if (b == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    options_from(&c->set.redis, &b->opt, b->servers, b->password, b->prefix);
+    b->gen = __atomic_fetch_add(&next_gen, 1, __ATOMIC_RELAXED);
+    pthread_mutex_init(&b->mu, NULL);
+    s->backend = b;
+    return 0;
+}
+
+void rlt__backend_close(rlt__srv *s)
+{
+    struct rlt__backend *b = s->backend;
+    if (b == NULL) return;
+    s->backend = NULL;
+    while (b->threads != NULL) {
+        tctx *t = b->threads;
+        b->threads = t->next;
+        rlt_redis_close(t->r);
+        free(t->pol);
+        free(t->fail);
+        free(t);
+    }
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+}
+
+/* The sum of every thread's published counters. */
+static unsigned sum(struct rlt__backend *b, pubstats *out)
+{
+    memset(out, 0, sizeof *out);
+    unsigned handles = 0;
+    pthread_mutex_lock(&b->mu);
+    for (tctx *t = b->threads; t != NULL; t = t->next) {
+        handles++;
+#define ADD(f) out->f += __atomic_load_n(&t->pub.f, __ATOMIC_RELAXED)
+        ADD(decisions);
+        ADD(round_trips);
+        ADD(fail_open);
+        ADD(fail_closed);
+        ADD(timeouts);
+        ADD(errors);
+        ADD(breaker_opened);
+        ADD(short_circuited);
+        ADD(connects);
+        ADD(script_loads);
+        ADD(redirects);
+        ADD(lease_local);
+        ADD(nodes);
+        ADD(nodes_open);
+#undef ADD
+    }
+    pthread_mutex_unlock(&b->mu);
+    return handles;
+}
+
+static uint64_t ld(const uint64_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+static void putf(rlt__obuf *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+void rlt__backend_info(rlt__srv *s, rlt__obuf *o)
+{
+    struct rlt__backend *b = s->backend;
+    if (b == NULL) {
+        putf(o, "\r\n# Backend\r\nbackend:local\r\n");
+        return;
+    }
+    pubstats t;
+    unsigned handles = sum(b, &t);
+    const rlt__config *c = rlt__srv_config(s);
+    uint64_t without = t.fail_open + t.fail_closed;
+    uint64_t in_redis = t.decisions >= without + t.lease_local
+                            ? t.decisions - without - t.lease_local
+                            : 0;
+    putf(o,
+         "\r\n# Backend\r\nbackend:redis\r\nredis_address:%s\r\nredis_cluster:%d\r\n"
+         "redis_timeout_us:%" PRId64 "\r\nredis_fail_default:%s\r\nredis_handles:%u\r\n"
+         "redis_nodes:%" PRIu64 "\r\nredis_breaker:%s\r\nredis_breakers_open:%" PRIu64 "\r\n",
+         b->servers, b->opt.cluster ? 1 : 0,
+         (b->opt.timeout ? b->opt.timeout : 50 * RLT_NS_PER_MS) / RLT_NS_PER_US,
+         c->set.redis.fail_open ? "open" : "closed", handles, t.nodes,
+         t.nodes_open > 0 ? "open" : "closed", t.nodes_open);
+    putf(o,
+         "redis_decisions:%" PRIu64 "\r\nredis_decisions_without_redis:%" PRIu64
+         "\r\nredis_fail_open_allowed:%" PRIu64 "\r\nredis_fail_closed_denied:%" PRIu64
+         "\r\nredis_timeouts:%" PRIu64 "\r\nredis_errors:%" PRIu64
+         "\r\nredis_breaker_opened:%" PRIu64 "\r\nredis_short_circuited:%" PRIu64
+         "\r\nredis_connects:%" PRIu64 "\r\nredis_round_trips:%" PRIu64
+         "\r\nredis_script_loads:%" PRIu64 "\r\nredis_redirects:%" PRIu64
+         "\r\nredis_release_lost:%" PRIu64 "\r\nredis_tier_local:%" PRIu64
+         "\r\nredis_multi_split:%" PRIu64 "\r\n",
+         in_redis, without, t.fail_open, t.fail_closed, t.timeouts, t.errors, t.breaker_opened,
+         t.short_circuited, t.connects, t.round_trips, t.script_loads, t.redirects,
+         ld(&b->release_lost), ld(&b->tier_local), ld(&b->multi_split));
+}
+
+void rlt__backend_prometheus(rlt__srv *s, rlt__obuf *o)
+{
+    struct rlt__backend *b = s->backend;
+    putf(o, "# HELP ratelimitd_backend Where decisions are made (local store or Redis).\n"
+            "# TYPE ratelimitd_backend gauge\nratelimitd_backend{backend=\"%s\"} 1\n",
+         b ? "redis" : "local");
+    if (b == NULL) return;
+    pubstats t;
+    sum(b, &t);
+    uint64_t without = t.fail_open + t.fail_closed;
+    uint64_t in_redis = t.decisions >= without + t.lease_local
+                            ? t.decisions - without - t.lease_local
+                            : 0;
+    putf(o,
+         "# HELP ratelimitd_redis_decisions_total Decisions by who made them: Redis, or the "
+         "fail mode without Redis.\n# TYPE ratelimitd_redis_decisions_total counter\n"
+         "ratelimitd_redis_decisions_total{by=\"redis\"} %" PRIu64 "\n"
+         "ratelimitd_redis_decisions_total{by=\"fail_open\"} %" PRIu64 "\n"
+         "ratelimitd_redis_decisions_total{by=\"fail_closed\"} %" PRIu64 "\n",
+         in_redis, t.fail_open, t.fail_closed);
+    putf(o,
+         "# HELP ratelimitd_redis_breaker_open Redis nodes whose circuit breaker is open "
+         "(summed over worker handles).\n# TYPE ratelimitd_redis_breaker_open gauge\n"
+         "ratelimitd_redis_breaker_open %" PRIu64 "\n"
+         "# TYPE ratelimitd_redis_timeouts_total counter\nratelimitd_redis_timeouts_total %" PRIu64
+         "\n# TYPE ratelimitd_redis_errors_total counter\nratelimitd_redis_errors_total %" PRIu64
+         "\n# TYPE ratelimitd_redis_breaker_opened_total counter\n"
+         "ratelimitd_redis_breaker_opened_total %" PRIu64 "\n"
+         "# TYPE ratelimitd_redis_short_circuited_total counter\n"
+         "ratelimitd_redis_short_circuited_total %" PRIu64 "\n"
+         "# TYPE ratelimitd_redis_connects_total counter\nratelimitd_redis_connects_total %" PRIu64
+         "\n# TYPE ratelimitd_redis_round_trips_total counter\n"
+         "ratelimitd_redis_round_trips_total %" PRIu64 "\n"
+         "# TYPE ratelimitd_redis_release_lost_total counter\n"
+         "ratelimitd_redis_release_lost_total %" PRIu64 "\n"
+         "# TYPE ratelimitd_redis_tier_local_total counter\n"
+         "ratelimitd_redis_tier_local_total %" PRIu64 "\n",
+         t.nodes_open, t.timeouts, t.errors, t.breaker_opened, t.short_circuited, t.connects,
+         t.round_trips, ld(&b->release_lost), ld(&b->tier_local));
+}
+
+#else /* built without libratelimit_redis: the local store decides, Redis is refused */
+
+struct rlt__backend {
+    int unused;
+};
+
+static void putf(rlt__obuf *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+int rlt__backend_check_config(const rlt__config *c, char *err, size_t errlen)
+{
+    if (c->set.redis.address[0] == '\0') return 0;
+    snprintf(err, errlen, "redis: this ratelimitd was built without Redis support (install "
+                          "libhiredis-dev and pkg-config, and rebuild)");
+    return -1;
+}
+
+int rlt__backend_open(rlt__srv *s, char *err, size_t errlen)
+{
+    s->backend = NULL;
+    return rlt__backend_check_config(rlt__srv_config(s), err, errlen);
+}
+
+void rlt__backend_close(rlt__srv *s)
+{
+    s->backend = NULL;
+}
+
+int rlt__backend_decide(rlt__srv *s, int policy_id, const void *key, size_t klen, int64_t cost,
+                        rlt_decision *d)
+{
+    (void)s, (void)policy_id, (void)key, (void)klen, (void)cost;
+    memset(d, 0, sizeof *d);
+    return RLT_EBACKEND;
+}
+
+int rlt__backend_decide_tier(rlt__srv *s, const char *default_tier, const void *key,
+                             size_t klen, rlt_ns now, int64_t cost, rlt_decision *d)
+{
+    return rlt_store_decide_tier(s->store, default_tier, key, klen, now, cost, d);
+}
+
+int rlt__backend_decide_multi(rlt__srv *s, const rlt_check *checks, size_t n,
+                              rlt_decision *combined, int *refused)
+{
+    (void)s, (void)checks, (void)n, (void)refused;
+    memset(combined, 0, sizeof *combined);
+    return RLT_EBACKEND;
+}
+
+int rlt__backend_reset(rlt__srv *s, int policy_id, const void *key, size_t klen)
+{
+    (void)s, (void)policy_id, (void)key, (void)klen;
+    return RLT_EBACKEND;
+}
+
+int rlt__backend_release(rlt__srv *s, int policy_id, const void *key, size_t klen, int64_t lease)
+{
+    (void)s, (void)policy_id, (void)key, (void)klen, (void)lease;
+    return RLT_EBACKEND;
+}
+
+void rlt__backend_info(rlt__srv *s, rlt__obuf *o)
+{
+    (void)s;
+    putf(o, "\r\n# Backend\r\nbackend:local\r\n");
+}
+
+void rlt__backend_prometheus(rlt__srv *s, rlt__obuf *o)
+{
+    (void)s;
+    putf(o, "# HELP ratelimitd_backend Where decisions are made (local store or Redis).\n"
+            "# TYPE ratelimitd_backend gauge\nratelimitd_backend{backend=\"local\"} 1\n");
+}
+
+#endif
+
+static void putf(rlt__obuf *o, const char *fmt, ...)
+{
+    char line[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n > 0) rlt__obuf_put(o, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
