@@ -7,10 +7,23 @@
 
 #include <hiredis/hiredis.h>
 
-/* The Lua script of src/redis/lua/ (every .lua file), concatenated at build time (script.c). */
-extern const char rlt__redis_script_sha[41];
-extern const size_t rlt__redis_script_len;
-extern const char rlt__redis_script[];
+/* The Lua scripts of src/redis/lua/, assembled at build time (embed_lua.cmake -> script.c).
+ * A one-limit decision runs its algorithm's own script (index = the rlt_algo number); the
+ * multi-limit check and the concurrency release run the script holding every algorithm. */
+typedef enum rlt__script_id {
+    RLT__S_MULTI = 0,
+    /* 1..7: RLT_FIXED_WINDOW .. RLT_CONCURRENCY */
+    RLT__NSCRIPTS = 8
+} rlt__script_id;
+
+typedef struct rlt__script {
+    const char *name;
+    char sha[41]; /* SHA1 of text, for EVALSHA */
+    const char *text;
+    size_t len;
+} rlt__script;
+
+extern const rlt__script rlt__redis_scripts[RLT__NSCRIPTS];
 
 #define RLT__SLOTS 16384
 #define RLT__MAX_NODES 64

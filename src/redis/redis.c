@@ -1,8 +1,11 @@
 /* The public API of libratelimit_redis: policy conversion to microseconds with the 2^53
- * bounds, Redis key names, the EVALSHA call with NOSCRIPT recovery and cluster redirects,
- * fail-mode decisions, multi-limit checks, pipelined batches and the local lease cache. */
+ * bounds, Redis key names, the EVALSHA calls (one script per algorithm, one for multi-limit
+ * checks) with NOSCRIPT recovery and cluster redirects, the decoding of the GCRA script's
+ * one-number reply, fail-mode decisions, multi-limit checks, pipelined batches and the local
+ * lease cache. */
 #include "internal.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,6 +257,7 @@ typedef struct call {
     int argc;
     int nnums;
     unsigned slot;
+    int script; /* rlt__script_id of the EVALSHA */
     const char **argv;
     size_t *lens;
     char (*keys)[KEYNAME_MAX];
@@ -279,6 +283,7 @@ static call *call_init(void *mem, size_t cap)
     c->nums = (char(*)[24])p;
     c->argc = c->nnums = 0;
     c->slot = 0;
+    c->script = RLT__S_MULTI;
     return c;
 }
 
@@ -334,14 +339,32 @@ static int now_arg(unsigned flags, rlt_ns now, int64_t *now_us)
     return RLT_OK;
 }
 
-/* Builds EVALSHA sha n keys... 'd' now n fields... for limits l[0..n). */
-static int build_decide(const rlt_redis *r, call *c, const limit *l, const rlt_redis_check *ck,
-                        size_t n, int64_t now_us)
+/* The GCRA script's arguments after now: charge, room, scale (gcra.lua). */
+static void gcra_args(call *c, const limit *l)
 {
+    const rpol *p = &l->rp;
+    int64_t need = l->cost > 0 ? l->cost : 1, cap = p->B * p->unit;
+    if (need > p->B) { /* never fits: nothing is charged, every state denies */
+        arg(c, "0", 1);
+        arg(c, "-1", 2);
+    } else {
+        arg_num(c, l->cost > 0 ? need * p->unit : 0);
+        arg_num(c, cap - need * p->unit);
+    }
+    arg_num(c, p->scale);
+}
+
+/* Builds the EVALSHA of limits l[0..n): with `multi`, the multi-limit script
+ * (n keys... 'd' now floor n fields...), else (n = 1) the algorithm's own script. */
+static int build_decide(const rlt_redis *r, call *c, const limit *l, const rlt_redis_check *ck,
+                        size_t n, int64_t now_us, bool multi)
+{
+    assert(multi || n == 1);
     c->argc = 0;
     c->nnums = 0;
+    c->script = multi ? RLT__S_MULTI : l[0].rp.algo;
     arg(c, "EVALSHA", 7);
-    arg(c, rlt__redis_script_sha, 40);
+    arg(c, rlt__redis_scripts[c->script].sha, 40);
     arg_num(c, (int64_t)n);
     for (size_t i = 0; i < n; i++) {
         int len = key_name(r, l[i].p, ck[i].key, ck[i].klen, c->keys[i], KEYNAME_MAX);
@@ -354,14 +377,21 @@ static int build_decide(const rlt_redis *r, call *c, const limit *l, const rlt_r
                 return RLT_EINVAL; /* the same limit twice */
         arg(c, c->keys[i], (size_t)len);
     }
-    arg(c, "d", 1);
+    int64_t floor_ms = r->opt.ttl_floor / RLT_NS_PER_MS + (r->opt.ttl_floor % RLT_NS_PER_MS != 0);
+    if (c->script == RLT_GCRA) {
+        arg_num(c, now_us);
+        gcra_args(c, &l[0]);
+        if (floor_ms > 0) arg_num(c, floor_ms);
+        return RLT_OK;
+    }
+    if (multi) arg(c, "d", 1);
     arg_num(c, now_us);
-    arg_num(c, r->opt.ttl_floor / RLT_NS_PER_MS + (r->opt.ttl_floor % RLT_NS_PER_MS != 0));
-    arg_num(c, (int64_t)n);
+    arg_num(c, floor_ms);
+    if (multi) arg_num(c, (int64_t)n);
     for (size_t i = 0; i < n; i++) {
         const rpol *p = &l[i].rp;
         int64_t v[FIELDS] = {p->algo, l[i].cost, p->N, p->W, p->B, p->Q, p->D, p->scale, p->unit};
-        for (int f = 0; f < FIELDS; f++)
+        for (int f = multi ? 0 : 1; f < FIELDS; f++) /* a one-algorithm script knows its algo */
             arg_num(c, v[f]);
     }
     return RLT_OK;
@@ -392,8 +422,9 @@ static int run(rlt_redis *r, const call *c, int64_t deadline, redisReply **out, 
         }
         static const char *asking[1] = {"ASKING"};
         static const size_t asking_len[1] = {6};
-        const char *load_argv[3] = {"SCRIPT", "LOAD", rlt__redis_script};
-        size_t load_len[3] = {6, 4, rlt__redis_script_len};
+        const rlt__script *sc = &rlt__redis_scripts[c->script];
+        const char *load_argv[3] = {"SCRIPT", "LOAD", sc->text};
+        size_t load_len[3] = {6, 4, sc->len};
         rlt__cmd cmds[4];
         size_t nc = 0;
         if (loaded) cmds[nc++] = (rlt__cmd){3, load_argv, load_len};
@@ -473,6 +504,57 @@ static int parse_decision(const redisReply *e, rlt_decision *d)
     return RLT_OK;
 }
 
+/* ceil(a x 1000 / scale) ns, the duration of the amount a (scaled microseconds), saturated. */
+static rlt_ns amount_ns(unsigned __int128 a, int64_t scale)
+{
+    unsigned __int128 ns = (a * 1000 + (unsigned __int128)scale - 1) / (unsigned __int128)scale;
+    return ns > (unsigned __int128)INT64_MAX ? INT64_MAX : (rlt_ns)ns;
+}
+
+/* The GCRA script's reply (gcra.lua): allowed with the amount used after the charge, or denied
+ * with the amount used, as an integer or {q, f} = q x scale + f.  The rest of the decision is
+ * derived here exactly as src/core/bucket.c derives it. */
+static int parse_gcra(const limit *l, const redisReply *e, rlt_decision *d)
+{
+    const rpol *p = &l->rp;
+    unsigned __int128 a;
+    bool allowed;
+    if (e->type == REDIS_REPLY_INTEGER) {
+        allowed = e->integer >= 0;
+        a = (unsigned __int128)(allowed ? e->integer : -(e->integer + 1));
+    } else if (e->type == REDIS_REPLY_ARRAY && e->elements == 2 &&
+               e->element[0]->type == REDIS_REPLY_INTEGER &&
+               e->element[1]->type == REDIS_REPLY_INTEGER && e->element[0]->integer >= 0 &&
+               e->element[1]->integer >= 0 && e->element[1]->integer < p->scale) {
+        allowed = false;
+        a = (unsigned __int128)e->element[0]->integer * (unsigned __int128)p->scale +
+            (unsigned __int128)e->element[1]->integer;
+    } else {
+        return RLT_EBACKEND;
+    }
+    int64_t cap = p->B * p->unit, need = l->cost > 0 ? l->cost : 1;
+    memset(d, 0, sizeof *d);
+    d->limit = p->B;
+    d->allowed = allowed && need <= p->B;
+    if (allowed != d->allowed) return RLT_EBACKEND; /* the script allowed what never fits */
+    d->remaining = a >= (unsigned __int128)cap ? 0 : (cap - (int64_t)a) / p->unit;
+    d->reset_after = amount_ns(a, p->scale);
+    if (need > p->B)
+        d->retry_after = -1;
+    else if (!allowed) {
+        int64_t room = cap - need * p->unit;
+        if (a <= (unsigned __int128)room) return RLT_EBACKEND; /* a denial that fits */
+        d->retry_after = amount_ns(a - (unsigned __int128)room, p->scale);
+    }
+    return RLT_OK;
+}
+
+/* A one-limit script's reply. */
+static int parse_single(const limit *l, const redisReply *e, rlt_decision *d)
+{
+    return l->rp.algo == RLT_GCRA ? parse_gcra(l, e, d) : parse_decision(e, d);
+}
+
 /* The decision made without Redis. */
 static void fail_decision(rlt_redis *r, const rlt_policy *p, unsigned flags, int64_t retry_at,
                           rlt_decision *d)
@@ -491,25 +573,29 @@ static void fail_decision(rlt_redis *r, const rlt_policy *p, unsigned flags, int
     r->st.decisions++;
 }
 
-/* Decides limits l[0..n) in one script.  dec[i] per limit; *all whether all allowed. */
+/* Decides limits l[0..n) in one script (the multi-limit one with `multi`, else n = 1 and the
+ * algorithm's own).  dec[i] per limit. */
 static int decide_call(rlt_redis *r, const limit *l, const rlt_redis_check *ck, size_t n,
-                       unsigned flags, int64_t now_us, rlt_decision *dec, int64_t *retry_at)
+                       bool multi, int64_t now_us, rlt_decision *dec, int64_t *retry_at)
 {
     call *c = call_new(n);
     if (!c) return RLT_ENOMEM;
-    int rc = build_decide(r, c, l, ck, n, now_us);
+    int rc = build_decide(r, c, l, ck, n, now_us, multi);
     if (rc) {
         free(c);
         return rc;
     }
-    (void)flags;
     redisReply *rep = NULL;
     rc = run(r, c, rlt__mono_ns() + r->opt.timeout, &rep, retry_at);
     free(c);
     if (rc) return rc;
-    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != n) rc = RLT_EBACKEND;
-    for (size_t i = 0; i < n && !rc; i++)
-        rc = parse_decision(rep->element[i], &dec[i]);
+    if (!multi) {
+        rc = parse_single(&l[0], rep, &dec[0]);
+    } else {
+        if (rep->type != REDIS_REPLY_ARRAY || rep->elements != n) rc = RLT_EBACKEND;
+        for (size_t i = 0; i < n && !rc; i++)
+            rc = parse_decision(rep->element[i], &dec[i]);
+    }
     freeReplyObject(rep);
     if (rc) {
         r->st.errors++;
@@ -569,14 +655,14 @@ static int lease_decide(rlt_redis *r, const limit *l, const rlt_redis_check *ck,
     limit big = *l;
     big.cost = l->cost > r->opt.lease_units ? l->cost : r->opt.lease_units;
     int64_t retry_at = 0;
-    int rc = decide_call(r, &big, ck, 1, flags, now_us, d, &retry_at);
+    int rc = decide_call(r, &big, ck, 1, false, now_us, d, &retry_at);
     if (rc) {
         fail_decision(r, l->p, flags, retry_at, d);
         return rc;
     }
     if (!d->allowed && big.cost > l->cost) {
         /* The lease did not fit (nothing was consumed): ask for the cost alone. */
-        rc = decide_call(r, l, ck, 1, flags, now_us, d, &retry_at);
+        rc = decide_call(r, l, ck, 1, false, now_us, d, &retry_at);
         if (rc) {
             fail_decision(r, l->p, flags, retry_at, d);
             return rc;
@@ -641,7 +727,7 @@ int rlt_redis_decide(rlt_redis *r, const rlt_policy *p, unsigned flags, const vo
     if ((flags & RLT_REDIS_LEASE) && r->leases && leasable(p) && cost > 0)
         return lease_decide(r, &l, &ck, flags, now, now_us, d);
     int64_t retry_at = 0;
-    rc = decide_call(r, &l, &ck, 1, flags, now_us, d, &retry_at);
+    rc = decide_call(r, &l, &ck, 1, false, now_us, d, &retry_at);
     if (rc == RLT_EINVAL || rc == RLT_EKEYLEN || rc == RLT_ENOMEM) return rc;
     if (rc) {
         fail_decision(r, p, flags, retry_at, d);
@@ -668,7 +754,7 @@ int rlt_redis_decide_multi(rlt_redis *r, const rlt_redis_check *checks, size_t n
     }
     if (rc) return rc;
     int64_t retry_at = 0;
-    rc = decide_call(r, l, checks, n, flags, now_us, dec, &retry_at);
+    rc = decide_call(r, l, checks, n, true, now_us, dec, &retry_at);
     if (rc == RLT_EINVAL || rc == RLT_EKEYLEN || rc == RLT_ENOMEM) return rc;
     if (rc) {
         /* The most restrictive policy's limit is unknown without Redis: report the first. */
@@ -719,17 +805,17 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
     rlt__cmd *cmds = malloc(n * sizeof *cmds);
     redisReply **reps = calloc(n, sizeof *reps);
     size_t *which = malloc(n * sizeof *which);
-    if (!calls_mem || !node || !sent || !cmds || !reps || !which) {
-        free(calls_mem), free(node), free(sent), free(cmds), free(reps), free(which);
+    limit *lim = malloc(n * sizeof *lim);
+    if (!calls_mem || !node || !sent || !cmds || !reps || !which || !lim) {
+        free(calls_mem), free(node), free(sent), free(cmds), free(reps), free(which), free(lim);
         return RLT_ENOMEM;
     }
     int64_t deadline = rlt__mono_ns() + r->opt.timeout;
     for (size_t i = 0; i < n; i++) {
-        limit l;
         memset(&out[i], 0, sizeof out[i]);
-        status[i] = check_limit(&checks[i], &l);
+        status[i] = check_limit(&checks[i], &lim[i]);
         call *ci = call_init(calls_mem + i * csz, 1);
-        if (!status[i]) status[i] = build_decide(r, ci, &l, &checks[i], 1, now_us);
+        if (!status[i]) status[i] = build_decide(r, ci, &lim[i], &checks[i], 1, now_us, false);
         sent[i] = status[i] != RLT_OK; /* nothing to send for a bad check */
         if (!status[i]) node[i] = rlt__route(r, ci->slot, deadline);
     }
@@ -769,8 +855,7 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
         for (size_t k = 0; k < m; k++) {
             size_t j = which[k];
             redisReply *rep = reps[k];
-            if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 &&
-                parse_decision(rep->element[0], &out[j]) == RLT_OK) {
+            if (rep->type != REDIS_REPLY_ERROR && parse_single(&lim[j], rep, &out[j]) == RLT_OK) {
                 r->st.decisions++;
             } else if (is_error(rep, "NOSCRIPT") || is_error(rep, "MOVED") ||
                        is_error(rep, "ASK")) {
@@ -781,10 +866,7 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
                 status[j] = run(r, (const call *)(const void *)(calls_mem + j * csz), deadline,
                                 &single, &retry_at);
                 if (!status[j]) {
-                    if (single->type == REDIS_REPLY_ARRAY && single->elements == 1)
-                        status[j] = parse_decision(single->element[0], &out[j]);
-                    else
-                        status[j] = RLT_EBACKEND;
+                    status[j] = parse_single(&lim[j], single, &out[j]);
                     freeReplyObject(single);
                 }
                 if (status[j])
@@ -805,7 +887,7 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
     }
     for (size_t i = 0; i < n && !first; i++)
         first = status[i];
-    free(calls_mem), free(node), free(sent), free(cmds), free(reps), free(which);
+    free(calls_mem), free(node), free(sent), free(cmds), free(reps), free(which), free(lim);
     return first;
 }
 
@@ -830,8 +912,9 @@ int rlt_redis_release(rlt_redis *r, const rlt_policy *p, unsigned flags, const v
         return len == RLT_ENOSPC ? RLT_EKEYLEN : len;
     }
     c->slot = rlt__key_slot(c->keys[0], (size_t)len);
+    c->script = RLT__S_MULTI; /* it holds the release */
     arg(c, "EVALSHA", 7);
-    arg(c, rlt__redis_script_sha, 40);
+    arg(c, rlt__redis_scripts[RLT__S_MULTI].sha, 40);
     arg(c, "1", 1);
     arg(c, c->keys[0], (size_t)len);
     arg(c, "r", 1);

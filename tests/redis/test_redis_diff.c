@@ -43,9 +43,21 @@ static const char *const policies[] = {
                       what, (long long)(c), (long long)(r));                                       \
     } while (0)
 
-/* One trace of `steps` requests on one key; Redis instants are C's plus `offset_us`. */
-static void replay(rlt_redis *r, const char *text, uint64_t seed, int steps, int64_t t0_us,
-                   int64_t offset_us, int *compared)
+/* rlt_redis_decide, or (with `multi`) the same request as a one-limit rlt_redis_decide_multi,
+ * which runs the multi-limit script on the same key. */
+static int redis_decide(rlt_redis *r, const rlt_policy *p, bool multi, const char *key,
+                        int64_t cost, int64_t t, rlt_decision *d)
+{
+    if (!multi) return rlt_redis_decide(r, p, RLT_REDIS_CALLER_TIME, key, strlen(key), cost, t, d);
+    rlt_redis_check ck = {p, key, strlen(key), cost};
+    int refused;
+    return rlt_redis_decide_multi(r, &ck, 1, RLT_REDIS_CALLER_TIME, t, d, &refused);
+}
+
+/* One trace of `steps` requests on one key; Redis instants are C's plus `offset_us`.  With
+ * `mix`, a third of the requests (but concurrency's) go through the multi-limit script. */
+static void replay_mix(rlt_redis *r, const char *text, uint64_t seed, int steps, int64_t t0_us,
+                       int64_t offset_us, bool mix, int *compared)
 {
     rlt_policy p = rtest_policy(text);
     void *st = calloc(1, rlt_state_size(&p));
@@ -93,8 +105,8 @@ static void replay(rlt_redis *r, const char *text, uint64_t seed, int steps, int
         else
             cost = cpick < 1 ? 0 : cpick < 7 ? 1 : rtest_below(&s, p.limit + 3);
         rc_c = rlt_decide(&p, st, t, cost, &dc);
-        rc_r = rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, key, strlen(key), cost,
-                                t + offset_us * 1000, &dr);
+        bool multi = mix && p.algo != RLT_CONCURRENCY && rtest_below(&s, 3) == 0;
+        rc_r = redis_decide(r, &p, multi, key, cost, t + offset_us * 1000, &dr);
         SAME(rc_c, rc_r, "status");
         if (getenv("RLT_TEST_TRACE"))
             fprintf(stderr,
@@ -120,6 +132,12 @@ static void replay(rlt_redis *r, const char *text, uint64_t seed, int steps, int
         (*compared)++;
     }
     free(st);
+}
+
+static void replay(rlt_redis *r, const char *text, uint64_t seed, int steps, int64_t t0_us,
+                   int64_t offset_us, int *compared)
+{
+    replay_mix(r, text, seed, steps, t0_us, offset_us, false, compared);
 }
 
 TEST(redis_scripts_match_c_on_random_traces)
@@ -154,6 +172,54 @@ TEST(redis_scripts_match_c_at_the_largest_instants)
         int64_t offset = ((INT64_C(1) << 52) / W - 5000) * W;
         replay(r, policies[i], 424242 + i, 150, 0, offset, &compared);
         if (rlt_test_failed_now) break;
+    }
+    rlt_redis_close(r);
+}
+
+TEST(one_limit_and_multi_limit_scripts_share_each_keys_state)
+{
+    /* Each algorithm has its own script for one limit, and the multi-limit script holds them
+     * all: both must read and write one state format (e.g. GCRA's "t:f" with scale > 1). */
+    rlt_redis *r = rtest_open(
+        (rlt_redis_options){.timeout = 2 * RLT_NS_PER_S, .ttl_floor = 60 * RLT_NS_PER_S});
+    int compared = 0;
+    for (size_t i = 0; i < NPOL; i++) {
+        replay_mix(r, policies[i], 31337 + i, 200, 1000000, 0, true, &compared);
+        if (rlt_test_failed_now) break;
+    }
+    ASSERT(compared > 3000);
+    rlt_redis_close(r);
+}
+
+TEST(gcra_and_leaky_bucket_match_c_after_the_clock_steps_back_decades)
+{
+    /* A charge 20 years in, then instants back near the origin: tat - now passes 2^53 scaled
+     * units, which the scripts carry as (whole us, fraction) and the client widens. */
+    rlt_redis *r = rtest_open(
+        (rlt_redis_options){.timeout = 2 * RLT_NS_PER_S, .ttl_floor = 60 * RLT_NS_PER_S});
+    const char *texts[] = {"gcra:13/997us,burst=4", "gcra:3/1s", "gcra:1000/1s,burst=50",
+                           "leaky_bucket:7/3s,queue=3", "token_bucket:13/997us,burst=4"};
+    const int64_t year = INT64_C(365) * 86400 * RLT_NS_PER_S;
+    const int64_t times[] = {20 * year, 20 * year + 5000, RLT_NS_PER_S, 0, 3 * year, 20 * year};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        for (int multi = 0; multi < 2; multi++) {
+            rlt_policy p = rtest_policy(texts[i]);
+            void *st = calloc(1, rlt_state_size(&p));
+            ASSERT_EQ(rlt_redis_reset(r, &p, "decades", 7), RLT_OK);
+            for (size_t k = 0; k < sizeof times / sizeof times[0]; k++) {
+                for (int64_t cost = 0; cost <= 2; cost++) {
+                    rlt_decision dc, dr;
+                    ASSERT_EQ(rlt_decide(&p, st, times[k], cost, &dc), RLT_OK);
+                    ASSERT_EQ(redis_decide(r, &p, multi, "decades", cost, times[k], &dr), RLT_OK);
+                    ASSERT_EQ(dc.allowed, dr.allowed);
+                    ASSERT_EQ(dc.remaining, dr.remaining);
+                    ASSERT_EQ(dc.retry_after, dr.retry_after);
+                    ASSERT_EQ(dc.reset_after, dr.reset_after);
+                    ASSERT_EQ(dc.delay, dr.delay);
+                }
+            }
+            free(st);
+        }
     }
     rlt_redis_close(r);
 }

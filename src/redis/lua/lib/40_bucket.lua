@@ -4,8 +4,9 @@
 --   token bucket: hash {u = used, l = last charge time}; no key = never charged.  A clock
 --                 that stepped back behind l refills only from l on: the decision's waits
 --                 grow by l - now (`wait`), as in the core.
---   GCRA, leaky:  hash {t = whole microseconds, f = 0..scale-1}: the theoretical arrival time
---                 t*scale + f, kept in two numbers because t*scale may pass 2^53.
+--   GCRA, leaky:  string "t" or "t:f" (t whole microseconds, f = 0..scale-1, absent = 0): the
+--                 theoretical arrival time t*scale + f, kept in two numbers because t*scale
+--                 may pass 2^53.  gcra.lua reads and writes the same format.
 -- An amount that may pass 2^53 (a GCRA clock stepped far back) is carried as (q, f) meaning
 -- q*scale + f; `small` gives it as one number when it is below a bound, else nil.
 
@@ -25,9 +26,13 @@ end
 
 -- The used part of a tat-style state at `now`, as (q, f).
 local function tat_used(key, pr, now)
-  local s = redis.call('HMGET', key, 't', 'f')
-  local t, f = tonumber(s[1]), tonumber(s[2]) or 0
-  if t == nil then return 0, 0 end
+  local v = redis.call('GET', key)
+  if not v then return 0, 0 end
+  local t, f = tonumber(v), 0
+  if t == nil then
+    local c = string.find(v, ':', 1, true)
+    t, f = tonumber(string.sub(v, 1, c - 1)), tonumber(string.sub(v, c + 1))
+  end
   local q = t - now
   if q < 0 then return 0, 0 end -- f < scale, so tat <= now*scale
   return q, f
@@ -35,7 +40,11 @@ end
 
 local function tat_write(key, pr, now, after)
   local q, r = idiv(after, pr.scale)
-  redis.call('HSET', key, 't', S(now + q), 'f', S(r))
+  if r == 0 then
+    redis.call('SET', key, S(now + q))
+  else
+    redis.call('SET', key, S(now + q) .. ':' .. S(r))
+  end
 end
 
 local function bucket(key, pr, now, cost)
