@@ -1,0 +1,512 @@
+#!/usr/bin/env python3
+"""ratelimitd in distributed mode: several real daemons pointed at one private Redis (or a
+3-node Redis Cluster) must enforce one limit, and a stopped, killed or restarted Redis must be
+answered with each policy's fail mode, counted, without an error reaching a client.
+
+Runs under tests/redis/redis-servers.sh, which starts the servers on loopback ephemeral ports,
+exports RLT_REDIS_SERVERS / RLT_REDIS_BASE / RLT_REDIS_SH and always stops them:
+
+    redis-servers.sh run standalone -- redis_integration.py PATH_TO_RATELIMITD standalone
+    redis-servers.sh run cluster -- redis_integration.py PATH_TO_RATELIMITD cluster
+
+Prints "ok NAME" / "FAIL NAME" per test and "N passed, N failed"."""
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import urllib.request
+
+BIN = os.path.abspath(sys.argv[1])
+KIND = sys.argv[2] if len(sys.argv) > 2 else "standalone"
+SERVERS = os.environ.get("RLT_REDIS_SERVERS", "")
+BASE = os.environ.get("RLT_REDIS_BASE", "")
+SH = os.environ.get("RLT_REDIS_SH", "")
+TESTS = []
+# Under ASan the daemon is slower; a call is still bounded by the Redis timeout plus this.
+MARGIN = 0.5
+
+
+def test(kind):
+    def deco(fn):
+        if kind in ("both", KIND):
+            TESTS.append(fn)
+        return fn
+    return deco
+
+
+class Resp:
+    """A minimal RESP2 client on one connection (replies: int, bytes, str, list, Err)."""
+
+    class Err(str):
+        pass
+
+    def __init__(self, port):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.buf = b""
+
+    def close(self):
+        self.s.close()
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            b = self.s.recv(65536)
+            if not b:
+                raise AssertionError("connection closed by the daemon")
+            self.buf += b
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _reply(self):
+        line = self._line()
+        t, rest = line[:1], line[1:]
+        if t == b":":
+            return int(rest)
+        if t == b"+":
+            return rest.decode()
+        if t == b"-":
+            return Resp.Err(rest.decode())
+        if t == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            while len(self.buf) < n + 2:
+                b = self.s.recv(65536)
+                if not b:
+                    raise AssertionError("connection closed by the daemon")
+                self.buf += b
+            v, self.buf = self.buf[:n], self.buf[n + 2:]
+            return v
+        if t == b"*":
+            return [self._reply() for _ in range(int(rest))]
+        raise AssertionError("bad reply %r" % line)
+
+    def __call__(self, *args):
+        out = b"*%d\r\n" % len(args)
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out += b"$%d\r\n%s\r\n" % (len(a), a)
+        self.s.sendall(out)
+        r = self._reply()
+        return r
+
+    def ok(self, *args):
+        """A command whose reply must not be an error."""
+        r = self(*args)
+        assert not isinstance(r, Resp.Err), "%r -> error %s" % (args, r)
+        return r
+
+
+class Daemon:
+    def __init__(self, tmp, name, config=None, args=()):
+        self.dir = os.path.join(tmp, name)
+        os.makedirs(self.dir)
+        cmd = [BIN, "--port", "0", "--http-port", "0", "--bind", "127.0.0.1", "--threads", "2",
+               "--no-snapshot"]
+        if config is not None:
+            path = os.path.join(self.dir, "ratelimitd.yaml")
+            with open(path, "w") as f:
+                f.write(config)
+            cmd += ["--config", path]
+        cmd += list(args)
+        self.out = open(os.path.join(self.dir, "stdout"), "w+")
+        self.err = open(os.path.join(self.dir, "stderr"), "w+")
+        self.p = subprocess.Popen(cmd, cwd=self.dir, stdout=self.out, stderr=self.err)
+        self.port = self.http = None
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            self.out.seek(0)
+            m = re.search(r"resp [^ ]+:(\d+) http [^ ]+:(\d+)", self.out.read())
+            if m:
+                self.port, self.http = int(m.group(1)), int(m.group(2))
+                self.c = Resp(self.port)
+                return
+            if self.p.poll() is not None:
+                raise AssertionError("daemon exited: " + self.stderr())
+            time.sleep(0.02)
+        self.stop()
+        raise AssertionError("daemon did not print its ports")
+
+    def stderr(self):
+        self.err.flush()
+        self.err.seek(0)
+        return self.err.read()
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            try:
+                self.p.wait(20)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        return self.p.returncode
+
+    def info(self):
+        text = self.c.ok("INFO").decode()
+        return dict(l.split(":", 1) for l in text.split("\r\n") if ":" in l and
+                    not l.startswith("#"))
+
+    def http_get(self, path):
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d%s" % (self.http, path),
+                                        timeout=10) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+
+class Fleet:
+    """n daemons on the test's Redis; always stopped by the `with`."""
+
+    def __init__(self, tmp, n=2, config=None, args=()):
+        self.tmp, self.n, self.config, self.args = tmp, n, config, args
+        self.ds = []
+
+    def __enter__(self):
+        try:
+            for i in range(self.n):
+                self.ds.append(Daemon(self.tmp, "d%d" % i, self.config, self.args))
+        except BaseException:
+            self.__exit__()
+            raise
+        return self.ds
+
+    def __exit__(self, *exc):
+        for d in self.ds:
+            rc = d.stop()
+            assert rc == 0 or exc and exc[0] is not None, \
+                "daemon exited with %s: %s" % (rc, d.stderr())
+
+
+def redis_args():
+    a = ["--redis", SERVERS]
+    if KIND == "cluster":
+        a.append("--redis-cluster")
+    return a
+
+
+def redis_section(extra=""):
+    return ("redis:\n  address: \"%s\"\n  cluster: %s\n%s" %
+            (SERVERS, "true" if KIND == "cluster" else "false", extra))
+
+
+def redis_pid(i=0):
+    with open(os.path.join(BASE, "s%d" % i, "pid")) as f:
+        return int(f.read().strip())
+
+
+def redis_cli(i, *args):
+    with open(os.path.join(BASE, "s%d" % i, "port")) as f:
+        port = f.read().strip()
+    return subprocess.run(["redis-cli", "-p", port] + [str(a) for a in args],
+                          capture_output=True, text=True, timeout=10).stdout
+
+
+def hammer(ds, make_cmd, total, threads=4):
+    """Sends `total` commands spread over the daemons from `threads` concurrent clients;
+    returns every reply."""
+    replies = []
+    lock = threading.Lock()
+    errors = []
+
+    def worker(k):
+        try:
+            conns = [Resp(d.port) for d in ds]
+            mine = []
+            for j in range(k, total, threads):
+                mine.append(conns[j % len(conns)].ok(*make_cmd(j)))
+            for c in conns:
+                c.close()
+            with lock:
+                replies.extend(mine)
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors
+    assert len(replies) == total
+    return replies
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+@test("both")
+def two_daemons_share_one_cl_throttle_limit(tmp):
+    # GCRA 1 per hour with burst 10 (redis-cell's max_burst 9): exactly 10 pass in total.
+    with Fleet(tmp, 2, args=redis_args()) as ds:
+        keys = ["user:%d" % i for i in range(8)]  # on a cluster, spread over the nodes
+        for key in keys:
+            rs = hammer(ds, lambda j: ("CL.THROTTLE", key, 9, 1, 3600), 30)
+            admitted = sum(1 for r in rs if r[0] == 0)
+            assert admitted == 10, (key, admitted, rs)
+        if KIND == "cluster":  # the keys really live on every node
+            for n in range(3):
+                assert int(redis_cli(n, "DBSIZE").strip()) > 0, n
+        for d in ds:
+            i = d.info()
+            assert i["backend"] == "redis", i
+            assert int(i["redis_decisions"]) > 0, i
+            assert int(i["redis_decisions_without_redis"]) == 0, i
+
+
+@test("both")
+def two_daemons_share_one_rl_check_limit_for_every_algorithm(tmp):
+    policies = ["fixed_window:7/1h", "sliding_log:7/1h", "sliding_window:7/1h",
+                "token_bucket:7/1h", "gcra:7/1h"]
+    with Fleet(tmp, 2, args=redis_args()) as ds:
+        for p in policies:
+            rs = hammer(ds, lambda j: ("RL.CHECK", "k:" + p, p), 20)
+            admitted = sum(1 for r in rs if r[0] == 1)
+            assert admitted == 7, (p, admitted)
+            # Both daemons see the same state: a peek on either says nothing is left.
+            for d in ds:
+                assert d.c.ok("RL.PEEK", "k:" + p, p)[2] == 0, p
+
+
+@test("both")
+def named_policies_http_and_resp_share_the_limit(tmp):
+    cfg = "policies:\n  api: fixed_window:5/1h\n" + redis_section()
+    with Fleet(tmp, 2, config=cfg) as (a, b):
+        allowed = 0
+        for j in range(6):
+            if j % 2:
+                allowed += a.c.ok("RL.CHECK", "acct", "api")[0]
+            else:
+                st, body = b.http_get("/v1/check?key=acct&policy=api")
+                assert st in (200, 429), (st, body)
+                allowed += st == 200
+        assert allowed == 5, allowed
+        st, body = a.http_get("/v1/check?key=acct&policy=api")
+        assert st == 429, (st, body)
+        _, metrics = a.http_get("/metrics")
+        assert 'ratelimitd_backend{backend="redis"} 1' in metrics, metrics
+        assert 'ratelimitd_redis_decisions_total{by="redis"}' in metrics, metrics
+
+
+@test("both")
+def multi_limit_and_concurrency_go_through_redis(tmp):
+    with Fleet(tmp, 2, args=redis_args()) as (a, b):
+        # One hash tag: on a cluster both keys live in one slot, so the check is one script.
+        pa, pb = "fixed_window:3/1h", "fixed_window:100/1h"
+        outs = []
+        for j in range(5):
+            d = a if j % 2 else b
+            outs.append(d.c.ok("RL.MULTI", "{u7}:api", pa, 1, "{u7}:all", pb, 1))
+        assert [o[0] for o in outs] == [1, 1, 1, 0, 0], outs
+        assert outs[3][6] == 0, outs  # the first limit refused
+        # The refused checks charged nothing on the other limit: 3 used of 100.
+        assert a.c.ok("RL.PEEK", "{u7}:all", pb)[2] == 97
+        # Concurrency: slots are shared, and a lease taken on one daemon is released on the
+        # other.
+        conc = "concurrency:2/30s"
+        r1 = a.c.ok("RL.ACQUIRE", "job", conc)
+        r2 = b.c.ok("RL.ACQUIRE", "job", conc)
+        r3 = a.c.ok("RL.ACQUIRE", "job", conc)
+        assert r1[0] == 1 and r2[0] == 1 and r3[0] == 0, (r1, r2, r3)
+        assert b.c.ok("RL.RELEASE", "job", conc, r1[4]) == 1
+        assert a.c.ok("RL.RELEASE", "job", conc, r1[4]) == 0  # already released
+        assert a.c.ok("RL.ACQUIRE", "job", conc)[0] == 1
+        # RL.RESET on one daemon frees the key for both.
+        assert b.c.ok("RL.RESET", "{u7}:api", pa) == 1
+        assert a.c.ok("RL.CHECK", "{u7}:api", pa)[0] == 1
+
+
+@test("cluster")
+def envoy_descriptors_on_different_slots_are_decided_on_a_cluster(tmp):
+    cfg = ("domain: web\ndescriptors:\n"
+           "  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 3}\n"
+           "  - key: path\n    rate_limit: {unit: hour, requests_per_unit: 100}\n" +
+           redis_section())
+    body = ('{"domain":"web","descriptors":[{"entries":[{"key":"user","value":"u1"}]},'
+            '{"entries":[{"key":"path","value":"/x"}]}]}')
+    with Fleet(tmp, 2, config=cfg) as ds:
+        codes = []
+        for j in range(5):
+            req = urllib.request.Request("http://127.0.0.1:%d/json" % ds[j % 2].http,
+                                         data=body.encode(), method="POST")
+            try:
+                with urllib.request.urlopen(req, timeout=10) as r:
+                    codes.append(r.status)
+            except urllib.error.HTTPError as e:
+                codes.append(e.code)
+        assert codes == [200, 200, 200, 429, 429], codes
+        splits = sum(int(d.info()["redis_multi_split"]) for d in ds)
+        assert splits == 5, splits
+
+
+def timed(c, *args):
+    t0 = time.monotonic()
+    r = c.ok(*args)
+    return r, time.monotonic() - t0
+
+
+@test("standalone")
+def stopped_redis_is_answered_with_each_policys_fail_mode_within_the_timeout(tmp):
+    cfg = ("policies:\n"
+           "  strict: {policy: fixed_window:100/1h, fail: closed}\n"
+           "  lenient: {policy: fixed_window:100/1h, fail: open}\n"
+           "  default_mode: fixed_window:100/1h\n" +
+           redis_section("  timeout: 100ms\n  fail: closed\n  backoff_min: 200ms\n"))
+    pid = redis_pid()
+    with Fleet(tmp, 1, config=cfg) as (d,):
+        assert d.c.ok("RL.CHECK", "k", "strict")[0] == 1
+        assert d.c.ok("RL.CHECK", "k", "lenient")[0] == 1
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            for _ in range(3):  # before the breaker opens, each call waits for the timeout
+                r, dt = timed(d.c, "RL.CHECK", "k", "strict")
+                assert r[0] == 0 and r[3] >= 1, r  # denied, with a retry_after
+                assert dt < 0.1 + MARGIN, dt
+                r, dt = timed(d.c, "RL.CHECK", "k", "lenient")
+                assert r[0] == 1, r
+                assert dt < 0.1 + MARGIN, dt
+                r, dt = timed(d.c, "CL.THROTTLE", "k", 9, 1, 60)
+                assert r[0] == 1, r  # the default, closed: limited
+                assert dt < 0.1 + MARGIN, dt
+            i = d.info()
+            assert int(i["redis_fail_closed_denied"]) >= 6, i
+            assert int(i["redis_fail_open_allowed"]) >= 3, i
+            assert int(i["redis_timeouts"]) >= 1, i
+            assert i["redis_breaker"] == "open", i
+            st, body = d.http_get("/v1/check?key=k&policy=lenient")
+            assert st == 200, (st, body)
+            st, body = d.http_get("/v1/check?key=k&policy=strict")
+            assert st == 429, (st, body)
+            _, metrics = d.http_get("/metrics")
+            m = re.search(r'ratelimitd_redis_decisions_total\{by="fail_closed"\} (\d+)', metrics)
+            assert m and int(m.group(1)) >= 7, metrics
+            assert re.search(r"ratelimitd_redis_breaker_open [1-9]", metrics), metrics
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        # Recovery: once the breaker's trial succeeds, Redis decides again.
+        deadline = time.monotonic() + 10
+        while True:
+            before = int(d.info()["redis_decisions"])
+            r = d.c.ok("RL.CHECK", "k", "strict")
+            if int(d.info()["redis_decisions"]) > before:
+                break
+            assert time.monotonic() < deadline, "Redis never decided again"
+            time.sleep(0.05)
+        assert r[0] == 1 and r[2] < 99, r  # Redis state: the allowance used before counts
+        assert d.info()["redis_breaker"] == "closed"
+
+
+@test("standalone")
+def killed_and_restarted_redis_recovers_without_errors_reaching_clients(tmp):
+    cfg = ("policies:\n  api: {policy: sliding_window:1000/1h, fail: open}\n" +
+           redis_section("  timeout: 100ms\n  backoff_min: 50ms\n  backoff_max: 200ms\n"))
+    with Fleet(tmp, 2, config=cfg) as ds:
+        for d in ds:
+            assert d.c.ok("RL.CHECK", "k", "api")[0] == 1
+        os.kill(redis_pid(), signal.SIGKILL)
+        time.sleep(0.1)
+        for j in range(20):  # every reply is a decision (fail open), never an error
+            r = ds[j % 2].c.ok("RL.CHECK", "k", "api")
+            assert r[0] == 1, r
+            assert ds[j % 2].c.ok("CL.THROTTLE", "t", 5, 1, 60)[0] == 1  # default: closed
+        subprocess.run(["sh", SH, "restart", os.path.join(BASE, "s0")], check=True,
+                       timeout=30)
+        # A restart without persistence starts fresh; NOSCRIPT is handled by a reload.
+        deadline = time.monotonic() + 10
+        for d in ds:
+            while True:
+                before = int(d.info()["redis_decisions"])
+                r = d.c.ok("RL.CHECK", "k", "api")
+                if int(d.info()["redis_decisions"]) > before:
+                    break
+                assert time.monotonic() < deadline, "Redis never decided again"
+                time.sleep(0.05)
+            assert r[0] == 1
+        # Both daemons share the restarted Redis' state again.
+        rs = hammer(ds, lambda j: ("RL.CHECK", "after", "fixed_window:5/1h"), 12)
+        assert sum(r[0] for r in rs) == 5
+        for d in ds:
+            i = d.info()
+            assert int(i["redis_fail_open_allowed"]) >= 1, i
+            assert int(i["redis_fail_closed_denied"]) >= 1, i
+            assert int(i["redis_errors"]) >= 1 and int(i["redis_breaker_opened"]) >= 1, i
+            assert i["redis_breaker"] == "closed", i
+
+
+@test("standalone")
+def config_refuses_policies_redis_cannot_run_and_bad_settings(tmp):
+    cases = [
+        ("policies:\n  tiny: fixed_window:10/1500ns\n" + redis_section(), "cannot run in Redis"),
+        (redis_section("  colour: blue\n"), "unknown redis setting"),
+        (redis_section("  fail: maybe\n"), "fail must be open or closed"),
+        (redis_section("  timeout: 50\n"), "redis timeout must be a duration"),
+        ("policies:\n  p: {policy: gcra:1/1s, fail: sometimes}\n", "fail must be open or closed"),
+        ("redis: {cluster: true}\n", "redis needs an address"),
+    ]
+    for text, want in cases:
+        path = os.path.join(tmp, "bad.yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        r = subprocess.run([BIN, "--config", path, "--check-config"], capture_output=True,
+                           text=True, timeout=20)
+        assert r.returncode == 2 and want in r.stderr, (text, r.returncode, r.stderr)
+    r = subprocess.run([BIN, "--redis", "127.0.0.1:1", "--redis-fail", "sideways",
+                        "--check-config"], capture_output=True, text=True, timeout=20)
+    assert r.returncode == 2 and "--redis-fail" in r.stderr, r.stderr
+    path = os.path.join(tmp, "good.yaml")
+    with open(path, "w") as f:
+        f.write("policies:\n  p: {policy: gcra:1/1s, fail: open}\n" +
+                redis_section("  timeout_ms: 30\n  prefix: \"app1:\"\n"))
+    r = subprocess.run([BIN, "--config", path, "--check-config"], capture_output=True,
+                       text=True, timeout=20)
+    assert r.returncode == 0, r.stderr
+
+
+@test("standalone")
+def key_prefix_and_redis_time_are_used(tmp):
+    cfg = redis_section("  prefix: \"fleet1:\"\n")
+    with Fleet(tmp, 1, config=cfg) as (d,):
+        assert d.c.ok("RL.CHECK", "pfx", "fixed_window:3/1h")[0] == 1
+        keys = redis_cli(0, "--scan", "--pattern", "fleet1:*")
+        assert "fleet1:{pfx}:" in keys, keys
+
+
+def main():
+    if not SERVERS:
+        print("redis_integration.py must run under tests/redis/redis-servers.sh")
+        return 1
+    wanted = sys.argv[3:]
+    passed = failed = 0
+    for t in TESTS:
+        if wanted and t.__name__ not in wanted:
+            continue
+        tmp = tempfile.mkdtemp(prefix="rltd-redis-")
+        t0 = time.monotonic()
+        try:
+            t(tmp)
+            print("ok   %s (%s, %.1fs)" % (t.__name__, KIND, time.monotonic() - t0))
+            passed += 1
+        except Exception:
+            print("FAIL %s (%s)" % (t.__name__, KIND))
+            traceback.print_exc()
+            for d in sorted(os.listdir(tmp)):
+                p = os.path.join(tmp, d, "stderr")
+                if os.path.exists(p):
+                    print("--- %s stderr:\n%s" % (d, open(p).read()[-3000:]))
+            failed += 1
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        sys.stdout.flush()
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
