@@ -323,6 +323,23 @@ def multi_limit_and_concurrency_go_through_redis(tmp):
         assert a.c.ok("RL.CHECK", "{u7}:api", pa)[0] == 1
 
 
+@test("both")
+def tier_decisions_share_the_tier_policys_limit(tmp):
+    # Tier assignments are configuration local to each daemon (RL.TIER on each); the limits
+    # they select are decided in Redis.
+    cfg = ("policies:\n  free: fixed_window:2/1h\n  pro: fixed_window:6/1h\n"
+           "tiers:\n  free: free\n  pro: pro\ndefault_tier: free\n" + redis_section())
+    with Fleet(tmp, 2, config=cfg) as ds:
+        for d in ds:
+            assert d.c.ok("RL.TIER", "acct9", "pro") == "OK"
+        rs = hammer(ds, lambda j: ("RL.CHECK", "acct9", "@free"), 10)
+        assert sum(r[0] for r in rs) == 6, rs
+        rs = hammer(ds, lambda j: ("RL.CHECK", "acct1", "@free"), 10)
+        assert sum(r[0] for r in rs) == 2, rs
+        for d in ds:
+            assert int(d.info()["redis_tier_local"]) == 0
+
+
 @test("cluster")
 def envoy_descriptors_on_different_slots_are_decided_on_a_cluster(tmp):
     cfg = ("domain: web\ndescriptors:\n"
