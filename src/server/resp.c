@@ -232,12 +232,14 @@ ssize_t rlt__resp_parse(char *buf, size_t len, const rlt__resp_limits *lim, rlt_
 
 /* ---- output ------------------------------------------------------------------------- */
 
-void rlt__obuf_put(rlt__obuf *b, const void *p, size_t n)
+/* Makes room for n more bytes and returns where they go, or NULL (overflow set) when that
+ * would pass `max` or memory runs out.  The caller writes at most n bytes and advances len. */
+static char *obuf_room(rlt__obuf *b, size_t n)
 {
-    if (b->overflow || n == 0) return;
+    if (b->overflow) return NULL;
     if (b->max != 0 && (b->len + n > b->max || b->len + n < b->len)) {
         b->overflow = true;
-        return;
+        return NULL;
     }
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
@@ -246,12 +248,20 @@ void rlt__obuf_put(rlt__obuf *b, const void *p, size_t n)
         char *d = realloc(b->data, cap);
         if (d == NULL) {
             b->overflow = true;
-            return;
+            return NULL;
         }
         b->data = d;
         b->cap = cap;
     }
-    memcpy(b->data + b->len, p, n);
+    return b->data + b->len;
+}
+
+void rlt__obuf_put(rlt__obuf *b, const void *p, size_t n)
+{
+    if (n == 0) return;
+    char *w = obuf_room(b, n);
+    if (w == NULL) return;
+    memcpy(w, p, n);
     b->len += n;
 }
 
@@ -270,31 +280,55 @@ void rlt__obuf_free(rlt__obuf *b)
     b->overflow = false;
 }
 
-/* Formats an int64 into buf (at least 21 bytes); returns its length. */
-static size_t fmt_i64(char *buf, int64_t v)
+/* "00".."99": two digits per division, half the divisions of the digit-at-a-time loop. */
+static const char digit_pairs[201] = "00010203040506070809101112131415161718192021222324252627282930"
+                                     "31323334353637383940414243444546474849505152535455565758596061"
+                                     "62636465666768697071727374757677787980818283848586878889909192"
+                                     "93949596979899";
+
+size_t rlt__resp_fmt_i64(char *buf, int64_t v)
 {
-    char tmp[24];
-    size_t n = 0;
     uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        tmp[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u != 0);
     size_t o = 0;
     if (v < 0) buf[o++] = '-';
-    while (n > 0)
-        buf[o++] = tmp[--n];
-    return o;
+    if (u < 10) {
+        buf[o++] = (char)('0' + u);
+        return o;
+    }
+    char tmp[20];
+    size_t i = sizeof tmp;
+    while (u >= 100) {
+        size_t r = (size_t)(u % 100);
+        u /= 100;
+        i -= 2;
+        memcpy(tmp + i, digit_pairs + 2 * r, 2);
+    }
+    if (u >= 10) {
+        i -= 2;
+        memcpy(tmp + i, digit_pairs + 2 * u, 2);
+    } else {
+        tmp[--i] = (char)('0' + u);
+    }
+    memcpy(buf + o, tmp + i, sizeof tmp - i);
+    return o + sizeof tmp - i;
+}
+
+/* Longest "<prefix><int64>\r\n" line. */
+#define NUM_LINE_BYTES (1 + 20 + 2)
+
+static size_t put_line(char *w, char prefix, int64_t v)
+{
+    w[0] = prefix;
+    size_t n = 1 + rlt__resp_fmt_i64(w + 1, v);
+    w[n++] = '\r';
+    w[n++] = '\n';
+    return n;
 }
 
 static void put_prefixed_num(rlt__obuf *b, char prefix, int64_t v)
 {
-    char line[32];
-    line[0] = prefix;
-    size_t n = 1 + fmt_i64(line + 1, v);
-    line[n++] = '\r';
-    line[n++] = '\n';
-    rlt__obuf_put(b, line, n);
+    char line[NUM_LINE_BYTES];
+    rlt__obuf_put(b, line, put_line(line, prefix, v));
 }
 
 void rlt__resp_simple(rlt__obuf *b, const char *s)
@@ -306,13 +340,15 @@ void rlt__resp_simple(rlt__obuf *b, const char *s)
 
 void rlt__resp_error(rlt__obuf *b, const char *s)
 {
-    rlt__obuf_put(b, "-", 1);
+    size_t n = strlen(s);
+    char *w = obuf_room(b, n + 3);
+    if (w == NULL) return;
+    w[0] = '-';
     /* An error line must not contain CR or LF: replace them. */
-    for (const char *p = s; *p; p++) {
-        char c = (*p == '\r' || *p == '\n') ? ' ' : *p;
-        rlt__obuf_put(b, &c, 1);
-    }
-    rlt__obuf_put(b, "\r\n", 2);
+    for (size_t i = 0; i < n; i++)
+        w[1 + i] = (s[i] == '\r' || s[i] == '\n') ? ' ' : s[i];
+    memcpy(w + 1 + n, "\r\n", 2);
+    b->len += n + 3;
 }
 
 void rlt__resp_errorf(rlt__obuf *b, const char *fmt, ...)
@@ -345,4 +381,15 @@ void rlt__resp_null(rlt__obuf *b)
 void rlt__resp_array(rlt__obuf *b, size_t n)
 {
     put_prefixed_num(b, '*', (int64_t)n);
+}
+
+void rlt__resp_ints(rlt__obuf *b, const int64_t *v, size_t n)
+{
+    /* Formatted on the stack, then appended in one piece (the cap counts the exact bytes). */
+    char w[NUM_LINE_BYTES * (RLT__RESP_INTS_MAX + 1)];
+    assert(n <= RLT__RESP_INTS_MAX);
+    size_t k = put_line(w, '*', (int64_t)n);
+    for (size_t i = 0; i < n; i++)
+        k += put_line(w + k, ':', v[i]);
+    rlt__obuf_put(b, w, k);
 }

@@ -79,5 +79,12 @@ void rlt__resp_int(rlt__obuf *b, int64_t v);               /* :v\r\n */
 void rlt__resp_bulk(rlt__obuf *b, const void *p, size_t n); /* $n\r\n...\r\n */
 void rlt__resp_null(rlt__obuf *b);                         /* $-1\r\n */
 void rlt__resp_array(rlt__obuf *b, size_t n);              /* *n\r\n */
+/* An array of n <= RLT__RESP_INTS_MAX integers (*n\r\n:v0\r\n...), appended in one piece. */
+#define RLT__RESP_INTS_MAX 16
+void rlt__resp_ints(rlt__obuf *b, const int64_t *v, size_t n);
+
+/* Formats v in decimal into buf (room for 20 bytes: "-9223372036854775808"); returns the
+ * length.  No NUL is written. */
+size_t rlt__resp_fmt_i64(char *buf, int64_t v);
 
 #endif
