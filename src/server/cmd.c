@@ -1,9 +1,11 @@
 /* RESP commands: the RL.* family, redis-cell's CL.THROTTLE, and the connection commands every
  * Redis client or tool sends (PING, AUTH, HELLO, CLIENT, COMMAND, INFO, QUIT, ...).  Pure
  * functions of (server, session, arguments, now) that append a reply: no sockets here. */
-#include "server/srv.h"
+#include "server/cmd.h"
 
+#include <assert.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -100,13 +102,23 @@ void rlt__session_init(rlt__srv *s, rlt__session *ss)
 
 static void reply_decision(rlt__obuf *o, const rlt_decision *d)
 {
-    rlt__resp_array(o, 6);
-    rlt__resp_int(o, d->allowed ? 1 : 0);
-    rlt__resp_int(o, d->limit);
-    rlt__resp_int(o, d->remaining);
-    rlt__resp_int(o, d->allowed ? 0 : ceil_ms(d->retry_after));
-    rlt__resp_int(o, ceil_ms(d->reset_after));
-    rlt__resp_int(o, ceil_ms(d->delay));
+    int64_t v[6] = {d->allowed ? 1 : 0,
+                    d->limit,
+                    d->remaining,
+                    d->allowed ? 0 : ceil_ms(d->retry_after),
+                    ceil_ms(d->reset_after),
+                    ceil_ms(d->delay)};
+    rlt__resp_ints(o, v, 6);
+}
+
+/* CL.THROTTLE's reply; `burst1` is max_burst + 1. */
+static void reply_throttle(rlt__obuf *o, int64_t burst1, int64_t qty, const rlt_decision *d)
+{
+    /* redis-cell: a quantity of 0 only peeks and is never limited. */
+    bool limited = qty > 0 && !d->allowed;
+    int64_t v[5] = {limited ? 1 : 0, burst1, d->remaining, limited ? ceil_s(d->retry_after) : -1,
+                    ceil_s(d->reset_after)};
+    rlt__resp_ints(o, v, 5);
 }
 
 /* Resolves (key, policy) arguments with the tenant prefix.  Returns the policy id, or -1
@@ -182,14 +194,14 @@ static void cmd_multi(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, siz
     int st = rlt__decide_multi(s, checks, m, now, &d, &refused);
     if (st == RLT_EINVAL) return rlt__resp_error(o, "ERR RL.MULTI takes no concurrency policy");
     if (st != RLT_OK) return store_error(o, st);
-    rlt__resp_array(o, 7);
-    rlt__resp_int(o, d.allowed ? 1 : 0);
-    rlt__resp_int(o, d.limit);
-    rlt__resp_int(o, d.remaining);
-    rlt__resp_int(o, d.allowed ? 0 : ceil_ms(d.retry_after));
-    rlt__resp_int(o, ceil_ms(d.reset_after));
-    rlt__resp_int(o, ceil_ms(d.delay));
-    rlt__resp_int(o, refused);
+    int64_t v[7] = {d.allowed ? 1 : 0,
+                    d.limit,
+                    d.remaining,
+                    d.allowed ? 0 : ceil_ms(d.retry_after),
+                    ceil_ms(d.reset_after),
+                    ceil_ms(d.delay),
+                    refused};
+    rlt__resp_ints(o, v, 7);
 }
 
 /* RL.RESET key policy / RL.RELEASE key policy lease / RL.ACQUIRE key policy */
@@ -289,14 +301,7 @@ static void cmd_throttle(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, 
     rlt_decision d;
     int st = rlt__decide(s, id, false, key, (size_t)klen, now, qty, &d);
     if (st != RLT_OK) return store_error(o, st);
-    /* redis-cell: a quantity of 0 only peeks and is never limited. */
-    bool limited = qty > 0 && !d.allowed;
-    rlt__resp_array(o, 5);
-    rlt__resp_int(o, limited ? 1 : 0);
-    rlt__resp_int(o, burst + 1);
-    rlt__resp_int(o, d.remaining);
-    rlt__resp_int(o, limited ? ceil_s(d.retry_after) : -1);
-    rlt__resp_int(o, ceil_s(d.reset_after));
+    reply_throttle(o, burst + 1, qty, &d);
 }
 
 static void cmd_auth(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *user,
@@ -455,4 +460,240 @@ void rlt__cmd_exec(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t
     }
     shown[sl] = '\0';
     rlt__resp_errorf(o, "ERR unknown command '%s', with args beginning with: ", shown);
+}
+
+/* ---- pipelines ----------------------------------------------------------------------- */
+
+/* What a deferred command needs to be decided and answered. */
+typedef struct pitem {
+    int id;         /* store policy id */
+    bool shadow;    /* the named policy's shadow flag (RL.CHECK) */
+    bool throttle;  /* CL.THROTTLE (else RL.CHECK / RL.PEEK) */
+    int64_t burst1; /* CL.THROTTLE: max_burst + 1, for the reply */
+} pitem;
+
+/* The last policy argument resolved, by its raw bytes: a pipeline of one client, or of one
+ * benchmark, names the same policy again and again, and the bytes decide the policy.  `gen`
+ * ties it to a server context, `cfg` (RL.CHECK: named policies change on reload) to a
+ * config; CL.THROTTLE's interned ids live as long as the context. */
+#define MEMO_BYTES 96
+typedef struct memo {
+    uint64_t gen; /* 0 = empty (contexts count from 1) */
+    const rlt__config *cfg;
+    size_t len;
+    char bytes[MEMO_BYTES];
+    int id;
+    bool shadow;
+    int64_t burst1;
+} memo;
+
+struct rlt__pipe {
+    size_t n;
+    rlt_ns now;
+    pitem it[RLT__PIPE_MAX];
+    rlt_key keys[RLT__PIPE_MAX];
+    int64_t costs[RLT__PIPE_MAX];
+    rlt_decision out[RLT__PIPE_MAX];
+    int status[RLT__PIPE_MAX];
+    memo throttle_memo, check_memo;
+    char kbuf[RLT__PIPE_MAX][RLT_KEY_MAX]; /* prefixed (tenant) keys */
+};
+
+rlt__pipe *rlt__pipe_new(void)
+{
+    return calloc(1, sizeof(rlt__pipe));
+}
+
+void rlt__pipe_free(rlt__pipe *p)
+{
+    free(p);
+}
+
+static bool memo_hit(const memo *m, const rlt__srv *s, const rlt__config *cfg, const char *b,
+                     size_t len)
+{
+    return m->gen == s->gen && m->cfg == cfg && m->len == len && memcmp(m->bytes, b, len) == 0;
+}
+
+static void memo_set(memo *m, const rlt__srv *s, const rlt__config *cfg, const char *b,
+                     size_t len, int id, bool shadow, int64_t burst1)
+{
+    if (len > MEMO_BYTES) return;
+    m->gen = s->gen;
+    m->cfg = cfg;
+    m->len = len;
+    memcpy(m->bytes, b, len);
+    m->id = id;
+    m->shadow = shadow;
+    m->burst1 = burst1;
+}
+
+/* The key of item i: the argument's own bytes, or the tenant prefix + key in kbuf.  False
+ * when it is empty or too long (the serial path answers the error). */
+static bool stage_key(rlt__pipe *p, const rlt__session *ss, const rlt__resp_arg *k, size_t i)
+{
+    if (ss->prefix_len == 0) {
+        if (k->len == 0 || k->len > RLT_KEY_MAX) return false;
+        p->keys[i] = (rlt_key){.key = k->ptr, .klen = k->len};
+        return true;
+    }
+    int kl = rlt__make_key(ss->prefix, ss->prefix_len, k->ptr, k->len, p->kbuf[i]);
+    if (kl < 0) return false;
+    p->keys[i] = (rlt_key){.key = p->kbuf[i], .klen = (size_t)kl};
+    return true;
+}
+
+/* Stages CL.THROTTLE as item p->n; false (nothing staged) when any argument is one that
+ * cmd_throttle answers with an error.  Mirrors cmd_throttle's success path. */
+static bool stage_throttle(rlt__pipe *p, rlt__srv *s, const rlt__session *ss,
+                           const rlt__resp_arg *a, size_t n)
+{
+    if (n != 5 && n != 6) return false;
+    int64_t qty = 1;
+    if (n == 6 && (!get_i64(&a[5], &qty) || qty < 0)) return false;
+    /* The key before the policy, as cmd_throttle: a bad key interns nothing. */
+    if (!stage_key(p, ss, &a[1], p->n)) return false;
+    /* The memo key: the raw numeric arguments, as cmd_throttle's cache key. */
+    char ck[80];
+    size_t cl = 0;
+    for (int i = 2; i <= 4; i++) {
+        if (a[i].len > 20) return false;
+        memcpy(ck + cl, a[i].ptr, a[i].len);
+        cl += a[i].len;
+        ck[cl++] = ' ';
+    }
+    memo *m = &p->throttle_memo;
+    int id;
+    int64_t burst1;
+    if (memo_hit(m, s, NULL, ck, cl)) {
+        id = m->id;
+        burst1 = m->burst1;
+    } else {
+        int64_t burst, count, period;
+        if (!get_i64(&a[2], &burst) || !get_i64(&a[3], &count) || !get_i64(&a[4], &period) ||
+            burst < 0 || burst >= INT32_MAX || count <= 0 || period <= 0 ||
+            period > INT64_MAX / RLT_NS_PER_S)
+            return false;
+        id = rlt__srv_cached_id(s, ck, cl);
+        if (id < 0) {
+            rlt_policy pol;
+            char err[256];
+            if (rlt_policy_init(&pol, RLT_GCRA, count, period * RLT_NS_PER_S, burst + 1, 0, 0) !=
+                RLT_OK)
+                return false;
+            id = rlt__srv_intern_cached(s, ck, cl, &pol, err, sizeof err);
+            if (id < 0) return false;
+        }
+        burst1 = burst + 1;
+        memo_set(m, s, NULL, ck, cl, id, false, burst1);
+    }
+    p->it[p->n] = (pitem){.id = id, .shadow = false, .throttle = true, .burst1 = burst1};
+    p->costs[p->n] = qty;
+    return true;
+}
+
+/* Stages RL.CHECK / RL.PEEK as item p->n; mirrors cmd_check's success path without tiers. */
+static bool stage_check(rlt__pipe *p, rlt__srv *s, const rlt__session *ss,
+                        const rlt__resp_arg *a, size_t n, bool peek)
+{
+    if (n < 3 || n > (peek ? 3u : 4u)) return false;
+    int64_t cost = peek ? 0 : 1;
+    if (n == 4 && (!get_i64(&a[3], &cost) || cost < 0)) return false;
+    const rlt__resp_arg *pol = &a[2];
+    if (pol->len > 1 && pol->ptr[0] == '@') return false; /* a tier: decided one by one */
+    if (!stage_key(p, ss, &a[1], p->n)) return false;       /* before the policy, as target() */
+    const rlt__config *cfg = rlt__srv_config(s);
+    memo *m = &p->check_memo;
+    int id;
+    bool shadow;
+    if (memo_hit(m, s, cfg, pol->ptr, pol->len)) {
+        id = m->id;
+        shadow = m->shadow;
+    } else {
+        char err[256];
+        id = rlt__srv_resolve(s, pol->ptr, pol->len, &shadow, err, sizeof err);
+        if (id < 0) return false;
+        memo_set(m, s, cfg, pol->ptr, pol->len, id, shadow, 0);
+    }
+    p->it[p->n] = (pitem){.id = id, .shadow = shadow, .throttle = false, .burst1 = 0};
+    p->costs[p->n] = cost;
+    return true;
+}
+
+/* Counts a decision per policy as the decision seam does (decide.c), applying shadow mode. */
+static void settle(rlt__mslot *ms, const pitem *it, int64_t cost, bool shadow_all,
+                   rlt_decision *d)
+{
+    size_t i = it->id >= 0 && it->id < RLT__METRIC_IDS ? (size_t)it->id : RLT__METRIC_IDS - 1;
+    if (!d->allowed && cost > 0 && (it->shadow || shadow_all)) {
+        /* Would have been denied: reported allowed; the store charged nothing for it. */
+        d->allowed = true;
+        d->retry_after = 0;
+        __atomic_fetch_add(&ms->shadowed[i], 1, __ATOMIC_RELAXED);
+    }
+    if (d->allowed) __atomic_fetch_add(&ms->allowed[i], 1, __ATOMIC_RELAXED);
+    else __atomic_fetch_add(&ms->denied[i], 1, __ATOMIC_RELAXED);
+}
+
+void rlt__pipe_flush(rlt__pipe *p, rlt__srv *s, rlt__obuf *out)
+{
+    size_t n = p->n;
+    if (n == 0) return;
+    p->n = 0;
+    /* One store batch per run of one policy: the store keeps items of one key in index
+     * order within a batch, and runs are decided in order, so every key sees its commands
+     * in the order they came. */
+    bool local = s->backend == NULL;
+    for (size_t i = 0, j; i < n; i = j) {
+        if (!local) {
+            /* The Redis backend: one at a time through the decision seam, which counts and
+             * applies shadow mode itself. */
+            p->status[i] = rlt__decide(s, p->it[i].id, p->it[i].shadow, p->keys[i].key,
+                                       p->keys[i].klen, p->now, p->costs[i], &p->out[i]);
+            j = i + 1;
+            continue;
+        }
+        for (j = i + 1; j < n && p->it[j].id == p->it[i].id; j++)
+            ;
+        rlt_store_decide_batch(s->store, p->it[i].id, &p->keys[i], j - i, p->now, &p->costs[i],
+                               &p->out[i], &p->status[i]);
+    }
+    rlt__mslot *ms = rlt__mslot_get(&s->metrics);
+    bool shadow_all = rlt__srv_config(s)->set.shadow_mode;
+    for (size_t i = 0; i < n; i++) {
+        const pitem *it = &p->it[i];
+        rlt_decision *d = &p->out[i];
+        if (p->status[i] != RLT_OK) {
+            store_error(out, p->status[i]);
+            __atomic_fetch_add(&ms->errors, 1, __ATOMIC_RELAXED);
+            continue;
+        }
+        if (local) settle(ms, it, p->costs[i], shadow_all, d);
+        if (it->throttle) reply_throttle(out, it->burst1, p->costs[i], d);
+        else reply_decision(out, d);
+    }
+}
+
+void rlt__pipe_exec(rlt__pipe *p, rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a,
+                    size_t n, rlt_ns now, rlt__obuf *out)
+{
+    assert(n >= 1 && p->n < RLT__PIPE_MAX);
+    if (ss->authed && (p->n == 0 || now == p->now)) {
+        bool staged = false;
+        if (is(&a[0], "CL.THROTTLE")) staged = stage_throttle(p, s, ss, a, n);
+        else if (is(&a[0], "RL.CHECK")) staged = stage_check(p, s, ss, a, n, false);
+        else if (is(&a[0], "RL.PEEK")) staged = stage_check(p, s, ss, a, n, true);
+        if (staged) {
+            p->now = now;
+            if (++p->n == RLT__PIPE_MAX) rlt__pipe_flush(p, s, out);
+            return;
+        }
+    }
+    rlt__pipe_flush(p, s, out);
+    size_t before = out->len;
+    rlt__cmd_exec(s, ss, a, n, now, out);
+    if (out->len > before && out->data[before] == '-') {
+        rlt__mslot *ms = rlt__mslot_get(&s->metrics);
+        __atomic_fetch_add(&ms->errors, 1, __ATOMIC_RELAXED);
+    }
 }

@@ -1,9 +1,9 @@
 /* Worker threads, listeners and RESP connections.  Each worker owns an event_base, a RESP
  * listening socket and an HTTP one (SO_REUSEPORT: the kernel spreads connections), and the
  * connections it accepted.  A connection reads what is there, parses every whole command with
- * the sans-I/O parser, executes them against the shared store with one clock reading per
- * batch, and writes the replies in one go (pipelining). */
-#include "server/srv.h"
+ * the sans-I/O parser, executes them with one clock reading per read (the decisions of a
+ * pipeline go to the store in batches, see cmd.h), and writes the replies in one go. */
+#include "server/cmd.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -36,6 +36,7 @@ typedef struct conn {
     rlt__session ss;
     rlt_ns partial_since; /* when the pending partial command started; 0 = none */
     bool timed;           /* rev carries the client_timeout */
+    bool writing;         /* wev is added: the socket did not take all the output */
     bool draining;        /* replies sent, write side shut: discarding input until EOF */
     struct conn *prev, *next;
 } conn;
@@ -51,6 +52,7 @@ struct worker {
     int resp_fd, http_fd;
     conn *conns;
     rlt__resp_arg *argv;
+    rlt__pipe *pipe; /* deferred decisions of the connection being read; empty between reads */
 };
 
 struct rlt__daemon {
@@ -131,13 +133,16 @@ static int conn_flush(conn *c)
         }
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            event_add(c->wev, NULL);
+            if (!c->writing) event_add(c->wev, NULL);
+            c->writing = true;
             return 0;
         }
         conn_close(c);
         return -1;
     }
-    event_del(c->wev);
+    /* (event_add/del take the base's lock: only when the state changes.) */
+    if (c->writing) event_del(c->wev);
+    c->writing = false;
     if (c->ss.close && !c->draining) {
         /* Lingering close: closing with unread input would send an RST that can destroy the
          * error reply before the client reads it.  Shut the write side, discard what still
@@ -183,7 +188,6 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     conn *c = arg;
     rlt__srv *s = c->w->d->s;
     rlt__config *cfg = rlt__srv_config(s);
-    rlt_ns now = rlt__now_mono();
     if (what & EV_TIMEOUT) {
         /* No byte for a whole timeout: a stalled partial command, or idle. */
         conn_close(c);
@@ -223,16 +227,20 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     if (n < 0) return;
     c->in_len += (size_t)n;
 
+    /* The one clock reading for every command of this read. */
+    rlt_ns now = rlt__now_mono();
     rlt__resp_limits lim = {.max_args = cfg->set.max_args, .max_bulk = cfg->set.max_bulk,
                             .max_inline = cfg->set.max_bulk};
     rlt__mslot *ms = rlt__mslot_get(&s->metrics);
-    size_t off = 0;
+    rlt__pipe *pipe = c->w->pipe;
+    size_t off = 0, ncmd = 0;
     while (off < c->in_len && !c->ss.close) {
         size_t argc;
         const char *perr = NULL;
         ssize_t r = rlt__resp_parse(c->in + off, c->in_len - off, &lim, c->w->argv, &argc, &perr);
         if (r == RLT__RESP_PARTIAL) break;
         if (r == RLT__RESP_ERROR) {
+            rlt__pipe_flush(pipe, s, &c->out); /* the replies before the error, in order */
             rlt__resp_errorf(&c->out, "ERR %s", perr);
             __atomic_fetch_add(&ms->errors, 1, __ATOMIC_RELAXED);
             c->ss.close = true;
@@ -241,13 +249,17 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
         }
         off += (size_t)r;
         if (argc == 0) continue;
-        size_t before = c->out.len;
-        rlt_ns t0 = rlt__now_mono();
-        rlt__cmd_exec(s, &c->ss, c->w->argv, argc, now, &c->out);
-        rlt__metrics_latency(ms, rlt__now_mono() - t0);
-        if (c->out.len > before && c->out.data[before] == '-')
-            __atomic_fetch_add(&ms->errors, 1, __ATOMIC_RELAXED);
+        rlt__pipe_exec(pipe, s, &c->ss, c->w->argv, argc, now, &c->out);
+        ncmd++;
         if (c->out.overflow) break;
+    }
+    /* Deferred decisions point into c->in: decide them before it moves. */
+    rlt__pipe_flush(pipe, s, &c->out);
+    if (ncmd > 0) {
+        /* Latency per command: this read's processing time shared by its commands. */
+        rlt_ns per = (rlt__now_mono() - now) / (rlt_ns)ncmd;
+        for (size_t i = 0; i < ncmd; i++)
+            rlt__metrics_latency(ms, per);
     }
     if (c->out.overflow) {
         /* The client does not read its replies: drop it (Redis's output buffer limit). */
@@ -330,7 +342,8 @@ static int worker_init(worker *w, rlt__srv *s, char *err, size_t errlen)
 {
     w->base = event_base_new();
     w->argv = calloc(rlt__srv_config(s)->set.max_args, sizeof *w->argv);
-    if (w->base == NULL || w->argv == NULL) {
+    w->pipe = rlt__pipe_new();
+    if (w->base == NULL || w->argv == NULL || w->pipe == NULL) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -436,6 +449,7 @@ void rlt__daemon_stop(rlt__daemon *d)
         if (w->http_fd >= 0) close(w->http_fd);
         if (w->base) event_base_free(w->base);
         free(w->argv);
+        rlt__pipe_free(w->pipe);
     }
     free(d->w);
     free(d);
