@@ -262,6 +262,31 @@ def two_daemons_share_one_cl_throttle_limit(tmp):
 
 
 @test("both")
+def pipelined_commands_share_the_limit_and_keep_their_order(tmp):
+    with Fleet(tmp, 2, args=redis_args()) as ds:
+        socks = [socket.create_connection(("127.0.0.1", d.port), timeout=10) for d in ds]
+        try:
+            one = b"*5\r\n$11\r\nCL.THROTTLE\r\n$4\r\npipe\r\n$1\r\n9\r\n$1\r\n1\r\n" \
+                  b"$4\r\n3600\r\n"
+            for s in socks:
+                s.sendall(one * 15)
+            admitted = []
+            for s in socks:
+                c = Resp.__new__(Resp)
+                c.s, c.buf = s, b""
+                rs = [c._reply() for _ in range(15)]
+                flags = [r[0] for r in rs]
+                # In order: once a request of this connection is limited, the next are too
+                # (nothing refills within the test).
+                assert flags == sorted(flags), flags
+                admitted.append(flags.count(0))
+            assert sum(admitted) == 10, admitted
+        finally:
+            for s in socks:
+                s.close()
+
+
+@test("both")
 def two_daemons_share_one_rl_check_limit_for_every_algorithm(tmp):
     policies = ["fixed_window:7/1h", "sliding_log:7/1h", "sliding_window:7/1h",
                 "token_bucket:7/1h", "gcra:7/1h"]
