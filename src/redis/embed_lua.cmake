@@ -4,7 +4,8 @@
 #
 #   multi            lib/*.lua + multi.lua: every algorithm, all-or-nothing over n limits
 #                    (rlt_redis_decide_multi) and the concurrency release
-#   one per algorithm lib/00_common.lua + its lib file + single.lua (GCRA: gcra.lua alone)
+#   one per algorithm gcra.lua, token_bucket.lua: alone (compact reply, see redis.c);
+#                    the others: lib/00_common.lua + their lib file + single.lua
 set(names multi fixed_window sliding_log sliding_window token_bucket gcra leaky_bucket
           concurrency)
 set(lib ${LUA_DIR}/lib)
@@ -17,8 +18,7 @@ set(sliding_log_parts ${lib}/00_common.lua ${lib}/20_sliding_log.lua "decide=sli
                       ${LUA_DIR}/single.lua)
 set(sliding_window_parts ${lib}/00_common.lua ${lib}/30_sliding_window.lua
                          "decide=sliding_window,3" ${LUA_DIR}/single.lua)
-set(token_bucket_parts ${lib}/00_common.lua ${lib}/40_bucket.lua "decide=bucket,4"
-                       ${LUA_DIR}/single.lua)
+set(token_bucket_parts ${LUA_DIR}/token_bucket.lua)
 set(gcra_parts ${LUA_DIR}/gcra.lua)
 set(leaky_bucket_parts ${lib}/00_common.lua ${lib}/40_bucket.lua "decide=leaky_bucket,6"
                        ${LUA_DIR}/single.lua)

@@ -339,7 +339,7 @@ static int now_arg(unsigned flags, rlt_ns now, int64_t *now_us)
     return RLT_OK;
 }
 
-/* The GCRA script's arguments after now: charge, room, scale (gcra.lua). */
+/* The GCRA and token bucket scripts' arguments after now: charge, room, scale (gcra.lua). */
 static void gcra_args(call *c, const limit *l)
 {
     const rpol *p = &l->rp;
@@ -378,7 +378,7 @@ static int build_decide(const rlt_redis *r, call *c, const limit *l, const rlt_r
         arg(c, c->keys[i], (size_t)len);
     }
     int64_t floor_ms = r->opt.ttl_floor / RLT_NS_PER_MS + (r->opt.ttl_floor % RLT_NS_PER_MS != 0);
-    if (c->script == RLT_GCRA) {
+    if (c->script == RLT_GCRA || c->script == RLT_TOKEN_BUCKET) {
         arg_num(c, now_us);
         gcra_args(c, &l[0]);
         if (floor_ms > 0) arg_num(c, floor_ms);
@@ -504,6 +504,11 @@ static int parse_decision(const redisReply *e, rlt_decision *d)
     return RLT_OK;
 }
 
+static rlt_ns sat_add(rlt_ns a, rlt_ns b)
+{
+    return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
 /* ceil(a x 1000 / scale) ns, the duration of the amount a (scaled microseconds), saturated. */
 static rlt_ns amount_ns(unsigned __int128 a, int64_t scale)
 {
@@ -511,24 +516,35 @@ static rlt_ns amount_ns(unsigned __int128 a, int64_t scale)
     return ns > (unsigned __int128)INT64_MAX ? INT64_MAX : (rlt_ns)ns;
 }
 
-/* The GCRA script's reply (gcra.lua): allowed with the amount used after the charge, or denied
- * with the amount used, as an integer or {q, f} = q x scale + f.  The rest of the decision is
- * derived here exactly as src/core/bucket.c derives it. */
-static int parse_gcra(const limit *l, const redisReply *e, rlt_decision *d)
+/* The GCRA and token bucket scripts' reply (gcra.lua, token_bucket.lua): allowed with the
+ * amount used after the charge, or denied with the amount used, as an integer n (>= 0 allowed,
+ * -(n + 1) denied), or {q, f} = q x scale + f (GCRA, denied, too big for one number), or
+ * {allowed, amount, wait} (token bucket whose clock stepped back: refill waits `wait` us).
+ * The rest of the decision is derived here exactly as src/core/bucket.c derives it. */
+static int parse_bucket(const limit *l, const redisReply *e, rlt_decision *d)
 {
     const rpol *p = &l->rp;
     unsigned __int128 a;
     bool allowed;
+    rlt_ns wait = 0;
+    long long v[3] = {0};
+    size_t nv = e->type == REDIS_REPLY_ARRAY ? e->elements : 0;
+    if (nv == 2 || nv == 3)
+        for (size_t i = 0; i < nv; i++) {
+            if (e->element[i]->type != REDIS_REPLY_INTEGER || e->element[i]->integer < 0)
+                return RLT_EBACKEND;
+            v[i] = e->element[i]->integer;
+        }
     if (e->type == REDIS_REPLY_INTEGER) {
         allowed = e->integer >= 0;
         a = (unsigned __int128)(allowed ? e->integer : -(e->integer + 1));
-    } else if (e->type == REDIS_REPLY_ARRAY && e->elements == 2 &&
-               e->element[0]->type == REDIS_REPLY_INTEGER &&
-               e->element[1]->type == REDIS_REPLY_INTEGER && e->element[0]->integer >= 0 &&
-               e->element[1]->integer >= 0 && e->element[1]->integer < p->scale) {
+    } else if (nv == 2 && p->algo == RLT_GCRA && v[1] < p->scale) {
         allowed = false;
-        a = (unsigned __int128)e->element[0]->integer * (unsigned __int128)p->scale +
-            (unsigned __int128)e->element[1]->integer;
+        a = (unsigned __int128)v[0] * (unsigned __int128)p->scale + (unsigned __int128)v[1];
+    } else if (nv == 3 && p->algo == RLT_TOKEN_BUCKET && v[0] <= 1 && v[2] <= NOW_MAX) {
+        allowed = v[0] == 1;
+        a = (unsigned __int128)v[1];
+        wait = v[2] * RLT_NS_PER_US;
     } else {
         return RLT_EBACKEND;
     }
@@ -539,20 +555,22 @@ static int parse_gcra(const limit *l, const redisReply *e, rlt_decision *d)
     if (allowed != d->allowed) return RLT_EBACKEND; /* the script allowed what never fits */
     d->remaining = a >= (unsigned __int128)cap ? 0 : (cap - (int64_t)a) / p->unit;
     d->reset_after = amount_ns(a, p->scale);
-    if (need > p->B)
+    if (need > p->B) {
         d->retry_after = -1;
-    else if (!allowed) {
+    } else if (!allowed) {
         int64_t room = cap - need * p->unit;
         if (a <= (unsigned __int128)room) return RLT_EBACKEND; /* a denial that fits */
-        d->retry_after = amount_ns(a - (unsigned __int128)room, p->scale);
+        d->retry_after = sat_add(amount_ns(a - (unsigned __int128)room, p->scale), wait);
     }
+    d->reset_after = sat_add(d->reset_after, wait);
     return RLT_OK;
 }
 
 /* A one-limit script's reply. */
 static int parse_single(const limit *l, const redisReply *e, rlt_decision *d)
 {
-    return l->rp.algo == RLT_GCRA ? parse_gcra(l, e, d) : parse_decision(e, d);
+    if (l->rp.algo == RLT_GCRA || l->rp.algo == RLT_TOKEN_BUCKET) return parse_bucket(l, e, d);
+    return parse_decision(e, d);
 }
 
 /* The decision made without Redis. */

@@ -1,7 +1,8 @@
 -- Token bucket, GCRA and leaky bucket (mirror src/core/bucket.c and leaky.c).  Amounts are in
 -- the policy's scaled units at microsecond resolution: one unit of cost is pr.unit, one
 -- microsecond of refill is pr.scale (unit/scale = W/N exactly).
---   token bucket: hash {u = used, l = last charge time}; no key = never charged.  A clock
+--   token bucket: string "u:l", u = used, l = last charge time; no key = never charged (the
+--                 format of token_bucket.lua).  A clock
 --                 that stepped back behind l refills only from l on: the decision's waits
 --                 grow by l - now (`wait`), as in the core.
 --   GCRA, leaky:  string "t" or "t:f" (t whole microseconds, f = 0..scale-1, absent = 0): the
@@ -55,10 +56,13 @@ local function bucket(key, pr, now, cost)
   if pr.algo == 5 then
     uq, uf = tat_used(key, pr, now)
   else
-    local s = redis.call('HMGET', key, 'u', 'l')
-    local used = tonumber(s[1]) or 0
-    last = tonumber(s[2])
-    if last == nil then last = now end -- never charged: nothing to refill
+    local v = redis.call('GET', key)
+    local used = 0
+    last = now -- never charged: nothing to refill
+    if v then
+      local c = string.find(v, ':', 1, true)
+      used, last = tonumber(string.sub(v, 1, c - 1)), tonumber(string.sub(v, c + 1))
+    end
     local elapsed = now - last
     if elapsed < 0 and used > 0 then wait = last - now end
     if elapsed > 0 and used > 0 then
@@ -99,7 +103,7 @@ local function bucket(key, pr, now, cost)
       d.write = function() tat_write(key, pr, now, after) end
     else
       if now > last then last = now end
-      d.write = function() redis.call('HSET', key, 'u', S(after), 'l', S(last)) end
+      d.write = function() redis.call('SET', key, S(after) .. ':' .. S(last)) end
     end
   end
   return d
