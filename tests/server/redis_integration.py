@@ -10,6 +10,7 @@ exports RLT_REDIS_SERVERS / RLT_REDIS_BASE / RLT_REDIS_SH and always stops them:
     redis-servers.sh run cluster -- redis_integration.py PATH_TO_RATELIMITD cluster
 
 Prints "ok NAME" / "FAIL NAME" per test and "N passed, N failed"."""
+import ctypes
 import os
 import re
 import shutil
@@ -103,6 +104,11 @@ class Resp:
         return r
 
 
+def _die_with_parent():
+    # PR_SET_PDEATHSIG: a daemon never outlives this script (e.g. killed by a CTest timeout).
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)
+
+
 class Daemon:
     def __init__(self, tmp, name, config=None, args=()):
         self.dir = os.path.join(tmp, name)
@@ -117,7 +123,8 @@ class Daemon:
         cmd += list(args)
         self.out = open(os.path.join(self.dir, "stdout"), "w+")
         self.err = open(os.path.join(self.dir, "stderr"), "w+")
-        self.p = subprocess.Popen(cmd, cwd=self.dir, stdout=self.out, stderr=self.err)
+        self.p = subprocess.Popen(cmd, cwd=self.dir, stdout=self.out, stderr=self.err,
+                                  preexec_fn=_die_with_parent)
         self.port = self.http = None
         deadline = time.time() + 15
         while time.time() < deadline:
