@@ -4,7 +4,8 @@
 #
 #   multi            lib/*.lua + multi.lua: every algorithm, all-or-nothing over n limits
 #                    (rlt_redis_decide_multi) and the concurrency release
-#   one per algorithm gcra.lua, token_bucket.lua: alone (compact reply, see redis.c);
+#   one per algorithm fixed_window.lua, token_bucket.lua, gcra.lua: alone (compact replies that
+#                    redis.c decodes);
 #                    the others: lib/00_common.lua + their lib file + single.lua
 set(names multi fixed_window sliding_log sliding_window token_bucket gcra leaky_bucket
           concurrency)
@@ -12,8 +13,7 @@ set(lib ${LUA_DIR}/lib)
 file(GLOB all_lib ${lib}/*.lua)
 list(SORT all_lib)
 set(multi_parts ${all_lib} ${LUA_DIR}/multi.lua)
-set(fixed_window_parts ${lib}/00_common.lua ${lib}/10_fixed_window.lua "decide=fixed_window,1"
-                       ${LUA_DIR}/single.lua)
+set(fixed_window_parts ${LUA_DIR}/fixed_window.lua)
 set(sliding_log_parts ${lib}/00_common.lua ${lib}/20_sliding_log.lua "decide=sliding_log,2"
                       ${LUA_DIR}/single.lua)
 set(sliding_window_parts ${lib}/00_common.lua ${lib}/30_sliding_window.lua

@@ -378,6 +378,14 @@ static int build_decide(const rlt_redis *r, call *c, const limit *l, const rlt_r
         arg(c, c->keys[i], (size_t)len);
     }
     int64_t floor_ms = r->opt.ttl_floor / RLT_NS_PER_MS + (r->opt.ttl_floor % RLT_NS_PER_MS != 0);
+    if (c->script == RLT_FIXED_WINDOW) { /* fixed_window.lua: now N W cost [floor] */
+        arg_num(c, now_us);
+        arg_num(c, l[0].rp.N);
+        arg_num(c, l[0].rp.W);
+        arg_num(c, l[0].cost);
+        if (floor_ms > 0) arg_num(c, floor_ms);
+        return RLT_OK;
+    }
     if (c->script == RLT_GCRA || c->script == RLT_TOKEN_BUCKET) {
         arg_num(c, now_us);
         gcra_args(c, &l[0]);
@@ -566,10 +574,37 @@ static int parse_bucket(const limit *l, const redisReply *e, rlt_decision *d)
     return RLT_OK;
 }
 
+/* The fixed window script's reply {a, e} (fixed_window.lua): a = the count after the charge
+ * when allowed, -(count + 1) when denied; e = us until the counting window ends.  The rest is
+ * derived as src/core/fixed_window.c derives it. */
+static int parse_fixed(const limit *l, const redisReply *e, rlt_decision *d)
+{
+    const rpol *p = &l->rp;
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+        e->element[0]->type != REDIS_REPLY_INTEGER || e->element[1]->type != REDIS_REPLY_INTEGER)
+        return RLT_EBACKEND;
+    long long a = e->element[0]->integer, end_us = e->element[1]->integer;
+    if (end_us <= 0 || end_us > NOW_MAX) return RLT_EBACKEND;
+    bool allowed = a >= 0;
+    int64_t count = allowed ? a : -(a + 1), need = l->cost > 0 ? l->cost : 1;
+    memset(d, 0, sizeof *d);
+    d->limit = p->N;
+    d->allowed = allowed && need <= p->N;
+    if (allowed != d->allowed) return RLT_EBACKEND; /* the script allowed what never fits */
+    if (need > p->N)
+        d->retry_after = -1;
+    else if (!allowed)
+        d->retry_after = end_us * RLT_NS_PER_US;
+    d->remaining = p->N - count > 0 ? p->N - count : 0;
+    d->reset_after = count > 0 ? end_us * RLT_NS_PER_US : 0;
+    return RLT_OK;
+}
+
 /* A one-limit script's reply. */
 static int parse_single(const limit *l, const redisReply *e, rlt_decision *d)
 {
     if (l->rp.algo == RLT_GCRA || l->rp.algo == RLT_TOKEN_BUCKET) return parse_bucket(l, e, d);
+    if (l->rp.algo == RLT_FIXED_WINDOW) return parse_fixed(l, e, d);
     return parse_decision(e, d);
 }
 

@@ -1,7 +1,12 @@
--- Fixed window (mirrors src/core/fixed_window.c): hash {w = window index, c = count}.
+-- Fixed window (mirrors src/core/fixed_window.c): string "w:c", c units accepted in window w
+-- (the format of fixed_window.lua).
 local function fixed_window(key, pr, now, cost)
-  local s = redis.call('HMGET', key, 'w', 'c')
-  local win, count = tonumber(s[1]) or 0, tonumber(s[2]) or 0
+  local win, count = 0, 0
+  local v = redis.call('GET', key)
+  if v then
+    local c = string.find(v, ':', 1, true)
+    win, count = tonumber(string.sub(v, 1, c - 1)), tonumber(string.sub(v, c + 1))
+  end
   local N, W = pr.N, pr.W
   local k = idivq(now, W)
   if count == 0 or k > win then win = k; count = 0 end
@@ -18,7 +23,7 @@ local function fixed_window(key, pr, now, cost)
   d.remaining = N - after > 0 and N - after or 0
   if after > 0 then d.su = (win + 1) * W - now end
   if d.allowed and cost > 0 then
-    d.write = function() redis.call('HSET', key, 'w', S(win), 'c', S(after)) end
+    d.write = function() redis.call('SET', key, S(win) .. ':' .. S(after)) end
   end
   return d
 end
