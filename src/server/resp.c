@@ -43,6 +43,19 @@ bool rlt__resp_parse_i64(const char *p, size_t len, int64_t *out)
 static int read_num_line(const char *buf, size_t len, size_t pos, int64_t *val, size_t *next)
 {
     size_t start = pos + 1;
+    /* Fast path: a short positive number without a leading zero, directly followed by CRLF
+     * (every length a client sends).  Anything else takes the general path below. */
+    if (start + 2 < len && buf[start] >= '1' && buf[start] <= '9') {
+        int64_t v = buf[start] - '0';
+        size_t i = start + 1, stop = start + 18; /* 18 digits cannot overflow */
+        while (i < len && i < stop && buf[i] >= '0' && buf[i] <= '9')
+            v = v * 10 + (buf[i++] - '0');
+        if (i + 1 < len && buf[i] == '\r' && buf[i + 1] == '\n') {
+            *val = v;
+            *next = i + 2;
+            return 1;
+        }
+    }
     size_t limit = start + NUM_LINE_MAX + 1; /* digits, then the '\r' */
     size_t end = len < limit ? len : limit;
     size_t cr = start;
