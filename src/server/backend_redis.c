@@ -220,14 +220,17 @@ static int64_t decision_limit(const rlt_policy *p)
 {
     switch (p->algo) {
     case RLT_TOKEN_BUCKET:
-    case RLT_GCRA: return p->burst;
-    case RLT_LEAKY_BUCKET: return p->queue + 1;
-    default: return p->limit;
+    case RLT_GCRA:
+        return p->burst;
+    case RLT_LEAKY_BUCKET:
+        return p->queue + 1;
+    default:
+        return p->limit;
     }
 }
 
-int rlt__backend_decide_tier(rlt__srv *s, const char *default_tier, const void *key,
-                             size_t klen, rlt_ns now, int64_t cost, rlt_decision *d)
+int rlt__backend_decide_tier(rlt__srv *s, const char *default_tier, const void *key, size_t klen,
+                             rlt_ns now, int64_t cost, rlt_decision *d)
 {
     /* Tier assignments live in the local store (RL.TIER, snapshots), which has no call that
      * names a key's tier.  A peek there (never charged in Redis mode) tells the limit of the
@@ -242,8 +245,10 @@ int rlt__backend_decide_tier(rlt__srv *s, const char *default_tier, const void *
     for (size_t i = 0; i < c->ntiers; i++) {
         const rlt__named *n = rlt__config_named(c, c->tiers[i].policy, strlen(c->tiers[i].policy));
         if (n == NULL || n->policy_id < 0 || decision_limit(&n->policy) != pk.limit) continue;
-        if (chosen == NULL) chosen = n;
-        else if (n->policy_id != chosen->policy_id) ambiguous = true;
+        if (chosen == NULL)
+            chosen = n;
+        else if (n->policy_id != chosen->policy_id)
+            ambiguous = true;
     }
     if (chosen == NULL || ambiguous) {
         __atomic_fetch_add(&s->backend->tier_local, 1, __ATOMIC_RELAXED);
@@ -470,9 +475,8 @@ void rlt__backend_info(rlt__srv *s, rlt__obuf *o)
     unsigned handles = sum(b, &t);
     const rlt__config *c = rlt__srv_config(s);
     uint64_t without = t.fail_open + t.fail_closed;
-    uint64_t in_redis = t.decisions >= without + t.lease_local
-                            ? t.decisions - without - t.lease_local
-                            : 0;
+    uint64_t in_redis =
+        t.decisions >= without + t.lease_local ? t.decisions - without - t.lease_local : 0;
     putf(o,
          "\r\n# Backend\r\nbackend:redis\r\nredis_address:%s\r\nredis_cluster:%d\r\n"
          "redis_timeout_us:%" PRId64 "\r\nredis_fail_default:%s\r\nredis_handles:%u\r\n"
@@ -498,16 +502,16 @@ void rlt__backend_info(rlt__srv *s, rlt__obuf *o)
 void rlt__backend_prometheus(rlt__srv *s, rlt__obuf *o)
 {
     struct rlt__backend *b = s->backend;
-    putf(o, "# HELP ratelimitd_backend Where decisions are made (local store or Redis).\n"
-            "# TYPE ratelimitd_backend gauge\nratelimitd_backend{backend=\"%s\"} 1\n",
+    putf(o,
+         "# HELP ratelimitd_backend Where decisions are made (local store or Redis).\n"
+         "# TYPE ratelimitd_backend gauge\nratelimitd_backend{backend=\"%s\"} 1\n",
          b ? "redis" : "local");
     if (b == NULL) return;
     pubstats t;
     sum(b, &t);
     uint64_t without = t.fail_open + t.fail_closed;
-    uint64_t in_redis = t.decisions >= without + t.lease_local
-                            ? t.decisions - without - t.lease_local
-                            : 0;
+    uint64_t in_redis =
+        t.decisions >= without + t.lease_local ? t.decisions - without - t.lease_local : 0;
     putf(o,
          "# HELP ratelimitd_redis_decisions_total Decisions by who made them: Redis, or the "
          "fail mode without Redis.\n# TYPE ratelimitd_redis_decisions_total counter\n"
@@ -547,8 +551,9 @@ static void putf(rlt__obuf *o, const char *fmt, ...) __attribute__((format(print
 int rlt__backend_check_config(const rlt__config *c, char *err, size_t errlen)
 {
     if (c->set.redis.address[0] == '\0') return 0;
-    snprintf(err, errlen, "redis: this ratelimitd was built without Redis support (install "
-                          "libhiredis-dev and pkg-config, and rebuild)");
+    snprintf(err, errlen,
+             "redis: this ratelimitd was built without Redis support (install "
+             "libhiredis-dev and pkg-config, and rebuild)");
     return -1;
 }
 
@@ -571,8 +576,8 @@ int rlt__backend_decide(rlt__srv *s, int policy_id, const void *key, size_t klen
     return RLT_EBACKEND;
 }
 
-int rlt__backend_decide_tier(rlt__srv *s, const char *default_tier, const void *key,
-                             size_t klen, rlt_ns now, int64_t cost, rlt_decision *d)
+int rlt__backend_decide_tier(rlt__srv *s, const char *default_tier, const void *key, size_t klen,
+                             rlt_ns now, int64_t cost, rlt_decision *d)
 {
     return rlt_store_decide_tier(s->store, default_tier, key, klen, now, cost, d);
 }

@@ -285,8 +285,8 @@ TEST(a_reload_changes_fail_modes_for_the_next_decision)
     ASSERT_EQ(rlt__decide(s, id, false, "k", 1, 0, 1, &d), RLT_OK);
     ASSERT(!d.allowed);
     char err[600];
-    rlt__config *c = parse("policies:\n  p: {policy: fixed_window:5/1m, fail: open}\n" DOWN,
-                           err, sizeof err);
+    rlt__config *c =
+        parse("policies:\n  p: {policy: fixed_window:5/1m, fail: open}\n" DOWN, err, sizeof err);
     ASSERT(c != NULL);
     c->set.snapshot[0] = '\0';
     ASSERT_EQ(rlt__srv_apply_config(s, c, err, sizeof err), 0);
