@@ -4,6 +4,7 @@ parsing the printed ports) in a temp dir, drive it with redis-cli, a raw RESP so
 curl, and always clean up.  Usage: integration.py PATH_TO_RATELIMITD [TEST_NAME...].
 Prints "ok NAME" / "FAIL NAME" per test and "N passed, N failed"."""
 import os
+import random
 import re
 import shutil
 import signal
@@ -143,6 +144,124 @@ def pipelined_commands_all_get_replies_in_order(tmp):
         got = raw(d.port, data, wait=0.5)
         assert got.count(b"*5\r\n:0\r\n:1\r\n") == n, got[:200]
         assert got.endswith(b"+PONG\r\n"), got[-50:]
+    finally:
+        d.stop()
+
+
+class Replies:
+    """Reads RESP2 replies (simple, error, integer, bulk, array) from a socket."""
+
+    def __init__(self, sock):
+        self.s = sock
+        self.buf = b""
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            b = self.s.recv(65536)
+            if not b:
+                raise AssertionError("connection closed")
+            self.buf += b
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def one(self):
+        line = self._line()
+        t, rest = line[:1], line[1:]
+        if t == b"*":
+            return [self.one() for _ in range(int(rest))]
+        if t == b":":
+            return int(rest)
+        if t == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            while len(self.buf) < n + 2:
+                self.buf += self.s.recv(65536)
+            v, self.buf = self.buf[:n], self.buf[n + 2:]
+            return v
+        return line  # b"+OK" or b"-ERR ..."
+
+
+def random_commands(rng, n):
+    """Commands on 8 overlapping keys: decisions, resets, peeks, errors, pings."""
+    pol = "gcra:1/1h,burst=4"
+    out = []
+    for _ in range(n):
+        k = "k%d" % rng.randrange(8)
+        r = rng.random()
+        if r < 0.45:
+            out.append(["CL.THROTTLE", k, 3, 1, 3600] + ([rng.randrange(3)] if rng.random() < .5
+                                                         else []))
+        elif r < 0.70:
+            out.append(["RL.CHECK", k, pol, rng.randrange(3)])
+        elif r < 0.75:
+            out.append(["RL.PEEK", k, pol])
+        elif r < 0.80:
+            out.append(["RL.RESET", k, pol])
+        elif r < 0.85:
+            out.append(["CL.THROTTLE", k, 3, 0, 3600])  # count 0: an error reply
+        elif r < 0.90:
+            out.append(["RL.CHECK", k, "nosuchpolicy"])  # an error reply
+        else:
+            out.append(["PING"])
+    return out
+
+
+def same_decision(a, b, cmd):
+    """Equal replies, allowing the time fields to differ by the test's own duration."""
+    if not isinstance(a, list) or not isinstance(b, list):
+        return a == b
+    if len(a) != len(b) or a[:3] != b[:3]:
+        return False
+    slack = 60 if cmd == "CL.THROTTLE" else 60000  # seconds / milliseconds
+    return all(abs(x - y) <= slack for x, y in zip(a[3:], b[3:]))
+
+
+@test
+def a_pipeline_gets_the_replies_of_the_same_commands_sent_one_by_one(tmp):
+    # One daemon, two key spaces: the pipeline (one write of 3000 commands, split by TCP into
+    # many reads, commands cut at read boundaries) on p:*, the serial run on s:*.
+    d = Daemon(tmp)
+    try:
+        cmds = random_commands(random.Random(5), 3000)
+
+        def keyed(c, prefix):
+            return c if len(c) == 1 else [c[0], prefix + c[1]] + c[2:]
+
+        piped = socket.create_connection(("127.0.0.1", d.port), timeout=20)
+        piped.sendall(b"".join(resp(*keyed(c, "p:")) for c in cmds))
+        rp = Replies(piped)
+        got_p = [rp.one() for _ in cmds]
+        piped.close()
+        serial = socket.create_connection(("127.0.0.1", d.port), timeout=20)
+        rs = Replies(serial)
+        got_s = []
+        for c in cmds:
+            serial.sendall(resp(*keyed(c, "s:")))
+            got_s.append(rs.one())
+        serial.close()
+        kinds = set()
+        for i, (a, b) in enumerate(zip(got_p, got_s)):
+            assert same_decision(a, b, cmds[i][0]), (i, cmds[i], a, b)
+            if isinstance(a, list):
+                kinds.add(a[0])
+            elif isinstance(a, bytes):
+                kinds.add(a[:4])
+        # Both outcomes and the error replies occurred (the comparison was not vacuous).
+        assert {0, 1, b"-ERR", b"+PON"} <= kinds, kinds
+    finally:
+        d.stop()
+
+
+@test
+def a_protocol_error_in_a_pipeline_comes_after_the_earlier_replies(tmp):
+    d = Daemon(tmp, "--threads", "1")
+    try:
+        data = b"".join(resp("CL.THROTTLE", "e%d" % (i % 3), 1, 1, 60) for i in range(40))
+        got = raw(d.port, data + b"*1\r\n$x\r\n", wait=2.0)
+        assert got.count(b"*5\r\n") == 40, got[:200]
+        assert got.endswith(b"-ERR Protocol error: invalid bulk length\r\n<closed>"), got[-80:]
+        assert got.index(b"-ERR") > got.rindex(b"*5\r\n")
     finally:
         d.stop()
 
