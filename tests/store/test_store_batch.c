@@ -385,3 +385,63 @@ TEST(concurrent_batches_on_overlapping_keys_conserve_capacity_exactly)
         ASSERT_EQ(a[i].errors, 0);
     rlt_store_close(s);
 }
+
+/* Many new keys from every thread at once: tables grow (and are swapped for bigger ones)
+ * while other threads hash, prefetch and decide.  Every decision is counted exactly once. */
+#define GROW_KEYS 30000
+
+static void *growers(void *p)
+{
+    targ *a = p;
+    uint64_t rng = a->seed;
+    uint32_t ids[32];
+    rlt_key k[32];
+    rlt_decision out[32];
+    int status[32];
+    pthread_barrier_wait(&barrier);
+    for (int i = 0; i < a->iters; i++) {
+        if (tu_below(&rng, 2)) {
+            for (int j = 0; j < 32; j++) {
+                ids[j] = (uint32_t)tu_below(&rng, GROW_KEYS);
+                k[j] = (rlt_key){&ids[j], sizeof ids[j]};
+            }
+            if (rlt_store_decide_batch(a->s, a->id, k, 32, 0, NULL, out, status)) a->errors++;
+            for (int j = 0; j < 32; j++)
+                a->accepted[0] += status[j] == RLT_OK && out[j].allowed;
+        } else {
+            for (int j = 0; j < 32; j++) {
+                uint32_t id = (uint32_t)tu_below(&rng, GROW_KEYS);
+                rlt_decision d;
+                if (rlt_store_decide(a->s, a->id, &id, sizeof id, 0, 1, &d))
+                    a->errors++;
+                else
+                    a->accepted[0] += d.allowed;
+            }
+        }
+    }
+    return NULL;
+}
+
+TEST(batches_and_single_calls_race_safely_with_table_growth)
+{
+    rlt_store *s = tu_store(0, false, 2); /* two shards: tables of 15k keys, grown ~20 times */
+    int id = tu_add(s, "p", "fixed_window:100000/h");
+    targ a[NT];
+    memset(a, 0, sizeof a);
+    for (int i = 0; i < NT; i++)
+        a[i] = (targ){.s = s, .id = id, .iters = 1000, .seed = 500 + (uint64_t)i};
+    ASSERT_EQ(run_threads(growers, a), 0);
+    int64_t decided = 0, used = 0;
+    for (int i = 0; i < NT; i++) {
+        ASSERT_EQ(a[i].errors, 0);
+        decided += a[i].accepted[0];
+    }
+    ASSERT_EQ(decided, (int64_t)NT * 1000 * 32); /* nothing is ever denied here */
+    for (uint32_t k = 0; k < GROW_KEYS; k++) {
+        rlt_decision d;
+        ASSERT_EQ(rlt_store_decide(s, id, &k, sizeof k, 0, 0, &d), RLT_OK);
+        used += 100000 - d.remaining;
+    }
+    ASSERT_EQ(used, decided);
+    rlt_store_close(s);
+}
