@@ -10,7 +10,9 @@
 # with ratios to Redis+Lua GCRA and to Redis INCR at the same pipeline depth.  Then one wrk run
 # against the HTTP check endpoint.  Takes about 1.5-2.5 minutes on 2 cores.
 #
-# Environment: RUNS=3; PIN=1 pins each server to the last CPU and redis-benchmark to the first
+# Environment: RUNS=3; BASE=/path/to/another/ratelimitd adds that binary (--threads 1) to the
+# same interleaved rounds, for a before/after comparison that shares the machine's noise;
+# PIN=1 pins each server to the last CPU and redis-benchmark to the first
 # (taskset; --threads 1 daemon and Redis alike; the default-threads daemon stays unpinned).
 # Off by default: on a machine shared with other work, a pinned process cannot move away from
 # a busy core, and that hurt both sides in our measurements (docs/perf-server.md).
@@ -21,6 +23,7 @@ n1=${2:-200000}
 n16=${3:-1000000}
 runs=${RUNS:-3}
 pin=${PIN:-0}
+base=${BASE:+$(realpath "$BASE")}
 [ -x "$bin" ] || { echo "no ratelimitd at $bin (build the release preset first)" >&2; exit 2; }
 for t in redis-server redis-cli redis-benchmark python3; do
   command -v $t >/dev/null || { echo "needs $t" >&2; exit 2; }
@@ -60,6 +63,7 @@ start_daemon() {
 }
 start_daemon t1 "${srv_pin[@]}" "$bin" --threads 1
 start_daemon tn "$bin"
+[ -n "$base" ] && start_daemon base "${srv_pin[@]}" "$base" --threads 1
 for _ in $(seq 100); do redis-cli -p "$rport" PING 2>/dev/null | grep -q PONG && break; sleep 0.05; done
 
 # GCRA in Lua, CL.THROTTLE-shaped: KEYS[1]; ARGV max_burst count period quantity.
@@ -95,10 +99,16 @@ conf t1_1 "$port_t1" 1 "ratelimitd --threads 1, CL.THROTTLE, -P 1" CL.THROTTLE k
 conf t1_16 "$port_t1" 16 "ratelimitd --threads 1, CL.THROTTLE, -P 16" CL.THROTTLE key:__rand_int__ 100 100 60
 conf tn_1 "$port_tn" 1 "ratelimitd default ($tn_threads thr), CL.THROTTLE, -P 1" CL.THROTTLE key:__rand_int__ 100 100 60
 conf tn_16 "$port_tn" 16 "ratelimitd default ($tn_threads thr), CL.THROTTLE, -P 16" CL.THROTTLE key:__rand_int__ 100 100 60
+if [ -n "$base" ]; then
+  names+=(base_1 base_16)
+  conf base_1 "$port_base" 1 "BASE --threads 1, CL.THROTTLE, -P 1" CL.THROTTLE key:__rand_int__ 100 100 60
+  conf base_16 "$port_base" 16 "BASE --threads 1, CL.THROTTLE, -P 16" CL.THROTTLE key:__rand_int__ 100 100 60
+fi
 
 for c in lua1 lua16 incr1 incr16; do spid[$c]=$pid_redis; done
 for c in t1_1 t1_16; do spid[$c]=$pid_t1; done
 for c in tn_1 tn_16; do spid[$c]=$pid_tn; done
+[ -n "$base" ] && for c in base_1 base_16; do spid[$c]=$pid_base; done
 # CPU time (user + system, all threads, in clock ticks) a server has used so far.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
@@ -147,6 +157,12 @@ for c in "${names[@]}"; do
 done
 echo "(srv us/r: the server process's CPU time, user + system, all threads, per request;"
 echo " CPU / Lua: how many times less server CPU a decision takes than Redis+Lua's.)"
+if [ -n "$base" ]; then
+  echo "BASE = $base"
+  for d in 1 16; do
+    echo "  -P $d: $(basename "$bin") --threads 1 / BASE: req/s $(ratio "${mr[t1_$d]}" "${mr[base_$d]}"), server CPU per request $(ratio "${mc[t1_$d]}" "${mc[base_$d]}")"
+  done
+fi
 echo
 echo "runs (req/s | srv us/r):"
 for c in "${names[@]}"; do printf '  %-6s %s| %s\n' "$c" "${rps[$c]}" "${cpu[$c]}"; done
