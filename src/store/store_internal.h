@@ -70,14 +70,14 @@ typedef struct rlt__shard {
     uint64_t evicted_idle, evicted_forced, refused_full;
 } rlt__shard;
 
-/* A named policy.  Read under any shard lock or the policy mutex; written under both. */
-/* The value xored into a key's hash for policy `id`: a fixed function of the id, so a batch
- * can form slot addresses before it takes the lock that guards the policy array. */
+/* The value xored into a key's hash for policy `id`: a fixed function of the id, so a call
+ * can form slot addresses to prefetch before it takes the lock that guards the policy array. */
 static inline uint64_t rlt__pol_mix(uint32_t id)
 {
     return (uint64_t)(id + 1) * UINT64_C(0x9E3779B97F4A7C15);
 }
 
+/* A named policy.  Read under any shard lock or the policy mutex; written under both. */
 typedef struct rlt__pol {
     rlt_policy p;
     uint64_t mix;   /* xored into the key hash so one key's policies use different slots */
