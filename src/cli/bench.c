@@ -41,8 +41,8 @@ static const char usage[] =
     "  --shards N      store lock shards (default: the store's, 64)\n"
     "  --seed N        key stream seed (default 1)\n"
     "  --stream N      pregenerated requests per thread (default 4M; cycled)\n"
-    "  --batch N       requests per store call: 1 (default) calls rlt_store_decide per\n"
-    "                  request; N > 1 calls rlt_store_decide_batch with N requests\n"
+    "  --batch N       requests per store call (1, 2, 4, ... 1024): 1 (default) calls\n"
+    "                  rlt_store_decide per request; N > 1 calls rlt_store_decide_batch\n"
     "  --fill          insert the keys, print the memory figures, skip the timed run\n"
     "  ns_per_decision is 1e9 / decisions_per_sec (aggregate over threads, wall clock).\n"
     "  cpu_decisions_per_sec sums each thread's decisions per CPU-second it got.\n";
