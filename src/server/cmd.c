@@ -474,6 +474,7 @@ void rlt__cmd_exec(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t
 
 /* What a deferred command needs to be decided and answered. */
 typedef struct pitem {
+    rlt__obuf *out; /* where its reply goes */
     int id;         /* store policy id */
     bool shadow;    /* the named policy's shadow flag (RL.CHECK) */
     bool throttle;  /* CL.THROTTLE (else RL.CHECK / RL.PEEK) */
@@ -643,7 +644,7 @@ static void settle(rlt__mslot *ms, const pitem *it, int64_t cost, bool shadow_al
     else __atomic_fetch_add(&ms->denied[i], 1, __ATOMIC_RELAXED);
 }
 
-void rlt__pipe_flush(rlt__pipe *p, rlt__srv *s, rlt__obuf *out)
+void rlt__pipe_flush(rlt__pipe *p, rlt__srv *s)
 {
     size_t n = p->n;
     if (n == 0) return;
@@ -671,6 +672,7 @@ void rlt__pipe_flush(rlt__pipe *p, rlt__srv *s, rlt__obuf *out)
     for (size_t i = 0; i < n; i++) {
         const pitem *it = &p->it[i];
         rlt_decision *d = &p->out[i];
+        rlt__obuf *out = it->out;
         if (p->status[i] != RLT_OK) {
             store_error(out, p->status[i]);
             __atomic_fetch_add(&ms->errors, 1, __ATOMIC_RELAXED);
@@ -692,12 +694,13 @@ void rlt__pipe_exec(rlt__pipe *p, rlt__srv *s, rlt__session *ss, const rlt__resp
         else if (is(&a[0], "RL.CHECK")) staged = stage_check(p, s, ss, a, n, false);
         else if (is(&a[0], "RL.PEEK")) staged = stage_check(p, s, ss, a, n, true);
         if (staged) {
+            p->it[p->n].out = out;
             p->now = now;
-            if (++p->n == RLT__PIPE_MAX) rlt__pipe_flush(p, s, out);
+            if (++p->n == RLT__PIPE_MAX) rlt__pipe_flush(p, s);
             return;
         }
     }
-    rlt__pipe_flush(p, s, out);
+    rlt__pipe_flush(p, s);
     size_t before = out->len;
     rlt__cmd_exec(s, ss, a, n, now, out);
     if (out->len > before && out->data[before] == '-') {

@@ -1,8 +1,11 @@
 /* Worker threads, listeners and RESP connections.  Each worker owns an event_base, a RESP
  * listening socket and an HTTP one (SO_REUSEPORT: the kernel spreads connections), and the
- * connections it accepted.  A connection reads what is there, parses every whole command with
- * the sans-I/O parser, executes them with one clock reading per read (the decisions of a
- * pipeline go to the store in batches, see cmd.h), and writes the replies in one go. */
+ * connections it accepted.  Its loop works in turns, as Redis's does: in one turn, every
+ * readable connection reads what is there and parses every whole command with the sans-I/O
+ * parser; the decisions of all of them wait in the worker's pipe (cmd.h) and go to the store
+ * in batches at the end of the turn, with one clock reading per turn; then each connection
+ * writes all its replies with one send.  One send per connection per turn also lets the
+ * client find many replies per wakeup. */
 #include "server/cmd.h"
 
 #include <arpa/inet.h>
@@ -38,7 +41,10 @@ typedef struct conn {
     bool timed;           /* rev carries the client_timeout */
     bool writing;         /* wev is added: the socket did not take all the output */
     bool draining;        /* replies sent, write side shut: discarding input until EOF */
+    bool in_turn;         /* read in this turn: on the worker's `turn` list */
+    size_t consumed;      /* bytes of `in` parsed in this turn, dropped at its end */
     struct conn *prev, *next;
+    struct conn *turn_next;
 } conn;
 
 struct worker {
@@ -52,7 +58,12 @@ struct worker {
     int resp_fd, http_fd;
     conn *conns;
     rlt__resp_arg *argv;
-    rlt__pipe *pipe; /* deferred decisions of the connection being read; empty between reads */
+    rlt__pipe *pipe;       /* deferred decisions of this turn; empty between turns */
+    conn *turn;            /* connections read in this turn */
+    rlt_ns turn_now;       /* the clock for this turn's commands; 0 = not read yet */
+    size_t turn_cmds;      /* commands executed in this turn */
+    struct event *stop_ev; /* made active by rlt__daemon_stop */
+    bool stop;             /* atomic: leave the loop */
 };
 
 struct rlt__daemon {
@@ -110,6 +121,14 @@ static int bound_port(int fd)
 static void conn_close(conn *c)
 {
     worker *w = c->w;
+    if (c->in_turn) {
+        /* Deferred decisions may point into c: decide them now, and leave the turn. */
+        rlt__pipe_flush(w->pipe, w->d->s);
+        conn **pp = &w->turn;
+        while (*pp != c)
+            pp = &(*pp)->turn_next;
+        *pp = c->turn_next;
+    }
     if (c->prev) c->prev->next = c->next;
     else w->conns = c->next;
     if (c->next) c->next->prev = c->prev;
@@ -183,10 +202,21 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
     conn_flush(arg);
 }
 
+/* Drops the input parsed in this turn (no deferred decision may point into it any more). */
+static void consume_input(conn *c)
+{
+    if (c->consumed == 0) return;
+    memmove(c->in, c->in + c->consumed, c->in_len - c->consumed);
+    c->in_len -= c->consumed;
+    c->consumed = 0;
+    c->partial_since = 0;
+}
+
 static void on_read(evutil_socket_t fd, short what, void *arg)
 {
     conn *c = arg;
-    rlt__srv *s = c->w->d->s;
+    worker *w = c->w;
+    rlt__srv *s = w->d->s;
     rlt__config *cfg = rlt__srv_config(s);
     if (what & EV_TIMEOUT) {
         /* No byte for a whole timeout: a stalled partial command, or idle. */
@@ -199,6 +229,12 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
         if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
             conn_close(c);
         return;
+    }
+    if (c->in_turn) {
+        /* A second read in one turn (libevent ran its loop twice in one EVLOOP_ONCE): settle
+         * what the first read deferred before c->in moves. */
+        rlt__pipe_flush(w->pipe, s);
+        consume_input(c);
     }
     if (c->in_cap - c->in_len < READ_CHUNK) {
         size_t cap = c->in_cap ? c->in_cap * 2 : READ_CHUNK * 2;
@@ -227,21 +263,25 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     if (n < 0) return;
     c->in_len += (size_t)n;
 
-    /* The one clock reading for every command of this read. */
-    rlt_ns now = rlt__now_mono();
+    /* The one clock reading for every command of this turn. */
+    if (w->turn_now == 0) w->turn_now = rlt__now_mono();
     rlt__resp_limits lim = {.max_args = cfg->set.max_args, .max_bulk = cfg->set.max_bulk,
                             .max_inline = cfg->set.max_bulk};
-    rlt__mslot *ms = rlt__mslot_get(&s->metrics);
-    rlt__pipe *pipe = c->w->pipe;
-    size_t off = 0, ncmd = 0;
+    size_t off = 0;
+    if (!c->in_turn) {
+        c->in_turn = true; /* from here on, the pipe may point into c */
+        c->turn_next = w->turn;
+        w->turn = c;
+    }
     while (off < c->in_len && !c->ss.close) {
         size_t argc;
         const char *perr = NULL;
-        ssize_t r = rlt__resp_parse(c->in + off, c->in_len - off, &lim, c->w->argv, &argc, &perr);
+        ssize_t r = rlt__resp_parse(c->in + off, c->in_len - off, &lim, w->argv, &argc, &perr);
         if (r == RLT__RESP_PARTIAL) break;
         if (r == RLT__RESP_ERROR) {
-            rlt__pipe_flush(pipe, s, &c->out); /* the replies before the error, in order */
+            rlt__pipe_flush(w->pipe, s); /* the replies before the error, in order */
             rlt__resp_errorf(&c->out, "ERR %s", perr);
+            rlt__mslot *ms = rlt__mslot_get(&s->metrics);
             __atomic_fetch_add(&ms->errors, 1, __ATOMIC_RELAXED);
             c->ss.close = true;
             off = c->in_len;
@@ -249,39 +289,55 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
         }
         off += (size_t)r;
         if (argc == 0) continue;
-        rlt__pipe_exec(pipe, s, &c->ss, c->w->argv, argc, now, &c->out);
-        ncmd++;
+        rlt__pipe_exec(w->pipe, s, &c->ss, w->argv, argc, w->turn_now, &c->out);
+        w->turn_cmds++;
         if (c->out.overflow) break;
     }
-    /* Deferred decisions point into c->in: decide them before it moves. */
-    rlt__pipe_flush(pipe, s, &c->out);
-    if (ncmd > 0) {
-        /* Latency per command: this read's processing time shared by its commands. */
-        rlt_ns per = (rlt__now_mono() - now) / (rlt_ns)ncmd;
-        for (size_t i = 0; i < ncmd; i++)
+    c->consumed = off;
+}
+
+/* The end of a turn: decide what waits, then complete every connection read in the turn. */
+static void finish_turn(worker *w)
+{
+    if (w->turn == NULL) return;
+    rlt__srv *s = w->d->s;
+    rlt__config *cfg = rlt__srv_config(s);
+    rlt_ns now = w->turn_now;
+    rlt__pipe_flush(w->pipe, s);
+    conn *c = w->turn;
+    w->turn = NULL;
+    while (c != NULL) {
+        conn *next = c->turn_next;
+        c->in_turn = false;
+        c->turn_next = NULL;
+        if (c->out.overflow) {
+            /* The client does not read its replies: drop it (Redis's output buffer limit). */
+            conn_close(c);
+            c = next;
+            continue;
+        }
+        consume_input(c);
+        if (c->in_len > 0) {
+            if (c->partial_since == 0) c->partial_since = now;
+            else if (now - c->partial_since > cfg->set.client_timeout &&
+                     cfg->set.client_timeout > 0) {
+                /* A client trickling bytes: the command had its deadline. */
+                rlt__resp_error(&c->out, "ERR client timeout: command not completed in time");
+                c->ss.close = true;
+            }
+        }
+        if (conn_flush(c) == 0 && !c->draining) set_timeout(c, &cfg->set);
+        c = next;
+    }
+    if (w->turn_cmds > 0) {
+        /* Latency per command: the turn's processing time shared by its commands. */
+        rlt__mslot *ms = rlt__mslot_get(&s->metrics);
+        rlt_ns per = (rlt__now_mono() - now) / (rlt_ns)w->turn_cmds;
+        for (size_t i = 0; i < w->turn_cmds; i++)
             rlt__metrics_latency(ms, per);
     }
-    if (c->out.overflow) {
-        /* The client does not read its replies: drop it (Redis's output buffer limit). */
-        conn_close(c);
-        return;
-    }
-    if (off > 0) {
-        memmove(c->in, c->in + off, c->in_len - off);
-        c->in_len -= off;
-        c->partial_since = 0;
-    }
-    if (c->in_len > 0) {
-        if (c->partial_since == 0) c->partial_since = now;
-        else if (now - c->partial_since > cfg->set.client_timeout &&
-                 cfg->set.client_timeout > 0) {
-            /* A client trickling bytes: the command had its deadline. */
-            rlt__resp_error(&c->out, "ERR client timeout: command not completed in time");
-            c->ss.close = true;
-        }
-    }
-    if (conn_flush(c) < 0 || c->draining) return;
-    set_timeout(c, &cfg->set);
+    w->turn_cmds = 0;
+    w->turn_now = 0;
 }
 
 static void on_accept(struct evconnlistener *lis, evutil_socket_t fd, struct sockaddr *sa,
@@ -330,11 +386,24 @@ static void on_accept(struct evconnlistener *lis, evutil_socket_t fd, struct soc
 
 /* ---- workers ------------------------------------------------------------------------- */
 
+static void on_stop(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg; /* the flag is set: the loop below sees it after this turn */
+}
+
 static void *worker_main(void *arg)
 {
     worker *w = arg;
     rlt__metrics_bind_thread(w->idx + 1);
-    event_base_dispatch(w->base);
+    /* One turn per iteration: run every ready callback, then finish the turn.  (A stop that
+     * comes between two iterations is not lost: stop_ev stays active until the next one.) */
+    while (!__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE)) {
+        int r = event_base_loop(w->base, EVLOOP_ONCE);
+        finish_turn(w);
+        if (r != 0) break; /* an error, or nothing left to wait for */
+    }
     return NULL;
 }
 
@@ -343,7 +412,8 @@ static int worker_init(worker *w, rlt__srv *s, char *err, size_t errlen)
     w->base = event_base_new();
     w->argv = calloc(rlt__srv_config(s)->set.max_args, sizeof *w->argv);
     w->pipe = rlt__pipe_new();
-    if (w->base == NULL || w->argv == NULL || w->pipe == NULL) {
+    w->stop_ev = w->base ? event_new(w->base, -1, 0, on_stop, w) : NULL;
+    if (w->base == NULL || w->argv == NULL || w->pipe == NULL || w->stop_ev == NULL) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -435,8 +505,11 @@ fail:
 void rlt__daemon_stop(rlt__daemon *d)
 {
     if (d == NULL) return;
-    for (unsigned i = 0; i < d->n; i++)
-        if (d->w[i].started) event_base_loopbreak(d->w[i].base);
+    for (unsigned i = 0; i < d->n; i++) {
+        if (!d->w[i].started) continue;
+        __atomic_store_n(&d->w[i].stop, true, __ATOMIC_RELEASE);
+        event_active(d->w[i].stop_ev, EV_READ, 0);
+    }
     for (unsigned i = 0; i < d->n; i++)
         if (d->w[i].started) pthread_join(d->w[i].th, NULL);
     for (unsigned i = 0; i < d->n; i++) {
@@ -445,6 +518,7 @@ void rlt__daemon_stop(rlt__daemon *d)
             conn_close(w->conns);
         if (w->lis) evconnlistener_free(w->lis);
         if (w->http) evhttp_free(w->http);
+        if (w->stop_ev) event_free(w->stop_ev);
         if (w->resp_fd >= 0) close(w->resp_fd);
         if (w->http_fd >= 0) close(w->http_fd);
         if (w->base) event_base_free(w->base);
