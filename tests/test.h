@@ -21,48 +21,48 @@ extern int rlt_test_count;
 extern int rlt_test_failed_now;
 
 /* TEST(name) { ... } defines and registers a test (constructor attribute: gcc and clang). */
-#define TEST(name)                                                                         \
-    static void test_##name(void);                                                         \
-    __attribute__((constructor)) static void register_##name(void)                         \
-    {                                                                                      \
-        if (rlt_test_count < RLT_TEST_MAX)                                                 \
-            rlt_test_cases[rlt_test_count++] = (struct rlt_test_case){#name, test_##name}; \
-    }                                                                                      \
+#define TEST(name)                                                                                 \
+    static void test_##name(void);                                                                 \
+    __attribute__((constructor)) static void register_##name(void)                                 \
+    {                                                                                              \
+        if (rlt_test_count < RLT_TEST_MAX)                                                         \
+            rlt_test_cases[rlt_test_count++] = (struct rlt_test_case){#name, test_##name};         \
+    }                                                                                              \
     static void test_##name(void)
 
-#define RLT_FAIL_(...)                                                                     \
-    do {                                                                                   \
-        fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                    \
-        fprintf(stderr, __VA_ARGS__);                                                      \
-        fputc('\n', stderr);                                                               \
-        rlt_test_failed_now = 1;                                                           \
-        return;                                                                            \
+#define RLT_FAIL_(...)                                                                             \
+    do {                                                                                           \
+        fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                            \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        fputc('\n', stderr);                                                                       \
+        rlt_test_failed_now = 1;                                                                   \
+        return;                                                                                    \
     } while (0)
 
-#define ASSERT(cond)                                                                       \
-    do {                                                                                   \
-        if (!(cond)) RLT_FAIL_("assertion failed: %s", #cond);                             \
+#define ASSERT(cond)                                                                               \
+    do {                                                                                           \
+        if (!(cond)) RLT_FAIL_("assertion failed: %s", #cond);                                     \
     } while (0)
 
-#define ASSERT_EQ(a, b)                                                                    \
-    do {                                                                                   \
-        long long a_ = (long long)(a), b_ = (long long)(b);                                \
-        if (a_ != b_) RLT_FAIL_("%s == %s: %lld != %lld", #a, #b, a_, b_);                 \
+#define ASSERT_EQ(a, b)                                                                            \
+    do {                                                                                           \
+        long long a_ = (long long)(a), b_ = (long long)(b);                                        \
+        if (a_ != b_) RLT_FAIL_("%s == %s: %lld != %lld", #a, #b, a_, b_);                         \
     } while (0)
-#define ASSERT_NE(a, b)                                                                    \
-    do {                                                                                   \
-        long long a_ = (long long)(a), b_ = (long long)(b);                                \
-        if (a_ == b_) RLT_FAIL_("%s != %s: both %lld", #a, #b, a_);                        \
+#define ASSERT_NE(a, b)                                                                            \
+    do {                                                                                           \
+        long long a_ = (long long)(a), b_ = (long long)(b);                                        \
+        if (a_ == b_) RLT_FAIL_("%s != %s: both %lld", #a, #b, a_);                                \
     } while (0)
-#define ASSERT_LE(a, b)                                                                    \
-    do {                                                                                   \
-        long long a_ = (long long)(a), b_ = (long long)(b);                                \
-        if (!(a_ <= b_)) RLT_FAIL_("%s <= %s: %lld > %lld", #a, #b, a_, b_);               \
+#define ASSERT_LE(a, b)                                                                            \
+    do {                                                                                           \
+        long long a_ = (long long)(a), b_ = (long long)(b);                                        \
+        if (!(a_ <= b_)) RLT_FAIL_("%s <= %s: %lld > %lld", #a, #b, a_, b_);                       \
     } while (0)
-#define ASSERT_STR_EQ(a, b)                                                                \
-    do {                                                                                   \
-        const char *a_ = (a), *b_ = (b);                                                   \
-        if (strcmp(a_, b_) != 0) RLT_FAIL_("%s == %s:\n  \"%s\"\n  \"%s\"", #a, #b, a_, b_); \
+#define ASSERT_STR_EQ(a, b)                                                                        \
+    do {                                                                                           \
+        const char *a_ = (a), *b_ = (b);                                                           \
+        if (strcmp(a_, b_) != 0) RLT_FAIL_("%s == %s:\n  \"%s\"\n  \"%s\"", #a, #b, a_, b_);       \
     } while (0)
 
 /* Runs every registered test; prints the closing line; returns the process exit code. */

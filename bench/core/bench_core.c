@@ -21,7 +21,7 @@ static int64_t now_ns(void)
 static volatile int64_t sink;
 
 typedef struct result {
-    double ns;     /* per decision, best run */
+    double ns;      /* per decision, best run */
     double allowed; /* share allowed */
 } result;
 

@@ -43,9 +43,11 @@ static double chase(void **start[MAXK], int k, uint64_t steps, uintptr_t *sink)
     const uint64_t rounds = steps / (uint64_t)k;
     int64_t t0 = mono_ns();
     for (uint64_t r = 0; r < rounds; r++)
-        for (int j = 0; j < k; j++) p[j] = (void **)*p[j];
+        for (int j = 0; j < k; j++)
+            p[j] = (void **)*p[j];
     int64_t t1 = mono_ns();
-    for (int j = 0; j < k; j++) *sink ^= (uintptr_t)p[j];
+    for (int j = 0; j < k; j++)
+        *sink ^= (uintptr_t)p[j];
     return (double)(t1 - t0) / (double)(rounds * (uint64_t)k);
 }
 
@@ -104,14 +106,16 @@ int main(int argc, char **argv)
 #endif
     /* Sattolo's shuffle: one cycle through every line, in random order. */
     uint64_t rng = 42;
-    for (size_t i = 0; i < n; i++) perm[i] = (uint32_t)i;
+    for (size_t i = 0; i < n; i++)
+        perm[i] = (uint32_t)i;
     for (size_t i = n - 1; i > 0; i--) {
         size_t j = (size_t)(splitmix(&rng) % i);
         uint32_t t = perm[i];
         perm[i] = perm[j];
         perm[j] = t;
     }
-    for (size_t i = 0; i < n; i++) *(void **)(mem + (size_t)i * LINE) = mem + (size_t)perm[i] * LINE;
+    for (size_t i = 0; i < n; i++)
+        *(void **)(mem + (size_t)i * LINE) = mem + (size_t)perm[i] * LINE;
     free(perm);
     void **start[MAXK];
     void **q = (void **)mem;

@@ -23,8 +23,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     switch (sel % 3) {
     case 0: {
         rlt__trace_line t;
-        int rc = rlt__trace_parse(line, len, units[(sel >> 2) & 3], (sel >> 4) & 1, &t, err,
-                                  sizeof err);
+        int rc =
+            rlt__trace_parse(line, len, units[(sel >> 2) & 3], (sel >> 4) & 1, &t, err, sizeof err);
         if (rc == 1 && t.key) {
             if (t.key < line || t.key + t.klen > line + len || t.klen == 0) abort();
             if (t.cost < 0) abort();

@@ -16,17 +16,17 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define FUZZ_CHECK(c)                                                                      \
-    do {                                                                                   \
-        if (!(c)) {                                                                        \
-            fprintf(stderr, "%s:%d: invariant failed: %s (op %zu, now %lld)\n", __FILE__,  \
-                    __LINE__, #c, op, (long long)now);                                     \
-            abort();                                                                       \
-        }                                                                                  \
+#define FUZZ_CHECK(c)                                                                              \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "%s:%d: invariant failed: %s (op %zu, now %lld)\n", __FILE__,          \
+                    __LINE__, #c, op, (long long)now);                                             \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
-static const rlt_ns periods[] = {1, 3, 7, 1000, 999983, RLT_NS_PER_MS, RLT_NS_PER_S,
-                                 7 * RLT_NS_PER_S};
+static const rlt_ns periods[] = {
+    1, 3, 7, 1000, 999983, RLT_NS_PER_MS, RLT_NS_PER_S, 7 * RLT_NS_PER_S};
 
 static bool same_decision(const rlt_decision *a, const rlt_decision *b)
 {
@@ -56,12 +56,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     bool shadow = algo == RLT_GCRA &&
                   rlt_policy_init(&tb, RLT_TOKEN_BUCKET, n, period, burst, 0, 0) == RLT_OK;
     switch (data[6] % 8) {
-    case 0: now = 0; break;
-    case 1: now = -(rlt_ns)data[6] * period; break;
-    case 2: now = INT64_MAX / 8; break;             /* near the GCRA range limit for scale 8 */
-    case 3: now = INT64_MAX - 1000 * RLT_NS_PER_S; break; /* ERANGE territory for GCRA */
-    case 4: now = INT64_MIN + 1000 * RLT_NS_PER_S; break;
-    default: now = (rlt_ns)data[6] * 1000003; break;
+    case 0:
+        now = 0;
+        break;
+    case 1:
+        now = -(rlt_ns)data[6] * period;
+        break;
+    case 2:
+        now = INT64_MAX / 8;
+        break; /* near the GCRA range limit for scale 8 */
+    case 3:
+        now = INT64_MAX - 1000 * RLT_NS_PER_S;
+        break; /* ERANGE territory for GCRA */
+    case 4:
+        now = INT64_MIN + 1000 * RLT_NS_PER_S;
+        break;
+    default:
+        now = (rlt_ns)data[6] * 1000003;
+        break;
     }
     const size_t sz = rlt_state_size(&p);
     uint8_t *st = calloc(1, sz), *copy = malloc(sz), *zero = calloc(1, sz);

@@ -10,12 +10,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define FUZZ_CHECK(c)                                                                      \
-    do {                                                                                   \
-        if (!(c)) {                                                                        \
-            fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #c);      \
-            abort();                                                                       \
-        }                                                                                  \
+#define FUZZ_CHECK(c)                                                                              \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #c);              \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 static int same(const rlt_policy *a, const rlt_policy *b)

@@ -13,8 +13,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rlt__config *c = NULL;
     char err[600];
     if (rlt__config_parse((const char *)data, size, "fuzz.yaml", &c, err, sizeof err) == 0) {
-        rlt__entry e[2] = {{"k", 1, (const char *)data, size < 8 ? size : 8},
-                           {"key", 3, "v", 1}};
+        rlt__entry e[2] = {{"k", 1, (const char *)data, size < 8 ? size : 8}, {"key", 3, "v", 1}};
         for (size_t i = 0; i < c->ndomains; i++) {
             int r = rlt__config_match(c, c->domains[i].name, strlen(c->domains[i].name), e, 2);
             if (r >= (int)c->nrules) abort();

@@ -35,8 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* A proper prefix of a command is never a command. */
         size_t half = (size_t)r / 2;
         size_t argc2;
-        if (rlt__resp_parse(copy, half, &lim, argv, &argc2, &err) != RLT__RESP_PARTIAL &&
-            half > 0)
+        if (rlt__resp_parse(copy, half, &lim, argv, &argc2, &err) != RLT__RESP_PARTIAL && half > 0)
             abort();
         off += (size_t)r;
     }

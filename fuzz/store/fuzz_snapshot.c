@@ -46,8 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         if (rc != RLT_ECORRUPT && rc != RLT_EIO && rc != RLT_ENOMEM) abort();
         /* Refused whole: the victim is still spent (3 of 3 used at t = 0). */
-        if (rlt_store_decide(s, id, "victim", 6, 0, 1, &after) != RLT_OK || after.allowed)
-            abort();
+        if (rlt_store_decide(s, id, "victim", 6, 0, 1, &after) != RLT_OK || after.allowed) abort();
     }
     rlt_store_close(s);
     unlink(path);

@@ -33,20 +33,20 @@ typedef int64_t rlt_ns;
 #define RLT_NS_PER_S INT64_C(1000000000)
 
 /* Status codes.  0 is success; every failure is negative.  One list, one strerror. */
-#define RLT_ERRNO_MAP(X)                                                                 \
-    X(OK, 0, "success")                                                                  \
-    X(EINVAL, -1, "invalid argument")                                                    \
-    X(ERANGE, -2, "value out of range: the arithmetic would overflow int64")             \
-    X(ENOMEM, -3, "out of memory")                                                       \
-    X(ENEVER, -4, "the cost can never fit this policy")                                  \
-    X(EPARSE, -5, "cannot parse the text")                                               \
-    X(ENOENT, -6, "no such entry")                                                       \
-    X(EKEYLEN, -7, "key is empty or longer than the maximum")                            \
-    X(EFULL, -8, "store is full and fails closed")                                       \
-    X(EIO, -9, "input/output error")                                                     \
-    X(ECORRUPT, -10, "file is damaged, truncated or of an unknown version")              \
-    X(ENOSPC, -11, "output buffer too small")                                            \
-    X(EBACKEND, -12, "backend unavailable")                                              \
+#define RLT_ERRNO_MAP(X)                                                                           \
+    X(OK, 0, "success")                                                                            \
+    X(EINVAL, -1, "invalid argument")                                                              \
+    X(ERANGE, -2, "value out of range: the arithmetic would overflow int64")                       \
+    X(ENOMEM, -3, "out of memory")                                                                 \
+    X(ENEVER, -4, "the cost can never fit this policy")                                            \
+    X(EPARSE, -5, "cannot parse the text")                                                         \
+    X(ENOENT, -6, "no such entry")                                                                 \
+    X(EKEYLEN, -7, "key is empty or longer than the maximum")                                      \
+    X(EFULL, -8, "store is full and fails closed")                                                 \
+    X(EIO, -9, "input/output error")                                                               \
+    X(ECORRUPT, -10, "file is damaged, truncated or of an unknown version")                        \
+    X(ENOSPC, -11, "output buffer too small")                                                      \
+    X(EBACKEND, -12, "backend unavailable")                                                        \
     X(ETIMEDOUT, -13, "backend timed out")
 
 typedef enum rlt_status {
@@ -83,11 +83,11 @@ typedef enum rlt_algo {
  * functions rely on.  A policy is immutable after init and may be shared by any threads. */
 typedef struct rlt_policy {
     rlt_algo algo;
-    int64_t limit;  /* N: requests (units of cost) per period; slots for concurrency */
-    rlt_ns period;  /* W: the window, or the time N units take to refill; lease timeout */
-    int64_t burst;  /* B: token bucket / GCRA capacity (defaults to N) */
-    int64_t queue;  /* Q: leaky bucket queue, in requests (default 0) */
-    int64_t delay;  /* D: leaky bucket requests passed without delay (nginx delay=); 0 */
+    int64_t limit; /* N: requests (units of cost) per period; slots for concurrency */
+    rlt_ns period; /* W: the window, or the time N units take to refill; lease timeout */
+    int64_t burst; /* B: token bucket / GCRA capacity (defaults to N) */
+    int64_t queue; /* Q: leaky bucket queue, in requests (default 0) */
+    int64_t delay; /* D: leaky bucket requests passed without delay (nginx delay=); 0 */
 
     /* Derived by init; do not set.  The rate N/W reduced: one unit of cost is `unit_`
      * scaled time units and one nanosecond is `scale_` of them (unit_/scale_ = W/N). */
@@ -130,13 +130,13 @@ size_t rlt_state_size(const rlt_policy *p);
 /* A decision.  A denied request is not an error: the call returns RLT_OK. */
 typedef struct rlt_decision {
     bool allowed;
-    int64_t limit;       /* N (B for token bucket and GCRA, Q+1 for leaky bucket) */
-    int64_t remaining;   /* cost-1 requests that would still be allowed now, after this one */
-    rlt_ns retry_after;  /* 0 when allowed; when denied, the exact wait after which the same
-                            request is allowed if nothing else happens; -1 if it never can */
-    rlt_ns reset_after;  /* until the state is back to fresh (full bucket, empty window) */
-    rlt_ns delay;        /* leaky bucket: how long the request waits before it is sent */
-    int64_t lease;       /* concurrency: the lease to hand to rlt_release (> 0 when allowed) */
+    int64_t limit;      /* N (B for token bucket and GCRA, Q+1 for leaky bucket) */
+    int64_t remaining;  /* cost-1 requests that would still be allowed now, after this one */
+    rlt_ns retry_after; /* 0 when allowed; when denied, the exact wait after which the same
+                           request is allowed if nothing else happens; -1 if it never can */
+    rlt_ns reset_after; /* until the state is back to fresh (full bucket, empty window) */
+    rlt_ns delay;       /* leaky bucket: how long the request waits before it is sent */
+    int64_t lease;      /* concurrency: the lease to hand to rlt_release (> 0 when allowed) */
 } rlt_decision;
 
 /* Decides one request of `cost` at `now` and, if allowed, charges it to `state`.
@@ -199,9 +199,9 @@ int64_t rlt_retry_after_seconds(rlt_ns retry_after);
 /* Which header families rlt_format_headers writes. */
 enum {
     RLT_HDR_RETRY_AFTER = 1, /* Retry-After: 3 (only on a denied decision) */
-    RLT_HDR_IETF = 2,        /* RateLimit-Policy: "name";q=100;w=60 and RateLimit: "name";r=50;t=30 */
-    RLT_HDR_LEGACY = 4,      /* RateLimit-Limit / RateLimit-Remaining / RateLimit-Reset */
-    RLT_HDR_X = 8,           /* X-RateLimit-Limit / -Remaining / -Reset (reset in seconds) */
+    RLT_HDR_IETF = 2,   /* RateLimit-Policy: "name";q=100;w=60 and RateLimit: "name";r=50;t=30 */
+    RLT_HDR_LEGACY = 4, /* RateLimit-Limit / RateLimit-Remaining / RateLimit-Reset */
+    RLT_HDR_X = 8,      /* X-RateLimit-Limit / -Remaining / -Reset (reset in seconds) */
     RLT_HDR_ALL = 15
 };
 

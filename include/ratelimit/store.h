@@ -75,8 +75,8 @@ int rlt_store_decide_tier(rlt_store *s, const char *default_tier, const void *ke
  * Returns RLT_OK (see d->allowed), RLT_ENOENT (no such policy), RLT_EKEYLEN, RLT_EINVAL,
  * RLT_ERANGE as rlt_decide, RLT_EFULL (fail-closed store at its cap, new key refused),
  * RLT_ENOMEM. */
-int rlt_store_decide(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now,
-                     int64_t cost, rlt_decision *d);
+int rlt_store_decide(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now, int64_t cost,
+                     rlt_decision *d);
 
 /* One key of a batch: `klen` bytes at `key` (rules as for rlt_store_decide). */
 typedef struct rlt_key {
@@ -106,7 +106,7 @@ typedef struct rlt_check {
     int policy;      /* policy id */
     const void *key; /* key bytes */
     size_t klen;
-    int64_t cost;    /* cost for this limit (>= 0) */
+    int64_t cost; /* cost for this limit (>= 0) */
 } rlt_check;
 
 /* Checks n limits at once, all-or-nothing: consumes from every limit only if every one allows.
@@ -119,8 +119,8 @@ int rlt_store_decide_multi(rlt_store *s, const rlt_check *checks, size_t n, rlt_
                            rlt_decision *combined, int *refused);
 
 /* The earliest time a request of `cost` on `key` under `id` would be allowed (rlt_when). */
-int rlt_store_when(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now,
-                   int64_t cost, rlt_ns *at);
+int rlt_store_when(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now, int64_t cost,
+                   rlt_ns *at);
 
 /* Forgets `key` under policy `id` (it becomes fresh).  RLT_OK (also when it was not there),
  * RLT_ENOENT for an unknown policy, RLT_EKEYLEN. */
@@ -135,13 +135,13 @@ int rlt_store_release(rlt_store *s, int id, const void *key, size_t klen, rlt_ns
 size_t rlt_store_sweep(rlt_store *s, rlt_ns now, size_t budget);
 
 typedef struct rlt_store_stats {
-    uint64_t keys;            /* live entries */
-    uint64_t bytes;           /* bytes held for entries, states and the index */
-    uint64_t evicted_idle;    /* fresh entries dropped (on touch or by sweep) */
-    uint64_t evicted_forced;  /* non-fresh entries evicted because the store was full */
-    uint64_t refused_full;    /* new keys refused by a fail-closed store */
-    uint64_t allowed;         /* decisions that allowed */
-    uint64_t denied;          /* decisions that denied */
+    uint64_t keys;           /* live entries */
+    uint64_t bytes;          /* bytes held for entries, states and the index */
+    uint64_t evicted_idle;   /* fresh entries dropped (on touch or by sweep) */
+    uint64_t evicted_forced; /* non-fresh entries evicted because the store was full */
+    uint64_t refused_full;   /* new keys refused by a fail-closed store */
+    uint64_t allowed;        /* decisions that allowed */
+    uint64_t denied;         /* decisions that denied */
 } rlt_store_stats;
 
 /* Fills *out with a consistent-enough snapshot of the counters (each counter exact, the set

@@ -117,19 +117,24 @@ static void make_key(uint8_t *out, size_t len, uint64_t i)
 static double ln_d(double x)
 {
     int e = 0;
-    while (x >= 2) x /= 2, e++;
+    while (x >= 2)
+        x /= 2, e++;
     double z = (x - 1) / (x + 1), z2 = z * z, term = z, sum = 0;
-    for (int k = 1; k < 40; k += 2, term *= z2) sum += term / k;
+    for (int k = 1; k < 40; k += 2, term *= z2)
+        sum += term / k;
     return 2 * sum + e * 0.69314718055994530942;
 }
 
 static double exp_d(double y)
 {
     int k = 0;
-    while (y < -0.5) y += 0.69314718055994530942, k++;
+    while (y < -0.5)
+        y += 0.69314718055994530942, k++;
     double term = 1, sum = 1;
-    for (int n = 1; n < 30; n++) term *= y / n, sum += term;
-    while (k-- > 0) sum /= 2;
+    for (int n = 1; n < 30; n++)
+        term *= y / n, sum += term;
+    while (k-- > 0)
+        sum /= 2;
     return sum;
 }
 
@@ -145,8 +150,10 @@ static int parse_u64(const char *s, uint64_t *out)
     unsigned long long v = strtoull(s, &end, 10);
     if (errno || end == s || *s == '-') return -1;
     uint64_t mul = 1;
-    if (*end == 'k' || *end == 'K') mul = 1000, end++;
-    else if (*end == 'm' || *end == 'M') mul = 1000000, end++;
+    if (*end == 'k' || *end == 'K')
+        mul = 1000, end++;
+    else if (*end == 'm' || *end == 'M')
+        mul = 1000000, end++;
     if (*end || (mul > 1 && v > UINT64_MAX / mul)) return -1;
     *out = (uint64_t)v * mul;
     return 0;
@@ -204,20 +211,25 @@ static int parse_args(int argc, char **argv, bench_cfg *c)
             if (parse_u64(v, &c->keys) || c->keys < 1 || c->keys > UINT64_C(1000000000))
                 return bad("--keys wants 1..1000000000", v);
         } else if (strcmp(a, "--threads") == 0) {
-            if (parse_u64(v, &u) || u < 1 || u > MAX_THREADS) return bad("--threads wants 1..256", v);
+            if (parse_u64(v, &u) || u < 1 || u > MAX_THREADS)
+                return bad("--threads wants 1..256", v);
             c->threads = (unsigned)u;
         } else if (strcmp(a, "--seconds") == 0) {
             if (parse_double(v, &c->seconds) || c->seconds <= 0)
                 return bad("--seconds wants a positive number", v);
         } else if (strcmp(a, "--dist") == 0) {
-            if (strcmp(v, "uniform") == 0) c->zipf = 0;
-            else if (strcmp(v, "zipf") == 0) c->zipf = 1;
-            else return bad("--dist wants uniform or zipf", v);
+            if (strcmp(v, "uniform") == 0)
+                c->zipf = 0;
+            else if (strcmp(v, "zipf") == 0)
+                c->zipf = 1;
+            else
+                return bad("--dist wants uniform or zipf", v);
         } else if (strcmp(a, "--zipf-s") == 0) {
             if (parse_double(v, &c->zipf_s) || c->zipf_s <= 0 || c->zipf_s > 10)
                 return bad("--zipf-s wants a number in (0, 10]", v);
         } else if (strcmp(a, "--key-len") == 0) {
-            if (parse_u64(v, &u) || u < 8 || u > RLT_KEY_MAX) return bad("--key-len wants 8..512", v);
+            if (parse_u64(v, &u) || u < 8 || u > RLT_KEY_MAX)
+                return bad("--key-len wants 8..512", v);
             c->key_len = (size_t)u;
         } else if (strcmp(a, "--cost") == 0) {
             if (parse_u64(v, &u) || u > INT32_MAX) return bad("--cost wants 0..2147483647", v);
@@ -259,8 +271,10 @@ static int fill_stream(const bench_cfg *c, const double *cdf, unsigned t, uint8_
             uint64_t lo = 0, hi = c->keys - 1;
             while (lo < hi) {
                 uint64_t mid = lo + (hi - lo) / 2;
-                if (cdf[mid] < u) lo = mid + 1;
-                else hi = mid;
+                if (cdf[mid] < u)
+                    lo = mid + 1;
+                else
+                    hi = mid;
             }
             k = lo;
         }
@@ -282,7 +296,8 @@ static void *run_worker(void *arg)
     rlt_decision out[ROUND];
     int status[ROUND];
     int64_t costs[ROUND];
-    for (int j = 0; j < ROUND; j++) costs[j] = c->cost;
+    for (int j = 0; j < ROUND; j++)
+        costs[j] = c->cost;
     const int64_t *cost_arg = c->cost == 1 ? NULL : costs;
     pthread_barrier_wait(w->barrier);
     const int64_t start = mono_ns(), cpu0 = thread_cpu_ns();
@@ -293,19 +308,26 @@ static void *run_worker(void *arg)
         if (c->batch == 1) {
             for (int j = 0; j < ROUND; j++, k += kl) {
                 int rc = rlt_store_decide(w->store, w->pid, k, kl, now, c->cost, &d);
-                if (rc) errors++;
-                else if (d.allowed) allowed++;
-                else denied++;
+                if (rc)
+                    errors++;
+                else if (d.allowed)
+                    allowed++;
+                else
+                    denied++;
             }
         } else {
             for (unsigned j0 = 0; j0 < ROUND; j0 += c->batch) {
-                for (unsigned j = 0; j < c->batch; j++, k += kl) keys[j] = (rlt_key){k, kl};
+                for (unsigned j = 0; j < c->batch; j++, k += kl)
+                    keys[j] = (rlt_key){k, kl};
                 rlt_store_decide_batch(w->store, w->pid, keys, c->batch, now, cost_arg, out,
                                        status);
                 for (unsigned j = 0; j < c->batch; j++) {
-                    if (status[j]) errors++;
-                    else if (out[j].allowed) allowed++;
-                    else denied++;
+                    if (status[j])
+                        errors++;
+                    else if (out[j].allowed)
+                        allowed++;
+                    else
+                        denied++;
                 }
             }
         }
@@ -325,8 +347,10 @@ static void *run_worker(void *arg)
 
 static void fmt_rate(char *buf, size_t cap, double r)
 {
-    if (r >= 1e6) snprintf(buf, cap, "%.2fM/s", r / 1e6);
-    else snprintf(buf, cap, "%.0f/s", r);
+    if (r >= 1e6)
+        snprintf(buf, cap, "%.2fM/s", r / 1e6);
+    else
+        snprintf(buf, cap, "%.0f/s", r);
 }
 
 int rlt__cli_bench(int argc, char **argv)
@@ -387,7 +411,8 @@ int rlt__cli_bench(int argc, char **argv)
                 sum += pow_neg((double)(i + 1), c.zipf_s);
                 cdf[i] = sum;
             }
-            for (uint64_t i = 0; i < c.keys; i++) cdf[i] /= sum;
+            for (uint64_t i = 0; i < c.keys; i++)
+                cdf[i] /= sum;
             cdf[c.keys - 1] = 1.0;
         }
         pthread_barrier_t barrier;
@@ -396,7 +421,8 @@ int rlt__cli_bench(int argc, char **argv)
             ws[t].stream = malloc(c.stream * c.key_len);
             if (!ws[t].stream) {
                 fprintf(stderr, "ratelimit bench: out of memory for the key stream\n");
-                for (unsigned u = 0; u <= t; u++) free(ws[u].stream);
+                for (unsigned u = 0; u <= t; u++)
+                    free(ws[u].stream);
                 free(ws);
                 free(cdf);
                 rlt_store_close(s);
@@ -434,7 +460,8 @@ int rlt__cli_bench(int argc, char **argv)
     const double bpk = keys_now ? (double)bytes_now / (double)keys_now : 0;
     char rbuf[32];
     printf("policy          %s\n", c.policy_text);
-    printf("keys            %" PRIu64 " (key length %zu, prefilled in %.2f s, %" PRIu64 " errors)\n",
+    printf("keys            %" PRIu64 " (key length %zu, prefilled in %.2f s, %" PRIu64
+           " errors)\n",
            c.keys, c.key_len, fill_s, fill_err);
     printf("store keys      %" PRIu64 "\n", keys_now);
     printf("store bytes     %" PRIu64 "\n", bytes_now);
@@ -453,7 +480,8 @@ int rlt__cli_bench(int argc, char **argv)
         for (unsigned t = 0; t < c.threads; t++) {
             const double per_cpu = ws[t].cpu > 0 ? (double)ws[t].decisions / ws[t].cpu : 0;
             cpu_rate += per_cpu;
-            fmt_rate(rbuf, sizeof rbuf, ws[t].elapsed > 0 ? (double)ws[t].decisions / ws[t].elapsed : 0);
+            fmt_rate(rbuf, sizeof rbuf,
+                     ws[t].elapsed > 0 ? (double)ws[t].decisions / ws[t].elapsed : 0);
             printf("thread %-8u %s wall", t, rbuf);
             fmt_rate(rbuf, sizeof rbuf, per_cpu);
             printf(", %s per CPU-second (on CPU %.0f%% of the run)\n", rbuf,

@@ -37,8 +37,8 @@ static void tb_store(void *st, tb_state s)
 /* used(now) of either representation; *now_s gets now x scale_ for GCRA.  *wait gets how
  * long refill is held back: a token bucket whose clock stepped back refills only from its
  * last charge on (0 otherwise). */
-static int used_at(const rlt_policy *p, const void *st, rlt_ns now, int64_t *used,
-                   int64_t *now_s, rlt_ns *wait)
+static int used_at(const rlt_policy *p, const void *st, rlt_ns now, int64_t *used, int64_t *now_s,
+                   rlt_ns *wait)
 {
     *wait = 0;
     if (p->algo == RLT_GCRA) {
@@ -59,8 +59,8 @@ static int used_at(const rlt_policy *p, const void *st, rlt_ns now, int64_t *use
     return RLT_OK;
 }
 
-int rlt__bucket_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
-                       rlt_decision *d, int commit)
+int rlt__bucket_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, rlt_decision *d,
+                       int commit)
 {
     int64_t used, now_s = 0;
     rlt_ns wait;
@@ -89,8 +89,7 @@ int rlt__bucket_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
     if (wait) d->reset_after = rlt__sat_add(d->reset_after, wait);
 
     int64_t tat = 0; /* checked even when only asked (rlt_when), to answer as decide would */
-    if (p->algo == RLT_GCRA && d->allowed && cost > 0 &&
-        __builtin_add_overflow(now_s, after, &tat))
+    if (p->algo == RLT_GCRA && d->allowed && cost > 0 && __builtin_add_overflow(now_s, after, &tat))
         return RLT_ERANGE;
     if (commit && d->allowed && cost > 0) {
         if (p->algo == RLT_GCRA) {

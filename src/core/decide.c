@@ -15,8 +15,8 @@ static bool valid(const rlt_policy *p)
            p->unit_ > 0 && p->limit > 0 && p->period > 0;
 }
 
-static int dispatch_algo(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
-                         rlt_decision *d, int commit)
+static int dispatch_algo(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, rlt_decision *d,
+                         int commit)
 {
     switch (p->algo) {
     case RLT_GCRA:
@@ -172,7 +172,8 @@ int rlt_state_convert(const rlt_policy *from, const rlt_policy *to, void *state,
         return rlt__fixed_window_counts(to, state, now, &v, 1);
     case RLT_SLIDING_WINDOW:
         rlt__sliding_window_counts(from, state, now, c, 0);
-        if ((rc = convert_count(from, to, how, &c[0])) || (rc = convert_count(from, to, how, &c[1])))
+        if ((rc = convert_count(from, to, how, &c[0])) ||
+            (rc = convert_count(from, to, how, &c[1])))
             return rc;
         return rlt__sliding_window_counts(to, state, now, c, 1);
     case RLT_SLIDING_LOG:

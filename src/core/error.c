@@ -4,8 +4,8 @@
 const char *rlt_strerror(int code)
 {
     switch (code) {
-#define RLT__CASE(name, value, text)                                                       \
-    case value:                                                                            \
+#define RLT__CASE(name, value, text)                                                               \
+    case value:                                                                                    \
         return text;
         RLT_ERRNO_MAP(RLT__CASE)
 #undef RLT__CASE

@@ -36,11 +36,11 @@ int rlt_format_headers(char *buf, size_t cap, const char *name, const rlt_policy
 
     size_t used = 0;
     int n;
-#define RLT__PUT(...)                                                                      \
-    do {                                                                                   \
-        n = snprintf(buf + used, cap - used, __VA_ARGS__);                                 \
-        if (n < 0 || (size_t)n >= cap - used) return RLT_ENOSPC;                           \
-        used += (size_t)n;                                                                 \
+#define RLT__PUT(...)                                                                              \
+    do {                                                                                           \
+        n = snprintf(buf + used, cap - used, __VA_ARGS__);                                         \
+        if (n < 0 || (size_t)n >= cap - used) return RLT_ENOSPC;                                   \
+        used += (size_t)n;                                                                         \
     } while (0)
     buf[0] = '\0';
     if ((which & RLT_HDR_RETRY_AFTER) && !d->allowed) RLT__PUT("Retry-After: %lld\r\n", retry);

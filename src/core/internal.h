@@ -52,8 +52,8 @@ int rlt__sliding_log_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t c
                             rlt_decision *d, int commit);
 int rlt__sliding_window_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
                                rlt_decision *d, int commit);
-int rlt__bucket_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
-                       rlt_decision *d, int commit); /* token bucket and GCRA */
+int rlt__bucket_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, rlt_decision *d,
+                       int commit); /* token bucket and GCRA */
 int rlt__leaky_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, rlt_decision *d,
                       int commit);
 int rlt__concurrency_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,

@@ -125,7 +125,8 @@ int rlt_duration_parse(const char *text, size_t len, rlt_ns default_unit, rlt_ns
 {
     if (!text || !out) return RLT_EINVAL;
     size_t digits = 0;
-    while (digits < len && text[digits] >= '0' && text[digits] <= '9') digits++;
+    while (digits < len && text[digits] >= '0' && text[digits] <= '9')
+        digits++;
     rlt_ns unit = 0;
     if (digits == len) {
         unit = default_unit;
@@ -147,8 +148,7 @@ int rlt_duration_parse(const char *text, size_t len, rlt_ns default_unit, rlt_ns
     return RLT_OK;
 }
 
-static int fail(char *err, size_t errlen, int rc, const char *fmt, const char *part,
-                size_t partlen)
+static int fail(char *err, size_t errlen, int rc, const char *fmt, const char *part, size_t partlen)
 {
     if (err && errlen) snprintf(err, errlen, fmt, (int)partlen, part);
     return rc;
@@ -224,8 +224,8 @@ int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, siz
             bool bucket = algo == RLT_TOKEN_BUCKET || algo == RLT_GCRA;
             if (klen == 5 && memcmp(o, "burst", 5) == 0 && bucket) {
                 if (v == 0)
-                    return fail(err, errlen, RLT_EPARSE, "option \"%.*s\": burst must be >= 1",
-                                o, olen);
+                    return fail(err, errlen, RLT_EPARSE, "option \"%.*s\": burst must be >= 1", o,
+                                olen);
                 burst = v;
             } else if (klen == 5 && memcmp(o, "burst", 5) == 0 && algo == RLT_LEAKY_BUCKET) {
                 queue = v; /* nginx spells the queue "burst" */
@@ -283,12 +283,11 @@ int rlt_policy_format(const rlt_policy *p, char *buf, size_t cap)
             n = snprintf(buf, cap, "leaky_bucket:%lld/%s,queue=%lld,delay=%lld",
                          (long long)p->limit, period, (long long)p->queue, (long long)p->delay);
         else
-            n = snprintf(buf, cap, "leaky_bucket:%lld/%s,queue=%lld", (long long)p->limit,
-                         period, (long long)p->queue);
+            n = snprintf(buf, cap, "leaky_bucket:%lld/%s,queue=%lld", (long long)p->limit, period,
+                         (long long)p->queue);
         break;
     default:
-        n = snprintf(buf, cap, "%s:%lld/%s", rlt_algo_name(p->algo), (long long)p->limit,
-                     period);
+        n = snprintf(buf, cap, "%s:%lld/%s", rlt_algo_name(p->algo), (long long)p->limit, period);
         break;
     }
     if (n < 0 || (size_t)n >= cap) return RLT_ENOSPC;

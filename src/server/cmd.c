@@ -57,11 +57,21 @@ int rlt__make_key(const char *prefix, size_t plen, const char *key, size_t klen,
 static void store_error(rlt__obuf *o, int st)
 {
     switch (st) {
-    case RLT_EKEYLEN: rlt__resp_error(o, "ERR invalid key: empty or longer than 512 bytes"); break;
-    case RLT_EFULL: rlt__resp_error(o, "ERR store is full (fail-closed): new key refused"); break;
-    case RLT_ERANGE: rlt__resp_error(o, "ERR cost out of range for this policy"); break;
-    case RLT_ENOENT: rlt__resp_error(o, "ERR unknown policy"); break;
-    default: rlt__resp_errorf(o, "ERR %s", rlt_strerror(st)); break;
+    case RLT_EKEYLEN:
+        rlt__resp_error(o, "ERR invalid key: empty or longer than 512 bytes");
+        break;
+    case RLT_EFULL:
+        rlt__resp_error(o, "ERR store is full (fail-closed): new key refused");
+        break;
+    case RLT_ERANGE:
+        rlt__resp_error(o, "ERR cost out of range for this policy");
+        break;
+    case RLT_ENOENT:
+        rlt__resp_error(o, "ERR unknown policy");
+        break;
+    default:
+        rlt__resp_errorf(o, "ERR %s", rlt_strerror(st));
+        break;
     }
 }
 
@@ -131,9 +141,8 @@ static void reply_throttle(rlt__obuf *o, int64_t burst1, int64_t qty, const rlt_
 
 /* Resolves (key, policy) arguments with the tenant prefix.  Returns the policy id, or -1
  * after writing an error.  A policy "@tier" sets *tier instead (id -2). */
-static int target(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *key,
-                  const rlt__resp_arg *pol, char *kbuf, int *klen, bool *shadow, char *tier,
-                  rlt__obuf *o)
+static int target(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *key, const rlt__resp_arg *pol,
+                  char *kbuf, int *klen, bool *shadow, char *tier, rlt__obuf *o)
 {
     *klen = rlt__make_key(ss->prefix, ss->prefix_len, key->ptr, key->len, kbuf);
     if (*klen < 0) {
@@ -156,8 +165,8 @@ static int target(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *key,
 }
 
 /* RL.CHECK key policy [cost] / RL.PEEK key policy */
-static void cmd_check(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n,
-                      rlt_ns now, rlt__obuf *o, bool peek)
+static void cmd_check(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n, rlt_ns now,
+                      rlt__obuf *o, bool peek)
 {
     if (n < 3 || n > (peek ? 3u : 4u)) return err_arity(o, &a[0]);
     int64_t cost = peek ? 0 : 1;
@@ -177,8 +186,8 @@ static void cmd_check(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, siz
 }
 
 /* RL.MULTI key policy cost [key policy cost ...]: all-or-nothing. */
-static void cmd_multi(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n,
-                      rlt_ns now, rlt__obuf *o)
+static void cmd_multi(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n, rlt_ns now,
+                      rlt__obuf *o)
 {
     enum { MAX_CHECKS = 16 };
     if (n < 4 || (n - 1) % 3 != 0) return err_arity(o, &a[0]);
@@ -213,8 +222,8 @@ static void cmd_multi(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, siz
 }
 
 /* RL.RESET key policy / RL.RELEASE key policy lease / RL.ACQUIRE key policy */
-static void cmd_keyop(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n,
-                      rlt_ns now, rlt__obuf *o, int op)
+static void cmd_keyop(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n, rlt_ns now,
+                      rlt__obuf *o, int op)
 {
     size_t want = op == 2 ? 4 : 3;
     if (n != want) return err_arity(o, &a[0]);
@@ -254,8 +263,7 @@ static void cmd_keyop(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, siz
 }
 
 /* RL.TIER key tier: assigns a tier to a key. */
-static void cmd_tier(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n,
-                     rlt__obuf *o)
+static void cmd_tier(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n, rlt__obuf *o)
 {
     if (n != 3) return err_arity(o, &a[0]);
     char key[RLT_KEY_MAX], tier[RLT_NAME_MAX + 1];
@@ -336,8 +344,7 @@ static void cmd_auth(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *user,
     if (reply_ok) rlt__resp_simple(o, "OK");
 }
 
-static void cmd_hello(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n,
-                      rlt__obuf *o)
+static void cmd_hello(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n, rlt__obuf *o)
 {
     size_t i = 1;
     if (n >= 2) {
@@ -524,8 +531,8 @@ static bool memo_hit(const memo *m, const rlt__srv *s, const rlt__config *cfg, c
     return m->gen == s->gen && m->cfg == cfg && m->len == len && memcmp(m->bytes, b, len) == 0;
 }
 
-static void memo_set(memo *m, const rlt__srv *s, const rlt__config *cfg, const char *b,
-                     size_t len, int id, bool shadow, int64_t burst1)
+static void memo_set(memo *m, const rlt__srv *s, const rlt__config *cfg, const char *b, size_t len,
+                     int id, bool shadow, int64_t burst1)
 {
     if (len > MEMO_BYTES) return;
     m->gen = s->gen;
@@ -602,15 +609,15 @@ static bool stage_throttle(rlt__pipe *p, rlt__srv *s, const rlt__session *ss,
 }
 
 /* Stages RL.CHECK / RL.PEEK as item p->n; mirrors cmd_check's success path without tiers. */
-static bool stage_check(rlt__pipe *p, rlt__srv *s, const rlt__session *ss,
-                        const rlt__resp_arg *a, size_t n, bool peek)
+static bool stage_check(rlt__pipe *p, rlt__srv *s, const rlt__session *ss, const rlt__resp_arg *a,
+                        size_t n, bool peek)
 {
     if (n < 3 || n > (peek ? 3u : 4u)) return false;
     int64_t cost = peek ? 0 : 1;
     if (n == 4 && (!get_i64(&a[3], &cost) || cost < 0)) return false;
     const rlt__resp_arg *pol = &a[2];
     if (pol->len > 1 && pol->ptr[0] == '@') return false; /* a tier: decided one by one */
-    if (!stage_key(p, ss, &a[1], p->n)) return false;       /* before the policy, as target() */
+    if (!stage_key(p, ss, &a[1], p->n)) return false;     /* before the policy, as target() */
     const rlt__config *cfg = rlt__srv_config(s);
     memo *m = &p->check_memo;
     int id;
@@ -630,8 +637,7 @@ static bool stage_check(rlt__pipe *p, rlt__srv *s, const rlt__session *ss,
 }
 
 /* Counts a decision per policy as the decision seam does (decide.c), applying shadow mode. */
-static void settle(rlt__mslot *ms, const pitem *it, int64_t cost, bool shadow_all,
-                   rlt_decision *d)
+static void settle(rlt__mslot *ms, const pitem *it, int64_t cost, bool shadow_all, rlt_decision *d)
 {
     size_t i = it->id >= 0 && it->id < RLT__METRIC_IDS ? (size_t)it->id : RLT__METRIC_IDS - 1;
     if (!d->allowed && cost > 0 && (it->shadow || shadow_all)) {
@@ -640,8 +646,10 @@ static void settle(rlt__mslot *ms, const pitem *it, int64_t cost, bool shadow_al
         d->retry_after = 0;
         __atomic_fetch_add(&ms->shadowed[i], 1, __ATOMIC_RELAXED);
     }
-    if (d->allowed) __atomic_fetch_add(&ms->allowed[i], 1, __ATOMIC_RELAXED);
-    else __atomic_fetch_add(&ms->denied[i], 1, __ATOMIC_RELAXED);
+    if (d->allowed)
+        __atomic_fetch_add(&ms->allowed[i], 1, __ATOMIC_RELAXED);
+    else
+        __atomic_fetch_add(&ms->denied[i], 1, __ATOMIC_RELAXED);
 }
 
 void rlt__pipe_flush(rlt__pipe *p, rlt__srv *s)
@@ -679,20 +687,25 @@ void rlt__pipe_flush(rlt__pipe *p, rlt__srv *s)
             continue;
         }
         if (local) settle(ms, it, p->costs[i], shadow_all, d);
-        if (it->throttle) reply_throttle(out, it->burst1, p->costs[i], d);
-        else reply_decision(out, d);
+        if (it->throttle)
+            reply_throttle(out, it->burst1, p->costs[i], d);
+        else
+            reply_decision(out, d);
     }
 }
 
-void rlt__pipe_exec(rlt__pipe *p, rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a,
-                    size_t n, rlt_ns now, rlt__obuf *out)
+void rlt__pipe_exec(rlt__pipe *p, rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n,
+                    rlt_ns now, rlt__obuf *out)
 {
     assert(n >= 1 && p->n < RLT__PIPE_MAX);
     if (ss->authed && (p->n == 0 || now == p->now)) {
         bool staged = false;
-        if (is(&a[0], "CL.THROTTLE")) staged = stage_throttle(p, s, ss, a, n);
-        else if (is(&a[0], "RL.CHECK")) staged = stage_check(p, s, ss, a, n, false);
-        else if (is(&a[0], "RL.PEEK")) staged = stage_check(p, s, ss, a, n, true);
+        if (is(&a[0], "CL.THROTTLE"))
+            staged = stage_throttle(p, s, ss, a, n);
+        else if (is(&a[0], "RL.CHECK"))
+            staged = stage_check(p, s, ss, a, n, false);
+        else if (is(&a[0], "RL.PEEK"))
+            staged = stage_check(p, s, ss, a, n, true);
         if (staged) {
             p->it[p->n].out = out;
             p->now = now;

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <yaml.h>
 
-#define MAX_DEPTH 16       /* nested descriptor levels */
-#define MAX_NODES 200000   /* node visits: bounds alias bombs ("billion laughs") */
+#define MAX_DEPTH 16     /* nested descriptor levels */
+#define MAX_NODES 200000 /* node visits: bounds alias bombs ("billion laughs") */
 #define MAX_FILE (16 << 20)
 
 typedef struct ctx {
@@ -112,11 +112,10 @@ static int get_size(ctx *x, const yaml_node_t *n, size_t *out, const char *what)
 }
 
 /* Iterates a mapping's pairs as (k, v) node pointers ("continue" works, "break" does not). */
-#define FOR_PAIRS(x, n, k, v)                                                                  \
-    for (yaml_node_pair_t *p_##k = (n)->data.mapping.pairs.start;                              \
-         p_##k < (n)->data.mapping.pairs.top; p_##k++)                                         \
-        for (yaml_node_t *k = node(x, p_##k->key), *v = node(x, p_##k->value); k != NULL;       \
-             k = NULL)
+#define FOR_PAIRS(x, n, k, v)                                                                      \
+    for (yaml_node_pair_t *p_##k = (n)->data.mapping.pairs.start;                                  \
+         p_##k < (n)->data.mapping.pairs.top; p_##k++)                                             \
+        for (yaml_node_t *k = node(x, p_##k->key), *v = node(x, p_##k->value); k != NULL; k = NULL)
 
 static int need_map(ctx *x, const yaml_node_t *n, const char *what)
 {
@@ -127,8 +126,7 @@ static int need_map(ctx *x, const yaml_node_t *n, const char *what)
 
 static int need_seq(ctx *x, const yaml_node_t *n, const char *what)
 {
-    if (n == NULL || n->type != YAML_SEQUENCE_NODE)
-        return fail(x, n, "%s must be a list", what);
+    if (n == NULL || n->type != YAML_SEQUENCE_NODE) return fail(x, n, "%s must be a list", what);
     if (x->visits > MAX_NODES) return fail(x, n, "document too large (aliases?)");
     return 0;
 }
@@ -172,11 +170,14 @@ static int parse_settings(ctx *x, yaml_node_t *n)
         const char *key = key_of(k, &kl);
         int64_t i = 0;
         int r;
-        if (eq(key, kl, "bind")) r = get_str(x, v, s->bind, sizeof s->bind, "bind");
+        if (eq(key, kl, "bind"))
+            r = get_str(x, v, s->bind, sizeof s->bind, "bind");
         else if (eq(key, kl, "port") || eq(key, kl, "http_port")) {
             r = get_int(x, v, -1, 65535, &i, "a port (-1 = off, 0 = any free port)");
-            if (r == 0 && eq(key, kl, "port")) s->port = (int)i;
-            else if (r == 0) s->http_port = (int)i;
+            if (r == 0 && eq(key, kl, "port"))
+                s->port = (int)i;
+            else if (r == 0)
+                s->http_port = (int)i;
         } else if (eq(key, kl, "threads")) {
             r = get_int(x, v, 0, 64, &i, "threads");
             s->threads = (int)i;
@@ -186,8 +187,10 @@ static int parse_settings(ctx *x, yaml_node_t *n)
             r = get_str(x, v, s->snapshot, sizeof s->snapshot, "snapshot");
         else if (eq(key, kl, "snapshot_interval"))
             r = get_duration(x, v, &s->snapshot_interval, "snapshot_interval");
-        else if (eq(key, kl, "max_keys")) r = get_size(x, v, &s->max_keys, "max_keys");
-        else if (eq(key, kl, "fail_closed")) r = get_bool(x, v, &s->fail_closed, "fail_closed");
+        else if (eq(key, kl, "max_keys"))
+            r = get_size(x, v, &s->max_keys, "max_keys");
+        else if (eq(key, kl, "fail_closed"))
+            r = get_bool(x, v, &s->fail_closed, "fail_closed");
         else if (eq(key, kl, "max_connections"))
             r = get_size(x, v, &s->max_connections, "max_connections");
         else if (eq(key, kl, "max_output_buffer"))
@@ -220,9 +223,12 @@ static int get_fail(ctx *x, const yaml_node_t *n, int *out)
 {
     size_t len;
     const char *s = scalar(n, &len);
-    if (s != NULL && eq(s, len, "open")) *out = RLT__FAIL_OPEN;
-    else if (s != NULL && eq(s, len, "closed")) *out = RLT__FAIL_CLOSED;
-    else return fail(x, n, "fail must be open or closed");
+    if (s != NULL && eq(s, len, "open"))
+        *out = RLT__FAIL_OPEN;
+    else if (s != NULL && eq(s, len, "closed"))
+        *out = RLT__FAIL_CLOSED;
+    else
+        return fail(x, n, "fail must be open or closed");
     return 0;
 }
 
@@ -295,8 +301,9 @@ static int parse_redis(ctx *x, yaml_node_t *n)
             r = get_redis_duration(x, v, RLT_NS_PER_MS, 3600 * RLT_NS_PER_S, &rs->backoff_max,
                                    "redis backoff_max");
         else
-            r = fail(x, k, "unknown redis setting '%.*s' (address, cluster, password, prefix, "
-                           "timeout, fail, breaker_failures, backoff_min, backoff_max)",
+            r = fail(x, k,
+                     "unknown redis setting '%.*s' (address, cluster, password, prefix, "
+                     "timeout, fail, breaker_failures, backoff_min, backoff_max)",
                      (int)(kl > 64 ? 64 : kl), key);
         if (r < 0) return -1;
     }
@@ -418,8 +425,9 @@ static int parse_rate_limit(ctx *x, yaml_node_t *n, rlt__rule *rule)
             s = scalar(v, &vl);
             algo = s ? rlt_algo_from_name(s, vl) : RLT_ALGO_NONE;
             if (algo == RLT_ALGO_NONE)
-                r = fail(x, v, "unknown algorithm (fixed_window, sliding_log, sliding_window, "
-                               "token_bucket, gcra, leaky_bucket, concurrency)");
+                r = fail(x, v,
+                         "unknown algorithm (fixed_window, sliding_log, sliding_window, "
+                         "token_bucket, gcra, leaky_bucket, concurrency)");
         } else if (eq(key, kl, "burst")) {
             r = get_int(x, v, 1, INT32_MAX, &burst, "burst");
         } else if (eq(key, kl, "policy")) {
@@ -535,8 +543,7 @@ static int parse_descs(ctx *x, yaml_node_t *n, const char *path, int depth, rlt_
         } else if (shadow) {
             return fail(x, e, "shadow_mode needs a rate_limit");
         }
-        if (sub != NULL &&
-            parse_descs(x, sub, mypath, depth + 1, &d->children, &d->nchildren) < 0)
+        if (sub != NULL && parse_descs(x, sub, mypath, depth + 1, &d->children, &d->nchildren) < 0)
             return -1;
     }
     return 0;
@@ -563,8 +570,8 @@ static int add_domain(ctx *x, yaml_node_t *name_node, yaml_node_t *descs)
 
 /* ---- policies, tiers, tenants --------------------------------------------------------- */
 
-static int add_named(ctx *x, const yaml_node_t *at, const char *name, const char *text,
-                     bool shadow, int failmode)
+static int add_named(ctx *x, const yaml_node_t *at, const char *name, const char *text, bool shadow,
+                     int failmode)
 {
     rlt__config *c = x->c;
     if (!valid_name(name) || strlen(name) > RLT_NAME_MAX - 2)
@@ -610,7 +617,8 @@ static int parse_policies(ctx *x, yaml_node_t *n)
                 size_t kl;
                 const char *kk = key_of(k2, &kl);
                 int r;
-                if (eq(kk, kl, "policy")) r = get_str(x, v2, text, sizeof text, "policy");
+                if (eq(kk, kl, "policy"))
+                    r = get_str(x, v2, text, sizeof text, "policy");
                 else if (eq(kk, kl, "shadow_mode"))
                     r = get_bool(x, v2, &shadow, "shadow_mode");
                 else if (eq(kk, kl, "fail"))
@@ -637,8 +645,8 @@ static int parse_tiers(ctx *x, yaml_node_t *n)
         if (!valid_name(t.name)) return fail(x, k, "tier name must be [A-Za-z0-9_.-]+");
         if (get_str(x, v, t.policy, sizeof t.policy, "a tier's policy name") < 0) return -1;
         if (rlt__config_named(c, t.policy, strlen(t.policy)) == NULL)
-            return fail(x, v, "tier '%s': no policy named '%s' (define it under policies:)",
-                        t.name, t.policy);
+            return fail(x, v, "tier '%s': no policy named '%s' (define it under policies:)", t.name,
+                        t.policy);
         for (size_t i = 0; i < c->ntiers; i++)
             if (strcmp(c->tiers[i].name, t.name) == 0)
                 return fail(x, k, "duplicate tier '%s'", t.name);
@@ -666,7 +674,8 @@ static int parse_tenants(ctx *x, yaml_node_t *n)
             size_t kl;
             const char *kk = key_of(k, &kl);
             int r;
-            if (eq(kk, kl, "name")) r = get_str(x, v, t.name, sizeof t.name, "name");
+            if (eq(kk, kl, "name"))
+                r = get_str(x, v, t.name, sizeof t.name, "name");
             else if (eq(kk, kl, "password"))
                 r = get_str(x, v, t.password, sizeof t.password, "password");
             else if (eq(kk, kl, "prefix")) {
@@ -742,13 +751,20 @@ static int parse_root(ctx *x, yaml_node_t *root)
         size_t kl;
         const char *kk = key_of(k, &kl);
         int r = 0;
-        if (eq(kk, kl, "domain")) domain = v;
-        else if (eq(kk, kl, "descriptors")) descs = v;
-        else if (eq(kk, kl, "policies")) continue;
-        else if (eq(kk, kl, "tiers")) tiers = v;
-        else if (eq(kk, kl, "server")) r = parse_settings(x, v);
-        else if (eq(kk, kl, "redis")) r = parse_redis(x, v);
-        else if (eq(kk, kl, "tenants")) r = parse_tenants(x, v);
+        if (eq(kk, kl, "domain"))
+            domain = v;
+        else if (eq(kk, kl, "descriptors"))
+            descs = v;
+        else if (eq(kk, kl, "policies"))
+            continue;
+        else if (eq(kk, kl, "tiers"))
+            tiers = v;
+        else if (eq(kk, kl, "server"))
+            r = parse_settings(x, v);
+        else if (eq(kk, kl, "redis"))
+            r = parse_redis(x, v);
+        else if (eq(kk, kl, "tenants"))
+            r = parse_tenants(x, v);
         else if (eq(kk, kl, "default_tier"))
             r = get_str(x, v, x->c->default_tier, sizeof x->c->default_tier, "default_tier");
         else if (eq(kk, kl, "domains")) {
@@ -762,9 +778,12 @@ static int parse_root(ctx *x, yaml_node_t *root)
                 {
                     size_t k2l;
                     const char *key2 = key_of(k2, &k2l);
-                    if (eq(key2, k2l, "domain")) dn = v2;
-                    else if (eq(key2, k2l, "descriptors")) dd = v2;
-                    else return fail(x, k2, "a domain takes domain and descriptors");
+                    if (eq(key2, k2l, "domain"))
+                        dn = v2;
+                    else if (eq(key2, k2l, "descriptors"))
+                        dd = v2;
+                    else
+                        return fail(x, k2, "a domain takes domain and descriptors");
                 }
                 if (dn == NULL) return fail(x, e, "a domain entry needs domain:");
                 if (add_domain(x, dn, dd) < 0) return -1;
@@ -785,8 +804,8 @@ static int parse_root(ctx *x, yaml_node_t *root)
     return 0;
 }
 
-int rlt__config_parse(const char *text, size_t len, const char *file, rlt__config **out,
-                      char *err, size_t errlen)
+int rlt__config_parse(const char *text, size_t len, const char *file, rlt__config **out, char *err,
+                      size_t errlen)
 {
     *out = NULL;
     rlt__config *c = config_new();
@@ -803,10 +822,9 @@ int rlt__config_parse(const char *text, size_t len, const char *file, rlt__confi
     }
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
     if (!yaml_parser_load(&parser, &doc)) {
-        snprintf(err, errlen, "%s:%lu: %s%s%s", file,
-                 (unsigned long)(parser.problem_mark.line + 1),
-                 parser.problem ? parser.problem : "YAML syntax error",
-                 parser.context ? " " : "", parser.context ? parser.context : "");
+        snprintf(err, errlen, "%s:%lu: %s%s%s", file, (unsigned long)(parser.problem_mark.line + 1),
+                 parser.problem ? parser.problem : "YAML syntax error", parser.context ? " " : "",
+                 parser.context ? parser.context : "");
         yaml_parser_delete(&parser);
         rlt__config_free(c);
         return -1;

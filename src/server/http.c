@@ -27,8 +27,7 @@ static void reply(struct evhttp_request *req, int code, const char *reason, cons
     if (b != NULL) evbuffer_free(b);
 }
 
-static void reply_error(struct evhttp_request *req, int code, const char *reason,
-                        const char *msg)
+static void reply_error(struct evhttp_request *req, int code, const char *reason, const char *msg)
 {
     char body[600];
     size_t o = 0;
@@ -91,8 +90,7 @@ static void add_header_lines(struct evhttp_request *req, char *lines)
     }
 }
 
-static void handle_check(struct evhttp_request *req, rlt__srv *s, const char *prefix,
-                         size_t plen)
+static void handle_check(struct evhttp_request *req, rlt__srv *s, const char *prefix, size_t plen)
 {
     char qbuf[4096], err[300];
     const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
@@ -118,9 +116,10 @@ static void handle_check(struct evhttp_request *req, rlt__srv *s, const char *pr
     if (id < 0) return reply_error(req, 400, "Bad Request", err);
     rlt_decision d;
     int st = rlt__decide(s, id, shadow, key, (size_t)klen, rlt__now_mono(), cr.cost, &d);
-    if (st != RLT_OK) return reply_error(req, st == RLT_EFULL ? 503 : 400,
-                                         st == RLT_EFULL ? "Service Unavailable" : "Bad Request",
-                                         rlt_strerror(st));
+    if (st != RLT_OK)
+        return reply_error(req, st == RLT_EFULL ? 503 : 400,
+                           st == RLT_EFULL ? "Service Unavailable" : "Bad Request",
+                           rlt_strerror(st));
     rlt_policy p;
     char hdr[1024];
     if (rlt_store_get_policy(s->store, id, &p) == RLT_OK &&
@@ -134,12 +133,13 @@ static void handle_check(struct evhttp_request *req, rlt__srv *s, const char *pr
                      "\"reset_after_ms\":%lld}\n",
                      d.allowed ? "true" : "false", (long long)d.limit, (long long)d.remaining,
                      (long long)retry, (long long)((d.reset_after + 999999) / 1000000));
-    if (d.allowed) reply(req, 200, "OK", "application/json", body, (size_t)n);
-    else reply(req, 429, "Too Many Requests", "application/json", body, (size_t)n);
+    if (d.allowed)
+        reply(req, 200, "OK", "application/json", body, (size_t)n);
+    else
+        reply(req, 429, "Too Many Requests", "application/json", body, (size_t)n);
 }
 
-static void handle_envoy(struct evhttp_request *req, rlt__srv *s, const char *prefix,
-                         size_t plen)
+static void handle_envoy(struct evhttp_request *req, rlt__srv *s, const char *prefix, size_t plen)
 {
     if (evhttp_request_get_command(req) != EVHTTP_REQ_POST)
         return reply_error(req, 405, "Method Not Allowed", "POST a JSON body");
@@ -154,7 +154,8 @@ static void handle_envoy(struct evhttp_request *req, rlt__srv *s, const char *pr
     rlt__obuf out = {.max = 1 << 20};
     int code = rlt__envoy_decide(s, &er, prefix, plen, rlt__now_mono(), &out, err, sizeof err);
     rlt__envoy_free(&er);
-    if (code < 0) reply_error(req, 400, "Bad Request", err);
+    if (code < 0)
+        reply_error(req, 400, "Bad Request", err);
     else
         reply(req, code, code == 200 ? "OK" : "Too Many Requests", "application/json",
               out.data ? out.data : "", out.len);
@@ -186,7 +187,8 @@ static void on_request(struct evhttp_request *req, void *arg)
         reply(req, 200, "OK", "text/plain; version=0.0.4", out.data ? out.data : "", out.len);
         rlt__obuf_free(&out);
     } else {
-        reply_error(req, 404, "Not Found", "no such endpoint (/v1/check, /json, /metrics, /healthz)");
+        reply_error(req, 404, "Not Found",
+                    "no such endpoint (/v1/check, /json, /metrics, /healthz)");
     }
     rlt__metrics_latency(ms, rlt__now_mono() - t0);
 }

@@ -22,7 +22,8 @@ static long url_decode(const char *s, size_t n, char *out, size_t cap)
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
-        if (c == '+') c = ' ';
+        if (c == '+')
+            c = ' ';
         else if (c == '%') {
             if (i + 2 >= n) return -1;
             int h = hexv(s[i + 1]), l = hexv(s[i + 2]);
@@ -191,16 +192,21 @@ static const char *unit_of(const rlt__rule *r, int64_t *per_unit)
     }
     *per_unit = r->policy.limit;
     switch (r->policy.period) {
-    case RLT_NS_PER_S: return "SECOND";
-    case 60 * RLT_NS_PER_S: return "MINUTE";
-    case 3600 * RLT_NS_PER_S: return "HOUR";
-    case 86400 * RLT_NS_PER_S: return "DAY";
-    default: return "UNKNOWN";
+    case RLT_NS_PER_S:
+        return "SECOND";
+    case 60 * RLT_NS_PER_S:
+        return "MINUTE";
+    case 3600 * RLT_NS_PER_S:
+        return "HOUR";
+    case 86400 * RLT_NS_PER_S:
+        return "DAY";
+    default:
+        return "UNKNOWN";
     }
 }
 
 typedef struct status {
-    int rule;       /* -1: no limit */
+    int rule; /* -1: no limit */
     bool over;
     int64_t remaining;
     rlt_ns reset;
@@ -208,8 +214,7 @@ typedef struct status {
 
 /* Builds the store key: tenant prefix, then domain and every entry, length-prefixed so that
  * no two descriptors collide. */
-static int envoy_key(const rlt__envoy_req *r, size_t i, const char *prefix, size_t plen,
-                     char *out)
+static int envoy_key(const rlt__envoy_req *r, size_t i, const char *prefix, size_t plen, char *out)
 {
     char tmp[RLT_KEY_MAX];
     int n = snprintf(tmp, sizeof tmp, "%zu:%.*s", r->dlen, (int)r->dlen, r->domain);
@@ -233,8 +238,8 @@ int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const char *prefix, 
     static __thread char keys[RLT__ENVOY_MAX_DESCRIPTORS][RLT_KEY_MAX];
     int klen[RLT__ENVOY_MAX_DESCRIPTORS];
     for (size_t i = 0; i < r->ndesc; i++) {
-        st[i] = (status){.rule = rlt__config_match(c, r->domain, r->dlen, r->entries[i],
-                                                   r->nentries[i])};
+        st[i] = (status){
+            .rule = rlt__config_match(c, r->domain, r->dlen, r->entries[i], r->nentries[i])};
     }
     /* replaces: a matched rule that replaces name N drops every matched rule named N. */
     for (size_t i = 0; i < r->ndesc; i++) {
@@ -277,8 +282,10 @@ int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const char *prefix, 
             continue;
         }
         map[nchecks] = i;
-        checks[nchecks++] = (rlt_check){.policy = ru->policy_id, .key = keys[i],
-                                        .klen = (size_t)klen[i], .cost = r->hits_addend};
+        checks[nchecks++] = (rlt_check){.policy = ru->policy_id,
+                                        .key = keys[i],
+                                        .klen = (size_t)klen[i],
+                                        .cost = r->hits_addend};
     }
     if (over) {
         /* A block-all rule matched: nothing else is charged. */
@@ -308,8 +315,8 @@ int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const char *prefix, 
         for (size_t k = 0; k < nchecks; k++) {
             rlt_decision pd;
             size_t i = map[k];
-            if (rlt__decide_peek(s, checks[k].policy, checks[k].key, checks[k].klen, now,
-                                 &pd) == RLT_OK) {
+            if (rlt__decide_peek(s, checks[k].policy, checks[k].key, checks[k].klen, now, &pd) ==
+                RLT_OK) {
                 st[i].remaining = pd.remaining;
                 st[i].reset = pd.reset_after;
             }
@@ -340,8 +347,8 @@ int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const char *prefix, 
             put_json_str(out, ru->rl_name);
             putj(out, ",");
         }
-        snprintf(buf, sizeof buf, "\"requestsPerUnit\":%lld,\"unit\":\"%s\"}",
-                 (long long)per_unit, unit);
+        snprintf(buf, sizeof buf, "\"requestsPerUnit\":%lld,\"unit\":\"%s\"}", (long long)per_unit,
+                 unit);
         putj(out, buf);
         /* proto3 JSON omits zero values. */
         if (st[i].remaining > 0) {

@@ -50,10 +50,9 @@ static int apply_overrides(rlt__settings *set, const overrides *o, char *err, si
     if (o->has_threads) set->threads = (int)o->threads;
     if (o->has_keys) set->max_keys = (size_t)o->max_keys;
     if (o->has_conns) set->max_connections = (size_t)o->max_conns;
-    if (o->interval &&
-        (rlt_duration_parse(o->interval, strlen(o->interval), RLT_NS_PER_S,
-                            &set->snapshot_interval) != RLT_OK ||
-         set->snapshot_interval < 0)) {
+    if (o->interval && (rlt_duration_parse(o->interval, strlen(o->interval), RLT_NS_PER_S,
+                                           &set->snapshot_interval) != RLT_OK ||
+                        set->snapshot_interval < 0)) {
         snprintf(err, errlen, "--snapshot-interval: not a duration: %s", o->interval);
         return -1;
     }
@@ -170,8 +169,10 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
     }
     if (!rlt__is_loopback(cfg->set.bind) && cfg->set.password[0] == '\0' && cfg->ntenants == 0) {
         __atomic_fetch_add(&m->s->metrics.reloads_failed, 1, __ATOMIC_RELAXED);
-        fprintf(stderr, "ratelimitd: reload failed, keeping the old config: %s would leave a "
-                        "non-loopback bind without a password\n", m->o->config);
+        fprintf(stderr,
+                "ratelimitd: reload failed, keeping the old config: %s would leave a "
+                "non-loopback bind without a password\n",
+                m->o->config);
         rlt__config_free(cfg);
         return;
     }
@@ -277,8 +278,9 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!rlt__is_loopback(cfg->set.bind) && cfg->set.password[0] == '\0' && cfg->ntenants == 0) {
-        fprintf(stderr, "ratelimitd: refusing to listen on %s without a password: set "
-                        "--password or server.password (or tenants), or bind 127.0.0.1\n",
+        fprintf(stderr,
+                "ratelimitd: refusing to listen on %s without a password: set "
+                "--password or server.password (or tenants), or bind 127.0.0.1\n",
                 cfg->set.bind);
         rlt__config_free(cfg);
         return 2;

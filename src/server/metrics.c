@@ -104,11 +104,12 @@ void rlt__metrics_prometheus(rlt__srv *s, rlt__obuf *o)
     rlt_store_stats st;
     rlt_store_stats_get(s->store, &st);
     rlt__metrics *m = &s->metrics;
-    putf(o, "# HELP ratelimitd_decisions_total Decisions by outcome.\n"
-            "# TYPE ratelimitd_decisions_total counter\n"
-            "ratelimitd_decisions_total{outcome=\"allowed\"} %" PRIu64 "\n"
-            "ratelimitd_decisions_total{outcome=\"denied\"} %" PRIu64 "\n"
-            "ratelimitd_decisions_total{outcome=\"shadow_denied\"} %" PRIu64 "\n",
+    putf(o,
+         "# HELP ratelimitd_decisions_total Decisions by outcome.\n"
+         "# TYPE ratelimitd_decisions_total counter\n"
+         "ratelimitd_decisions_total{outcome=\"allowed\"} %" PRIu64 "\n"
+         "ratelimitd_decisions_total{outcome=\"denied\"} %" PRIu64 "\n"
+         "ratelimitd_decisions_total{outcome=\"shadow_denied\"} %" PRIu64 "\n",
          t.allowed, t.denied, t.shadowed);
     putf(o, "# HELP ratelimitd_policy_decisions_total Decisions per policy (rule).\n"
             "# TYPE ratelimitd_policy_decisions_total counter\n");
@@ -117,8 +118,10 @@ void rlt__metrics_prometheus(rlt__srv *s, rlt__obuf *o)
         per_id(s, id, &a, &d, &sh);
         if (a + d + sh == 0) continue;
         char name[RLT_NAME_MAX + 1], esc[2 * RLT_NAME_MAX + 8];
-        if (id == RLT__METRIC_IDS - 1) snprintf(name, sizeof name, "(other)");
-        else rlt__srv_policy_name(s, (int)id, name, sizeof name);
+        if (id == RLT__METRIC_IDS - 1)
+            snprintf(name, sizeof name, "(other)");
+        else
+            rlt__srv_policy_name(s, (int)id, name, sizeof name);
         label(esc, sizeof esc, name);
         putf(o,
              "ratelimitd_policy_decisions_total{policy=\"%s\",outcome=\"allowed\"} %" PRIu64 "\n"
@@ -127,32 +130,33 @@ void rlt__metrics_prometheus(rlt__srv *s, rlt__obuf *o)
              "%" PRIu64 "\n",
              esc, a, esc, d, esc, sh);
     }
-    putf(o, "# HELP ratelimitd_keys Live keys in the store.\n# TYPE ratelimitd_keys gauge\n"
-            "ratelimitd_keys %" PRIu64 "\n"
-            "# HELP ratelimitd_store_bytes Bytes held by the store.\n"
-            "# TYPE ratelimitd_store_bytes gauge\nratelimitd_store_bytes %" PRIu64 "\n"
-            "# HELP ratelimitd_evictions_total Keys dropped.\n"
-            "# TYPE ratelimitd_evictions_total counter\n"
-            "ratelimitd_evictions_total{reason=\"idle\"} %" PRIu64 "\n"
-            "ratelimitd_evictions_total{reason=\"forced\"} %" PRIu64 "\n"
-            "ratelimitd_refused_full_total %" PRIu64 "\n",
+    putf(o,
+         "# HELP ratelimitd_keys Live keys in the store.\n# TYPE ratelimitd_keys gauge\n"
+         "ratelimitd_keys %" PRIu64 "\n"
+         "# HELP ratelimitd_store_bytes Bytes held by the store.\n"
+         "# TYPE ratelimitd_store_bytes gauge\nratelimitd_store_bytes %" PRIu64 "\n"
+         "# HELP ratelimitd_evictions_total Keys dropped.\n"
+         "# TYPE ratelimitd_evictions_total counter\n"
+         "ratelimitd_evictions_total{reason=\"idle\"} %" PRIu64 "\n"
+         "ratelimitd_evictions_total{reason=\"forced\"} %" PRIu64 "\n"
+         "ratelimitd_refused_full_total %" PRIu64 "\n",
          st.keys, st.bytes, st.evicted_idle, st.evicted_forced, st.refused_full);
-    putf(o, "# HELP ratelimitd_connections Open client connections.\n"
-            "# TYPE ratelimitd_connections gauge\nratelimitd_connections %" PRId64 "\n"
-            "# TYPE ratelimitd_connections_total counter\n"
-            "ratelimitd_connections_total %" PRIu64 "\n"
-            "ratelimitd_connections_rejected_total %" PRIu64 "\n"
-            "# TYPE ratelimitd_commands_total counter\nratelimitd_commands_total %" PRIu64 "\n"
-            "ratelimitd_command_errors_total %" PRIu64 "\n"
-            "ratelimitd_http_requests_total %" PRIu64 "\n"
-            "ratelimitd_snapshots_total{result=\"ok\"} %" PRIu64 "\n"
-            "ratelimitd_snapshots_total{result=\"failed\"} %" PRIu64 "\n"
-            "ratelimitd_reloads_total{result=\"ok\"} %" PRIu64 "\n"
-            "ratelimitd_reloads_total{result=\"failed\"} %" PRIu64 "\n",
-         __atomic_load_n(&m->connections_current, __ATOMIC_RELAXED),
-         ld(&m->connections_total), ld(&m->connections_rejected), t.commands, t.errors, t.http,
-         ld(&m->snapshots_ok), ld(&m->snapshots_failed), ld(&m->reloads_ok),
-         ld(&m->reloads_failed));
+    putf(o,
+         "# HELP ratelimitd_connections Open client connections.\n"
+         "# TYPE ratelimitd_connections gauge\nratelimitd_connections %" PRId64 "\n"
+         "# TYPE ratelimitd_connections_total counter\n"
+         "ratelimitd_connections_total %" PRIu64 "\n"
+         "ratelimitd_connections_rejected_total %" PRIu64 "\n"
+         "# TYPE ratelimitd_commands_total counter\nratelimitd_commands_total %" PRIu64 "\n"
+         "ratelimitd_command_errors_total %" PRIu64 "\n"
+         "ratelimitd_http_requests_total %" PRIu64 "\n"
+         "ratelimitd_snapshots_total{result=\"ok\"} %" PRIu64 "\n"
+         "ratelimitd_snapshots_total{result=\"failed\"} %" PRIu64 "\n"
+         "ratelimitd_reloads_total{result=\"ok\"} %" PRIu64 "\n"
+         "ratelimitd_reloads_total{result=\"failed\"} %" PRIu64 "\n",
+         __atomic_load_n(&m->connections_current, __ATOMIC_RELAXED), ld(&m->connections_total),
+         ld(&m->connections_rejected), t.commands, t.errors, t.http, ld(&m->snapshots_ok),
+         ld(&m->snapshots_failed), ld(&m->reloads_ok), ld(&m->reloads_failed));
     putf(o, "# HELP ratelimitd_command_seconds Time to execute a command or HTTP request "
             "(excluding network).\n# TYPE ratelimitd_command_seconds histogram\n");
     uint64_t cum = 0;
@@ -189,25 +193,28 @@ void rlt__metrics_info(rlt__srv *s, rlt__obuf *o)
             break;
         }
     }
-    putf(o, "# Server\r\nratelimitd_version:0.1.0\r\nredis_version:7.0.0\r\nuptime_in_seconds:%lld\r\n"
-            "\r\n# Clients\r\nconnected_clients:%" PRId64 "\r\ntotal_connections_received:%" PRIu64
-            "\r\nrejected_connections:%" PRIu64 "\r\n",
+    putf(o,
+         "# Server\r\nratelimitd_version:0.1.0\r\nredis_version:7.0.0\r\nuptime_in_seconds:%lld\r\n"
+         "\r\n# Clients\r\nconnected_clients:%" PRId64 "\r\ntotal_connections_received:%" PRIu64
+         "\r\nrejected_connections:%" PRIu64 "\r\n",
          (long long)((rlt__now_mono() - s->started) / RLT_NS_PER_S),
          __atomic_load_n(&m->connections_current, __ATOMIC_RELAXED), ld(&m->connections_total),
          ld(&m->connections_rejected));
-    putf(o, "\r\n# Stats\r\ntotal_commands_processed:%" PRIu64 "\r\ncommand_errors:%" PRIu64
-            "\r\nhttp_requests:%" PRIu64 "\r\ndecisions_allowed:%" PRIu64
-            "\r\ndecisions_denied:%" PRIu64 "\r\ndecisions_shadow_denied:%" PRIu64
-            "\r\nlatency_p99_le_us:%lld\r\nlatency_avg_ns:%" PRIu64 "\r\n",
+    putf(o,
+         "\r\n# Stats\r\ntotal_commands_processed:%" PRIu64 "\r\ncommand_errors:%" PRIu64
+         "\r\nhttp_requests:%" PRIu64 "\r\ndecisions_allowed:%" PRIu64
+         "\r\ndecisions_denied:%" PRIu64 "\r\ndecisions_shadow_denied:%" PRIu64
+         "\r\nlatency_p99_le_us:%lld\r\nlatency_avg_ns:%" PRIu64 "\r\n",
          t.commands, t.errors, t.http, t.allowed, t.denied, t.shadowed, p99,
          t.commands ? t.lat_sum / t.commands : 0);
-    putf(o, "\r\n# Keyspace\r\nkeys:%" PRIu64 "\r\nstore_bytes:%" PRIu64
-            "\r\nevicted_idle:%" PRIu64 "\r\nevicted_forced:%" PRIu64 "\r\nrefused_full:%" PRIu64
-            "\r\n\r\n# Persistence\r\nsnapshot_path:%s\r\nsnapshots_ok:%" PRIu64
-            "\r\nsnapshots_failed:%" PRIu64 "\r\nreloads_ok:%" PRIu64 "\r\nreloads_failed:%" PRIu64
-            "\r\n",
-         st.keys, st.bytes, st.evicted_idle, st.evicted_forced, st.refused_full,
-         c->set.snapshot, ld(&m->snapshots_ok), ld(&m->snapshots_failed), ld(&m->reloads_ok),
+    putf(o,
+         "\r\n# Keyspace\r\nkeys:%" PRIu64 "\r\nstore_bytes:%" PRIu64 "\r\nevicted_idle:%" PRIu64
+         "\r\nevicted_forced:%" PRIu64 "\r\nrefused_full:%" PRIu64
+         "\r\n\r\n# Persistence\r\nsnapshot_path:%s\r\nsnapshots_ok:%" PRIu64
+         "\r\nsnapshots_failed:%" PRIu64 "\r\nreloads_ok:%" PRIu64 "\r\nreloads_failed:%" PRIu64
+         "\r\n",
+         st.keys, st.bytes, st.evicted_idle, st.evicted_forced, st.refused_full, c->set.snapshot,
+         ld(&m->snapshots_ok), ld(&m->snapshots_failed), ld(&m->reloads_ok),
          ld(&m->reloads_failed));
     putf(o, "\r\n# Policies\r\n");
     for (size_t id = 0; id < RLT__METRIC_IDS; id++) {
@@ -215,8 +222,10 @@ void rlt__metrics_info(rlt__srv *s, rlt__obuf *o)
         per_id(s, id, &a, &d, &sh);
         if (a + d + sh == 0) continue;
         char name[RLT_NAME_MAX + 1];
-        if (id == RLT__METRIC_IDS - 1) snprintf(name, sizeof name, "(other)");
-        else rlt__srv_policy_name(s, (int)id, name, sizeof name);
+        if (id == RLT__METRIC_IDS - 1)
+            snprintf(name, sizeof name, "(other)");
+        else
+            rlt__srv_policy_name(s, (int)id, name, sizeof name);
         putf(o, "policy:%s,allowed=%" PRIu64 ",denied=%" PRIu64 ",shadow_denied=%" PRIu64 "\r\n",
              name, a, d, sh);
     }

@@ -83,7 +83,8 @@ bool rlt__is_loopback(const char *a)
 /* One listening socket on addr:port with SO_REUSEPORT.  Returns the fd or -1. */
 static int listen_on(const char *addr, int port, char *err, size_t errlen)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *res = NULL;
     char ps[16];
@@ -129,8 +130,10 @@ static void conn_close(conn *c)
             pp = &(*pp)->turn_next;
         *pp = c->turn_next;
     }
-    if (c->prev) c->prev->next = c->next;
-    else w->conns = c->next;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        w->conns = c->next;
     if (c->next) c->next->prev = c->prev;
     event_free(c->rev);
     event_free(c->wev);
@@ -265,7 +268,8 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 
     /* The one clock reading for every command of this turn. */
     if (w->turn_now == 0) w->turn_now = rlt__now_mono();
-    rlt__resp_limits lim = {.max_args = cfg->set.max_args, .max_bulk = cfg->set.max_bulk,
+    rlt__resp_limits lim = {.max_args = cfg->set.max_args,
+                            .max_bulk = cfg->set.max_bulk,
                             .max_inline = cfg->set.max_bulk};
     size_t off = 0;
     if (!c->in_turn) {
@@ -318,7 +322,8 @@ static void finish_turn(worker *w)
         }
         consume_input(c);
         if (c->in_len > 0) {
-            if (c->partial_since == 0) c->partial_since = now;
+            if (c->partial_since == 0)
+                c->partial_since = now;
             else if (now - c->partial_since > cfg->set.client_timeout &&
                      cfg->set.client_timeout > 0) {
                 /* A client trickling bytes: the command had its deadline. */

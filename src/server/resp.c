@@ -154,12 +154,23 @@ static int split_inline(char *line, size_t n, const rlt__resp_limits *lim, rlt__
                 } else if (line[r] == '\\' && r + 1 < n) {
                     char c = line[r + 1];
                     switch (c) {
-                    case 'n': c = '\n'; break;
-                    case 'r': c = '\r'; break;
-                    case 't': c = '\t'; break;
-                    case 'b': c = '\b'; break;
-                    case 'a': c = '\a'; break;
-                    default: break;
+                    case 'n':
+                        c = '\n';
+                        break;
+                    case 'r':
+                        c = '\r';
+                        break;
+                    case 't':
+                        c = '\t';
+                        break;
+                    case 'b':
+                        c = '\b';
+                        break;
+                    case 'a':
+                        c = '\a';
+                        break;
+                    default:
+                        break;
                     }
                     line[w++] = c;
                     r += 2;
@@ -208,8 +219,8 @@ unbalanced:
     return -1;
 }
 
-static ssize_t parse_inline(char *buf, size_t len, const rlt__resp_limits *lim,
-                            rlt__resp_arg *argv, size_t *argc, const char **err)
+static ssize_t parse_inline(char *buf, size_t len, const rlt__resp_limits *lim, rlt__resp_arg *argv,
+                            size_t *argc, const char **err)
 {
     size_t scan = len < lim->max_inline + 1 ? len : lim->max_inline + 1;
     char *nl = memchr(buf, '\n', scan);
@@ -294,10 +305,11 @@ void rlt__obuf_free(rlt__obuf *b)
 }
 
 /* "00".."99": two digits per division, half the divisions of the digit-at-a-time loop. */
-static const char digit_pairs[201] = "00010203040506070809101112131415161718192021222324252627282930"
-                                     "31323334353637383940414243444546474849505152535455565758596061"
-                                     "62636465666768697071727374757677787980818283848586878889909192"
-                                     "93949596979899";
+static const char digit_pairs[201] =
+    "00010203040506070809101112131415161718192021222324252627282930"
+    "31323334353637383940414243444546474849505152535455565758596061"
+    "62636465666768697071727374757677787980818283848586878889909192"
+    "93949596979899";
 
 size_t rlt__resp_fmt_i64(char *buf, int64_t v)
 {

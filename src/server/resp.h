@@ -72,13 +72,13 @@ void rlt__obuf_consume(rlt__obuf *b, size_t n);
 void rlt__obuf_free(rlt__obuf *b);
 
 /* Reply encoders (RESP2). */
-void rlt__resp_simple(rlt__obuf *b, const char *s);        /* +s\r\n */
-void rlt__resp_error(rlt__obuf *b, const char *s);         /* -s\r\n (s carries its prefix) */
-void rlt__resp_errorf(rlt__obuf *b, const char *fmt, ...); /* printf-style, max 512 bytes */
-void rlt__resp_int(rlt__obuf *b, int64_t v);               /* :v\r\n */
+void rlt__resp_simple(rlt__obuf *b, const char *s);         /* +s\r\n */
+void rlt__resp_error(rlt__obuf *b, const char *s);          /* -s\r\n (s carries its prefix) */
+void rlt__resp_errorf(rlt__obuf *b, const char *fmt, ...);  /* printf-style, max 512 bytes */
+void rlt__resp_int(rlt__obuf *b, int64_t v);                /* :v\r\n */
 void rlt__resp_bulk(rlt__obuf *b, const void *p, size_t n); /* $n\r\n...\r\n */
-void rlt__resp_null(rlt__obuf *b);                         /* $-1\r\n */
-void rlt__resp_array(rlt__obuf *b, size_t n);              /* *n\r\n */
+void rlt__resp_null(rlt__obuf *b);                          /* $-1\r\n */
+void rlt__resp_array(rlt__obuf *b, size_t n);               /* *n\r\n */
 /* An array of n <= RLT__RESP_INTS_MAX integers (*n\r\n:v0\r\n...), appended in one piece. */
 #define RLT__RESP_INTS_MAX 16
 void rlt__resp_ints(rlt__obuf *b, const int64_t *v, size_t n);

@@ -97,8 +97,10 @@ static void set_name(rlt__srv *s, int id, const char *name)
 const char *rlt__srv_policy_name(rlt__srv *s, int id, char *buf, size_t cap)
 {
     pthread_mutex_lock(&s->lock);
-    if (id >= 0 && (size_t)id < s->names_cap) snprintf(buf, cap, "%s", s->names[id]);
-    else snprintf(buf, cap, "%s", "");
+    if (id >= 0 && (size_t)id < s->names_cap)
+        snprintf(buf, cap, "%s", s->names[id]);
+    else
+        snprintf(buf, cap, "%s", "");
     pthread_mutex_unlock(&s->lock);
     return buf;
 }
@@ -126,8 +128,8 @@ int rlt__srv_apply_config(rlt__srv *s, rlt__config *cfg, char *err, size_t errle
     for (size_t i = 0; i < cfg->nrules; i++) {
         rlt__rule *r = &cfg->rules[i];
         if (r->unlimited || r->block_all) continue;
-        int st = rlt_store_set_policy(s->store, r->name, &r->policy, RLT_CHANGE_KEEP,
-                                      &r->policy_id);
+        int st =
+            rlt_store_set_policy(s->store, r->name, &r->policy, RLT_CHANGE_KEEP, &r->policy_id);
         if (st != RLT_OK) {
             pthread_mutex_unlock(&s->lock);
             snprintf(err, errlen, "rule %s (line %d): %s", r->path, r->line, rlt_strerror(st));
@@ -136,8 +138,8 @@ int rlt__srv_apply_config(rlt__srv *s, rlt__config *cfg, char *err, size_t errle
         set_name(s, r->policy_id, r->path);
     }
     for (size_t i = 0; i < cfg->ntiers; i++) {
-        const rlt__named *n = rlt__config_named(cfg, cfg->tiers[i].policy,
-                                                strlen(cfg->tiers[i].policy));
+        const rlt__named *n =
+            rlt__config_named(cfg, cfg->tiers[i].policy, strlen(cfg->tiers[i].policy));
         int st = n ? rlt_store_set_tier(s->store, cfg->tiers[i].name, n->policy_id) : RLT_ENOENT;
         if (st != RLT_OK) {
             pthread_mutex_unlock(&s->lock);
@@ -183,8 +185,7 @@ int rlt__srv_open(rlt__srv **out, rlt__config *cfg, rlt_ns now, int64_t wall_ns,
     if (cfg->set.snapshot[0] != '\0' && stat(cfg->set.snapshot, &sb) == 0) {
         st = rlt_store_load(s->store, cfg->set.snapshot, now, wall_ns);
         if (st != RLT_OK) {
-            snprintf(err, errlen,
-                     "snapshot %s: %s (move it away to start empty, or fix the path)",
+            snprintf(err, errlen, "snapshot %s: %s (move it away to start empty, or fix the path)",
                      cfg->set.snapshot, rlt_strerror(st));
             rlt__config_free(cfg);
             rlt__srv_close(s);
@@ -226,14 +227,18 @@ static int intern_locked(rlt__srv *s, const rlt_policy *p, const char *canon, ch
     for (size_t i = 0; i < s->ninl; i++)
         if (strcmp(s->inl[i].text, canon) == 0) return s->inl[i].id;
     if (s->ninl >= s->inl_max) {
-        snprintf(err, errlen, "too many distinct inline policies (max %zu): name them in the "
-                              "config instead", s->inl_max);
+        snprintf(err, errlen,
+                 "too many distinct inline policies (max %zu): name them in the "
+                 "config instead",
+                 s->inl_max);
         return -1;
     }
     char name[RLT_NAME_MAX + 1];
     size_t cl = strlen(canon);
-    if (cl + 2 <= RLT_NAME_MAX) snprintf(name, sizeof name, "i:%s", canon);
-    else snprintf(name, sizeof name, "i#%016llx", (unsigned long long)hash_bytes(canon, cl));
+    if (cl + 2 <= RLT_NAME_MAX)
+        snprintf(name, sizeof name, "i:%s", canon);
+    else
+        snprintf(name, sizeof name, "i#%016llx", (unsigned long long)hash_bytes(canon, cl));
     int id = -1;
     int st = rlt_store_set_policy(s->store, name, p, RLT_CHANGE_KEEP, &id);
     if (st != RLT_OK) {
@@ -302,8 +307,9 @@ int rlt__srv_resolve(rlt__srv *s, const char *text, size_t len, bool *shadow, ch
         rlt__config *c = rlt__srv_config(s);
         const rlt__named *n = rlt__config_named(c, text, len);
         if (n == NULL) {
-            snprintf(err, errlen, "unknown policy '%.*s' (a name from the config, or text "
-                                  "such as gcra:100/1m,burst=20)",
+            snprintf(err, errlen,
+                     "unknown policy '%.*s' (a name from the config, or text "
+                     "such as gcra:100/1m,burst=20)",
                      (int)(len > 64 ? 64 : len), text);
             return -1;
         }

@@ -34,24 +34,24 @@ typedef struct rlt__redis_settings {
 enum { RLT__FAIL_DEFAULT = 0, RLT__FAIL_CLOSED = 1, RLT__FAIL_OPEN = 2 };
 
 typedef struct rlt__settings {
-    char bind[RLT__STR_MAX];      /* address to listen on; default 127.0.0.1 */
-    int port;                     /* RESP port; 0 = any free port; -1 = off; default 6380 */
-    int http_port;                /* HTTP port; 0 = any free port; -1 = off; default 8080 */
-    int threads;                  /* worker threads; 0 = number of cores */
-    char password[RLT__STR_MAX];  /* AUTH password / HTTP bearer token; "" = none */
-    char snapshot[RLT__STR_MAX];  /* snapshot file; "" = none; default ratelimitd.snap */
-    rlt_ns snapshot_interval;     /* periodic snapshots; default 5 s; 0 = only on exit */
-    size_t max_keys;              /* store cap; 0 = none; default 1,000,000 */
-    bool fail_closed;             /* store full: refuse new keys instead of evicting LRU */
-    size_t max_connections;       /* per daemon; default 10,000 */
-    size_t max_output;            /* per connection output buffer cap, bytes; default 1 MiB */
-    rlt_ns client_timeout;        /* a started command must complete within it; default 10 s */
-    rlt_ns idle_timeout;          /* 0 = never close idle connections (default) */
-    size_t max_inline_policies;   /* distinct inline policy texts; default 1024 */
-    size_t max_args;              /* RESP arguments per command; default 1024 */
-    size_t max_bulk;              /* RESP bulk string bytes; default 65536 */
-    bool shadow_mode;             /* global shadow mode: never deny, count would-be denials */
-    rlt__redis_settings redis;    /* the shared store; redis.address "" = off */
+    char bind[RLT__STR_MAX];     /* address to listen on; default 127.0.0.1 */
+    int port;                    /* RESP port; 0 = any free port; -1 = off; default 6380 */
+    int http_port;               /* HTTP port; 0 = any free port; -1 = off; default 8080 */
+    int threads;                 /* worker threads; 0 = number of cores */
+    char password[RLT__STR_MAX]; /* AUTH password / HTTP bearer token; "" = none */
+    char snapshot[RLT__STR_MAX]; /* snapshot file; "" = none; default ratelimitd.snap */
+    rlt_ns snapshot_interval;    /* periodic snapshots; default 5 s; 0 = only on exit */
+    size_t max_keys;             /* store cap; 0 = none; default 1,000,000 */
+    bool fail_closed;            /* store full: refuse new keys instead of evicting LRU */
+    size_t max_connections;      /* per daemon; default 10,000 */
+    size_t max_output;           /* per connection output buffer cap, bytes; default 1 MiB */
+    rlt_ns client_timeout;       /* a started command must complete within it; default 10 s */
+    rlt_ns idle_timeout;         /* 0 = never close idle connections (default) */
+    size_t max_inline_policies;  /* distinct inline policy texts; default 1024 */
+    size_t max_args;             /* RESP arguments per command; default 1024 */
+    size_t max_bulk;             /* RESP bulk string bytes; default 65536 */
+    bool shadow_mode;            /* global shadow mode: never deny, count would-be denials */
+    rlt__redis_settings redis;   /* the shared store; redis.address "" = off */
 } rlt__settings;
 
 /* A rule of an envoy-style descriptor tree: what a matching descriptor is limited by. */
@@ -62,13 +62,13 @@ typedef struct rlt__rule {
     char **replaces;             /* names this rule replaces */
     size_t nreplaces;
     rlt_policy policy;
-    bool unlimited;          /* rate_limit.unlimited: always OK, never stored */
-    bool block_all;          /* requests_per_unit: 0: always OVER_LIMIT */
-    bool shadow;             /* shadow_mode: count would-be denials, never deny */
-    int fail;                /* RLT__FAIL_*: without Redis, allow or deny (rate_limit.fail) */
+    bool unlimited; /* rate_limit.unlimited: always OK, never stored */
+    bool block_all; /* requests_per_unit: 0: always OVER_LIMIT */
+    bool shadow;    /* shadow_mode: count would-be denials, never deny */
+    int fail;       /* RLT__FAIL_*: without Redis, allow or deny (rate_limit.fail) */
     int64_t requests_per_unit;
-    const char *unit;        /* "SECOND" ... "DAY" for the envoy reply; NULL if not envoy */
-    int policy_id;           /* filled by rlt__srv_apply_config */
+    const char *unit; /* "SECOND" ... "DAY" for the envoy reply; NULL if not envoy */
+    int policy_id;    /* filled by rlt__srv_apply_config */
     int line;
 } rlt__rule;
 
@@ -127,8 +127,8 @@ void rlt__settings_default(rlt__settings *s);
 
 /* Parses YAML config text.  `file` names it in messages.  Returns 0 and *out, or -1 with a
  * message "file:line: reason" in err. */
-int rlt__config_parse(const char *text, size_t len, const char *file, rlt__config **out,
-                      char *err, size_t errlen);
+int rlt__config_parse(const char *text, size_t len, const char *file, rlt__config **out, char *err,
+                      size_t errlen);
 /* Reads and parses a file (as rlt__config_parse). */
 int rlt__config_load(const char *path, rlt__config **out, char *err, size_t errlen);
 /* The embedded default configuration (no file).  NULL only when out of memory. */
@@ -154,9 +154,9 @@ const rlt__named *rlt__config_named(const rlt__config *c, const char *name, size
 
 /* ---- metrics (metrics.c) ----------------------------------------------------------------- */
 
-#define RLT__METRIC_IDS 1024   /* per-policy counters; ids beyond share the last slot */
-#define RLT__LAT_BUCKETS 22    /* latency buckets: <= 1us, 2us, 4us ... 2^20 us, +Inf */
-#define RLT__METRIC_SLOTS 65   /* one writer per slot: workers 1..64, slot 0 for the rest */
+#define RLT__METRIC_IDS 1024 /* per-policy counters; ids beyond share the last slot */
+#define RLT__LAT_BUCKETS 22  /* latency buckets: <= 1us, 2us, 4us ... 2^20 us, +Inf */
+#define RLT__METRIC_SLOTS 65 /* one writer per slot: workers 1..64, slot 0 for the rest */
 
 typedef struct rlt__mslot {
     uint64_t allowed[RLT__METRIC_IDS];
@@ -198,7 +198,7 @@ typedef struct rlt__srv {
     size_t names_cap;
     rlt__metrics metrics;
     rlt_ns started;
-    uint64_t gen; /* unique per context: tags the per-thread policy caches */
+    uint64_t gen;                 /* unique per context: tags the per-thread policy caches */
     struct rlt__backend *backend; /* the Redis backend (backend_redis.c); NULL = local store */
 } rlt__srv;
 
@@ -234,8 +234,8 @@ int rlt__srv_cached_id(rlt__srv *s, const char *key, size_t klen);
  * can replace the local store in one place.  They count allowed/denied per policy id and
  * apply shadow mode: with `shadow` a denial is counted and reported as allowed (no charge). */
 
-int rlt__decide(rlt__srv *s, int policy_id, bool shadow, const void *key, size_t klen,
-                rlt_ns now, int64_t cost, rlt_decision *d);
+int rlt__decide(rlt__srv *s, int policy_id, bool shadow, const void *key, size_t klen, rlt_ns now,
+                int64_t cost, rlt_decision *d);
 int rlt__decide_tier(rlt__srv *s, const char *default_tier, const void *key, size_t klen,
                      rlt_ns now, int64_t cost, rlt_decision *d);
 int rlt__decide_multi(rlt__srv *s, const rlt_check *checks, size_t n, rlt_ns now,
@@ -262,22 +262,21 @@ int rlt__backend_open(rlt__srv *s, char *err, size_t errlen);
 void rlt__backend_close(rlt__srv *s);
 /* The Redis side of the seam: as rlt__decide & co. without counting.  Failures of Redis are
  * decisions (the policy's fail mode) and return RLT_OK; argument errors are returned. */
-int rlt__backend_decide(rlt__srv *s, int policy_id, const void *key, size_t klen,
-                        int64_t cost, rlt_decision *d);
-int rlt__backend_decide_tier(rlt__srv *s, const char *default_tier, const void *key,
-                             size_t klen, rlt_ns now, int64_t cost, rlt_decision *d);
+int rlt__backend_decide(rlt__srv *s, int policy_id, const void *key, size_t klen, int64_t cost,
+                        rlt_decision *d);
+int rlt__backend_decide_tier(rlt__srv *s, const char *default_tier, const void *key, size_t klen,
+                             rlt_ns now, int64_t cost, rlt_decision *d);
 int rlt__backend_decide_multi(rlt__srv *s, const rlt_check *checks, size_t n,
                               rlt_decision *combined, int *refused);
 int rlt__backend_reset(rlt__srv *s, int policy_id, const void *key, size_t klen);
-int rlt__backend_release(rlt__srv *s, int policy_id, const void *key, size_t klen,
-                         int64_t lease);
+int rlt__backend_release(rlt__srv *s, int policy_id, const void *key, size_t klen, int64_t lease);
 
 /* ---- RESP commands (cmd.c) --------------------------------------------------------------- */
 
 typedef struct rlt__session {
     bool authed;
-    bool close;                  /* QUIT or a fatal error: close after flushing */
-    char prefix[RLT__STR_MAX];   /* tenant key prefix */
+    bool close;                /* QUIT or a fatal error: close after flushing */
+    char prefix[RLT__STR_MAX]; /* tenant key prefix */
     size_t prefix_len;
 } rlt__session;
 

@@ -19,28 +19,27 @@ static inline uint64_t load64(const uint8_t *p)
     return v;
 }
 
-#define SIPROUND                                                                           \
-    do {                                                                                   \
-        v0 += v1;                                                                          \
-        v1 = rotl(v1, 13);                                                                 \
-        v1 ^= v0;                                                                          \
-        v0 = rotl(v0, 32);                                                                 \
-        v2 += v3;                                                                          \
-        v3 = rotl(v3, 16);                                                                 \
-        v3 ^= v2;                                                                          \
-        v0 += v3;                                                                          \
-        v3 = rotl(v3, 21);                                                                 \
-        v3 ^= v0;                                                                          \
-        v2 += v1;                                                                          \
-        v1 = rotl(v1, 17);                                                                 \
-        v1 ^= v2;                                                                          \
-        v2 = rotl(v2, 32);                                                                 \
+#define SIPROUND                                                                                   \
+    do {                                                                                           \
+        v0 += v1;                                                                                  \
+        v1 = rotl(v1, 13);                                                                         \
+        v1 ^= v0;                                                                                  \
+        v0 = rotl(v0, 32);                                                                         \
+        v2 += v3;                                                                                  \
+        v3 = rotl(v3, 16);                                                                         \
+        v3 ^= v2;                                                                                  \
+        v0 += v3;                                                                                  \
+        v3 = rotl(v3, 21);                                                                         \
+        v3 ^= v0;                                                                                  \
+        v2 += v1;                                                                                  \
+        v1 = rotl(v1, 17);                                                                         \
+        v1 ^= v2;                                                                                  \
+        v2 = rotl(v2, 32);                                                                         \
     } while (0)
 
 /* c and d are compile-time constants at both call sites, so the loops unroll. */
-static inline __attribute__((always_inline)) uint64_t siphash(const uint8_t key[16],
-                                                              const void *data, size_t len,
-                                                              int c, int d)
+static inline __attribute__((always_inline)) uint64_t
+siphash(const uint8_t key[16], const void *data, size_t len, int c, int d)
 {
     const uint8_t *in = data;
     uint64_t k0 = load64(key), k1 = load64(key + 8);
@@ -50,25 +49,37 @@ static inline __attribute__((always_inline)) uint64_t siphash(const uint8_t key[
     for (; in != end; in += 8) {
         uint64_t m = load64(in);
         v3 ^= m;
-        for (int i = 0; i < c; i++) SIPROUND;
+        for (int i = 0; i < c; i++)
+            SIPROUND;
         v0 ^= m;
     }
     uint64_t b = (uint64_t)len << 56;
     switch (len & 7) {
-    case 7: b |= (uint64_t)in[6] << 48; /* fall through */
-    case 6: b |= (uint64_t)in[5] << 40; /* fall through */
-    case 5: b |= (uint64_t)in[4] << 32; /* fall through */
-    case 4: b |= (uint64_t)in[3] << 24; /* fall through */
-    case 3: b |= (uint64_t)in[2] << 16; /* fall through */
-    case 2: b |= (uint64_t)in[1] << 8;  /* fall through */
-    case 1: b |= (uint64_t)in[0]; break;
-    default: break;
+    case 7:
+        b |= (uint64_t)in[6] << 48; /* fall through */
+    case 6:
+        b |= (uint64_t)in[5] << 40; /* fall through */
+    case 5:
+        b |= (uint64_t)in[4] << 32; /* fall through */
+    case 4:
+        b |= (uint64_t)in[3] << 24; /* fall through */
+    case 3:
+        b |= (uint64_t)in[2] << 16; /* fall through */
+    case 2:
+        b |= (uint64_t)in[1] << 8; /* fall through */
+    case 1:
+        b |= (uint64_t)in[0];
+        break;
+    default:
+        break;
     }
     v3 ^= b;
-    for (int i = 0; i < c; i++) SIPROUND;
+    for (int i = 0; i < c; i++)
+        SIPROUND;
     v0 ^= b;
     v2 ^= 0xff;
-    for (int i = 0; i < d; i++) SIPROUND;
+    for (int i = 0; i < d; i++)
+        SIPROUND;
     return v0 ^ v1 ^ v2 ^ v3;
 }
 

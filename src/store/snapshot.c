@@ -13,8 +13,9 @@
  *            255 end       u64 number of records before it
  *   trailer  u32 CRC32C of every byte before it; the file ends there.
  * Ids and indexes must come dense and in order, so a file cannot name what it has not
- * defined, and every entry's state must pass rlt_state_valid under its policy.  Entries are written shard by shard under that shard's lock: each key's state is
- * exact, the set is not one instant across shards. */
+ * defined, and every entry's state must pass rlt_state_valid under its policy.  Entries are written
+ * shard by shard under that shard's lock: each key's state is exact, the set is not one instant
+ * across shards. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -46,7 +47,8 @@ static void put(buf *b, const void *data, size_t n)
     if (b->oom) return;
     if (b->len + n > b->cap) {
         size_t nc = b->cap ? b->cap : 4096;
-        while (nc < b->len + n) nc *= 2;
+        while (nc < b->len + n)
+            nc *= 2;
         uint8_t *np = realloc(b->p, nc);
         if (!np) {
             b->oom = true;
@@ -62,7 +64,8 @@ static void put(buf *b, const void *data, size_t n)
 static void put_uint(buf *b, uint64_t v, int bytes)
 {
     uint8_t t[8];
-    for (int i = 0; i < bytes; i++) t[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < bytes; i++)
+        t[i] = (uint8_t)(v >> (8 * i));
     put(b, t, (size_t)bytes);
 }
 
@@ -209,7 +212,7 @@ int rlt_store_save(rlt_store *s, const char *path, rlt_ns now, int64_t wall_ns)
 typedef struct reader {
     FILE *f;
     uint32_t crc;
-    bool bad;  /* short read or malformed: RLT_ECORRUPT */
+    bool bad; /* short read or malformed: RLT_ECORRUPT */
     bool ioerr;
 } reader;
 
@@ -234,7 +237,8 @@ static uint64_t get_uint(reader *r, int bytes)
     uint8_t t[8];
     get(r, t, (size_t)bytes);
     uint64_t v = 0;
-    for (int i = 0; i < bytes; i++) v |= (uint64_t)t[i] << (8 * i);
+    for (int i = 0; i < bytes; i++)
+        v |= (uint64_t)t[i] << (8 * i);
     return v;
 }
 
@@ -333,8 +337,8 @@ static int read_records(reader *r, rlt_store *t, rlt_ns now, rlt_ns delta)
     uint32_t want = r->crc;
     uint8_t t4[4];
     if (fread(t4, 1, 4, r->f) != 4) goto out;
-    uint32_t crc = (uint32_t)t4[0] | (uint32_t)t4[1] << 8 | (uint32_t)t4[2] << 16 |
-                   (uint32_t)t4[3] << 24;
+    uint32_t crc =
+        (uint32_t)t4[0] | (uint32_t)t4[1] << 8 | (uint32_t)t4[2] << 16 | (uint32_t)t4[3] << 24;
     if (crc != want || fgetc(r->f) != EOF) goto out;
     rc = RLT_OK;
 out:
@@ -363,8 +367,8 @@ static int check_crc(FILE *f)
     }
     uint8_t t4[4];
     if (fread(t4, 1, 4, f) != 4) return RLT_ECORRUPT;
-    uint32_t want = (uint32_t)t4[0] | (uint32_t)t4[1] << 8 | (uint32_t)t4[2] << 16 |
-                    (uint32_t)t4[3] << 24;
+    uint32_t want =
+        (uint32_t)t4[0] | (uint32_t)t4[1] << 8 | (uint32_t)t4[2] << 16 | (uint32_t)t4[3] << 24;
     if (crc != want) return RLT_ECORRUPT;
     return fseek(f, 0, SEEK_SET) == 0 ? RLT_OK : RLT_EIO;
 }

@@ -79,12 +79,14 @@ void rlt__shard_unlock(rlt__shard *sh)
 
 void rlt__lock_all(rlt_store *s)
 {
-    for (uint32_t i = 0; i < s->nshards; i++) rlt__shard_lock(&s->shards[i]);
+    for (uint32_t i = 0; i < s->nshards; i++)
+        rlt__shard_lock(&s->shards[i]);
 }
 
 void rlt__unlock_all(rlt_store *s)
 {
-    for (uint32_t i = s->nshards; i-- > 0;) rlt__shard_unlock(&s->shards[i]);
+    for (uint32_t i = s->nshards; i-- > 0;)
+        rlt__shard_unlock(&s->shards[i]);
 }
 
 /* ---- slots ---------------------------------------------------------------------------- */
@@ -310,8 +312,8 @@ static bool make_room(rlt_store *s, rlt__shard *sh, rlt_ns now)
     return false;
 }
 
-int rlt__insert(rlt_store *s, rlt__shard *sh, uint64_t h, int pid, const void *key,
-                size_t klen, rlt_ns now, uint8_t *block, rlt__slot **out)
+int rlt__insert(rlt_store *s, rlt__shard *sh, uint64_t h, int pid, const void *key, size_t klen,
+                rlt_ns now, uint8_t *block, rlt__slot **out)
 {
     const rlt__pol *P = &s->pols[pid];
     const bool inl = is_inline(P->ssz, klen);
@@ -371,8 +373,7 @@ int rlt__insert(rlt_store *s, rlt__shard *sh, uint64_t h, int pid, const void *k
 
 /* ---- tier assignments ----------------------------------------------------------------- */
 
-const rlt__assign *rlt__assign_find(const rlt__shard *sh, uint64_t h, const void *key,
-                                    size_t klen)
+const rlt__assign *rlt__assign_find(const rlt__shard *sh, uint64_t h, const void *key, size_t klen)
 {
     if (!sh->anb) return NULL;
     for (const rlt__assign *a = sh->abuckets[(h >> 32) & (sh->anb - 1)]; a; a = a->next)
@@ -429,9 +430,11 @@ static int store_alloc(rlt_store **out, uint32_t nshards, uint64_t key_cap, uint
         return RLT_ENOMEM;
     }
     memset(s->shards, 0, nshards * sizeof(rlt__shard));
-    for (uint32_t i = 0; i < nshards; i++) s->shards[i].last_now = INT64_MIN;
+    for (uint32_t i = 0; i < nshards; i++)
+        s->shards[i].last_now = INT64_MIN;
 #ifdef RLT_STORE_USE_MUTEX
-    for (uint32_t i = 0; i < nshards; i++) pthread_mutex_init(&s->shards[i].lock, NULL);
+    for (uint32_t i = 0; i < nshards; i++)
+        pthread_mutex_init(&s->shards[i].lock, NULL);
 #endif
     s->nshards = nshards;
     s->shard_mask = nshards - 1;
@@ -457,10 +460,13 @@ int rlt_store_open(rlt_store **out, const rlt_store_options *opt)
     if (o.shards > 65536) return RLT_EINVAL;
     if (o.max_bytes && o.max_bytes < 4096) return RLT_EINVAL;
     uint32_t n = 1;
-    while (n < (o.shards ? o.shards : 64)) n <<= 1;
+    while (n < (o.shards ? o.shards : 64))
+        n <<= 1;
     /* Small caps get fewer shards, so that a per-shard cap stays meaningful. */
-    while (n > 1 && o.max_keys && o.max_keys / n < 64) n >>= 1;
-    while (n > 1 && o.max_bytes && o.max_bytes / n < 65536) n >>= 1;
+    while (n > 1 && o.max_keys && o.max_keys / n < 64)
+        n >>= 1;
+    while (n > 1 && o.max_bytes && o.max_bytes / n < 65536)
+        n >>= 1;
     uint8_t secret[16];
     if (o.has_secret) {
         memcpy(secret, o.secret, 16);
@@ -486,8 +492,7 @@ void rlt__shard_free(rlt__shard *sh, const rlt_store *s)
 {
     for (uint32_t i = 0; i < sh->cap; i++) {
         const rlt__slot *e = &sh->tab[i];
-        if (e->meta && !is_inline(s->pols[e->policy].ssz, e->meta & RLT__KLEN_MASK))
-            free(e->u.ool);
+        if (e->meta && !is_inline(s->pols[e->policy].ssz, e->meta & RLT__KLEN_MASK)) free(e->u.ool);
     }
     table_free(sh->tab, sh->cap);
     for (uint32_t i = 0; i < sh->anb; i++) {
@@ -562,8 +567,7 @@ static int clean_policy(const rlt_policy *p, rlt_policy *q, uint32_t *ssz)
 }
 
 /* Appends a policy; caller holds every lock (or owns the store). */
-static int pol_append(rlt_store *s, const char *name, size_t len, const rlt_policy *q,
-                      uint32_t ssz)
+static int pol_append(rlt_store *s, const char *name, size_t len, const rlt_policy *q, uint32_t ssz)
 {
     if (s->npol >= MAX_POLICIES) return RLT_ENOMEM;
     if (s->npol == s->polcap) {
@@ -838,8 +842,8 @@ static int decide_locked(rlt_store *s, rlt__shard *sh, uint64_t h, int id, const
     return RLT_OK;
 }
 
-int rlt_store_decide(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now,
-                     int64_t cost, rlt_decision *d)
+int rlt_store_decide(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now, int64_t cost,
+                     rlt_decision *d)
 {
     if (!s || !d || cost < 0) return RLT_EINVAL;
     int rc = check_key(key, klen);
@@ -867,8 +871,8 @@ typedef struct bstage {
 } bstage;
 
 /* Validates an item, hashes its key and prefetches its shard and home slot. */
-static inline void batch_stage(const rlt_store *s, uint64_t mix, const rlt_key *k,
-                               int64_t cost, bstage *b)
+static inline void batch_stage(const rlt_store *s, uint64_t mix, const rlt_key *k, int64_t cost,
+                               bstage *b)
 {
     b->rc = cost < 0 ? RLT_EINVAL : check_key(k->key, k->klen);
     if (b->rc) return;
@@ -931,8 +935,8 @@ int rlt_store_decide_tier(rlt_store *s, const char *default_tier, const void *ke
     return rc;
 }
 
-int rlt_store_when(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now,
-                   int64_t cost, rlt_ns *at)
+int rlt_store_when(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now, int64_t cost,
+                   rlt_ns *at)
 {
     if (!s || !at) return RLT_EINVAL;
     int rc = check_key(key, klen);
@@ -975,8 +979,7 @@ int rlt_store_reset(rlt_store *s, int id, const void *key, size_t klen)
     return rc;
 }
 
-int rlt_store_release(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now,
-                      int64_t lease)
+int rlt_store_release(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now, int64_t lease)
 {
     if (!s) return RLT_EINVAL;
     int rc = check_key(key, klen);
@@ -1012,17 +1015,16 @@ int rlt_store_release(rlt_store *s, int id, const void *key, size_t klen, rlt_ns
 typedef struct mstate {
     uint64_t h;
     uint32_t shard;
-    int root;        /* first check with the same (policy, key): they share one state copy */
-    bool existed;    /* root: the entry is in the table */
-    bool added;      /* root: inserted by this call */
-    uint8_t *st;     /* root: the working copy of the state */
+    int root;     /* first check with the same (policy, key): they share one state copy */
+    bool existed; /* root: the entry is in the table */
+    bool added;   /* root: inserted by this call */
+    uint8_t *st;  /* root: the working copy of the state */
     rlt_decision d;
 } mstate;
 
 #define MULTI_STACK 8
 
-static bool same_entry(const rlt_check *a, const mstate *ma, const rlt_check *b,
-                       const mstate *mb)
+static bool same_entry(const rlt_check *a, const mstate *ma, const rlt_check *b, const mstate *mb)
 {
     return a->policy == b->policy && ma->h == mb->h && a->klen == b->klen &&
            memcmp(a->key, b->key, a->klen) == 0;
@@ -1100,8 +1102,8 @@ static int multi_locked(rlt_store *s, const rlt_check *c, mstate *m, size_t n, r
      * another, insert the missing ones (undoing those inserts if one fails), then write. */
     for (size_t i = 0; i < n; i++) {
         if (m[i].root != (int)i || !m[i].existed) continue;
-        rlt__slot *e = rlt__find(s, &s->shards[m[i].shard], m[i].h, c[i].policy, c[i].key,
-                                 c[i].klen);
+        rlt__slot *e =
+            rlt__find(s, &s->shards[m[i].shard], m[i].h, c[i].policy, c[i].key, c[i].klen);
         assert(e);
         e->meta |= RLT__PIN | RLT__REF;
     }
@@ -1110,8 +1112,8 @@ static int multi_locked(rlt_store *s, const rlt_check *c, mstate *m, size_t n, r
         const rlt_policy *p = &s->pols[c[i].policy].p;
         if (rlt_is_fresh(p, m[i].st, now)) continue;
         rlt__slot *e;
-        rc = rlt__insert(s, &s->shards[m[i].shard], m[i].h, c[i].policy, c[i].key, c[i].klen,
-                         now, NULL, &e);
+        rc = rlt__insert(s, &s->shards[m[i].shard], m[i].h, c[i].policy, c[i].key, c[i].klen, now,
+                         NULL, &e);
         if (!rc) {
             e->meta |= RLT__PIN;
             m[i].existed = true;
@@ -1166,13 +1168,15 @@ int rlt_store_decide_multi(rlt_store *s, const rlt_check *checks, size_t n, rlt_
         m[i].h = rlt__key_hash(s, checks[i].key, checks[i].klen);
         m[i].shard = (uint32_t)(m[i].h & s->shard_mask);
         size_t j = nl;
-        while (j > 0 && lk[j - 1] > m[i].shard) j--;
+        while (j > 0 && lk[j - 1] > m[i].shard)
+            j--;
         if (j > 0 && lk[j - 1] == m[i].shard) continue;
         memmove(&lk[j + 1], &lk[j], (nl - j) * sizeof *lk);
         lk[j] = m[i].shard;
         nl++;
     }
-    for (size_t i = 0; i < nl; i++) rlt__shard_lock(&s->shards[lk[i]]);
+    for (size_t i = 0; i < nl; i++)
+        rlt__shard_lock(&s->shards[lk[i]]);
     bool all = false;
     int rc = multi_locked(s, checks, m, n, now, &all);
     if (!rc) {
@@ -1197,7 +1201,8 @@ int rlt_store_decide_multi(rlt_store *s, const rlt_check *checks, size_t n, rlt_
         if (refused) *refused = first_refused;
         count_decision(&s->shards[lk[0]], all);
     }
-    for (size_t i = nl; i-- > 0;) rlt__shard_unlock(&s->shards[lk[i]]);
+    for (size_t i = nl; i-- > 0;)
+        rlt__shard_unlock(&s->shards[lk[i]]);
     if (m != mstack) free(m);
     if (lk != lstack) free(lk);
     return rc;
@@ -1264,11 +1269,11 @@ void rlt__store_swap(rlt_store *s, rlt_store *t, rlt_ns now)
     pthread_mutex_lock(&s->sweep_mu);
     pthread_mutex_lock(&s->pol_mu);
     rlt__lock_all(s);
-#define SWAP(a, b)                                                                         \
-    do {                                                                                   \
-        __typeof__(a) tmp_ = (a);                                                          \
-        (a) = (b);                                                                         \
-        (b) = tmp_;                                                                        \
+#define SWAP(a, b)                                                                                 \
+    do {                                                                                           \
+        __typeof__(a) tmp_ = (a);                                                                  \
+        (a) = (b);                                                                                 \
+        (b) = tmp_;                                                                                \
     } while (0)
     SWAP(s->pols, t->pols);
     uint32_t np = s->npol;

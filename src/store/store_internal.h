@@ -28,9 +28,9 @@ uint32_t rlt__crc32c(uint32_t crc, const void *buf, size_t len);
 #define RLT__PIN 0x4000u       /* held by an in-progress multi-limit check: never evicted */
 
 typedef struct rlt__slot {
-    uint32_t tag;     /* bits 32..63 of the entry hash; also picks the home slot */
-    uint16_t meta;    /* key length | REF | PIN; 0 = empty */
-    uint16_t policy;  /* policy id */
+    uint32_t tag;    /* bits 32..63 of the entry hash; also picks the home slot */
+    uint16_t meta;   /* key length | REF | PIN; 0 = empty */
+    uint16_t policy; /* policy id */
     union {
         uint8_t inl[RLT__INLINE]; /* state, then key */
         uint8_t *ool;             /* heap block: state (padded to 8), then key */
@@ -58,15 +58,15 @@ typedef struct rlt__shard {
 #else
     _Alignas(64) int lock; /* spinlock: 0 free, 1 held */
 #endif
-    uint32_t cap;          /* slots in tab (any integer >= 16, or 0 before the first key) */
-    uint32_t count;        /* live slots */
-    uint32_t hand;         /* CLOCK hand */
+    uint32_t cap;   /* slots in tab (any integer >= 16, or 0 before the first key) */
+    uint32_t count; /* live slots */
+    uint32_t hand;  /* CLOCK hand */
     rlt__slot *tab;
-    rlt_ns last_now;       /* latest `now` seen (policy conversion has no `now` of its own) */
+    rlt_ns last_now; /* latest `now` seen (policy conversion has no `now` of its own) */
     uint64_t allowed, denied;
-    uint64_t bytes;        /* tab + out-of-line blocks */
+    uint64_t bytes; /* tab + out-of-line blocks */
     _Alignas(64) rlt__assign **abuckets;
-    uint32_t anb, acount;  /* assignment buckets (power of two) and entries */
+    uint32_t anb, acount; /* assignment buckets (power of two) and entries */
     uint64_t evicted_idle, evicted_forced, refused_full;
 } rlt__shard;
 
@@ -80,8 +80,8 @@ static inline uint64_t rlt__pol_mix(uint32_t id)
 /* A named policy.  Read under any shard lock or the policy mutex; written under both. */
 typedef struct rlt__pol {
     rlt_policy p;
-    uint64_t mix;   /* xored into the key hash so one key's policies use different slots */
-    uint32_t ssz;   /* rlt_state_size */
+    uint64_t mix; /* xored into the key hash so one key's policies use different slots */
+    uint32_t ssz; /* rlt_state_size */
     uint8_t nlen;
     char name[RLT_NAME_MAX + 1];
 } rlt__pol;
@@ -95,11 +95,11 @@ typedef struct rlt__tier {
 struct rlt_store {
     uint8_t secret[16];
     uint32_t nshards, shard_mask;
-    uint64_t key_cap;   /* per shard; UINT64_MAX = none */
-    uint64_t byte_cap;  /* per shard; UINT64_MAX = none */
+    uint64_t key_cap;  /* per shard; UINT64_MAX = none */
+    uint64_t byte_cap; /* per shard; UINT64_MAX = none */
     bool fail_closed;
     rlt__shard *shards;
-    pthread_mutex_t pol_mu;   /* policies and tiers (writers also take every shard lock) */
+    pthread_mutex_t pol_mu; /* policies and tiers (writers also take every shard lock) */
     rlt__pol *pols;
     uint32_t npol, polcap;
     rlt__tier *tiers;
@@ -120,15 +120,14 @@ rlt__slot *rlt__find(const rlt_store *s, rlt__shard *sh, uint64_t h, int pid, co
 /* Inserts a new entry with a zero state (or with `block` as its out-of-line block when not
  * NULL), making room first by the store's rules.  Returns RLT_OK and *out, RLT_EFULL,
  * RLT_ENOMEM.  Any slot pointer held before the call is invalid after it. */
-int rlt__insert(rlt_store *s, rlt__shard *sh, uint64_t h, int pid, const void *key,
-                size_t klen, rlt_ns now, uint8_t *block, rlt__slot **out);
+int rlt__insert(rlt_store *s, rlt__shard *sh, uint64_t h, int pid, const void *key, size_t klen,
+                rlt_ns now, uint8_t *block, rlt__slot **out);
 void rlt__delete(const rlt_store *s, rlt__shard *sh, rlt__slot *e);
 uint8_t *rlt__slot_state(const rlt_store *s, const rlt__slot *e);
 const uint8_t *rlt__slot_key(const rlt_store *s, const rlt__slot *e);
 void rlt__shard_free(rlt__shard *sh, const rlt_store *s);
 int rlt__assign_set(rlt__shard *sh, uint64_t h, const void *key, size_t klen, uint32_t tier);
-const rlt__assign *rlt__assign_find(const rlt__shard *sh, uint64_t h, const void *key,
-                                    size_t klen);
+const rlt__assign *rlt__assign_find(const rlt__shard *sh, uint64_t h, const void *key, size_t klen);
 
 /* A new, empty store with the same shards, caps, mode and secret as `s`, for building a
  * table off to the side (snapshot load).  RLT_OK or RLT_ENOMEM. */

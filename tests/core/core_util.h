@@ -52,27 +52,28 @@ static inline uint64_t test_seed(uint64_t fixed)
 }
 
 /* Prints which seed/trace failed, then fails the test (in the calling test function). */
-#define FAIL_SEED(seed, ...)                                                               \
-    do {                                                                                   \
-        fprintf(stderr, "  seed 0x%llx (replay: RLT_TEST_SEED=0x%llx): ",                 \
-                (unsigned long long)(seed), (unsigned long long)(seed));                   \
-        RLT_FAIL_(__VA_ARGS__);                                                            \
+#define FAIL_SEED(seed, ...)                                                                       \
+    do {                                                                                           \
+        fprintf(stderr,                                                                            \
+                "  seed 0x%llx (replay: RLT_TEST_SEED=0x%llx): ", (unsigned long long)(seed),      \
+                (unsigned long long)(seed));                                                       \
+        RLT_FAIL_(__VA_ARGS__);                                                                    \
     } while (0)
 
 /* ASSERT_EQ with the seed printed on failure. */
-#define CHECK_EQ(seed, a, b)                                                               \
-    do {                                                                                   \
-        long long a_ = (long long)(a), b_ = (long long)(b);                                \
-        if (a_ != b_) FAIL_SEED(seed, "%s == %s: %lld != %lld", #a, #b, a_, b_);          \
+#define CHECK_EQ(seed, a, b)                                                                       \
+    do {                                                                                           \
+        long long a_ = (long long)(a), b_ = (long long)(b);                                        \
+        if (a_ != b_) FAIL_SEED(seed, "%s == %s: %lld != %lld", #a, #b, a_, b_);                   \
     } while (0)
-#define CHECK_LE(seed, a, b)                                                               \
-    do {                                                                                   \
-        long long a_ = (long long)(a), b_ = (long long)(b);                                \
-        if (!(a_ <= b_)) FAIL_SEED(seed, "%s <= %s: %lld > %lld", #a, #b, a_, b_);        \
+#define CHECK_LE(seed, a, b)                                                                       \
+    do {                                                                                           \
+        long long a_ = (long long)(a), b_ = (long long)(b);                                        \
+        if (!(a_ <= b_)) FAIL_SEED(seed, "%s <= %s: %lld > %lld", #a, #b, a_, b_);                 \
     } while (0)
-#define CHECK(seed, cond)                                                                  \
-    do {                                                                                   \
-        if (!(cond)) FAIL_SEED(seed, "assertion failed: %s", #cond);                       \
+#define CHECK(seed, cond)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) FAIL_SEED(seed, "assertion failed: %s", #cond);                               \
     } while (0)
 
 static inline rlt_policy parse_policy(const char *text)
@@ -94,8 +95,8 @@ static inline rlt_policy make_policy(rlt_algo algo, int64_t n, rlt_ns w, int64_t
     int rc = rlt_policy_init(&p, algo, n, w, burst, queue, delay);
     if (rc) {
         fprintf(stderr, "rlt_policy_init(%d, %lld, %lld, %lld, %lld, %lld): %s\n", (int)algo,
-                (long long)n, (long long)w, (long long)burst, (long long)queue,
-                (long long)delay, rlt_strerror(rc));
+                (long long)n, (long long)w, (long long)burst, (long long)queue, (long long)delay,
+                rlt_strerror(rc));
         abort();
     }
     return p;
@@ -119,8 +120,8 @@ static inline void *dup_state(const rlt_policy *p, const void *st)
     return c;
 }
 
-static const rlt_algo all_algos[] = {RLT_FIXED_WINDOW, RLT_SLIDING_LOG,   RLT_SLIDING_WINDOW,
-                                     RLT_TOKEN_BUCKET, RLT_GCRA,          RLT_LEAKY_BUCKET,
+static const rlt_algo all_algos[] = {RLT_FIXED_WINDOW, RLT_SLIDING_LOG, RLT_SLIDING_WINDOW,
+                                     RLT_TOKEN_BUCKET, RLT_GCRA,        RLT_LEAKY_BUCKET,
                                      RLT_CONCURRENCY};
 #define N_ALGOS (sizeof all_algos / sizeof all_algos[0])
 

@@ -146,8 +146,8 @@ TEST(policy_init_rejects_oversized_numbers_with_erange)
 TEST(cost_larger_than_capacity_never_fits)
 {
     static const char *const texts[] = {
-        "fixed_window:5/1s",   "sliding_log:5/1s",        "sliding_window:5/1s",
-        "token_bucket:5/1s",   "gcra:2/1s,burst=5",       "leaky_bucket:5/1s,queue=4",
+        "fixed_window:5/1s", "sliding_log:5/1s",  "sliding_window:5/1s",
+        "token_bucket:5/1s", "gcra:2/1s,burst=5", "leaky_bucket:5/1s,queue=4",
     };
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
         rlt_policy p = parse_policy(texts[i]);
@@ -164,7 +164,7 @@ TEST(cost_larger_than_capacity_never_fits)
             ASSERT_EQ(rlt_when(&p, st, S, costs[c], &at), RLT_ENEVER);
             ASSERT_EQ(at, 12345);
         }
-        ASSERT(rlt_is_fresh(&p, st, S)); /* nothing was charged */
+        ASSERT(rlt_is_fresh(&p, st, S));                 /* nothing was charged */
         ASSERT_EQ(rlt_decide(&p, st, S, 5, &d), RLT_OK); /* exactly the capacity fits */
         ASSERT(d.allowed);
         ASSERT_EQ(d.remaining, 0);

@@ -81,8 +81,10 @@ TEST(windows_over_30_days_admit_exactly_n_per_window)
         rlt_algo algo;
         int64_t n;
         rlt_ns w;
-    } cases[] = {{RLT_FIXED_WINDOW, 3, 7 * S}, {RLT_SLIDING_LOG, 3, 7 * S},
-                 {RLT_FIXED_WINDOW, 1000, 3600 * S}, {RLT_SLIDING_LOG, 1000, 3600 * S}};
+    } cases[] = {{RLT_FIXED_WINDOW, 3, 7 * S},
+                 {RLT_SLIDING_LOG, 3, 7 * S},
+                 {RLT_FIXED_WINDOW, 1000, 3600 * S},
+                 {RLT_SLIDING_LOG, 1000, 3600 * S}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         rlt_policy p = make_policy(cases[i].algo, cases[i].n, cases[i].w, 0, 0, 0);
         /* starting at a window boundary, 30 days hold ceil(30d / W) window starts */

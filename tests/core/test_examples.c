@@ -91,7 +91,8 @@ TEST(sliding_window_estimate_49_5_rejects_at_limit_50)
     }
     /* 8 fit at 60 s (42 + 8 = 50); add the other 10 just before 75 s. */
     uint64_t st2[3] = {0};
-    for (int i = 0; i < 42; i++) ASSERT_EQ(rlt_decide(&p, st2, 30 * S, 1, &d), RLT_OK);
+    for (int i = 0; i < 42; i++)
+        ASSERT_EQ(rlt_decide(&p, st2, 30 * S, 1, &d), RLT_OK);
     for (int i = 0; i < 18; i++) {
         ASSERT_EQ(rlt_decide(&p, st2, 74900 * MS, 1, &d), RLT_OK); /* 42 x 45.1/60 + 18 <= 50 */
         ASSERT(d.allowed);
@@ -99,7 +100,7 @@ TEST(sliding_window_estimate_49_5_rejects_at_limit_50)
     ASSERT_EQ(rlt_decide(&p, st2, 75 * S, 1, &d), RLT_OK); /* 49.5 + 1 > 50 */
     ASSERT(!d.allowed);
     ASSERT_EQ(rlt_decide(&p, st2, 75 * S, 0, &d), RLT_OK);
-    ASSERT_EQ(d.remaining, 0); /* floor(50 - 49.5) */
+    ASSERT_EQ(d.remaining, 0);                             /* floor(50 - 49.5) */
     ASSERT_EQ(rlt_decide(&p, st2, 90 * S, 1, &d), RLT_OK); /* 21 + 18 + 1 = 40 */
     ASSERT(d.allowed);
 }
@@ -109,8 +110,10 @@ TEST(sliding_window_retry_after_is_exact)
     rlt_policy p = policy("sliding_window:50/1m");
     uint64_t st[3] = {0};
     rlt_decision d;
-    for (int i = 0; i < 42; i++) ASSERT_EQ(rlt_decide(&p, st, 30 * S, 1, &d), RLT_OK);
-    for (int i = 0; i < 18; i++) ASSERT_EQ(rlt_decide(&p, st, 74900 * MS, 1, &d), RLT_OK);
+    for (int i = 0; i < 42; i++)
+        ASSERT_EQ(rlt_decide(&p, st, 30 * S, 1, &d), RLT_OK);
+    for (int i = 0; i < 18; i++)
+        ASSERT_EQ(rlt_decide(&p, st, 74900 * MS, 1, &d), RLT_OK);
     ASSERT_EQ(rlt_decide(&p, st, 75 * S, 1, &d), RLT_OK);
     ASSERT(!d.allowed);
     /* need 42 x (60 - e)/60 <= 31, e >= 60 - 31 x 60 / 42 = 15.714285714.. s */

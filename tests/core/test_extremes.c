@@ -4,8 +4,8 @@
  * Kept in its own executable so such an abort cannot hide the results of other tests. */
 #include "core_util.h"
 
-static const rlt_ns times[] = {INT64_MIN, INT64_MIN + 1, INT64_MIN / 2, -7, -1, 0, 1,
-                               INT64_MAX / 2, INT64_MAX - 1, INT64_MAX};
+static const rlt_ns times[] = {INT64_MIN, INT64_MIN + 1, INT64_MIN / 2, -7,       -1, 0,
+                               1,         INT64_MAX / 2, INT64_MAX - 1, INT64_MAX};
 #define N_TIMES (sizeof times / sizeof times[0])
 
 /* Each call on `p` at every extreme time, in an order that also steps the clock back. */
@@ -33,9 +33,8 @@ static void hammer_extremes(const rlt_policy *p)
                 if (rc == RLT_ERANGE && !same)
                     RLT_FAIL_("%s at %lld cost %lld: RLT_ERANGE changed the state", text,
                               (long long)now, (long long)cost);
-                if (rc == RLT_OK &&
-                    (d.retry_after < -1 || d.reset_after < 0 || d.remaining < 0 || d.delay < 0 ||
-                     (d.allowed && d.retry_after != 0)))
+                if (rc == RLT_OK && (d.retry_after < -1 || d.reset_after < 0 || d.remaining < 0 ||
+                                     d.delay < 0 || (d.allowed && d.retry_after != 0)))
                     RLT_FAIL_("%s at %lld cost %lld (round %d): allowed=%d remaining=%lld "
                               "retry_after=%lld reset_after=%lld delay=%lld",
                               text, (long long)now, (long long)cost, round, d.allowed,

@@ -59,8 +59,11 @@ TEST(headers_exact_text_for_an_allowed_decision)
 TEST(headers_exact_text_for_a_denied_decision)
 {
     gcra100 = parse_policy("gcra:100/1m");
-    rlt_decision d = {.allowed = false, .limit = 100, .remaining = 0,
-                      .retry_after = 1500 * MS, .reset_after = 1 * S};
+    rlt_decision d = {.allowed = false,
+                      .limit = 100,
+                      .remaining = 0,
+                      .retry_after = 1500 * MS,
+                      .reset_after = 1 * S};
     char buf[512];
     fmt(buf, sizeof buf, "a.b:c-d_e", &d, RLT_HDR_ALL);
     /* t is at least Retry-After on a denial */
@@ -74,7 +77,10 @@ TEST(headers_exact_text_for_a_denied_decision)
                        "X-RateLimit-Remaining: 0\r\n"
                        "X-RateLimit-Reset: 2\r\n");
     /* a cost that never fits: Retry-After says when the state is fresh */
-    rlt_decision never = {.allowed = false, .limit = 100, .remaining = 3, .retry_after = -1,
+    rlt_decision never = {.allowed = false,
+                          .limit = 100,
+                          .remaining = 3,
+                          .retry_after = -1,
                           .reset_after = 30 * S + 1};
     fmt(buf, sizeof buf, "x", &never, RLT_HDR_RETRY_AFTER | RLT_HDR_IETF);
     ASSERT_STR_EQ(buf, "Retry-After: 31\r\n"

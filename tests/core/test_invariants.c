@@ -127,10 +127,11 @@ static void retry_traces(rlt_algo algo, uint64_t base)
         if (i < STEPS) {
             char text[128];
             rlt_policy_format(&p, text, sizeof text);
-            FAIL_SEED(seed, "%s step %d now=%lld cost=%lld retry_after=%lld: "
+            FAIL_SEED(seed,
+                      "%s step %d now=%lld cost=%lld retry_after=%lld: "
                       "allowed 1 ns early=%d, allowed on time=%d",
-                      text, i, (long long)now, (long long)cost, (long long)d.retry_after,
-                      early, ontime);
+                      text, i, (long long)now, (long long)cost, (long long)d.retry_after, early,
+                      ontime);
         }
     }
 }
@@ -318,8 +319,8 @@ static void convert_bucket(uint64_t seed, rng *r, rlt_algo algo, rlt_convert how
             char a[128], b[128];
             rlt_policy_format(&f, a, sizeof a);
             rlt_policy_format(&t, b, sizeof b);
-            fprintf(stderr, "  %s -> %s (%s) c=%lld dt=%lld k=%lld: wait %lld, exact %lld\n", a,
-                    b, how == RLT_CONVERT_KEEP ? "keep" : "scale", (long long)c, (long long)dt,
+            fprintf(stderr, "  %s -> %s (%s) c=%lld dt=%lld k=%lld: wait %lld, exact %lld\n", a, b,
+                    how == RLT_CONVERT_KEEP ? "keep" : "scale", (long long)c, (long long)dt,
                     (long long)k, (long long)(at - now), (long long)wait);
             break;
         }

@@ -57,8 +57,8 @@ TEST(leaky_bucket_matches_nginx_limit_req_on_millisecond_traces)
         int64_t delay = nodelay ? queue : rng_range(&r, 0, queue);
         char text[128];
         if (nodelay)
-            snprintf(text, sizeof text, "leaky_bucket:%lld/1s,burst=%lld,nodelay",
-                     (long long)rate, (long long)queue);
+            snprintf(text, sizeof text, "leaky_bucket:%lld/1s,burst=%lld,nodelay", (long long)rate,
+                     (long long)queue);
         else
             snprintf(text, sizeof text, "leaky_bucket:%lld/1s,burst=%lld,delay=%lld",
                      (long long)rate, (long long)queue, (long long)delay);
@@ -90,7 +90,8 @@ TEST(leaky_bucket_matches_nginx_limit_req_on_millisecond_traces)
             rlt_decision d;
             CHECK_EQ(seed, rlt_decide(&p, st, now_ms * MS, 1, &d), RLT_OK);
             if (d.allowed != (ngx_pass == 1) || (ngx_pass && d.delay / MS != ngx_delay))
-                FAIL_SEED(seed, "%s request %d at %lld ms: nginx %s delay %lld ms; "
+                FAIL_SEED(seed,
+                          "%s request %d at %lld ms: nginx %s delay %lld ms; "
                           "ours %s delay %lld ns",
                           text, i, (long long)now_ms, ngx_pass ? "passes" : "rejects",
                           (long long)ngx_delay, d.allowed ? "passes" : "rejects",

@@ -106,7 +106,8 @@ static void expect_error(const char *text, int rc, const char *part)
     int got = rlt_policy_parse(&p, text, strlen(text), err, sizeof err);
     if (got != rc) RLT_FAIL_("\"%s\": status %d (%s), want %d", text, got, err, rc);
     if (!memchr(err, '\0', sizeof err)) RLT_FAIL_("\"%s\": message not NUL-terminated", text);
-    if (!strstr(err, part)) RLT_FAIL_("\"%s\": message \"%s\" does not name \"%s\"", text, err, part);
+    if (!strstr(err, part))
+        RLT_FAIL_("\"%s\": message \"%s\" does not name \"%s\"", text, err, part);
     /* no message buffer: same status */
     ASSERT_EQ(rlt_policy_parse(&p, text, strlen(text), NULL, 0), rc);
 }
@@ -140,8 +141,7 @@ TEST(policy_parse_errors_name_the_offending_part)
     expect_error("gcra:99999999999999999999/s", RLT_ERANGE, "99999999999999999999");
     expect_error("gcra:1/9999999999999999999s", RLT_ERANGE, "9999999999999999999s");
     expect_error("gcra:1/200000d", RLT_ERANGE, "200000d");
-    expect_error("gcra:1/1s,burst=99999999999999999999", RLT_ERANGE,
-                 "burst=99999999999999999999");
+    expect_error("gcra:1/1s,burst=99999999999999999999", RLT_ERANGE, "burst=99999999999999999999");
     expect_error("token_bucket:1/100000d,burst=999999", RLT_ERANGE, "burst=999999");
     expect_error("sliding_log:2000000/1s", RLT_ERANGE, "2000000");
     expect_error("concurrency:100000", RLT_ERANGE, "100000");
@@ -183,14 +183,22 @@ TEST(duration_parse_units_defaults_and_overflow)
         rlt_ns unit, want;
         int rc;
     } cases[] = {
-        {"250ms", 0, 250 * MS, RLT_OK},   {"1s", 0, S, RLT_OK},
-        {"3h", 0, 3 * 3600 * S, RLT_OK},  {"2d", 0, 2 * 86400 * S, RLT_OK},
-        {"5m", 0, 300 * S, RLT_OK},       {"7us", 0, 7 * US, RLT_OK},
-        {"9ns", 0, 9, RLT_OK},            {"s", 0, S, RLT_OK},
-        {"15", S, 15 * S, RLT_OK},        {"15", 0, 0, RLT_EPARSE},
-        {"", S, 0, RLT_EPARSE},           {"1x", 0, 0, RLT_EPARSE},
-        {"-1s", 0, 0, RLT_EPARSE},        {"1 s", 0, 0, RLT_EPARSE},
-        {"1S", 0, 0, RLT_EPARSE},         {"106752d", 0, 0, RLT_ERANGE},
+        {"250ms", 0, 250 * MS, RLT_OK},
+        {"1s", 0, S, RLT_OK},
+        {"3h", 0, 3 * 3600 * S, RLT_OK},
+        {"2d", 0, 2 * 86400 * S, RLT_OK},
+        {"5m", 0, 300 * S, RLT_OK},
+        {"7us", 0, 7 * US, RLT_OK},
+        {"9ns", 0, 9, RLT_OK},
+        {"s", 0, S, RLT_OK},
+        {"15", S, 15 * S, RLT_OK},
+        {"15", 0, 0, RLT_EPARSE},
+        {"", S, 0, RLT_EPARSE},
+        {"1x", 0, 0, RLT_EPARSE},
+        {"-1s", 0, 0, RLT_EPARSE},
+        {"1 s", 0, 0, RLT_EPARSE},
+        {"1S", 0, 0, RLT_EPARSE},
+        {"106752d", 0, 0, RLT_ERANGE},
         {"106751d", 0, INT64_C(106751) * 86400 * S, RLT_OK},
         {"9223372036854775807ns", 0, INT64_MAX, RLT_OK},
         {"9223372036854775808ns", 0, 0, RLT_ERANGE},
@@ -198,7 +206,8 @@ TEST(duration_parse_units_defaults_and_overflow)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         rlt_ns out = -42;
         int rc = rlt_duration_parse(cases[i].text, strlen(cases[i].text), cases[i].unit, &out);
-        if (rc != cases[i].rc) RLT_FAIL_("\"%s\": status %d, want %d", cases[i].text, rc, cases[i].rc);
+        if (rc != cases[i].rc)
+            RLT_FAIL_("\"%s\": status %d, want %d", cases[i].text, rc, cases[i].rc);
         if (rc == RLT_OK && out != cases[i].want)
             RLT_FAIL_("\"%s\": %lld, want %lld", cases[i].text, (long long)out,
                       (long long)cases[i].want);

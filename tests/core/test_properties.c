@@ -47,7 +47,8 @@ TEST(sliding_log_never_exceeds_limit_in_any_half_open_window)
         /* every window [a[i].t, a[i].t + W) that starts at an accepted timestamp */
         for (int i = 0; i < n; i++) {
             int64_t sum = 0;
-            for (int j = i; j < n && a[j].t - a[i].t < p.period; j++) sum += a[j].cost;
+            for (int j = i; j < n && a[j].t - a[i].t < p.period; j++)
+                sum += a[j].cost;
             CHECK_LE(seed, sum, p.limit);
         }
     }
@@ -67,7 +68,8 @@ TEST(fixed_window_admits_at_most_n_per_aligned_window_and_2n_per_span)
             int64_t span = 0, aligned = 0;
             /* floor division: timestamps can be negative */
             int64_t k = a[i].t / p.period - (a[i].t % p.period < 0);
-            for (int j = i; j < n && a[j].t - a[i].t < p.period; j++) span += a[j].cost;
+            for (int j = i; j < n && a[j].t - a[i].t < p.period; j++)
+                span += a[j].cost;
             for (int j = 0; j < n; j++)
                 if (a[j].t / p.period - (a[j].t % p.period < 0) == k) aligned += a[j].cost;
             CHECK_LE(seed, span, 2 * p.limit);
@@ -201,7 +203,8 @@ TEST(sliding_counter_stays_within_2n_per_span_n_per_window_and_its_bound_over_th
         for (int i = 0; i < n; i++) {
             int64_t span = 0, aligned = 0, prev = 0, tail = 0;
             int64_t k = window_of(a[i].t, w);
-            for (int j = i; j < n && a[j].t - a[i].t < w; j++) span += a[j].cost;
+            for (int j = i; j < n && a[j].t - a[i].t < w; j++)
+                span += a[j].cost;
             for (int j = 0; j < n; j++) {
                 int64_t kj = window_of(a[j].t, w);
                 if (kj == k) aligned += a[j].cost;
@@ -262,8 +265,8 @@ TEST(leaky_bucket_sends_spaced_w_over_n_and_delays_at_most_queue_slots)
             /* delay <= (Q - D) x W/N rounded up, so <= Q x W/N + 1 ns */
             CHECK(seed, a[i].delay >= 0);
             CHECK(seed, (i128)a[i].delay * p.limit <= (i128)p.queue * p.period + p.limit);
-            CHECK(seed, (i128)a[i].delay * p.limit <=
-                            (i128)(p.queue - p.delay) * p.period + p.limit - 1);
+            CHECK(seed,
+                  (i128)a[i].delay * p.limit <= (i128)(p.queue - p.delay) * p.period + p.limit - 1);
             if (p.delay == 0 && i + 1 < n) {
                 /* a cost c takes c send slots: the next send is >= c x W/N later (floor) */
                 rlt_ns gap = (a[i + 1].t + a[i + 1].delay) - (a[i].t + a[i].delay);

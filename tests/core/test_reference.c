@@ -109,7 +109,8 @@ static rlt_decision log_decide(model *m, rlt_ns now, int64_t cost, int commit)
         d.retry_after = live[n + need - p->limit - 1] + p->period - now;
     }
     if (d.allowed && cost > 0)
-        for (int64_t i = 0; i < cost; i++) live[n++] = now;
+        for (int64_t i = 0; i < cost; i++)
+            live[n++] = now;
     d.remaining = p->limit - n;
     for (int i = 0; i < n; i++)
         if (live[i] + p->period - now > d.reset_after) d.reset_after = live[i] + p->period - now;

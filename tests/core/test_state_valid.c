@@ -4,8 +4,9 @@
 #include "ratelimit/ratelimit.h"
 
 static const char *const texts[] = {
-    "fixed_window:5/10s", "sliding_log:5/10s",   "sliding_window:5/10s", "token_bucket:5/10s",
-    "gcra:5/10s",         "leaky_bucket:5/10s,queue=3", "concurrency:5/10s",
+    "fixed_window:5/10s", "sliding_log:5/10s", "sliding_window:5/10s",
+    "token_bucket:5/10s", "gcra:5/10s",        "leaky_bucket:5/10s,queue=3",
+    "concurrency:5/10s",
 };
 
 TEST(states_made_by_decisions_are_valid)
@@ -22,8 +23,7 @@ TEST(states_made_by_decisions_are_valid)
             now += (rlt_ns)(x >> 40) % (3 * RLT_NS_PER_S);
             if ((x >> 20) % 7 == 0) now -= RLT_NS_PER_S; /* some backwards steps */
             rlt_decision d;
-            ASSERT_EQ(rlt_decide(&p, st, now, p.algo == RLT_CONCURRENCY ? 1 : (int64_t)(x % 3),
-                                 &d),
+            ASSERT_EQ(rlt_decide(&p, st, now, p.algo == RLT_CONCURRENCY ? 1 : (int64_t)(x % 3), &d),
                       RLT_OK);
             if (!rlt_state_valid(&p, st)) RLT_FAIL_("%s: invalid after step %d", texts[i], k);
         }

@@ -5,8 +5,8 @@
 
 #include "server/srv.h"
 
-#define S(x) ((rlt_ns)(x) * RLT_NS_PER_S)
-#define MS(x) ((rlt_ns)(x) * RLT_NS_PER_MS)
+#define S(x) ((rlt_ns)(x)*RLT_NS_PER_S)
+#define MS(x) ((rlt_ns)(x)*RLT_NS_PER_MS)
 
 static rlt__srv *open_srv(const char *yaml)
 {
@@ -170,8 +170,8 @@ TEST(rl_multi_is_all_or_nothing)
     rlt__session ss;
     rlt__session_init(s, &ss);
     /* b allows one; a allows many. */
-    ASSERT(strncmp(run(s, &ss, S(1), "RL.MULTI a gcra:10/1s 1 b gcra:1/1m 1"), "*7\r\n:1\r\n",
-                   8) == 0);
+    ASSERT(strncmp(run(s, &ss, S(1), "RL.MULTI a gcra:10/1s 1 b gcra:1/1m 1"), "*7\r\n:1\r\n", 8) ==
+           0);
     const char *r = run(s, &ss, S(1), "RL.MULTI a gcra:10/1s 1 b gcra:1/1m 1");
     ASSERT(strncmp(r, "*7\r\n:0\r\n", 8) == 0);
     ASSERT(strstr(r, ":1\r\n") != NULL); /* refused index 1 */
@@ -231,8 +231,7 @@ TEST(inline_policies_are_capped)
     ASSERT(strncmp(run(s, &ss, S(1), "RL.CHECK k gcra:1/1s,burst=2"), "*6", 2) == 0);
     ASSERT(strncmp(run(s, &ss, S(1), "RL.CHECK k gcra:1/1000ms,burst=2"), "*6", 2) == 0);
     ASSERT(strncmp(run(s, &ss, S(1), "RL.CHECK k gcra:7/1s"), "*6", 2) == 0);
-    ASSERT(strncmp(run(s, &ss, S(1), "RL.CHECK k gcra:8/1s"), "-ERR too many distinct", 22) ==
-           0);
+    ASSERT(strncmp(run(s, &ss, S(1), "RL.CHECK k gcra:8/1s"), "-ERR too many distinct", 22) == 0);
     ASSERT(strncmp(run(s, &ss, S(1), "CL.THROTTLE k 1 1 1"), "*5", 2) == 0);
     rlt__srv_close(s);
 }

@@ -236,13 +236,18 @@ TEST(envoy_bad_bodies_are_refused_with_a_reason)
     rlt__srv *s = open_with(envoy_example);
     ASSERT(s != NULL);
     char out[512];
-    const char *bad[] = {"", "{", "[]", "{\"domain\":1}", "{\"domain\":\"d\"}",
-                         "{\"domain\":\"d\",\"descriptors\":[]}",
-                         "{\"domain\":\"d\",\"descriptors\":[{\"entries\":[{\"value\":\"v\"}]}]}",
-                         "{\"domain\":\"d\",\"descriptors\":[{\"entries\":[{\"key\":\"k\"}]}],"
-                         "\"hits_addend\":-1}",
-                         "{\"domain\":\"d\",\"domain\":\"e\",\"descriptors\":[{\"entries\":[{\"key\""
-                         ":\"k\"}]}]}"};
+    const char *bad[] = {
+        "",
+        "{",
+        "[]",
+        "{\"domain\":1}",
+        "{\"domain\":\"d\"}",
+        "{\"domain\":\"d\",\"descriptors\":[]}",
+        "{\"domain\":\"d\",\"descriptors\":[{\"entries\":[{\"value\":\"v\"}]}]}",
+        "{\"domain\":\"d\",\"descriptors\":[{\"entries\":[{\"key\":\"k\"}]}],"
+        "\"hits_addend\":-1}",
+        "{\"domain\":\"d\",\"domain\":\"e\",\"descriptors\":[{\"entries\":[{\"key\""
+        ":\"k\"}]}]}"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         if (envoy(s, bad[i], out, sizeof out) != -1) RLT_FAIL_("case %zu accepted", i);
     rlt__srv_close(s);
@@ -261,8 +266,15 @@ TEST(check_query_is_decoded_and_validated)
     ASSERT_EQ(rlt__check_parse("key=a", 5, &r, err, sizeof err), 0);
     ASSERT_STR_EQ(r.policy, "default");
     ASSERT_EQ(r.cost, 1);
-    const char *bad[] = {"", "policy=x", "key=", "key=a&key=b", "key=a&cost=-1", "key=a&cost=1e3",
-                         "key=%zz", "key=a%2", "key=a&cost=99999999999999999999"};
+    const char *bad[] = {"",
+                         "policy=x",
+                         "key=",
+                         "key=a&key=b",
+                         "key=a&cost=-1",
+                         "key=a&cost=1e3",
+                         "key=%zz",
+                         "key=a%2",
+                         "key=a&cost=99999999999999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         if (rlt__check_parse(bad[i], strlen(bad[i]), &r, err, sizeof err) != -1)
             RLT_FAIL_("case %zu (%s) accepted", i, bad[i]);

@@ -6,8 +6,8 @@
 
 #include "server/cmd.h"
 
-#define S(x) ((rlt_ns)(x) * RLT_NS_PER_S)
-#define MS(x) ((rlt_ns)(x) * RLT_NS_PER_MS)
+#define S(x) ((rlt_ns)(x)*RLT_NS_PER_S)
+#define MS(x) ((rlt_ns)(x)*RLT_NS_PER_MS)
 
 static rlt__srv *open_srv(const char *yaml)
 {
@@ -42,10 +42,17 @@ static uint64_t rnd(uint64_t n)
 static void gen_command(char *buf, size_t cap, bool tenants)
 {
     static const char *keys[] = {"a", "b", "c", "d", "user:42", "x"};
-    static const char *policies[] = {"api",      "soft",  "gcra:3/1s,burst=2", "fixed_window:4/2s",
-                                     "sliding_window:5/3s", "token_bucket:2/1s,burst=3",
-                                     "concurrency:2/1s", "sliding_log:3/2s", "leaky_bucket:2/1s,queue=3",
-                                     "nosuch", "gcra:bad"};
+    static const char *policies[] = {"api",
+                                     "soft",
+                                     "gcra:3/1s,burst=2",
+                                     "fixed_window:4/2s",
+                                     "sliding_window:5/3s",
+                                     "token_bucket:2/1s,burst=3",
+                                     "concurrency:2/1s",
+                                     "sliding_log:3/2s",
+                                     "leaky_bucket:2/1s,queue=3",
+                                     "nosuch",
+                                     "gcra:bad"};
     const char *k = keys[rnd(sizeof keys / sizeof keys[0])];
     const char *p = policies[rnd(sizeof policies / sizeof policies[0])];
     uint64_t r = rnd(100);
@@ -53,12 +60,16 @@ static void gen_command(char *buf, size_t cap, bool tenants)
         static const char *shapes[] = {"2 3 1", "0 1 1", "4 10 60", "1 1 2"};
         const char *sh = shapes[rnd(4)];
         uint64_t q = rnd(6);
-        if (q == 5) snprintf(buf, cap, "CL.THROTTLE %s %s", k, sh);
-        else snprintf(buf, cap, "CL.THROTTLE %s %s %llu", k, sh, (unsigned long long)q);
+        if (q == 5)
+            snprintf(buf, cap, "CL.THROTTLE %s %s", k, sh);
+        else
+            snprintf(buf, cap, "CL.THROTTLE %s %s %llu", k, sh, (unsigned long long)q);
     } else if (r < 70) {
         uint64_t c = rnd(5);
-        if (c == 4) snprintf(buf, cap, "RL.CHECK %s %s", k, p);
-        else snprintf(buf, cap, "RL.CHECK %s %s %llu", k, p, (unsigned long long)c);
+        if (c == 4)
+            snprintf(buf, cap, "RL.CHECK %s %s", k, p);
+        else
+            snprintf(buf, cap, "RL.CHECK %s %s %llu", k, p, (unsigned long long)c);
     } else if (r < 78) {
         snprintf(buf, cap, "RL.PEEK %s %s", k, p);
     } else if (r < 82) {
@@ -170,8 +181,9 @@ static int compare_runs(const char *yaml, uint64_t seed, size_t ncmd, size_t blo
             size_t i = 0;
             while (i < oa.len && i < ob.len && oa.data[i] == ob.data[i])
                 i++;
-            fprintf(stderr, "seed %llu: replies differ at byte %zu:\n  serial:    %.60s\n"
-                            "  pipelined: %.60s\n",
+            fprintf(stderr,
+                    "seed %llu: replies differ at byte %zu:\n  serial:    %.60s\n"
+                    "  pipelined: %.60s\n",
                     (unsigned long long)seed, i, oa.data + (i > 20 ? i - 20 : 0),
                     ob.data + (i > 20 ? i - 20 : 0));
             bad = 1;
@@ -181,8 +193,7 @@ static int compare_runs(const char *yaml, uint64_t seed, size_t ncmd, size_t blo
     for (int w = 0; w < 3 && bad == 0; w++) {
         if (sum_counters(a, w) != sum_counters(b, w)) {
             fprintf(stderr, "counter %d differs: %llu vs %llu\n", w,
-                    (unsigned long long)sum_counters(a, w),
-                    (unsigned long long)sum_counters(b, w));
+                    (unsigned long long)sum_counters(a, w), (unsigned long long)sum_counters(b, w));
             bad = 1;
         }
     }
@@ -218,8 +229,9 @@ TEST(pipelines_longer_than_a_batch_flush_in_order)
 TEST(pipelined_tenant_keys_and_auth_changes_match_serial)
 {
     char yaml[1024];
-    snprintf(yaml, sizeof yaml, "%stenants:\n  - name: a\n    password: pa\n  - name: b\n"
-                                "    password: pb\n",
+    snprintf(yaml, sizeof yaml,
+             "%stenants:\n  - name: a\n    password: pa\n  - name: b\n"
+             "    password: pb\n",
              config_yaml);
     for (uint64_t seed = 200; seed <= 220; seed++)
         ASSERT_EQ(compare_runs(yaml, seed, 600, 40, true), 0);
@@ -283,8 +295,8 @@ TEST(decisions_are_deferred_until_the_flush)
 TEST(integer_replies_format_every_magnitude)
 {
     char buf[32];
-    int64_t vals[] = {0, 1, 9, 10, 99, 100, 101, 999, 1000, 12345, -1, -10, -99, -100,
-                      1000000007, INT64_MAX, INT64_MIN, INT64_MIN + 1};
+    int64_t vals[] = {0,     1,  9,   10,  99,   100,        101,       999,       1000,
+                      12345, -1, -10, -99, -100, 1000000007, INT64_MAX, INT64_MIN, INT64_MIN + 1};
     for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
         char want[32];
         snprintf(want, sizeof want, "%" PRId64, vals[i]);

@@ -50,8 +50,8 @@ TEST(bulk_strings_are_binary_safe)
 
 TEST(every_proper_prefix_is_partial_and_the_whole_is_consumed)
 {
-    const char *cmds[] = {"*2\r\n$4\r\nPING\r\n$2\r\nhi\r\n", "PING hello \"a b\"\r\n",
-                          "*0\r\n", "\r\n"};
+    const char *cmds[] = {"*2\r\n$4\r\nPING\r\n$2\r\nhi\r\n", "PING hello \"a b\"\r\n", "*0\r\n",
+                          "\r\n"};
     for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; c++) {
         size_t n = strlen(cmds[c]);
         for (size_t k = 0; k < n; k++)
@@ -186,9 +186,21 @@ TEST(integer_arguments_parse_strictly)
     ASSERT(rlt__resp_parse_i64("-5", 2, &v) && v == -5);
     ASSERT(rlt__resp_parse_i64("9223372036854775807", 19, &v) && v == INT64_MAX);
     ASSERT(rlt__resp_parse_i64("-9223372036854775808", 20, &v) && v == INT64_MIN);
-    const char *bad[] = {"",     "-",    "-0",  "00",   "+1",   "1e3", "1e309", "0x10",
-                         " 1",   "1 ",   "1.5", "abc",  "9223372036854775808",
-                         "-9223372036854775809", "99999999999999999999999"};
+    const char *bad[] = {"",
+                         "-",
+                         "-0",
+                         "00",
+                         "+1",
+                         "1e3",
+                         "1e309",
+                         "0x10",
+                         " 1",
+                         "1 ",
+                         "1.5",
+                         "abc",
+                         "9223372036854775808",
+                         "-9223372036854775809",
+                         "99999999999999999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         ASSERT(!rlt__resp_parse_i64(bad[i], strlen(bad[i]), &v));
 }

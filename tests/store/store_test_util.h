@@ -29,7 +29,8 @@ static inline rlt_store *tu_store(size_t max_keys, bool fail_closed, unsigned sh
     o.fail_closed = fail_closed;
     o.shards = shards;
     o.has_secret = true;
-    for (int i = 0; i < 16; i++) o.secret[i] = (uint8_t)(i * 7 + 1);
+    for (int i = 0; i < 16; i++)
+        o.secret[i] = (uint8_t)(i * 7 + 1);
     rlt_store *s = NULL;
     if (rlt_store_open(&s, &o) != RLT_OK) return NULL;
     return s;

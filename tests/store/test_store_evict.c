@@ -50,7 +50,8 @@ TEST(store_cap_with_max_keys_is_one_shard_when_small)
 TEST(idle_keys_are_dropped_before_busy_ones)
 {
     rlt_store *s = tu_store(CAP, false, 1);
-    int busy = tu_add(s, "busy", "fixed_window:5/h"), brief = tu_add(s, "brief", "fixed_window:1/s");
+    int busy = tu_add(s, "busy", "fixed_window:5/h"),
+        brief = tu_add(s, "brief", "fixed_window:1/s");
     char k[16];
     rlt_decision d;
     for (int i = 0; i < CAP - 1; i++) {
@@ -64,7 +65,8 @@ TEST(idle_keys_are_dropped_before_busy_ones)
     rlt_store_stats_get(s, &st);
     ASSERT_EQ(st.evicted_idle, 1);
     ASSERT_EQ(st.evicted_forced, 0);
-    for (int i = 0; i < CAP - 1; i++) ASSERT_EQ(peek_remaining(s, busy, "b", i, 2 * RLT_NS_PER_S), 3);
+    for (int i = 0; i < CAP - 1; i++)
+        ASSERT_EQ(peek_remaining(s, busy, "b", i, 2 * RLT_NS_PER_S), 3);
     rlt_store_close(s);
 }
 
@@ -73,7 +75,8 @@ TEST(forced_lru_eviction_is_counted_and_spares_recently_used_keys)
     rlt_store *s = tu_store(CAP, false, 1);
     int id = tu_add(s, "p", "fixed_window:5/h");
     fill_busy(s, id);
-    for (int i = 0; i < CAP / 2; i++) ASSERT_EQ(peek_remaining(s, id, "b", i, 1), 3); /* touch */
+    for (int i = 0; i < CAP / 2; i++)
+        ASSERT_EQ(peek_remaining(s, id, "b", i, 1), 3); /* touch */
     char k[16];
     rlt_decision d;
     for (int j = 0; j < 8; j++) {
@@ -86,7 +89,8 @@ TEST(forced_lru_eviction_is_counted_and_spares_recently_used_keys)
     ASSERT_EQ(st.keys, CAP);
     ASSERT_EQ(st.evicted_forced, 8);
     ASSERT_EQ(st.evicted_idle, 0);
-    for (int i = 0; i < CAP / 2; i++) ASSERT_EQ(peek_remaining(s, id, "b", i, 3), 3);
+    for (int i = 0; i < CAP / 2; i++)
+        ASSERT_EQ(peek_remaining(s, id, "b", i, 3), 3);
     rlt_store_close(s);
 }
 
@@ -104,7 +108,8 @@ TEST(fail_closed_refuses_new_keys_with_efull_and_keeps_every_busy_key)
     rlt_store_stats_get(s, &st);
     ASSERT_EQ(st.refused_full, 1);
     ASSERT_EQ(st.evicted_forced, 0);
-    for (int i = 0; i < CAP; i++) ASSERT_EQ(peek_remaining(s, id, "b", i, 2), 3);
+    for (int i = 0; i < CAP; i++)
+        ASSERT_EQ(peek_remaining(s, id, "b", i, 2), 3);
     /* Once a window ends the keys are fresh: a new key now gets in by dropping an idle one. */
     ASSERT_EQ(rlt_store_decide(s, id, "new", 3, 2 * 3600 * RLT_NS_PER_S, 1, &d), RLT_OK);
     ASSERT(d.allowed);
@@ -195,7 +200,8 @@ TEST(key_cap_holds_across_shards)
     rlt_store *s = tu_store(1000, false, 0);
     int id = tu_add(s, "p", "gcra:5/h");
     rlt_decision d;
-    for (uint32_t k = 0; k < 5000; k++) ASSERT_EQ(rlt_store_decide(s, id, &k, sizeof k, 0, 1, &d), RLT_OK);
+    for (uint32_t k = 0; k < 5000; k++)
+        ASSERT_EQ(rlt_store_decide(s, id, &k, sizeof k, 0, 1, &d), RLT_OK);
     rlt_store_stats st;
     rlt_store_stats_get(s, &st);
     ASSERT_LE(st.keys, 1000);

@@ -8,8 +8,10 @@
 TEST(siphash24_matches_reference_vectors)
 {
     uint8_t key[16], msg[64];
-    for (int i = 0; i < 16; i++) key[i] = (uint8_t)i;
-    for (int i = 0; i < 64; i++) msg[i] = (uint8_t)i;
+    for (int i = 0; i < 16; i++)
+        key[i] = (uint8_t)i;
+    for (int i = 0; i < 64; i++)
+        msg[i] = (uint8_t)i;
     ASSERT_EQ(rlt__siphash24(key, msg, 0), 0x726fdb47dd0e0e31ULL);
     ASSERT_EQ(rlt__siphash24(key, msg, 8), 0x93f5f5799a932462ULL);
     ASSERT_EQ(rlt__siphash24(key, msg, 15), 0xa129ca6149be45e5ULL);
@@ -115,7 +117,8 @@ static int64_t remaining_after_change(const char *to, rlt_change how, int n)
     rlt_store *s = tu_store(0, false, 0);
     int id = tu_add(s, "p", "token_bucket:100/m");
     rlt_decision d;
-    for (int i = 0; i < n; i++) rlt_store_decide(s, id, "k", 1, RLT_NS_PER_S, 1, &d);
+    for (int i = 0; i < n; i++)
+        rlt_store_decide(s, id, "k", 1, RLT_NS_PER_S, 1, &d);
     rlt_policy q = tu_policy(to);
     rlt_store_set_policy(s, "p", &q, how, NULL);
     rlt_store_decide(s, id, "k", 1, RLT_NS_PER_S, 0, &d);
@@ -347,7 +350,8 @@ TEST(sweep_respects_its_budget_and_resumes)
     rlt_store *s = tu_store(0, false, 1);
     int p = tu_add(s, "p", "fixed_window:1/s");
     rlt_decision d;
-    for (int k = 0; k < 100; k++) rlt_store_decide(s, p, &k, sizeof k, 0, 1, &d);
+    for (int k = 0; k < 100; k++)
+        rlt_store_decide(s, p, &k, sizeof k, 0, 1, &d);
     size_t total = 0;
     for (int round = 0; round < 1000 && total < 100; round++) {
         size_t n = rlt_store_sweep(s, 5 * RLT_NS_PER_S, 8);

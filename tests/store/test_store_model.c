@@ -31,7 +31,8 @@ static void make_keys(uint64_t *rng)
 {
     for (int k = 0; k < NKEYS; k++) {
         klens[k] = 1 + tu_below(rng, 39); /* short inline keys and long out-of-line ones */
-        for (size_t i = 0; i < klens[k]; i++) keys[k][i] = (uint8_t)tu_below(rng, 4);
+        for (size_t i = 0; i < klens[k]; i++)
+            keys[k][i] = (uint8_t)tu_below(rng, 4);
         keys[k][0] = (uint8_t)k; /* distinct */
     }
 }
@@ -59,9 +60,11 @@ static void mdrop(mentry *e)
 }
 
 static const char *texts[] = {
-    "gcra:5/100ms,burst=8", "token_bucket:7/50ms", "fixed_window:6/80ms",
-    "sliding_window:5/70ms", "sliding_log:4/60ms", "leaky_bucket:5/100ms,queue=3,delay=1",
-    "gcra:9/200ms", "fixed_window:3/30ms", "sliding_log:4/90ms", "token_bucket:3/20ms,burst=6",
+    "gcra:5/100ms,burst=8", "token_bucket:7/50ms",
+    "fixed_window:6/80ms",  "sliding_window:5/70ms",
+    "sliding_log:4/60ms",   "leaky_bucket:5/100ms,queue=3,delay=1",
+    "gcra:9/200ms",         "fixed_window:3/30ms",
+    "sliding_log:4/90ms",   "token_bucket:3/20ms,burst=6",
 };
 #define NTEXTS (sizeof texts / sizeof texts[0])
 
@@ -103,12 +106,12 @@ static void run_model(uint64_t seed, size_t max_keys_unused, int steps)
             int wrc = rlt_decide(&m->pol[p], e->state, now, cost, &want);
             if (now > m->last_now) m->last_now = now;
             if (rc != wrc || (rc == RLT_OK && !same_decision(&got, &want))) {
-                fprintf(stderr, "seed %llu step %d: decide p%d k%d cost %lld: rc %d/%d allowed "
+                fprintf(stderr,
+                        "seed %llu step %d: decide p%d k%d cost %lld: rc %d/%d allowed "
                         "%d/%d remaining %lld/%lld retry %lld/%lld\n",
-                        (unsigned long long)seed, step, p, k, (long long)cost, rc, wrc,
-                        got.allowed, want.allowed, (long long)got.remaining,
-                        (long long)want.remaining, (long long)got.retry_after,
-                        (long long)want.retry_after);
+                        (unsigned long long)seed, step, p, k, (long long)cost, rc, wrc, got.allowed,
+                        want.allowed, (long long)got.remaining, (long long)want.remaining,
+                        (long long)got.retry_after, (long long)want.retry_after);
                 failed = 1;
             }
         } else if (op < 80) { /* multi */
@@ -177,11 +180,12 @@ static void run_model(uint64_t seed, size_t max_keys_unused, int steps)
             }
             if (rc != RLT_OK || got.allowed != all || refused != wref || got.remaining != minrem ||
                 got.retry_after != retry) {
-                fprintf(stderr, "seed %llu step %d: multi n=%zu rc %d allowed %d/%d refused %d/%d "
+                fprintf(stderr,
+                        "seed %llu step %d: multi n=%zu rc %d allowed %d/%d refused %d/%d "
                         "remaining %lld/%lld retry %lld/%lld\n",
                         (unsigned long long)seed, step, n, rc, got.allowed, all, refused, wref,
-                        (long long)got.remaining, (long long)minrem,
-                        (long long)got.retry_after, (long long)retry);
+                        (long long)got.remaining, (long long)minrem, (long long)got.retry_after,
+                        (long long)retry);
                 failed = 1;
             }
         } else if (op < 88) { /* reset */
@@ -193,7 +197,7 @@ static void run_model(uint64_t seed, size_t max_keys_unused, int steps)
             size_t budget = tu_below(&rng, 64);
             rlt_store_sweep(s, now, budget);
             if (budget && now > m->last_now) m->last_now = now; /* it saw `now` */
-        } else { /* policy change */
+        } else {                                                /* policy change */
             int p = (int)tu_below(&rng, NPOL);
             rlt_policy np = tu_policy(texts[tu_below(&rng, NTEXTS)]);
             rlt_change how = (rlt_change)tu_below(&rng, 3);

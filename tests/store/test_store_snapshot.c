@@ -30,9 +30,9 @@ static const char *tmp_path(const char *name)
     return path;
 }
 
-static const char *policies[] = {"gcra:10/s", "token_bucket:20/s", "fixed_window:30/s",
-                                 "sliding_window:15/s", "sliding_log:12/s",
-                                 "leaky_bucket:10/s,queue=5"};
+static const char *policies[] = {"gcra:10/s",         "token_bucket:20/s",
+                                 "fixed_window:30/s", "sliding_window:15/s",
+                                 "sliding_log:12/s",  "leaky_bucket:10/s,queue=5"};
 #define NP 6
 
 /* A store with every algorithm, tiers, assignments, and random traffic up to t = 1 s. */
@@ -52,7 +52,8 @@ static rlt_store *busy_store(uint64_t seed)
     for (int i = 0; i < 3000; i++) {
         uint32_t k = (uint32_t)tu_below(&rng, 200);
         char key[48];
-        int n = snprintf(key, sizeof key, "%s%u", k % 7 ? "k" : "a-rather-long-key-to-go-out-of-line-", k);
+        int n = snprintf(key, sizeof key, "%s%u",
+                         k % 7 ? "k" : "a-rather-long-key-to-go-out-of-line-", k);
         rlt_store_decide(s, (int)tu_below(&rng, NP), key, (size_t)n,
                          (rlt_ns)i * RLT_NS_PER_S / 3000, 1 + (int64_t)tu_below(&rng, 2), &d);
     }
@@ -67,7 +68,8 @@ static int compare_decisions(rlt_store *a, rlt_store *b, rlt_ns t0, rlt_ns shift
     for (int i = 0; i < 3000; i++) {
         uint32_t k = (uint32_t)tu_below(&rng, 220);
         char key[48];
-        int n = snprintf(key, sizeof key, "%s%u", k % 7 ? "k" : "a-rather-long-key-to-go-out-of-line-", k);
+        int n = snprintf(key, sizeof key, "%s%u",
+                         k % 7 ? "k" : "a-rather-long-key-to-go-out-of-line-", k);
         int p = (int)tu_below(&rng, NP);
         int64_t cost = (int64_t)tu_below(&rng, 3);
         rlt_ns now = t0 + (rlt_ns)i * RLT_NS_PER_MS / 3;
@@ -113,7 +115,8 @@ TEST(snapshot_credits_downtime_from_the_wall_clock)
     rlt_store *s = tu_store(0, false, 0);
     int id = tu_add(s, "p", "token_bucket:10/10s"); /* one token per second */
     rlt_decision d;
-    for (int i = 0; i < 10; i++) rlt_store_decide(s, id, "k", 1, 0, 1, &d);
+    for (int i = 0; i < 10; i++)
+        rlt_store_decide(s, id, "k", 1, 0, 1, &d);
     ASSERT_EQ(d.remaining, 0);
     const int64_t wall = INT64_C(1700000000) * RLT_NS_PER_S;
     ASSERT_EQ(rlt_store_save(s, path, 0, wall), RLT_OK);
@@ -141,7 +144,8 @@ TEST(snapshot_with_wall_clock_gone_backwards_mints_nothing)
     rlt_store *s = tu_store(0, false, 0);
     int id = tu_add(s, "p", "gcra:10/10s");
     rlt_decision d;
-    for (int i = 0; i < 10; i++) rlt_store_decide(s, id, "k", 1, 0, 1, &d);
+    for (int i = 0; i < 10; i++)
+        rlt_store_decide(s, id, "k", 1, 0, 1, &d);
     const int64_t wall = INT64_C(1700000000) * RLT_NS_PER_S;
     ASSERT_EQ(rlt_store_save(s, path, 0, wall), RLT_OK);
     rlt_store *b = tu_store(0, false, 0);
@@ -249,7 +253,8 @@ static uint32_t crc32c(const unsigned char *p, size_t n)
     uint32_t c = ~UINT32_C(0);
     while (n--) {
         c ^= *p++;
-        for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ UINT32_C(0x82F63B78) : c >> 1;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? (c >> 1) ^ UINT32_C(0x82F63B78) : c >> 1;
     }
     return ~c;
 }
@@ -289,9 +294,9 @@ TEST(snapshot_with_valid_checksum_but_invalid_state_is_refused_whole)
 {
     /* The previous crash: a sliding-log state whose bytes were changed and the checksum
      * recomputed.  Every algorithm that has invalid states is tried. */
-    static const char *algos[] = {"sliding_log:8/h",    "concurrency:4/h", "fixed_window:10/h",
-                                  "sliding_window:10/h", "token_bucket:10/h", "gcra:10/h",
-                                  "leaky_bucket:10/h,queue=5"};
+    static const char *algos[] = {
+        "sliding_log:8/h",   "concurrency:4/h", "fixed_window:10/h",        "sliding_window:10/h",
+        "token_bucket:10/h", "gcra:10/h",       "leaky_bucket:10/h,queue=5"};
     static const char key[] = "the-victim-key-0123456789";
     int crafted = 0;
     for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++) {
@@ -323,7 +328,8 @@ TEST(snapshot_with_valid_checksum_but_invalid_state_is_refused_whole)
         }
         crafted++;
         uint32_t crc = crc32c(b, (size_t)n - 4);
-        for (int i = 0; i < 4; i++) b[n - 4 + i] = (unsigned char)(crc >> (8 * i));
+        for (int i = 0; i < 4; i++)
+            b[n - 4 + i] = (unsigned char)(crc >> (8 * i));
         const char *bad = tmp_path("crafted.snap");
         spit(bad, b, n);
         free(b);
@@ -364,14 +370,15 @@ TEST(edited_snapshots_with_recomputed_checksums_load_safely_or_are_refused)
         for (int k = 0; k < edits; k++) {
             long at = 32 + (long)tu_below(&rng, (uint64_t)(n - 36)); /* past the header */
             uint64_t how = tu_below(&rng, 3);
-            unsigned v = how == 0   ? (unsigned)(tu_rand(&rng) & 0xff)
-                         : how == 1 ? e[at] ^ (1u << tu_below(&rng, 8))
+            unsigned v = how == 0            ? (unsigned)(tu_rand(&rng) & 0xff)
+                         : how == 1          ? e[at] ^ (1u << tu_below(&rng, 8))
                          : tu_below(&rng, 2) ? 0xffu
                                              : 0u;
             e[at] = (unsigned char)v;
         }
         uint32_t crc = crc32c(e, (size_t)n - 4);
-        for (int i = 0; i < 4; i++) e[n - 4 + i] = (unsigned char)(crc >> (8 * i));
+        for (int i = 0; i < 4; i++)
+            e[n - 4 + i] = (unsigned char)(crc >> (8 * i));
         spit(bad, e, n);
         rlt_store *t = tu_store(0, false, 0);
         int rc = rlt_store_load(t, bad, RLT_NS_PER_S, 0);
@@ -418,7 +425,8 @@ TEST(save_replaces_the_file_atomically_and_leaves_no_temp_files)
     ASSERT_EQ(rlt_store_save(s, path, RLT_NS_PER_S, 0), RLT_OK);
     long first = file_size(path);
     rlt_decision d;
-    for (uint32_t k = 0; k < 500; k++) rlt_store_decide(s, 0, &k, sizeof k, RLT_NS_PER_S, 1, &d);
+    for (uint32_t k = 0; k < 500; k++)
+        rlt_store_decide(s, 0, &k, sizeof k, RLT_NS_PER_S, 1, &d);
     ASSERT_EQ(rlt_store_save(s, path, RLT_NS_PER_S, 0), RLT_OK);
     ASSERT(file_size(path) > first);
     char cmd[256];

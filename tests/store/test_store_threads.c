@@ -29,8 +29,10 @@ static void *one_key(void *p)
     pthread_barrier_wait(&barrier);
     for (int i = 0; i < a->iters; i++) {
         /* now stays 0: nothing refills. */
-        if (rlt_store_decide(a->s, a->id, "hot", 3, 0, 1, &d) != RLT_OK) a->errors++;
-        else if (d.allowed) a->accepted_cost++;
+        if (rlt_store_decide(a->s, a->id, "hot", 3, 0, 1, &d) != RLT_OK)
+            a->errors++;
+        else if (d.allowed)
+            a->accepted_cost++;
     }
     return NULL;
 }
@@ -41,7 +43,8 @@ static int run_threads(void *(*fn)(void *), targ *args)
     pthread_barrier_init(&barrier, NULL, NT);
     for (int i = 0; i < NT; i++)
         if (pthread_create(&t[i], NULL, fn, &args[i])) return -1;
-    for (int i = 0; i < NT; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < NT; i++)
+        pthread_join(t[i], NULL);
     pthread_barrier_destroy(&barrier);
     return 0;
 }
@@ -52,7 +55,8 @@ static void exact_limit(const char *policy, int64_t limit)
     int id = tu_add(s, "p", policy);
     targ a[NT];
     memset(a, 0, sizeof a);
-    for (int i = 0; i < NT; i++) a[i] = (targ){.s = s, .id = id, .iters = 3000};
+    for (int i = 0; i < NT; i++)
+        a[i] = (targ){.s = s, .id = id, .iters = 3000};
     ASSERT_EQ(run_threads(one_key, a), 0);
     int64_t total = 0;
     for (int i = 0; i < NT; i++) {
@@ -82,8 +86,10 @@ static void *random_costs(void *p)
     pthread_barrier_wait(&barrier);
     for (int i = 0; i < a->iters; i++) {
         int64_t cost = 1 + (int64_t)tu_below(&rng, 9);
-        if (rlt_store_decide(a->s, a->id, "acct", 4, 0, cost, &d) != RLT_OK) a->errors++;
-        else if (d.allowed) a->accepted_cost += cost;
+        if (rlt_store_decide(a->s, a->id, "acct", 4, 0, cost, &d) != RLT_OK)
+            a->errors++;
+        else if (d.allowed)
+            a->accepted_cost += cost;
     }
     return NULL;
 }
@@ -94,7 +100,8 @@ TEST(random_costs_conserve_capacity_exactly)
     rlt_store *s = tu_store(0, false, 0);
     int id = tu_add(s, "p", "token_bucket:1/h,burst=5000");
     targ a[NT];
-    for (int i = 0; i < NT; i++) a[i] = (targ){.s = s, .id = id, .iters = 2000, .seed = 77 + (uint64_t)i};
+    for (int i = 0; i < NT; i++)
+        a[i] = (targ){.s = s, .id = id, .iters = 2000, .seed = 77 + (uint64_t)i};
     ASSERT_EQ(run_threads(random_costs, a), 0);
     int64_t accepted = 0;
     for (int i = 0; i < NT; i++) {
@@ -123,11 +130,15 @@ static void *multi_hammer(void *p)
     pthread_barrier_wait(&barrier);
     for (int i = 0; i < a->iters; i++) {
         if (tu_below(&rng, 2)) {
-            if (rlt_store_decide_multi(a->s, c, 2, 0, &d, &refused) != RLT_OK) a->errors++;
-            else if (d.allowed) a->accepted_multi++;
+            if (rlt_store_decide_multi(a->s, c, 2, 0, &d, &refused) != RLT_OK)
+                a->errors++;
+            else if (d.allowed)
+                a->accepted_multi++;
         } else {
-            if (rlt_store_decide(a->s, a->id, "shared", 6, 0, 1, &d) != RLT_OK) a->errors++;
-            else if (d.allowed) a->accepted_cost++;
+            if (rlt_store_decide(a->s, a->id, "shared", 6, 0, 1, &d) != RLT_OK)
+                a->errors++;
+            else if (d.allowed)
+                a->accepted_cost++;
         }
     }
     return NULL;
@@ -189,9 +200,11 @@ TEST(sweeps_policy_changes_and_stats_race_safely_with_decisions)
     ASSERT_EQ(rlt_store_open(&s, &o), RLT_OK);
     int id = tu_add(s, "p", "gcra:10/s");
     targ a[NT];
-    for (int i = 0; i < NT; i++) a[i] = (targ){.s = s, .id = id, .iters = 6000, .seed = (uint64_t)i + 1};
+    for (int i = 0; i < NT; i++)
+        a[i] = (targ){.s = s, .id = id, .iters = 6000, .seed = (uint64_t)i + 1};
     ASSERT_EQ(run_threads(churn, a), 0);
-    for (int i = 0; i < NT; i++) ASSERT_EQ(a[i].errors, 0);
+    for (int i = 0; i < NT; i++)
+        ASSERT_EQ(a[i].errors, 0);
     rlt_store_stats st;
     rlt_store_stats_get(s, &st);
     ASSERT_LE(st.keys, 2048);
