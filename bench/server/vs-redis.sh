@@ -15,7 +15,7 @@
 # PIN=1 pins each server to the last CPU and redis-benchmark to the first
 # (taskset; --threads 1 daemon and Redis alike; the default-threads daemon stays unpinned).
 # Off by default: on a machine shared with other work, a pinned process cannot move away from
-# a busy core, and that hurt both sides in our measurements (docs/perf-server.md).
+# a busy core, and that hurt both sides in our measurements (docs/performance.md).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$(realpath "${1:-$here/../../build/release/src/server/ratelimitd}")

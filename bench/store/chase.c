@@ -3,7 +3,7 @@
  * throughput when K independent chains are chased at once (the overlap a batch can get).
  *
  * Why: a store call on a random key among millions costs about one such read (its home slot),
- * so 1e9 / latency is the ceiling of one-call-at-a-time decisions per second; docs/perf-store.md
+ * so 1e9 / latency is the ceiling of one-call-at-a-time decisions per second; docs/performance.md
  * quotes these figures.  Then the cost of moving one written cache line from one core to the
  * other (two threads taking turns on a counter): what a shard lock costs a decision when the
  * other thread took it last.  Usage: store_chase [MiB=64] [steps=20000000] [huge=1]. */
