@@ -25,8 +25,11 @@ extern int rlt_test_failed_now;
     static void test_##name(void);                                                                 \
     __attribute__((constructor)) static void register_##name(void)                                 \
     {                                                                                              \
-        if (rlt_test_count < RLT_TEST_MAX)                                                         \
-            rlt_test_cases[rlt_test_count++] = (struct rlt_test_case){#name, test_##name};         \
+        if (rlt_test_count >= RLT_TEST_MAX) {                                                      \
+            fprintf(stderr, "test.h: more than %d tests in one file\n", RLT_TEST_MAX);             \
+            abort();                                                                               \
+        }                                                                                          \
+        rlt_test_cases[rlt_test_count++] = (struct rlt_test_case){#name, test_##name};             \
     }                                                                                              \
     static void test_##name(void)
 

@@ -59,7 +59,46 @@ typedef enum rlt_status {
  * in the list). */
 const char *rlt_strerror(int code);
 
-/* The algorithms.  Values are stable (they are written into snapshots). */
+/* The algorithms.  Values are stable (they are written into snapshots).  Each contract, with
+ * N = limit, W = period, B = burst, Q = queue, D = delay, c = cost (docs/algorithms.md has
+ * the formulas and examples):
+ *
+ * RLT_FIXED_WINDOW   windows [kW, (k+1)W) counted from now = 0; allowed iff the window's
+ *                    accepted cost + c <= N.  Up to 2N in a span of W across a boundary.
+ *                    limit N; remaining N - count; retry_after and reset_after: to the end of
+ *                    the window.  A clock stepping back into an earlier window keeps counting
+ *                    in the latest window seen.
+ * RLT_SLIDING_LOG    exact: a timestamp t counts at now iff now - t < W, and the accepted cost
+ *                    in any half-open span of length W never exceeds N.  limit N; retry_after:
+ *                    until enough of the oldest timestamps expire; reset_after: until the
+ *                    newest expires.  A request at a now earlier than the newest entry is
+ *                    recorded at the newest entry's time (kept longer, never shorter).
+ * RLT_SLIDING_WINDOW estimate = prev x (W - elapsed) / W + curr (two fixed windows), allowed
+ *                    iff estimate + c <= N, compared in integers with no rounding.  At most N
+ *                    per fixed window, so at most 2N in any span of W.  retry_after: the exact
+ *                    first ns at which the estimate lets c in; reset_after: until both counts
+ *                    have left the estimate.  A clock stepping back counts as the start of the
+ *                    latest window seen (the previous window weighs fully).
+ * RLT_TOKEN_BUCKET   capacity B (default N), refilled N per W, starts full; allowed iff
+ *                    tokens >= c.  limit B; remaining floor(tokens); retry_after: until
+ *                    c tokens exist; reset_after: until full.  Elapsed time is clamped at 0:
+ *                    a clock stepping back neither mints nor drains, and refill resumes from
+ *                    the latest charge (retry_after includes that wait).
+ * RLT_GCRA           the token bucket's decisions, fields and all, from one 64-bit word (the
+ *                    theoretical arrival time) on every trace whose clock never steps back.
+ *                    A clock stepping back sees a fuller bucket (it may deny what the token
+ *                    bucket would allow; it never mints).  |now| x (N/gcd(N,W)) must fit
+ *                    int64, else RLT_ERANGE.
+ * RLT_LEAKY_BUCKET   a shaper: accepted requests leave exactly W/N apart; a request finding
+ *                    a backlog of more than Q x W/N is rejected (nginx's excess > burst); the
+ *                    first D of the queue pass undelayed (nginx's delay=D), the rest get
+ *                    d->delay.  limit Q + 1; reset_after: until the queue is empty.
+ * RLT_CONCURRENCY    at most N leases in flight; a lease expires W after it was taken (default
+ *                    RLT_CONCURRENCY_DEFAULT_TIMEOUT) and its slot is reclaimed.  retry_after:
+ *                    until the earliest lease expires (a release may come sooner).
+ *
+ * For every algorithm: a denied request changes nothing; cost 0 peeks; a cost that can never
+ * fit (c > N, c > B, c > Q + 1) is denied with retry_after -1. */
 typedef enum rlt_algo {
     RLT_ALGO_NONE = 0,
     RLT_FIXED_WINDOW = 1,   /* windows [kW,(k+1)W); allow while count + cost <= N */
@@ -206,6 +245,8 @@ enum {
 };
 
 /* Writes "Field: value\r\n" lines for the families in `which` into buf[0..cap) with a NUL.
+ * Retry-After is written only for a denied decision that some wait can turn into an allowed
+ * one (retry_after >= 0): a cost that can never fit gets none.
  * `name` is the policy's name for the IETF fields (a short token; NULL means "default").
  * q is the policy's limit, w its period in whole seconds rounded up, r the remaining,
  * t the seconds until reset (rounded up; on a denied decision at least Retry-After).

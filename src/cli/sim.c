@@ -647,13 +647,9 @@ static void xml_text(FILE *f, const char *t)
     }
 }
 
-static int write_svg(sim *s, const char *title)
+/* Writes the picture into `f` (opened before anything was printed) and closes it. */
+static int write_svg(sim *s, FILE *f, const char *title)
 {
-    FILE *f = fopen(s->svg, "w");
-    if (!f) {
-        fprintf(stderr, "ratelimit " CMD ": cannot write %s: %s\n", s->svg, strerror(errno));
-        return 1;
-    }
     span sp = time_span(s);
     const int width = SVG_LEFT + SVG_PLOT + 30;
     const int height = SVG_TOP + NALGO * SVG_ROW + 70;
@@ -924,6 +920,11 @@ static int sim_main(sim *s, int argc, char **argv)
     }
     if ((rc = init_runs(s)) != 0) return rc;
     if ((rc = run_all(s)) != 0) return rc;
+    FILE *svg = NULL; /* opened first, so a bad path fails before the table is printed */
+    if (s->svg && !s->accuracy && !(svg = fopen(s->svg, "w"))) {
+        fprintf(stderr, "ratelimit " CMD ": cannot write %s: %s\n", s->svg, strerror(errno));
+        return 1;
+    }
     if (s->accuracy) {
         print_accuracy(s);
         return 0;
@@ -937,7 +938,7 @@ static int sim_main(sim *s, int argc, char **argv)
     printf("%s\n\n", title);
     print_table(s);
     print_timeline(s);
-    if (s->svg && (rc = write_svg(s, title)) != 0) return rc;
+    if (svg && (rc = write_svg(s, svg, title)) != 0) return rc;
     return fflush(stdout) == 0 ? 0 : 1;
 }
 

@@ -32,7 +32,6 @@ int rlt_format_headers(char *buf, size_t cap, const char *name, const rlt_policy
     long long retry = (long long)rlt_retry_after_seconds(d->retry_after);
     long long reset = (long long)rlt_retry_after_seconds(d->reset_after);
     if (!d->allowed && retry > reset) reset = retry;
-    if (!d->allowed && retry < 0) retry = reset; /* never fits: say when it is fresh */
 
     size_t used = 0;
     int n;
@@ -43,7 +42,10 @@ int rlt_format_headers(char *buf, size_t cap, const char *name, const rlt_policy
         used += (size_t)n;                                                                         \
     } while (0)
     buf[0] = '\0';
-    if ((which & RLT_HDR_RETRY_AFTER) && !d->allowed) RLT__PUT("Retry-After: %lld\r\n", retry);
+    /* A cost that can never fit gets no Retry-After: no wait would make it succeed, and a
+     * client told "0" (or "when fresh") would only come back to be refused again. */
+    if ((which & RLT_HDR_RETRY_AFTER) && !d->allowed && retry >= 0)
+        RLT__PUT("Retry-After: %lld\r\n", retry);
     if (which & RLT_HDR_IETF) {
         RLT__PUT("RateLimit-Policy: \"%s\";q=%lld;w=%lld\r\n", name, limit, window);
         RLT__PUT("RateLimit: \"%s\";r=%lld;t=%lld\r\n", name, remaining, reset);

@@ -644,12 +644,12 @@ static void settle(rlt__mslot *ms, const pitem *it, int64_t cost, bool shadow_al
         /* Would have been denied: reported allowed; the store charged nothing for it. */
         d->allowed = true;
         d->retry_after = 0;
-        __atomic_fetch_add(&ms->shadowed[i], 1, __ATOMIC_RELAXED);
+        rlt__mcount(&ms->shadowed[i], 1);
     }
     if (d->allowed)
-        __atomic_fetch_add(&ms->allowed[i], 1, __ATOMIC_RELAXED);
+        rlt__mcount(&ms->allowed[i], 1);
     else
-        __atomic_fetch_add(&ms->denied[i], 1, __ATOMIC_RELAXED);
+        rlt__mcount(&ms->denied[i], 1);
 }
 
 void rlt__pipe_flush(rlt__pipe *p, rlt__srv *s)
@@ -683,7 +683,7 @@ void rlt__pipe_flush(rlt__pipe *p, rlt__srv *s)
         rlt__obuf *out = it->out;
         if (p->status[i] != RLT_OK) {
             store_error(out, p->status[i]);
-            __atomic_fetch_add(&ms->errors, 1, __ATOMIC_RELAXED);
+            rlt__mcount(&ms->errors, 1);
             continue;
         }
         if (local) settle(ms, it, p->costs[i], shadow_all, d);
@@ -718,6 +718,6 @@ void rlt__pipe_exec(rlt__pipe *p, rlt__srv *s, rlt__session *ss, const rlt__resp
     rlt__cmd_exec(s, ss, a, n, now, out);
     if (out->len > before && out->data[before] == '-') {
         rlt__mslot *ms = rlt__mslot_get(&s->metrics);
-        __atomic_fetch_add(&ms->errors, 1, __ATOMIC_RELAXED);
+        rlt__mcount(&ms->errors, 1);
     }
 }

@@ -7,11 +7,11 @@ static void count(rlt__srv *s, int id, bool allowed, bool shadowed)
 {
     rlt__mslot *m = rlt__mslot_get(&s->metrics);
     size_t i = id >= 0 && id < RLT__METRIC_IDS ? (size_t)id : RLT__METRIC_IDS - 1;
-    if (shadowed) __atomic_fetch_add(&m->shadowed[i], 1, __ATOMIC_RELAXED);
+    if (shadowed) rlt__mcount(&m->shadowed[i], 1);
     if (allowed)
-        __atomic_fetch_add(&m->allowed[i], 1, __ATOMIC_RELAXED);
+        rlt__mcount(&m->allowed[i], 1);
     else
-        __atomic_fetch_add(&m->denied[i], 1, __ATOMIC_RELAXED);
+        rlt__mcount(&m->denied[i], 1);
 }
 
 int rlt__decide(rlt__srv *s, int policy_id, bool shadow, const void *key, size_t klen, rlt_ns now,

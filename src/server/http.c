@@ -168,7 +168,7 @@ static void on_request(struct evhttp_request *req, void *arg)
     rlt__srv *s = hc->s;
     rlt_ns t0 = rlt__now_mono();
     rlt__mslot *ms = rlt__mslot_get(&s->metrics);
-    __atomic_fetch_add(&ms->http_requests, 1, __ATOMIC_RELAXED);
+    rlt__mcount(&ms->http_requests, 1);
     const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
     if (path == NULL) path = "/";
     char prefix[RLT__STR_MAX];

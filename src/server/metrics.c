@@ -7,16 +7,16 @@
 #include <stdio.h>
 #include <string.h>
 
-static __thread unsigned tl_slot;
+__thread unsigned rlt__tl_slot;
 
 void rlt__metrics_bind_thread(unsigned slot)
 {
-    tl_slot = slot < RLT__METRIC_SLOTS ? slot : 0;
+    rlt__tl_slot = slot < RLT__METRIC_SLOTS ? slot : 0;
 }
 
 rlt__mslot *rlt__mslot_get(rlt__metrics *m)
 {
-    return &m->slots[tl_slot];
+    return &m->slots[rlt__tl_slot];
 }
 
 void rlt__metrics_latency(rlt__mslot *s, rlt_ns ns)
@@ -26,9 +26,9 @@ void rlt__metrics_latency(rlt__mslot *s, rlt_ns ns)
     /* bucket b holds latencies <= 2^b us; the last one is +Inf. */
     while (b < RLT__LAT_BUCKETS - 1 && us > (UINT64_C(1) << b))
         b++;
-    __atomic_fetch_add(&s->lat[b], 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&s->lat_sum_ns, (uint64_t)(ns > 0 ? ns : 0), __ATOMIC_RELAXED);
-    __atomic_fetch_add(&s->commands, 1, __ATOMIC_RELAXED);
+    rlt__mcount(&s->lat[b], 1);
+    rlt__mcount(&s->lat_sum_ns, (uint64_t)(ns > 0 ? ns : 0));
+    rlt__mcount(&s->commands, 1);
 }
 
 static uint64_t ld(const uint64_t *p)

@@ -286,7 +286,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
             rlt__pipe_flush(w->pipe, s); /* the replies before the error, in order */
             rlt__resp_errorf(&c->out, "ERR %s", perr);
             rlt__mslot *ms = rlt__mslot_get(&s->metrics);
-            __atomic_fetch_add(&ms->errors, 1, __ATOMIC_RELAXED);
+            rlt__mcount(&ms->errors, 1);
             c->ss.close = true;
             off = c->in_len;
             break;

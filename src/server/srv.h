@@ -185,6 +185,20 @@ rlt__mslot *rlt__mslot_get(rlt__metrics *m);
 void rlt__metrics_bind_thread(unsigned slot);
 void rlt__metrics_latency(rlt__mslot *s, rlt_ns ns);
 
+/* The calling thread's slot index: 1..64 have one writer each (a worker), 0 is shared. */
+extern __thread unsigned rlt__tl_slot;
+
+/* Adds v to a counter of the calling thread's slot.  A worker's slot has one writer, so a
+ * relaxed load and store suffice (no lock-prefixed add on the hot path; readers still see
+ * whole values); the shared slot 0 takes an atomic add. */
+static inline void rlt__mcount(uint64_t *c, uint64_t v)
+{
+    if (rlt__tl_slot != 0)
+        __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + v, __ATOMIC_RELAXED);
+    else
+        __atomic_fetch_add(c, v, __ATOMIC_RELAXED);
+}
+
 /* ---- the server context (srv.c) ---------------------------------------------------------- */
 
 typedef struct rlt__srv {

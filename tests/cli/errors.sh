@@ -38,6 +38,8 @@ expect sim_bad_pattern 2 "unknown --pattern 'zigzag'" "" sim --pattern zigzag
 expect sim_bad_at 2 "--at: bad time 'x'" "" sim --at 1,x,3
 expect sim_two_sources 2 "alternatives" "" sim --pattern steady --at 1
 expect sim_missing_value 2 "option --rate needs a value" "" sim --rate
+expect sim_svg_unwritable 1 "cannot write $tmp/no/such/dir.svg" "" sim --svg "$tmp/no/such/dir.svg"
+if [ -s "$tmp/out" ]; then echo "FAIL sim_svg_unwritable: printed the table before failing"; fail=$((fail + 1)); fi
 expect sim_until_before_last 2 "--until must not be before" "" sim --until 1
 expect sim_trace_bad_line 1 "-:2: bad TIME 'x'" "1\nx\n" sim --trace -
 expect sim_trace_missing 1 "cannot open /nonexistent/trace" "" sim --trace /nonexistent/trace

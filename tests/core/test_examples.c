@@ -87,7 +87,8 @@ TEST(sliding_window_estimate_49_5_rejects_at_limit_50)
     }
     for (int i = 0; i < 18; i++) {
         ASSERT_EQ(rlt_decide(&p, st, 60 * S, 1, &d), RLT_OK); /* estimate 42 + i < 50? */
-        if (i < 8) ASSERT(d.allowed);
+        if (i < 8) ASSERT(d.allowed);   /* 42 + 8 = 50 fit at the boundary ... */
+        if (i >= 8) ASSERT(!d.allowed); /* ... and the old window still weighs fully */
     }
     /* 8 fit at 60 s (42 + 8 = 50); add the other 10 just before 75 s. */
     uint64_t st2[3] = {0};

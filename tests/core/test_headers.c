@@ -76,16 +76,19 @@ TEST(headers_exact_text_for_a_denied_decision)
                        "X-RateLimit-Limit: 100\r\n"
                        "X-RateLimit-Remaining: 0\r\n"
                        "X-RateLimit-Reset: 2\r\n");
-    /* a cost that never fits: Retry-After says when the state is fresh */
+    /* a cost that never fits: no Retry-After (no wait makes it succeed); t says when fresh */
     rlt_decision never = {.allowed = false,
                           .limit = 100,
                           .remaining = 3,
                           .retry_after = -1,
                           .reset_after = 30 * S + 1};
     fmt(buf, sizeof buf, "x", &never, RLT_HDR_RETRY_AFTER | RLT_HDR_IETF);
-    ASSERT_STR_EQ(buf, "Retry-After: 31\r\n"
-                       "RateLimit-Policy: \"x\";q=100;w=60\r\n"
+    ASSERT_STR_EQ(buf, "RateLimit-Policy: \"x\";q=100;w=60\r\n"
                        "RateLimit: \"x\";r=3;t=31\r\n");
+    /* ... also on a fresh key, where the reset is 0: never "Retry-After: 0" on a denial */
+    never.reset_after = 0;
+    fmt(buf, sizeof buf, "x", &never, RLT_HDR_ALL);
+    ASSERT(strstr(buf, "Retry-After") == NULL);
     /* w rounds the period up to whole seconds */
     gcra100 = parse_policy("gcra:100/1500ms");
     fmt(buf, sizeof buf, "x", &d, RLT_HDR_IETF);

@@ -306,3 +306,44 @@ TEST(shadow_mode_counts_but_never_denies)
     rlt__obuf_free(&o);
     rlt__srv_close(s);
 }
+
+typedef struct count_arg {
+    rlt__srv *s;
+    unsigned slot; /* 0: the shared slot (not bound) */
+} count_arg;
+
+static void *count_worker(void *arg)
+{
+    count_arg *a = arg;
+    if (a->slot != 0) rlt__metrics_bind_thread(a->slot);
+    rlt__session ss;
+    rlt__session_init(a->s, &ss);
+    for (int i = 0; i < 5000; i++) {
+        rlt_decision d;
+        rlt__decide(a->s, a->s->cfg->named[0].policy_id, false, "k", 1, S(1), 1, &d);
+    }
+    return NULL;
+}
+
+TEST(decision_counters_are_exact_with_worker_slots_and_the_shared_slot)
+{
+    /* Workers 1 and 2 write their own slots (relaxed load + store); two unbound threads share
+     * slot 0 (atomic add): every decision is counted once. */
+    rlt__srv *s = open_srv(NULL);
+    ASSERT(s != NULL);
+    pthread_t th[4];
+    count_arg args[4] = {{s, 1}, {s, 2}, {s, 0}, {s, 0}};
+    for (int i = 0; i < 4; i++)
+        ASSERT_EQ(pthread_create(&th[i], NULL, count_worker, &args[i]), 0);
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    rlt__obuf o = {0};
+    rlt__metrics_info(s, &o);
+    rlt__obuf_put(&o, "", 1);
+    const char *p = strstr(o.data, "decisions_allowed:");
+    const char *q = strstr(o.data, "decisions_denied:");
+    ASSERT(p != NULL && q != NULL);
+    ASSERT_EQ(strtoll(p + 18, NULL, 10) + strtoll(q + 17, NULL, 10), 20000);
+    rlt__obuf_free(&o);
+    rlt__srv_close(s);
+}
