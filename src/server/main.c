@@ -31,6 +31,18 @@ typedef struct overrides {
     bool redis_cluster;
 } overrides;
 
+/* Whether `a` is an option that takes a value (the others are flags or unknown). */
+static bool takes_value(const char *a)
+{
+    static const char *const names[] = {
+        "--config",  "--bind",       "--password",       "--snapshot", "--snapshot-interval",
+        "--redis",   "--redis-fail", "--redis-timeout",  "--port",     "--http-port",
+        "--threads", "--max-keys",   "--max-connections"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(a, names[i]) == 0) return true;
+    return false;
+}
+
 static int parse_long(const char *s, long lo, long hi, long *out)
 {
     int64_t v;
@@ -221,8 +233,13 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--redis-cluster") == 0) {
             o.redis_cluster = true;
             takes = false;
+        } else if (!takes_value(a)) {
+            fprintf(stderr, "ratelimitd: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
         } else if (v == NULL) {
-            bad = 1;
+            fprintf(stderr, "ratelimitd: %s needs a value\n", a);
+            return 2;
         } else if (strcmp(a, "--config") == 0) {
             o.config = v;
         } else if (strcmp(a, "--bind") == 0) {
@@ -255,7 +272,7 @@ int main(int argc, char **argv)
             bad = parse_long(v, 1, 1L << 24, &o.max_conns);
             o.has_conns = true;
         } else {
-            fprintf(stderr, "ratelimitd: unknown option %s\n", a);
+            fprintf(stderr, "ratelimitd: unknown option '%s'\n", a);
             usage(stderr);
             return 2;
         }
@@ -270,6 +287,14 @@ int main(int argc, char **argv)
     rlt__config *cfg;
     if (load_config(&o, &cfg, err, sizeof err) < 0) {
         fprintf(stderr, "ratelimitd: %s\n", err);
+        return 2;
+    }
+    if (!rlt__bind_valid(cfg->set.bind)) {
+        fprintf(stderr,
+                "ratelimitd: invalid address '%s' to bind (an IPv4/IPv6 address or a "
+                "host name)\n",
+                cfg->set.bind);
+        rlt__config_free(cfg);
         return 2;
     }
     if (o.check_only) {

@@ -80,6 +80,21 @@ bool rlt__is_loopback(const char *a)
     return false;
 }
 
+bool rlt__bind_valid(const char *a)
+{
+    if (a[0] == '\0') return false;
+    unsigned char buf[sizeof(struct in6_addr)];
+    if (inet_pton(AF_INET, a, buf) == 1 || inet_pton(AF_INET6, a, buf) == 1) return true;
+    /* Only digits and dots, or a colon: meant as a numeric address, and not one. */
+    if (strspn(a, "0123456789.") == strlen(a) || strchr(a, ':') != NULL) return false;
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+    struct addrinfo *res = NULL;
+    if (getaddrinfo(a, NULL, &hints, &res) != 0) return false;
+    freeaddrinfo(res);
+    return true;
+}
+
 /* One listening socket on addr:port with SO_REUSEPORT.  Returns the fd or -1. */
 static int listen_on(const char *addr, int port, char *err, size_t errlen)
 {

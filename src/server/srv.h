@@ -364,6 +364,8 @@ int rlt__daemon_start(rlt__daemon **out, rlt__srv *s, int *resp_port, int *http_
 void rlt__daemon_stop(rlt__daemon *d);
 /* Serves HTTP on listening socket fd from `base`.  Returns the evhttp or NULL. */
 struct evhttp *rlt__http_attach(struct event_base *base, rlt__srv *s, int fd);
+/* True when `addr` can be bound: a numeric IPv4/IPv6 address or a name that resolves. */
+bool rlt__bind_valid(const char *addr);
 /* True when `addr` is a loopback address (127.0.0.0/8, ::1, localhost). */
 bool rlt__is_loopback(const char *addr);
 

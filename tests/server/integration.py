@@ -455,6 +455,28 @@ def non_loopback_bind_needs_a_password(tmp):
     assert r.returncode == 2 and "refusing" in r.stderr, r
 
 
+def run_bin(tmp, *args):
+    return subprocess.run([BIN] + list(args), capture_output=True, text=True, timeout=10, cwd=tmp)
+
+
+@test
+def an_unknown_option_is_named_and_exits_2(tmp):
+    r = run_bin(tmp, "--bogus")
+    assert r.returncode == 2 and "unknown option '--bogus'" in r.stderr, r
+    r = run_bin(tmp, "--port")
+    assert r.returncode == 2 and "--port needs a value" in r.stderr, r
+    r = run_bin(tmp, "--port", "99999")
+    assert r.returncode == 2 and "--port needs a valid value, got 99999" in r.stderr, r
+
+
+@test
+def an_invalid_bind_address_is_named_and_exits_2(tmp):
+    for addr in ["999.1.1.1", "1.2.3", "::zz"]:
+        r = run_bin(tmp, "--bind", addr, "--port", "0", "--http-port", "0")
+        assert r.returncode == 2 and "invalid address '%s'" % addr in r.stderr, r
+        assert "password" not in r.stderr, r
+
+
 @test
 def auth_and_bearer_token_guard_both_protocols(tmp):
     d = Daemon(tmp, "--password", "s3cret")
