@@ -54,25 +54,16 @@ int rlt__make_key(const char *prefix, size_t plen, const char *key, size_t klen,
     return (int)(plen + klen);
 }
 
-static void store_error(rlt__obuf *o, int st)
+/* The error reply for status `st` of a decision on policy `id` (-1: none yet) at `now`. */
+static void decide_error(rlt__srv *s, int id, rlt_ns now, rlt__obuf *o, int st)
 {
-    switch (st) {
-    case RLT_EKEYLEN:
-        rlt__resp_error(o, "ERR invalid key: empty or longer than 512 bytes");
-        break;
-    case RLT_EFULL:
-        rlt__resp_error(o, "ERR store is full (fail-closed): new key refused");
-        break;
-    case RLT_ERANGE:
-        rlt__resp_error(o, "ERR cost out of range for this policy");
-        break;
-    case RLT_ENOENT:
-        rlt__resp_error(o, "ERR unknown policy");
-        break;
-    default:
-        rlt__resp_errorf(o, "ERR %s", rlt_strerror(st));
-        break;
-    }
+    char buf[128];
+    rlt__resp_errorf(o, "ERR %s", rlt__decide_strerror(s, id, now, st, buf, sizeof buf));
+}
+
+static void store_error(rlt__srv *s, rlt__obuf *o, int st)
+{
+    decide_error(s, -1, 0, o, st);
 }
 
 int rlt__auth_check(rlt__srv *s, const char *user, size_t ulen, const char *pw, size_t plen,
@@ -146,7 +137,7 @@ static int target(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *key, const
 {
     *klen = rlt__make_key(ss->prefix, ss->prefix_len, key->ptr, key->len, kbuf);
     if (*klen < 0) {
-        store_error(o, RLT_EKEYLEN);
+        store_error(s, o, RLT_EKEYLEN);
         return -1;
     }
     if (tier != NULL && pol->len > 1 && pol->ptr[0] == '@') {
@@ -181,7 +172,7 @@ static void cmd_check(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, siz
     int st = id == -2 ? rlt__decide_tier(s, tier, key, (size_t)klen, now, cost, &d)
                       : rlt__decide(s, id, shadow, key, (size_t)klen, now, cost, &d);
     if (st == RLT_ENOENT && id == -2) return rlt__resp_error(o, "ERR unknown tier");
-    if (st != RLT_OK) return store_error(o, st);
+    if (st != RLT_OK) return decide_error(s, id, now, o, st);
     reply_decision(o, &d);
 }
 
@@ -210,7 +201,17 @@ static void cmd_multi(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, siz
     int refused = -1;
     int st = rlt__decide_multi(s, checks, m, now, &d, &refused);
     if (st == RLT_EINVAL) return rlt__resp_error(o, "ERR RL.MULTI takes no concurrency policy");
-    if (st != RLT_OK) return store_error(o, st);
+    if (st == RLT_ERANGE) {
+        /* Name the limit whose rate cannot work at all; else a cost is too large. */
+        char buf[160];
+        for (size_t i = 0; i < m; i++) {
+            const char *msg = rlt__decide_strerror(s, checks[i].policy, now, st, buf, sizeof buf);
+            if (strncmp(msg, "rate", 4) == 0)
+                return rlt__resp_errorf(o, "ERR limit %zu: %s", i + 1, msg);
+        }
+        return rlt__resp_error(o, "ERR cost out of range for the policy of one of the limits");
+    }
+    if (st != RLT_OK) return store_error(s, o, st);
     int64_t v[7] = {d.allowed ? 1 : 0,
                     d.limit,
                     d.remaining,
@@ -234,7 +235,7 @@ static void cmd_keyop(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, siz
     if (id < 0) return;
     if (op == 0) {
         int st = rlt__decide_reset(s, id, key, (size_t)klen);
-        if (st != RLT_OK) return store_error(o, st);
+        if (st != RLT_OK) return decide_error(s, id, now, o, st);
         return rlt__resp_int(o, 1);
     }
     if (op == 1) { /* acquire */
@@ -244,7 +245,7 @@ static void cmd_keyop(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, siz
                                       "(e.g. concurrency:10/30s)");
         rlt_decision d;
         int st = rlt__decide(s, id, false, key, (size_t)klen, now, 1, &d);
-        if (st != RLT_OK) return store_error(o, st);
+        if (st != RLT_OK) return decide_error(s, id, now, o, st);
         rlt__resp_array(o, 5);
         rlt__resp_int(o, d.allowed ? 1 : 0);
         rlt__resp_int(o, d.limit);
@@ -258,7 +259,12 @@ static void cmd_keyop(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, siz
         return rlt__resp_error(o, "ERR lease must be an integer > 0");
     int st = rlt__decide_release(s, id, key, (size_t)klen, now, lease);
     if (st == RLT_ENOENT) return rlt__resp_int(o, 0);
-    if (st != RLT_OK) return store_error(o, st);
+    rlt_policy p;
+    if (st == RLT_EINVAL && rlt_store_get_policy(s->store, id, &p) == RLT_OK &&
+        p.algo != RLT_CONCURRENCY)
+        return rlt__resp_error(o, "ERR RL.RELEASE needs a concurrency policy "
+                                  "(e.g. concurrency:10/30s)");
+    if (st != RLT_OK) return decide_error(s, id, now, o, st);
     rlt__resp_int(o, 1);
 }
 
@@ -268,13 +274,13 @@ static void cmd_tier(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size
     if (n != 3) return err_arity(o, &a[0]);
     char key[RLT_KEY_MAX], tier[RLT_NAME_MAX + 1];
     int klen = rlt__make_key(ss->prefix, ss->prefix_len, a[1].ptr, a[1].len, key);
-    if (klen < 0) return store_error(o, RLT_EKEYLEN);
+    if (klen < 0) return store_error(s, o, RLT_EKEYLEN);
     if (a[2].len == 0 || a[2].len > RLT_NAME_MAX) return rlt__resp_error(o, "ERR unknown tier");
     memcpy(tier, a[2].ptr, a[2].len);
     tier[a[2].len] = '\0';
     int st = rlt_store_assign_tier(s->store, key, (size_t)klen, tier);
     if (st == RLT_ENOENT || st == RLT_EINVAL) return rlt__resp_error(o, "ERR unknown tier");
-    if (st != RLT_OK) return store_error(o, st);
+    if (st != RLT_OK) return store_error(s, o, st);
     rlt__resp_simple(o, "OK");
 }
 
@@ -295,7 +301,7 @@ static void cmd_throttle(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, 
     if (qty < 0) return rlt__resp_error(o, "ERR quantity must be >= 0");
     char key[RLT_KEY_MAX];
     int klen = rlt__make_key(ss->prefix, ss->prefix_len, a[1].ptr, a[1].len, key);
-    if (klen < 0) return store_error(o, RLT_EKEYLEN);
+    if (klen < 0) return store_error(s, o, RLT_EKEYLEN);
 
     /* The policy cache key: the raw numeric arguments (they determine the policy). */
     char ck[80];
@@ -316,7 +322,7 @@ static void cmd_throttle(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, 
     }
     rlt_decision d;
     int st = rlt__decide(s, id, false, key, (size_t)klen, now, qty, &d);
-    if (st != RLT_OK) return store_error(o, st);
+    if (st != RLT_OK) return decide_error(s, id, now, o, st);
     reply_throttle(o, burst + 1, qty, &d);
 }
 
@@ -682,7 +688,7 @@ void rlt__pipe_flush(rlt__pipe *p, rlt__srv *s)
         rlt_decision *d = &p->out[i];
         rlt__obuf *out = it->out;
         if (p->status[i] != RLT_OK) {
-            store_error(out, p->status[i]);
+            decide_error(s, it->id, p->now, out, p->status[i]);
             rlt__mcount(&ms->errors, 1);
             continue;
         }

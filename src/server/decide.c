@@ -3,6 +3,9 @@
  * and count the outcome per policy.  Shadow mode is applied here, the same for both. */
 #include "server/srv.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+
 static void count(rlt__srv *s, int id, bool allowed, bool shadowed)
 {
     rlt__mslot *m = rlt__mslot_get(&s->metrics);
@@ -81,4 +84,45 @@ int rlt__decide_peek(rlt__srv *s, int policy_id, const void *key, size_t klen, r
 {
     if (s->backend != NULL) return rlt__backend_decide(s, policy_id, key, klen, 0, d);
     return rlt_store_decide(s->store, policy_id, key, klen, now, 0, d);
+}
+
+/* Whether policy `id` cannot decide at all at `now`: its time scale times the clock leaves
+ * int64 (GCRA, leaky bucket with a fine rate), whatever the cost. */
+static bool rate_out_of_range(rlt__srv *s, int id, rlt_ns now)
+{
+    rlt_policy p;
+    if (rlt_store_get_policy(s->store, id, &p) != RLT_OK) return false;
+    void *state = calloc(1, rlt_state_size(&p));
+    if (state == NULL) return false;
+    rlt_decision d;
+    int st = rlt_decide(&p, state, now, 0, &d);
+    free(state);
+    return st == RLT_ERANGE;
+}
+
+const char *rlt__decide_strerror(rlt__srv *s, int id, rlt_ns now, int st, char *buf, size_t cap)
+{
+    rlt_policy p;
+    switch (st) {
+    case RLT_EKEYLEN:
+        return "invalid key: empty or longer than 512 bytes (tenant prefix included)";
+    case RLT_EFULL:
+        return "store is full (fail-closed): new key refused";
+    case RLT_ENOENT:
+        return "unknown policy";
+    case RLT_ERANGE:
+        if (s->backend == NULL && id >= 0 && rate_out_of_range(s, id, now))
+            return "rate (count/period) out of range: the policy's arithmetic overflows on "
+                   "the server's clock (use a smaller count or a longer period)";
+        return "cost out of range for this policy";
+    case RLT_EINVAL:
+        if (id >= 0 && rlt_store_get_policy(s->store, id, &p) == RLT_OK &&
+            p.algo == RLT_CONCURRENCY)
+            return "cost must be 0 or 1 for a concurrency policy (RL.ACQUIRE takes one slot)";
+        break;
+    default:
+        break;
+    }
+    snprintf(buf, cap, "%s", rlt_strerror(st));
+    return buf;
 }

@@ -115,11 +115,12 @@ static void handle_check(struct evhttp_request *req, rlt__srv *s, const char *pr
     int id = rlt__srv_resolve(s, cr.policy, cr.plen, &shadow, err, sizeof err);
     if (id < 0) return reply_error(req, 400, "Bad Request", err);
     rlt_decision d;
-    int st = rlt__decide(s, id, shadow, key, (size_t)klen, rlt__now_mono(), cr.cost, &d);
+    rlt_ns now = rlt__now_mono();
+    int st = rlt__decide(s, id, shadow, key, (size_t)klen, now, cr.cost, &d);
     if (st != RLT_OK)
         return reply_error(req, st == RLT_EFULL ? 503 : 400,
                            st == RLT_EFULL ? "Service Unavailable" : "Bad Request",
-                           rlt_strerror(st));
+                           rlt__decide_strerror(s, id, now, st, err, sizeof err));
     rlt_policy p;
     char hdr[1024];
     if (rlt_store_get_policy(s->store, id, &p) == RLT_OK &&

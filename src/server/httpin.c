@@ -274,7 +274,9 @@ int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const char *prefix, 
             int e = rlt__decide(s, ru->policy_id, true, keys[i], (size_t)klen[i], now,
                                 r->hits_addend, &d);
             if (e != RLT_OK) {
-                snprintf(err, errlen, "descriptor %zu: %s", i, rlt_strerror(e));
+                char b[128];
+                snprintf(err, errlen, "descriptor %zu: %s", i,
+                         rlt__decide_strerror(s, ru->policy_id, now, e, b, sizeof b));
                 return -1;
             }
             st[i].remaining = d.remaining;
@@ -295,7 +297,9 @@ int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const char *prefix, 
         int e = rlt__decide(s, checks[0].policy, false, checks[0].key, checks[0].klen, now,
                             checks[0].cost, &d);
         if (e != RLT_OK) {
-            snprintf(err, errlen, "descriptor %zu: %s", i, rlt_strerror(e));
+            char b[128];
+            snprintf(err, errlen, "descriptor %zu: %s", i,
+                     rlt__decide_strerror(s, checks[0].policy, now, e, b, sizeof b));
             return -1;
         }
         st[i].over = !d.allowed;
@@ -307,7 +311,8 @@ int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const char *prefix, 
         int refused = -1;
         int e = rlt__decide_multi(s, checks, nchecks, now, &d, &refused);
         if (e != RLT_OK) {
-            snprintf(err, errlen, "%s", rlt_strerror(e));
+            char b[128];
+            snprintf(err, errlen, "%s", rlt__decide_strerror(s, -1, now, e, b, sizeof b));
             return -1;
         }
         over = !d.allowed;

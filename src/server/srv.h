@@ -261,6 +261,11 @@ int rlt__decide_release(rlt__srv *s, int policy_id, const void *key, size_t klen
 int rlt__decide_peek(rlt__srv *s, int policy_id, const void *key, size_t klen, rlt_ns now,
                      rlt_decision *d);
 
+/* The message (without "ERR ") for status `st` of a decision on policy `id` at `now`
+ * (id -1: unknown): names what is out of range, the cost or the policy's rate.  Returns a
+ * constant or buf. */
+const char *rlt__decide_strerror(rlt__srv *s, int id, rlt_ns now, int st, char *buf, size_t cap);
+
 /* ---- the Redis backend (backend_redis.c) -------------------------------------------------- */
 /* With `redis.address` set, decide.c sends every decision to Redis (libratelimit_redis) with
  * one rlt_redis handle per thread, opened lazily.  Without the library built in

@@ -347,3 +347,23 @@ TEST(decision_counters_are_exact_with_worker_slots_and_the_shared_slot)
     rlt__obuf_free(&o);
     rlt__srv_close(s);
 }
+
+TEST(errors_name_what_is_out_of_range_or_wrong)
+{
+    rlt__srv *s = open_srv(NULL);
+    ASSERT(s != NULL);
+    rlt__session ss;
+    rlt__session_init(s, &ss);
+    /* count/period so fine that the rate's arithmetic overflows: the rate, not the cost. */
+    const char *r = run(s, &ss, S(1000), "CL.THROTTLE k 15 9223372036854775807 60 1");
+    ASSERT(strncmp(r, "-ERR rate (count/period) out of range", 37) == 0);
+    r = run(s, &ss, S(1000), "RL.CHECK k gcra:1000000007/1s");
+    ASSERT(strncmp(r, "-ERR rate (count/period) out of range", 37) == 0);
+    r = run(s, &ss, S(1000), "RL.CHECK k concurrency:10/30s 2");
+    ASSERT(strncmp(r, "-ERR cost must be 0 or 1 for a concurrency policy", 49) == 0);
+    r = run(s, &ss, S(1000), "RL.RELEASE k gcra:1/1s 5");
+    ASSERT(strncmp(r, "-ERR RL.RELEASE needs a concurrency policy", 42) == 0);
+    r = run(s, &ss, S(1000), "RL.MULTI k gcra:1/1s 1 j gcra:1000000007/1s 1");
+    ASSERT(strncmp(r, "-ERR limit 2: rate (count/period) out of range", 46) == 0);
+    rlt__srv_close(s);
+}
