@@ -115,7 +115,7 @@ static void handle_check(struct evhttp_request *req, rlt__srv *s, const char *pr
     int id = rlt__srv_resolve(s, cr.policy, cr.plen, &shadow, err, sizeof err);
     if (id < 0) return reply_error(req, 400, "Bad Request", err);
     rlt_decision d;
-    rlt_ns now = rlt__now_mono();
+    rlt_ns now = rlt__now();
     int st = rlt__decide(s, id, shadow, key, (size_t)klen, now, cr.cost, &d);
     if (st != RLT_OK)
         return reply_error(req, st == RLT_EFULL ? 503 : 400,
@@ -153,7 +153,7 @@ static void handle_envoy(struct evhttp_request *req, rlt__srv *s, const char *pr
         return reply_error(req, 400, "Bad Request", err);
     }
     rlt__obuf out = {.max = 1 << 20};
-    int code = rlt__envoy_decide(s, &er, prefix, plen, rlt__now_mono(), &out, err, sizeof err);
+    int code = rlt__envoy_decide(s, &er, prefix, plen, rlt__now(), &out, err, sizeof err);
     rlt__envoy_free(&er);
     if (code < 0)
         reply_error(req, 400, "Bad Request", err);
@@ -167,7 +167,7 @@ static void on_request(struct evhttp_request *req, void *arg)
 {
     http_ctx *hc = arg;
     rlt__srv *s = hc->s;
-    rlt_ns t0 = rlt__now_mono();
+    rlt_ns t0 = rlt__now();
     rlt__mslot *ms = rlt__mslot_get(&s->metrics);
     rlt__mcount(&ms->http_requests, 1);
     const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
@@ -191,7 +191,7 @@ static void on_request(struct evhttp_request *req, void *arg)
         reply_error(req, 404, "Not Found",
                     "no such endpoint (/v1/check, /json, /metrics, /healthz)");
     }
-    rlt__metrics_latency(ms, rlt__now_mono() - t0);
+    rlt__metrics_latency(ms, rlt__now() - t0);
 }
 
 struct evhttp *rlt__http_attach(struct event_base *base, rlt__srv *s, int fd)

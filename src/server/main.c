@@ -123,7 +123,10 @@ static void snapshot(mainctx *m, const char *why)
 {
     rlt__config *c = rlt__srv_config(m->s);
     if (c->set.snapshot[0] == '\0') return;
-    int st = rlt_store_save(m->s->store, c->set.snapshot, rlt__now_mono(), rlt__now_wall());
+    /* The wall time derived from the daemon's clock, not CLOCK_REALTIME: then a restart
+     * shifts saved instants by whole days (see rlt__clock_start). */
+    rlt_ns now = rlt__now();
+    int st = rlt_store_save(m->s->store, c->set.snapshot, now, now + rlt__clock_origin());
     if (st == RLT_OK) {
         __atomic_fetch_add(&m->s->metrics.snapshots_ok, 1, __ATOMIC_RELAXED);
     } else {
@@ -210,7 +213,7 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     mainctx *m = arg;
-    rlt_store_sweep(m->s->store, rlt__now_mono(), 20000);
+    rlt_store_sweep(m->s->store, rlt__now(), 20000);
 }
 
 int main(int argc, char **argv)
@@ -312,7 +315,9 @@ int main(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     rlt__srv *s;
-    if (rlt__srv_open(&s, cfg, rlt__now_mono(), rlt__now_wall(), err, sizeof err) < 0) {
+    int64_t wall_start = rlt__now_wall();
+    rlt__clock_start(wall_start);
+    if (rlt__srv_open(&s, cfg, wall_start - rlt__clock_origin(), wall_start, err, sizeof err) < 0) {
         fprintf(stderr, "ratelimitd: %s\n", err);
         return 1;
     }

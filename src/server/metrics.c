@@ -197,7 +197,7 @@ void rlt__metrics_info(rlt__srv *s, rlt__obuf *o)
          "# Server\r\nratelimitd_version:0.1.0\r\nredis_version:7.0.0\r\nuptime_in_seconds:%lld\r\n"
          "\r\n# Clients\r\nconnected_clients:%" PRId64 "\r\ntotal_connections_received:%" PRIu64
          "\r\nrejected_connections:%" PRIu64 "\r\n",
-         (long long)((rlt__now_mono() - s->started) / RLT_NS_PER_S),
+         (long long)((rlt__now() - s->started) / RLT_NS_PER_S),
          __atomic_load_n(&m->connections_current, __ATOMIC_RELAXED), ld(&m->connections_total),
          ld(&m->connections_rejected));
     putf(o,

@@ -282,7 +282,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     c->in_len += (size_t)n;
 
     /* The one clock reading for every command of this turn. */
-    if (w->turn_now == 0) w->turn_now = rlt__now_mono();
+    if (w->turn_now == 0) w->turn_now = rlt__now();
     rlt__resp_limits lim = {.max_args = cfg->set.max_args,
                             .max_bulk = cfg->set.max_bulk,
                             .max_inline = cfg->set.max_bulk};
@@ -352,7 +352,7 @@ static void finish_turn(worker *w)
     if (w->turn_cmds > 0) {
         /* Latency per command: the turn's processing time shared by its commands. */
         rlt__mslot *ms = rlt__mslot_get(&s->metrics);
-        rlt_ns per = (rlt__now_mono() - now) / (rlt_ns)w->turn_cmds;
+        rlt_ns per = (rlt__now() - now) / (rlt_ns)w->turn_cmds;
         for (size_t i = 0; i < w->turn_cmds; i++)
             rlt__metrics_latency(ms, per);
     }

@@ -543,6 +543,55 @@ def snapshot_round_trip_across_a_restart(tmp):
         d.stop()
 
 
+def away_from_edge(unit, margin=3):
+    """Waits until the current UTC `unit`-second window has at least `margin` s left and has
+    run for `margin` s, so that a test's requests fall in one window."""
+    while True:
+        into = time.time() % unit
+        if margin <= into <= unit - margin:
+            return
+        time.sleep(0.2)
+
+
+@test
+def fixed_windows_keep_their_utc_hour_across_a_restart(tmp):
+    # Windows are UTC hours, before and after a restart: a client blocked for the rest of the
+    # hour stays blocked for exactly that, not for up to two windows.
+    away_from_edge(3600, margin=5)
+    d = Daemon(tmp)
+    try:
+        for _ in range(3):
+            assert ints(d.cli("RL.CHECK", "fw", "fixed_window:3/1h"))[0] == 1
+        r = ints(d.cli("RL.CHECK", "fw", "fixed_window:3/1h"))
+        left_ms = (3600 - time.time() % 3600) * 1000
+        assert r[0] == 0 and abs(r[3] - left_ms) <= 1500, (r, left_ms)
+    finally:
+        assert d.stop() == 0
+    d = Daemon(tmp)
+    try:
+        r = ints(d.cli("RL.CHECK", "fw", "fixed_window:3/1h"))
+        left_ms = (3600 - time.time() % 3600) * 1000
+        assert r[0] == 0, r  # still limited
+        assert r[3] <= left_ms + 1500 and abs(r[3] - left_ms) <= 1500, (r, left_ms)
+    finally:
+        d.stop()
+
+
+@test
+def envoy_minute_windows_end_on_the_utc_minute(tmp):
+    away_from_edge(60, margin=2)
+    d = Daemon(tmp, config=ENVOY.replace("unit: day", "unit: minute"))
+    try:
+        body = '{"domain":"messaging","descriptors":[{"entries":[{"key":"to_number","value":"7"}]}]}'
+        out = d.curl("/json", "-X", "POST", "--data", body)
+        left = 60 - time.time() % 60
+        m = re.search(r'"durationUntilReset":"(\d+)s"', out)
+        assert m, out
+        assert abs(int(m.group(1)) - left) <= 1.0, (out, left)
+    finally:
+        d.stop()
+
+
 @test
 def kill_9_loses_at_most_what_came_after_the_last_snapshot(tmp):
     d = Daemon(tmp, "--snapshot-interval", "200ms")
