@@ -214,6 +214,47 @@ int rlt__backend_decide(rlt__srv *s, int policy_id, const void *key, size_t klen
     return decided(st);
 }
 
+void rlt__backend_decide_batch(rlt__srv *s, const int *policy, const rlt_key *keys, size_t n,
+                               const int64_t *costs, rlt_decision *out, int *status)
+{
+    enum { CHUNK = 256 };
+    const rlt__config *c;
+    int st;
+    tctx *t = enter(s, &c, &st);
+    rlt_redis_check checks[CHUNK];
+    size_t idx[CHUNK];
+    /* Runs of one fail mode (the library takes one per call), at most CHUNK items each; the
+     * runs go in order, so every key sees its requests in the order they came. */
+    for (size_t i = 0; i < n;) {
+        size_t m = 0;
+        unsigned flags = 0;
+        for (; i < n && m < CHUNK; i++) {
+            const rlt_policy *p = NULL;
+            int ps = st == RLT_OK ? get_policy(t, s, policy[i], &p) : st;
+            if (ps != RLT_OK) {
+                memset(&out[i], 0, sizeof out[i]);
+                status[i] = ps;
+                continue;
+            }
+            unsigned f = fail_flags(t, c, policy[i]);
+            if (m > 0 && f != flags) break;
+            flags = f;
+            checks[m] = (rlt_redis_check){
+                .policy = p, .key = keys[i].key, .klen = keys[i].klen, .cost = costs[i]};
+            idx[m++] = i;
+        }
+        if (m == 0) continue;
+        rlt_decision dd[CHUNK];
+        int ds[CHUNK];
+        rlt_redis_decide_batch(t->r, checks, m, flags, 0, dd, ds);
+        for (size_t k = 0; k < m; k++) {
+            out[idx[k]] = dd[k];
+            status[idx[k]] = decided(ds[k]);
+        }
+    }
+    if (t != NULL) publish(t);
+}
+
 /* The limit a decision reports under `p` (ratelimit.h: B for token bucket and GCRA, Q + 1 for
  * the leaky bucket, else N). */
 static int64_t decision_limit(const rlt_policy *p)
@@ -574,6 +615,16 @@ int rlt__backend_decide(rlt__srv *s, int policy_id, const void *key, size_t klen
     (void)s, (void)policy_id, (void)key, (void)klen, (void)cost;
     memset(d, 0, sizeof *d);
     return RLT_EBACKEND;
+}
+
+void rlt__backend_decide_batch(rlt__srv *s, const int *policy, const rlt_key *keys, size_t n,
+                               const int64_t *costs, rlt_decision *out, int *status)
+{
+    (void)s, (void)policy, (void)keys, (void)costs;
+    for (size_t i = 0; i < n; i++) {
+        memset(&out[i], 0, sizeof out[i]);
+        status[i] = RLT_EBACKEND;
+    }
 }
 
 int rlt__backend_decide_tier(rlt__srv *s, const char *default_tier, const void *key, size_t klen,

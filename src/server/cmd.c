@@ -488,8 +488,6 @@ void rlt__cmd_exec(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t
 /* What a deferred command needs to be decided and answered. */
 typedef struct pitem {
     rlt__obuf *out; /* where its reply goes */
-    int id;         /* store policy id */
-    bool shadow;    /* the named policy's shadow flag (RL.CHECK) */
     bool throttle;  /* CL.THROTTLE (else RL.CHECK / RL.PEEK) */
     int64_t burst1; /* CL.THROTTLE: max_burst + 1, for the reply */
 } pitem;
@@ -513,6 +511,8 @@ struct rlt__pipe {
     size_t n;
     rlt_ns now;
     pitem it[RLT__PIPE_MAX];
+    int ids[RLT__PIPE_MAX];      /* store policy ids */
+    bool shadows[RLT__PIPE_MAX]; /* the named policy's shadow flag (RL.CHECK) */
     rlt_key keys[RLT__PIPE_MAX];
     int64_t costs[RLT__PIPE_MAX];
     rlt_decision out[RLT__PIPE_MAX];
@@ -609,7 +609,9 @@ static bool stage_throttle(rlt__pipe *p, rlt__srv *s, const rlt__session *ss,
         burst1 = burst + 1;
         memo_set(m, s, NULL, ck, cl, id, false, burst1);
     }
-    p->it[p->n] = (pitem){.id = id, .shadow = false, .throttle = true, .burst1 = burst1};
+    p->it[p->n] = (pitem){.throttle = true, .burst1 = burst1};
+    p->ids[p->n] = id;
+    p->shadows[p->n] = false;
     p->costs[p->n] = qty;
     return true;
 }
@@ -637,25 +639,11 @@ static bool stage_check(rlt__pipe *p, rlt__srv *s, const rlt__session *ss, const
         if (id < 0) return false;
         memo_set(m, s, cfg, pol->ptr, pol->len, id, shadow, 0);
     }
-    p->it[p->n] = (pitem){.id = id, .shadow = shadow, .throttle = false, .burst1 = 0};
+    p->it[p->n] = (pitem){.throttle = false, .burst1 = 0};
+    p->ids[p->n] = id;
+    p->shadows[p->n] = shadow;
     p->costs[p->n] = cost;
     return true;
-}
-
-/* Counts a decision per policy as the decision seam does (decide.c), applying shadow mode. */
-static void settle(rlt__mslot *ms, const pitem *it, int64_t cost, bool shadow_all, rlt_decision *d)
-{
-    size_t i = it->id >= 0 && it->id < RLT__METRIC_IDS ? (size_t)it->id : RLT__METRIC_IDS - 1;
-    if (!d->allowed && cost > 0 && (it->shadow || shadow_all)) {
-        /* Would have been denied: reported allowed; the store charged nothing for it. */
-        d->allowed = true;
-        d->retry_after = 0;
-        rlt__mcount(&ms->shadowed[i], 1);
-    }
-    if (d->allowed)
-        rlt__mcount(&ms->allowed[i], 1);
-    else
-        rlt__mcount(&ms->denied[i], 1);
 }
 
 void rlt__pipe_flush(rlt__pipe *p, rlt__srv *s)
@@ -663,40 +651,21 @@ void rlt__pipe_flush(rlt__pipe *p, rlt__srv *s)
     size_t n = p->n;
     if (n == 0) return;
     p->n = 0;
-    /* One store batch per run of one policy: the store keeps items of one key in index
-     * order within a batch, and runs are decided in order, so every key sees its commands
-     * in the order they came. */
-    bool local = s->backend == NULL;
-    for (size_t i = 0, j; i < n; i = j) {
-        if (!local) {
-            /* The Redis backend: one at a time through the decision seam, which counts and
-             * applies shadow mode itself. */
-            p->status[i] = rlt__decide(s, p->it[i].id, p->it[i].shadow, p->keys[i].key,
-                                       p->keys[i].klen, p->now, p->costs[i], &p->out[i]);
-            j = i + 1;
-            continue;
-        }
-        for (j = i + 1; j < n && p->it[j].id == p->it[i].id; j++)
-            ;
-        rlt_store_decide_batch(s->store, p->it[i].id, &p->keys[i], j - i, p->now, &p->costs[i],
-                               &p->out[i], &p->status[i]);
-    }
+    /* The seam decides the batch (local store or Redis), counts and applies shadow mode. */
+    rlt__decide_batch(s, p->ids, p->shadows, p->keys, n, p->now, p->costs, p->out, p->status);
     rlt__mslot *ms = rlt__mslot_get(&s->metrics);
-    bool shadow_all = rlt__srv_config(s)->set.shadow_mode;
     for (size_t i = 0; i < n; i++) {
         const pitem *it = &p->it[i];
-        rlt_decision *d = &p->out[i];
         rlt__obuf *out = it->out;
         if (p->status[i] != RLT_OK) {
-            decide_error(s, it->id, p->now, out, p->status[i]);
+            decide_error(s, p->ids[i], p->now, out, p->status[i]);
             rlt__mcount(&ms->errors, 1);
             continue;
         }
-        if (local) settle(ms, it, p->costs[i], shadow_all, d);
         if (it->throttle)
-            reply_throttle(out, it->burst1, p->costs[i], d);
+            reply_throttle(out, it->burst1, p->costs[i], &p->out[i]);
         else
-            reply_decision(out, d);
+            reply_decision(out, &p->out[i]);
     }
 }
 

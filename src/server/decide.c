@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void count(rlt__srv *s, int id, bool allowed, bool shadowed)
 {
@@ -17,6 +18,98 @@ static void count(rlt__srv *s, int id, bool allowed, bool shadowed)
         rlt__mcount(&m->denied[i], 1);
 }
 
+/* Shadow-mode log lines: at most RLT__SHADOW_LOG_PER_S per second per thread (a worker), the
+ * rest counted and summed up in one line when the next second's first line is written. */
+typedef struct shadow_log {
+    int64_t second; /* the daemon clock's second of the lines counted in `lines` */
+    unsigned lines;
+    uint64_t suppressed;
+} shadow_log;
+static __thread shadow_log tl_log;
+
+/* Escapes a key for one log line: printable ASCII as is (backslash and quote escaped), other
+ * bytes as \xHH, at most 64 key bytes (then "..."). */
+static void escape_key(const unsigned char *k, size_t n, char *out, size_t cap)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0, max = n > 64 ? 64 : n;
+    for (size_t i = 0; i < max && o + 5 < cap; i++) {
+        unsigned char c = k[i];
+        if (c == '\\' || c == '"') {
+            out[o++] = '\\';
+            out[o++] = (char)c;
+        } else if (c >= 32 && c < 127) {
+            out[o++] = (char)c;
+        } else {
+            out[o++] = '\\';
+            out[o++] = 'x';
+            out[o++] = hex[c >> 4];
+            out[o++] = hex[c & 15];
+        }
+    }
+    if (max < n && o + 4 < cap) {
+        memcpy(out + o, "...", 3);
+        o += 3;
+    }
+    out[o] = '\0';
+}
+
+static void log_shadow(rlt__srv *s, int id, const void *key, size_t klen, int64_t cost,
+                       rlt_ns retry_after, rlt_ns now)
+{
+    shadow_log *l = &tl_log;
+    int64_t sec = now / RLT_NS_PER_S;
+    char line[512];
+    if (sec != l->second) {
+        if (l->suppressed > 0) {
+            snprintf(line, sizeof line,
+                     "ratelimitd: shadow: suppressed %llu lines (more than %d per second)\n",
+                     (unsigned long long)l->suppressed, RLT__SHADOW_LOG_PER_S);
+            fputs(line, stderr);
+        }
+        l->second = sec;
+        l->lines = 0;
+        l->suppressed = 0;
+    }
+    if (l->lines >= RLT__SHADOW_LOG_PER_S) {
+        l->suppressed++;
+        return;
+    }
+    l->lines++;
+    char name[RLT_NAME_MAX + 1], esc[64 * 4 + 8];
+    if (id >= 0)
+        rlt__srv_policy_name(s, id, name, sizeof name);
+    else
+        snprintf(name, sizeof name, "(tier)");
+    escape_key(key, klen, esc, sizeof esc);
+    long long retry_ms =
+        retry_after < 0
+            ? -1
+            : (long long)(retry_after / RLT_NS_PER_MS + (retry_after % RLT_NS_PER_MS != 0));
+    /* One write per line, so that the lines of several workers do not interleave. */
+    snprintf(line, sizeof line,
+             "ratelimitd: shadow: would deny policy=%s key=\"%s\" cost=%lld "
+             "retry_after_ms=%lld\n",
+             name, esc, (long long)cost, retry_ms);
+    fputs(line, stderr);
+}
+
+/* Applies shadow mode to decision d of item (id, key, cost) and counts it. */
+static void settle(rlt__srv *s, const rlt__config *c, int id, bool shadow, const void *key,
+                   size_t klen, int64_t cost, rlt_ns now, rlt_decision *d)
+{
+    bool shadowed = false;
+    if (!d->allowed && cost > 0 && (shadow || c->set.shadow_mode)) {
+        /* Would have been denied: report allowed, charge nothing (the store charged nothing
+         * for the denial either), and say so in the log. */
+        shadowed = true;
+        log_shadow(s, id, key, klen, cost, d->retry_after, now);
+        d->allowed = true;
+        d->retry_after = 0;
+    }
+    count(s, id, d->allowed, shadowed);
+}
+
 int rlt__decide(rlt__srv *s, int policy_id, bool shadow, const void *key, size_t klen, rlt_ns now,
                 int64_t cost, rlt_decision *d)
 {
@@ -25,16 +118,32 @@ int rlt__decide(rlt__srv *s, int policy_id, bool shadow, const void *key, size_t
     int st = s->backend != NULL ? rlt__backend_decide(s, policy_id, key, klen, cost, d)
                                 : rlt_store_decide(s->store, policy_id, key, klen, now, cost, d);
     if (st != RLT_OK) return st;
-    bool shadowed = false;
-    if (!d->allowed && cost > 0 && (shadow || rlt__srv_config(s)->set.shadow_mode)) {
-        /* Would have been denied: report allowed, charge nothing (the store charged nothing
-         * for the denial either). */
-        shadowed = true;
-        d->allowed = true;
-        d->retry_after = 0;
-    }
-    count(s, policy_id, d->allowed, shadowed);
+    settle(s, rlt__srv_config(s), policy_id, shadow, key, klen, cost, now, d);
     return RLT_OK;
+}
+
+void rlt__decide_batch(rlt__srv *s, const int *policy, const bool *shadow, const rlt_key *keys,
+                       size_t n, rlt_ns now, const int64_t *costs, rlt_decision *out, int *status)
+{
+    if (n == 0) return;
+    if (s->backend != NULL) {
+        /* Pipelined to Redis: about one round trip per node for the whole batch. */
+        rlt__backend_decide_batch(s, policy, keys, n, costs, out, status);
+    } else {
+        /* One store batch per run of one policy: the store keeps items of one key in index
+         * order within a batch, and runs are decided in order, so every key sees its
+         * requests in the order they came. */
+        for (size_t i = 0, j; i < n; i = j) {
+            for (j = i + 1; j < n && policy[j] == policy[i]; j++)
+                ;
+            rlt_store_decide_batch(s->store, policy[i], &keys[i], j - i, now, &costs[i], &out[i],
+                                   &status[i]);
+        }
+    }
+    const rlt__config *c = rlt__srv_config(s);
+    for (size_t i = 0; i < n; i++)
+        if (status[i] == RLT_OK)
+            settle(s, c, policy[i], shadow[i], keys[i].key, keys[i].klen, costs[i], now, &out[i]);
 }
 
 int rlt__decide_tier(rlt__srv *s, const char *default_tier, const void *key, size_t klen,

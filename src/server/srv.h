@@ -250,6 +250,15 @@ int rlt__srv_cached_id(rlt__srv *s, const char *key, size_t klen);
 
 int rlt__decide(rlt__srv *s, int policy_id, bool shadow, const void *key, size_t klen, rlt_ns now,
                 int64_t cost, rlt_decision *d);
+/* Decides n independent requests (a pipeline's), as n calls of rlt__decide would, in order
+ * for every key: the local store decides them in one rlt_store_decide_batch per run of one
+ * policy, Redis in pipelined batches (rlt_redis_decide_batch: about one round trip per node).
+ * status[i] is RLT_OK (out[i] the decision, counted, shadow mode applied with shadow[i]) or
+ * the item's error. */
+void rlt__decide_batch(rlt__srv *s, const int *policy, const bool *shadow, const rlt_key *keys,
+                       size_t n, rlt_ns now, const int64_t *costs, rlt_decision *out, int *status);
+/* Shadow-mode log lines per second per worker thread; more are counted and summed up. */
+#define RLT__SHADOW_LOG_PER_S 10
 int rlt__decide_tier(rlt__srv *s, const char *default_tier, const void *key, size_t klen,
                      rlt_ns now, int64_t cost, rlt_decision *d);
 int rlt__decide_multi(rlt__srv *s, const rlt_check *checks, size_t n, rlt_ns now,
@@ -285,6 +294,9 @@ int rlt__backend_decide(rlt__srv *s, int policy_id, const void *key, size_t klen
                         rlt_decision *d);
 int rlt__backend_decide_tier(rlt__srv *s, const char *default_tier, const void *key, size_t klen,
                              rlt_ns now, int64_t cost, rlt_decision *d);
+/* n independent decisions pipelined (rlt_redis_decide_batch per run of one fail mode). */
+void rlt__backend_decide_batch(rlt__srv *s, const int *policy, const rlt_key *keys, size_t n,
+                               const int64_t *costs, rlt_decision *out, int *status);
 int rlt__backend_decide_multi(rlt__srv *s, const rlt_check *checks, size_t n,
                               rlt_decision *combined, int *refused);
 int rlt__backend_reset(rlt__srv *s, int policy_id, const void *key, size_t klen);

@@ -451,6 +451,43 @@ def envoy_json_endpoint_and_config_file_work(tmp):
 
 
 @test
+def shadow_mode_logs_what_it_would_have_denied_rate_limited(tmp):
+    cfg = ("policies:\n  soft:\n    policy: fixed_window:1/1h\n    shadow_mode: true\n"
+           "domain: edge\ndescriptors:\n  - key: ip\n    rate_limit: {unit: hour, "
+           "requests_per_unit: 1}\n    shadow_mode: true\n")
+    d = Daemon(tmp, "--threads", "1", config=cfg)
+    try:
+        key = b'u"1\x01' + b"x" * 100
+        got = raw(d.port, resp("RL.CHECK", key, "soft") * 2, wait=0.3)
+        assert got.count(b"*6\r\n:1\r\n") == 2, got  # both allowed (shadow)
+        body = '{"domain":"edge","descriptors":[{"entries":[{"key":"ip","value":"9"}]}]}'
+        for _ in range(2):
+            assert d.curl("/json", "-X", "POST", "--data", body).startswith("HTTP/1.1 200")
+        time.sleep(0.2)
+        err = d.stderr()
+        m = re.search(r'ratelimitd: shadow: would deny policy=p:soft key="u\\"1\\x01(x+)\.\.\." '
+                      r'cost=1 retry_after_ms=(\d+)', err)
+        assert m, err
+        assert len(m.group(1)) == 60 and int(m.group(2)) > 0, err  # 64 key bytes, then ...
+        assert re.search(r"shadow: would deny policy=edge\.ip key=\S+ cost=1 retry_after_ms="
+                         r"\d+", err), err
+        # A flood is rate-limited: at most 10 lines a second, then a summary line.
+        time.sleep(1.1)
+        raw(d.port, resp("RL.CHECK", "flood", "soft") * 60, wait=0.5)
+        time.sleep(1.1)
+        raw(d.port, resp("RL.CHECK", "flood", "soft"), wait=0.3)
+        time.sleep(0.2)
+        err = d.stderr()
+        flood = err.count('key="flood"')
+        assert 10 <= flood <= 21, (flood, err)
+        m = re.search(r"shadow: suppressed (\d+) lines", err)
+        assert m and int(m.group(1)) + flood == 60, (flood, err)
+        assert "shadow_denied\"} 62" in d.curl("/metrics"), d.curl("/metrics")
+    finally:
+        d.stop()
+
+
+@test
 def config_errors_are_refused_at_start_with_file_and_line(tmp):
     path = os.path.join(tmp, "bad.yaml")
     with open(path, "w") as f:

@@ -294,6 +294,30 @@ def pipelined_commands_share_the_limit_and_keep_their_order(tmp):
 
 
 @test("both")
+def a_pipelined_read_costs_about_one_round_trip_per_node(tmp):
+    # 100 decisions in one write: decided as one pipelined batch (rlt_redis_decide_batch), not
+    # one round trip each.  TCP may split the write into a few reads, each one batch.
+    with Fleet(tmp, 1, args=redis_args() + ["--threads", "1"]) as ds:
+        d = ds[0]
+        d.c.ok("CL.THROTTLE", "rt:warm", 4, 1, 3600)  # the worker's handle and scripts
+        before = int(d.info()["redis_round_trips"])
+        s = socket.create_connection(("127.0.0.1", d.port), timeout=10)
+        try:
+            data = b"".join(b"*5\r\n$11\r\nCL.THROTTLE\r\n$%d\r\n%s\r\n$1\r\n4\r\n"
+                            b"$1\r\n1\r\n$4\r\n3600\r\n" % (len(k), k)
+                            for k in (b"rt:%d" % i for i in range(100)))
+            s.sendall(data)
+            c = Resp.__new__(Resp)
+            c.s, c.buf = s, b""
+            rs = [c._reply() for _ in range(100)]
+            assert all(r[:3] == [0, 5, 4] for r in rs), rs[:3]
+        finally:
+            s.close()
+        trips = int(d.info()["redis_round_trips"]) - before
+        assert 1 <= trips <= 25, trips
+
+
+@test("both")
 def two_daemons_share_one_rl_check_limit_for_every_algorithm(tmp):
     policies = ["fixed_window:7/1h", "sliding_log:7/1h", "sliding_window:7/1h",
                 "token_bucket:7/1h", "gcra:7/1h"]
