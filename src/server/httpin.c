@@ -205,6 +205,25 @@ static const char *unit_of(const rlt__rule *r, int64_t *per_unit)
     }
 }
 
+/* The fixed window of rule r (envoy's own semantics: windows aligned to the clock's origin,
+ * UTC in the daemon), or 0 when its limiter has no windows. */
+static rlt_ns window_of(const rlt__rule *r)
+{
+    if (r->block_all && r->unit != NULL) {
+        static const struct {
+            const char *unit;
+            rlt_ns ns;
+        } units[] = {{"SECOND", RLT_NS_PER_S},
+                     {"MINUTE", 60 * RLT_NS_PER_S},
+                     {"HOUR", 3600 * RLT_NS_PER_S},
+                     {"DAY", 86400 * RLT_NS_PER_S}};
+        for (size_t i = 0; i < 4; i++)
+            if (strcmp(r->unit, units[i].unit) == 0) return units[i].ns;
+        return 0;
+    }
+    return !r->block_all && r->policy.algo == RLT_FIXED_WINDOW ? r->policy.period : 0;
+}
+
 typedef struct status {
     int rule; /* -1: no limit */
     bool over;
@@ -289,8 +308,11 @@ int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const char *prefix, 
                                         .klen = (size_t)klen[i],
                                         .cost = r->hits_addend};
     }
+    bool peek_all = false;
     if (over) {
-        /* A block-all rule matched: nothing else is charged. */
+        /* A block-all rule matched: nothing else is charged; report every limit as it
+         * stands. */
+        peek_all = true;
     } else if (nchecks == 1) {
         rlt_decision d;
         size_t i = map[0];
@@ -316,7 +338,13 @@ int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const char *prefix, 
             return -1;
         }
         over = !d.allowed;
-        /* Per-descriptor details: peek at each limit as it now stands. */
+        peek_all = true;
+        for (size_t k = 0; k < nchecks; k++)
+            st[map[k]].over = !d.allowed && refused == (int)k;
+    }
+    if (peek_all) {
+        /* Per-descriptor details: each limit's real remaining and reset as it now stands
+         * (charged when the request was allowed, untouched when refused). */
         for (size_t k = 0; k < nchecks; k++) {
             rlt_decision pd;
             size_t i = map[k];
@@ -325,7 +353,6 @@ int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const char *prefix, 
                 st[i].remaining = pd.remaining;
                 st[i].reset = pd.reset_after;
             }
-            st[i].over = !d.allowed && refused == (int)k;
         }
     }
     putj(out, over ? "{\"overallCode\":\"OVER_LIMIT\",\"statuses\":["
@@ -360,7 +387,11 @@ int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const char *prefix, 
             snprintf(buf, sizeof buf, ",\"limitRemaining\":%lld", (long long)st[i].remaining);
             putj(out, buf);
         }
-        int64_t secs = st[i].reset / RLT_NS_PER_S + (st[i].reset % RLT_NS_PER_S != 0);
+        /* envoyproxy/ratelimit reports the time to the end of the current window on every
+         * status, OK or OVER_LIMIT, even when nothing was counted in it yet. */
+        rlt_ns reset = st[i].reset, win = window_of(ru);
+        if (win > 0 && reset <= 0) reset = win - ((now % win) + win) % win;
+        int64_t secs = reset / RLT_NS_PER_S + (reset % RLT_NS_PER_S != 0);
         if (secs > 0) {
             snprintf(buf, sizeof buf, ",\"durationUntilReset\":\"%llds\"", (long long)secs);
             putj(out, buf);

@@ -231,6 +231,38 @@ TEST(envoy_multi_descriptor_requests_are_all_or_nothing)
     rlt__srv_close(s);
 }
 
+TEST(envoy_refused_requests_report_every_descriptors_remaining_and_reset)
+{
+    /* As envoyproxy/ratelimit: every limited status carries limitRemaining (its real value:
+     * a refused request charged nothing) and durationUntilReset (to the window's end). */
+    rlt__srv *s = open_with("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, "
+                            "requests_per_unit: 10}\n  - key: b\n    rate_limit: {unit: hour, "
+                            "requests_per_unit: 1}\n  - key: z\n    rate_limit: {unit: minute, "
+                            "requests_per_unit: 0}\n");
+    ASSERT(s != NULL);
+    char out[2048];
+    const char *blocked = "{\"domain\":\"d\",\"descriptors\":[{\"entries\":[{\"key\":\"a\","
+                          "\"value\":\"1\"}]},{\"entries\":[{\"key\":\"z\",\"value\":\"1\"}]}]}";
+    ASSERT_EQ(envoy(s, blocked, out, sizeof out), 429);
+    ASSERT_STR_EQ(out, "{\"overallCode\":\"OVER_LIMIT\",\"statuses\":[{\"code\":\"OK\","
+                       "\"currentLimit\":{\"requestsPerUnit\":10,\"unit\":\"HOUR\"},"
+                       "\"limitRemaining\":10,\"durationUntilReset\":\"3599s\"},"
+                       "{\"code\":\"OVER_LIMIT\",\"currentLimit\":{\"requestsPerUnit\":0,"
+                       "\"unit\":\"MINUTE\"},\"durationUntilReset\":\"59s\"}]}");
+    const char *req = "{\"domain\":\"d\",\"descriptors\":[{\"entries\":[{\"key\":\"a\",\"value\":"
+                      "\"2\"}]},{\"entries\":[{\"key\":\"b\",\"value\":\"2\"}]}]}";
+    const char *other = "{\"domain\":\"d\",\"descriptors\":[{\"entries\":[{\"key\":\"a\","
+                        "\"value\":\"3\"}]},{\"entries\":[{\"key\":\"b\",\"value\":\"2\"}]}]}";
+    ASSERT_EQ(envoy(s, req, out, sizeof out), 200);
+    ASSERT_EQ(envoy(s, other, out, sizeof out), 429); /* b is used up; a:3 is fresh */
+    ASSERT_STR_EQ(out, "{\"overallCode\":\"OVER_LIMIT\",\"statuses\":[{\"code\":\"OK\","
+                       "\"currentLimit\":{\"requestsPerUnit\":10,\"unit\":\"HOUR\"},"
+                       "\"limitRemaining\":10,\"durationUntilReset\":\"3599s\"},"
+                       "{\"code\":\"OVER_LIMIT\",\"currentLimit\":{\"requestsPerUnit\":1,"
+                       "\"unit\":\"HOUR\"},\"durationUntilReset\":\"3599s\"}]}");
+    rlt__srv_close(s);
+}
+
 TEST(envoy_bad_bodies_are_refused_with_a_reason)
 {
     rlt__srv *s = open_with(envoy_example);
