@@ -822,7 +822,15 @@ int rlt__config_parse(const char *text, size_t len, const char *file, rlt__confi
     }
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
     if (!yaml_parser_load(&parser, &doc)) {
-        snprintf(err, errlen, "%s:%lu: %s%s%s", file, (unsigned long)(parser.problem_mark.line + 1),
+        /* An error at the end of the input (a truncated flow node) has its mark past the last
+         * line: name the last line instead. */
+        unsigned long lines = 0, line = (unsigned long)parser.problem_mark.line + 1;
+        for (size_t i = 0; i < len; i++)
+            lines += text[i] == '\n';
+        if (len > 0 && text[len - 1] != '\n') lines++;
+        if (lines == 0) lines = 1;
+        if (line > lines) line = lines;
+        snprintf(err, errlen, "%s:%lu: %s%s%s", file, line,
                  parser.problem ? parser.problem : "YAML syntax error", parser.context ? " " : "",
                  parser.context ? parser.context : "");
         yaml_parser_delete(&parser);

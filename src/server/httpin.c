@@ -16,7 +16,9 @@ static int hexv(char c)
     return -1;
 }
 
-/* Percent-decodes s[0..n) ('+' is a space) into out[0..cap).  Returns the length or -1. */
+/* Percent-decodes s[0..n) ('+' is a space) into out[0..cap).  Returns the length, -1 when it
+ * does not fit, or -2 for a bad escape ('%' not followed by two hex digits).  out NULL:
+ * only validates. */
 static long url_decode(const char *s, size_t n, char *out, size_t cap)
 {
     size_t o = 0;
@@ -25,14 +27,17 @@ static long url_decode(const char *s, size_t n, char *out, size_t cap)
         if (c == '+')
             c = ' ';
         else if (c == '%') {
-            if (i + 2 >= n) return -1;
+            if (i + 2 >= n) return -2;
             int h = hexv(s[i + 1]), l = hexv(s[i + 2]);
-            if (h < 0 || l < 0) return -1;
+            if (h < 0 || l < 0) return -2;
             c = (char)(h * 16 + l);
             i += 2;
         }
-        if (o == cap) return -1;
-        out[o++] = c;
+        if (out != NULL) { /* NULL: only validate */
+            if (o == cap) return -1;
+            out[o] = c;
+        }
+        o++;
     }
     return (long)o;
 }
@@ -54,7 +59,16 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
         size_t nl = eqp - i;
         const char *val = eqp < end ? q + eqp + 1 : q + end;
         size_t vl = eqp < end ? end - eqp - 1 : 0;
-        if (nl == 3 && memcmp(name, "key", 3) == 0) {
+        if (url_decode(name, nl, NULL, 0) == -2 || url_decode(val, vl, NULL, 0) == -2) {
+            snprintf(err, errlen,
+                     "bad percent-encoding in parameter '%.*s' (%% must be followed "
+                     "by two hex digits)",
+                     (int)(nl > 32 ? 32 : nl), name);
+            return -1;
+        }
+        if (nl == 0 && vl == 0 && end == eqp) {
+            /* an empty piece ("a=1&&b=2", a trailing '&'): nothing */
+        } else if (nl == 3 && memcmp(name, "key", 3) == 0) {
             long d = have_key ? -1 : url_decode(val, vl, r->key, RLT_KEY_MAX);
             if (d <= 0) {
                 snprintf(err, errlen, "key must be given once, 1..%d bytes", RLT_KEY_MAX);
@@ -80,8 +94,11 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
                 return -1;
             }
             have_cost = true;
+        } else {
+            snprintf(err, errlen, "unknown parameter '%.*s' (key, policy, cost)",
+                     (int)(nl > 32 ? 32 : nl), name);
+            return -1;
         }
-        /* Other parameters are ignored (cache busters, tracing ids). */
         i = end + 1;
     }
     if (!have_key) {

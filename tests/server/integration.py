@@ -538,6 +538,21 @@ def auth_and_bearer_token_guard_both_protocols(tmp):
         assert d.curl("/v1/check?key=a", "-H", "Authorization: Bearer s3cret").startswith(
             "HTTP/1.1 200")
         assert d.curl("/healthz").startswith("HTTP/1.1 200")
+        assert d.curl("/metrics").startswith("HTTP/1.1 401")
+        assert "ratelimitd_decisions_total" in d.curl(
+            "/metrics", "-H", "Authorization: Bearer s3cret")
+    finally:
+        d.stop()
+
+
+@test
+def http_check_names_bad_escapes_and_unknown_parameters(tmp):
+    d = Daemon(tmp)
+    try:
+        r = d.curl("/v1/check?key=%ZZ")
+        assert r.startswith("HTTP/1.1 400") and "bad percent-encoding" in r, r
+        r = d.curl("/v1/check?key=a&polcy=gcra:1/1s")
+        assert r.startswith("HTTP/1.1 400") and "unknown parameter 'polcy'" in r, r
     finally:
         d.stop()
 

@@ -289,7 +289,7 @@ TEST(check_query_is_decoded_and_validated)
 {
     rlt__check_req r;
     char err[200];
-    const char *q = "key=user%3A1&policy=gcra%3A10%2F1s%2Cburst%3D2&cost=3&x=1";
+    const char *q = "key=user%3A1&policy=gcra%3A10%2F1s%2Cburst%3D2&cost=3&";
     ASSERT_EQ(rlt__check_parse(q, strlen(q), &r, err, sizeof err), 0);
     ASSERT_EQ(r.klen, 6);
     ASSERT(memcmp(r.key, "user:1", 6) == 0);
@@ -310,4 +310,28 @@ TEST(check_query_is_decoded_and_validated)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         if (rlt__check_parse(bad[i], strlen(bad[i]), &r, err, sizeof err) != -1)
             RLT_FAIL_("case %zu (%s) accepted", i, bad[i]);
+}
+
+TEST(check_query_errors_name_bad_escapes_and_unknown_parameters)
+{
+    rlt__check_req r;
+    char err[200];
+    ASSERT_EQ(rlt__check_parse("key=%ZZ", 7, &r, err, sizeof err), -1);
+    ASSERT(strstr(err, "bad percent-encoding in parameter 'key'") != NULL);
+    ASSERT_EQ(rlt__check_parse("key=a&policy=x%4", 16, &r, err, sizeof err), -1);
+    ASSERT(strstr(err, "bad percent-encoding in parameter 'policy'") != NULL);
+    ASSERT_EQ(rlt__check_parse("key=a&polcy=gcra:1/1s", 21, &r, err, sizeof err), -1);
+    ASSERT(strstr(err, "unknown parameter 'polcy'") != NULL);
+}
+
+TEST(a_truncated_flow_node_is_reported_on_the_last_line)
+{
+    rlt__config *c = NULL;
+    char err[300];
+    const char *t1 = "policies: {a: \"gcra:1/1s\"";
+    ASSERT_EQ(rlt__config_parse(t1, strlen(t1), "f.yaml", &c, err, sizeof err), -1);
+    ASSERT(strncmp(err, "f.yaml:1: ", 10) == 0);
+    const char *t2 = "policies:\n  a: [1, 2\n";
+    ASSERT_EQ(rlt__config_parse(t2, strlen(t2), "f.yaml", &c, err, sizeof err), -1);
+    ASSERT(strncmp(err, "f.yaml:2: ", 10) == 0);
 }
