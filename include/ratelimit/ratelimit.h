@@ -156,6 +156,10 @@ int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, siz
  * NUL.  Returns the length without the NUL, or RLT_ENOSPC if it does not fit. */
 int rlt_policy_format(const rlt_policy *p, char *buf, size_t cap);
 
+/* The `limit` every decision under `p` reports: B for the token bucket and GCRA, Q + 1 for the
+ * leaky bucket, N for the others.  0 for NULL. */
+int64_t rlt_policy_limit(const rlt_policy *p);
+
 /* The canonical name of an algorithm ("gcra"), or "none"; and the reverse (RLT_ALGO_NONE
  * when unknown). */
 const char *rlt_algo_name(rlt_algo algo);

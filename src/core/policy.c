@@ -71,6 +71,20 @@ int rlt_policy_init(rlt_policy *p, rlt_algo algo, int64_t limit, rlt_ns period, 
     return RLT_OK;
 }
 
+int64_t rlt_policy_limit(const rlt_policy *p)
+{
+    if (!p) return 0;
+    switch (p->algo) {
+    case RLT_TOKEN_BUCKET:
+    case RLT_GCRA:
+        return p->burst;
+    case RLT_LEAKY_BUCKET:
+        return p->queue + 1;
+    default:
+        return p->limit;
+    }
+}
+
 size_t rlt_state_size(const rlt_policy *p)
 {
     if (!p || p->scale_ <= 0) return 0;

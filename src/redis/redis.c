@@ -75,20 +75,6 @@ int rlt_redis_policy_check(const rlt_policy *p)
     return convert(p, &rp);
 }
 
-/* The limit a decision reports under `p` (as the core does). */
-static int64_t policy_limit(const rlt_policy *p)
-{
-    switch (p->algo) {
-    case RLT_TOKEN_BUCKET:
-    case RLT_GCRA:
-        return p->burst;
-    case RLT_LEAKY_BUCKET:
-        return p->queue + 1;
-    default:
-        return p->limit;
-    }
-}
-
 /* ---- open / close ---------------------------------------------------------------------- */
 
 static char *dup_str(const char *s)
@@ -613,7 +599,7 @@ static void fail_decision(rlt_redis *r, const rlt_policy *p, unsigned flags, int
                           rlt_decision *d)
 {
     memset(d, 0, sizeof *d);
-    d->limit = p ? policy_limit(p) : 0;
+    d->limit = p ? rlt_policy_limit(p) : 0;
     d->allowed = (flags & RLT_REDIS_FAIL_OPEN) != 0;
     if (d->allowed) {
         r->st.fail_open++;

@@ -255,21 +255,6 @@ void rlt__backend_decide_batch(rlt__srv *s, const int *policy, const rlt_key *ke
     if (t != NULL) publish(t);
 }
 
-/* The limit a decision reports under `p` (ratelimit.h: B for token bucket and GCRA, Q + 1 for
- * the leaky bucket, else N). */
-static int64_t decision_limit(const rlt_policy *p)
-{
-    switch (p->algo) {
-    case RLT_TOKEN_BUCKET:
-    case RLT_GCRA:
-        return p->burst;
-    case RLT_LEAKY_BUCKET:
-        return p->queue + 1;
-    default:
-        return p->limit;
-    }
-}
-
 int rlt__backend_decide_tier(rlt__srv *s, const char *default_tier, const void *key, size_t klen,
                              rlt_ns now, int64_t cost, rlt_decision *d)
 {
@@ -285,7 +270,7 @@ int rlt__backend_decide_tier(rlt__srv *s, const char *default_tier, const void *
     bool ambiguous = false;
     for (size_t i = 0; i < c->ntiers; i++) {
         const rlt__named *n = rlt__config_named(c, c->tiers[i].policy, strlen(c->tiers[i].policy));
-        if (n == NULL || n->policy_id < 0 || decision_limit(&n->policy) != pk.limit) continue;
+        if (n == NULL || n->policy_id < 0 || rlt_policy_limit(&n->policy) != pk.limit) continue;
         if (chosen == NULL)
             chosen = n;
         else if (n->policy_id != chosen->policy_id)

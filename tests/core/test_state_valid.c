@@ -60,3 +60,16 @@ TEST(damaged_counts_and_indices_are_invalid)
     tb[0] = p.cap_;
     ASSERT(rlt_state_valid(&p, tb));
 }
+
+TEST(policy_limit_is_the_limit_every_decision_reports)
+{
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        rlt_policy p;
+        ASSERT_EQ(rlt_policy_parse(&p, texts[i], strlen(texts[i]), NULL, 0), RLT_OK);
+        unsigned char st[256] = {0};
+        rlt_decision d;
+        ASSERT_EQ(rlt_decide(&p, st, 0, 1, &d), RLT_OK);
+        ASSERT_EQ(rlt_policy_limit(&p), d.limit);
+    }
+    ASSERT_EQ(rlt_policy_limit(NULL), 0);
+}
