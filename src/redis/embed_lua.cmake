@@ -4,9 +4,11 @@
 #
 #   multi            lib/*.lua + multi.lua: every algorithm, all-or-nothing over n limits
 #                    (rlt_redis_decide_multi) and the concurrency release
-#   one per algorithm fixed_window.lua, token_bucket.lua, gcra.lua: alone (compact replies that
-#                    redis.c decodes);
-#                    the others: lib/00_common.lua + their lib file + single.lua
+#   one per algorithm fixed_window.lua, sliding_window.lua, token_bucket.lua, gcra.lua: alone
+#                    (compact replies that redis.c decodes); leaky bucket runs gcra.lua too
+#                    (the same state and test, other arguments);
+#                    sliding log and concurrency: lib/00_common.lua + their lib file +
+#                    single.lua
 set(names multi fixed_window sliding_log sliding_window token_bucket gcra leaky_bucket
           concurrency)
 set(lib ${LUA_DIR}/lib)
@@ -16,12 +18,10 @@ set(multi_parts ${all_lib} ${LUA_DIR}/multi.lua)
 set(fixed_window_parts ${LUA_DIR}/fixed_window.lua)
 set(sliding_log_parts ${lib}/00_common.lua ${lib}/20_sliding_log.lua "decide=sliding_log,2"
                       ${LUA_DIR}/single.lua)
-set(sliding_window_parts ${lib}/00_common.lua ${lib}/30_sliding_window.lua
-                         "decide=sliding_window,3" ${LUA_DIR}/single.lua)
+set(sliding_window_parts ${LUA_DIR}/sliding_window.lua)
 set(token_bucket_parts ${LUA_DIR}/token_bucket.lua)
 set(gcra_parts ${LUA_DIR}/gcra.lua)
-set(leaky_bucket_parts ${lib}/00_common.lua ${lib}/40_bucket.lua "decide=leaky_bucket,6"
-                       ${LUA_DIR}/single.lua)
+set(leaky_bucket_parts ${LUA_DIR}/gcra.lua)
 set(concurrency_parts ${lib}/00_common.lua ${lib}/50_concurrency.lua "decide=concurrency,7"
                       ${LUA_DIR}/single.lua)
 

@@ -340,6 +340,23 @@ static void gcra_args(call *c, const limit *l)
     arg_num(c, p->scale);
 }
 
+/* The leaky bucket's arguments of gcra.lua after now: the same backlog test with
+ * cap = Q x unit and room = cap - (need - 1) x unit (src/core/leaky.c admits a backlog up to
+ * cap - extra); never fits when need > Q + 1. */
+static void leaky_args(call *c, const limit *l)
+{
+    const rpol *p = &l->rp;
+    int64_t need = l->cost > 0 ? l->cost : 1, cap = p->Q * p->unit;
+    if (need > p->Q + 1) {
+        arg(c, "0", 1);
+        arg(c, "-1", 2);
+    } else {
+        arg_num(c, l->cost > 0 ? need * p->unit : 0);
+        arg_num(c, cap - (need - 1) * p->unit);
+    }
+    arg_num(c, p->scale);
+}
+
 /* Builds the EVALSHA of limits l[0..n): with `multi`, the multi-limit script
  * (n keys... 'd' now floor n fields...), else (n = 1) the algorithm's own script. */
 static int build_decide(const rlt_redis *r, call *c, const limit *l, const rlt_redis_check *ck,
@@ -364,7 +381,8 @@ static int build_decide(const rlt_redis *r, call *c, const limit *l, const rlt_r
         arg(c, c->keys[i], (size_t)len);
     }
     int64_t floor_ms = r->opt.ttl_floor / RLT_NS_PER_MS + (r->opt.ttl_floor % RLT_NS_PER_MS != 0);
-    if (c->script == RLT_FIXED_WINDOW) { /* fixed_window.lua: now N W cost [floor] */
+    if (c->script == RLT_FIXED_WINDOW || c->script == RLT_SLIDING_WINDOW) {
+        /* fixed_window.lua, sliding_window.lua: now N W cost [floor] */
         arg_num(c, now_us);
         arg_num(c, l[0].rp.N);
         arg_num(c, l[0].rp.W);
@@ -375,6 +393,12 @@ static int build_decide(const rlt_redis *r, call *c, const limit *l, const rlt_r
     if (c->script == RLT_GCRA || c->script == RLT_TOKEN_BUCKET) {
         arg_num(c, now_us);
         gcra_args(c, &l[0]);
+        if (floor_ms > 0) arg_num(c, floor_ms);
+        return RLT_OK;
+    }
+    if (c->script == RLT_LEAKY_BUCKET) { /* gcra.lua */
+        arg_num(c, now_us);
+        leaky_args(c, &l[0]);
         if (floor_ms > 0) arg_num(c, floor_ms);
         return RLT_OK;
     }
@@ -510,19 +534,18 @@ static rlt_ns amount_ns(unsigned __int128 a, int64_t scale)
     return ns > (unsigned __int128)INT64_MAX ? INT64_MAX : (rlt_ns)ns;
 }
 
-/* The GCRA and token bucket scripts' reply (gcra.lua, token_bucket.lua): allowed with the
- * amount used after the charge, or denied with the amount used, as an integer n (>= 0 allowed,
- * -(n + 1) denied), or {q, f} = q x scale + f (GCRA, denied, too big for one number), or
- * {allowed, amount, wait} (token bucket whose clock stepped back: refill waits `wait` us).
- * The rest of the decision is derived here exactly as src/core/bucket.c derives it. */
-static int parse_bucket(const limit *l, const redisReply *e, rlt_decision *d)
+/* The amount of a GCRA, leaky bucket or token bucket script's reply (gcra.lua,
+ * token_bucket.lua): the amount used after the charge when allowed, or the amount used when
+ * denied, as an integer n (>= 0 allowed, -(n + 1) denied), or {q, f} = q x scale + f (GCRA and
+ * leaky bucket, denied, too big for one number), or {allowed, amount, wait} (token bucket
+ * whose clock stepped back: refill waits `wait` us). */
+static int bucket_amount(const limit *l, const redisReply *e, unsigned __int128 *a,
+                         bool *allowed, rlt_ns *wait)
 {
     const rpol *p = &l->rp;
-    unsigned __int128 a;
-    bool allowed;
-    rlt_ns wait = 0;
     long long v[3] = {0};
     size_t nv = e->type == REDIS_REPLY_ARRAY ? e->elements : 0;
+    *wait = 0;
     if (nv == 2 || nv == 3)
         for (size_t i = 0; i < nv; i++) {
             if (e->element[i]->type != REDIS_REPLY_INTEGER || e->element[i]->integer < 0)
@@ -530,18 +553,30 @@ static int parse_bucket(const limit *l, const redisReply *e, rlt_decision *d)
             v[i] = e->element[i]->integer;
         }
     if (e->type == REDIS_REPLY_INTEGER) {
-        allowed = e->integer >= 0;
-        a = (unsigned __int128)(allowed ? e->integer : -(e->integer + 1));
-    } else if (nv == 2 && p->algo == RLT_GCRA && v[1] < p->scale) {
-        allowed = false;
-        a = (unsigned __int128)v[0] * (unsigned __int128)p->scale + (unsigned __int128)v[1];
+        *allowed = e->integer >= 0;
+        *a = (unsigned __int128)(*allowed ? e->integer : -(e->integer + 1));
+    } else if (nv == 2 && p->algo != RLT_TOKEN_BUCKET && v[1] < p->scale) {
+        *allowed = false;
+        *a = (unsigned __int128)v[0] * (unsigned __int128)p->scale + (unsigned __int128)v[1];
     } else if (nv == 3 && p->algo == RLT_TOKEN_BUCKET && v[0] <= 1 && v[2] <= NOW_MAX) {
-        allowed = v[0] == 1;
-        a = (unsigned __int128)v[1];
-        wait = v[2] * RLT_NS_PER_US;
+        *allowed = v[0] == 1;
+        *a = (unsigned __int128)v[1];
+        *wait = v[2] * RLT_NS_PER_US;
     } else {
         return RLT_EBACKEND;
     }
+    return RLT_OK;
+}
+
+/* The GCRA and token bucket scripts' reply (bucket_amount); the rest of the decision is
+ * derived here exactly as src/core/bucket.c derives it. */
+static int parse_bucket(const limit *l, const redisReply *e, rlt_decision *d)
+{
+    const rpol *p = &l->rp;
+    unsigned __int128 a;
+    bool allowed;
+    rlt_ns wait;
+    if (bucket_amount(l, e, &a, &allowed, &wait)) return RLT_EBACKEND;
     int64_t cap = p->B * p->unit, need = l->cost > 0 ? l->cost : 1;
     memset(d, 0, sizeof *d);
     d->limit = p->B;
@@ -557,6 +592,40 @@ static int parse_bucket(const limit *l, const redisReply *e, rlt_decision *d)
         d->retry_after = sat_add(amount_ns(a - (unsigned __int128)room, p->scale), wait);
     }
     d->reset_after = sat_add(d->reset_after, wait);
+    return RLT_OK;
+}
+
+/* The leaky bucket's reply from gcra.lua (bucket_amount: the backlog after the charge, or the
+ * backlog when denied); the rest is derived exactly as src/core/leaky.c derives it. */
+static int parse_leaky(const limit *l, const redisReply *e, rlt_decision *d)
+{
+    const rpol *p = &l->rp;
+    unsigned __int128 a;
+    bool allowed;
+    rlt_ns wait;
+    if (bucket_amount(l, e, &a, &allowed, &wait)) return RLT_EBACKEND;
+    int64_t cap = p->Q * p->unit, need = l->cost > 0 ? l->cost : 1;
+    memset(d, 0, sizeof *d);
+    d->limit = p->Q + 1;
+    d->allowed = allowed && need <= p->Q + 1;
+    if (allowed != d->allowed) return RLT_EBACKEND; /* the script allowed what never fits */
+    d->remaining = a > (unsigned __int128)cap ? 0 : (cap - (int64_t)a) / p->unit + 1;
+    d->reset_after = amount_ns(a, p->scale);
+    if (need > p->Q + 1) {
+        d->retry_after = -1;
+    } else if (allowed) {
+        unsigned __int128 backlog = a, charge = (unsigned __int128)(need * p->unit);
+        if (l->cost > 0) {
+            if (a < charge) return RLT_EBACKEND;
+            backlog = a - charge;
+        }
+        unsigned __int128 free_ = (unsigned __int128)p->D * (unsigned __int128)p->unit;
+        if (backlog > free_) d->delay = amount_ns(backlog - free_, p->scale);
+    } else {
+        int64_t room = cap - (need - 1) * p->unit;
+        if (a <= (unsigned __int128)room) return RLT_EBACKEND; /* a denial that fits */
+        d->retry_after = amount_ns(a - (unsigned __int128)room, p->scale);
+    }
     return RLT_OK;
 }
 
@@ -586,11 +655,68 @@ static int parse_fixed(const limit *l, const redisReply *e, rlt_decision *d)
     return RLT_OK;
 }
 
+typedef __int128 i128;
+
+/* The sliding window script's reply {c, p, x} (sliding_window.lua): c = the current window's
+ * count after the charge when allowed, -(count + 1) when denied; p = the previous window's
+ * count; x = us until the current window ends (> W when the clock stepped back behind it).
+ * The rest is derived as src/core/sliding_window.c derives it, in ns: the window starts are
+ * now + x + (step - 1) x W, which keeps the core's arithmetic (its emin is in ns). */
+static int parse_sliding(const limit *l, const redisReply *e, rlt_decision *d)
+{
+    const rpol *p = &l->rp;
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != 3) return RLT_EBACKEND;
+    long long v[3];
+    for (int i = 0; i < 3; i++) {
+        if (e->element[i]->type != REDIS_REPLY_INTEGER) return RLT_EBACKEND;
+        v[i] = e->element[i]->integer;
+    }
+    bool allowed = v[0] >= 0;
+    int64_t c = allowed ? v[0] : -(v[0] + 1), prev = v[1], x = v[2];
+    if (c < 0 || prev < 0 || prev > p->N || x <= 0 || x > 2 * NOW_MAX) return RLT_EBACKEND;
+    int64_t need = l->cost > 0 ? l->cost : 1;
+    memset(d, 0, sizeof *d);
+    d->limit = p->N;
+    d->allowed = allowed && need <= p->N;
+    if (allowed != d->allowed) return RLT_EBACKEND; /* the script allowed what never fits */
+    const i128 W = (i128)p->W * RLT_NS_PER_US, NW = (i128)p->N * W, X = (i128)x * RLT_NS_PER_US;
+    i128 e0 = X <= W ? W - X : 0; /* elapsed part of the window, 0 behind it (as the core) */
+    i128 weighted = (i128)prev * (W - e0);
+    int64_t curr = allowed && l->cost > 0 ? c - l->cost : c, curr_after = c;
+    if (curr < 0) return RLT_EBACKEND;
+    if (need > p->N) {
+        d->retry_after = -1;
+    } else if (!allowed) {
+        if (weighted + ((i128)curr + need) * W <= NW) return RLT_EBACKEND; /* a denial that fits */
+        i128 at = -1; /* the core's earliest(), relative to now */
+        for (int step = 0; step < 3 && at < 0; step++) {
+            int64_t P = step == 0 ? prev : step == 1 ? curr : 0;
+            int64_t C = step == 0 ? curr : 0;
+            i128 slack = ((i128)p->N - C - need) * W;
+            if (slack < 0) continue;
+            i128 emin = P == 0 ? 0 : W - slack / P;
+            if (emin < (step == 0 ? e0 : 0)) emin = step == 0 ? e0 : 0;
+            if (emin < W) at = X + (step - 1) * W + emin;
+        }
+        if (at < 0) return RLT_EBACKEND; /* unreachable for need <= N */
+        d->retry_after = at > INT64_MAX ? INT64_MAX : (rlt_ns)at;
+    }
+    i128 left = NW - weighted - (i128)curr_after * W;
+    d->remaining = left <= 0 ? 0 : (int64_t)(left / W);
+    if (curr_after > 0)
+        d->reset_after = (rlt_ns)(X + W);
+    else if (prev > 0)
+        d->reset_after = (rlt_ns)X;
+    return RLT_OK;
+}
+
 /* A one-limit script's reply. */
 static int parse_single(const limit *l, const redisReply *e, rlt_decision *d)
 {
     if (l->rp.algo == RLT_GCRA || l->rp.algo == RLT_TOKEN_BUCKET) return parse_bucket(l, e, d);
     if (l->rp.algo == RLT_FIXED_WINDOW) return parse_fixed(l, e, d);
+    if (l->rp.algo == RLT_SLIDING_WINDOW) return parse_sliding(l, e, d);
+    if (l->rp.algo == RLT_LEAKY_BUCKET) return parse_leaky(l, e, d);
     return parse_decision(e, d);
 }
 

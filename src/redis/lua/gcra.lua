@@ -2,7 +2,9 @@
 -- GCRA (one GET, one SET ... PX, TIME only on server time) while exact: it answers what
 -- src/core/bucket.c answers, at microsecond resolution.  The client (src/redis/redis.c) passes
 -- the policy precomputed and derives remaining, retry_after and reset_after from the one
--- amount returned, so the script only decides and writes.
+-- amount returned, so the script only decides and writes.  The leaky bucket (src/core/leaky.c)
+-- runs this script too: its backlog is GCRA's used amount (tat - now), with
+-- room = Q*unit - (need-1)*unit; the client derives its delay and its remaining from the reply.
 --
 -- Amounts are in scaled units: one unit of cost is `unit`, one microsecond is `scale`
 -- (unit/scale = W/N exactly).  The state is the string "t" or "t:f" (f absent = 0): the
@@ -12,8 +14,8 @@
 -- KEYS[1]  the limit's key
 -- ARGV[1]  now in microseconds, or -1 for the server's clock (TIME)
 -- ARGV[2]  the charge need*unit, or 0 for a peek (cost 0: nothing is written)
--- ARGV[3]  room = cap - need*unit (cap = burst*unit): allowed iff used <= room; -1 when the
---          cost can never fit
+-- ARGV[3]  room = cap - need*unit (cap = burst*unit; leaky: Q*unit - (need-1)*unit): allowed
+--          iff used <= room; -1 when the cost can never fit
 -- ARGV[4]  scale
 -- ARGV[5]  optional: the least expiry in ms (the ttl_floor option)
 --

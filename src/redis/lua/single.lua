@@ -1,5 +1,5 @@
--- Entry of the one-algorithm scripts of sliding log, sliding window, leaky bucket and
--- concurrency (fixed window, token bucket and GCRA have cheaper scripts of their own): the build
+-- Entry of the one-algorithm scripts of sliding log and concurrency (the other algorithms have
+-- cheaper scripts of their own, built like gcra.lua): the build
 -- (embed_lua.cmake) puts lib/00_common.lua and the algorithm's lib file before this one and
 -- defines `decide` (the algorithm's function) and ALGO (its number).  One limit, so none of
 -- multi.lua's all-or-nothing machinery and none of the other algorithms' code runs.

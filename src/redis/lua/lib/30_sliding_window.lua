@@ -1,5 +1,6 @@
--- Sliding window counter (mirrors src/core/sliding_window.c): hash {w, p = previous window's
--- count, c = current window's count}; allow iff p*(W-e) + (c+cost)*W <= N*W.
+-- Sliding window counter (mirrors src/core/sliding_window.c): string "w:p:c", p = previous
+-- window's count, c = current window's count (the format of sliding_window.lua); allow iff
+-- p*(W-e) + (c+cost)*W <= N*W.
 -- Mixed instants (us, ns) keep 0 <= ns < 1000.
 local function mixed_lt(au, an, bu, bn)
   return au < bu or (au == bu and an < bn)
@@ -27,8 +28,14 @@ local function sw_earliest(pr, win, prev, curr, e, need)
 end
 
 local function sliding_window(key, pr, now, cost)
-  local s = redis.call('HMGET', key, 'w', 'p', 'c')
-  local win, prev, curr = tonumber(s[1]) or 0, tonumber(s[2]) or 0, tonumber(s[3]) or 0
+  local win, prev, curr = 0, 0, 0
+  local v = redis.call('GET', key)
+  if v then
+    local a = string.find(v, ':', 1, true)
+    local b = string.find(v, ':', a + 1, true)
+    win, prev, curr = tonumber(string.sub(v, 1, a - 1)), tonumber(string.sub(v, a + 1, b - 1)),
+                      tonumber(string.sub(v, b + 1))
+  end
   local N, W = pr.N, pr.W
   local k = idivq(now, W)
   if prev == 0 and curr == 0 then win = k end
@@ -61,7 +68,9 @@ local function sliding_window(key, pr, now, cost)
     d.su = (win + 1) * W - now
   end
   if d.allowed and cost > 0 then
-    d.write = function() redis.call('HSET', key, 'w', S(win), 'p', S(prev), 'c', S(curr_after)) end
+    d.write = function()
+      redis.call('SET', key, S(win) .. ':' .. S(prev) .. ':' .. S(curr_after))
+    end
   end
   return d
 end
