@@ -105,7 +105,8 @@ static int load_config(const overrides *o, rlt__config **out, char *err, size_t 
         return -1;
     }
     if (apply_overrides(&(*out)->set, o, err, errlen) < 0 ||
-        rlt__backend_check_config(*out, err, errlen) < 0) {
+        rlt__backend_check_config(*out, err, errlen) < 0 ||
+        rlt__srv_check_config(*out, err, errlen) < 0) {
         rlt__config_free(*out);
         *out = NULL;
         return -1;

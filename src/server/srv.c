@@ -132,16 +132,103 @@ rlt__config *rlt__srv_config(rlt__srv *s)
     return __atomic_load_n(&s->cfg, __ATOMIC_ACQUIRE);
 }
 
-int rlt__srv_apply_config(rlt__srv *s, rlt__config *cfg, char *err, size_t errlen)
+/* The store's rule for policy and tier names (rlt__valid_name in src/store/store.c): 1 to
+ * RLT_NAME_MAX bytes of 0x21..0x7e.  Checked here so that a reload fails before it changes
+ * anything. */
+static bool store_name_ok(const char *name)
 {
-    pthread_mutex_lock(&s->lock);
+    size_t n = strnlen(name, RLT_NAME_MAX + 1);
+    if (n < 1 || n > RLT_NAME_MAX) return false;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)name[i] <= 0x20 || (unsigned char)name[i] >= 0x7f) return false;
+    return true;
+}
+
+/* The store re-derives a policy through rlt_policy_init (clean_policy in store.c): do the
+ * same here so that rlt_store_set_policy cannot refuse it later. */
+static bool policy_ok(const rlt_policy *p)
+{
+    rlt_policy q;
+    int64_t burst = p->algo == RLT_TOKEN_BUCKET || p->algo == RLT_GCRA ? p->burst : 0;
+    if (rlt_policy_init(&q, p->algo, p->limit, p->period, burst, p->queue, p->delay) != RLT_OK)
+        return false;
+    size_t n = rlt_state_size(&q);
+    return n > 0 && n <= UINT32_MAX;
+}
+
+static void named_store_name(char *out, size_t cap, const rlt__named *n)
+{
+    snprintf(out, cap, "p:%s", n->name);
+}
+
+/* Everything the store will be given by apply_locked, checked without touching the store. */
+static int validate_config(const rlt__config *cfg, char *err, size_t errlen)
+{
     for (size_t i = 0; i < cfg->nnamed; i++) {
-        char name[RLT_NAME_MAX + 3];
-        snprintf(name, sizeof name, "p:%s", cfg->named[i].name); /* names are <= MAX-2 */
-        int st = rlt_store_set_policy(s->store, name, &cfg->named[i].policy, RLT_CHANGE_KEEP,
-                                      &cfg->named[i].policy_id);
+        char name[RLT_NAME_MAX + 8];
+        named_store_name(name, sizeof name, &cfg->named[i]);
+        if (!store_name_ok(name)) {
+            snprintf(err, errlen, "policy '%s': invalid name", cfg->named[i].name);
+            return -1;
+        }
+        if (!policy_ok(&cfg->named[i].policy)) {
+            snprintf(err, errlen, "policy '%s': %s", cfg->named[i].name,
+                     rlt_strerror(RLT_EINVAL));
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < cfg->nrules; i++) {
+        const rlt__rule *r = &cfg->rules[i];
+        if (r->unlimited || r->block_all) continue;
+        if (!store_name_ok(r->name) || !policy_ok(&r->policy)) {
+            snprintf(err, errlen, "rule %s (line %d): %s", r->path, r->line,
+                     store_name_ok(r->name) ? "invalid policy" : "invalid store name");
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < cfg->ntiers; i++) {
+        if (!store_name_ok(cfg->tiers[i].name)) {
+            snprintf(err, errlen, "tier '%s': invalid name", cfg->tiers[i].name);
+            return -1;
+        }
+        if (rlt__config_named(cfg, cfg->tiers[i].policy, strlen(cfg->tiers[i].policy)) == NULL) {
+            snprintf(err, errlen, "tier '%s': no policy named '%s'", cfg->tiers[i].name,
+                     cfg->tiers[i].policy);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int rlt__srv_check_config(const rlt__config *cfg, char *err, size_t errlen)
+{
+    return validate_config(cfg, err, errlen);
+}
+
+/* Test hook: store write number N (from 0) of the next apply fails once with RLT_ENOMEM, as
+ * if memory ran out there; -1 (default): never.  Only tests set it. */
+long rlt__srv_fail_apply_after = -1;
+
+static bool injected_failure(long *writes)
+{
+    if ((*writes)++ != rlt__srv_fail_apply_after) return false;
+    rlt__srv_fail_apply_after = -1; /* once */
+    return true;
+}
+
+/* Writes cfg's policies and tiers into the store, filling their policy ids.  Called with the
+ * lock.  After validate_config only running out of memory can fail here. */
+static int apply_locked(rlt__srv *s, rlt__config *cfg, char *err, size_t errlen)
+{
+    long writes = 0;
+    for (size_t i = 0; i < cfg->nnamed; i++) {
+        char name[RLT_NAME_MAX + 8];
+        named_store_name(name, sizeof name, &cfg->named[i]);
+        int st = injected_failure(&writes)
+                     ? RLT_ENOMEM
+                     : rlt_store_set_policy(s->store, name, &cfg->named[i].policy,
+                                            RLT_CHANGE_KEEP, &cfg->named[i].policy_id);
         if (st != RLT_OK) {
-            pthread_mutex_unlock(&s->lock);
             snprintf(err, errlen, "policy '%s': %s", cfg->named[i].name, rlt_strerror(st));
             return -1;
         }
@@ -150,10 +237,11 @@ int rlt__srv_apply_config(rlt__srv *s, rlt__config *cfg, char *err, size_t errle
     for (size_t i = 0; i < cfg->nrules; i++) {
         rlt__rule *r = &cfg->rules[i];
         if (r->unlimited || r->block_all) continue;
-        int st =
-            rlt_store_set_policy(s->store, r->name, &r->policy, RLT_CHANGE_KEEP, &r->policy_id);
+        int st = injected_failure(&writes)
+                     ? RLT_ENOMEM
+                     : rlt_store_set_policy(s->store, r->name, &r->policy, RLT_CHANGE_KEEP,
+                                            &r->policy_id);
         if (st != RLT_OK) {
-            pthread_mutex_unlock(&s->lock);
             snprintf(err, errlen, "rule %s (line %d): %s", r->path, r->line, rlt_strerror(st));
             return -1;
         }
@@ -164,10 +252,34 @@ int rlt__srv_apply_config(rlt__srv *s, rlt__config *cfg, char *err, size_t errle
             rlt__config_named(cfg, cfg->tiers[i].policy, strlen(cfg->tiers[i].policy));
         int st = n ? rlt_store_set_tier(s->store, cfg->tiers[i].name, n->policy_id) : RLT_ENOENT;
         if (st != RLT_OK) {
-            pthread_mutex_unlock(&s->lock);
             snprintf(err, errlen, "tier '%s': %s", cfg->tiers[i].name, rlt_strerror(st));
             return -1;
         }
+    }
+    return 0;
+}
+
+int rlt__srv_apply_config(rlt__srv *s, rlt__config *cfg, char *err, size_t errlen)
+{
+    if (validate_config(cfg, err, errlen) < 0) return -1;
+    pthread_mutex_lock(&s->lock);
+    int r = apply_locked(s, cfg, err, errlen);
+    if (r < 0) {
+        /* Part of cfg may be in the store: put the old config's policies and tiers back
+         * (same names, so the same ids).  Policies only cfg added stay, unused. */
+        if (s->cfg != NULL) {
+            char e2[200];
+            size_t used = strlen(err);
+            if (apply_locked(s, s->cfg, e2, sizeof e2) == 0)
+                snprintf(err + used, errlen - used, "; the previous policies were restored");
+            else
+                snprintf(err + used, errlen - used,
+                         "; restoring the previous policies failed too (%s): the store may "
+                         "mix both configs",
+                         e2);
+        }
+        pthread_mutex_unlock(&s->lock);
+        return -1;
     }
     rlt__config *old = s->cfg;
     __atomic_store_n(&s->cfg, cfg, __ATOMIC_RELEASE);

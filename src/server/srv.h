@@ -223,8 +223,18 @@ int rlt__srv_open(rlt__srv **out, rlt__config *cfg, rlt_ns now, int64_t wall_ns,
                   size_t errlen);
 void rlt__srv_close(rlt__srv *s);
 /* Installs a new config (policies replaced with RLT_CHANGE_KEEP); the old one is retired.
- * Called from one thread at a time.  Returns 0 or -1 with err (the old config stays). */
+ * All or nothing: every name and policy is checked (rlt__srv_check_config) before the store
+ * changes; if a store write still fails (out of memory), the old config's policies and tiers
+ * are written back and err says so.  Called from one thread at a time.  Returns 0, or -1 with
+ * err (the old config stays; cfg is still the caller's). */
 int rlt__srv_apply_config(rlt__srv *s, rlt__config *cfg, char *err, size_t errlen);
+/* Checks, without a server, everything rlt__srv_apply_config would give the store: the store
+ * names of named policies, rules and tiers, and every policy.  --check-config and start run
+ * it.  Returns 0 or -1 with a message in err. */
+int rlt__srv_check_config(const rlt__config *cfg, char *err, size_t errlen);
+/* Test hook: store write number N (from 0) of the next apply fails once with RLT_ENOMEM.
+ * -1 (default): never. */
+extern long rlt__srv_fail_apply_after;
 rlt__config *rlt__srv_config(rlt__srv *s);
 /* The name of policy `id` for metrics ("" if unknown). */
 const char *rlt__srv_policy_name(rlt__srv *s, int id, char *buf, size_t cap);

@@ -1,0 +1,105 @@
+/* Tests of ratelimitd's config reload without sockets: a reload is all or nothing (nothing of
+ * a refused config reaches the store; a store failure part-way puts the old policies back). */
+#include "test.h"
+
+#include "server/srv.h"
+
+static const char *A = "policies:\n  api: gcra:2/1h\n";
+static const char *B = "policies:\n  api: gcra:100/1h\n"
+                       "domain: edge\n"
+                       "descriptors:\n"
+                       "  - key: path\n"
+                       "    value: x\n"
+                       "    rate_limit:\n"
+                       "      unit: minute\n"
+                       "      requests_per_unit: 2\n";
+
+static rlt__config *parse(const char *yaml)
+{
+    rlt__config *cfg = NULL;
+    char err[600];
+    if (rlt__config_parse(yaml, strlen(yaml), "test.yaml", &cfg, err, sizeof err) < 0) {
+        fprintf(stderr, "%s\n", err);
+        return NULL;
+    }
+    cfg->set.snapshot[0] = '\0';
+    return cfg;
+}
+
+static char reply_[4096];
+
+static const char *run(rlt__srv *s, const char *line)
+{
+    static char buf[1024];
+    static rlt__resp_arg argv[16];
+    size_t argc;
+    snprintf(buf, sizeof buf, "%s\r\n", line);
+    const char *err;
+    rlt__session ss;
+    rlt__session_init(s, &ss);
+    ssize_t r = rlt__resp_parse(buf, strlen(buf), NULL, argv, &argc, &err);
+    rlt__obuf o = {0};
+    if (r > 0 && argc > 0) rlt__cmd_exec(s, &ss, argv, argc, 1000 * RLT_NS_PER_S, &o);
+    size_t n = o.len < sizeof reply_ - 1 ? o.len : sizeof reply_ - 1;
+    if (n) memcpy(reply_, o.data, n);
+    reply_[n] = '\0';
+    rlt__obuf_free(&o);
+    return reply_;
+}
+
+/* The old policy answers: RL.POLICY shows its text and RL.CHECK its limit (the 2nd integer). */
+static void assert_old_policy(rlt__srv *s)
+{
+    ASSERT_STR_EQ(run(s, "RL.POLICY api"), "$9\r\ngcra:2/1h\r\n");
+    ASSERT(strncmp(run(s, "RL.CHECK k api"), "*6\r\n:1\r\n:2\r\n", 12) == 0);
+}
+
+TEST(a_reload_refused_by_the_store_leaves_every_old_policy_in_place)
+{
+    char err[600];
+    rlt__srv *s = NULL;
+    ASSERT_EQ(rlt__srv_open(&s, parse(A), 0, 0, err, sizeof err), 0);
+    rlt__config *b = parse(B);
+    ASSERT(b != NULL && b->nrules == 1);
+    /* A store name the store refuses (a space): the named policy before it must not land. */
+    snprintf(b->rules[0].name, sizeof b->rules[0].name, "r:edge.path_/api v1");
+    ASSERT_EQ(rlt__srv_check_config(b, err, sizeof err), -1);
+    ASSERT_EQ(rlt__srv_apply_config(s, b, err, sizeof err), -1);
+    ASSERT(strstr(err, "edge.path_x") != NULL);
+    assert_old_policy(s);
+    rlt__config_free(b);
+    rlt__srv_close(s);
+}
+
+TEST(a_reload_that_fails_in_the_store_midway_restores_the_old_policies)
+{
+    char err[600];
+    rlt__srv *s = NULL;
+    ASSERT_EQ(rlt__srv_open(&s, parse(A), 0, 0, err, sizeof err), 0);
+    rlt__config *b = parse(B);
+    ASSERT(b != NULL);
+    ASSERT_EQ(rlt__srv_check_config(b, err, sizeof err), 0);
+    /* Writes: 0 = default, 1 = api, 2 = the rule: run out of memory at the rule. */
+    rlt__srv_fail_apply_after = 2;
+    ASSERT_EQ(rlt__srv_apply_config(s, b, err, sizeof err), -1);
+    ASSERT_EQ(rlt__srv_fail_apply_after, -1);
+    ASSERT(strstr(err, "previous policies were restored") != NULL);
+    assert_old_policy(s);
+    /* The same config applies once memory is back. */
+    ASSERT_EQ(rlt__srv_apply_config(s, b, err, sizeof err), 0);
+    ASSERT_STR_EQ(run(s, "RL.POLICY api"), "$11\r\ngcra:100/1h\r\n");
+    rlt__srv_close(s);
+}
+
+TEST(a_config_with_a_tier_naming_a_missing_policy_is_refused_before_the_store)
+{
+    char err[600];
+    rlt__config *c = parse("policies:\n  api: gcra:2/1h\ntiers:\n  free: api\n");
+    ASSERT(c != NULL && c->ntiers == 1);
+    ASSERT_EQ(rlt__srv_check_config(c, err, sizeof err), 0);
+    snprintf(c->tiers[0].policy, sizeof c->tiers[0].policy, "nope");
+    ASSERT_EQ(rlt__srv_check_config(c, err, sizeof err), -1);
+    ASSERT(strstr(err, "nope") != NULL);
+    rlt__config_free(c);
+}
+
