@@ -131,7 +131,13 @@ int rlt_store_release(rlt_store *s, int id, const void *key, size_t klen, rlt_ns
                       int64_t lease);
 
 /* Examines at most `budget` entries, continuing where the last sweep stopped, and drops those
- * that are fresh at `now` (which changes no decision).  Returns how many were dropped. */
+ * that are fresh at `now`.  A fresh entry is equivalent to no entry at `now` and later, not
+ * before: so once the store has dropped an entry at some instant (here, when making room for
+ * a new key, or when a release empties a concurrency key), any later call whose `now` is
+ * earlier than that instant is decided as of that instant, with retry_after, reset_after and
+ * delay still counted from the caller's `now`.  Time the store has seen pass is never
+ * un-seen, and no drop changes a decision.  A peek or a denial never drops anything.
+ * Returns how many were dropped. */
 size_t rlt_store_sweep(rlt_store *s, rlt_ns now, size_t budget);
 
 typedef struct rlt_store_stats {

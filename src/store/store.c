@@ -282,6 +282,7 @@ static bool make_room(rlt_store *s, rlt__shard *sh, rlt_ns now)
         if (e->meta && !(e->meta & RLT__PIN)) {
             const rlt__pol *P = &s->pols[e->policy];
             if (rlt_is_fresh(&P->p, rlt__slot_state(s, e), now)) {
+                rlt__note_drop(s, now);
                 rlt__delete(s, sh, e);
                 RLT__STAT_ADD(sh->evicted_idle, 1);
                 sh->hand = i;
@@ -432,6 +433,7 @@ static int store_alloc(rlt_store **out, uint32_t nshards, uint64_t key_cap, uint
     memset(s->shards, 0, nshards * sizeof(rlt__shard));
     for (uint32_t i = 0; i < nshards; i++)
         s->shards[i].last_now = INT64_MIN;
+    s->drop_floor = INT64_MIN;
 #ifdef RLT_STORE_USE_MUTEX
     for (uint32_t i = 0; i < nshards; i++)
         pthread_mutex_init(&s->shards[i].lock, NULL);
@@ -653,6 +655,7 @@ int rlt_store_set_policy(rlt_store *s, const char *name, const rlt_policy *p, rl
         rlt_ns now = INT64_MIN;
         for (uint32_t k = 0; k < s->nshards; k++)
             if (s->shards[k].last_now > now) now = s->shards[k].last_now;
+        rlt__note_drop(s, now); /* entries may be reset or dropped as of `now` */
         if (reset) convert_entries(s, pid, &old, how, true, now); /* under the old size */
         P->p = q;
         P->ssz = ssz;
@@ -808,17 +811,18 @@ static int decide_locked(rlt_store *s, rlt__shard *sh, uint64_t h, int id, const
 {
     if (id < 0 || (uint32_t)id >= s->npol) return RLT_ENOENT;
     const rlt__pol *P = &s->pols[id];
+    const rlt_ns asked = now;
+    now = rlt__effective_now(s, now);
     if (now > sh->last_now) sh->last_now = now;
     rlt__slot *e = find_slot(s, sh, h, id, key, klen);
     int rc;
     if (e) {
+        /* An existing entry is never dropped here: a peek or a denial consumed nothing and
+         * must change nothing, not even which instants later calls are decided at.  The
+         * sweep and make_room drop it once it is fresh. */
         uint8_t *st = rlt__slot_state(s, e);
         if ((rc = rlt_decide(&P->p, st, now, cost, d))) return rc;
         e->meta |= RLT__REF;
-        if (fresh_after(&P->p, st, now, cost, d)) {
-            rlt__delete(s, sh, e);
-            RLT__STAT_ADD(sh->evicted_idle, 1);
-        }
     } else if (P->ssz <= SMALL_STATE) {
         uint64_t tmp[SMALL_STATE / 8] = {0};
         if ((rc = rlt_decide(&P->p, tmp, now, cost, d))) return rc;
@@ -838,6 +842,7 @@ static int decide_locked(rlt_store *s, rlt__shard *sh, uint64_t h, int id, const
         }
         if (rc) return rc;
     }
+    rlt__from_effective(d, asked, now);
     count_decision(sh, d->allowed);
     return RLT_OK;
 }
@@ -949,6 +954,7 @@ int rlt_store_when(rlt_store *s, int id, const void *key, size_t klen, rlt_ns no
     } else {
         const rlt__pol *P = &s->pols[id];
         const rlt__slot *e = rlt__find(s, sh, h, id, key, klen);
+        now = rlt__effective_now(s, now);
         if (e) {
             rc = rlt_when(&P->p, rlt__slot_state(s, e), now, cost, at);
         } else {
@@ -993,6 +999,7 @@ int rlt_store_release(rlt_store *s, int id, const void *key, size_t klen, rlt_ns
         rc = RLT_EINVAL;
     } else {
         const rlt__pol *P = &s->pols[id];
+        now = rlt__effective_now(s, now);
         if (now > sh->last_now) sh->last_now = now;
         rlt__slot *e = rlt__find(s, sh, h, id, key, klen);
         if (!e) {
@@ -1001,6 +1008,7 @@ int rlt_store_release(rlt_store *s, int id, const void *key, size_t klen, rlt_ns
             uint8_t *st = rlt__slot_state(s, e);
             rc = rlt_release(&P->p, st, now, lease);
             if (rlt_is_fresh(&P->p, st, now)) {
+                rlt__note_drop(s, now);
                 rlt__delete(s, sh, e);
                 RLT__STAT_ADD(sh->evicted_idle, 1);
             }
@@ -1046,6 +1054,7 @@ static void load_copy(rlt_store *s, const rlt_check *c, mstate *m)
 static int multi_locked(rlt_store *s, const rlt_check *c, mstate *m, size_t n, rlt_ns now,
                         bool *all)
 {
+    now = rlt__effective_now(s, now); /* the caller re-expresses the waits (from_effective) */
     for (size_t i = 0; i < n; i++) {
         if (c[i].policy < 0 || (uint32_t)c[i].policy >= s->npol) return RLT_ENOENT;
         if (s->pols[c[i].policy].p.algo == RLT_CONCURRENCY) return RLT_EINVAL;
@@ -1134,6 +1143,7 @@ static int multi_locked(rlt_store *s, const rlt_check *c, mstate *m, size_t n, r
         }
         memcpy(rlt__slot_state(s, e), m[i].st, s->pols[c[i].policy].ssz);
         if (rlt_is_fresh(p, m[i].st, now)) {
+            rlt__note_drop(s, now);
             rlt__delete(s, sh, e);
             RLT__STAT_ADD(sh->evicted_idle, 1);
         }
@@ -1198,6 +1208,7 @@ int rlt_store_decide_multi(rlt_store *s, const rlt_check *checks, size_t n, rlt_
             if (d->delay > cd->delay) cd->delay = d->delay;
         }
         if (never) cd->retry_after = -1;
+        rlt__from_effective(cd, now, rlt__effective_now(s, now)); /* still under the locks */
         if (refused) *refused = first_refused;
         count_decision(&s->shards[lk[0]], all);
     }
@@ -1225,6 +1236,7 @@ size_t rlt_store_sweep(rlt_store *s, rlt_ns now, size_t budget)
             budget--;
             if (e->meta && !(e->meta & RLT__PIN) &&
                 rlt_is_fresh(&s->pols[e->policy].p, rlt__slot_state(s, e), now)) {
+                rlt__note_drop(s, now);
                 rlt__delete(s, sh, e); /* a later entry may shift into this slot: look again */
                 RLT__STAT_ADD(sh->evicted_idle, 1);
                 dropped++;

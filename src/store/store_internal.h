@@ -106,7 +106,45 @@ struct rlt_store {
     uint32_t ntier, tiercap;
     pthread_mutex_t sweep_mu; /* the sweep cursor */
     uint32_t sweep_shard, sweep_slot;
+    /* The latest `now` at which a non-fresh-looking drop could matter: every drop of a fresh
+     * entry happens at some `now`, and the entry is equivalent to fresh only from then on.
+     * Calls with an earlier `now` are decided at this instant instead (atomic; written before
+     * the drop under the shard lock, read under the shard lock). */
+    rlt_ns drop_floor;
 };
+
+/* Records that an entry fresh at `now` is about to be dropped. */
+static inline void rlt__note_drop(rlt_store *s, rlt_ns now)
+{
+    rlt_ns f = __atomic_load_n(&s->drop_floor, __ATOMIC_RELAXED);
+    while (now > f && !__atomic_compare_exchange_n(&s->drop_floor, &f, now, true, __ATOMIC_RELEASE,
+                                                   __ATOMIC_RELAXED)) {
+    }
+}
+
+/* The instant a call at `now` is decided at: never before a drop already made. */
+static inline rlt_ns rlt__effective_now(const rlt_store *s, rlt_ns now)
+{
+    rlt_ns f = __atomic_load_n(&s->drop_floor, __ATOMIC_ACQUIRE);
+    return now < f ? f : now;
+}
+
+/* Re-expresses the waits of a decision taken at `eff` relative to the caller's `now`. */
+static inline void rlt__from_effective(rlt_decision *d, rlt_ns now, rlt_ns eff)
+{
+    if (eff == now) return;
+    rlt_ns lag = eff - now;
+    if (d->retry_after > 0)
+        d->retry_after = __builtin_add_overflow(d->retry_after, lag, &d->retry_after)
+                             ? INT64_MAX
+                             : d->retry_after;
+    if (d->reset_after > 0)
+        d->reset_after = __builtin_add_overflow(d->reset_after, lag, &d->reset_after)
+                             ? INT64_MAX
+                             : d->reset_after;
+    if (d->delay > 0)
+        d->delay = __builtin_add_overflow(d->delay, lag, &d->delay) ? INT64_MAX : d->delay;
+}
 
 void rlt__shard_lock(rlt__shard *sh);
 void rlt__shard_unlock(rlt__shard *sh);
