@@ -325,16 +325,53 @@ static uint64_t fnv1a(const char *s, size_t n)
     return h;
 }
 
-/* A store policy name for `text` under `prefix`: the text itself when it fits, else a hash. */
+/* A store policy name for `text` under `prefix`.  The store takes 1..RLT_NAME_MAX bytes of
+ * 0x21..0x7e, while envoy descriptor values are any strings ("/api v1", "Zürich"): bytes
+ * outside 0x21..0x7e and '%' itself become %XX (an injective escaping, so distinct texts keep
+ * distinct names; names without such bytes are unchanged across versions).  When that does
+ * not fit, prefix + "#" and a 64-bit hash of the text: a collision there (or between two rules
+ * whose paths are equal) is detected by check_rule_names. */
 static void store_name(char *out, const char *prefix, const char *text)
 {
-    size_t pl = strlen(prefix), tl = strlen(text);
-    if (pl + tl <= RLT_NAME_MAX) {
-        memcpy(out, prefix, pl);
-        memcpy(out + pl, text, tl + 1);
-    } else {
-        snprintf(out, RLT_NAME_MAX + 1, "%s#%016llx", prefix, (unsigned long long)fnv1a(text, tl));
+    static const char hex[] = "0123456789ABCDEF";
+    size_t pl = strlen(prefix), o = pl, tl = strlen(text);
+    memcpy(out, prefix, pl);
+    for (size_t i = 0; i < tl; i++) {
+        unsigned char c = (unsigned char)text[i];
+        bool plain = c >= 0x21 && c <= 0x7e && c != '%';
+        if (o + (plain ? 1 : 3) > RLT_NAME_MAX) {
+            snprintf(out, RLT_NAME_MAX + 1, "%s#%016llx", prefix,
+                     (unsigned long long)fnv1a(text, tl));
+            return;
+        }
+        if (plain) {
+            out[o++] = (char)c;
+        } else {
+            out[o++] = '%';
+            out[o++] = hex[c >> 4];
+            out[o++] = hex[c & 15];
+        }
     }
+    out[o] = '\0';
+}
+
+/* Two rules with one store name would share their counters: refuse the file instead.  Paths
+ * are "domain.key_value..." and can coincide (key "a_b" value "c" vs key "a" value "b_c"), and
+ * long paths are hashed. */
+static int check_rule_names(ctx *x)
+{
+    const rlt__config *c = x->c;
+    for (size_t i = 0; i < c->nrules; i++)
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(c->rules[i].name, c->rules[j].name) == 0) {
+                snprintf(x->err, x->errlen,
+                         "%s:%d: rule %s has the same store name (%s) as the rule on line %d "
+                         "(%s): change a key or value",
+                         x->file, c->rules[i].line, c->rules[i].path, c->rules[i].name,
+                         c->rules[j].line, c->rules[j].path);
+                return -1;
+            }
+    return 0;
 }
 
 static bool valid_name(const char *s)
@@ -794,6 +831,7 @@ static int parse_root(ctx *x, yaml_node_t *root)
     }
     if (descs != NULL && domain == NULL) return fail(x, descs, "descriptors need a domain");
     if (domain != NULL && add_domain(x, domain, descs) < 0) return -1;
+    if (check_rule_names(x) < 0) return -1;
     if (tiers != NULL && parse_tiers(x, tiers) < 0) return -1;
     if (x->c->default_tier[0] != '\0') {
         bool found = false;

@@ -59,7 +59,7 @@ static void log_shadow(rlt__srv *s, int id, const void *key, size_t klen, int64_
 {
     shadow_log *l = &tl_log;
     int64_t sec = now / RLT_NS_PER_S;
-    char line[512];
+    char line[1024];
     if (sec != l->second) {
         if (l->suppressed > 0) {
             snprintf(line, sizeof line,
@@ -76,7 +76,7 @@ static void log_shadow(rlt__srv *s, int id, const void *key, size_t klen, int64_
         return;
     }
     l->lines++;
-    char name[RLT_NAME_MAX + 1], esc[64 * 4 + 8];
+    char name[RLT__STR_MAX], esc[64 * 4 + 8];
     if (id >= 0)
         rlt__srv_policy_name(s, id, name, sizeof name);
     else

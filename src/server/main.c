@@ -301,11 +301,6 @@ int main(int argc, char **argv)
         rlt__config_free(cfg);
         return 2;
     }
-    if (o.check_only) {
-        printf("ratelimitd: %s is valid\n", o.config ? o.config : "(embedded default)");
-        rlt__config_free(cfg);
-        return 0;
-    }
     if (!rlt__is_loopback(cfg->set.bind) && cfg->set.password[0] == '\0' && cfg->ntenants == 0) {
         fprintf(stderr,
                 "ratelimitd: refusing to listen on %s without a password: set "
@@ -313,6 +308,13 @@ int main(int argc, char **argv)
                 cfg->set.bind);
         rlt__config_free(cfg);
         return 2;
+    }
+    /* --check-config stops here: everything start checks before opening the store and
+     * binding sockets has run (load_config includes rlt__srv_check_config). */
+    if (o.check_only) {
+        printf("ratelimitd: %s is valid\n", o.config ? o.config : "(embedded default)");
+        rlt__config_free(cfg);
+        return 0;
     }
     signal(SIGPIPE, SIG_IGN);
     rlt__srv *s;

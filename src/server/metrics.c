@@ -73,7 +73,7 @@ static void per_id(rlt__srv *s, size_t id, uint64_t *a, uint64_t *d, uint64_t *s
 static void putf(rlt__obuf *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void putf(rlt__obuf *o, const char *fmt, ...)
 {
-    char line[1024];
+    char line[4096];
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(line, sizeof line, fmt, ap);
@@ -81,20 +81,55 @@ static void putf(rlt__obuf *o, const char *fmt, ...)
     if (n > 0) rlt__obuf_put(o, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
 
-/* Label values: escape backslash, quote and newline (Prometheus text format). */
-static void label(char *out, size_t cap, const char *in)
+/* Length of the valid UTF-8 sequence at in[0..] (1..4), or 0 if it is not one. */
+static size_t utf8_len(const unsigned char *in)
 {
+    unsigned char c = in[0];
+    size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+    if (n == 0 || (n == 2 && c < 0xc2) || (n == 4 && c > 0xf4)) return 0;
+    for (size_t i = 1; i < n; i++)
+        if ((in[i] & 0xc0) != 0x80) return 0;
+    if (n == 3 && ((c == 0xe0 && in[1] < 0xa0) || (c == 0xed && in[1] >= 0xa0))) return 0;
+    if (n == 4 && ((c == 0xf0 && in[1] < 0x90) || (c == 0xf4 && in[1] >= 0x90))) return 0;
+    return n;
+}
+
+/* Label values (Prometheus text format): UTF-8 with backslash, quote and newline escaped.  A
+ * byte that is not part of valid UTF-8 (a path cut at its size limit) becomes '?'.  `info`
+ * (INFO) also replaces CR and LF, which would end the line there. */
+static void escape_name(char *out, size_t cap, const char *in, bool info)
+{
+    const unsigned char *p = (const unsigned char *)in;
     size_t o = 0;
-    for (; *in && o + 3 < cap; in++) {
-        if (*in == '\\' || *in == '"') out[o++] = '\\';
-        if (*in == '\n') {
-            out[o++] = '\\';
-            out[o++] = 'n';
-            continue;
+    while (*p) {
+        size_t n = utf8_len(p);
+        if (o + 5 >= cap) break;
+        if (n == 0) {
+            out[o++] = '?';
+            p++;
+        } else if (n > 1) {
+            memcpy(out + o, p, n);
+            o += n;
+            p += n;
+        } else if (*p == '\n' || *p == '\r') {
+            if (info) {
+                out[o++] = ' ';
+            } else {
+                out[o++] = '\\';
+                out[o++] = *p == '\n' ? 'n' : 'r';
+            }
+            p++;
+        } else {
+            if (!info && (*p == '\\' || *p == '"')) out[o++] = '\\';
+            out[o++] = (char)*p++;
         }
-        out[o++] = *in;
     }
     out[o] = '\0';
+}
+
+static void label(char *out, size_t cap, const char *in)
+{
+    escape_name(out, cap, in, false);
 }
 
 void rlt__metrics_prometheus(rlt__srv *s, rlt__obuf *o)
@@ -117,7 +152,7 @@ void rlt__metrics_prometheus(rlt__srv *s, rlt__obuf *o)
         uint64_t a, d, sh;
         per_id(s, id, &a, &d, &sh);
         if (a + d + sh == 0) continue;
-        char name[RLT_NAME_MAX + 1], esc[2 * RLT_NAME_MAX + 8];
+        char name[RLT__STR_MAX], esc[2 * RLT__STR_MAX + 8];
         if (id == RLT__METRIC_IDS - 1)
             snprintf(name, sizeof name, "(other)");
         else
@@ -221,13 +256,14 @@ void rlt__metrics_info(rlt__srv *s, rlt__obuf *o)
         uint64_t a, d, sh;
         per_id(s, id, &a, &d, &sh);
         if (a + d + sh == 0) continue;
-        char name[RLT_NAME_MAX + 1];
+        char name[RLT__STR_MAX], esc[RLT__STR_MAX + 8];
         if (id == RLT__METRIC_IDS - 1)
             snprintf(name, sizeof name, "(other)");
         else
             rlt__srv_policy_name(s, (int)id, name, sizeof name);
+        escape_name(esc, sizeof esc, name, true);
         putf(o, "policy:%s,allowed=%" PRIu64 ",denied=%" PRIu64 ",shadow_denied=%" PRIu64 "\r\n",
-             name, a, d, sh);
+             esc, a, d, sh);
     }
     rlt__backend_info(s, o);
 }

@@ -107,7 +107,7 @@ static void set_name(rlt__srv *s, int id, const char *name)
         size_t cap = s->names_cap ? s->names_cap : 64;
         while (cap <= (size_t)id)
             cap *= 2;
-        char(*nn)[RLT_NAME_MAX + 1] = realloc(s->names, cap * sizeof *nn);
+        char(*nn)[RLT__STR_MAX] = realloc(s->names, cap * sizeof *nn);
         if (nn == NULL) return;
         memset(nn + s->names_cap, 0, (cap - s->names_cap) * sizeof *nn);
         s->names = nn;

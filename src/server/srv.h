@@ -208,7 +208,7 @@ typedef struct rlt__srv {
     pthread_mutex_t lock; /* inline policies and the id -> name table */
     struct rlt__inline *inl;
     size_t ninl, inl_cap, inl_max;
-    char (*names)[RLT_NAME_MAX + 1]; /* policy id -> name */
+    char (*names)[RLT__STR_MAX]; /* policy id -> name for metrics/logs (a rule's path) */
     size_t names_cap;
     rlt__metrics metrics;
     rlt_ns started;

@@ -3,6 +3,7 @@
 parsing the printed ports) in a temp dir, drive it with redis-cli, a raw RESP socket client and
 curl, and always clean up.  Usage: integration.py PATH_TO_RATELIMITD [TEST_NAME...].
 Prints "ok NAME" / "FAIL NAME" per test and "N passed, N failed"."""
+import json
 import os
 import random
 import re
@@ -446,6 +447,47 @@ def envoy_json_endpoint_and_config_file_work(tmp):
         assert '"overallCode":"OVER_LIMIT"' in outs[2]
         assert '"requestsPerUnit":2,"unit":"DAY"' in outs[2]
         assert d.curl("/json", "-X", "POST", "--data", "{").startswith("HTTP/1.1 400")
+    finally:
+        d.stop()
+
+
+SPACE_UTF8 = """domain: edge
+descriptors:
+  - key: path
+    value: "/api v1"
+    rate_limit:
+      unit: minute
+      requests_per_unit: 2
+  - key: city
+    value: "Z\u00fcrich"
+    rate_limit:
+      unit: minute
+      requests_per_unit: 2
+"""
+
+
+@test
+def descriptor_values_with_spaces_and_non_ascii_bytes_work_end_to_end(tmp):
+    path = os.path.join(tmp, "edge.yaml")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(SPACE_UTF8)
+    r = run_bin(tmp, "--config", path, "--check-config")
+    assert r.returncode == 0 and "is valid" in r.stdout, r
+    d = Daemon(tmp, "--no-snapshot", config=SPACE_UTF8)
+    try:
+        for value in ("/api v1", "Z\u00fcrich"):
+            key = "path" if value.startswith("/") else "city"
+            body = json.dumps({"domain": "edge", "descriptors": [
+                {"entries": [{"key": key, "value": value}]}]}, ensure_ascii=False)
+            outs = [d.curl("/json", "-X", "POST", "--data-binary", body) for _ in range(3)]
+            assert outs[0].startswith("HTTP/1.1 200"), outs[0]
+            assert '"overallCode":"OK"' in outs[0], outs[0]
+            assert outs[2].startswith("HTTP/1.1 429"), outs[2]
+            assert '"requestsPerUnit":2,"unit":"MINUTE"' in outs[2], outs[2]
+        m = d.curl("/metrics")
+        for label in ("edge.path_/api v1", "edge.city_Z\u00fcrich"):
+            line = 'ratelimitd_policy_decisions_total{policy="%s",outcome="denied"} 1' % label
+            assert line in m, m
     finally:
         d.stop()
 

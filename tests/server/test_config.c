@@ -335,3 +335,40 @@ TEST(a_truncated_flow_node_is_reported_on_the_last_line)
     ASSERT_EQ(rlt__config_parse(t2, strlen(t2), "f.yaml", &c, err, sizeof err), -1);
     ASSERT(strncmp(err, "f.yaml:2: ", 10) == 0);
 }
+
+TEST(rule_store_names_escape_spaces_and_non_ascii_bytes_and_stay_distinct)
+{
+    rlt__config *c = parse("domain: edge\ndescriptors:\n"
+                           "  - key: path\n    value: \"/api v1\"\n"
+                           "    rate_limit: {unit: minute, requests_per_unit: 2}\n"
+                           "  - key: path\n    value: \"/api%20v1\"\n"
+                           "    rate_limit: {unit: minute, requests_per_unit: 2}\n"
+                           "  - key: city\n    value: \"Z\xc3\xbcrich\"\n"
+                           "    rate_limit: {unit: minute, requests_per_unit: 2}\n"
+                           "  - key: long\n    value: \"\xc3\xbc\xc3\xbc\xc3\xbc\xc3\xbc\xc3\xbc"
+                           "\xc3\xbc\xc3\xbc\xc3\xbc\xc3\xbc\xc3\xbc\xc3\xbc\"\n"
+                           "    rate_limit: {unit: minute, requests_per_unit: 2}\n");
+    ASSERT(c != NULL);
+    ASSERT_EQ(c->nrules, 4);
+    ASSERT_STR_EQ(c->rules[0].name, "r:edge.path_/api%20v1");
+    ASSERT_STR_EQ(c->rules[1].name, "r:edge.path_/api%2520v1");
+    ASSERT_STR_EQ(c->rules[2].name, "r:edge.city_Z%C3%BCrich");
+    ASSERT_STR_EQ(c->rules[2].path, "edge.city_Z\xc3\xbcrich");
+    ASSERT(strncmp(c->rules[3].name, "r:#", 3) == 0);
+    char err[300];
+    ASSERT_EQ(rlt__srv_check_config(c, err, sizeof err), 0);
+    rlt__config_free(c);
+}
+
+TEST(two_rules_with_one_store_name_are_refused_with_both_lines)
+{
+    /* key "a_b" value "c" and key "a" value "b_c" have one path: edge.a_b_c */
+    rlt__config *c = parse("domain: edge\ndescriptors:\n"
+                           "  - key: a_b\n    value: c\n"
+                           "    rate_limit: {unit: minute, requests_per_unit: 2}\n"
+                           "  - key: a\n    value: b_c\n"
+                           "    rate_limit: {unit: minute, requests_per_unit: 3}\n");
+    ASSERT(c == NULL);
+    ASSERT(strstr(err_, "t.yaml:8: rule edge.a_b_c has the same store name") != NULL);
+    ASSERT(strstr(err_, "line 5") != NULL);
+}
