@@ -144,7 +144,8 @@ typedef struct rlt_policy {
 int rlt_policy_init(rlt_policy *p, rlt_algo algo, int64_t limit, rlt_ns period, int64_t burst,
                     int64_t queue, int64_t delay);
 
-/* Parses policy text "ALGORITHM:N/PERIOD[,burst=B][,queue=Q][,delay=D|,nodelay]", with
+/* Parses policy text "ALGORITHM:N/PERIOD[,burst=B][,queue=Q][,delay=D|,nodelay]" (each option
+ * at most once; for leaky_bucket, nginx's "burst=" is another name for queue=), with
  * ALGORITHM one of fixed_window sliding_log sliding_window token_bucket gcra leaky_bucket
  * concurrency (concurrency takes "concurrency:N[/TIMEOUT]") and PERIOD an integer with a unit
  * ns us ms s m h d (a bare unit means 1 of it: "100/s").  `len` is the text's length.
@@ -153,7 +154,8 @@ int rlt_policy_init(rlt_policy *p, rlt_algo algo, int64_t limit, rlt_ns period, 
 int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, size_t errlen);
 
 /* Writes the canonical text of `p` (parseable by rlt_policy_parse) into buf[0..cap) with a
- * NUL.  Returns the length without the NUL, or RLT_ENOSPC if it does not fit. */
+ * NUL.  Returns the length without the NUL, RLT_ENOSPC if it does not fit, or RLT_EINVAL for
+ * a NULL argument or a policy that rlt_policy_init did not fill. */
 int rlt_policy_format(const rlt_policy *p, char *buf, size_t cap);
 
 /* The `limit` every decision under `p` reports: B for the token bucket and GCRA, Q + 1 for the

@@ -172,6 +172,8 @@ int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, siz
 {
     if (err && errlen) err[0] = '\0';
     if (!p || !text) return fail(err, errlen, RLT_EINVAL, "no policy text%.*s", "", 0);
+    if (memchr(text, '\0', len))
+        return fail(err, errlen, RLT_EPARSE, "policy text contains a NUL byte%.*s", "", 0);
     const char *end = text + len;
     const char *colon = memchr(text, ':', len);
     if (!colon)
@@ -214,6 +216,7 @@ int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, siz
 
     int64_t burst = 0, queue = 0, delay = 0;
     bool nodelay = false;
+    unsigned seen = 0; /* each option once: 1 burst, 2 queue (or nginx's burst), 4 delay */
     const char *opt = comma;
     while (opt && opt < end) {
         const char *o = opt + 1;
@@ -222,6 +225,10 @@ int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, siz
         const char *eq = memchr(o, '=', (size_t)(o_end - o));
         size_t olen = (size_t)(o_end - o);
         if (!eq && olen == 7 && memcmp(o, "nodelay", 7) == 0 && algo == RLT_LEAKY_BUCKET) {
+            if (seen & 4)
+                return fail(err, errlen, RLT_EPARSE,
+                            "option \"%.*s\": give delay= or nodelay, once", o, olen);
+            seen |= 4;
             nodelay = true;
         } else if (!eq) {
             return fail(err, errlen, RLT_EPARSE,
@@ -236,6 +243,13 @@ int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, siz
                 return fail(err, errlen, RLT_EPARSE,
                             "option \"%.*s\": expected a non-negative integer", o, olen);
             bool bucket = algo == RLT_TOKEN_BUCKET || algo == RLT_GCRA;
+            unsigned bit = klen == 5 && memcmp(o, "delay", 5) == 0 ? 4u : bucket ? 1u : 2u;
+            if (seen & bit)
+                return fail(err, errlen, RLT_EPARSE,
+                            "option \"%.*s\": given twice (burst/queue and delay/nodelay once "
+                            "each)",
+                            o, olen);
+            seen |= bit;
             if (klen == 5 && memcmp(o, "burst", 5) == 0 && bucket) {
                 if (v == 0)
                     return fail(err, errlen, RLT_EPARSE, "option \"%.*s\": burst must be >= 1", o,

@@ -73,3 +73,25 @@ TEST(policy_limit_is_the_limit_every_decision_reports)
     }
     ASSERT_EQ(rlt_policy_limit(NULL), 0);
 }
+
+/* Each option at most once, and text with a NUL byte is refused (the message would stop at
+ * it and name the wrong part). */
+TEST(policy_text_refuses_repeated_options_and_nul_bytes)
+{
+    static const char *const bad[] = {
+        "gcra:1/1s,burst=1,burst=2", "token_bucket:1/1s,burst=2,burst=2",
+        "leaky_bucket:1/1s,queue=2,burst=3", "leaky_bucket:1/1s,queue=2,delay=1,nodelay",
+        "leaky_bucket:1/1s,queue=2,nodelay,nodelay"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rlt_policy p;
+        char err[256];
+        ASSERT_EQ(rlt_policy_parse(&p, bad[i], strlen(bad[i]), err, sizeof err), RLT_EPARSE);
+        ASSERT(strstr(err, "once") != NULL);
+    }
+    rlt_policy p;
+    char err[256];
+    ASSERT_EQ(rlt_policy_parse(&p, "gcra:1/1s\0,burst=5", 18, err, sizeof err), RLT_EPARSE);
+    ASSERT(strstr(err, "NUL") != NULL);
+    ASSERT_EQ(rlt_policy_parse(&p, "leaky_bucket:2/1s,queue=5,delay=3", 33, err, sizeof err),
+              RLT_OK);
+}
