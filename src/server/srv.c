@@ -132,6 +132,32 @@ rlt__config *rlt__srv_config(rlt__srv *s)
     return __atomic_load_n(&s->cfg, __ATOMIC_ACQUIRE);
 }
 
+/* GCRA works on absolute time: |now| x scale_ must fit int64.  A policy whose scale_ would
+ * not let the daemon's clock (rlt__now: under a day at start, plus uptime) run 10 years runs
+ * as the token bucket of the same N, W and B instead: the core decides both identically
+ * (allowed, remaining, retry_after, reset_after) on a clock that never steps back, and the
+ * token bucket only multiplies elapsed time.  The Redis library has its own limits: in
+ * distributed mode the policy stays as given. */
+#define RUN_YEARS_NS (10 * INT64_C(31557600) * RLT_NS_PER_S + 86400 * RLT_NS_PER_S)
+
+bool rlt__srv_gcra_needs_bucket(const rlt_policy *p)
+{
+    return p->algo == RLT_GCRA && p->scale_ > INT64_MAX / RUN_YEARS_NS;
+}
+
+const rlt_policy *rlt__srv_runnable(const rlt_policy *p, bool redis, rlt_policy *tmp)
+{
+    if (redis || !rlt__srv_gcra_needs_bucket(p)) return p;
+    if (rlt_policy_init(tmp, RLT_TOKEN_BUCKET, p->limit, p->period, p->burst, 0, 0) != RLT_OK)
+        return p;
+    return tmp;
+}
+
+static bool redis_mode(const rlt__config *c)
+{
+    return c != NULL && c->set.redis.address[0] != '\0';
+}
+
 /* The store's rule for policy and tier names (rlt__valid_name in src/store/store.c): 1 to
  * RLT_NAME_MAX bytes of 0x21..0x7e.  Checked here so that a reload fails before it changes
  * anything. */
@@ -221,12 +247,15 @@ static bool injected_failure(long *writes)
 static int apply_locked(rlt__srv *s, rlt__config *cfg, char *err, size_t errlen)
 {
     long writes = 0;
+    rlt_policy tmp;
     for (size_t i = 0; i < cfg->nnamed; i++) {
         char name[RLT_NAME_MAX + 8];
         named_store_name(name, sizeof name, &cfg->named[i]);
         int st = injected_failure(&writes)
                      ? RLT_ENOMEM
-                     : rlt_store_set_policy(s->store, name, &cfg->named[i].policy,
+                     : rlt_store_set_policy(s->store, name,
+                                            rlt__srv_runnable(&cfg->named[i].policy,
+                                                              redis_mode(cfg), &tmp),
                                             RLT_CHANGE_KEEP, &cfg->named[i].policy_id);
         if (st != RLT_OK) {
             snprintf(err, errlen, "policy '%s': %s", cfg->named[i].name, rlt_strerror(st));
@@ -239,8 +268,9 @@ static int apply_locked(rlt__srv *s, rlt__config *cfg, char *err, size_t errlen)
         if (r->unlimited || r->block_all) continue;
         int st = injected_failure(&writes)
                      ? RLT_ENOMEM
-                     : rlt_store_set_policy(s->store, r->name, &r->policy, RLT_CHANGE_KEEP,
-                                            &r->policy_id);
+                     : rlt_store_set_policy(s->store, r->name,
+                                            rlt__srv_runnable(&r->policy, redis_mode(cfg), &tmp),
+                                            RLT_CHANGE_KEEP, &r->policy_id);
         if (st != RLT_OK) {
             snprintf(err, errlen, "rule %s (line %d): %s", r->path, r->line, rlt_strerror(st));
             return -1;
@@ -374,7 +404,9 @@ static int intern_locked(rlt__srv *s, const rlt_policy *p, const char *canon, ch
     else
         snprintf(name, sizeof name, "i#%016llx", (unsigned long long)hash_bytes(canon, cl));
     int id = -1;
-    int st = rlt_store_set_policy(s->store, name, p, RLT_CHANGE_KEEP, &id);
+    rlt_policy tmp;
+    const rlt_policy *run = rlt__srv_runnable(p, redis_mode(s->cfg), &tmp);
+    int st = rlt_store_set_policy(s->store, name, run, RLT_CHANGE_KEEP, &id);
     if (st != RLT_OK) {
         snprintf(err, errlen, "cannot add policy: %s", rlt_strerror(st));
         return -1;

@@ -245,6 +245,13 @@ const char *rlt__srv_policy_name(rlt__srv *s, int id, char *buf, size_t cap);
  * message in err. */
 int rlt__srv_resolve(rlt__srv *s, const char *text, size_t len, bool *shadow, char *err,
                      size_t errlen);
+/* True for a GCRA policy whose scale_ is too large for the daemon's clock to run 10 years
+ * (scale_ > INT64_MAX / (10 years + 1 day in ns)). */
+bool rlt__srv_gcra_needs_bucket(const rlt_policy *p);
+/* The policy the local store runs for p: p itself, or for such a GCRA policy (unless `redis`,
+ * distributed mode) the token bucket with the same limit, period and burst, built in *tmp;
+ * decisions are identical on a clock that never steps back (docs/server.md "Time"). */
+const rlt_policy *rlt__srv_runnable(const rlt_policy *p, bool redis, rlt_policy *tmp);
 /* The id of a policy given by its parts (CL.THROTTLE), interned as an inline policy. */
 int rlt__srv_intern(rlt__srv *s, const rlt_policy *p, char *err, size_t errlen);
 /* The same behind the per-thread cache, keyed by caller-chosen bytes that determine p
