@@ -354,16 +354,70 @@ TEST(errors_name_what_is_out_of_range_or_wrong)
     ASSERT(s != NULL);
     rlt__session ss;
     rlt__session_init(s, &ss);
-    /* count/period so fine that the rate's arithmetic overflows: the rate, not the cost. */
+    /* count/period so fine that GCRA's arithmetic would overflow: the daemon runs them as
+     * the equivalent token bucket (docs/server.md "Time"), so they are answered. */
     const char *r = run(s, &ss, S(1000), "CL.THROTTLE k 15 9223372036854775807 60 1");
-    ASSERT(strncmp(r, "-ERR rate (count/period) out of range", 37) == 0);
+    ASSERT_STR_EQ(r, ints5(0, 16, 15, -1, 1));
     r = run(s, &ss, S(1000), "RL.CHECK k gcra:1000000007/1s");
-    ASSERT(strncmp(r, "-ERR rate (count/period) out of range", 37) == 0);
+    ASSERT(strncmp(r, "*6\r\n:1\r\n", 8) == 0);
     r = run(s, &ss, S(1000), "RL.CHECK k concurrency:10/30s 2");
     ASSERT(strncmp(r, "-ERR cost must be 0 or 1 for a concurrency policy", 49) == 0);
     r = run(s, &ss, S(1000), "RL.RELEASE k gcra:1/1s 5");
     ASSERT(strncmp(r, "-ERR RL.RELEASE needs a concurrency policy", 42) == 0);
     r = run(s, &ss, S(1000), "RL.MULTI k gcra:1/1s 1 j gcra:1000000007/1s 1");
-    ASSERT(strncmp(r, "-ERR limit 2: rate (count/period) out of range", 46) == 0);
+    ASSERT(strncmp(r, "*", 1) == 0);
+    rlt__srv_close(s);
+}
+
+TEST(cl_throttle_with_a_fine_rate_works_late_in_the_utc_day_as_gcra_would)
+{
+    /* N = 1000003 per 3600 s reduces to scale_ 1000003: GCRA's |now| x scale_ overflows int64
+     * after 02:33 of the daemon's clock (ns since UTC midnight).  The daemon runs it as the
+     * token bucket of the same numbers, which must decide exactly as GCRA does. */
+    rlt__srv *s = open_srv(NULL);
+    ASSERT(s != NULL);
+    rlt__session ss;
+    rlt__session_init(s, &ss);
+    rlt_ns late = S(23 * 3600 + 59 * 60); /* 23:59 UTC, and 10 years of uptime beyond */
+    ASSERT_STR_EQ(run(s, &ss, late, "CL.THROTTLE k 10 1000003 3600"), ints5(0, 11, 10, -1, 1));
+    rlt_ns decade = late + S(10LL * 31557600);
+    ASSERT_STR_EQ(run(s, &ss, decade, "CL.THROTTLE k2 10 1000003 3600"), ints5(0, 11, 10, -1, 1));
+
+    rlt_policy g;
+    ASSERT_EQ(rlt_policy_init(&g, RLT_GCRA, 1000003, S(3600), 11, 0, 0), RLT_OK);
+    ASSERT(rlt__srv_gcra_needs_bucket(&g));
+    char err[256];
+    int id = rlt__srv_intern(s, &g, err, sizeof err);
+    ASSERT(id >= 0);
+    rlt_policy run_p;
+    ASSERT_EQ(rlt_store_get_policy(s->store, id, &run_p), RLT_OK);
+    ASSERT_EQ(run_p.algo, RLT_TOKEN_BUCKET);
+    ASSERT_EQ(run_p.limit, 1000003);
+    ASSERT_EQ(run_p.period, S(3600));
+    ASSERT_EQ(run_p.burst, 11);
+
+    /* The same trace: the daemon late in the day vs GCRA itself on a small clock. */
+    unsigned char state[256] = {0};
+    ASSERT(rlt_state_size(&g) <= sizeof state);
+    uint64_t x = 12345;
+    rlt_ns small = S(1), big = late;
+    for (int i = 0; i < 3000; i++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        rlt_ns step = (rlt_ns)((x >> 33) % 9000000); /* 0..9 ms: around the 3.6 ms emission */
+        int64_t cost = (int64_t)((x >> 20) % 4);     /* 0..3, 0 peeks */
+        small += step;
+        big += step;
+        rlt_decision want, got;
+        ASSERT_EQ(rlt_decide(&g, state, small, cost, &want), RLT_OK);
+        ASSERT_EQ(rlt__decide(s, id, false, "trace", 5, big, cost, &got), RLT_OK);
+        ASSERT_EQ(got.allowed, want.allowed);
+        ASSERT_EQ(got.limit, want.limit);
+        ASSERT_EQ(got.remaining, want.remaining);
+        ASSERT_EQ(got.retry_after, want.retry_after);
+        ASSERT_EQ(got.reset_after, want.reset_after);
+    }
+    /* A coarse GCRA stays GCRA. */
+    ASSERT_EQ(rlt_policy_init(&g, RLT_GCRA, 100, S(1), 0, 0, 0), RLT_OK);
+    ASSERT(!rlt__srv_gcra_needs_bucket(&g));
     rlt__srv_close(s);
 }
