@@ -69,5 +69,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef RLT_FUZZ_STANDALONE
-#include "standalone.h"
+#include "../standalone.h"
 #endif

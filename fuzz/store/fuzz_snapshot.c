@@ -54,5 +54,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef RLT_FUZZ_STANDALONE
-#include "../core/standalone.h"
+#include "../standalone.h"
 #endif

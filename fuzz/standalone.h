@@ -1,9 +1,9 @@
-/* A main for the core fuzz targets when they are built without libFuzzer
+/* A main for every fuzz target when it is built without libFuzzer
  * (-DRLT_FUZZ_STANDALONE): every argument is a file or a directory of files, each fed once to
  * LLVMFuzzerTestOneInput, so a checked-in corpus replays as a plain CTest regression test.
  * A target signals a violated invariant by aborting. */
-#ifndef RLT_FUZZ_CORE_STANDALONE_H
-#define RLT_FUZZ_CORE_STANDALONE_H
+#ifndef RLT_FUZZ_STANDALONE_H
+#define RLT_FUZZ_STANDALONE_H
 
 #include <dirent.h>
 #include <stdint.h>
