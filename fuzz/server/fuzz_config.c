@@ -1,5 +1,12 @@
 /* libFuzzer target: the YAML config parser (libyaml + our schema) over arbitrary text; a
  * parsed config is also matched against a descriptor built from the input. */
+#include "server/cmd.h"
+#include "server/config.h"
+#include "server/decide.h"
+#include "server/httpin.h"
+#include "server/metrics.h"
+#include "server/pipe.h"
+#include "server/request.h"
 #include "server/srv.h"
 
 #include <stdlib.h>

@@ -162,6 +162,15 @@ int rlt_policy_format(const rlt_policy *p, char *buf, size_t cap);
  * leaky bucket, N for the others.  0 for NULL. */
 int64_t rlt_policy_limit(const rlt_policy *p);
 
+
+/* 64-bit FNV-1a of n bytes (offset basis 14695981039346656037): a fast, stable, unkeyed hash
+ * for names and caches the caller controls (policy names, cache slots).  Never for keys an
+ * attacker chooses into a table: the store hashes those with SipHash and a secret. */
+uint64_t rlt_hash_fnv1a(const void *p, size_t n);
+
+/* Greatest common divisor of a and b (both > 0). */
+int64_t rlt_gcd(int64_t a, int64_t b);
+
 /* The canonical name of an algorithm ("gcra"), or "none"; and the reverse (RLT_ALGO_NONE
  * when unknown). */
 const char *rlt_algo_name(rlt_algo algo);
@@ -183,6 +192,14 @@ typedef struct rlt_decision {
     rlt_ns delay;       /* leaky bucket: how long the request waits before it is sent */
     int64_t lease;      /* concurrency: the lease to hand to rlt_release (> 0 when allowed) */
 } rlt_decision;
+
+/* Folds decision `d` of one limit of a multi-limit check into `acc`, the combined decision
+ * (`first`: d is the first limit; acc is then overwritten).  The combined decision is allowed
+ * only when every limit is; its remaining and limit are those of the limit with the fewest
+ * remaining; its retry_after is the longest wait, or -1 (never) when any limit can never fit;
+ * reset_after and delay are the longest; lease is 0.  Every part of the project that combines
+ * limits (the store, the Redis library, the daemon) does it through this one function. */
+void rlt_decision_combine(rlt_decision *acc, const rlt_decision *d, bool first);
 
 /* Decides one request of `cost` at `now` and, if allowed, charges it to `state`.
  * cost >= 1 is a request; cost 0 is a peek: d->allowed, retry_after and delay tell what a
@@ -240,6 +257,8 @@ int rlt_state_convert(const rlt_policy *from, const rlt_policy *to, void *state,
 /* Whole seconds a client must wait, rounded up, so that waiting that long then succeeds.
  * 0 for 0, -1 for -1 (never), at least 1 for any positive wait. */
 int64_t rlt_retry_after_seconds(rlt_ns retry_after);
+/* The same in whole milliseconds, rounded up: 0 for 0, -1 for any negative (never). */
+int64_t rlt_retry_after_ms(rlt_ns retry_after);
 
 /* Which header families rlt_format_headers writes. */
 enum {

@@ -20,6 +20,9 @@ extern "C" {
 #define RLT_KEY_MAX 512
 /* Longest policy or tier name in bytes. */
 #define RLT_NAME_MAX 63
+/* The rule for policy and tier names: 1 to RLT_NAME_MAX bytes of 0x21..0x7e.  A caller that
+ * must refuse a name before it changes anything (a config reload) checks it with this. */
+bool rlt_store_name_valid(const char *name, size_t len);
 
 typedef struct rlt_store rlt_store;
 
@@ -70,6 +73,11 @@ int rlt_store_set_tier(rlt_store *s, const char *tier, int policy_id);
 int rlt_store_assign_tier(rlt_store *s, const void *key, size_t klen, const char *tier);
 int rlt_store_decide_tier(rlt_store *s, const char *default_tier, const void *key, size_t klen,
                           rlt_ns now, int64_t cost, rlt_decision *d);
+/* The policy id rlt_store_decide_tier would decide `key` under (its tier's, else
+ * default_tier's), without deciding: for a caller that decides elsewhere (in Redis) but keeps
+ * tier assignments here.  Returns RLT_OK and *policy_id, RLT_ENOENT, RLT_EINVAL, RLT_EKEYLEN. */
+int rlt_store_tier_policy(rlt_store *s, const char *default_tier, const void *key, size_t klen,
+                          int *policy_id);
 
 /* Decides one request for `key` under policy `id`, as rlt_decide does, and keeps the state.
  * Returns RLT_OK (see d->allowed), RLT_ENOENT (no such policy), RLT_EKEYLEN, RLT_EINVAL,

@@ -1,14 +1,6 @@
 /* The public decision functions: argument checks at the boundary, then dispatch by algorithm. */
 #include "internal.h"
 
-int rlt__bucket_used(const rlt_policy *p, const void *st, rlt_ns now, int64_t *used);
-int rlt__bucket_set_used(const rlt_policy *p, void *st, rlt_ns now, int64_t used);
-int rlt__leaky_backlog(const rlt_policy *p, const void *st, rlt_ns now, int64_t *backlog);
-int rlt__leaky_set_backlog(const rlt_policy *p, void *st, rlt_ns now, int64_t backlog);
-int rlt__fixed_window_counts(const rlt_policy *p, void *st, rlt_ns now, int64_t *count, int set);
-int rlt__sliding_window_counts(const rlt_policy *p, void *st, rlt_ns now, int64_t counts[2],
-                               int set);
-
 static bool valid(const rlt_policy *p)
 {
     return p && p->algo >= RLT_FIXED_WINDOW && p->algo <= RLT_CONCURRENCY && p->scale_ > 0 &&

@@ -9,6 +9,12 @@ int64_t rlt_retry_after_seconds(rlt_ns retry_after)
     return rlt__ceil_div(retry_after, RLT_NS_PER_S);
 }
 
+int64_t rlt_retry_after_ms(rlt_ns retry_after)
+{
+    if (retry_after < 0) return -1;
+    return rlt__ceil_div(retry_after, RLT_NS_PER_MS);
+}
+
 static bool token_ok(const char *name)
 {
     if (!*name || strlen(name) > 64) return false;

@@ -73,6 +73,15 @@ void rlt__sliding_window_shift(const rlt_policy *p, void *st, rlt_ns delta);
 int rlt__bucket_shift(const rlt_policy *p, void *st, rlt_ns delta);
 void rlt__concurrency_shift(const rlt_policy *p, void *st, rlt_ns delta);
 
+/* Used allowance in and out of a state, for rlt_state_convert (decide.c). */
+int rlt__bucket_used(const rlt_policy *p, const void *st, rlt_ns now, int64_t *used);
+int rlt__bucket_set_used(const rlt_policy *p, void *st, rlt_ns now, int64_t used);
+int rlt__leaky_backlog(const rlt_policy *p, const void *st, rlt_ns now, int64_t *backlog);
+int rlt__leaky_set_backlog(const rlt_policy *p, void *st, rlt_ns now, int64_t backlog);
+int rlt__fixed_window_counts(const rlt_policy *p, void *st, rlt_ns now, int64_t *count, int set);
+int rlt__sliding_window_counts(const rlt_policy *p, void *st, rlt_ns now, int64_t counts[2],
+                               int set);
+
 /* GCRA and leaky bucket keep one word: the theoretical arrival time in scaled units
  * (ns x scale_), stored with its sign bit flipped so that an all-zero word is INT64_MIN,
  * "long ago", i.e. fresh. */

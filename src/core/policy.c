@@ -29,16 +29,6 @@ rlt_algo rlt_algo_from_name(const char *name, size_t len)
     return RLT_ALGO_NONE;
 }
 
-static int64_t gcd64(int64_t a, int64_t b)
-{
-    while (b) {
-        int64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
 int rlt_policy_init(rlt_policy *p, rlt_algo algo, int64_t limit, rlt_ns period, int64_t burst,
                     int64_t queue, int64_t delay)
 {
@@ -57,7 +47,7 @@ int rlt_policy_init(rlt_policy *p, rlt_algo algo, int64_t limit, rlt_ns period, 
     p->queue = queue;
     p->delay = delay > queue ? queue : delay; /* delay beyond the queue changes nothing */
 
-    int64_t g = gcd64(limit, period);
+    int64_t g = rlt_gcd(limit, period);
     p->scale_ = limit / g;
     p->unit_ = period / g;
     if (algo == RLT_TOKEN_BUCKET || algo == RLT_GCRA) {

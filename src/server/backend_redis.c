@@ -1,4 +1,4 @@
-/* ratelimitd's Redis backend: with `redis.address` set, decide.c hands every decision to
+/* ratelimitd's Redis backend (backend.h): with `redis.address` set, the seam hands every decision to
  * libratelimit_redis (include/ratelimit/redis.h), so a fleet of daemons pointed at one Redis
  * (or Redis Cluster) enforces one limit.  One rlt_redis handle per thread (handles are not
  * thread-safe), opened lazily on the thread's first decision; each thread publishes its
@@ -6,6 +6,8 @@
  * decision: when Redis cannot answer within the timeout, the policy's fail mode (open: allow,
  * closed: deny) answers, the library's breaker short-circuits while Redis is down, and every
  * such decision is counted. */
+#include "server/backend.h"
+
 #include "server/srv.h"
 
 #include <inttypes.h>
@@ -41,16 +43,16 @@ typedef struct tctx {
     size_t nfail;
 } tctx;
 
-struct rlt__backend {
+typedef struct redis_be {
+    rlt__backend base; /* first: the seam's handle */
     rlt_redis_options opt;
     char servers[RLT__STR_MAX], password[RLT__STR_MAX], prefix[65];
     uint64_t gen; /* tags the thread-local pointer, so it never outlives this backend */
     pthread_mutex_t mu;
     tctx *threads;
-    uint64_t tier_local;   /* @tier decisions made in the local store (ambiguous tier) */
     uint64_t release_lost; /* releases Redis could not take (the lease expires by itself) */
     uint64_t multi_split;  /* cluster multi-limit checks decided one limit at a time */
-};
+} redis_be;
 
 static uint64_t next_gen = 1;
 static __thread struct {
@@ -75,7 +77,7 @@ static void options_from(const rlt__redis_settings *rs, rlt_redis_options *o, ch
     o->backoff_max = rs->backoff_max;
 }
 
-static tctx *thread_ctx(struct rlt__backend *b)
+static tctx *thread_ctx(redis_be *b)
 {
     if (tl.gen == b->gen && tl.t != NULL) return tl.t;
     tctx *t = calloc(1, sizeof *t);
@@ -183,9 +185,10 @@ static int get_policy(tctx *t, rlt__srv *s, int id, const rlt_policy **out)
 }
 
 /* The calling thread's context with its caches current, and the config they are for. */
-static tctx *enter(rlt__srv *s, const rlt__config **c, int *st)
+static tctx *enter(redis_be *b, const rlt__config **c, int *st)
 {
-    tctx *t = thread_ctx(s->backend);
+    tctx *t = thread_ctx(b);
+    rlt__srv *s = b->base.s;
     *c = rlt__srv_config(s);
     *st = t == NULL ? RLT_ENOMEM : refresh(t, *c);
     return t;
@@ -197,12 +200,15 @@ static int decided(int st)
     return st == RLT_EBACKEND || st == RLT_ETIMEDOUT ? RLT_OK : st;
 }
 
-int rlt__backend_decide(rlt__srv *s, int policy_id, const void *key, size_t klen, int64_t cost,
-                        rlt_decision *d)
+static int redis_decide(rlt__backend *be, int policy_id, const void *key, size_t klen, rlt_ns now,
+                        int64_t cost, rlt_decision *d)
 {
+    (void)now; /* Redis's clock decides */
+    redis_be *b = (redis_be *)be;
+    rlt__srv *s = be->s;
     const rlt__config *c;
     int st;
-    tctx *t = enter(s, &c, &st);
+    tctx *t = enter(b, &c, &st);
     const rlt_policy *p = NULL;
     if (st == RLT_OK) st = get_policy(t, s, policy_id, &p);
     if (st != RLT_OK) {
@@ -214,13 +220,16 @@ int rlt__backend_decide(rlt__srv *s, int policy_id, const void *key, size_t klen
     return decided(st);
 }
 
-void rlt__backend_decide_batch(rlt__srv *s, const int *policy, const rlt_key *keys, size_t n,
-                               const int64_t *costs, rlt_decision *out, int *status)
+static void redis_decide_batch(rlt__backend *be, const int *policy, const rlt_key *keys, size_t n,
+                               rlt_ns now, const int64_t *costs, rlt_decision *out, int *status)
 {
     enum { CHUNK = 256 };
+    (void)now;
+    redis_be *b = (redis_be *)be;
+    rlt__srv *s = be->s;
     const rlt__config *c;
     int st;
-    tctx *t = enter(s, &c, &st);
+    tctx *t = enter(b, &c, &st);
     rlt_redis_check checks[CHUNK];
     size_t idx[CHUNK];
     /* Runs of one fail mode (the library takes one per call), at most CHUNK items each; the
@@ -255,63 +264,19 @@ void rlt__backend_decide_batch(rlt__srv *s, const int *policy, const rlt_key *ke
     if (t != NULL) publish(t);
 }
 
-int rlt__backend_decide_tier(rlt__srv *s, const char *default_tier, const void *key, size_t klen,
-                             rlt_ns now, int64_t cost, rlt_decision *d)
-{
-    /* Tier assignments live in the local store (RL.TIER, snapshots), which has no call that
-     * names a key's tier.  A peek there (never charged in Redis mode) tells the limit of the
-     * key's tier policy; when exactly one tier policy has that limit, Redis decides under it.
-     * Otherwise (two tiers' policies share a limit) the local store decides, counted. */
-    rlt_decision pk;
-    int st = rlt_store_decide_tier(s->store, default_tier, key, klen, now, 0, &pk);
-    if (st != RLT_OK) return st;
-    const rlt__config *c = rlt__srv_config(s);
-    const rlt__named *chosen = NULL;
-    bool ambiguous = false;
-    for (size_t i = 0; i < c->ntiers; i++) {
-        const rlt__named *n = rlt__config_named(c, c->tiers[i].policy, strlen(c->tiers[i].policy));
-        if (n == NULL || n->policy_id < 0 || rlt_policy_limit(&n->policy) != pk.limit) continue;
-        if (chosen == NULL)
-            chosen = n;
-        else if (n->policy_id != chosen->policy_id)
-            ambiguous = true;
-    }
-    if (chosen == NULL || ambiguous) {
-        __atomic_fetch_add(&s->backend->tier_local, 1, __ATOMIC_RELAXED);
-        return rlt_store_decide_tier(s->store, default_tier, key, klen, now, cost, d);
-    }
-    return rlt__backend_decide(s, chosen->policy_id, key, klen, cost, d);
-}
-
-/* Folds decision `x` of limit i into the combined decision of a multi-limit check. */
-static void combine(rlt_decision *c, const rlt_decision *x, bool first)
-{
-    if (first) {
-        *c = *x;
-        c->lease = 0;
-        return;
-    }
-    c->allowed = c->allowed && x->allowed;
-    if (x->remaining < c->remaining) {
-        c->remaining = x->remaining;
-        c->limit = x->limit;
-    }
-    if (c->retry_after >= 0 && (x->retry_after < 0 || x->retry_after > c->retry_after))
-        c->retry_after = x->retry_after;
-    if (x->reset_after > c->reset_after) c->reset_after = x->reset_after;
-    if (x->delay > c->delay) c->delay = x->delay;
-}
-
-int rlt__backend_decide_multi(rlt__srv *s, const rlt_check *checks, size_t n,
+static int redis_decide_multi(rlt__backend *be, const rlt_check *checks, size_t n, rlt_ns now,
                               rlt_decision *combined, int *refused)
 {
     enum { MAX = 64 };
+    (void)now;
+    redis_be *b = (redis_be *)be;
+    rlt__srv *s = be->s;
     memset(combined, 0, sizeof *combined);
     if (refused != NULL) *refused = -1;
     if (n == 0 || n > MAX) return RLT_EINVAL;
     const rlt__config *c;
     int st;
-    tctx *t = enter(s, &c, &st);
+    tctx *t = enter(b, &c, &st);
     if (st != RLT_OK) return st;
     rlt_redis_check rc[MAX];
     unsigned flags = RLT_REDIS_FAIL_OPEN; /* open only when every limit fails open */
@@ -325,19 +290,19 @@ int rlt__backend_decide_multi(rlt__srv *s, const rlt_check *checks, size_t n,
         if (fail_flags(t, c, checks[i].policy) == 0) flags = 0;
     }
     st = rlt_redis_decide_multi(t->r, rc, n, flags, 0, combined, refused);
-    if (st == RLT_EINVAL && s->backend->opt.cluster && n > 1) {
+    if (st == RLT_EINVAL && b->opt.cluster && n > 1) {
         /* On a cluster the keys of one script must share a hash slot.  Without a common hash
          * tag the limits are decided one at a time in order, stopping at the first that
          * denies: not all-or-nothing (the limits before it stay charged: this errs towards
          * admitting less, never more). */
-        __atomic_fetch_add(&s->backend->multi_split, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&b->multi_split, 1, __ATOMIC_RELAXED);
         st = RLT_OK;
         for (size_t i = 0; i < n && st == RLT_OK; i++) {
             rlt_decision x;
             st = decided(rlt_redis_decide(t->r, rc[i].policy, fail_flags(t, c, checks[i].policy),
                                           rc[i].key, rc[i].klen, rc[i].cost, 0, &x));
             if (st != RLT_OK) break;
-            combine(combined, &x, i == 0);
+            rlt_decision_combine(combined, &x, i == 0);
             if (!x.allowed) {
                 if (refused != NULL) *refused = (int)i;
                 break;
@@ -348,11 +313,13 @@ int rlt__backend_decide_multi(rlt__srv *s, const rlt_check *checks, size_t n,
     return decided(st);
 }
 
-int rlt__backend_reset(rlt__srv *s, int policy_id, const void *key, size_t klen)
+static int redis_reset(rlt__backend *be, int policy_id, const void *key, size_t klen)
 {
+    redis_be *b = (redis_be *)be;
+    rlt__srv *s = be->s;
     const rlt__config *c;
     int st;
-    tctx *t = enter(s, &c, &st);
+    tctx *t = enter(b, &c, &st);
     const rlt_policy *p = NULL;
     if (st == RLT_OK) st = get_policy(t, s, policy_id, &p);
     if (st != RLT_OK) return st;
@@ -361,11 +328,15 @@ int rlt__backend_reset(rlt__srv *s, int policy_id, const void *key, size_t klen)
     return st; /* a reset that Redis did not take is an error for the client to see */
 }
 
-int rlt__backend_release(rlt__srv *s, int policy_id, const void *key, size_t klen, int64_t lease)
+static int redis_release(rlt__backend *be, int policy_id, const void *key, size_t klen, rlt_ns now,
+                         int64_t lease)
 {
+    (void)now;
+    redis_be *b = (redis_be *)be;
+    rlt__srv *s = be->s;
     const rlt__config *c;
     int st;
-    tctx *t = enter(s, &c, &st);
+    tctx *t = enter(b, &c, &st);
     const rlt_policy *p = NULL;
     if (st == RLT_OK) st = get_policy(t, s, policy_id, &p);
     if (st != RLT_OK) return st;
@@ -373,7 +344,7 @@ int rlt__backend_release(rlt__srv *s, int policy_id, const void *key, size_t kle
     publish(t);
     if (st == RLT_EBACKEND || st == RLT_ETIMEDOUT) {
         /* Not released now; Redis reclaims the slot after the policy's timeout. */
-        __atomic_fetch_add(&s->backend->release_lost, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&b->release_lost, 1, __ATOMIC_RELAXED);
         return RLT_ENOENT;
     }
     return st;
@@ -383,7 +354,7 @@ static int check_policy(const rlt_policy *p, const char *what, const char *name,
                         size_t errlen)
 {
     int st = rlt_redis_policy_check(p);
-    if (st == RLT_OK) return 0;
+    if (st == RLT_OK) return RLT_OK;
     char text[256] = "";
     rlt_policy_format(p, text, sizeof text);
     snprintf(err, errlen,
@@ -393,10 +364,10 @@ static int check_policy(const rlt_policy *p, const char *what, const char *name,
     return -1;
 }
 
-int rlt__backend_check_config(const rlt__config *c, char *err, size_t errlen)
+int rlt__backend_redis_check_config(const rlt__config *c, char *err, size_t errlen)
 {
     const rlt__redis_settings *rs = &c->set.redis;
-    if (rs->address[0] == '\0') return 0;
+    if (rs->address[0] == '\0') return RLT_OK;
     rlt_redis_options o;
     char servers[RLT__STR_MAX], password[RLT__STR_MAX], prefix[65];
     options_from(rs, &o, servers, password, prefix);
@@ -406,42 +377,22 @@ int rlt__backend_check_config(const rlt__config *c, char *err, size_t errlen)
     if (st != RLT_OK) {
         snprintf(err, errlen, "redis: invalid settings (address '%s', prefix '%s'): %s",
                  rs->address, rs->prefix, rlt_strerror(st));
-        return -1;
+        return RLT_EINVAL;
     }
     for (size_t i = 0; i < c->nnamed; i++)
-        if (check_policy(&c->named[i].policy, "policy", c->named[i].name, err, errlen) < 0)
-            return -1;
+        if (check_policy(&c->named[i].policy, "policy", c->named[i].name, err, errlen) != RLT_OK)
+            return RLT_EINVAL;
     for (size_t i = 0; i < c->nrules; i++) {
         const rlt__rule *r2 = &c->rules[i];
         if (r2->unlimited || r2->block_all) continue;
-        if (check_policy(&r2->policy, "rule", r2->path, err, errlen) < 0) return -1;
+        if (check_policy(&r2->policy, "rule", r2->path, err, errlen) != RLT_OK) return RLT_EINVAL;
     }
-    return 0;
+    return RLT_OK;
 }
 
-int rlt__backend_open(rlt__srv *s, char *err, size_t errlen)
+static void redis_close(rlt__backend *be)
 {
-    s->backend = NULL;
-    const rlt__config *c = rlt__srv_config(s);
-    if (c->set.redis.address[0] == '\0') return 0;
-    if (rlt__backend_check_config(c, err, errlen) < 0) return -1;
-    struct rlt__backend *b = calloc(1, sizeof *b);
-    if (b == NULL) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    options_from(&c->set.redis, &b->opt, b->servers, b->password, b->prefix);
-    b->gen = __atomic_fetch_add(&next_gen, 1, __ATOMIC_RELAXED);
-    pthread_mutex_init(&b->mu, NULL);
-    s->backend = b;
-    return 0;
-}
-
-void rlt__backend_close(rlt__srv *s)
-{
-    struct rlt__backend *b = s->backend;
-    if (b == NULL) return;
-    s->backend = NULL;
+    redis_be *b = (redis_be *)be;
     while (b->threads != NULL) {
         tctx *t = b->threads;
         b->threads = t->next;
@@ -455,7 +406,7 @@ void rlt__backend_close(rlt__srv *s)
 }
 
 /* The sum of every thread's published counters. */
-static unsigned sum(struct rlt__backend *b, pubstats *out)
+static unsigned sum(redis_be *b, pubstats *out)
 {
     memset(out, 0, sizeof *out);
     unsigned handles = 0;
@@ -488,64 +439,53 @@ static uint64_t ld(const uint64_t *p)
     return __atomic_load_n(p, __ATOMIC_RELAXED);
 }
 
-static void putf(rlt__obuf *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-void rlt__backend_info(rlt__srv *s, rlt__obuf *o)
+static void redis_info(rlt__backend *be, rlt__obuf *o)
 {
-    struct rlt__backend *b = s->backend;
-    if (b == NULL) {
-        putf(o, "\r\n# Backend\r\nbackend:local\r\n");
-        return;
-    }
+    redis_be *b = (redis_be *)be;
+    rlt__srv *s = be->s;
     pubstats t;
     unsigned handles = sum(b, &t);
     const rlt__config *c = rlt__srv_config(s);
     uint64_t without = t.fail_open + t.fail_closed;
     uint64_t in_redis =
         t.decisions >= without + t.lease_local ? t.decisions - without - t.lease_local : 0;
-    putf(o,
-         "\r\n# Backend\r\nbackend:redis\r\nredis_address:%s\r\nredis_cluster:%d\r\n"
+    rlt__obuf_printf(o,
+         "redis_address:%s\r\nredis_cluster:%d\r\n"
          "redis_timeout_us:%" PRId64 "\r\nredis_fail_default:%s\r\nredis_handles:%u\r\n"
          "redis_nodes:%" PRIu64 "\r\nredis_breaker:%s\r\nredis_breakers_open:%" PRIu64 "\r\n",
          b->servers, b->opt.cluster ? 1 : 0,
          (b->opt.timeout ? b->opt.timeout : 50 * RLT_NS_PER_MS) / RLT_NS_PER_US,
          c->set.redis.fail_open ? "open" : "closed", handles, t.nodes,
          t.nodes_open > 0 ? "open" : "closed", t.nodes_open);
-    putf(o,
+    rlt__obuf_printf(o,
          "redis_decisions:%" PRIu64 "\r\nredis_decisions_without_redis:%" PRIu64
          "\r\nredis_fail_open_allowed:%" PRIu64 "\r\nredis_fail_closed_denied:%" PRIu64
          "\r\nredis_timeouts:%" PRIu64 "\r\nredis_errors:%" PRIu64
          "\r\nredis_breaker_opened:%" PRIu64 "\r\nredis_short_circuited:%" PRIu64
          "\r\nredis_connects:%" PRIu64 "\r\nredis_round_trips:%" PRIu64
          "\r\nredis_script_loads:%" PRIu64 "\r\nredis_redirects:%" PRIu64
-         "\r\nredis_release_lost:%" PRIu64 "\r\nredis_tier_local:%" PRIu64
-         "\r\nredis_multi_split:%" PRIu64 "\r\n",
+         "\r\nredis_release_lost:%" PRIu64 "\r\nredis_multi_split:%" PRIu64 "\r\n",
          in_redis, without, t.fail_open, t.fail_closed, t.timeouts, t.errors, t.breaker_opened,
          t.short_circuited, t.connects, t.round_trips, t.script_loads, t.redirects,
-         ld(&b->release_lost), ld(&b->tier_local), ld(&b->multi_split));
+         ld(&b->release_lost), ld(&b->multi_split));
 }
 
-void rlt__backend_prometheus(rlt__srv *s, rlt__obuf *o)
+static void redis_prometheus(rlt__backend *be, rlt__obuf *o)
 {
-    struct rlt__backend *b = s->backend;
-    putf(o,
-         "# HELP ratelimitd_backend Where decisions are made (local store or Redis).\n"
-         "# TYPE ratelimitd_backend gauge\nratelimitd_backend{backend=\"%s\"} 1\n",
-         b ? "redis" : "local");
-    if (b == NULL) return;
+    redis_be *b = (redis_be *)be;
     pubstats t;
     sum(b, &t);
     uint64_t without = t.fail_open + t.fail_closed;
     uint64_t in_redis =
         t.decisions >= without + t.lease_local ? t.decisions - without - t.lease_local : 0;
-    putf(o,
+    rlt__obuf_printf(o,
          "# HELP ratelimitd_redis_decisions_total Decisions by who made them: Redis, or the "
          "fail mode without Redis.\n# TYPE ratelimitd_redis_decisions_total counter\n"
          "ratelimitd_redis_decisions_total{by=\"redis\"} %" PRIu64 "\n"
          "ratelimitd_redis_decisions_total{by=\"fail_open\"} %" PRIu64 "\n"
          "ratelimitd_redis_decisions_total{by=\"fail_closed\"} %" PRIu64 "\n",
          in_redis, t.fail_open, t.fail_closed);
-    putf(o,
+    rlt__obuf_printf(o,
          "# HELP ratelimitd_redis_breaker_open Redis nodes whose circuit breaker is open "
          "(summed over worker handles).\n# TYPE ratelimitd_redis_breaker_open gauge\n"
          "ratelimitd_redis_breaker_open %" PRIu64 "\n"
@@ -559,106 +499,62 @@ void rlt__backend_prometheus(rlt__srv *s, rlt__obuf *o)
          "\n# TYPE ratelimitd_redis_round_trips_total counter\n"
          "ratelimitd_redis_round_trips_total %" PRIu64 "\n"
          "# TYPE ratelimitd_redis_release_lost_total counter\n"
-         "ratelimitd_redis_release_lost_total %" PRIu64 "\n"
-         "# TYPE ratelimitd_redis_tier_local_total counter\n"
-         "ratelimitd_redis_tier_local_total %" PRIu64 "\n",
+         "ratelimitd_redis_release_lost_total %" PRIu64 "\n",
          t.nodes_open, t.timeouts, t.errors, t.breaker_opened, t.short_circuited, t.connects,
-         t.round_trips, ld(&b->release_lost), ld(&b->tier_local));
+         t.round_trips, ld(&b->release_lost));
 }
 
-#else /* built without libratelimit_redis: the local store decides, Redis is refused */
-
-struct rlt__backend {
-    int unused;
+static const rlt__backend_ops redis_ops = {
+    .name = "redis",
+    .daemon_clock = false,
+    .decide = redis_decide,
+    .decide_batch = redis_decide_batch,
+    .decide_multi = redis_decide_multi,
+    .reset = redis_reset,
+    .release = redis_release,
+    .info = redis_info,
+    .prometheus = redis_prometheus,
+    .close = redis_close,
 };
 
-static void putf(rlt__obuf *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-int rlt__backend_check_config(const rlt__config *c, char *err, size_t errlen)
+int rlt__backend_redis_open(rlt__srv *s, rlt__backend **out, char *err, size_t errlen)
 {
-    if (c->set.redis.address[0] == '\0') return 0;
+    const rlt__config *c = rlt__srv_config(s);
+    int st = rlt__backend_redis_check_config(c, err, errlen);
+    if (st != RLT_OK) return st;
+    redis_be *b = calloc(1, sizeof *b);
+    if (b == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return RLT_ENOMEM;
+    }
+    b->base.ops = &redis_ops;
+    b->base.s = s;
+    options_from(&c->set.redis, &b->opt, b->servers, b->password, b->prefix);
+    b->gen = __atomic_fetch_add(&next_gen, 1, __ATOMIC_RELAXED);
+    pthread_mutex_init(&b->mu, NULL);
+    *out = &b->base;
+    return RLT_OK;
+}
+
+#else /* built without libratelimit_redis: a configured Redis is refused at start */
+
+int rlt__backend_redis_check_config(const rlt__config *c, char *err, size_t errlen)
+{
+    if (c->set.redis.address[0] == '\0') return RLT_OK;
     snprintf(err, errlen,
              "redis: this ratelimitd was built without Redis support (install "
              "libhiredis-dev and pkg-config, and rebuild)");
-    return -1;
+    return RLT_EINVAL;
 }
 
-int rlt__backend_open(rlt__srv *s, char *err, size_t errlen)
-{
-    s->backend = NULL;
-    return rlt__backend_check_config(rlt__srv_config(s), err, errlen);
-}
-
-void rlt__backend_close(rlt__srv *s)
-{
-    s->backend = NULL;
-}
-
-int rlt__backend_decide(rlt__srv *s, int policy_id, const void *key, size_t klen, int64_t cost,
-                        rlt_decision *d)
-{
-    (void)s, (void)policy_id, (void)key, (void)klen, (void)cost;
-    memset(d, 0, sizeof *d);
-    return RLT_EBACKEND;
-}
-
-void rlt__backend_decide_batch(rlt__srv *s, const int *policy, const rlt_key *keys, size_t n,
-                               const int64_t *costs, rlt_decision *out, int *status)
-{
-    (void)s, (void)policy, (void)keys, (void)costs;
-    for (size_t i = 0; i < n; i++) {
-        memset(&out[i], 0, sizeof out[i]);
-        status[i] = RLT_EBACKEND;
-    }
-}
-
-int rlt__backend_decide_tier(rlt__srv *s, const char *default_tier, const void *key, size_t klen,
-                             rlt_ns now, int64_t cost, rlt_decision *d)
-{
-    return rlt_store_decide_tier(s->store, default_tier, key, klen, now, cost, d);
-}
-
-int rlt__backend_decide_multi(rlt__srv *s, const rlt_check *checks, size_t n,
-                              rlt_decision *combined, int *refused)
-{
-    (void)s, (void)checks, (void)n, (void)refused;
-    memset(combined, 0, sizeof *combined);
-    return RLT_EBACKEND;
-}
-
-int rlt__backend_reset(rlt__srv *s, int policy_id, const void *key, size_t klen)
-{
-    (void)s, (void)policy_id, (void)key, (void)klen;
-    return RLT_EBACKEND;
-}
-
-int rlt__backend_release(rlt__srv *s, int policy_id, const void *key, size_t klen, int64_t lease)
-{
-    (void)s, (void)policy_id, (void)key, (void)klen, (void)lease;
-    return RLT_EBACKEND;
-}
-
-void rlt__backend_info(rlt__srv *s, rlt__obuf *o)
+int rlt__backend_redis_open(rlt__srv *s, rlt__backend **out, char *err, size_t errlen)
 {
     (void)s;
-    putf(o, "\r\n# Backend\r\nbackend:local\r\n");
-}
-
-void rlt__backend_prometheus(rlt__srv *s, rlt__obuf *o)
-{
-    (void)s;
-    putf(o, "# HELP ratelimitd_backend Where decisions are made (local store or Redis).\n"
-            "# TYPE ratelimitd_backend gauge\nratelimitd_backend{backend=\"local\"} 1\n");
+    *out = NULL;
+    snprintf(err, errlen,
+             "redis: this ratelimitd was built without Redis support (install "
+             "libhiredis-dev and pkg-config, and rebuild)");
+    return RLT_EINVAL;
 }
 
 #endif
-
-static void putf(rlt__obuf *o, const char *fmt, ...)
-{
-    char line[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (n > 0) rlt__obuf_put(o, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
-}

@@ -1,7 +1,13 @@
 /* RESP commands: the RL.* family, redis-cell's CL.THROTTLE, and the connection commands every
  * Redis client or tool sends (PING, AUTH, HELLO, CLIENT, COMMAND, INFO, QUIT, ...).  Pure
- * functions of (server, session, arguments, now) that append a reply: no sockets here. */
+ * functions of (server, session, arguments, now) that append a reply: no sockets here.  The
+ * three deciding commands are parsed by one function each and answered by one reply function
+ * each, whether they are decided at once or staged in a pipe. */
 #include "server/cmd.h"
+
+#include "server/decide.h"
+#include "server/metrics.h"
+#include "server/srv.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -33,31 +39,10 @@ static bool get_i64(const rlt__resp_arg *a, int64_t *v)
     return rlt__resp_parse_i64(a->ptr, a->len, v);
 }
 
-/* Milliseconds, rounded up (a client that waits this long is then allowed); -1 stays -1. */
-static int64_t ceil_ms(rlt_ns ns)
-{
-    if (ns < 0) return -1;
-    return ns / RLT_NS_PER_MS + (ns % RLT_NS_PER_MS != 0);
-}
-
-static int64_t ceil_s(rlt_ns ns)
-{
-    if (ns < 0) return -1;
-    return ns / RLT_NS_PER_S + (ns % RLT_NS_PER_S != 0);
-}
-
-int rlt__make_key(const char *prefix, size_t plen, const char *key, size_t klen, char *buf)
-{
-    if (klen == 0 || plen + klen > RLT_KEY_MAX) return -1;
-    memcpy(buf, prefix, plen);
-    memcpy(buf + plen, key, klen);
-    return (int)(plen + klen);
-}
-
 /* The error reply for status `st` of a decision on policy `id` (-1: none yet) at `now`. */
 static void decide_error(rlt__srv *s, int id, rlt_ns now, rlt__obuf *o, int st)
 {
-    char buf[128];
+    char buf[160];
     rlt__resp_errorf(o, "ERR %s", rlt__decide_strerror(s, id, now, st, buf, sizeof buf));
 }
 
@@ -66,115 +51,174 @@ static void store_error(rlt__srv *s, rlt__obuf *o, int st)
     decide_error(s, -1, 0, o, st);
 }
 
-int rlt__auth_check(rlt__srv *s, const char *user, size_t ulen, const char *pw, size_t plen,
-                    char *prefix, size_t *prefix_len)
+static void count_error(rlt__srv *s)
 {
-    rlt__config *c = rlt__srv_config(s);
-    bool default_user = user == NULL || (ulen == 7 && memcmp(user, "default", 7) == 0);
-    /* Compare without an early exit on the first differing byte. */
-    const char *admin = c->set.password;
-    size_t al = strlen(admin);
-    if (default_user && al > 0 && al == plen) {
-        unsigned char diff = 0;
-        for (size_t i = 0; i < al; i++)
-            diff |= (unsigned char)(admin[i] ^ pw[i]);
-        if (diff == 0) {
-            *prefix_len = 0;
-            return 1;
-        }
-    }
-    for (size_t t = 0; t < c->ntenants; t++) {
-        const rlt__tenant *tn = &c->tenants[t];
-        if (!default_user && !(strlen(tn->name) == ulen && memcmp(tn->name, user, ulen) == 0))
-            continue;
-        size_t tl = strlen(tn->password);
-        if (tl != plen) continue;
-        unsigned char diff = 0;
-        for (size_t i = 0; i < tl; i++)
-            diff |= (unsigned char)(tn->password[i] ^ pw[i]);
-        if (diff == 0) {
-            size_t pl = strlen(tn->prefix);
-            memcpy(prefix, tn->prefix, pl);
-            *prefix_len = pl;
-            return 2;
-        }
-    }
-    return 0;
+    rlt__mslot *ms = rlt__mslot_get(&s->metrics);
+    rlt__mcount(&ms->errors, 1);
 }
 
-void rlt__session_init(rlt__srv *s, rlt__session *ss)
+/* Resolves (key, policy) arguments with the session's prefix (request.h), writing the error
+ * reply on failure.  A tier ("@name", when allowed) is resolved to the key's tier policy. */
+static int target(rlt__srv *s, const rlt__session *ss, const rlt__resp_arg *key,
+                  const rlt__resp_arg *pol, bool allow_tier, char *kbuf, rlt__target *t,
+                  rlt__obuf *o)
 {
-    rlt__config *c = rlt__srv_config(s);
-    memset(ss, 0, sizeof *ss);
-    ss->authed = c->set.password[0] == '\0' && c->ntenants == 0;
+    char err[256];
+    int st = rlt__target_resolve(s, ss, key->ptr, key->len, pol->ptr, pol->len, allow_tier, kbuf,
+                                 t, err, sizeof err);
+    if (st == RLT_OK && t->is_tier) {
+        st = rlt__srv_tier_policy(s, t->tier, t->key, t->klen, &t->policy_id);
+        if (st == RLT_ENOENT || st == RLT_EINVAL) snprintf(err, sizeof err, "unknown tier");
+        else if (st != RLT_OK) snprintf(err, sizeof err, "%s", rlt_strerror(st));
+    }
+    if (st != RLT_OK) rlt__resp_errorf(o, "ERR %s", err);
+    return st;
 }
 
-static void reply_decision(rlt__obuf *o, const rlt_decision *d)
+/* ---- the deciding commands: one parser and one reply each ---------------------------- */
+
+/* RL.CHECK key policy [cost] / RL.PEEK key policy: [allowed, limit, remaining,
+ * retry_after_ms, reset_after_ms, delay_ms]. */
+static void reply_check(rlt__srv *s, const rlt__pipe_reply *r, int id, int64_t cost, rlt_ns now,
+                        int st, const rlt_decision *d)
 {
+    (void)cost;
+    if (st != RLT_OK) {
+        decide_error(s, id, now, r->out, st);
+        count_error(s);
+        return;
+    }
     int64_t v[6] = {d->allowed ? 1 : 0,
                     d->limit,
                     d->remaining,
-                    d->allowed ? 0 : ceil_ms(d->retry_after),
-                    ceil_ms(d->reset_after),
-                    ceil_ms(d->delay)};
-    rlt__resp_ints(o, v, 6);
+                    d->allowed ? 0 : rlt_retry_after_ms(d->retry_after),
+                    rlt_retry_after_ms(d->reset_after),
+                    rlt_retry_after_ms(d->delay)};
+    rlt__resp_ints(r->out, v, 6);
 }
 
-/* CL.THROTTLE's reply; `burst1` is max_burst + 1. */
-static void reply_throttle(rlt__obuf *o, int64_t burst1, int64_t qty, const rlt_decision *d)
+static int parse_check(rlt__srv *s, const rlt__session *ss, const rlt__resp_arg *a, size_t n,
+                       bool peek, char *kbuf, rlt__target *t, int64_t *cost, rlt__obuf *o)
 {
+    if (n < 3 || n > (peek ? 3u : 4u)) {
+        err_arity(o, &a[0]);
+        return RLT_EINVAL;
+    }
+    *cost = peek ? 0 : 1;
+    if (n == 4 && (!get_i64(&a[3], cost) || *cost < 0)) {
+        rlt__resp_error(o, "ERR cost must be an integer >= 0");
+        return RLT_EINVAL;
+    }
+    return target(s, ss, &a[1], &a[2], true, kbuf, t, o);
+}
+
+/* CL.THROTTLE's reply, as redis-cell's: [limited, max_burst + 1, remaining, retry_after_s,
+ * reset_after_s]. */
+static void reply_throttle(rlt__srv *s, const rlt__pipe_reply *r, int id, int64_t qty, rlt_ns now,
+                           int st, const rlt_decision *d)
+{
+    if (st != RLT_OK) {
+        decide_error(s, id, now, r->out, st);
+        count_error(s);
+        return;
+    }
     /* redis-cell: a quantity of 0 only peeks and is never limited. */
     bool limited = qty > 0 && !d->allowed;
-    int64_t v[5] = {limited ? 1 : 0, burst1, d->remaining, limited ? ceil_s(d->retry_after) : -1,
-                    ceil_s(d->reset_after)};
-    rlt__resp_ints(o, v, 5);
+    int64_t v[5] = {limited ? 1 : 0, r->arg, d->remaining,
+                    limited ? rlt_retry_after_seconds(d->retry_after) : -1,
+                    rlt_retry_after_seconds(d->reset_after)};
+    rlt__resp_ints(r->out, v, 5);
 }
 
-/* Resolves (key, policy) arguments with the tenant prefix.  Returns the policy id, or -1
- * after writing an error.  A policy "@tier" sets *tier instead (id -2). */
-static int target(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *key, const rlt__resp_arg *pol,
-                  char *kbuf, int *klen, bool *shadow, char *tier, rlt__obuf *o)
+/* CL.THROTTLE key max_burst count period [quantity]: validated as redis-cell does; the
+ * policy is GCRA with burst max_burst + 1, interned behind the per-thread cache keyed by the
+ * raw numeric arguments (they determine the policy). */
+static int parse_throttle(rlt__srv *s, const rlt__session *ss, const rlt__resp_arg *a, size_t n,
+                          char *kbuf, rlt__target *t, int64_t *qty, int64_t *burst1, rlt__obuf *o)
 {
-    *klen = rlt__make_key(ss->prefix, ss->prefix_len, key->ptr, key->len, kbuf);
-    if (*klen < 0) {
+    if (n != 5 && n != 6) {
+        err_arity(o, &a[0]);
+        return RLT_EINVAL;
+    }
+    int64_t burst, count, period;
+    *qty = 1;
+    const char *msg = NULL;
+    if (!get_i64(&a[2], &burst) || !get_i64(&a[3], &count) || !get_i64(&a[4], &period) ||
+        (n == 6 && !get_i64(&a[5], qty)))
+        msg = "ERR value is not an integer or out of range";
+    else if (burst < 0 || burst >= INT32_MAX)
+        msg = "ERR max_burst must be >= 0 and < 2147483647";
+    else if (count <= 0)
+        msg = "ERR count must be > 0";
+    else if (period <= 0 || period > INT64_MAX / RLT_NS_PER_S)
+        msg = "ERR period must be > 0 seconds and fit in int64 ns";
+    else if (*qty < 0)
+        msg = "ERR quantity must be >= 0";
+    if (msg != NULL) {
+        rlt__resp_error(o, msg);
+        return RLT_EINVAL;
+    }
+    memset(t, 0, sizeof *t);
+    if (ss->prefix_len == 0 && a[1].len > 0 && a[1].len <= RLT_KEY_MAX) {
+        t->key = a[1].ptr;
+        t->klen = a[1].len;
+    } else if (rlt__session_key(ss, a[1].ptr, a[1].len, kbuf, &t->klen) == RLT_OK) {
+        t->key = kbuf;
+    } else {
         store_error(s, o, RLT_EKEYLEN);
-        return -1;
+        return RLT_EKEYLEN;
     }
-    if (tier != NULL && pol->len > 1 && pol->ptr[0] == '@') {
-        if (pol->len - 1 > RLT_NAME_MAX) {
-            rlt__resp_error(o, "ERR tier name too long");
-            return -1;
+    char ck[64]; /* each argument <= 20 bytes: get_i64 checked */
+    size_t cl = 0;
+    for (int i = 2; i <= 4; i++) {
+        memcpy(ck + cl, a[i].ptr, a[i].len);
+        cl += a[i].len;
+        ck[cl++] = ' ';
+    }
+    t->policy_id = rlt__srv_cached_id(s, ck, cl);
+    if (t->policy_id < 0) {
+        rlt_policy p;
+        int st = rlt_policy_init(&p, RLT_GCRA, count, period * RLT_NS_PER_S, burst + 1, 0, 0);
+        if (st != RLT_OK) {
+            rlt__resp_errorf(o, "ERR invalid rate: %s", rlt_strerror(st));
+            return st;
         }
-        memcpy(tier, pol->ptr + 1, pol->len - 1);
-        tier[pol->len - 1] = '\0';
-        return -2;
+        char err[256];
+        st = rlt__srv_intern_cached(s, ck, cl, &p, &t->policy_id, err, sizeof err);
+        if (st != RLT_OK) {
+            rlt__resp_errorf(o, "ERR %s", err);
+            return st;
+        }
     }
-    char err[256];
-    int id = rlt__srv_resolve(s, pol->ptr, pol->len, shadow, err, sizeof err);
-    if (id < 0) rlt__resp_errorf(o, "ERR %s", err);
-    return id;
+    *burst1 = burst + 1;
+    return RLT_OK;
 }
 
-/* RL.CHECK key policy [cost] / RL.PEEK key policy */
-static void cmd_check(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n, rlt_ns now,
-                      rlt__obuf *o, bool peek)
+/* CL.THROTTLE, RL.CHECK and RL.PEEK: parsed once, then staged or decided at once. */
+static void cmd_decide(rlt__srv *s, rlt__session *ss, rlt__pipe *p, const rlt__resp_arg *a,
+                       size_t n, rlt_ns now, rlt__obuf *o, bool throttle, bool peek)
 {
-    if (n < 3 || n > (peek ? 3u : 4u)) return err_arity(o, &a[0]);
-    int64_t cost = peek ? 0 : 1;
-    if (n == 4 && (!get_i64(&a[3], &cost) || cost < 0))
-        return rlt__resp_error(o, "ERR cost must be an integer >= 0");
-    char key[RLT_KEY_MAX], tier[RLT_NAME_MAX + 1];
-    int klen;
-    bool shadow = false;
-    int id = target(s, ss, &a[1], &a[2], key, &klen, &shadow, tier, o);
-    if (id == -1) return;
+    char kbuf[RLT_KEY_MAX];
+    rlt__target t;
+    int64_t cost, burst1 = 0;
+    rlt__obuf eo = {0}; /* an error reply waits for the staged replies before it */
+    int st = throttle ? parse_throttle(s, ss, a, n, kbuf, &t, &cost, &burst1, &eo)
+                      : parse_check(s, ss, a, n, peek, kbuf, &t, &cost, &eo);
+    if (st != RLT_OK) {
+        if (p != NULL) rlt__pipe_flush(p, s);
+        rlt__obuf_put(o, eo.data, eo.len);
+        rlt__obuf_free(&eo);
+        count_error(s);
+        return;
+    }
+    rlt__pipe_reply r = {.out = o, .fn = throttle ? reply_throttle : reply_check, .arg = burst1};
+    if (p != NULL) return rlt__pipe_add(p, s, now, &t, cost, &r);
     rlt_decision d;
-    int st = id == -2 ? rlt__decide_tier(s, tier, key, (size_t)klen, now, cost, &d)
-                      : rlt__decide(s, id, shadow, key, (size_t)klen, now, cost, &d);
-    if (st == RLT_ENOENT && id == -2) return rlt__resp_error(o, "ERR unknown tier");
-    if (st != RLT_OK) return decide_error(s, id, now, o, st);
-    reply_decision(o, &d);
+    st = rlt__decide(s, t.policy_id, t.shadow, t.key, t.klen, now, cost, &d);
+    r.fn(s, &r, t.policy_id, cost, now, st, &d);
 }
+
+/* ---- the other commands -------------------------------------------------------------- */
 
 /* RL.MULTI key policy cost [key policy cost ...]: all-or-nothing. */
 static void cmd_multi(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n, rlt_ns now,
@@ -191,11 +235,9 @@ static void cmd_multi(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, siz
         int64_t cost;
         if (!get_i64(&t[2], &cost) || cost < 0)
             return rlt__resp_error(o, "ERR cost must be an integer >= 0");
-        int klen;
-        bool shadow;
-        int id = target(s, ss, &t[0], &t[1], keys[i], &klen, &shadow, NULL, o);
-        if (id < 0) return;
-        checks[i] = (rlt_check){.policy = id, .key = keys[i], .klen = (size_t)klen, .cost = cost};
+        rlt__target tg;
+        if (target(s, ss, &t[0], &t[1], false, keys[i], &tg, o) != RLT_OK) return;
+        checks[i] = (rlt_check){.policy = tg.policy_id, .key = tg.key, .klen = tg.klen, .cost = cost};
     }
     rlt_decision d;
     int refused = -1;
@@ -215,49 +257,52 @@ static void cmd_multi(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, siz
     int64_t v[7] = {d.allowed ? 1 : 0,
                     d.limit,
                     d.remaining,
-                    d.allowed ? 0 : ceil_ms(d.retry_after),
-                    ceil_ms(d.reset_after),
-                    ceil_ms(d.delay),
+                    d.allowed ? 0 : rlt_retry_after_ms(d.retry_after),
+                    rlt_retry_after_ms(d.reset_after),
+                    rlt_retry_after_ms(d.delay),
                     refused};
     rlt__resp_ints(o, v, 7);
 }
 
+typedef enum keyop { KEYOP_RESET, KEYOP_ACQUIRE, KEYOP_RELEASE } keyop;
+
 /* RL.RESET key policy / RL.RELEASE key policy lease / RL.ACQUIRE key policy */
 static void cmd_keyop(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n, rlt_ns now,
-                      rlt__obuf *o, int op)
+                      rlt__obuf *o, keyop op)
 {
-    size_t want = op == 2 ? 4 : 3;
+    size_t want = op == KEYOP_RELEASE ? 4 : 3;
     if (n != want) return err_arity(o, &a[0]);
-    char key[RLT_KEY_MAX];
-    int klen;
-    bool shadow;
-    int id = target(s, ss, &a[1], &a[2], key, &klen, &shadow, NULL, o);
-    if (id < 0) return;
-    if (op == 0) {
-        int st = rlt__decide_reset(s, id, key, (size_t)klen);
+    char kbuf[RLT_KEY_MAX];
+    rlt__target t;
+    if (target(s, ss, &a[1], &a[2], false, kbuf, &t, o) != RLT_OK) return;
+    int id = t.policy_id;
+    const char *key = t.key;
+    size_t klen = t.klen;
+    if (op == KEYOP_RESET) {
+        int st = rlt__decide_reset(s, id, key, klen);
         if (st != RLT_OK) return decide_error(s, id, now, o, st);
         return rlt__resp_int(o, 1);
     }
-    if (op == 1) { /* acquire */
+    if (op == KEYOP_ACQUIRE) {
         rlt_policy p;
         if (rlt_store_get_policy(s->store, id, &p) != RLT_OK || p.algo != RLT_CONCURRENCY)
             return rlt__resp_error(o, "ERR RL.ACQUIRE needs a concurrency policy "
                                       "(e.g. concurrency:10/30s)");
         rlt_decision d;
-        int st = rlt__decide(s, id, false, key, (size_t)klen, now, 1, &d);
+        int st = rlt__decide(s, id, false, key, klen, now, 1, &d);
         if (st != RLT_OK) return decide_error(s, id, now, o, st);
         rlt__resp_array(o, 5);
         rlt__resp_int(o, d.allowed ? 1 : 0);
         rlt__resp_int(o, d.limit);
         rlt__resp_int(o, d.remaining);
-        rlt__resp_int(o, d.allowed ? 0 : ceil_ms(d.retry_after));
+        rlt__resp_int(o, d.allowed ? 0 : rlt_retry_after_ms(d.retry_after));
         rlt__resp_int(o, d.allowed ? d.lease : 0);
         return;
     }
     int64_t lease;
     if (!get_i64(&a[3], &lease) || lease <= 0)
         return rlt__resp_error(o, "ERR lease must be an integer > 0");
-    int st = rlt__decide_release(s, id, key, (size_t)klen, now, lease);
+    int st = rlt__decide_release(s, id, key, klen, now, lease);
     if (st == RLT_ENOENT) return rlt__resp_int(o, 0);
     rlt_policy p;
     if (st == RLT_EINVAL && rlt_store_get_policy(s->store, id, &p) == RLT_OK &&
@@ -273,80 +318,31 @@ static void cmd_tier(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size
 {
     if (n != 3) return err_arity(o, &a[0]);
     char key[RLT_KEY_MAX], tier[RLT_NAME_MAX + 1];
-    int klen = rlt__make_key(ss->prefix, ss->prefix_len, a[1].ptr, a[1].len, key);
-    if (klen < 0) return store_error(s, o, RLT_EKEYLEN);
+    size_t klen;
+    if (rlt__session_key(ss, a[1].ptr, a[1].len, key, &klen) != RLT_OK)
+        return store_error(s, o, RLT_EKEYLEN);
     if (a[2].len == 0 || a[2].len > RLT_NAME_MAX) return rlt__resp_error(o, "ERR unknown tier");
     memcpy(tier, a[2].ptr, a[2].len);
     tier[a[2].len] = '\0';
-    int st = rlt_store_assign_tier(s->store, key, (size_t)klen, tier);
+    int st = rlt_store_assign_tier(s->store, key, klen, tier);
     if (st == RLT_ENOENT || st == RLT_EINVAL) return rlt__resp_error(o, "ERR unknown tier");
     if (st != RLT_OK) return store_error(s, o, st);
     rlt__resp_simple(o, "OK");
 }
 
-/* CL.THROTTLE key max_burst count period [quantity], as redis-cell. */
-static void cmd_throttle(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n,
-                         rlt_ns now, rlt__obuf *o)
-{
-    if (n != 5 && n != 6) return err_arity(o, &a[0]);
-    int64_t burst, count, period, qty = 1;
-    if (!get_i64(&a[2], &burst) || !get_i64(&a[3], &count) || !get_i64(&a[4], &period) ||
-        (n == 6 && !get_i64(&a[5], &qty)))
-        return rlt__resp_error(o, "ERR value is not an integer or out of range");
-    if (burst < 0 || burst >= INT32_MAX)
-        return rlt__resp_error(o, "ERR max_burst must be >= 0 and < 2147483647");
-    if (count <= 0) return rlt__resp_error(o, "ERR count must be > 0");
-    if (period <= 0 || period > INT64_MAX / RLT_NS_PER_S)
-        return rlt__resp_error(o, "ERR period must be > 0 seconds and fit in int64 ns");
-    if (qty < 0) return rlt__resp_error(o, "ERR quantity must be >= 0");
-    char key[RLT_KEY_MAX];
-    int klen = rlt__make_key(ss->prefix, ss->prefix_len, a[1].ptr, a[1].len, key);
-    if (klen < 0) return store_error(s, o, RLT_EKEYLEN);
-
-    /* The policy cache key: the raw numeric arguments (they determine the policy). */
-    char ck[80];
-    size_t cl = 0;
-    for (int i = 2; i <= 4; i++) {
-        memcpy(ck + cl, a[i].ptr, a[i].len); /* each <= 20 bytes: parse_i64 checked */
-        cl += a[i].len;
-        ck[cl++] = ' ';
-    }
-    int id = rlt__srv_cached_id(s, ck, cl);
-    if (id < 0) {
-        rlt_policy p;
-        int st = rlt_policy_init(&p, RLT_GCRA, count, period * RLT_NS_PER_S, burst + 1, 0, 0);
-        if (st != RLT_OK) return rlt__resp_errorf(o, "ERR invalid rate: %s", rlt_strerror(st));
-        char err[256];
-        id = rlt__srv_intern_cached(s, ck, cl, &p, err, sizeof err);
-        if (id < 0) return rlt__resp_errorf(o, "ERR %s", err);
-    }
-    rlt_decision d;
-    int st = rlt__decide(s, id, false, key, (size_t)klen, now, qty, &d);
-    if (st != RLT_OK) return decide_error(s, id, now, o, st);
-    reply_throttle(o, burst + 1, qty, &d);
-}
-
 static void cmd_auth(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *user,
                      const rlt__resp_arg *pw, rlt__obuf *o, bool reply_ok)
 {
-    rlt__config *c = rlt__srv_config(s);
-    if (c->set.password[0] == '\0' && c->ntenants == 0) {
+    if (!rlt__auth_required(s)) {
         rlt__resp_error(o, "ERR AUTH <password> called without any password configured for "
                            "the default user. Are you sure your configuration is correct?");
         return;
     }
-    char prefix[RLT__STR_MAX];
-    size_t pl = 0;
-    int r = rlt__auth_check(s, user ? user->ptr : NULL, user ? user->len : 0, pw->ptr, pw->len,
-                            prefix, &pl);
-    if (r == 0) {
-        ss->authed = false;
+    if (rlt__session_auth(s, ss, user ? user->ptr : NULL, user ? user->len : 0, pw->ptr,
+                          pw->len) == RLT__AUTH_NONE) {
         rlt__resp_error(o, "WRONGPASS invalid username-password pair or user is disabled.");
         return;
     }
-    ss->authed = true;
-    memcpy(ss->prefix, prefix, pl);
-    ss->prefix_len = pl;
     if (reply_ok) rlt__resp_simple(o, "OK");
 }
 
@@ -373,7 +369,7 @@ static void cmd_hello(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, siz
                                     (int)(a[i].len > 32 ? 32 : a[i].len), a[i].ptr);
         }
     }
-    if (!ss->authed) return rlt__resp_error(o, "NOAUTH HELLO must be called with AUTH");
+    if (ss->auth == RLT__AUTH_NONE) return rlt__resp_error(o, "NOAUTH HELLO must be called with AUTH");
     rlt__resp_array(o, 14);
     rlt__resp_bulk(o, "server", 6);
     rlt__resp_bulk(o, "ratelimitd", 10);
@@ -391,37 +387,23 @@ static void cmd_hello(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, siz
     rlt__resp_array(o, 0);
 }
 
-void rlt__cmd_exec(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n, rlt_ns now,
-                   rlt__obuf *o)
+/* Every command but the three deciding ones. */
+static void exec_other(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n,
+                       rlt_ns now, rlt__obuf *o)
 {
-    if (n == 0) return;
     const rlt__resp_arg *c = &a[0];
-    if (is(c, "AUTH")) {
-        if (n == 2) return cmd_auth(s, ss, NULL, &a[1], o, true);
-        if (n == 3) return cmd_auth(s, ss, &a[1], &a[2], o, true);
-        return err_arity(o, c);
-    }
-    if (is(c, "HELLO")) return cmd_hello(s, ss, a, n, o);
-    if (is(c, "QUIT")) {
-        ss->close = true;
-        return rlt__resp_simple(o, "OK");
-    }
-    if (!ss->authed) return rlt__resp_error(o, "NOAUTH Authentication required.");
-
-    if (is(c, "CL.THROTTLE")) return cmd_throttle(s, ss, a, n, now, o);
-    if (is(c, "RL.CHECK")) return cmd_check(s, ss, a, n, now, o, false);
-    if (is(c, "RL.PEEK")) return cmd_check(s, ss, a, n, now, o, true);
     if (is(c, "RL.MULTI")) return cmd_multi(s, ss, a, n, now, o);
-    if (is(c, "RL.RESET")) return cmd_keyop(s, ss, a, n, now, o, 0);
-    if (is(c, "RL.ACQUIRE")) return cmd_keyop(s, ss, a, n, now, o, 1);
-    if (is(c, "RL.RELEASE")) return cmd_keyop(s, ss, a, n, now, o, 2);
+    if (is(c, "RL.RESET")) return cmd_keyop(s, ss, a, n, now, o, KEYOP_RESET);
+    if (is(c, "RL.ACQUIRE")) return cmd_keyop(s, ss, a, n, now, o, KEYOP_ACQUIRE);
+    if (is(c, "RL.RELEASE")) return cmd_keyop(s, ss, a, n, now, o, KEYOP_RELEASE);
     if (is(c, "RL.TIER")) return cmd_tier(s, ss, a, n, o);
     if (is(c, "RL.POLICY")) {
         if (n != 2) return err_arity(o, c);
         bool shadow;
+        int id;
         char err[256], text[256];
-        int id = rlt__srv_resolve(s, a[1].ptr, a[1].len, &shadow, err, sizeof err);
-        if (id < 0) return rlt__resp_errorf(o, "ERR %s", err);
+        if (rlt__srv_resolve(s, a[1].ptr, a[1].len, &id, &shadow, err, sizeof err) != RLT_OK)
+            return rlt__resp_errorf(o, "ERR %s", err);
         rlt_policy p;
         if (rlt_store_get_policy(s->store, id, &p) != RLT_OK ||
             rlt_policy_format(&p, text, sizeof text) < 0)
@@ -458,7 +440,9 @@ void rlt__cmd_exec(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t
             rlt__resp_bulk(o, a[2].ptr, a[2].len);
             return is(&a[2], "SAVE") ? rlt__resp_bulk(o, "", 0) : rlt__resp_bulk(o, "no", 2);
         }
-        return rlt__resp_array(o, 0);
+        if (n >= 2 && is(&a[1], "GET")) return rlt__resp_array(o, 0);
+        return rlt__resp_error(o, "ERR ratelimitd takes no CONFIG SET/REWRITE/RESETSTAT: its "
+                                  "settings come from the config file (SIGHUP reloads it)");
     }
     if (is(c, "DBSIZE")) {
         rlt_store_stats st;
@@ -483,216 +467,35 @@ void rlt__cmd_exec(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t
     rlt__resp_errorf(o, "ERR unknown command '%s', with args beginning with: ", shown);
 }
 
-/* ---- pipelines ----------------------------------------------------------------------- */
-
-/* What a deferred command needs to be decided and answered. */
-typedef struct pitem {
-    rlt__obuf *out; /* where its reply goes */
-    bool throttle;  /* CL.THROTTLE (else RL.CHECK / RL.PEEK) */
-    int64_t burst1; /* CL.THROTTLE: max_burst + 1, for the reply */
-} pitem;
-
-/* The last policy argument resolved, by its raw bytes: a pipeline of one client, or of one
- * benchmark, names the same policy again and again, and the bytes decide the policy.  `gen`
- * ties it to a server context, `cfg` (RL.CHECK: named policies change on reload) to a
- * config; CL.THROTTLE's interned ids live as long as the context. */
-#define MEMO_BYTES 96
-typedef struct memo {
-    uint64_t gen; /* 0 = empty (contexts count from 1) */
-    const rlt__config *cfg;
-    size_t len;
-    char bytes[MEMO_BYTES];
-    int id;
-    bool shadow;
-    int64_t burst1;
-} memo;
-
-struct rlt__pipe {
-    size_t n;
-    rlt_ns now;
-    pitem it[RLT__PIPE_MAX];
-    int ids[RLT__PIPE_MAX];      /* store policy ids */
-    bool shadows[RLT__PIPE_MAX]; /* the named policy's shadow flag (RL.CHECK) */
-    rlt_key keys[RLT__PIPE_MAX];
-    int64_t costs[RLT__PIPE_MAX];
-    rlt_decision out[RLT__PIPE_MAX];
-    int status[RLT__PIPE_MAX];
-    memo throttle_memo, check_memo;
-    char kbuf[RLT__PIPE_MAX][RLT_KEY_MAX]; /* prefixed (tenant) keys */
-};
-
-rlt__pipe *rlt__pipe_new(void)
+void rlt__cmd_exec(rlt__srv *s, rlt__session *ss, rlt__pipe *p, const rlt__resp_arg *a, size_t n,
+                   rlt_ns now, rlt__obuf *o)
 {
-    return calloc(1, sizeof(rlt__pipe));
-}
-
-void rlt__pipe_free(rlt__pipe *p)
-{
-    free(p);
-}
-
-static bool memo_hit(const memo *m, const rlt__srv *s, const rlt__config *cfg, const char *b,
-                     size_t len)
-{
-    return m->gen == s->gen && m->cfg == cfg && m->len == len && memcmp(m->bytes, b, len) == 0;
-}
-
-static void memo_set(memo *m, const rlt__srv *s, const rlt__config *cfg, const char *b, size_t len,
-                     int id, bool shadow, int64_t burst1)
-{
-    if (len > MEMO_BYTES) return;
-    m->gen = s->gen;
-    m->cfg = cfg;
-    m->len = len;
-    memcpy(m->bytes, b, len);
-    m->id = id;
-    m->shadow = shadow;
-    m->burst1 = burst1;
-}
-
-/* The key of item i: the argument's own bytes, or the tenant prefix + key in kbuf.  False
- * when it is empty or too long (the serial path answers the error). */
-static bool stage_key(rlt__pipe *p, const rlt__session *ss, const rlt__resp_arg *k, size_t i)
-{
-    if (ss->prefix_len == 0) {
-        if (k->len == 0 || k->len > RLT_KEY_MAX) return false;
-        p->keys[i] = (rlt_key){.key = k->ptr, .klen = k->len};
-        return true;
+    assert(n >= 1);
+    const rlt__resp_arg *c = &a[0];
+    if (ss->auth != RLT__AUTH_NONE) {
+        if (is(c, "CL.THROTTLE")) return cmd_decide(s, ss, p, a, n, now, o, true, false);
+        if (is(c, "RL.CHECK")) return cmd_decide(s, ss, p, a, n, now, o, false, false);
+        if (is(c, "RL.PEEK")) return cmd_decide(s, ss, p, a, n, now, o, false, true);
     }
-    int kl = rlt__make_key(ss->prefix, ss->prefix_len, k->ptr, k->len, p->kbuf[i]);
-    if (kl < 0) return false;
-    p->keys[i] = (rlt_key){.key = p->kbuf[i], .klen = (size_t)kl};
-    return true;
-}
-
-/* Stages CL.THROTTLE as item p->n; false (nothing staged) when any argument is one that
- * cmd_throttle answers with an error.  Mirrors cmd_throttle's success path. */
-static bool stage_throttle(rlt__pipe *p, rlt__srv *s, const rlt__session *ss,
-                           const rlt__resp_arg *a, size_t n)
-{
-    if (n != 5 && n != 6) return false;
-    int64_t qty = 1;
-    if (n == 6 && (!get_i64(&a[5], &qty) || qty < 0)) return false;
-    /* The key before the policy, as cmd_throttle: a bad key interns nothing. */
-    if (!stage_key(p, ss, &a[1], p->n)) return false;
-    /* The memo key: the raw numeric arguments, as cmd_throttle's cache key. */
-    char ck[80];
-    size_t cl = 0;
-    for (int i = 2; i <= 4; i++) {
-        if (a[i].len > 20) return false;
-        memcpy(ck + cl, a[i].ptr, a[i].len);
-        cl += a[i].len;
-        ck[cl++] = ' ';
-    }
-    memo *m = &p->throttle_memo;
-    int id;
-    int64_t burst1;
-    if (memo_hit(m, s, NULL, ck, cl)) {
-        id = m->id;
-        burst1 = m->burst1;
-    } else {
-        int64_t burst, count, period;
-        if (!get_i64(&a[2], &burst) || !get_i64(&a[3], &count) || !get_i64(&a[4], &period) ||
-            burst < 0 || burst >= INT32_MAX || count <= 0 || period <= 0 ||
-            period > INT64_MAX / RLT_NS_PER_S)
-            return false;
-        id = rlt__srv_cached_id(s, ck, cl);
-        if (id < 0) {
-            rlt_policy pol;
-            char err[256];
-            if (rlt_policy_init(&pol, RLT_GCRA, count, period * RLT_NS_PER_S, burst + 1, 0, 0) !=
-                RLT_OK)
-                return false;
-            id = rlt__srv_intern_cached(s, ck, cl, &pol, err, sizeof err);
-            if (id < 0) return false;
-        }
-        burst1 = burst + 1;
-        memo_set(m, s, NULL, ck, cl, id, false, burst1);
-    }
-    p->it[p->n] = (pitem){.throttle = true, .burst1 = burst1};
-    p->ids[p->n] = id;
-    p->shadows[p->n] = false;
-    p->costs[p->n] = qty;
-    return true;
-}
-
-/* Stages RL.CHECK / RL.PEEK as item p->n; mirrors cmd_check's success path without tiers. */
-static bool stage_check(rlt__pipe *p, rlt__srv *s, const rlt__session *ss, const rlt__resp_arg *a,
-                        size_t n, bool peek)
-{
-    if (n < 3 || n > (peek ? 3u : 4u)) return false;
-    int64_t cost = peek ? 0 : 1;
-    if (n == 4 && (!get_i64(&a[3], &cost) || cost < 0)) return false;
-    const rlt__resp_arg *pol = &a[2];
-    if (pol->len > 1 && pol->ptr[0] == '@') return false; /* a tier: decided one by one */
-    if (!stage_key(p, ss, &a[1], p->n)) return false;     /* before the policy, as target() */
-    const rlt__config *cfg = rlt__srv_config(s);
-    memo *m = &p->check_memo;
-    int id;
-    bool shadow;
-    if (memo_hit(m, s, cfg, pol->ptr, pol->len)) {
-        id = m->id;
-        shadow = m->shadow;
-    } else {
-        char err[256];
-        id = rlt__srv_resolve(s, pol->ptr, pol->len, &shadow, err, sizeof err);
-        if (id < 0) return false;
-        memo_set(m, s, cfg, pol->ptr, pol->len, id, shadow, 0);
-    }
-    p->it[p->n] = (pitem){.throttle = false, .burst1 = 0};
-    p->ids[p->n] = id;
-    p->shadows[p->n] = shadow;
-    p->costs[p->n] = cost;
-    return true;
-}
-
-void rlt__pipe_flush(rlt__pipe *p, rlt__srv *s)
-{
-    size_t n = p->n;
-    if (n == 0) return;
-    p->n = 0;
-    /* The seam decides the batch (local store or Redis), counts and applies shadow mode. */
-    rlt__decide_batch(s, p->ids, p->shadows, p->keys, n, p->now, p->costs, p->out, p->status);
-    rlt__mslot *ms = rlt__mslot_get(&s->metrics);
-    for (size_t i = 0; i < n; i++) {
-        const pitem *it = &p->it[i];
-        rlt__obuf *out = it->out;
-        if (p->status[i] != RLT_OK) {
-            decide_error(s, p->ids[i], p->now, out, p->status[i]);
-            rlt__mcount(&ms->errors, 1);
-            continue;
-        }
-        if (it->throttle)
-            reply_throttle(out, it->burst1, p->costs[i], &p->out[i]);
+    /* Replies in order: what is staged is answered before this command. */
+    if (p != NULL) rlt__pipe_flush(p, s);
+    size_t before = o->len;
+    if (is(c, "AUTH")) {
+        if (n == 2)
+            cmd_auth(s, ss, NULL, &a[1], o, true);
+        else if (n == 3)
+            cmd_auth(s, ss, &a[1], &a[2], o, true);
         else
-            reply_decision(out, &p->out[i]);
+            err_arity(o, c);
+    } else if (is(c, "HELLO")) {
+        cmd_hello(s, ss, a, n, o);
+    } else if (is(c, "QUIT")) {
+        ss->close = true;
+        rlt__resp_simple(o, "OK");
+    } else if (ss->auth == RLT__AUTH_NONE) {
+        rlt__resp_error(o, "NOAUTH Authentication required.");
+    } else {
+        exec_other(s, ss, a, n, now, o);
     }
-}
-
-void rlt__pipe_exec(rlt__pipe *p, rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n,
-                    rlt_ns now, rlt__obuf *out)
-{
-    assert(n >= 1 && p->n < RLT__PIPE_MAX);
-    if (ss->authed && (p->n == 0 || now == p->now)) {
-        bool staged = false;
-        if (is(&a[0], "CL.THROTTLE"))
-            staged = stage_throttle(p, s, ss, a, n);
-        else if (is(&a[0], "RL.CHECK"))
-            staged = stage_check(p, s, ss, a, n, false);
-        else if (is(&a[0], "RL.PEEK"))
-            staged = stage_check(p, s, ss, a, n, true);
-        if (staged) {
-            p->it[p->n].out = out;
-            p->now = now;
-            if (++p->n == RLT__PIPE_MAX) rlt__pipe_flush(p, s);
-            return;
-        }
-    }
-    rlt__pipe_flush(p, s);
-    size_t before = out->len;
-    rlt__cmd_exec(s, ss, a, n, now, out);
-    if (out->len > before && out->data[before] == '-') {
-        rlt__mslot *ms = rlt__mslot_get(&s->metrics);
-        rlt__mcount(&ms->errors, 1);
-    }
+    if (o->len > before && o->data[before] == '-') count_error(s);
 }

@@ -1,6 +1,10 @@
 /* The decision seam: every decision ratelimitd makes goes through these functions, which call
- * the local keyed store, or the Redis backend (backend_redis.c) when `redis.address` is set,
- * and count the outcome per policy.  Shadow mode is applied here, the same for both. */
+ * the backend chosen at start (backend.h: the local store, or Redis) through its table of
+ * operations, and count the outcome per policy.  Shadow mode is applied here, the same for
+ * both. */
+#include "server/decide.h"
+
+#include "server/backend.h"
 #include "server/srv.h"
 
 #include <stdio.h>
@@ -82,10 +86,7 @@ static void log_shadow(rlt__srv *s, int id, const void *key, size_t klen, int64_
     else
         snprintf(name, sizeof name, "(tier)");
     escape_key(key, klen, esc, sizeof esc);
-    long long retry_ms =
-        retry_after < 0
-            ? -1
-            : (long long)(retry_after / RLT_NS_PER_MS + (retry_after % RLT_NS_PER_MS != 0));
+    long long retry_ms = (long long)rlt_retry_after_ms(retry_after);
     /* One write per line, so that the lines of several workers do not interleave. */
     snprintf(line, sizeof line,
              "ratelimitd: shadow: would deny policy=%s key=\"%s\" cost=%lld "
@@ -110,13 +111,15 @@ static void settle(rlt__srv *s, const rlt__config *c, int id, bool shadow, const
     count(s, id, d->allowed, shadowed);
 }
 
+const char *rlt__decide_backend_name(const rlt__srv *s)
+{
+    return s->be ? s->be->ops->name : "none";
+}
+
 int rlt__decide(rlt__srv *s, int policy_id, bool shadow, const void *key, size_t klen, rlt_ns now,
                 int64_t cost, rlt_decision *d)
 {
-    /* With Redis, `now` is not used: the Redis server's clock decides (skewed daemons cannot
-     * mint allowance). */
-    int st = s->backend != NULL ? rlt__backend_decide(s, policy_id, key, klen, cost, d)
-                                : rlt_store_decide(s->store, policy_id, key, klen, now, cost, d);
+    int st = s->be->ops->decide(s->be, policy_id, key, klen, now, cost, d);
     if (st != RLT_OK) return st;
     settle(s, rlt__srv_config(s), policy_id, shadow, key, klen, cost, now, d);
     return RLT_OK;
@@ -126,20 +129,7 @@ void rlt__decide_batch(rlt__srv *s, const int *policy, const bool *shadow, const
                        size_t n, rlt_ns now, const int64_t *costs, rlt_decision *out, int *status)
 {
     if (n == 0) return;
-    if (s->backend != NULL) {
-        /* Pipelined to Redis: about one round trip per node for the whole batch. */
-        rlt__backend_decide_batch(s, policy, keys, n, costs, out, status);
-    } else {
-        /* One store batch per run of one policy: the store keeps items of one key in index
-         * order within a batch, and runs are decided in order, so every key sees its
-         * requests in the order they came. */
-        for (size_t i = 0, j; i < n; i = j) {
-            for (j = i + 1; j < n && policy[j] == policy[i]; j++)
-                ;
-            rlt_store_decide_batch(s->store, policy[i], &keys[i], j - i, now, &costs[i], &out[i],
-                                   &status[i]);
-        }
-    }
+    s->be->ops->decide_batch(s->be, policy, keys, n, now, costs, out, status);
     const rlt__config *c = rlt__srv_config(s);
     for (size_t i = 0; i < n; i++)
         if (status[i] == RLT_OK)
@@ -149,20 +139,16 @@ void rlt__decide_batch(rlt__srv *s, const int *policy, const bool *shadow, const
 int rlt__decide_tier(rlt__srv *s, const char *default_tier, const void *key, size_t klen,
                      rlt_ns now, int64_t cost, rlt_decision *d)
 {
-    int st = s->backend != NULL
-                 ? rlt__backend_decide_tier(s, default_tier, key, klen, now, cost, d)
-                 : rlt_store_decide_tier(s->store, default_tier, key, klen, now, cost, d);
+    int id;
+    int st = rlt__srv_tier_policy(s, default_tier, key, klen, &id);
     if (st != RLT_OK) return st;
-    count(s, RLT__METRIC_IDS - 1, d->allowed, false);
-    return RLT_OK;
+    return rlt__decide(s, id, false, key, klen, now, cost, d);
 }
 
 int rlt__decide_multi(rlt__srv *s, const rlt_check *checks, size_t n, rlt_ns now,
                       rlt_decision *combined, int *refused)
 {
-    int st = s->backend != NULL
-                 ? rlt__backend_decide_multi(s, checks, n, combined, refused)
-                 : rlt_store_decide_multi(s->store, checks, n, now, combined, refused);
+    int st = s->be->ops->decide_multi(s->be, checks, n, now, combined, refused);
     if (st != RLT_OK) return st;
     /* Allowed: every limit was charged.  Denied: only the refusing limit denied; the others
      * were neither charged nor refused. */
@@ -177,22 +163,19 @@ int rlt__decide_multi(rlt__srv *s, const rlt_check *checks, size_t n, rlt_ns now
 
 int rlt__decide_reset(rlt__srv *s, int policy_id, const void *key, size_t klen)
 {
-    if (s->backend != NULL) return rlt__backend_reset(s, policy_id, key, klen);
-    return rlt_store_reset(s->store, policy_id, key, klen);
+    return s->be->ops->reset(s->be, policy_id, key, klen);
 }
 
 int rlt__decide_release(rlt__srv *s, int policy_id, const void *key, size_t klen, rlt_ns now,
                         int64_t lease)
 {
-    if (s->backend != NULL) return rlt__backend_release(s, policy_id, key, klen, lease);
-    return rlt_store_release(s->store, policy_id, key, klen, now, lease);
+    return s->be->ops->release(s->be, policy_id, key, klen, now, lease);
 }
 
 int rlt__decide_peek(rlt__srv *s, int policy_id, const void *key, size_t klen, rlt_ns now,
                      rlt_decision *d)
 {
-    if (s->backend != NULL) return rlt__backend_decide(s, policy_id, key, klen, 0, d);
-    return rlt_store_decide(s->store, policy_id, key, klen, now, 0, d);
+    return s->be->ops->decide(s->be, policy_id, key, klen, now, 0, d);
 }
 
 /* Whether policy `id` cannot decide at all at `now`: its time scale times the clock leaves
@@ -220,7 +203,7 @@ const char *rlt__decide_strerror(rlt__srv *s, int id, rlt_ns now, int st, char *
     case RLT_ENOENT:
         return "unknown policy";
     case RLT_ERANGE:
-        if (s->backend == NULL && id >= 0 && rate_out_of_range(s, id, now))
+        if (s->be->ops->daemon_clock && id >= 0 && rate_out_of_range(s, id, now))
             return "rate (count/period) out of range: the policy's arithmetic overflows on "
                    "the server's clock (use a smaller count or a longer period)";
         return "cost out of range for this policy";

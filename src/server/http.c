@@ -1,216 +1,294 @@
-/* ratelimitd's HTTP/1.1 front end on libevent's evhttp: /v1/check (200 or 429 with
- * Retry-After and the IETF RateLimit fields), envoyproxy/ratelimit's POST /json, /metrics
- * (Prometheus text) and /healthz.  Bearer-token auth when a password or tenants are set. */
+/* HTTP/1.1 on the connection layer: the strict parser (http1.h) and ratelimitd's endpoints.
+ *   GET|HEAD|POST /v1/check   200 or 429 with Retry-After and the IETF RateLimit fields; a
+ *                             JSON body.  HEAD answers the same headers without charging.
+ *   POST /json                envoyproxy/ratelimit's JSON API (httpin.h)
+ *   GET|HEAD /metrics         Prometheus text
+ *   GET|HEAD /healthz         "OK" (also /healthcheck), never behind the bearer token
+ * A password or tenants require "Authorization: Bearer <token>" (the same check as RESP AUTH).
+ * Keep-alive and pipelining as RFC 9112 says; /v1/check decisions are staged in the worker's
+ * pipe like RESP's, so a turn's requests are decided in one batch.  Any framing error is
+ * answered (400, 413, 414, 431, 501, 505) with "Connection: close" and the connection closed:
+ * nothing after it is read as a request. */
+#include "server/conn.h"
+#include "server/decide.h"
+#include "server/http1.h"
+#include "server/httpin.h"
+#include "server/metrics.h"
+#include "server/proto.h"
 #include "server/srv.h"
 
-#include <event2/buffer.h>
-#include <event2/event.h>
-#include <event2/http.h>
-#include <event2/keyvalq_struct.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-#define MAX_BODY 65536
+/* Reply flags (rlt__pipe_reply.flags). */
+enum {
+    HF_CLOSE = 1,      /* send "Connection: close" (then the connection closes) */
+    HF_HEAD = 2,       /* no body */
+    HF_KEEPALIVE = 4,  /* HTTP/1.0 keep-alive: say so */
+};
 
-typedef struct http_ctx {
-    rlt__srv *s;
-} http_ctx;
+/* The per-connection state is only a flag: "100 Continue" was sent for the pending request. */
+#define CONTINUED ((void *)(uintptr_t)1)
 
-static void reply(struct evhttp_request *req, int code, const char *reason, const char *ctype,
-                  const char *body, size_t len)
+static const char *reason(int code)
 {
-    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-    evhttp_add_header(h, "Content-Type", ctype);
-    struct evbuffer *b = evbuffer_new();
-    if (b != NULL) evbuffer_add(b, body, len);
-    evhttp_send_reply(req, code, reason, b);
-    if (b != NULL) evbuffer_free(b);
+    switch (code) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Error";
+    }
 }
 
-static void reply_error(struct evhttp_request *req, int code, const char *reason, const char *msg)
+/* One response: status line, headers (`extra`: whole "Name: value\r\n" lines), body. */
+static void respond(rlt__obuf *o, int code, unsigned flags, const char *ctype, const char *extra,
+                    const char *body, size_t blen)
+{
+    rlt__obuf_printf(o, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s%s\r\n",
+                     code, reason(code), ctype, blen,
+                     flags & HF_CLOSE       ? "Connection: close\r\n"
+                     : flags & HF_KEEPALIVE ? "Connection: keep-alive\r\n"
+                                            : "",
+                     extra ? extra : "", "");
+    if (!(flags & HF_HEAD)) rlt__obuf_put(o, body, blen);
+}
+
+/* {"error":"msg"} with JSON escaping of the few characters messages can hold. */
+static void respond_error(rlt__obuf *o, int code, unsigned flags, const char *extra,
+                          const char *msg)
 {
     char body[600];
-    size_t o = 0;
-    o += (size_t)snprintf(body, sizeof body, "{\"error\":\"");
-    for (const char *p = msg; *p && o + 8 < sizeof body; p++) {
+    size_t n = (size_t)snprintf(body, sizeof body, "{\"error\":\"");
+    for (const char *p = msg; *p && n + 8 < sizeof body; p++) {
         unsigned char c = (unsigned char)*p;
-        if (c == '"' || c == '\\') body[o++] = '\\';
-        body[o++] = c < 32 ? ' ' : (char)c;
+        if (c == '"' || c == '\\') body[n++] = '\\';
+        body[n++] = c < 32 ? ' ' : (char)c;
     }
-    o += (size_t)snprintf(body + o, sizeof body - o, "\"}\n");
-    if (o > sizeof body - 1) o = sizeof body - 1;
-    reply(req, code, reason, "application/json", body, o);
+    n += (size_t)snprintf(body + n, sizeof body - n, "\"}\n");
+    if (n > sizeof body - 1) n = sizeof body - 1;
+    respond(o, code, flags, "application/json", extra, body, n);
 }
 
-/* Reads the request body (bounded by evhttp's max body size) into buf; returns its length. */
-static size_t body_of(struct evhttp_request *req, char *buf, size_t cap)
-{
-    struct evbuffer *in = evhttp_request_get_input_buffer(req);
-    size_t n = evbuffer_get_length(in);
-    if (n > cap) n = cap;
-    evbuffer_copyout(in, buf, n);
-    return n;
-}
-
-/* Authorization: Bearer <token>.  Returns false after replying 401. */
-static bool authorize(struct evhttp_request *req, rlt__srv *s, char *prefix, size_t *plen)
-{
-    rlt__config *c = rlt__srv_config(s);
-    *plen = 0;
-    if (c->set.password[0] == '\0' && c->ntenants == 0) return true;
-    const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
-    if (h != NULL && strncasecmp(h, "Bearer ", 7) == 0) {
-        const char *tok = h + 7;
-        if (rlt__auth_check(s, NULL, 0, tok, strlen(tok), prefix, plen) != 0) return true;
-    }
-    evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
-                      "Bearer realm=\"ratelimitd\"");
-    reply_error(req, 401, "Unauthorized", "missing or wrong bearer token");
-    return false;
-}
+/* ---- /v1/check -------------------------------------------------------------------------- */
 
 /* A policy name for the IETF fields: the named policy, or "inline" for policy text. */
-static const char *field_name(const char *policy, size_t len)
+static void field_name(const char *policy, size_t len, char *out, size_t cap)
 {
-    return memchr(policy, ':', len) ? "inline" : policy;
+    if (memchr(policy, ':', len) != NULL || len >= cap) len = 0;
+    if (len == 0) {
+        snprintf(out, cap, "inline");
+        return;
+    }
+    memcpy(out, policy, len);
+    out[len] = '\0';
 }
 
-static void add_header_lines(struct evhttp_request *req, char *lines)
+static void reply_check(rlt__srv *s, const rlt__pipe_reply *r, int id, int64_t cost, rlt_ns now,
+                        int st, const rlt_decision *d)
 {
-    struct evkeyvalq *out = evhttp_request_get_output_headers(req);
-    char *save = NULL;
-    for (char *line = strtok_r(lines, "\r\n", &save); line; line = strtok_r(NULL, "\r\n", &save)) {
-        char *colon = strchr(line, ':');
-        if (colon == NULL) continue;
-        *colon = '\0';
-        const char *v = colon + 1;
-        while (*v == ' ')
-            v++;
-        evhttp_add_header(out, line, v);
+    (void)cost;
+    char err[200];
+    if (st != RLT_OK) {
+        int code = st == RLT_EFULL ? 503 : 400;
+        respond_error(r->out, code, r->flags, NULL,
+                      rlt__decide_strerror(s, id, now, st, err, sizeof err));
+        return;
     }
-}
-
-static void handle_check(struct evhttp_request *req, rlt__srv *s, const char *prefix, size_t plen)
-{
-    char qbuf[4096], err[300];
-    const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
-    size_t qlen;
-    if (evhttp_request_get_command(req) == EVHTTP_REQ_POST &&
-        evbuffer_get_length(evhttp_request_get_input_buffer(req)) > 0) {
-        if (evbuffer_get_length(evhttp_request_get_input_buffer(req)) > sizeof qbuf)
-            return reply_error(req, 413, "Payload Too Large", "form body too large");
-        qlen = body_of(req, qbuf, sizeof qbuf);
-        q = qbuf;
-    } else {
-        if (q == NULL) q = "";
-        qlen = strlen(q);
-    }
-    rlt__check_req cr;
-    if (rlt__check_parse(q, qlen, &cr, err, sizeof err) < 0)
-        return reply_error(req, 400, "Bad Request", err);
-    char key[RLT_KEY_MAX];
-    int klen = rlt__make_key(prefix, plen, cr.key, cr.klen, key);
-    if (klen < 0) return reply_error(req, 400, "Bad Request", "key too long");
-    bool shadow;
-    int id = rlt__srv_resolve(s, cr.policy, cr.plen, &shadow, err, sizeof err);
-    if (id < 0) return reply_error(req, 400, "Bad Request", err);
-    rlt_decision d;
-    rlt_ns now = rlt__now();
-    int st = rlt__decide(s, id, shadow, key, (size_t)klen, now, cr.cost, &d);
-    if (st != RLT_OK)
-        return reply_error(req, st == RLT_EFULL ? 503 : 400,
-                           st == RLT_EFULL ? "Service Unavailable" : "Bad Request",
-                           rlt__decide_strerror(s, id, now, st, err, sizeof err));
     rlt_policy p;
     char hdr[1024];
-    if (rlt_store_get_policy(s->store, id, &p) == RLT_OK &&
-        rlt_format_headers(hdr, sizeof hdr, field_name(cr.policy, cr.plen), &p, &d,
-                           RLT_HDR_RETRY_AFTER | RLT_HDR_IETF) >= 0)
-        add_header_lines(req, hdr);
+    int hl = -1;
+    if (rlt_store_get_policy(s->store, id, &p) == RLT_OK)
+        hl = rlt_format_headers(hdr, sizeof hdr, r->name, &p, d, RLT_HDR_RETRY_AFTER | RLT_HDR_IETF);
+    if (hl < 0) hdr[0] = '\0';
     char body[300];
-    int64_t retry = d.allowed ? 0 : d.retry_after < 0 ? -1 : (d.retry_after + 999999) / 1000000;
     int n = snprintf(body, sizeof body,
                      "{\"allowed\":%s,\"limit\":%lld,\"remaining\":%lld,\"retry_after_ms\":%lld,"
                      "\"reset_after_ms\":%lld}\n",
-                     d.allowed ? "true" : "false", (long long)d.limit, (long long)d.remaining,
-                     (long long)retry, (long long)((d.reset_after + 999999) / 1000000));
-    if (d.allowed)
-        reply(req, 200, "OK", "application/json", body, (size_t)n);
-    else
-        reply(req, 429, "Too Many Requests", "application/json", body, (size_t)n);
+                     d->allowed ? "true" : "false", (long long)d->limit, (long long)d->remaining,
+                     (long long)(d->allowed ? 0 : rlt_retry_after_ms(d->retry_after)),
+                     (long long)rlt_retry_after_ms(d->reset_after));
+    respond(r->out, d->allowed ? 200 : 429, r->flags, "application/json", hdr, body, (size_t)n);
 }
 
-static void handle_envoy(struct evhttp_request *req, rlt__srv *s, const char *prefix, size_t plen)
+static void handle_check(rlt__conn *c, const rlt__http_req *req, const rlt__session *ss,
+                         unsigned flags, rlt_ns now)
 {
-    if (evhttp_request_get_command(req) != EVHTTP_REQ_POST)
-        return reply_error(req, 405, "Method Not Allowed", "POST a JSON body");
-    static __thread char body[MAX_BODY];
-    size_t n = body_of(req, body, sizeof body);
+    rlt__srv *s = rlt__conn_srv(c);
+    rlt__obuf *o = rlt__conn_out(c);
+    const char *q = req->query ? req->query : "";
+    size_t qlen = req->query_len;
+    if (req->method == RLT__HTTP_POST && req->body_len > 0) {
+        q = req->body;
+        qlen = req->body_len;
+    }
+    rlt__check_req cr;
+    char err[300], kbuf[RLT_KEY_MAX];
+    rlt__target t;
+    if (rlt__check_parse(q, qlen, &cr, err, sizeof err) != RLT_OK ||
+        rlt__target_resolve(s, ss, cr.key, cr.klen, cr.policy, cr.plen, false, kbuf, &t, err,
+                            sizeof err) != RLT_OK) {
+        rlt__pipe_flush(rlt__conn_pipe(c), s);
+        return respond_error(o, 400, flags, NULL, err);
+    }
+    rlt__pipe_reply r = {.out = o, .fn = reply_check, .flags = flags};
+    field_name(cr.policy, cr.plen, r.name, sizeof r.name);
+    /* HEAD shows where the key stands and charges nothing. */
+    rlt__pipe_add(rlt__conn_pipe(c), s, now, &t, flags & HF_HEAD ? 0 : cr.cost, &r);
+}
+
+/* ---- the other endpoints ---------------------------------------------------------------- */
+
+static void handle_envoy(rlt__conn *c, const rlt__http_req *req, const rlt__session *ss,
+                         unsigned flags, rlt_ns now)
+{
+    rlt__srv *s = rlt__conn_srv(c);
+    rlt__obuf *o = rlt__conn_out(c);
     rlt__envoy_req er;
     char err[300];
-    if (rlt__envoy_parse(body, n, &er, err, sizeof err) < 0) {
+    if (rlt__envoy_parse(req->body ? req->body : "", req->body_len, &er, err, sizeof err) !=
+        RLT_OK) {
         rlt__envoy_free(&er);
-        return reply_error(req, 400, "Bad Request", err);
+        return respond_error(o, 400, flags, NULL, err);
     }
-    rlt__obuf out = {.max = 1 << 20};
-    int code = rlt__envoy_decide(s, &er, prefix, plen, rlt__now(), &out, err, sizeof err);
+    rlt__obuf body = {.max = 1 << 20};
+    int code = 0;
+    int st = rlt__envoy_decide(s, &er, ss, now, &body, &code, err, sizeof err);
     rlt__envoy_free(&er);
-    if (code < 0)
-        reply_error(req, 400, "Bad Request", err);
+    if (st != RLT_OK)
+        respond_error(o, 400, flags, NULL, err);
     else
-        reply(req, code, code == 200 ? "OK" : "Too Many Requests", "application/json",
-              out.data ? out.data : "", out.len);
-    rlt__obuf_free(&out);
+        respond(o, code, flags, "application/json", NULL, body.data ? body.data : "", body.len);
+    rlt__obuf_free(&body);
 }
 
-static void on_request(struct evhttp_request *req, void *arg)
+/* Authorization: Bearer <token>, when a password or tenants are configured. */
+static bool authorize(rlt__srv *s, const rlt__http_req *req, rlt__session *ss)
 {
-    http_ctx *hc = arg;
-    rlt__srv *s = hc->s;
-    rlt_ns t0 = rlt__now();
+    rlt__session_init(s, ss);
+    if (ss->auth != RLT__AUTH_NONE) return true;
+    const rlt__http_header *h = rlt__http_find(req, "Authorization");
+    if (h == NULL || h->vlen < 7 || strncasecmp(h->value, "Bearer ", 7) != 0) return false;
+    return rlt__session_auth(s, ss, NULL, 0, h->value + 7, h->vlen - 7) != RLT__AUTH_NONE;
+}
+
+static bool path_is(const rlt__http_req *req, const char *p)
+{
+    size_t n = strlen(p);
+    return req->path_len == n && memcmp(req->path, p, n) == 0;
+}
+
+/* Routes one parsed request. */
+static void route(rlt__conn *c, const rlt__http_req *req, unsigned flags, rlt_ns now)
+{
+    rlt__srv *s = rlt__conn_srv(c);
+    rlt__obuf *o = rlt__conn_out(c);
     rlt__mslot *ms = rlt__mslot_get(&s->metrics);
     rlt__mcount(&ms->http_requests, 1);
-    const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
-    if (path == NULL) path = "/";
-    char prefix[RLT__STR_MAX];
-    size_t plen = 0;
-    if (strcmp(path, "/healthz") == 0 || strcmp(path, "/healthcheck") == 0) {
-        reply(req, 200, "OK", "text/plain", "OK\n", 3);
-    } else if (!authorize(req, s, prefix, &plen)) {
-        /* replied 401 */
-    } else if (strcmp(path, "/v1/check") == 0) {
-        handle_check(req, s, prefix, plen);
-    } else if (strcmp(path, "/json") == 0) {
-        handle_envoy(req, s, prefix, plen);
-    } else if (strcmp(path, "/metrics") == 0) {
-        rlt__obuf out = {0};
-        rlt__metrics_prometheus(s, &out);
-        reply(req, 200, "OK", "text/plain; version=0.0.4", out.data ? out.data : "", out.len);
-        rlt__obuf_free(&out);
-    } else {
-        reply_error(req, 404, "Not Found",
-                    "no such endpoint (/v1/check, /json, /metrics, /healthz)");
+    rlt__conn_request_done(c);
+    bool get = req->method == RLT__HTTP_GET || req->method == RLT__HTTP_HEAD;
+    bool post = req->method == RLT__HTTP_POST;
+    bool check = path_is(req, "/v1/check"), envoy = path_is(req, "/json");
+    bool metrics = path_is(req, "/metrics");
+    bool health = path_is(req, "/healthz") || path_is(req, "/healthcheck");
+    rlt__session ss;
+    if (check && (get || post) && authorize(s, req, &ss))
+        return handle_check(c, req, &ss, flags, now); /* staged: no flush */
+    /* Everything else answers at once: what is staged goes first, in order. */
+    rlt__pipe_flush(rlt__conn_pipe(c), s);
+    if (!check && !envoy && !metrics && !health)
+        return respond_error(o, 404, flags, NULL,
+                             "no such endpoint (/v1/check, /json, /metrics, /healthz)");
+    if (check ? !(get || post) : envoy ? !post : !get)
+        return respond_error(o, 405, flags,
+                             check   ? "Allow: GET, HEAD, POST\r\n"
+                             : envoy ? "Allow: POST\r\n"
+                                     : "Allow: GET, HEAD\r\n",
+                             envoy ? "POST a JSON body" : "method not allowed");
+    if (health) return respond(o, 200, flags, "text/plain", NULL, "OK\n", 3);
+    if (!check && authorize(s, req, &ss)) {
+        if (envoy) return handle_envoy(c, req, &ss, flags, now);
+        rlt__obuf text = {0};
+        rlt__metrics_prometheus(s, &text);
+        respond(o, 200, flags, "text/plain; version=0.0.4", NULL, text.data ? text.data : "",
+                text.len);
+        rlt__obuf_free(&text);
+        return;
     }
-    rlt__metrics_latency(ms, rlt__now() - t0);
+    rlt__mcount(&ms->errors, 1);
+    respond_error(o, 401, flags, "WWW-Authenticate: Bearer realm=\"ratelimitd\"\r\n",
+                  "missing or wrong bearer token");
 }
 
-struct evhttp *rlt__http_attach(struct event_base *base, rlt__srv *s, int fd)
+static size_t http_feed(rlt__conn *c, char *in, size_t len, rlt_ns now)
 {
-    struct evhttp *h = evhttp_new(base);
-    if (h == NULL) return NULL;
-    /* One context per server; it lives as long as the process (a few bytes). */
-    static http_ctx ctx;
-    ctx.s = s;
-    rlt__settings *set = &rlt__srv_config(s)->set;
-    evhttp_set_max_headers_size(h, 8192);
-    evhttp_set_max_body_size(h, MAX_BODY);
-    int secs = (int)(set->client_timeout / RLT_NS_PER_S);
-    evhttp_set_timeout(h, secs > 0 ? secs : 10);
-    evhttp_set_allowed_methods(h, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD);
-    evhttp_set_gencb(h, on_request, &ctx);
-    if (evhttp_accept_socket(h, fd) != 0) {
-        evhttp_free(h);
-        return NULL;
+    rlt__srv *s = rlt__conn_srv(c);
+    rlt__obuf *o = rlt__conn_out(c);
+    size_t off = 0;
+    while (off < len) {
+        rlt__http_req req;
+        int status = 400;
+        const char *err = "bad request";
+        ssize_t n = rlt__http_parse(in + off, len - off, NULL, &req, &status, &err);
+        if (n == RLT__HTTP_PARTIAL) {
+            /* A client waiting for "100 Continue" before it sends the body gets it once. */
+            if (req.header_len > 0 && req.expect_continue && rlt__conn_state(c) != CONTINUED) {
+                rlt__pipe_flush(rlt__conn_pipe(c), s);
+                rlt__obuf_put(o, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+                rlt__conn_set_state(c, CONTINUED);
+            }
+            break;
+        }
+        if (n == RLT__HTTP_ERROR) {
+            rlt__pipe_flush(rlt__conn_pipe(c), s);
+            rlt__mslot *ms = rlt__mslot_get(&s->metrics);
+            rlt__mcount(&ms->errors, 1);
+            respond_error(o, status, HF_CLOSE, NULL, err);
+            rlt__conn_close_after(c);
+            return len;
+        }
+        off += (size_t)n;
+        rlt__conn_set_state(c, NULL);
+        unsigned flags = (req.method == RLT__HTTP_HEAD ? HF_HEAD : 0) |
+                         (!req.keep_alive ? HF_CLOSE : req.minor == 0 ? HF_KEEPALIVE : 0);
+        route(c, &req, flags, now);
+        if (!req.keep_alive) {
+            rlt__conn_close_after(c);
+            return len;
+        }
+        if (o->overflow) break;
     }
-    return h;
+    return off;
 }
+
+static void http_refuse(rlt__conn *c, rlt__refusal why, rlt__obuf *out)
+{
+    (void)c;
+    switch (why) {
+    case RLT__REFUSE_FULL:
+        return respond_error(out, 503, HF_CLOSE, "Retry-After: 1\r\n",
+                             "max number of clients reached");
+    case RLT__REFUSE_TIMEOUT:
+        return respond_error(out, 408, HF_CLOSE, NULL, "request not completed in time");
+    case RLT__REFUSE_TOO_LARGE:
+        return respond_error(out, 413, HF_CLOSE, NULL, "request too large");
+    }
+}
+
+const rlt__proto rlt__proto_http = {
+    .name = "http",
+    .open = NULL,
+    .close = NULL,
+    .feed = http_feed,
+    .refuse = http_refuse,
+};

@@ -1,6 +1,10 @@
-/* Inputs of ratelimitd's HTTP endpoints, apart from evhttp so that they can be unit-tested and
- * fuzzed: the /v1/check query string and envoyproxy/ratelimit's /json body (parsed with
- * jansson), and the envoy decision with its proto3-JSON reply. */
+/* Inputs of ratelimitd's HTTP endpoints, apart from the connection so that they can be
+ * unit-tested and fuzzed: the /v1/check query string and envoyproxy/ratelimit's /json body
+ * (parsed with jansson), and the envoy decision with its proto3-JSON reply. */
+#include "server/httpin.h"
+
+#include "server/decide.h"
+#include "server/resp.h"
 #include "server/srv.h"
 
 #include <jansson.h>
@@ -64,7 +68,7 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
                      "bad percent-encoding in parameter '%.*s' (%% must be followed "
                      "by two hex digits)",
                      (int)(nl > 32 ? 32 : nl), name);
-            return -1;
+            return RLT_EINVAL;
         }
         if (nl == 0 && vl == 0 && end == eqp) {
             /* an empty piece ("a=1&&b=2", a trailing '&'): nothing */
@@ -72,7 +76,7 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
             long d = have_key ? -1 : url_decode(val, vl, r->key, RLT_KEY_MAX);
             if (d <= 0) {
                 snprintf(err, errlen, "key must be given once, 1..%d bytes", RLT_KEY_MAX);
-                return -1;
+                return RLT_EINVAL;
             }
             r->klen = (size_t)d;
             have_key = true;
@@ -81,7 +85,7 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
             if (d <= 0) {
                 snprintf(err, errlen, "policy must be given once, 1..%zu bytes",
                          sizeof r->policy - 1);
-                return -1;
+                return RLT_EINVAL;
             }
             r->plen = (size_t)d;
             r->policy[r->plen] = '\0';
@@ -91,25 +95,25 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
             long d = have_cost ? -1 : url_decode(val, vl, num, sizeof num);
             if (d <= 0 || !rlt__resp_parse_i64(num, (size_t)d, &r->cost) || r->cost < 0) {
                 snprintf(err, errlen, "cost must be given once, an integer >= 0");
-                return -1;
+                return RLT_EINVAL;
             }
             have_cost = true;
         } else {
             snprintf(err, errlen, "unknown parameter '%.*s' (key, policy, cost)",
                      (int)(nl > 32 ? 32 : nl), name);
-            return -1;
+            return RLT_EINVAL;
         }
         i = end + 1;
     }
     if (!have_key) {
         snprintf(err, errlen, "missing key parameter");
-        return -1;
+        return RLT_EINVAL;
     }
     if (!have_policy) {
         strcpy(r->policy, "default");
         r->plen = 7;
     }
-    return 0;
+    return RLT_OK;
 }
 
 /* ---- envoy /json --------------------------------------------------------------------- */
@@ -117,7 +121,7 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
 static int bad(char *err, size_t errlen, const char *msg)
 {
     snprintf(err, errlen, "%s", msg);
-    return -1;
+    return RLT_EINVAL;
 }
 
 int rlt__envoy_parse(const char *body, size_t len, rlt__envoy_req *r, char *err, size_t errlen)
@@ -129,7 +133,7 @@ int rlt__envoy_parse(const char *body, size_t len, rlt__envoy_req *r, char *err,
     if (root == NULL) {
         snprintf(err, errlen, "invalid JSON at line %d column %d: %s", jerr.line, jerr.column,
                  jerr.text);
-        return -1;
+        return RLT_EINVAL;
     }
     r->json = root;
     if (!json_is_object(root)) return bad(err, errlen, "body must be a JSON object");
@@ -173,7 +177,7 @@ int rlt__envoy_parse(const char *body, size_t len, rlt__envoy_req *r, char *err,
             en->vlen = v ? json_string_length(v) : 0;
         }
     }
-    return 0;
+    return RLT_OK;
 }
 
 void rlt__envoy_free(rlt__envoy_req *r)
@@ -250,34 +254,31 @@ typedef struct status {
 
 /* Builds the store key: tenant prefix, then domain and every entry, length-prefixed so that
  * no two descriptors collide. */
-static int envoy_key(const rlt__envoy_req *r, size_t i, const char *prefix, size_t plen, char *out)
+static int envoy_key(const rlt__envoy_req *r, size_t i, const rlt__session *ss, char *out,
+                     size_t *len)
 {
     char tmp[RLT_KEY_MAX];
     int n = snprintf(tmp, sizeof tmp, "%zu:%.*s", r->dlen, (int)r->dlen, r->domain);
-    if (n < 0 || (size_t)n >= sizeof tmp) return -1;
+    if (n < 0 || (size_t)n >= sizeof tmp) return RLT_EKEYLEN;
     size_t o = (size_t)n;
     for (size_t j = 0; j < r->nentries[i]; j++) {
         const rlt__entry *e = &r->entries[i][j];
         n = snprintf(tmp + o, sizeof tmp - o, "|%zu:%.*s=%.*s", e->klen, (int)e->klen, e->key,
                      (int)e->vlen, e->value);
-        if (n < 0 || (size_t)n >= sizeof tmp - o) return -1;
+        if (n < 0 || (size_t)n >= sizeof tmp - o) return RLT_EKEYLEN;
         o += (size_t)n;
     }
-    return rlt__make_key(prefix, plen, tmp, o, out);
+    return rlt__session_key(ss, tmp, o, out, len);
 }
 
-int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const char *prefix, size_t plen,
-                      rlt_ns now, rlt__obuf *out, char *err, size_t errlen)
+/* The matching rule of every descriptor, after `replaces` (a matched rule that replaces
+ * name N drops every matched rule named N: reported OK, not counted). */
+static void envoy_match(const rlt__config *c, const rlt__envoy_req *r, status *st)
 {
-    rlt__config *c = rlt__srv_config(s);
-    status st[RLT__ENVOY_MAX_DESCRIPTORS];
-    static __thread char keys[RLT__ENVOY_MAX_DESCRIPTORS][RLT_KEY_MAX];
-    int klen[RLT__ENVOY_MAX_DESCRIPTORS];
     for (size_t i = 0; i < r->ndesc; i++) {
         st[i] = (status){
             .rule = rlt__config_match(c, r->domain, r->dlen, r->entries[i], r->nentries[i])};
     }
-    /* replaces: a matched rule that replaces name N drops every matched rule named N. */
     for (size_t i = 0; i < r->ndesc; i++) {
         if (st[i].rule < 0) continue;
         const rlt__rule *ri = &c->rules[st[i].rule];
@@ -285,76 +286,82 @@ int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const char *prefix, 
             for (size_t j = 0; j < r->ndesc; j++)
                 if (j != i && st[j].rule >= 0 &&
                     strcmp(c->rules[st[j].rule].rl_name, ri->replaces[k]) == 0)
-                    st[j].rule = -2; /* replaced: reported OK, not counted */
+                    st[j].rule = -2;
     }
-    rlt_check checks[RLT__ENVOY_MAX_DESCRIPTORS];
-    size_t map[RLT__ENVOY_MAX_DESCRIPTORS];
-    size_t nchecks = 0;
-    bool over = false;
+}
+
+static int envoy_fail(rlt__srv *s, int policy, rlt_ns now, int e, long desc, char *err,
+                      size_t errlen)
+{
+    char b[160];
+    const char *msg = rlt__decide_strerror(s, policy, now, e, b, sizeof b);
+    if (desc >= 0)
+        snprintf(err, errlen, "descriptor %ld: %s", desc, msg);
+    else
+        snprintf(err, errlen, "%s", msg);
+    return e;
+}
+
+/* The limits to charge: every matched rule but unlimited, block-all (sets *over) and shadow
+ * ones (decided here, one by one, never denying).  Fills checks/map and their keys. */
+static int envoy_collect(rlt__srv *s, const rlt__config *c, const rlt__envoy_req *r,
+                         const rlt__session *ss, rlt_ns now, status *st, rlt_check *checks,
+                         size_t *map, size_t *nchecks, bool *over, char *err, size_t errlen)
+{
+    static __thread char keys[RLT__ENVOY_MAX_DESCRIPTORS][RLT_KEY_MAX];
+    *nchecks = 0;
+    *over = false;
     for (size_t i = 0; i < r->ndesc; i++) {
         if (st[i].rule < 0) continue;
         const rlt__rule *ru = &c->rules[st[i].rule];
         if (ru->unlimited) continue;
         if (ru->block_all) {
             st[i].over = true;
-            over = true;
+            *over = true;
             continue;
         }
-        klen[i] = envoy_key(r, i, prefix, plen, keys[i]);
-        if (klen[i] < 0) {
+        size_t klen;
+        if (envoy_key(r, i, ss, keys[i], &klen) != RLT_OK) {
             snprintf(err, errlen, "descriptor %zu is longer than %d bytes", i, RLT_KEY_MAX);
-            return -1;
+            return RLT_EKEYLEN;
         }
         if (ru->shadow || c->set.shadow_mode) {
             rlt_decision d;
-            int e = rlt__decide(s, ru->policy_id, true, keys[i], (size_t)klen[i], now,
-                                r->hits_addend, &d);
-            if (e != RLT_OK) {
-                char b[128];
-                snprintf(err, errlen, "descriptor %zu: %s", i,
-                         rlt__decide_strerror(s, ru->policy_id, now, e, b, sizeof b));
-                return -1;
-            }
+            int e = rlt__decide(s, ru->policy_id, true, keys[i], klen, now, r->hits_addend, &d);
+            if (e != RLT_OK) return envoy_fail(s, ru->policy_id, now, e, (long)i, err, errlen);
             st[i].remaining = d.remaining;
             st[i].reset = d.reset_after;
             continue;
         }
-        map[nchecks] = i;
-        checks[nchecks++] = (rlt_check){.policy = ru->policy_id,
-                                        .key = keys[i],
-                                        .klen = (size_t)klen[i],
-                                        .cost = r->hits_addend};
+        map[*nchecks] = i;
+        checks[(*nchecks)++] = (rlt_check){
+            .policy = ru->policy_id, .key = keys[i], .klen = klen, .cost = r->hits_addend};
     }
-    bool peek_all = false;
-    if (over) {
-        /* A block-all rule matched: nothing else is charged; report every limit as it
-         * stands. */
-        peek_all = true;
-    } else if (nchecks == 1) {
+    return RLT_OK;
+}
+
+/* Charges the collected limits, all or nothing; fills each status. */
+static int envoy_charge(rlt__srv *s, rlt_ns now, status *st, const rlt_check *checks,
+                        const size_t *map, size_t nchecks, bool *over, char *err, size_t errlen)
+{
+    /* A block-all rule matched: nothing else is charged; every limit reported as it stands. */
+    bool peek_all = *over;
+    if (!*over && nchecks == 1) {
         rlt_decision d;
         size_t i = map[0];
         int e = rlt__decide(s, checks[0].policy, false, checks[0].key, checks[0].klen, now,
                             checks[0].cost, &d);
-        if (e != RLT_OK) {
-            char b[128];
-            snprintf(err, errlen, "descriptor %zu: %s", i,
-                     rlt__decide_strerror(s, checks[0].policy, now, e, b, sizeof b));
-            return -1;
-        }
+        if (e != RLT_OK) return envoy_fail(s, checks[0].policy, now, e, (long)i, err, errlen);
         st[i].over = !d.allowed;
-        over = !d.allowed;
+        *over = !d.allowed;
         st[i].remaining = d.remaining;
         st[i].reset = d.reset_after;
-    } else if (nchecks > 1) {
+    } else if (!*over && nchecks > 1) {
         rlt_decision d;
         int refused = -1;
         int e = rlt__decide_multi(s, checks, nchecks, now, &d, &refused);
-        if (e != RLT_OK) {
-            char b[128];
-            snprintf(err, errlen, "%s", rlt__decide_strerror(s, -1, now, e, b, sizeof b));
-            return -1;
-        }
-        over = !d.allowed;
+        if (e != RLT_OK) return envoy_fail(s, -1, now, e, -1, err, errlen);
+        *over = !d.allowed;
         peek_all = true;
         for (size_t k = 0; k < nchecks; k++)
             st[map[k]].over = !d.allowed && refused == (int)k;
@@ -372,49 +379,65 @@ int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const char *prefix, 
             }
         }
     }
+    return RLT_OK;
+}
+
+/* One descriptor's status in proto3 JSON. */
+static void envoy_status(const rlt__config *c, const status *st, rlt_ns now, rlt__obuf *out)
+{
+    char buf[256];
+    if (st->rule < 0) return putj(out, "{\"code\":\"OK\"}");
+    const rlt__rule *ru = &c->rules[st->rule];
+    if (ru->unlimited) return putj(out, "{\"code\":\"OK\",\"limitRemaining\":4294967295}");
+    int64_t per_unit;
+    const char *unit = unit_of(ru, &per_unit);
+    snprintf(buf, sizeof buf, "{\"code\":\"%s\",\"currentLimit\":{",
+             st->over ? "OVER_LIMIT" : "OK");
+    putj(out, buf);
+    if (ru->rl_name[0] != '\0') {
+        putj(out, "\"name\":");
+        put_json_str(out, ru->rl_name);
+        putj(out, ",");
+    }
+    snprintf(buf, sizeof buf, "\"requestsPerUnit\":%lld,\"unit\":\"%s\"}", (long long)per_unit,
+             unit);
+    putj(out, buf);
+    /* proto3 JSON omits zero values. */
+    if (st->remaining > 0) {
+        snprintf(buf, sizeof buf, ",\"limitRemaining\":%lld", (long long)st->remaining);
+        putj(out, buf);
+    }
+    /* envoyproxy/ratelimit reports the time to the end of the current window on every
+     * status, OK or OVER_LIMIT, even when nothing was counted in it yet. */
+    rlt_ns reset = st->reset, win = window_of(ru);
+    if (win > 0 && reset <= 0) reset = win - ((now % win) + win) % win;
+    int64_t secs = rlt_retry_after_seconds(reset);
+    if (secs > 0) {
+        snprintf(buf, sizeof buf, ",\"durationUntilReset\":\"%llds\"", (long long)secs);
+        putj(out, buf);
+    }
+    putj(out, "}");
+}
+
+int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const rlt__session *ss, rlt_ns now,
+                      rlt__obuf *out, int *http_status, char *err, size_t errlen)
+{
+    rlt__config *c = rlt__srv_config(s);
+    status st[RLT__ENVOY_MAX_DESCRIPTORS];
+    rlt_check checks[RLT__ENVOY_MAX_DESCRIPTORS];
+    size_t map[RLT__ENVOY_MAX_DESCRIPTORS], nchecks;
+    bool over;
+    envoy_match(c, r, st);
+    int e = envoy_collect(s, c, r, ss, now, st, checks, map, &nchecks, &over, err, errlen);
+    if (e == RLT_OK) e = envoy_charge(s, now, st, checks, map, nchecks, &over, err, errlen);
+    if (e != RLT_OK) return e;
     putj(out, over ? "{\"overallCode\":\"OVER_LIMIT\",\"statuses\":["
                    : "{\"overallCode\":\"OK\",\"statuses\":[");
     for (size_t i = 0; i < r->ndesc; i++) {
-        char buf[256];
         if (i > 0) putj(out, ",");
-        if (st[i].rule < 0) {
-            putj(out, "{\"code\":\"OK\"}");
-            continue;
-        }
-        const rlt__rule *ru = &c->rules[st[i].rule];
-        if (ru->unlimited) {
-            putj(out, "{\"code\":\"OK\",\"limitRemaining\":4294967295}");
-            continue;
-        }
-        int64_t per_unit;
-        const char *unit = unit_of(ru, &per_unit);
-        snprintf(buf, sizeof buf, "{\"code\":\"%s\",\"currentLimit\":{",
-                 st[i].over ? "OVER_LIMIT" : "OK");
-        putj(out, buf);
-        if (ru->rl_name[0] != '\0') {
-            putj(out, "\"name\":");
-            put_json_str(out, ru->rl_name);
-            putj(out, ",");
-        }
-        snprintf(buf, sizeof buf, "\"requestsPerUnit\":%lld,\"unit\":\"%s\"}", (long long)per_unit,
-                 unit);
-        putj(out, buf);
-        /* proto3 JSON omits zero values. */
-        if (st[i].remaining > 0) {
-            snprintf(buf, sizeof buf, ",\"limitRemaining\":%lld", (long long)st[i].remaining);
-            putj(out, buf);
-        }
-        /* envoyproxy/ratelimit reports the time to the end of the current window on every
-         * status, OK or OVER_LIMIT, even when nothing was counted in it yet. */
-        rlt_ns reset = st[i].reset, win = window_of(ru);
-        if (win > 0 && reset <= 0) reset = win - ((now % win) + win) % win;
-        int64_t secs = reset / RLT_NS_PER_S + (reset % RLT_NS_PER_S != 0);
-        if (secs > 0) {
-            snprintf(buf, sizeof buf, ",\"durationUntilReset\":\"%llds\"", (long long)secs);
-            putj(out, buf);
-        }
-        putj(out, "}");
+        envoy_status(c, &st[i], now, out);
     }
     putj(out, "]}");
-    return over ? 429 : 200;
+    *http_status = over ? 429 : 200;
+    return RLT_OK;
 }

@@ -1,8 +1,17 @@
 /* ratelimitd: command line, config loading, signals (SIGTERM/SIGINT stop with a final
  * snapshot, SIGHUP reloads the config), periodic snapshots and idle-key sweeps. */
+#include "server/backend.h"
+#include "server/clock.h"
+#include "server/config.h"
+#include "server/conn.h"
+#include "server/decide.h"
+#include "server/listen.h"
+#include "server/proto.h"
+#include "server/resp.h"
 #include "server/srv.h"
 
 #include <event2/event.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,17 +40,36 @@ typedef struct overrides {
     bool redis_cluster;
 } overrides;
 
-/* Whether `a` is an option that takes a value (the others are flags or unknown). */
-static bool takes_value(const char *a)
-{
-    static const char *const names[] = {
-        "--config",  "--bind",       "--password",       "--snapshot", "--snapshot-interval",
-        "--redis",   "--redis-fail", "--redis-timeout",  "--port",     "--http-port",
-        "--threads", "--max-keys",   "--max-connections"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strcmp(a, names[i]) == 0) return true;
-    return false;
-}
+/* The command line, written once: every option, what it takes and where it goes. */
+typedef enum opt_kind { OPT_FLAG, OPT_STR, OPT_LONG } opt_kind;
+typedef struct option {
+    const char *name;
+    opt_kind kind;
+    size_t at;   /* offsetof the value in overrides (bool for flags, const char * or long) */
+    size_t has;  /* OPT_LONG: offsetof its "given" flag */
+    long lo, hi; /* OPT_LONG: the accepted range */
+} option;
+
+#define O(f) offsetof(overrides, f)
+static const option options[] = {
+    {"--config", OPT_STR, O(config), 0, 0, 0},
+    {"--bind", OPT_STR, O(bind), 0, 0, 0},
+    {"--password", OPT_STR, O(password), 0, 0, 0},
+    {"--snapshot", OPT_STR, O(snapshot), 0, 0, 0},
+    {"--snapshot-interval", OPT_STR, O(interval), 0, 0, 0},
+    {"--redis", OPT_STR, O(redis), 0, 0, 0},
+    {"--redis-fail", OPT_STR, O(redis_fail), 0, 0, 0},
+    {"--redis-timeout", OPT_STR, O(redis_timeout), 0, 0, 0},
+    {"--port", OPT_LONG, O(port), O(has_port), -1, 65535},
+    {"--http-port", OPT_LONG, O(http_port), O(has_http), -1, 65535},
+    {"--threads", OPT_LONG, O(threads), O(has_threads), 0, 64},
+    {"--max-keys", OPT_LONG, O(max_keys), O(has_keys), 0, 1L << 40},
+    {"--max-connections", OPT_LONG, O(max_conns), O(has_conns), 1, 1L << 24},
+    {"--no-snapshot", OPT_FLAG, O(no_snapshot), 0, 0, 0},
+    {"--check-config", OPT_FLAG, O(check_only), 0, 0, 0},
+    {"--redis-cluster", OPT_FLAG, O(redis_cluster), 0, 0, 0},
+};
+#undef O
 
 static int parse_long(const char *s, long lo, long hi, long *out)
 {
@@ -49,6 +77,45 @@ static int parse_long(const char *s, long lo, long hi, long *out)
     if (!rlt__resp_parse_i64(s, strlen(s), &v) || v < lo || v > hi) return -1;
     *out = (long)v;
     return 0;
+}
+
+/* Parses argv into o.  Returns -1 to go on, or the exit status (0 after --help). */
+static int parse_args(int argc, char **argv, overrides *o)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        const option *opt = NULL;
+        for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
+            if (strcmp(a, options[k].name) == 0) opt = &options[k];
+        if (opt == NULL) {
+            fprintf(stderr, "ratelimitd: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+        char *base = (char *)o;
+        if (opt->kind == OPT_FLAG) {
+            *(bool *)(base + opt->at) = true;
+            continue;
+        }
+        const char *v = i + 1 < argc ? argv[++i] : NULL;
+        if (v == NULL) {
+            fprintf(stderr, "ratelimitd: %s needs a value\n", a);
+            return 2;
+        }
+        if (opt->kind == OPT_STR) {
+            *(const char **)(base + opt->at) = v;
+        } else if (parse_long(v, opt->lo, opt->hi, (long *)(base + opt->at)) == 0) {
+            *(bool *)(base + opt->has) = true;
+        } else {
+            fprintf(stderr, "ratelimitd: %s needs a valid value, got %s\n", a, v);
+            return 2;
+        }
+    }
+    return -1;
 }
 
 static int apply_overrides(rlt__settings *set, const overrides *o, char *err, size_t errlen)
@@ -105,7 +172,7 @@ static int load_config(const overrides *o, rlt__config **out, char *err, size_t 
         return -1;
     }
     if (apply_overrides(&(*out)->set, o, err, errlen) < 0 ||
-        rlt__backend_check_config(*out, err, errlen) < 0 ||
+        rlt__backend_redis_check_config(*out, err, errlen) != RLT_OK ||
         rlt__srv_check_config(*out, err, errlen) < 0) {
         rlt__config_free(*out);
         *out = NULL;
@@ -177,7 +244,7 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
     bool fail_open = cfg->set.redis.fail_open;
     cfg->set.redis = keep.redis;
     cfg->set.redis.fail_open = fail_open;
-    if (rlt__backend_check_config(cfg, err, sizeof err) < 0) {
+    if (rlt__backend_redis_check_config(cfg, err, sizeof err) != RLT_OK) {
         __atomic_fetch_add(&m->s->metrics.reloads_failed, 1, __ATOMIC_RELAXED);
         fprintf(stderr, "ratelimitd: reload failed, keeping the old config: %s\n", err);
         rlt__config_free(cfg);
@@ -220,73 +287,8 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
 int main(int argc, char **argv)
 {
     overrides o = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        bool takes = true;
-        int bad = 0;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(a, "--no-snapshot") == 0) {
-            o.no_snapshot = true;
-            takes = false;
-        } else if (strcmp(a, "--check-config") == 0) {
-            o.check_only = true;
-            takes = false;
-        } else if (strcmp(a, "--redis-cluster") == 0) {
-            o.redis_cluster = true;
-            takes = false;
-        } else if (!takes_value(a)) {
-            fprintf(stderr, "ratelimitd: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        } else if (v == NULL) {
-            fprintf(stderr, "ratelimitd: %s needs a value\n", a);
-            return 2;
-        } else if (strcmp(a, "--config") == 0) {
-            o.config = v;
-        } else if (strcmp(a, "--bind") == 0) {
-            o.bind = v;
-        } else if (strcmp(a, "--password") == 0) {
-            o.password = v;
-        } else if (strcmp(a, "--snapshot") == 0) {
-            o.snapshot = v;
-        } else if (strcmp(a, "--snapshot-interval") == 0) {
-            o.interval = v;
-        } else if (strcmp(a, "--redis") == 0) {
-            o.redis = v;
-        } else if (strcmp(a, "--redis-fail") == 0) {
-            o.redis_fail = v;
-        } else if (strcmp(a, "--redis-timeout") == 0) {
-            o.redis_timeout = v;
-        } else if (strcmp(a, "--port") == 0) {
-            bad = parse_long(v, -1, 65535, &o.port);
-            o.has_port = true;
-        } else if (strcmp(a, "--http-port") == 0) {
-            bad = parse_long(v, -1, 65535, &o.http_port);
-            o.has_http = true;
-        } else if (strcmp(a, "--threads") == 0) {
-            bad = parse_long(v, 0, 64, &o.threads);
-            o.has_threads = true;
-        } else if (strcmp(a, "--max-keys") == 0) {
-            bad = parse_long(v, 0, 1L << 40, &o.max_keys);
-            o.has_keys = true;
-        } else if (strcmp(a, "--max-connections") == 0) {
-            bad = parse_long(v, 1, 1L << 24, &o.max_conns);
-            o.has_conns = true;
-        } else {
-            fprintf(stderr, "ratelimitd: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-        if (bad) {
-            fprintf(stderr, "ratelimitd: %s needs a valid value%s%s\n", a, v ? ", got " : "",
-                    v ? v : "");
-            return 2;
-        }
-        if (takes) i++;
-    }
+    int rc = parse_args(argc, argv, &o);
+    if (rc >= 0) return rc;
     char err[600];
     rlt__config *cfg;
     if (load_config(&o, &cfg, err, sizeof err) < 0) {
@@ -324,27 +326,28 @@ int main(int argc, char **argv)
         fprintf(stderr, "ratelimitd: %s\n", err);
         return 1;
     }
-    if (rlt__backend_open(s, err, sizeof err) < 0) {
-        fprintf(stderr, "ratelimitd: %s\n", err);
-        rlt__srv_close(s);
-        return 1;
-    }
     mainctx m = {.s = s, .o = &o, .base = event_base_new()};
-    int rport, hport;
+    const rlt__settings *set = &rlt__srv_config(s)->set;
+    rlt__listener ls[] = {{&rlt__proto_resp, set->port}, {&rlt__proto_http, set->http_port}};
+    size_t nls = sizeof ls / sizeof ls[0];
     rlt__daemon *d;
-    if (m.base == NULL || rlt__daemon_start(&d, s, &rport, &hport, err, sizeof err) < 0) {
+    if (m.base == NULL || rlt__daemon_start(&d, s, ls, nls, err, sizeof err) != RLT_OK) {
         fprintf(stderr, "ratelimitd: %s\n", m.base ? err : "out of memory");
         if (m.base) event_base_free(m.base);
-        rlt__backend_close(s);
         rlt__srv_close(s);
         return 1;
     }
-    const rlt__settings *set = &rlt__srv_config(s)->set;
-    char rs[32] = "off", hs[32] = "off";
-    if (rport >= 0) snprintf(rs, sizeof rs, "%d", rport);
-    if (hport >= 0) snprintf(hs, sizeof hs, "%d", hport);
-    printf("ratelimitd: resp %s:%s http %s:%s\n", set->bind, rs, set->bind, hs);
-    if (s->backend != NULL)
+    /* The start line: "ratelimitd: resp 127.0.0.1:6380 http 127.0.0.1:8080" (tests and
+     * scripts read the ports from it). */
+    printf("ratelimitd:");
+    for (size_t i = 0; i < nls; i++) {
+        if (ls[i].port >= 0)
+            printf(" %s %s:%d", ls[i].proto->name, set->bind, ls[i].port);
+        else
+            printf(" %s %s:off", ls[i].proto->name, set->bind);
+    }
+    printf("\n");
+    if (!s->be->ops->daemon_clock)
         fprintf(stderr, "ratelimitd: deciding in Redis%s %s (timeout %lld us, fail %s)\n",
                 set->redis.cluster ? " Cluster" : "", set->redis.address,
                 (long long)((set->redis.timeout ? set->redis.timeout : 50 * RLT_NS_PER_MS) /
@@ -370,7 +373,6 @@ int main(int argc, char **argv)
     event_base_dispatch(m.base);
 
     rlt__daemon_stop(d);
-    rlt__backend_close(s);
     snapshot(&m, "final");
     event_free(ev_term);
     event_free(ev_int);

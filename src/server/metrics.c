@@ -1,5 +1,10 @@
 /* Counters and the latency histogram (one writer slot per thread, summed when read), rendered
  * as Prometheus text for /metrics and as Redis INFO text. */
+#include "server/metrics.h"
+
+#include "server/backend.h"
+#include "server/clock.h"
+#include "server/decide.h"
 #include "server/srv.h"
 
 #include <inttypes.h>
@@ -70,17 +75,6 @@ static void per_id(rlt__srv *s, size_t id, uint64_t *a, uint64_t *d, uint64_t *s
     }
 }
 
-static void putf(rlt__obuf *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void putf(rlt__obuf *o, const char *fmt, ...)
-{
-    char line[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (n > 0) rlt__obuf_put(o, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
-}
-
 /* Length of the valid UTF-8 sequence at in[0..] (1..4), or 0 if it is not one. */
 static size_t utf8_len(const unsigned char *in)
 {
@@ -139,14 +133,14 @@ void rlt__metrics_prometheus(rlt__srv *s, rlt__obuf *o)
     rlt_store_stats st;
     rlt_store_stats_get(s->store, &st);
     rlt__metrics *m = &s->metrics;
-    putf(o,
+    rlt__obuf_printf(o,
          "# HELP ratelimitd_decisions_total Decisions by outcome.\n"
          "# TYPE ratelimitd_decisions_total counter\n"
          "ratelimitd_decisions_total{outcome=\"allowed\"} %" PRIu64 "\n"
          "ratelimitd_decisions_total{outcome=\"denied\"} %" PRIu64 "\n"
          "ratelimitd_decisions_total{outcome=\"shadow_denied\"} %" PRIu64 "\n",
          t.allowed, t.denied, t.shadowed);
-    putf(o, "# HELP ratelimitd_policy_decisions_total Decisions per policy (rule).\n"
+    rlt__obuf_printf(o, "# HELP ratelimitd_policy_decisions_total Decisions per policy (rule).\n"
             "# TYPE ratelimitd_policy_decisions_total counter\n");
     for (size_t id = 0; id < RLT__METRIC_IDS; id++) {
         uint64_t a, d, sh;
@@ -158,14 +152,14 @@ void rlt__metrics_prometheus(rlt__srv *s, rlt__obuf *o)
         else
             rlt__srv_policy_name(s, (int)id, name, sizeof name);
         label(esc, sizeof esc, name);
-        putf(o,
+        rlt__obuf_printf(o,
              "ratelimitd_policy_decisions_total{policy=\"%s\",outcome=\"allowed\"} %" PRIu64 "\n"
              "ratelimitd_policy_decisions_total{policy=\"%s\",outcome=\"denied\"} %" PRIu64 "\n"
              "ratelimitd_policy_decisions_total{policy=\"%s\",outcome=\"shadow_denied\"} "
              "%" PRIu64 "\n",
              esc, a, esc, d, esc, sh);
     }
-    putf(o,
+    rlt__obuf_printf(o,
          "# HELP ratelimitd_keys Live keys in the store.\n# TYPE ratelimitd_keys gauge\n"
          "ratelimitd_keys %" PRIu64 "\n"
          "# HELP ratelimitd_store_bytes Bytes held by the store.\n"
@@ -176,7 +170,7 @@ void rlt__metrics_prometheus(rlt__srv *s, rlt__obuf *o)
          "ratelimitd_evictions_total{reason=\"forced\"} %" PRIu64 "\n"
          "ratelimitd_refused_full_total %" PRIu64 "\n",
          st.keys, st.bytes, st.evicted_idle, st.evicted_forced, st.refused_full);
-    putf(o,
+    rlt__obuf_printf(o,
          "# HELP ratelimitd_connections Open client connections.\n"
          "# TYPE ratelimitd_connections gauge\nratelimitd_connections %" PRId64 "\n"
          "# TYPE ratelimitd_connections_total counter\n"
@@ -192,20 +186,24 @@ void rlt__metrics_prometheus(rlt__srv *s, rlt__obuf *o)
          __atomic_load_n(&m->connections_current, __ATOMIC_RELAXED), ld(&m->connections_total),
          ld(&m->connections_rejected), t.commands, t.errors, t.http, ld(&m->snapshots_ok),
          ld(&m->snapshots_failed), ld(&m->reloads_ok), ld(&m->reloads_failed));
-    putf(o, "# HELP ratelimitd_command_seconds Time to execute a command or HTTP request "
+    rlt__obuf_printf(o, "# HELP ratelimitd_command_seconds Time to execute a command or HTTP request "
             "(excluding network).\n# TYPE ratelimitd_command_seconds histogram\n");
     uint64_t cum = 0;
     for (unsigned b = 0; b < RLT__LAT_BUCKETS; b++) {
         cum += t.lat[b];
         if (b == RLT__LAT_BUCKETS - 1)
-            putf(o, "ratelimitd_command_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n", cum);
+            rlt__obuf_printf(o, "ratelimitd_command_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n", cum);
         else
-            putf(o, "ratelimitd_command_seconds_bucket{le=\"%.6f\"} %" PRIu64 "\n",
+            rlt__obuf_printf(o, "ratelimitd_command_seconds_bucket{le=\"%.6f\"} %" PRIu64 "\n",
                  (double)(UINT64_C(1) << b) / 1e6, cum);
     }
-    putf(o, "ratelimitd_command_seconds_sum %.9f\nratelimitd_command_seconds_count %" PRIu64 "\n",
+    rlt__obuf_printf(o, "ratelimitd_command_seconds_sum %.9f\nratelimitd_command_seconds_count %" PRIu64 "\n",
          (double)t.lat_sum / 1e9, cum);
-    rlt__backend_prometheus(s, o);
+    rlt__obuf_printf(o,
+                     "# HELP ratelimitd_backend Where decisions are made (local store or Redis).\n"
+                     "# TYPE ratelimitd_backend gauge\nratelimitd_backend{backend=\"%s\"} 1\n",
+                     rlt__decide_backend_name(s));
+    if (s->be != NULL) s->be->ops->prometheus(s->be, o);
 }
 
 void rlt__metrics_info(rlt__srv *s, rlt__obuf *o)
@@ -228,21 +226,21 @@ void rlt__metrics_info(rlt__srv *s, rlt__obuf *o)
             break;
         }
     }
-    putf(o,
+    rlt__obuf_printf(o,
          "# Server\r\nratelimitd_version:0.1.0\r\nredis_version:7.0.0\r\nuptime_in_seconds:%lld\r\n"
          "\r\n# Clients\r\nconnected_clients:%" PRId64 "\r\ntotal_connections_received:%" PRIu64
          "\r\nrejected_connections:%" PRIu64 "\r\n",
          (long long)((rlt__now() - s->started) / RLT_NS_PER_S),
          __atomic_load_n(&m->connections_current, __ATOMIC_RELAXED), ld(&m->connections_total),
          ld(&m->connections_rejected));
-    putf(o,
+    rlt__obuf_printf(o,
          "\r\n# Stats\r\ntotal_commands_processed:%" PRIu64 "\r\ncommand_errors:%" PRIu64
          "\r\nhttp_requests:%" PRIu64 "\r\ndecisions_allowed:%" PRIu64
          "\r\ndecisions_denied:%" PRIu64 "\r\ndecisions_shadow_denied:%" PRIu64
          "\r\nlatency_p99_le_us:%lld\r\nlatency_avg_ns:%" PRIu64 "\r\n",
          t.commands, t.errors, t.http, t.allowed, t.denied, t.shadowed, p99,
          t.commands ? t.lat_sum / t.commands : 0);
-    putf(o,
+    rlt__obuf_printf(o,
          "\r\n# Keyspace\r\nkeys:%" PRIu64 "\r\nstore_bytes:%" PRIu64 "\r\nevicted_idle:%" PRIu64
          "\r\nevicted_forced:%" PRIu64 "\r\nrefused_full:%" PRIu64
          "\r\n\r\n# Persistence\r\nsnapshot_path:%s\r\nsnapshots_ok:%" PRIu64
@@ -251,7 +249,7 @@ void rlt__metrics_info(rlt__srv *s, rlt__obuf *o)
          st.keys, st.bytes, st.evicted_idle, st.evicted_forced, st.refused_full, c->set.snapshot,
          ld(&m->snapshots_ok), ld(&m->snapshots_failed), ld(&m->reloads_ok),
          ld(&m->reloads_failed));
-    putf(o, "\r\n# Policies\r\n");
+    rlt__obuf_printf(o, "\r\n# Policies\r\n");
     for (size_t id = 0; id < RLT__METRIC_IDS; id++) {
         uint64_t a, d, sh;
         per_id(s, id, &a, &d, &sh);
@@ -262,8 +260,9 @@ void rlt__metrics_info(rlt__srv *s, rlt__obuf *o)
         else
             rlt__srv_policy_name(s, (int)id, name, sizeof name);
         escape_name(esc, sizeof esc, name, true);
-        putf(o, "policy:%s,allowed=%" PRIu64 ",denied=%" PRIu64 ",shadow_denied=%" PRIu64 "\r\n",
+        rlt__obuf_printf(o, "policy:%s,allowed=%" PRIu64 ",denied=%" PRIu64 ",shadow_denied=%" PRIu64 "\r\n",
              esc, a, d, sh);
     }
-    rlt__backend_info(s, o);
+    rlt__obuf_printf(o, "\r\n# Backend\r\nbackend:%s\r\n", rlt__decide_backend_name(s));
+    if (s->be != NULL) s->be->ops->info(s->be, o);
 }

@@ -254,56 +254,6 @@ ssize_t rlt__resp_parse(char *buf, size_t len, const rlt__resp_limits *lim, rlt_
     return parse_inline(buf, len, &l, argv, argc, err);
 }
 
-/* ---- output ------------------------------------------------------------------------- */
-
-/* Makes room for n more bytes and returns where they go, or NULL (overflow set) when that
- * would pass `max` or memory runs out.  The caller writes at most n bytes and advances len. */
-static char *obuf_room(rlt__obuf *b, size_t n)
-{
-    if (b->overflow) return NULL;
-    if (b->max != 0 && (b->len + n > b->max || b->len + n < b->len)) {
-        b->overflow = true;
-        return NULL;
-    }
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n)
-            cap *= 2;
-        char *d = realloc(b->data, cap);
-        if (d == NULL) {
-            b->overflow = true;
-            return NULL;
-        }
-        b->data = d;
-        b->cap = cap;
-    }
-    return b->data + b->len;
-}
-
-void rlt__obuf_put(rlt__obuf *b, const void *p, size_t n)
-{
-    if (n == 0) return;
-    char *w = obuf_room(b, n);
-    if (w == NULL) return;
-    memcpy(w, p, n);
-    b->len += n;
-}
-
-void rlt__obuf_consume(rlt__obuf *b, size_t n)
-{
-    assert(n <= b->len);
-    if (n < b->len) memmove(b->data, b->data + n, b->len - n);
-    b->len -= n;
-}
-
-void rlt__obuf_free(rlt__obuf *b)
-{
-    free(b->data);
-    b->data = NULL;
-    b->len = b->cap = 0;
-    b->overflow = false;
-}
-
 /* "00".."99": two digits per division, half the divisions of the digit-at-a-time loop. */
 static const char digit_pairs[201] =
     "00010203040506070809101112131415161718192021222324252627282930"
@@ -366,7 +316,7 @@ void rlt__resp_simple(rlt__obuf *b, const char *s)
 void rlt__resp_error(rlt__obuf *b, const char *s)
 {
     size_t n = strlen(s);
-    char *w = obuf_room(b, n + 3);
+    char *w = rlt__obuf_room(b, n + 3);
     if (w == NULL) return;
     w[0] = '-';
     /* An error line must not contain CR or LF: replace them. */

@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "server/obuf.h"
+
 /* Returned by rlt__resp_parse when the buffer holds only part of a command. */
 #define RLT__RESP_PARTIAL (-2)
 /* Returned by rlt__resp_parse on a protocol error; the connection must answer and close. */
@@ -54,22 +56,6 @@ ssize_t rlt__resp_parse(char *buf, size_t len, const rlt__resp_limits *lim, rlt_
  * no spaces, no leading zeros ("0" itself is fine, "-0" is not), no overflow.  Returns true
  * and *out, or false. */
 bool rlt__resp_parse_i64(const char *p, size_t len, int64_t *out);
-
-/* A growable output buffer with a hard cap.  All-zero is an empty buffer with no cap. */
-typedef struct rlt__obuf {
-    char *data;
-    size_t len;
-    size_t cap;
-    size_t max;    /* 0 = no cap; appends that would pass it set `overflow` and drop */
-    bool overflow; /* a write was dropped: the connection must be closed */
-} rlt__obuf;
-
-/* Appends bytes; on allocation failure or past `max` sets overflow and appends nothing. */
-void rlt__obuf_put(rlt__obuf *b, const void *p, size_t n);
-/* Drops the first n bytes (they were written to the socket). */
-void rlt__obuf_consume(rlt__obuf *b, size_t n);
-/* Frees the memory; the buffer is empty and usable again. */
-void rlt__obuf_free(rlt__obuf *b);
 
 /* Reply encoders (RESP2). */
 void rlt__resp_simple(rlt__obuf *b, const char *s);         /* +s\r\n */

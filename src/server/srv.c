@@ -1,6 +1,9 @@
 /* The server context: the store, the current config (swapped on reload), interned inline
- * policies with a per-thread cache in front, the id -> name table, and the clocks. */
+ * policies with a per-thread cache in front, and the id -> name table. */
 #include "server/srv.h"
+
+#include "server/backend.h"
+#include "server/config.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,42 +15,6 @@ struct rlt__inline {
     char *text; /* canonical policy text */
     int id;
 };
-
-/* The daemon's clock: UTC time of day at start, carried on by the monotonic clock.  Set once
- * by rlt__clock_start before any worker thread starts, read-only afterwards. */
-static rlt_ns clock_base;    /* (wall at start - origin) - monotonic at start */
-static int64_t clock_origin; /* UTC midnight of the start day, ns since the epoch */
-
-static rlt_ns mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (rlt_ns)ts.tv_sec * RLT_NS_PER_S + ts.tv_nsec;
-}
-
-void rlt__clock_start(int64_t wall_ns)
-{
-    int64_t day = 86400 * RLT_NS_PER_S;
-    clock_origin = wall_ns / day * day - (wall_ns % day < 0 ? day : 0);
-    clock_base = (wall_ns - clock_origin) - mono();
-}
-
-int64_t rlt__clock_origin(void)
-{
-    return clock_origin;
-}
-
-rlt_ns rlt__now(void)
-{
-    return mono() + clock_base;
-}
-
-int64_t rlt__now_wall(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * RLT_NS_PER_S + ts.tv_nsec;
-}
 
 /* Per-thread cache of resolved inline policy texts: one mutex-free lookup on the hot path.
  * Entries carry the context's generation so that a cache never outlives its context. */
@@ -65,12 +32,7 @@ static uint64_t next_gen = 1;
 
 static uint64_t hash_bytes(const char *s, size_t n)
 {
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ULL;
-    }
-    return h;
+    return rlt_hash_fnv1a(s, n);
 }
 
 static uint64_t srv_gen(const rlt__srv *s)
@@ -158,16 +120,9 @@ static bool redis_mode(const rlt__config *c)
     return c != NULL && c->set.redis.address[0] != '\0';
 }
 
-/* The store's rule for policy and tier names (rlt__valid_name in src/store/store.c): 1 to
- * RLT_NAME_MAX bytes of 0x21..0x7e.  Checked here so that a reload fails before it changes
- * anything. */
 static bool store_name_ok(const char *name)
 {
-    size_t n = strnlen(name, RLT_NAME_MAX + 1);
-    if (n < 1 || n > RLT_NAME_MAX) return false;
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)name[i] <= 0x20 || (unsigned char)name[i] >= 0x7f) return false;
-    return true;
+    return rlt_store_name_valid(name, strnlen(name, RLT_NAME_MAX + 1));
 }
 
 /* The store re-derives a policy through rlt_policy_init (clean_policy in store.c): do the
@@ -195,12 +150,12 @@ static int validate_config(const rlt__config *cfg, char *err, size_t errlen)
         named_store_name(name, sizeof name, &cfg->named[i]);
         if (!store_name_ok(name)) {
             snprintf(err, errlen, "policy '%s': invalid name", cfg->named[i].name);
-            return -1;
+            return RLT_EINVAL;
         }
         if (!policy_ok(&cfg->named[i].policy)) {
             snprintf(err, errlen, "policy '%s': %s", cfg->named[i].name,
                      rlt_strerror(RLT_EINVAL));
-            return -1;
+            return RLT_EINVAL;
         }
     }
     for (size_t i = 0; i < cfg->nrules; i++) {
@@ -209,21 +164,21 @@ static int validate_config(const rlt__config *cfg, char *err, size_t errlen)
         if (!store_name_ok(r->name) || !policy_ok(&r->policy)) {
             snprintf(err, errlen, "rule %s (line %d): %s", r->path, r->line,
                      store_name_ok(r->name) ? "invalid policy" : "invalid store name");
-            return -1;
+            return RLT_EINVAL;
         }
     }
     for (size_t i = 0; i < cfg->ntiers; i++) {
         if (!store_name_ok(cfg->tiers[i].name)) {
             snprintf(err, errlen, "tier '%s': invalid name", cfg->tiers[i].name);
-            return -1;
+            return RLT_EINVAL;
         }
         if (rlt__config_named(cfg, cfg->tiers[i].policy, strlen(cfg->tiers[i].policy)) == NULL) {
             snprintf(err, errlen, "tier '%s': no policy named '%s'", cfg->tiers[i].name,
                      cfg->tiers[i].policy);
-            return -1;
+            return RLT_EINVAL;
         }
     }
-    return 0;
+    return RLT_OK;
 }
 
 int rlt__srv_check_config(const rlt__config *cfg, char *err, size_t errlen)
@@ -259,7 +214,7 @@ static int apply_locked(rlt__srv *s, rlt__config *cfg, char *err, size_t errlen)
                                             RLT_CHANGE_KEEP, &cfg->named[i].policy_id);
         if (st != RLT_OK) {
             snprintf(err, errlen, "policy '%s': %s", cfg->named[i].name, rlt_strerror(st));
-            return -1;
+            return RLT_ENOMEM;
         }
         set_name(s, cfg->named[i].policy_id, name);
     }
@@ -273,7 +228,7 @@ static int apply_locked(rlt__srv *s, rlt__config *cfg, char *err, size_t errlen)
                                             RLT_CHANGE_KEEP, &r->policy_id);
         if (st != RLT_OK) {
             snprintf(err, errlen, "rule %s (line %d): %s", r->path, r->line, rlt_strerror(st));
-            return -1;
+            return RLT_ENOMEM;
         }
         set_name(s, r->policy_id, r->path);
     }
@@ -283,24 +238,25 @@ static int apply_locked(rlt__srv *s, rlt__config *cfg, char *err, size_t errlen)
         int st = n ? rlt_store_set_tier(s->store, cfg->tiers[i].name, n->policy_id) : RLT_ENOENT;
         if (st != RLT_OK) {
             snprintf(err, errlen, "tier '%s': %s", cfg->tiers[i].name, rlt_strerror(st));
-            return -1;
+            return RLT_ENOMEM;
         }
     }
-    return 0;
+    return RLT_OK;
 }
 
 int rlt__srv_apply_config(rlt__srv *s, rlt__config *cfg, char *err, size_t errlen)
 {
-    if (validate_config(cfg, err, errlen) < 0) return -1;
+    int r = validate_config(cfg, err, errlen);
+    if (r != RLT_OK) return r;
     pthread_mutex_lock(&s->lock);
-    int r = apply_locked(s, cfg, err, errlen);
-    if (r < 0) {
+    r = apply_locked(s, cfg, err, errlen);
+    if (r != RLT_OK) {
         /* Part of cfg may be in the store: put the old config's policies and tiers back
          * (same names, so the same ids).  Policies only cfg added stay, unused. */
         if (s->cfg != NULL) {
             char e2[200];
             size_t used = strlen(err);
-            if (apply_locked(s, s->cfg, e2, sizeof e2) == 0)
+            if (apply_locked(s, s->cfg, e2, sizeof e2) == RLT_OK)
                 snprintf(err + used, errlen - used, "; the previous policies were restored");
             else
                 snprintf(err + used, errlen - used,
@@ -309,7 +265,7 @@ int rlt__srv_apply_config(rlt__srv *s, rlt__config *cfg, char *err, size_t errle
                          e2);
         }
         pthread_mutex_unlock(&s->lock);
-        return -1;
+        return RLT_EINVAL;
     }
     rlt__config *old = s->cfg;
     __atomic_store_n(&s->cfg, cfg, __ATOMIC_RELEASE);
@@ -319,7 +275,7 @@ int rlt__srv_apply_config(rlt__srv *s, rlt__config *cfg, char *err, size_t errle
         s->retired = old;
     }
     pthread_mutex_unlock(&s->lock);
-    return 0;
+    return RLT_OK;
 }
 
 int rlt__srv_open(rlt__srv **out, rlt__config *cfg, rlt_ns now, int64_t wall_ns, char *err,
@@ -330,7 +286,7 @@ int rlt__srv_open(rlt__srv **out, rlt__config *cfg, rlt_ns now, int64_t wall_ns,
     if (s == NULL) {
         snprintf(err, errlen, "out of memory");
         rlt__config_free(cfg);
-        return -1;
+        return RLT_EINVAL;
     }
     pthread_mutex_init(&s->lock, NULL);
     s->gen = __atomic_fetch_add(&next_gen, 1, __ATOMIC_RELAXED);
@@ -343,7 +299,7 @@ int rlt__srv_open(rlt__srv **out, rlt__config *cfg, rlt_ns now, int64_t wall_ns,
         snprintf(err, errlen, "cannot open the store: %s", rlt_strerror(st));
         rlt__config_free(cfg);
         rlt__srv_close(s);
-        return -1;
+        return RLT_EINVAL;
     }
     struct stat sb;
     if (cfg->set.snapshot[0] != '\0' && stat(cfg->set.snapshot, &sb) == 0) {
@@ -353,21 +309,32 @@ int rlt__srv_open(rlt__srv **out, rlt__config *cfg, rlt_ns now, int64_t wall_ns,
                      cfg->set.snapshot, rlt_strerror(st));
             rlt__config_free(cfg);
             rlt__srv_close(s);
-            return -1;
+            return RLT_EINVAL;
         }
     }
     if (rlt__srv_apply_config(s, cfg, err, errlen) < 0) {
         rlt__config_free(cfg);
         rlt__srv_close(s);
-        return -1;
+        return RLT_EINVAL;
+    }
+    /* The backend, chosen once: Redis when `redis.address` is set, else the local store. */
+    if (cfg->set.redis.address[0] != '\0') {
+        st = rlt__backend_redis_open(s, &s->be, err, errlen);
+    } else if ((st = rlt__backend_local_open(s, &s->be)) != RLT_OK) {
+        snprintf(err, errlen, "out of memory");
+    }
+    if (st != RLT_OK) {
+        rlt__srv_close(s);
+        return st;
     }
     *out = s;
-    return 0;
+    return RLT_OK;
 }
 
 void rlt__srv_close(rlt__srv *s)
 {
     if (s == NULL) return;
+    if (s->be != NULL) s->be->ops->close(s->be);
     rlt_store_close(s->store);
     rlt__config_free(s->cfg);
     while (s->retired != NULL) {
@@ -433,27 +400,27 @@ static int intern_locked(rlt__srv *s, const rlt_policy *p, const char *canon, ch
     return id;
 }
 
-int rlt__srv_intern(rlt__srv *s, const rlt_policy *p, char *err, size_t errlen)
+int rlt__srv_intern(rlt__srv *s, const rlt_policy *p, int *id, char *err, size_t errlen)
 {
     char canon[256];
     if (rlt_policy_format(p, canon, sizeof canon) < 0) {
         snprintf(err, errlen, "policy text too long");
-        return -1;
+        return RLT_EINVAL;
     }
     pthread_mutex_lock(&s->lock);
-    int id = intern_locked(s, p, canon, err, errlen);
+    *id = intern_locked(s, p, canon, err, errlen);
     pthread_mutex_unlock(&s->lock);
-    return id;
+    return *id >= 0 ? RLT_OK : RLT_ENOMEM;
 }
 
 int rlt__srv_intern_cached(rlt__srv *s, const char *key, size_t klen, const rlt_policy *p,
-                           char *err, size_t errlen)
+                           int *id, char *err, size_t errlen)
 {
-    int id = tl_get(s, key, klen);
-    if (id >= 0) return id;
-    id = rlt__srv_intern(s, p, err, errlen);
-    if (id >= 0) tl_put(s, key, klen, id);
-    return id;
+    *id = tl_get(s, key, klen);
+    if (*id >= 0) return RLT_OK;
+    int st = rlt__srv_intern(s, p, id, err, errlen);
+    if (st == RLT_OK) tl_put(s, key, klen, *id);
+    return st;
 }
 
 int rlt__srv_cached_id(rlt__srv *s, const char *key, size_t klen)
@@ -461,13 +428,14 @@ int rlt__srv_cached_id(rlt__srv *s, const char *key, size_t klen)
     return tl_get(s, key, klen);
 }
 
-int rlt__srv_resolve(rlt__srv *s, const char *text, size_t len, bool *shadow, char *err,
+int rlt__srv_resolve(rlt__srv *s, const char *text, size_t len, int *id, bool *shadow, char *err,
                      size_t errlen)
 {
     *shadow = false;
+    *id = -1;
     if (len == 0) {
         snprintf(err, errlen, "empty policy");
-        return -1;
+        return RLT_EINVAL;
     }
     if (memchr(text, ':', len) == NULL) {
         rlt__config *c = rlt__srv_config(s);
@@ -477,20 +445,27 @@ int rlt__srv_resolve(rlt__srv *s, const char *text, size_t len, bool *shadow, ch
                      "unknown policy '%.*s' (a name from the config, or text "
                      "such as gcra:100/1m,burst=20)",
                      (int)(len > 64 ? 64 : len), text);
-            return -1;
+            return RLT_ENOENT;
         }
         *shadow = n->shadow;
-        return n->policy_id;
+        *id = n->policy_id;
+        return RLT_OK;
     }
-    int id = tl_get(s, text, len);
-    if (id >= 0) return id;
+    *id = tl_get(s, text, len);
+    if (*id >= 0) return RLT_OK;
     rlt_policy p;
     char perr[200];
     if (rlt_policy_parse(&p, text, len, perr, sizeof perr) != RLT_OK) {
         snprintf(err, errlen, "invalid policy: %s", perr);
-        return -1;
+        return RLT_EPARSE;
     }
-    id = rlt__srv_intern(s, &p, err, errlen);
-    if (id >= 0) tl_put(s, text, len, id);
-    return id;
+    int st = rlt__srv_intern(s, &p, id, err, errlen);
+    if (st == RLT_OK) tl_put(s, text, len, *id);
+    return st;
+}
+
+int rlt__srv_tier_policy(rlt__srv *s, const char *default_tier, const void *key, size_t klen,
+                         int *policy_id)
+{
+    return rlt_store_tier_policy(s->store, default_tier, key, klen, policy_id);
 }

@@ -533,6 +533,11 @@ bool rlt__valid_name(const char *name, size_t len)
     return true;
 }
 
+bool rlt_store_name_valid(const char *name, size_t len)
+{
+    return rlt__valid_name(name, len);
+}
+
 static int name_len(const char *name, size_t *len)
 {
     if (!name) return RLT_EINVAL;
@@ -936,6 +941,27 @@ int rlt_store_decide_tier(rlt_store *s, const char *default_tier, const void *ke
         rc = RLT_ENOENT;
     else
         rc = decide_locked(s, sh, h, s->tiers[t].policy, key, klen, now, cost, d);
+    rlt__shard_unlock(sh);
+    return rc;
+}
+
+int rlt_store_tier_policy(rlt_store *s, const char *default_tier, const void *key, size_t klen,
+                          int *policy_id)
+{
+    if (!s || !policy_id) return RLT_EINVAL;
+    int rc = check_key(key, klen);
+    if (rc) return rc;
+    size_t dlen = 0;
+    if (default_tier && name_len(default_tier, &dlen)) return RLT_EINVAL;
+    uint64_t h = rlt__key_hash(s, key, klen);
+    rlt__shard *sh = shard_of(s, h);
+    rlt__shard_lock(sh);
+    const rlt__assign *a = rlt__assign_find(sh, h, key, klen);
+    int t = a ? (int)a->tier : default_tier ? tier_find(s, default_tier, dlen) : -1;
+    if (t < 0)
+        rc = RLT_ENOENT;
+    else
+        *policy_id = s->tiers[t].policy;
     rlt__shard_unlock(sh);
     return rc;
 }

@@ -392,8 +392,8 @@ def tier_decisions_share_the_tier_policys_limit(tmp):
         assert sum(r[0] for r in rs) == 6, rs
         rs = hammer(ds, lambda j: ("RL.CHECK", "acct1", "@free"), 10)
         assert sum(r[0] for r in rs) == 2, rs
-        for d in ds:
-            assert int(d.info()["redis_tier_local"]) == 0
+        # Every one of the 20 decisions was made in Redis (the tier names the policy).
+        assert sum(int(d.info()["redis_decisions"]) for d in ds) >= 20
 
 
 @test("cluster")

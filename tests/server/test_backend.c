@@ -5,7 +5,15 @@
  * against real Redis servers.) */
 #include "test.h"
 
+#include "server/cmd.h"
+#include "server/config.h"
+#include "server/decide.h"
+#include "server/httpin.h"
+#include "server/metrics.h"
+#include "server/pipe.h"
+#include "server/request.h"
 #include "server/srv.h"
+#include "server/backend.h"
 
 #include <pthread.h>
 
@@ -30,17 +38,11 @@ static rlt__srv *open_srv(const char *yaml)
         fprintf(stderr, "%s\n", err);
         return NULL;
     }
-    if (rlt__backend_open(s, err, sizeof err) < 0) {
-        fprintf(stderr, "%s\n", err);
-        rlt__srv_close(s);
-        return NULL;
-    }
     return s;
 }
 
 static void close_srv(rlt__srv *s)
 {
-    rlt__backend_close(s);
     rlt__srv_close(s);
 }
 
@@ -110,11 +112,11 @@ TEST(without_a_redis_section_the_local_store_decides)
     rlt__config *c = parse("policies:\n  a: gcra:1/1s\n", err, sizeof err);
     ASSERT(c != NULL);
     ASSERT_STR_EQ(c->set.redis.address, "");
-    ASSERT_EQ(rlt__backend_check_config(c, err, sizeof err), 0);
+    ASSERT_EQ(rlt__backend_redis_check_config(c, err, sizeof err), RLT_OK);
     rlt__config_free(c);
     rlt__srv *s = open_srv("policies:\n  a: gcra:1/1s\n");
     ASSERT(s != NULL);
-    ASSERT(s->backend == NULL);
+    ASSERT_STR_EQ(s->be->ops->name, "local");
     ASSERT(info_has(s, "\r\nbackend:local\r\n"));
     ASSERT(info_has(s, "ratelimitd_backend{backend=\"local\"} 1"));
     close_srv(s);
@@ -177,7 +179,7 @@ TEST(policies_redis_cannot_run_are_refused_before_start)
                            "redis: \"127.0.0.1:1\"\n",
                            err, sizeof err);
     ASSERT(c != NULL);
-    ASSERT_EQ(rlt__backend_check_config(c, err, sizeof err), -1);
+    ASSERT_EQ(rlt__backend_redis_check_config(c, err, sizeof err), RLT_EINVAL);
     ASSERT(strstr(err, "policy 'tiny'") != NULL);
     ASSERT(strstr(err, "cannot run in Redis") != NULL);
     rlt__config_free(c);
@@ -186,13 +188,13 @@ TEST(policies_redis_cannot_run_are_refused_before_start)
               "\"gcra:1/1500ns\"}\nredis: \"127.0.0.1:1\"\n",
               err, sizeof err);
     ASSERT(c != NULL);
-    ASSERT_EQ(rlt__backend_check_config(c, err, sizeof err), -1);
+    ASSERT_EQ(rlt__backend_redis_check_config(c, err, sizeof err), RLT_EINVAL);
     ASSERT(strstr(err, "rule 'd.a'") != NULL);
     rlt__config_free(c);
 
     c = parse("redis: {address: \"127.0.0.1:1\", prefix: \"a{b\"}\n", err, sizeof err);
     ASSERT(c != NULL);
-    ASSERT_EQ(rlt__backend_check_config(c, err, sizeof err), -1);
+    ASSERT_EQ(rlt__backend_redis_check_config(c, err, sizeof err), RLT_EINVAL);
     ASSERT(strstr(err, "redis: invalid settings") != NULL);
     rlt__config_free(c);
 }
@@ -207,7 +209,7 @@ TEST(unreachable_redis_answers_with_each_policys_fail_mode_and_counts_it)
                            "  wide: {policy: fixed_window:5/1m, fail: open}\n"
                            "  dflt: fixed_window:5/1m\n" DOWN);
     ASSERT(s != NULL);
-    ASSERT(s->backend != NULL);
+    ASSERT_STR_EQ(s->be->ops->name, "redis");
     rlt__config *c = rlt__srv_config(s);
     int shut = rlt__config_named(c, "shut", 4)->policy_id;
     int wide = rlt__config_named(c, "wide", 4)->policy_id;
@@ -238,8 +240,8 @@ TEST(unreachable_redis_answers_with_each_policys_fail_mode_and_counts_it)
     /* A release Redis cannot take is "not released" (the lease expires by itself); a reset
      * it cannot take is an error. */
     char err[256];
-    int conc = rlt__srv_resolve(s, "concurrency:2/10s", 17, &(bool){false}, err, sizeof err);
-    ASSERT(conc >= 0);
+    int conc = -1;
+    ASSERT_EQ(rlt__srv_resolve(s, "concurrency:2/10s", 17, &conc, &(bool){false}, err, sizeof err), RLT_OK);
     ASSERT_EQ(rlt__decide_release(s, conc, "k", 1, 0, 5), RLT_ENOENT);
     ASSERT(rlt__decide_reset(s, shut, "k", 1) != RLT_OK);
 
@@ -265,12 +267,14 @@ TEST(inline_policies_redis_cannot_run_are_refused_per_request)
     rlt__srv *s = open_srv(DOWN);
     ASSERT(s != NULL);
     char err[256];
-    int id = rlt__srv_resolve(s, "gcra:1/1500ns", 13, &(bool){false}, err, sizeof err);
-    ASSERT(id >= 0);
+    int id = -1;
+    ASSERT_EQ(rlt__srv_resolve(s, "gcra:1/1500ns", 13, &id, &(bool){false}, err, sizeof err), RLT_OK);
     rlt_decision d;
     ASSERT_EQ(rlt__decide(s, id, false, "k", 1, 0, 1, &d), RLT_EINVAL);
     ASSERT_EQ(rlt__decide(s, 999, false, "k", 1, 0, 1, &d), RLT_ENOENT);
-    int conc = rlt__srv_resolve(s, "concurrency:2/10s", 17, &(bool){false}, err, sizeof err);
+    int conc = -1;
+    ASSERT_EQ(rlt__srv_resolve(s, "concurrency:2/10s", 17, &conc, &(bool){false}, err, sizeof err),
+              RLT_OK);
     rlt_check ch[1] = {{.policy = conc, .key = "a", .klen = 1, .cost = 1}};
     ASSERT_EQ(rlt__decide_multi(s, ch, 1, 0, &d, NULL), RLT_EINVAL);
     close_srv(s);

@@ -3,6 +3,13 @@
  * redis-cli and redis-benchmark need. */
 #include "test.h"
 
+#include "server/cmd.h"
+#include "server/config.h"
+#include "server/decide.h"
+#include "server/httpin.h"
+#include "server/metrics.h"
+#include "server/pipe.h"
+#include "server/request.h"
 #include "server/srv.h"
 
 #define S(x) ((rlt_ns)(x)*RLT_NS_PER_S)
@@ -38,7 +45,7 @@ static const char *run(rlt__srv *s, rlt__session *ss, rlt_ns now, const char *li
     const char *err;
     ssize_t r = rlt__resp_parse(buf, strlen(buf), NULL, argv, &argc, &err);
     rlt__obuf o = {0};
-    if (r > 0 && argc > 0) rlt__cmd_exec(s, ss, argv, argc, now, &o);
+    if (r > 0 && argc > 0) rlt__cmd_exec(s, ss, NULL, argv, argc, now, &o);
     size_t n = o.len < sizeof reply_ - 1 ? o.len : sizeof reply_ - 1;
     if (n) memcpy(reply_, o.data, n);
     reply_[n] = '\0';
@@ -387,8 +394,8 @@ TEST(cl_throttle_with_a_fine_rate_works_late_in_the_utc_day_as_gcra_would)
     ASSERT_EQ(rlt_policy_init(&g, RLT_GCRA, 1000003, S(3600), 11, 0, 0), RLT_OK);
     ASSERT(rlt__srv_gcra_needs_bucket(&g));
     char err[256];
-    int id = rlt__srv_intern(s, &g, err, sizeof err);
-    ASSERT(id >= 0);
+    int id = -1;
+    ASSERT_EQ(rlt__srv_intern(s, &g, &id, err, sizeof err), RLT_OK);
     rlt_policy run_p;
     ASSERT_EQ(rlt_store_get_policy(s->store, id, &run_p), RLT_OK);
     ASSERT_EQ(run_p.algo, RLT_TOKEN_BUCKET);

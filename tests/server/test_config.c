@@ -3,6 +3,13 @@
  * query parser. */
 #include "test.h"
 
+#include "server/cmd.h"
+#include "server/config.h"
+#include "server/decide.h"
+#include "server/httpin.h"
+#include "server/metrics.h"
+#include "server/pipe.h"
+#include "server/request.h"
 #include "server/srv.h"
 
 static char err_[600];
@@ -183,7 +190,11 @@ static int envoy(rlt__srv *s, const char *body, char *out, size_t cap)
         return -1;
     }
     rlt__obuf o = {0};
-    int code = rlt__envoy_decide(s, &r, "", 0, RLT_NS_PER_S, &o, err, sizeof err);
+    rlt__session ss;
+    rlt__session_init(s, &ss);
+    int code = -1;
+    if (rlt__envoy_decide(s, &r, &ss, RLT_NS_PER_S, &o, &code, err, sizeof err) != RLT_OK)
+        code = -1;
     rlt__envoy_free(&r);
     rlt__obuf_put(&o, "", 1);
     snprintf(out, cap, "%s", code < 0 ? err : o.data);
@@ -290,12 +301,12 @@ TEST(check_query_is_decoded_and_validated)
     rlt__check_req r;
     char err[200];
     const char *q = "key=user%3A1&policy=gcra%3A10%2F1s%2Cburst%3D2&cost=3&";
-    ASSERT_EQ(rlt__check_parse(q, strlen(q), &r, err, sizeof err), 0);
+    ASSERT_EQ(rlt__check_parse(q, strlen(q), &r, err, sizeof err), RLT_OK);
     ASSERT_EQ(r.klen, 6);
     ASSERT(memcmp(r.key, "user:1", 6) == 0);
     ASSERT_STR_EQ(r.policy, "gcra:10/1s,burst=2");
     ASSERT_EQ(r.cost, 3);
-    ASSERT_EQ(rlt__check_parse("key=a", 5, &r, err, sizeof err), 0);
+    ASSERT_EQ(rlt__check_parse("key=a", 5, &r, err, sizeof err), RLT_OK);
     ASSERT_STR_EQ(r.policy, "default");
     ASSERT_EQ(r.cost, 1);
     const char *bad[] = {"",
@@ -308,7 +319,7 @@ TEST(check_query_is_decoded_and_validated)
                          "key=a%2",
                          "key=a&cost=99999999999999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        if (rlt__check_parse(bad[i], strlen(bad[i]), &r, err, sizeof err) != -1)
+        if (rlt__check_parse(bad[i], strlen(bad[i]), &r, err, sizeof err) != RLT_EINVAL)
             RLT_FAIL_("case %zu (%s) accepted", i, bad[i]);
 }
 
@@ -316,11 +327,11 @@ TEST(check_query_errors_name_bad_escapes_and_unknown_parameters)
 {
     rlt__check_req r;
     char err[200];
-    ASSERT_EQ(rlt__check_parse("key=%ZZ", 7, &r, err, sizeof err), -1);
+    ASSERT_EQ(rlt__check_parse("key=%ZZ", 7, &r, err, sizeof err), RLT_EINVAL);
     ASSERT(strstr(err, "bad percent-encoding in parameter 'key'") != NULL);
-    ASSERT_EQ(rlt__check_parse("key=a&policy=x%4", 16, &r, err, sizeof err), -1);
+    ASSERT_EQ(rlt__check_parse("key=a&policy=x%4", 16, &r, err, sizeof err), RLT_EINVAL);
     ASSERT(strstr(err, "bad percent-encoding in parameter 'policy'") != NULL);
-    ASSERT_EQ(rlt__check_parse("key=a&polcy=gcra:1/1s", 21, &r, err, sizeof err), -1);
+    ASSERT_EQ(rlt__check_parse("key=a&polcy=gcra:1/1s", 21, &r, err, sizeof err), RLT_EINVAL);
     ASSERT(strstr(err, "unknown parameter 'polcy'") != NULL);
 }
 
@@ -329,10 +340,10 @@ TEST(a_truncated_flow_node_is_reported_on_the_last_line)
     rlt__config *c = NULL;
     char err[300];
     const char *t1 = "policies: {a: \"gcra:1/1s\"";
-    ASSERT_EQ(rlt__config_parse(t1, strlen(t1), "f.yaml", &c, err, sizeof err), -1);
+    ASSERT_EQ(rlt__config_parse(t1, strlen(t1), "f.yaml", &c, err, sizeof err), RLT_EINVAL);
     ASSERT(strncmp(err, "f.yaml:1: ", 10) == 0);
     const char *t2 = "policies:\n  a: [1, 2\n";
-    ASSERT_EQ(rlt__config_parse(t2, strlen(t2), "f.yaml", &c, err, sizeof err), -1);
+    ASSERT_EQ(rlt__config_parse(t2, strlen(t2), "f.yaml", &c, err, sizeof err), RLT_EINVAL);
     ASSERT(strncmp(err, "f.yaml:2: ", 10) == 0);
 }
 

@@ -5,6 +5,13 @@
 #include "test.h"
 
 #include "server/cmd.h"
+#include "server/config.h"
+#include "server/decide.h"
+#include "server/httpin.h"
+#include "server/metrics.h"
+#include "server/pipe.h"
+#include "server/request.h"
+#include "server/srv.h"
 
 #define S(x) ((rlt_ns)(x)*RLT_NS_PER_S)
 #define MS(x) ((rlt_ns)(x)*RLT_NS_PER_MS)
@@ -157,7 +164,7 @@ static int compare_runs(const char *yaml, uint64_t seed, size_t ncmd, size_t blo
                 bad = 1;
                 break;
             }
-            if (argc > 0) rlt__cmd_exec(a, &sa, argv, argc, now + step[ci], &oa);
+            if (argc > 0) rlt__cmd_exec(a, &sa, NULL, argv, argc, now + step[ci], &oa);
             off += (size_t)r;
             done++;
             ci++;
@@ -172,7 +179,7 @@ static int compare_runs(const char *yaml, uint64_t seed, size_t ncmd, size_t blo
                 bad = 1;
                 break;
             }
-            if (argc > 0) rlt__pipe_exec(p, b, &sb, argv, argc, now + step[ci], &ob);
+            if (argc > 0) rlt__cmd_exec(b, &sb, p, argv, argc, now + step[ci], &ob);
             off += (size_t)r;
             ci++;
         }
@@ -263,7 +270,7 @@ TEST(decisions_are_deferred_until_the_flush)
         size_t argc;
         ssize_t r = parse_one(text + off, len - off, argv, &argc);
         ASSERT(r > 0);
-        rlt__pipe_exec(p, s, &ss, argv, argc, S(5), &o);
+        rlt__cmd_exec(s, &ss, p, argv, argc, S(5), &o);
         off += (size_t)r;
     }
     ASSERT_EQ(o.len, 0);
@@ -282,7 +289,7 @@ TEST(decisions_are_deferred_until_the_flush)
         size_t argc;
         ssize_t r = parse_one(t2 + off, len - off, argv, &argc);
         ASSERT(r > 0);
-        rlt__pipe_exec(p, s, &ss, argv, argc, S(5), &o);
+        rlt__cmd_exec(s, &ss, p, argv, argc, S(5), &o);
         off += (size_t)r;
     }
     rlt__obuf_put(&o, "", 1);

@@ -2,6 +2,13 @@
  * a refused config reaches the store; a store failure part-way puts the old policies back). */
 #include "test.h"
 
+#include "server/cmd.h"
+#include "server/config.h"
+#include "server/decide.h"
+#include "server/httpin.h"
+#include "server/metrics.h"
+#include "server/pipe.h"
+#include "server/request.h"
 #include "server/srv.h"
 
 static const char *A = "policies:\n  api: gcra:2/1h\n";
@@ -39,7 +46,7 @@ static const char *run(rlt__srv *s, const char *line)
     rlt__session_init(s, &ss);
     ssize_t r = rlt__resp_parse(buf, strlen(buf), NULL, argv, &argc, &err);
     rlt__obuf o = {0};
-    if (r > 0 && argc > 0) rlt__cmd_exec(s, &ss, argv, argc, 1000 * RLT_NS_PER_S, &o);
+    if (r > 0 && argc > 0) rlt__cmd_exec(s, &ss, NULL, argv, argc, 1000 * RLT_NS_PER_S, &o);
     size_t n = o.len < sizeof reply_ - 1 ? o.len : sizeof reply_ - 1;
     if (n) memcpy(reply_, o.data, n);
     reply_[n] = '\0';

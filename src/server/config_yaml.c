@@ -1,0 +1,136 @@
+/* Typed readers of libyaml document nodes for the config: scalars, integers in a range,
+ * booleans, durations, sizes, fail modes, with "file:line: reason" errors. */
+#include "server/config_yaml.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int rlt__cy_fail(rlt__cy *x, const yaml_node_t *n, const char *fmt, ...)
+{
+    char msg[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snprintf(x->err, x->errlen, "%s:%lu: %s", x->file,
+             n ? (unsigned long)n->start_mark.line + 1 : 1UL, msg);
+    return -1;
+}
+
+yaml_node_t *rlt__cy_node(rlt__cy *x, int id)
+{
+    x->visits++;
+    return yaml_document_get_node(x->doc, id);
+}
+
+const char *rlt__cy_scalar(const yaml_node_t *n, size_t *len)
+{
+    if (n == NULL || n->type != YAML_SCALAR_NODE) return NULL;
+    *len = n->data.scalar.length;
+    return (const char *)n->data.scalar.value;
+}
+
+bool rlt__cy_eq(const char *s, size_t len, const char *lit)
+{
+    return len == strlen(lit) && memcmp(s, lit, len) == 0;
+}
+
+int rlt__cy_get_str(rlt__cy *x, const yaml_node_t *n, char *out, size_t cap, const char *what)
+{
+    size_t len;
+    const char *s = rlt__cy_scalar(n, &len);
+    if (s == NULL) return rlt__cy_fail(x, n, "%s must be a string", what);
+    if (len >= cap) return rlt__cy_fail(x, n, "%s is longer than %zu bytes", what, cap - 1);
+    if (memchr(s, '\0', len) != NULL) return rlt__cy_fail(x, n, "%s contains a NUL byte", what);
+    memcpy(out, s, len);
+    out[len] = '\0';
+    return 0;
+}
+
+int rlt__cy_get_int(rlt__cy *x, const yaml_node_t *n, int64_t lo, int64_t hi, int64_t *out,
+                   const char *what)
+{
+    size_t len;
+    const char *s = rlt__cy_scalar(n, &len);
+    int64_t v;
+    if (s == NULL || !rlt__resp_parse_i64(s, len, &v) || v < lo || v > hi)
+        return rlt__cy_fail(x, n, "%s must be an integer in [%lld, %lld]", what, (long long)lo,
+                    (long long)hi);
+    *out = v;
+    return 0;
+}
+
+int rlt__cy_get_bool(rlt__cy *x, const yaml_node_t *n, bool *out, const char *what)
+{
+    size_t len;
+    const char *s = rlt__cy_scalar(n, &len);
+    if (s != NULL && (rlt__cy_eq(s, len, "true") || rlt__cy_eq(s, len, "yes") || rlt__cy_eq(s, len, "on"))) {
+        *out = true;
+        return 0;
+    }
+    if (s != NULL && (rlt__cy_eq(s, len, "false") || rlt__cy_eq(s, len, "no") || rlt__cy_eq(s, len, "off"))) {
+        *out = false;
+        return 0;
+    }
+    return rlt__cy_fail(x, n, "%s must be true or false", what);
+}
+
+/* A duration: "250ms", "5s", or a bare integer of seconds. */
+int rlt__cy_get_duration(rlt__cy *x, const yaml_node_t *n, rlt_ns *out, const char *what)
+{
+    size_t len;
+    const char *s = rlt__cy_scalar(n, &len);
+    if (s == NULL || rlt_duration_parse(s, len, RLT_NS_PER_S, out) != RLT_OK || *out < 0)
+        return rlt__cy_fail(x, n, "%s must be a duration such as 5s or 250ms", what);
+    return 0;
+}
+
+int rlt__cy_get_size(rlt__cy *x, const yaml_node_t *n, size_t *out, const char *what)
+{
+    int64_t v = 0;
+    if (rlt__cy_get_int(x, n, 0, INT64_MAX / 2, &v, what) < 0) return -1;
+    *out = (size_t)v;
+    return 0;
+}
+
+int rlt__cy_need_map(rlt__cy *x, const yaml_node_t *n, const char *what)
+{
+    if (n == NULL || n->type != YAML_MAPPING_NODE) return rlt__cy_fail(x, n, "%s must be a mapping", what);
+    if (x->visits > MAX_NODES) return rlt__cy_fail(x, n, "document too large (aliases?)");
+    return 0;
+}
+
+int rlt__cy_need_seq(rlt__cy *x, const yaml_node_t *n, const char *what)
+{
+    if (n == NULL || n->type != YAML_SEQUENCE_NODE) return rlt__cy_fail(x, n, "%s must be a list", what);
+    if (x->visits > MAX_NODES) return rlt__cy_fail(x, n, "document too large (aliases?)");
+    return 0;
+}
+
+const char *rlt__cy_key_of(const yaml_node_t *k, size_t *len)
+{
+    const char *s = rlt__cy_scalar(k, len);
+    if (s == NULL) {
+        *len = 0;
+        return "";
+    }
+    return s;
+}
+
+int rlt__cy_get_fail(rlt__cy *x, const yaml_node_t *n, int *out)
+{
+    size_t len;
+    const char *s = rlt__cy_scalar(n, &len);
+    if (s != NULL && rlt__cy_eq(s, len, "open"))
+        *out = RLT__FAIL_OPEN;
+    else if (s != NULL && rlt__cy_eq(s, len, "closed"))
+        *out = RLT__FAIL_CLOSED;
+    else
+        return rlt__cy_fail(x, n, "fail must be open or closed");
+    return 0;
+}
+
+/* A Redis duration needs its unit ("50ms"): a bare number would be ambiguous here. */

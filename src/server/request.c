@@ -1,0 +1,99 @@
+/* The request model: sessions, authentication and key construction for every protocol, and
+ * the resolution of a (key, policy) pair into a check target. */
+#include "server/request.h"
+
+#include "server/srv.h"
+
+#include <stdio.h>
+#include <string.h>
+
+bool rlt__auth_required(rlt__srv *s)
+{
+    const rlt__config *c = rlt__srv_config(s);
+    return c->set.password[0] != '\0' || c->ntenants > 0;
+}
+
+void rlt__session_init(rlt__srv *s, rlt__session *ss)
+{
+    memset(ss, 0, sizeof *ss);
+    ss->auth = rlt__auth_required(s) ? RLT__AUTH_NONE : RLT__AUTH_ADMIN;
+}
+
+/* Equal without an early exit on the first differing byte (the length is not secret). */
+static bool secret_eq(const char *want, const char *got, size_t glen)
+{
+    size_t wl = strlen(want);
+    if (wl == 0 || wl != glen) return false;
+    unsigned char diff = 0;
+    for (size_t i = 0; i < wl; i++)
+        diff |= (unsigned char)(want[i] ^ got[i]);
+    return diff == 0;
+}
+
+rlt__auth rlt__session_auth(rlt__srv *s, rlt__session *ss, const char *user, size_t ulen,
+                            const char *pw, size_t plen)
+{
+    const rlt__config *c = rlt__srv_config(s);
+    bool default_user = user == NULL || (ulen == 7 && memcmp(user, "default", 7) == 0);
+    if (default_user && secret_eq(c->set.password, pw, plen)) {
+        ss->auth = RLT__AUTH_ADMIN;
+        ss->prefix_len = 0;
+        return ss->auth;
+    }
+    for (size_t t = 0; t < c->ntenants; t++) {
+        const rlt__tenant *tn = &c->tenants[t];
+        if (!default_user && !(strlen(tn->name) == ulen && memcmp(tn->name, user, ulen) == 0))
+            continue;
+        if (!secret_eq(tn->password, pw, plen)) continue;
+        size_t pl = strlen(tn->prefix);
+        memcpy(ss->prefix, tn->prefix, pl);
+        ss->prefix_len = pl;
+        ss->auth = RLT__AUTH_TENANT;
+        return ss->auth;
+    }
+    ss->auth = RLT__AUTH_NONE;
+    ss->prefix_len = 0;
+    return ss->auth;
+}
+
+int rlt__session_key(const rlt__session *ss, const char *key, size_t klen, char *buf, size_t *len)
+{
+    size_t pl = ss->prefix_len;
+    if (klen == 0 || klen > RLT_KEY_MAX || pl + klen > RLT_KEY_MAX) return RLT_EKEYLEN;
+    memcpy(buf, ss->prefix, pl);
+    memcpy(buf + pl, key, klen);
+    *len = pl + klen;
+    return RLT_OK;
+}
+
+int rlt__target_resolve(rlt__srv *s, const rlt__session *ss, const char *key, size_t klen,
+                        const char *policy, size_t plen, bool allow_tier, char *kbuf,
+                        rlt__target *t, char *err, size_t errlen)
+{
+    memset(t, 0, sizeof *t);
+    t->policy_id = -1;
+    if (ss->prefix_len == 0) {
+        if (klen == 0 || klen > RLT_KEY_MAX) goto bad_key;
+        t->key = key;
+        t->klen = klen;
+    } else {
+        if (rlt__session_key(ss, key, klen, kbuf, &t->klen) != RLT_OK) goto bad_key;
+        t->key = kbuf;
+    }
+    if (allow_tier && plen > 1 && policy[0] == '@') {
+        if (plen - 1 > RLT_NAME_MAX) {
+            snprintf(err, errlen, "tier name too long");
+            return RLT_EINVAL;
+        }
+        memcpy(t->tier, policy + 1, plen - 1);
+        t->tier[plen - 1] = '\0';
+        t->is_tier = true;
+        return RLT_OK;
+    }
+    int st = rlt__srv_resolve(s, policy, plen, &t->policy_id, &t->shadow, err, errlen);
+    return st;
+bad_key:
+    snprintf(err, errlen, "invalid key: empty or longer than %d bytes (tenant prefix included)",
+             RLT_KEY_MAX);
+    return RLT_EKEYLEN;
+}
