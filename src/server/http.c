@@ -15,6 +15,7 @@
 #include "server/httpin.h"
 #include "server/metrics.h"
 #include "server/proto.h"
+#include "server/resp.h"
 #include "server/srv.h"
 
 #include <stdint.h>
@@ -51,16 +52,35 @@ static const char *reason(int code)
     }
 }
 
-/* One response: status line, headers (`extra`: whole "Name: value\r\n" lines), body. */
+static void put_str(rlt__obuf *o, const char *z)
+{
+    rlt__obuf_put(o, z, strlen(z));
+}
+
+static void put_num(rlt__obuf *o, int64_t v)
+{
+    char b[24];
+    rlt__obuf_put(o, b, rlt__resp_fmt_i64(b, v));
+}
+
+/* One response: status line, headers (`extra`: whole "Name: value\r\n" lines), body.  Built
+ * with memcpy and one integer formatter: printf was a third of the daemon's user time. */
 static void respond(rlt__obuf *o, int code, unsigned flags, const char *ctype, const char *extra,
                     const char *body, size_t blen)
 {
-    rlt__obuf_printf(o, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s%s\r\n",
-                     code, reason(code), ctype, blen,
-                     flags & HF_CLOSE       ? "Connection: close\r\n"
-                     : flags & HF_KEEPALIVE ? "Connection: keep-alive\r\n"
-                                            : "",
-                     extra ? extra : "", "");
+    put_str(o, "HTTP/1.1 ");
+    put_num(o, code);
+    rlt__obuf_put(o, " ", 1);
+    put_str(o, reason(code));
+    put_str(o, "\r\nContent-Type: ");
+    put_str(o, ctype);
+    put_str(o, "\r\nContent-Length: ");
+    put_num(o, (int64_t)blen);
+    put_str(o, flags & HF_CLOSE       ? "\r\nConnection: close\r\n"
+               : flags & HF_KEEPALIVE ? "\r\nConnection: keep-alive\r\n"
+                                      : "\r\n");
+    if (extra) put_str(o, extra);
+    rlt__obuf_put(o, "\r\n", 2);
     if (!(flags & HF_HEAD)) rlt__obuf_put(o, body, blen);
 }
 
@@ -111,14 +131,23 @@ static void reply_check(rlt__srv *s, const rlt__pipe_reply *r, int id, int64_t c
     if (rlt_store_get_policy(s->store, id, &p) == RLT_OK)
         hl = rlt_format_headers(hdr, sizeof hdr, r->name, &p, d, RLT_HDR_RETRY_AFTER | RLT_HDR_IETF);
     if (hl < 0) hdr[0] = '\0';
-    char body[300];
-    int n = snprintf(body, sizeof body,
-                     "{\"allowed\":%s,\"limit\":%lld,\"remaining\":%lld,\"retry_after_ms\":%lld,"
-                     "\"reset_after_ms\":%lld}\n",
-                     d->allowed ? "true" : "false", (long long)d->limit, (long long)d->remaining,
-                     (long long)(d->allowed ? 0 : rlt_retry_after_ms(d->retry_after)),
-                     (long long)rlt_retry_after_ms(d->reset_after));
-    respond(r->out, d->allowed ? 200 : 429, r->flags, "application/json", hdr, body, (size_t)n);
+    /* {"allowed":B,"limit":N,"remaining":N,"retry_after_ms":N,"reset_after_ms":N} */
+    rlt__obuf body = {0};
+    char bb[256];
+    body.data = bb; /* a stack buffer that cannot grow: 5 numbers fit */
+    body.cap = sizeof bb;
+    body.max = sizeof bb;
+    put_str(&body, d->allowed ? "{\"allowed\":true,\"limit\":" : "{\"allowed\":false,\"limit\":");
+    put_num(&body, d->limit);
+    put_str(&body, ",\"remaining\":");
+    put_num(&body, d->remaining);
+    put_str(&body, ",\"retry_after_ms\":");
+    put_num(&body, d->allowed ? 0 : rlt_retry_after_ms(d->retry_after));
+    put_str(&body, ",\"reset_after_ms\":");
+    put_num(&body, rlt_retry_after_ms(d->reset_after));
+    put_str(&body, "}\n");
+    size_t n = body.len;
+    respond(r->out, d->allowed ? 200 : 429, r->flags, "application/json", hdr, bb, n);
 }
 
 static void handle_check(rlt__conn *c, const rlt__http_req *req, const rlt__session *ss,
