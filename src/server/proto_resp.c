@@ -7,20 +7,31 @@
 #include "server/resp.h"
 #include "server/srv.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
-/* The argument vector of this thread's commands (max_args entries, fixed at start). */
+/* The argument vector of this thread's commands (max_args entries), shared by the thread's
+ * connections and freed when the thread exits (the key's destructor). */
 static __thread rlt__resp_arg *tl_argv;
 static __thread size_t tl_argv_cap;
+static pthread_key_t argv_key;
+static pthread_once_t argv_once = PTHREAD_ONCE_INIT;
+
+static void argv_key_init(void)
+{
+    pthread_key_create(&argv_key, free);
+}
 
 static int resp_open(rlt__conn *c)
 {
     size_t need = rlt__srv_config(rlt__conn_srv(c))->set.max_args;
     if (tl_argv_cap >= need) return RLT_OK;
+    pthread_once(&argv_once, argv_key_init);
     rlt__resp_arg *a = realloc(tl_argv, need * sizeof *a);
     if (a == NULL) return RLT_ENOMEM;
     tl_argv = a;
     tl_argv_cap = need;
+    pthread_setspecific(argv_key, a);
     return RLT_OK;
 }
 
