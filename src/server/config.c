@@ -35,7 +35,7 @@ void rlt__settings_default(rlt__settings *s)
 static int parse_settings(rlt__cy *x, yaml_node_t *n)
 {
     rlt__settings *s = &x->c->set;
-    if (rlt__cy_need_map(x, n, "server") < 0) return -1;
+    if (rlt__cy_need_map(x, n, "server") < 0) return RLT_EPARSE;
     FOR_PAIRS(x, n, k, v)
     {
         size_t kl;
@@ -83,9 +83,9 @@ static int parse_settings(rlt__cy *x, yaml_node_t *n)
             r = rlt__cy_get_bool(x, v, &s->shadow_mode, "shadow_mode");
         else
             r = rlt__cy_fail(x, k, "unknown server setting '%.*s'", (int)(kl > 64 ? 64 : kl), key);
-        if (r < 0) return -1;
+        if (r < 0) return RLT_EPARSE;
     }
-    return 0;
+    return RLT_OK;
 }
 
 /* ---- the shared store: `redis:` ------------------------------------------------------ */
@@ -99,7 +99,7 @@ static int get_redis_duration(rlt__cy *x, const yaml_node_t *n, rlt_ns lo, rlt_n
     if (s == NULL || rlt_duration_parse(s, len, 0, out) != RLT_OK || *out < lo || *out > hi)
         return rlt__cy_fail(x, n, "%s must be a duration with a unit between %lldms and %llds, e.g. 50ms",
                     what, (long long)(lo / RLT_NS_PER_MS), (long long)(hi / RLT_NS_PER_S));
-    return 0;
+    return RLT_OK;
 }
 
 static int parse_redis(rlt__cy *x, yaml_node_t *n)
@@ -107,7 +107,7 @@ static int parse_redis(rlt__cy *x, yaml_node_t *n)
     rlt__redis_settings *rs = &x->c->set.redis;
     if (n != NULL && n->type == YAML_SCALAR_NODE) /* redis: "host:port" */
         return rlt__cy_get_str(x, n, rs->address, sizeof rs->address, "redis");
-    if (rlt__cy_need_map(x, n, "redis") < 0) return -1;
+    if (rlt__cy_need_map(x, n, "redis") < 0) return RLT_EPARSE;
     FOR_PAIRS(x, n, k, v)
     {
         size_t kl;
@@ -163,12 +163,12 @@ static int parse_redis(rlt__cy *x, yaml_node_t *n)
                      "unknown redis setting '%.*s' (address, cluster, password, prefix, "
                      "timeout, fail, breaker_failures, backoff_min, backoff_max)",
                      (int)(kl > 64 ? 64 : kl), key);
-        if (r < 0) return -1;
+        if (r < 0) return RLT_EPARSE;
     }
     if (rs->address[0] == '\0') return rlt__cy_fail(x, n, "redis needs an address (host:port)");
     if (rs->backoff_min != 0 && rs->backoff_max != 0 && rs->backoff_max < rs->backoff_min)
         return rlt__cy_fail(x, n, "redis backoff_max is shorter than backoff_min");
-    return 0;
+    return RLT_OK;
 }
 
 /* ---- top level ------------------------------------------------------------------------ */
@@ -201,8 +201,8 @@ rlt__config *rlt__config_default(void)
 
 static int parse_root(rlt__cy *x, yaml_node_t *root)
 {
-    if (root == NULL) return 0; /* an empty file: the defaults */
-    if (rlt__cy_need_map(x, root, "the top level") < 0) return -1;
+    if (root == NULL) return RLT_OK; /* an empty file: the defaults */
+    if (rlt__cy_need_map(x, root, "the top level") < 0) return RLT_EPARSE;
     yaml_node_t *domain = NULL, *descs = NULL, *tiers = NULL, *policies = NULL;
     /* policies first: tiers refer to them wherever they appear in the file. */
     FOR_PAIRS(x, root, k, v)
@@ -211,7 +211,7 @@ static int parse_root(rlt__cy *x, yaml_node_t *root)
         const char *kk = rlt__cy_key_of(k, &kl);
         if (rlt__cy_eq(kk, kl, "policies")) policies = v;
     }
-    if (policies != NULL && rlt__cy_parse_policies(x, policies) < 0) return -1;
+    if (policies != NULL && rlt__cy_parse_policies(x, policies) < 0) return RLT_EPARSE;
     FOR_PAIRS(x, root, k, v)
     {
         size_t kl;
@@ -234,11 +234,11 @@ static int parse_root(rlt__cy *x, yaml_node_t *root)
         else if (rlt__cy_eq(kk, kl, "default_tier"))
             r = rlt__cy_get_str(x, v, x->c->default_tier, sizeof x->c->default_tier, "default_tier");
         else if (rlt__cy_eq(kk, kl, "domains")) {
-            if (rlt__cy_need_seq(x, v, "domains") < 0) return -1;
+            if (rlt__cy_need_seq(x, v, "domains") < 0) return RLT_EPARSE;
             for (yaml_node_item_t *it = v->data.sequence.items.start;
                  it < v->data.sequence.items.top; it++) {
                 yaml_node_t *e = rlt__cy_node(x, *it);
-                if (rlt__cy_need_map(x, e, "a domain") < 0) return -1;
+                if (rlt__cy_need_map(x, e, "a domain") < 0) return RLT_EPARSE;
                 yaml_node_t *dn = NULL, *dd = NULL;
                 FOR_PAIRS(x, e, k2, v2)
                 {
@@ -252,23 +252,23 @@ static int parse_root(rlt__cy *x, yaml_node_t *root)
                         return rlt__cy_fail(x, k2, "a domain takes domain and descriptors");
                 }
                 if (dn == NULL) return rlt__cy_fail(x, e, "a domain entry needs domain:");
-                if (rlt__cy_add_domain(x, dn, dd) < 0) return -1;
+                if (rlt__cy_add_domain(x, dn, dd) < 0) return RLT_EPARSE;
             }
         } else
             r = rlt__cy_fail(x, k, "unknown top-level key '%.*s'", (int)(kl > 64 ? 64 : kl), kk);
-        if (r < 0) return -1;
+        if (r < 0) return RLT_EPARSE;
     }
     if (descs != NULL && domain == NULL) return rlt__cy_fail(x, descs, "descriptors need a domain");
-    if (domain != NULL && rlt__cy_add_domain(x, domain, descs) < 0) return -1;
-    if (rlt__cy_check_rule_names(x) < 0) return -1;
-    if (tiers != NULL && rlt__cy_parse_tiers(x, tiers) < 0) return -1;
+    if (domain != NULL && rlt__cy_add_domain(x, domain, descs) < 0) return RLT_EPARSE;
+    if (rlt__cy_check_rule_names(x) < 0) return RLT_EPARSE;
+    if (tiers != NULL && rlt__cy_parse_tiers(x, tiers) < 0) return RLT_EPARSE;
     if (x->c->default_tier[0] != '\0') {
         bool found = false;
         for (size_t i = 0; i < x->c->ntiers; i++)
             found |= strcmp(x->c->tiers[i].name, x->c->default_tier) == 0;
         if (!found) return rlt__cy_fail(x, root, "default_tier '%s' is not a tier", x->c->default_tier);
     }
-    return 0;
+    return RLT_OK;
 }
 
 int rlt__config_parse(const char *text, size_t len, const char *file, rlt__config **out, char *err,
@@ -278,14 +278,14 @@ int rlt__config_parse(const char *text, size_t len, const char *file, rlt__confi
     rlt__config *c = config_new();
     if (c == NULL) {
         snprintf(err, errlen, "%s: out of memory", file);
-        return -1;
+        return RLT_EPARSE;
     }
     yaml_parser_t parser;
     yaml_document_t doc;
     if (!yaml_parser_initialize(&parser)) {
         snprintf(err, errlen, "%s: out of memory", file);
         rlt__config_free(c);
-        return -1;
+        return RLT_EPARSE;
     }
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
     if (!yaml_parser_load(&parser, &doc)) {
@@ -302,7 +302,7 @@ int rlt__config_parse(const char *text, size_t len, const char *file, rlt__confi
                  parser.context ? parser.context : "");
         yaml_parser_delete(&parser);
         rlt__config_free(c);
-        return -1;
+        return RLT_EPARSE;
     }
     rlt__cy x = {.doc = &doc, .file = file, .err = err, .errlen = errlen, .c = c};
     int r = parse_root(&x, yaml_document_get_root_node(&doc));
@@ -310,10 +310,10 @@ int rlt__config_parse(const char *text, size_t len, const char *file, rlt__confi
     yaml_parser_delete(&parser);
     if (r < 0) {
         rlt__config_free(c);
-        return -1;
+        return RLT_EPARSE;
     }
     *out = c;
-    return 0;
+    return RLT_OK;
 }
 
 int rlt__config_load(const char *path, rlt__config **out, char *err, size_t errlen)
@@ -322,7 +322,7 @@ int rlt__config_load(const char *path, rlt__config **out, char *err, size_t errl
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return -1;
+        return RLT_EPARSE;
     }
     size_t cap = 1 << 16, len = 0, n;
     char *buf = malloc(cap);
@@ -344,7 +344,7 @@ int rlt__config_load(const char *path, rlt__config **out, char *err, size_t errl
     if (buf == NULL || bad) {
         free(buf);
         snprintf(err, errlen, "%s: cannot read (or larger than %d bytes)", path, MAX_FILE);
-        return -1;
+        return RLT_EPARSE;
     }
     int r = rlt__config_parse(buf, len, path, out, err, errlen);
     free(buf);

@@ -122,8 +122,8 @@ typedef struct rlt__config {
 #define RLT__DEFAULT_POLICY "gcra:1000/1s,burst=1000"
 void rlt__settings_default(rlt__settings *s);
 
-/* Parses YAML config text.  `file` names it in messages.  Returns 0 and *out, or -1 with a
- * message "file:line: reason" in err. */
+/* Parses YAML config text.  `file` names it in messages.  Returns RLT_OK and *out, or
+ * RLT_EPARSE with a message "file:line: reason" in err. */
 int rlt__config_parse(const char *text, size_t len, const char *file, rlt__config **out, char *err,
                       size_t errlen);
 /* Reads and parses a file (as rlt__config_parse). */

@@ -54,9 +54,9 @@ int rlt__cy_check_rule_names(rlt__cy *x)
                          "(%s): change a key or value",
                          x->file, c->rules[i].line, c->rules[i].path, c->rules[i].name,
                          c->rules[j].line, c->rules[j].path);
-                return -1;
+                return RLT_EPARSE;
             }
-    return 0;
+    return RLT_OK;
 }
 
 static bool valid_name(const char *s)
@@ -82,12 +82,12 @@ static int add_rule(rlt__cy *x, rlt__rule **out)
     memset(&r[c->nrules], 0, sizeof r[0]);
     r[c->nrules].policy_id = -1;
     *out = &r[c->nrules++];
-    return 0;
+    return RLT_OK;
 }
 
 static int parse_rate_limit(rlt__cy *x, yaml_node_t *n, rlt__rule *rule)
 {
-    if (rlt__cy_need_map(x, n, "rate_limit") < 0) return -1;
+    if (rlt__cy_need_map(x, n, "rate_limit") < 0) return RLT_EPARSE;
     int64_t rpu = -1, burst = 0;
     rlt_ns period = 0;
     rlt_algo algo = RLT_FIXED_WINDOW;
@@ -123,18 +123,18 @@ static int parse_rate_limit(rlt__cy *x, yaml_node_t *n, rlt__rule *rule)
         } else if (rlt__cy_eq(key, kl, "name")) {
             r = rlt__cy_get_str(x, v, rule->rl_name, sizeof rule->rl_name, "name");
         } else if (rlt__cy_eq(key, kl, "replaces")) {
-            if (rlt__cy_need_seq(x, v, "replaces") < 0) return -1;
+            if (rlt__cy_need_seq(x, v, "replaces") < 0) return RLT_EPARSE;
             for (yaml_node_item_t *it = v->data.sequence.items.start;
                  it < v->data.sequence.items.top; it++) {
                 yaml_node_t *e = rlt__cy_node(x, *it);
-                if (rlt__cy_need_map(x, e, "a replaces entry") < 0) return -1;
+                if (rlt__cy_need_map(x, e, "a replaces entry") < 0) return RLT_EPARSE;
                 FOR_PAIRS(x, e, k2, v2)
                 {
                     size_t k2l;
                     const char *key2 = rlt__cy_key_of(k2, &k2l);
                     if (!rlt__cy_eq(key2, k2l, "name")) return rlt__cy_fail(x, k2, "replaces entries take name");
                     char nm[RLT__STR_MAX];
-                    if (rlt__cy_get_str(x, v2, nm, sizeof nm, "name") < 0) return -1;
+                    if (rlt__cy_get_str(x, v2, nm, sizeof nm, "name") < 0) return RLT_EPARSE;
                     char **rp = realloc(rule->replaces, (rule->nreplaces + 1) * sizeof *rp);
                     if (rp == NULL) return rlt__cy_fail(x, v2, "out of memory");
                     rule->replaces = rp;
@@ -159,10 +159,10 @@ static int parse_rate_limit(rlt__cy *x, yaml_node_t *n, rlt__rule *rule)
         } else {
             r = rlt__cy_fail(x, k, "unknown rate_limit field '%.*s'", (int)(kl > 64 ? 64 : kl), key);
         }
-        if (r < 0) return -1;
+        if (r < 0) return RLT_EPARSE;
     }
     rule->line = (int)where->start_mark.line + 1;
-    if (rule->unlimited) return 0;
+    if (rule->unlimited) return RLT_OK;
     if (algo == RLT_CONCURRENCY)
         return rlt__cy_fail(x, where, "concurrency is not a descriptor algorithm (use RL.ACQUIRE)");
     if (text[0] != '\0') {
@@ -172,18 +172,18 @@ static int parse_rate_limit(rlt__cy *x, yaml_node_t *n, rlt__rule *rule)
         if (rule->policy.algo == RLT_CONCURRENCY)
             return rlt__cy_fail(x, where, "concurrency is not a descriptor algorithm (use RL.ACQUIRE)");
         rule->requests_per_unit = rule->policy.limit;
-        return 0;
+        return RLT_OK;
     }
     if (rpu < 0) return rlt__cy_fail(x, where, "rate_limit needs requests_per_unit (or unlimited: true)");
     if (period == 0) return rlt__cy_fail(x, where, "rate_limit needs a unit");
     rule->requests_per_unit = rpu;
     if (rpu == 0) {
         rule->block_all = true;
-        return 0;
+        return RLT_OK;
     }
     int st = rlt_policy_init(&rule->policy, algo, rpu, period, burst, 0, 0);
     if (st != RLT_OK) return rlt__cy_fail(x, where, "invalid rate limit: %s", rlt_strerror(st));
-    return 0;
+    return RLT_OK;
 }
 
 void rlt__cy_free_descs(rlt__desc *d, size_t n)
@@ -199,7 +199,7 @@ void rlt__cy_free_descs(rlt__desc *d, size_t n)
 static int parse_descs(rlt__cy *x, yaml_node_t *n, const char *path, int depth, rlt__desc **out,
                        size_t *nout)
 {
-    if (rlt__cy_need_seq(x, n, "descriptors") < 0) return -1;
+    if (rlt__cy_need_seq(x, n, "descriptors") < 0) return RLT_EPARSE;
     if (depth > MAX_DEPTH) return rlt__cy_fail(x, n, "descriptors nested deeper than %d", MAX_DEPTH);
     size_t count = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
     rlt__desc *ds = calloc(count ? count : 1, sizeof *ds);
@@ -209,7 +209,7 @@ static int parse_descs(rlt__cy *x, yaml_node_t *n, const char *path, int depth, 
     for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
          it++) {
         yaml_node_t *e = rlt__cy_node(x, *it);
-        if (rlt__cy_need_map(x, e, "a descriptor") < 0) return -1;
+        if (rlt__cy_need_map(x, e, "a descriptor") < 0) return RLT_EPARSE;
         rlt__desc *d = &ds[(*nout)++];
         d->rule = -1;
         yaml_node_t *rl = NULL, *sub = NULL;
@@ -239,7 +239,7 @@ static int parse_descs(rlt__cy *x, yaml_node_t *n, const char *path, int depth, 
             } else {
                 r = rlt__cy_fail(x, k, "unknown descriptor field '%.*s'", (int)(kl > 64 ? 64 : kl), kk);
             }
-            if (r < 0) return -1;
+            if (r < 0) return RLT_EPARSE;
         }
         if (!have_key || key[0] == '\0') return rlt__cy_fail(x, e, "a descriptor needs a key");
         if ((d->key = strdup(key)) == NULL) return rlt__cy_fail(x, e, "out of memory");
@@ -256,26 +256,26 @@ static int parse_descs(rlt__cy *x, yaml_node_t *n, const char *path, int depth, 
                  d->value ? d->value : "");
         if (rl != NULL) {
             rlt__rule *rule = NULL;
-            if (add_rule(x, &rule) < 0) return -1;
+            if (add_rule(x, &rule) < 0) return RLT_EPARSE;
             d->rule = (int)(x->c->nrules - 1);
             snprintf(rule->path, sizeof rule->path, "%s", mypath);
-            if (parse_rate_limit(x, rl, rule) < 0) return -1;
+            if (parse_rate_limit(x, rl, rule) < 0) return RLT_EPARSE;
             rule->shadow = shadow;
             store_name(rule->name, "r:", rule->path);
         } else if (shadow) {
             return rlt__cy_fail(x, e, "shadow_mode needs a rate_limit");
         }
         if (sub != NULL && parse_descs(x, sub, mypath, depth + 1, &d->children, &d->nchildren) < 0)
-            return -1;
+            return RLT_EPARSE;
     }
-    return 0;
+    return RLT_OK;
 }
 
 int rlt__cy_add_domain(rlt__cy *x, yaml_node_t *name_node, yaml_node_t *descs)
 {
     rlt__config *c = x->c;
     char name[RLT__STR_MAX];
-    if (rlt__cy_get_str(x, name_node, name, sizeof name, "domain") < 0) return -1;
+    if (rlt__cy_get_str(x, name_node, name, sizeof name, "domain") < 0) return RLT_EPARSE;
     if (name[0] == '\0') return rlt__cy_fail(x, name_node, "domain must not be empty");
     for (size_t i = 0; i < c->ndomains; i++)
         if (strcmp(c->domains[i].name, name) == 0)
@@ -286,7 +286,7 @@ int rlt__cy_add_domain(rlt__cy *x, yaml_node_t *name_node, yaml_node_t *descs)
     rlt__domain *dom = &d[c->ndomains++];
     memset(dom, 0, sizeof *dom);
     if ((dom->name = strdup(name)) == NULL) return rlt__cy_fail(x, name_node, "out of memory");
-    if (descs == NULL) return 0;
+    if (descs == NULL) return RLT_OK;
     return parse_descs(x, descs, name, 1, &dom->descs, &dom->ndescs);
 }
 
@@ -318,22 +318,22 @@ static int add_named(rlt__cy *x, const yaml_node_t *at, const char *name, const 
     char perr[200];
     if (rlt_policy_parse(&slot->policy, text, strlen(text), perr, sizeof perr) != RLT_OK)
         return rlt__cy_fail(x, at, "policy '%s': %s", name, perr);
-    return 0;
+    return RLT_OK;
 }
 
 int rlt__cy_parse_policies(rlt__cy *x, yaml_node_t *n)
 {
-    if (rlt__cy_need_map(x, n, "policies") < 0) return -1;
+    if (rlt__cy_need_map(x, n, "policies") < 0) return RLT_EPARSE;
     FOR_PAIRS(x, n, k, v)
     {
         char name[RLT__STR_MAX], text[RLT__STR_MAX] = "";
         bool shadow = false;
         int failmode = RLT__FAIL_DEFAULT;
-        if (rlt__cy_get_str(x, k, name, sizeof name, "a policy name") < 0) return -1;
+        if (rlt__cy_get_str(x, k, name, sizeof name, "a policy name") < 0) return RLT_EPARSE;
         if (v->type == YAML_SCALAR_NODE) {
-            if (rlt__cy_get_str(x, v, text, sizeof text, "a policy") < 0) return -1;
+            if (rlt__cy_get_str(x, v, text, sizeof text, "a policy") < 0) return RLT_EPARSE;
         } else {
-            if (rlt__cy_need_map(x, v, "a policy") < 0) return -1;
+            if (rlt__cy_need_map(x, v, "a policy") < 0) return RLT_EPARSE;
             FOR_PAIRS(x, v, k2, v2)
             {
                 size_t kl;
@@ -347,25 +347,25 @@ int rlt__cy_parse_policies(rlt__cy *x, yaml_node_t *n)
                     r = rlt__cy_get_fail(x, v2, &failmode);
                 else
                     r = rlt__cy_fail(x, k2, "unknown policy field '%.*s'", (int)(kl > 64 ? 64 : kl), kk);
-                if (r < 0) return -1;
+                if (r < 0) return RLT_EPARSE;
             }
             if (text[0] == '\0') return rlt__cy_fail(x, v, "policy '%s' needs policy: TEXT", name);
         }
-        if (add_named(x, k, name, text, shadow, failmode) < 0) return -1;
+        if (add_named(x, k, name, text, shadow, failmode) < 0) return RLT_EPARSE;
     }
-    return 0;
+    return RLT_OK;
 }
 
 int rlt__cy_parse_tiers(rlt__cy *x, yaml_node_t *n)
 {
     rlt__config *c = x->c;
-    if (rlt__cy_need_map(x, n, "tiers") < 0) return -1;
+    if (rlt__cy_need_map(x, n, "tiers") < 0) return RLT_EPARSE;
     FOR_PAIRS(x, n, k, v)
     {
         rlt__tier t;
-        if (rlt__cy_get_str(x, k, t.name, sizeof t.name, "a tier name") < 0) return -1;
+        if (rlt__cy_get_str(x, k, t.name, sizeof t.name, "a tier name") < 0) return RLT_EPARSE;
         if (!valid_name(t.name)) return rlt__cy_fail(x, k, "tier name must be [A-Za-z0-9_.-]+");
-        if (rlt__cy_get_str(x, v, t.policy, sizeof t.policy, "a tier's policy name") < 0) return -1;
+        if (rlt__cy_get_str(x, v, t.policy, sizeof t.policy, "a tier's policy name") < 0) return RLT_EPARSE;
         if (rlt__config_named(c, t.policy, strlen(t.policy)) == NULL)
             return rlt__cy_fail(x, v, "tier '%s': no policy named '%s' (define it under policies:)", t.name,
                         t.policy);
@@ -377,17 +377,17 @@ int rlt__cy_parse_tiers(rlt__cy *x, yaml_node_t *n)
         c->tiers = ts;
         ts[c->ntiers++] = t;
     }
-    return 0;
+    return RLT_OK;
 }
 
 int rlt__cy_parse_tenants(rlt__cy *x, yaml_node_t *n)
 {
     rlt__config *c = x->c;
-    if (rlt__cy_need_seq(x, n, "tenants") < 0) return -1;
+    if (rlt__cy_need_seq(x, n, "tenants") < 0) return RLT_EPARSE;
     for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
          it++) {
         yaml_node_t *e = rlt__cy_node(x, *it);
-        if (rlt__cy_need_map(x, e, "a tenant") < 0) return -1;
+        if (rlt__cy_need_map(x, e, "a tenant") < 0) return RLT_EPARSE;
         rlt__tenant t;
         memset(&t, 0, sizeof t);
         bool have_prefix = false;
@@ -405,7 +405,7 @@ int rlt__cy_parse_tenants(rlt__cy *x, yaml_node_t *n)
                 have_prefix = true;
             } else
                 r = rlt__cy_fail(x, k, "unknown tenant field '%.*s'", (int)(kl > 64 ? 64 : kl), kk);
-            if (r < 0) return -1;
+            if (r < 0) return RLT_EPARSE;
         }
         if (t.name[0] == '\0' || t.password[0] == '\0')
             return rlt__cy_fail(x, e, "a tenant needs a name and a password");
@@ -424,7 +424,7 @@ int rlt__cy_parse_tenants(rlt__cy *x, yaml_node_t *n)
         c->tenants = ts;
         ts[c->ntenants++] = t;
     }
-    return 0;
+    return RLT_OK;
 }
 
 const rlt__named *rlt__config_named(const rlt__config *c, const char *name, size_t len)

@@ -17,7 +17,7 @@ int rlt__cy_fail(rlt__cy *x, const yaml_node_t *n, const char *fmt, ...)
     va_end(ap);
     snprintf(x->err, x->errlen, "%s:%lu: %s", x->file,
              n ? (unsigned long)n->start_mark.line + 1 : 1UL, msg);
-    return -1;
+    return RLT_EPARSE;
 }
 
 yaml_node_t *rlt__cy_node(rlt__cy *x, int id)
@@ -47,7 +47,7 @@ int rlt__cy_get_str(rlt__cy *x, const yaml_node_t *n, char *out, size_t cap, con
     if (memchr(s, '\0', len) != NULL) return rlt__cy_fail(x, n, "%s contains a NUL byte", what);
     memcpy(out, s, len);
     out[len] = '\0';
-    return 0;
+    return RLT_OK;
 }
 
 int rlt__cy_get_int(rlt__cy *x, const yaml_node_t *n, int64_t lo, int64_t hi, int64_t *out,
@@ -60,7 +60,7 @@ int rlt__cy_get_int(rlt__cy *x, const yaml_node_t *n, int64_t lo, int64_t hi, in
         return rlt__cy_fail(x, n, "%s must be an integer in [%lld, %lld]", what, (long long)lo,
                     (long long)hi);
     *out = v;
-    return 0;
+    return RLT_OK;
 }
 
 int rlt__cy_get_bool(rlt__cy *x, const yaml_node_t *n, bool *out, const char *what)
@@ -69,11 +69,11 @@ int rlt__cy_get_bool(rlt__cy *x, const yaml_node_t *n, bool *out, const char *wh
     const char *s = rlt__cy_scalar(n, &len);
     if (s != NULL && (rlt__cy_eq(s, len, "true") || rlt__cy_eq(s, len, "yes") || rlt__cy_eq(s, len, "on"))) {
         *out = true;
-        return 0;
+        return RLT_OK;
     }
     if (s != NULL && (rlt__cy_eq(s, len, "false") || rlt__cy_eq(s, len, "no") || rlt__cy_eq(s, len, "off"))) {
         *out = false;
-        return 0;
+        return RLT_OK;
     }
     return rlt__cy_fail(x, n, "%s must be true or false", what);
 }
@@ -85,29 +85,29 @@ int rlt__cy_get_duration(rlt__cy *x, const yaml_node_t *n, rlt_ns *out, const ch
     const char *s = rlt__cy_scalar(n, &len);
     if (s == NULL || rlt_duration_parse(s, len, RLT_NS_PER_S, out) != RLT_OK || *out < 0)
         return rlt__cy_fail(x, n, "%s must be a duration such as 5s or 250ms", what);
-    return 0;
+    return RLT_OK;
 }
 
 int rlt__cy_get_size(rlt__cy *x, const yaml_node_t *n, size_t *out, const char *what)
 {
     int64_t v = 0;
-    if (rlt__cy_get_int(x, n, 0, INT64_MAX / 2, &v, what) < 0) return -1;
+    if (rlt__cy_get_int(x, n, 0, INT64_MAX / 2, &v, what) < 0) return RLT_EPARSE;
     *out = (size_t)v;
-    return 0;
+    return RLT_OK;
 }
 
 int rlt__cy_need_map(rlt__cy *x, const yaml_node_t *n, const char *what)
 {
     if (n == NULL || n->type != YAML_MAPPING_NODE) return rlt__cy_fail(x, n, "%s must be a mapping", what);
     if (x->visits > MAX_NODES) return rlt__cy_fail(x, n, "document too large (aliases?)");
-    return 0;
+    return RLT_OK;
 }
 
 int rlt__cy_need_seq(rlt__cy *x, const yaml_node_t *n, const char *what)
 {
     if (n == NULL || n->type != YAML_SEQUENCE_NODE) return rlt__cy_fail(x, n, "%s must be a list", what);
     if (x->visits > MAX_NODES) return rlt__cy_fail(x, n, "document too large (aliases?)");
-    return 0;
+    return RLT_OK;
 }
 
 const char *rlt__cy_key_of(const yaml_node_t *k, size_t *len)
@@ -130,7 +130,7 @@ int rlt__cy_get_fail(rlt__cy *x, const yaml_node_t *n, int *out)
         *out = RLT__FAIL_CLOSED;
     else
         return rlt__cy_fail(x, n, "fail must be open or closed");
-    return 0;
+    return RLT_OK;
 }
 
 /* A Redis duration needs its unit ("50ms"): a bare number would be ambiguous here. */

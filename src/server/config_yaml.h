@@ -1,7 +1,7 @@
 /* Internals of the YAML config reader, shared by its three files: the parse context, the
  * typed readers of YAML nodes (config_yaml.c) and the sections config.c hands to
- * config_rules.c.  Every reader returns 0, or -1 after writing "file:line: reason" into the
- * context's error buffer. */
+ * config_rules.c.  Every reader returns RLT_OK, or RLT_EPARSE after writing "file:line: reason"
+ * into the context's error buffer. */
 #ifndef RLT_SERVER_CONFIG_YAML_H
 #define RLT_SERVER_CONFIG_YAML_H
 

@@ -340,10 +340,10 @@ TEST(a_truncated_flow_node_is_reported_on_the_last_line)
     rlt__config *c = NULL;
     char err[300];
     const char *t1 = "policies: {a: \"gcra:1/1s\"";
-    ASSERT_EQ(rlt__config_parse(t1, strlen(t1), "f.yaml", &c, err, sizeof err), RLT_EINVAL);
+    ASSERT_EQ(rlt__config_parse(t1, strlen(t1), "f.yaml", &c, err, sizeof err), RLT_EPARSE);
     ASSERT(strncmp(err, "f.yaml:1: ", 10) == 0);
     const char *t2 = "policies:\n  a: [1, 2\n";
-    ASSERT_EQ(rlt__config_parse(t2, strlen(t2), "f.yaml", &c, err, sizeof err), RLT_EINVAL);
+    ASSERT_EQ(rlt__config_parse(t2, strlen(t2), "f.yaml", &c, err, sizeof err), RLT_EPARSE);
     ASSERT(strncmp(err, "f.yaml:2: ", 10) == 0);
 }
 
