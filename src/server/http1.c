@@ -1,0 +1,554 @@
+/* HTTP/1.1 request parser (RFC 9112), strict and sans-I/O: no I/O, no allocation, no state.
+ *
+ * One pass over the bytes, left to right, with 256-entry class tables instead of calls
+ * (token characters, target characters, field-value characters, hex digits).  Every scan
+ * stops at `end`, the smaller of the bytes present and the bound that applies, so a decision
+ * never depends on bytes past the point it is taken at: that is why a prefix of a request is
+ * PARTIAL or already the request's own error, never a different answer.  A chunked body is
+ * scanned first (nothing written) and decoded in place only once its last byte is present,
+ * so that a PARTIAL leaves the buffer as it was and the next call can parse it again.
+ */
+#include "server/http1.h"
+
+#include <assert.h>
+#include <stdint.h>
+#include <string.h>
+
+/* tchar (RFC 9110 5.6.2): method and field-name characters. */
+static const unsigned char tchar[256] = {
+    ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1,
+    ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1, ['~'] = 1, ['0' ... '9'] = 1,
+    ['A' ... 'Z'] = 1, ['a' ... 'z'] = 1,
+};
+
+/* Request-target characters: visible ASCII except '#' (a fragment is never sent). */
+static const unsigned char target_ch[256] = {[0x21 ... 0x22] = 1, [0x24 ... 0x7E] = 1};
+
+/* field-value characters: HTAB, SP, VCHAR, obs-text.  Everything else (NUL, CR, LF, the other
+ * controls, DEL) ends a value scan; the caller then sees whether it is the CRLF. */
+static const unsigned char value_ch[256] = {['\t'] = 1, [0x20 ... 0x7E] = 1, [0x80 ... 0xFF] = 1};
+
+/* Hex digit value plus one; 0 for anything else. */
+static const unsigned char hex1[256] = {
+    ['0'] = 1,  ['1'] = 2,  ['2'] = 3,  ['3'] = 4,  ['4'] = 5,  ['5'] = 6,  ['6'] = 7,  ['7'] = 8,
+    ['8'] = 9,  ['9'] = 10, ['A'] = 11, ['B'] = 12, ['C'] = 13, ['D'] = 14, ['E'] = 15, ['F'] = 16,
+    ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15, ['f'] = 16,
+};
+
+/* A chunk size has at most 16 hex digits (leading zeros included): 64 bits. */
+#define CHUNK_DIGITS_MAX 16
+
+/* Limits are clamped so that the sums below (max_header_bytes + max_body, v * 16 + 15 with
+ * v <= max_body) cannot overflow a size_t. */
+#define LIMIT_MAX (SIZE_MAX / 32)
+
+/* s[0..n) equals the lowercase ASCII `lower`, ignoring case.  `c | 0x20` folds only letters
+ * here: the other characters of the words compared ('-', digits) are matched by a control
+ * character at most (0x0D, 0x10, 0x11 ...), and controls never reach this function. */
+static bool lc_eq(const unsigned char *s, const char *lower, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((s[i] | 0x20) != (unsigned char)lower[i]) return false;
+    return true;
+}
+
+static bool is_ows(unsigned char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+enum { LINE_NEED = 0, LINE_FIELD = 1, LINE_EMPTY = 2, LINE_BAD = -1 };
+
+/* Scans the field line (or the empty line ending a field section) at p[i], within p[0..end).
+ * LINE_FIELD: name at [*n0, +*nlen), value without OWS at [*v0, +*vlen), *next after its
+ * CRLF.  LINE_EMPTY: *next after the CRLF.  LINE_NEED: a byte at or past `end` is needed.
+ * LINE_BAD: *why says what is wrong (always a 400). */
+static int field_line(const unsigned char *p, size_t i, size_t end, size_t *n0, size_t *nlen,
+                      size_t *v0, size_t *vlen, size_t *next, const char **why)
+{
+    if (i >= end) return LINE_NEED;
+    if (p[i] == '\r') {
+        if (i + 1 >= end) return LINE_NEED;
+        if (p[i + 1] != '\n') {
+            *why = "bare CR in the header section";
+            return LINE_BAD;
+        }
+        *next = i + 2;
+        return LINE_EMPTY;
+    }
+    size_t s = i;
+    while (i < end && tchar[p[i]])
+        i++;
+    if (i >= end) return LINE_NEED;
+    if (p[i] != ':' || i == s) {
+        if (i > s && is_ows(p[i]))
+            *why = "whitespace between a header name and its colon";
+        else if (i == s && is_ows(p[i]))
+            *why = "obs-fold or a header line starting with whitespace";
+        else if (p[i] == '\n')
+            *why = "bare LF in the header section";
+        else if (i == s && p[i] == ':')
+            *why = "empty header name";
+        else
+            *why = "invalid character in a header name";
+        return LINE_BAD;
+    }
+    *n0 = s;
+    *nlen = i - s;
+    i++;
+    while (i < end && is_ows(p[i]))
+        i++;
+    size_t vs = i;
+    while (i < end && value_ch[p[i]])
+        i++;
+    if (i >= end) return LINE_NEED;
+    if (p[i] != '\r') {
+        *why = p[i] == '\n' ? "bare LF in the header section" : "control character in a header value";
+        return LINE_BAD;
+    }
+    if (i + 1 >= end) return LINE_NEED;
+    if (p[i + 1] != '\n') {
+        *why = "bare CR in the header section";
+        return LINE_BAD;
+    }
+    size_t ve = i;
+    while (ve > vs && is_ows(p[ve - 1]))
+        ve--;
+    *v0 = vs;
+    *vlen = ve - vs;
+    *next = i + 2;
+    return LINE_FIELD;
+}
+
+/* Reads a Connection value, a comma-separated token list. */
+static void connection_tokens(const unsigned char *p, size_t n, bool *close, bool *keep_alive)
+{
+    size_t k = 0;
+    while (k < n) {
+        while (k < n && (is_ows(p[k]) || p[k] == ','))
+            k++;
+        size_t s = k;
+        while (k < n && p[k] != ',')
+            k++;
+        size_t t = k;
+        while (t > s && is_ows(p[t - 1]))
+            t--;
+        if (t - s == 5 && lc_eq(p + s, "close", 5)) *close = true;
+        if (t - s == 10 && lc_eq(p + s, "keep-alive", 10)) *keep_alive = true;
+    }
+}
+
+typedef struct chunk_scan {
+    size_t end;   /* after the final CRLF */
+    size_t total; /* decoded body bytes */
+    int status;
+    const char *why;
+} chunk_scan;
+
+enum { SCAN_NEED = 0, SCAN_DONE = 1, SCAN_BAD = -1 };
+
+/* Checks the chunked body starting at p[i] without writing anything.  Bounds: each chunk-size
+ * line RLT__HTTP_MAX_CHUNK_LINE bytes (400), decoded bytes max_body (413), framing bytes (size
+ * lines, extensions, CRLFs) `max_framing` (413), trailer fields `trailer_budget` (431). */
+static int chunked_scan(const unsigned char *p, size_t len, size_t i, size_t max_body,
+                        size_t max_framing, size_t trailer_budget, chunk_scan *cs)
+{
+    size_t body0 = i, sum = 0;
+    for (;;) {
+        size_t s = i, v = 0, digits = 0;
+        bool capped = len - s >= RLT__HTTP_MAX_CHUNK_LINE;
+        size_t lend = capped ? s + RLT__HTTP_MAX_CHUNK_LINE : len;
+        while (i < lend && hex1[p[i]]) {
+            if (++digits > CHUNK_DIGITS_MAX) goto bad_size;
+            v = v * 16 + (size_t)(hex1[p[i]] - 1);
+            if (v > max_body - sum) {
+                cs->status = 413;
+                cs->why = "chunked body larger than the limit";
+                return SCAN_BAD;
+            }
+            i++;
+        }
+        if (i >= lend) goto line_end;
+        if (digits == 0) goto bad_size;
+        if (is_ows(p[i]) || p[i] == ';') {
+            /* chunk-ext = *( BWS ";" ... ): whitespace only before a ';'.  Extensions are
+             * ignored; their bytes only have to be field-value characters. */
+            while (i < lend && is_ows(p[i]))
+                i++;
+            if (i >= lend) goto line_end;
+            if (p[i] != ';') {
+                cs->why = "invalid chunk extension";
+                goto bad;
+            }
+            while (i < lend && value_ch[p[i]])
+                i++;
+            if (i >= lend) goto line_end;
+        }
+        if (p[i] != '\r') {
+            cs->why = p[i] == '\n' ? "bare LF in the chunked framing" : "invalid chunk size line";
+            goto bad;
+        }
+        if (i + 1 >= lend) goto line_end;
+        if (p[i + 1] != '\n') {
+            cs->why = "bare CR in the chunked framing";
+            goto bad;
+        }
+        i += 2;
+        if ((i - body0) - sum > max_framing) goto framing;
+        if (v == 0) break;
+        if (len - i < v + 2) return SCAN_NEED;
+        if (p[i + v] != '\r' || p[i + v + 1] != '\n') {
+            cs->why = "chunk data not followed by CRLF";
+            goto bad;
+        }
+        i += v + 2;
+        sum += v;
+        if ((i - body0) - sum > max_framing) goto framing;
+        continue;
+    line_end:
+        if (!capped) return SCAN_NEED;
+        cs->why = "chunk size line too long";
+        goto bad;
+    }
+    /* Trailer fields, checked like header fields and ignored; the final empty line is not
+     * counted in the budget. */
+    size_t t0 = i;
+    bool capped = len - t0 >= trailer_budget + 2;
+    size_t tend = capped ? t0 + trailer_budget + 2 : len;
+    for (;;) {
+        size_t n0, nlen, v0, vlen, next;
+        int r = field_line(p, i, tend, &n0, &nlen, &v0, &vlen, &next, &cs->why);
+        if (r == LINE_NEED) {
+            if (!capped) return SCAN_NEED;
+            goto trailers;
+        }
+        if (r == LINE_BAD) goto bad;
+        i = next;
+        if (r == LINE_EMPTY) break;
+        if (i - t0 > trailer_budget) goto trailers;
+    }
+    cs->end = i;
+    cs->total = sum;
+    return SCAN_DONE;
+bad_size:
+    cs->why = "invalid chunk size";
+bad:
+    cs->status = 400;
+    return SCAN_BAD;
+framing:
+    cs->status = 413;
+    cs->why = "chunked framing larger than the limit";
+    return SCAN_BAD;
+trailers:
+    cs->status = 431;
+    cs->why = "header section and trailers too large";
+    return SCAN_BAD;
+}
+
+/* Decodes a chunked body that chunked_scan accepted, from p[i] up to `end`, moving the chunk
+ * data down to p[i...].  The write position never passes the next size line, so every line
+ * is read before anything is written over it.  Returns the decoded length. */
+static size_t chunked_decode(unsigned char *p, size_t i, size_t end)
+{
+    size_t w = i;
+    for (;;) {
+        size_t v = 0;
+        for (; hex1[p[i]]; i++)
+            v = v * 16 + (size_t)(hex1[p[i]] - 1);
+        const unsigned char *lf = memchr(p + i, '\n', end - i);
+        assert(lf != NULL);
+        i = (size_t)(lf - p) + 1;
+        if (v == 0) return w;
+        memmove(p + w, p + i, v);
+        w += v;
+        i += v + 2;
+    }
+}
+
+static size_t limit_or(size_t v, size_t dflt)
+{
+    if (v == 0) return dflt;
+    return v > LIMIT_MAX ? LIMIT_MAX : v;
+}
+
+ssize_t rlt__http_parse(char *buf, size_t len, const rlt__http_limits *lim, rlt__http_req *req,
+                        int *status, const char **err)
+{
+    int status_unused;
+    const char *err_unused;
+    if (status == NULL) status = &status_unused;
+    if (err == NULL) err = &err_unused;
+    rlt__http_limits l = {0};
+    if (lim != NULL) l = *lim;
+    size_t max_hdr = limit_or(l.max_header_bytes, RLT__HTTP_MAX_HEADER_BYTES_DEFAULT);
+    size_t max_fields = l.max_headers == 0 || l.max_headers > RLT__HTTP_MAX_HEADERS_DEFAULT
+                            ? RLT__HTTP_MAX_HEADERS_DEFAULT
+                            : l.max_headers;
+    size_t max_body = limit_or(l.max_body, RLT__HTTP_MAX_BODY_DEFAULT);
+
+    req->nheaders = 0;
+    req->header_len = 0;
+    req->query = NULL;
+    req->query_len = 0;
+    req->body = NULL;
+    req->body_len = 0;
+    req->keep_alive = false;
+    req->expect_continue = false;
+    req->chunked = false;
+
+    const unsigned char *p = (const unsigned char *)buf;
+    /* Nothing of the header section is looked at past max_hdr: reaching `end` means PARTIAL
+     * when fewer than max_hdr bytes are present, and "too large" otherwise. */
+    size_t end = len < max_hdr ? len : max_hdr;
+    int too_large = 414; /* 431 once the request line is complete */
+    const char *why;
+    size_t i = 0;
+
+    /* Leading empty lines (RFC 9112 2.2). */
+    for (;;) {
+        if (i >= end) goto need;
+        if (p[i] != '\r') break;
+        if (i + 1 >= end) goto need;
+        if (p[i + 1] != '\n') goto bare_cr;
+        i += 2;
+    }
+
+    /* method SP */
+    size_t m0 = i;
+    while (i < end && tchar[p[i]])
+        i++;
+    if (i >= end) goto need;
+    if (p[i] != ' ' || i == m0) {
+        why = p[i] == '\n' ? "bare LF before the request line" : "invalid method";
+        goto bad;
+    }
+    size_t mlen = i - m0;
+    rlt__http_method method = RLT__HTTP_OTHER;
+    if (mlen == 3 && memcmp(p + m0, "GET", 3) == 0)
+        method = RLT__HTTP_GET;
+    else if (mlen == 4 && memcmp(p + m0, "HEAD", 4) == 0)
+        method = RLT__HTTP_HEAD;
+    else if (mlen == 4 && memcmp(p + m0, "POST", 4) == 0)
+        method = RLT__HTTP_POST;
+
+    /* request-target SP (origin-form only) */
+    size_t t0 = ++i;
+    if (i >= end) goto need;
+    if (p[i] != '/') {
+        why = "request-target is not in origin-form";
+        goto bad;
+    }
+    while (i < end && target_ch[p[i]])
+        i++;
+    if (i >= end) goto need;
+    if (p[i] != ' ') {
+        why = "invalid character in the request-target";
+        goto bad;
+    }
+    size_t tlen = i - t0;
+
+    /* HTTP-version CRLF */
+    size_t v0 = ++i;
+    while (i < end && p[i] > 0x20 && p[i] < 0x7F)
+        i++;
+    if (i >= end) goto need;
+    if (p[i] != '\r') {
+        why = p[i] == '\n' ? "bare LF after the request line" : "invalid HTTP version";
+        goto bad;
+    }
+    if (i + 1 >= end) goto need;
+    if (p[i + 1] != '\n') goto bare_cr;
+    const unsigned char *v = p + v0;
+    if (i - v0 != 8 || memcmp(v, "HTTP/", 5) != 0 || v[5] < '0' || v[5] > '9' || v[6] != '.' ||
+        v[7] < '0' || v[7] > '9') {
+        why = "invalid HTTP version";
+        goto bad;
+    }
+    if (v[5] != '1' || v[7] > '1') {
+        *status = 505;
+        *err = "HTTP version not supported";
+        return RLT__HTTP_ERROR;
+    }
+    int minor = v[7] - '0';
+    i += 2;
+    too_large = 431;
+
+    /* Header fields. */
+    bool host = false, have_cl = false, have_te = false, te_chunked = false;
+    bool conn_close = false, conn_keep_alive = false, expect_continue = false;
+    uint64_t cl = 0;
+    for (;;) {
+        size_t n0, nlen, f0, flen, next;
+        int r = field_line(p, i, end, &n0, &nlen, &f0, &flen, &next, &why);
+        if (r == LINE_NEED) goto need;
+        if (r == LINE_BAD) goto bad;
+        i = next;
+        if (r == LINE_EMPTY) break;
+        if (req->nheaders == max_fields) {
+            *status = 431;
+            *err = "too many header fields";
+            return RLT__HTTP_ERROR;
+        }
+        rlt__http_header *h = &req->headers[req->nheaders++];
+        h->name = buf + n0;
+        h->nlen = nlen;
+        h->value = buf + f0;
+        h->vlen = flen;
+        const unsigned char *name = p + n0, *val = p + f0;
+        switch (nlen) {
+        case 4:
+            if (lc_eq(name, "host", 4)) {
+                if (host) {
+                    why = "more than one Host";
+                    goto bad;
+                }
+                host = true;
+            }
+            break;
+        case 6:
+            if (lc_eq(name, "expect", 6) && flen == 12 && lc_eq(val, "100-continue", 12))
+                expect_continue = true;
+            break;
+        case 10:
+            if (lc_eq(name, "connection", 10))
+                connection_tokens(val, flen, &conn_close, &conn_keep_alive);
+            break;
+        case 14:
+            if (lc_eq(name, "content-length", 14)) {
+                if (have_cl) {
+                    why = "more than one Content-Length";
+                    goto bad;
+                }
+                have_cl = true;
+                if (flen == 0) {
+                    why = "empty Content-Length";
+                    goto bad;
+                }
+                for (size_t k = 0; k < flen; k++) {
+                    if (val[k] < '0' || val[k] > '9') {
+                        why = "Content-Length is not digits only";
+                        goto bad;
+                    }
+                    uint64_t d = (uint64_t)(val[k] - '0');
+                    if (cl > (UINT64_MAX - d) / 10) {
+                        why = "Content-Length overflows";
+                        goto bad;
+                    }
+                    cl = cl * 10 + d;
+                }
+            }
+            break;
+        case 17:
+            if (lc_eq(name, "transfer-encoding", 17)) {
+                if (have_te) {
+                    why = "more than one Transfer-Encoding";
+                    goto bad;
+                }
+                have_te = true;
+                te_chunked = flen == 7 && lc_eq(val, "chunked", 7);
+            }
+            break;
+        default:
+            break;
+        }
+    }
+    size_t hdr_len = i;
+
+    /* Framing (RFC 9112 6.1-6.3): the 400s before the 501 and the 413. */
+    if (minor == 1 && !host) {
+        why = "HTTP/1.1 request without Host";
+        goto bad;
+    }
+    if (have_te && have_cl) {
+        why = "both Transfer-Encoding and Content-Length";
+        goto bad;
+    }
+    if (have_te && minor == 0) {
+        why = "Transfer-Encoding in an HTTP/1.0 request";
+        goto bad;
+    }
+    if (have_te && !te_chunked) {
+        *status = 501;
+        *err = "transfer coding not implemented (only chunked)";
+        return RLT__HTTP_ERROR;
+    }
+    if (have_cl && cl > max_body) {
+        *status = 413;
+        *err = "Content-Length larger than the limit";
+        return RLT__HTTP_ERROR;
+    }
+
+    req->method = method;
+    req->method_str = buf + m0;
+    req->method_len = mlen;
+    req->target = buf + t0;
+    req->target_len = tlen;
+    req->path = req->target;
+    req->path_len = tlen;
+    const char *q = memchr(req->target, '?', tlen);
+    if (q != NULL) {
+        req->path_len = (size_t)(q - req->target);
+        req->query = q + 1;
+        req->query_len = tlen - req->path_len - 1;
+    }
+    req->minor = minor;
+    req->keep_alive = !conn_close && (minor == 1 || conn_keep_alive);
+    req->expect_continue = minor == 1 && expect_continue;
+    req->chunked = have_te;
+    req->header_len = hdr_len;
+
+    if (have_te) {
+        chunk_scan cs;
+        int r = chunked_scan(p, len, hdr_len, max_body, max_hdr + max_body, max_hdr - hdr_len, &cs);
+        if (r == SCAN_NEED) return RLT__HTTP_PARTIAL;
+        if (r == SCAN_BAD) {
+            *status = cs.status;
+            *err = cs.why;
+            return RLT__HTTP_ERROR;
+        }
+        size_t n = chunked_decode((unsigned char *)buf, hdr_len, cs.end) - hdr_len;
+        assert(n == cs.total);
+        if (n > 0) {
+            req->body = buf + hdr_len;
+            req->body_len = n;
+        }
+        return (ssize_t)cs.end;
+    }
+    if (len - hdr_len < cl) return RLT__HTTP_PARTIAL;
+    if (cl > 0) {
+        req->body = buf + hdr_len;
+        req->body_len = (size_t)cl;
+    }
+    return (ssize_t)(hdr_len + (size_t)cl);
+
+need:
+    if (len < max_hdr) return RLT__HTTP_PARTIAL;
+    *status = too_large;
+    *err = too_large == 414 ? "request line too long" : "header section too large";
+    return RLT__HTTP_ERROR;
+bare_cr:
+    why = "bare CR before the request line ends";
+bad:
+    *status = 400;
+    *err = why;
+    return RLT__HTTP_ERROR;
+}
+
+static unsigned char lower(unsigned char c)
+{
+    return c >= 'A' && c <= 'Z' ? (unsigned char)(c + 32) : c;
+}
+
+const rlt__http_header *rlt__http_find(const rlt__http_req *req, const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < req->nheaders; i++) {
+        const rlt__http_header *h = &req->headers[i];
+        if (h->nlen != n) continue;
+        size_t k = 0;
+        while (k < n && lower((unsigned char)h->name[k]) == lower((unsigned char)name[k]))
+            k++;
+        if (k == n) return h;
+    }
+    return NULL;
+}
