@@ -157,7 +157,8 @@ static void one(const uint8_t *data, size_t size, const rlt__http_limits *lim)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const rlt__http_limits defaults = {0};
-    static const rlt__http_limits tight = {.max_header_bytes = 96, .max_headers = 4, .max_body = 32};
+    static const rlt__http_limits tight = {
+        .max_header_bytes = 96, .max_headers = 4, .max_body = 32};
     one(data, size, &defaults);
     one(data, size, &tight);
     return 0;

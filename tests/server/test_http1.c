@@ -194,7 +194,7 @@ TEST(http_1_0_and_1_1_are_the_only_versions_and_other_versions_are_a_505)
 
 TEST(a_malformed_version_is_a_400)
 {
-    const char *bad[] = {"http/1.1", "HTTP/1.10", "HTTP/1", "HTTP/11", "HTTP/1.x", "HTTP 1.1",
+    const char *bad[] = {"http/1.1",  "HTTP/1.10", "HTTP/1",   "HTTP/11",  "HTTP/1.x", "HTTP 1.1",
                          "HTTP/1.1 ", "HTTPS/1.1", "HTTP/a.1", "HTTP/1,1", "HTTP/+.1", ""};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char t[64];
@@ -342,8 +342,8 @@ TEST(get_and_head_with_a_body_are_framed_by_their_content_length)
 
 TEST(a_content_length_that_is_not_digits_only_is_a_400)
 {
-    const char *bad[] = {"+6",  "-6",  "6 6", "6,6", "6, 6", "0x6", "6.0", "6e0", "",
-                         "six", "\t", "6;", "1_0", "\xd9\xa6"};
+    const char *bad[] = {"+6",  "-6", "6 6", "6,6", "6, 6", "0x6", "6.0",
+                         "6e0", "",   "six", "\t",  "6;",   "1_0", "\xd9\xa6"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char t[128];
         snprintf(t, sizeof t, POST11("Content-Length: %s\r\n") "hello!", bad[i]);
@@ -378,7 +378,7 @@ TEST(a_content_length_that_overflows_is_a_400_and_one_above_max_body_a_413)
 TEST(a_chunked_body_is_decoded_in_place)
 {
     const char *t = POST11("Transfer-Encoding: chunked\r\n") "4\r\nWiki\r\n5\r\npedia\r\n"
-                                                            "E\r\n in\r\n\r\nchunks.\r\n0\r\n\r\n";
+                                                             "E\r\n in\r\n\r\nchunks.\r\n0\r\n\r\n";
     ASSERT_EQ(parse(t), strlen(t));
     ASSERT(req_.chunked);
     ASSERT(slice_is(req_.body, req_.body_len, "Wikipedia in\r\n\r\nchunks."));
@@ -396,8 +396,9 @@ TEST(transfer_encoding_chunked_is_matched_ignoring_case)
 
 TEST(a_transfer_coding_other_than_chunked_is_a_501)
 {
-    const char *te[] = {"gzip", "gzip, chunked", "chunked, chunked", "chunked;q=1", "identity",
-                        "chunkedx", "", "chunked ,"};
+    const char *te[] = {
+        "gzip", "gzip, chunked", "chunked, chunked", "chunked;q=1", "identity", "chunkedx",
+        "",     "chunked ,"};
     for (size_t i = 0; i < sizeof te / sizeof te[0]; i++) {
         char t[128];
         snprintf(t, sizeof t, POST11("Transfer-Encoding: %s\r\n") "0\r\n\r\n", te[i]);
@@ -417,16 +418,16 @@ TEST(transfer_encoding_with_content_length_is_a_400_in_either_order)
 TEST(transfer_encoding_in_http_1_0_or_twice_is_a_400)
 {
     ASSERT_EQ(answer("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"), 400);
-    ASSERT_EQ(answer(POST11("Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n")
-                         "0\r\n\r\n"),
-              400);
+    ASSERT_EQ(
+        answer(POST11("Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n") "0\r\n\r\n"),
+        400);
 }
 
 TEST(chunk_extensions_are_allowed_and_ignored)
 {
     ASSERT_EQ(answer(POST11("Transfer-Encoding: chunked\r\n") "3;a=b\r\nabc\r\n"
-                                                             "2 ; x ; y=\"q;\\\"z\"\r\nde\r\n"
-                                                             "0;last\r\n\r\n"),
+                                                              "2 ; x ; y=\"q;\\\"z\"\r\nde\r\n"
+                                                              "0;last\r\n\r\n"),
               200);
     ASSERT(slice_is(req_.body, req_.body_len, "abcde"));
     ASSERT_EQ(answer(POST11("Transfer-Encoding: chunked\r\n") "3\t;a\r\nabc\r\n0\r\n\r\n"), 200);
@@ -443,7 +444,7 @@ TEST(a_chunk_extension_with_a_control_character_or_without_semicolon_is_a_400)
 TEST(chunk_sizes_are_hex_digits_only)
 {
     ASSERT_EQ(answer(POST11("Transfer-Encoding: chunked\r\n") "A\r\n0123456789\r\n"
-                                                             "a\r\n0123456789\r\n0\r\n\r\n"),
+                                                              "a\r\n0123456789\r\n0\r\n\r\n"),
               200);
     ASSERT_EQ(req_.body_len, 20);
     const char *bad[] = {"", "g", "+1", "-1", " 1", "0x1", "\t1"};
@@ -458,10 +459,10 @@ TEST(chunk_sizes_are_hex_digits_only)
 TEST(chunk_sizes_have_at_most_sixteen_digits)
 {
     ASSERT_EQ(answer(POST11("Transfer-Encoding: chunked\r\n") "0000000000000001\r\nx\r\n"
-                                                             "0000000000000000\r\n\r\n"),
+                                                              "0000000000000000\r\n\r\n"),
               200);
     ASSERT_EQ(answer(POST11("Transfer-Encoding: chunked\r\n") "00000000000000001\r\nx\r\n"
-                                                             "0\r\n\r\n"),
+                                                              "0\r\n\r\n"),
               400);
     ASSERT_EQ(answer(POST11("Transfer-Encoding: chunked\r\n") "FFFFFFFFFFFFFFFFF\r\n"), 413);
 }
@@ -476,7 +477,7 @@ TEST(chunk_data_must_be_followed_by_crlf)
 TEST(trailers_are_allowed_checked_and_ignored)
 {
     ASSERT_EQ(answer(POST11("Transfer-Encoding: chunked\r\n") "1\r\nx\r\n0\r\nX-Sum: 1\r\n"
-                                                             "Content-Length: 9\r\n\r\n"),
+                                                              "Content-Length: 9\r\n\r\n"),
               200);
     ASSERT(slice_is(req_.body, req_.body_len, "x"));
     ASSERT_EQ(req_.nheaders, 2);
@@ -499,11 +500,11 @@ TEST(a_chunked_body_over_max_body_is_a_413_and_exactly_max_body_is_accepted)
 {
     rlt__http_limits lim = {.max_body = 10};
     ASSERT_EQ(answer_lim(POST11("Transfer-Encoding: chunked\r\n") "5\r\n01234\r\n5\r\n56789\r\n"
-                                                                 "0\r\n\r\n",
+                                                                  "0\r\n\r\n",
                          &lim),
               200);
     ASSERT_EQ(answer_lim(POST11("Transfer-Encoding: chunked\r\n") "5\r\n01234\r\n6\r\n56789a\r\n"
-                                                                 "0\r\n\r\n",
+                                                                  "0\r\n\r\n",
                          &lim),
               413);
     ASSERT_EQ(answer_lim(POST11("Transfer-Encoding: chunked\r\n") "B\r\n", &lim), 413);
@@ -802,4 +803,33 @@ TEST(status_and_err_may_be_null)
 {
     char t[] = "GET / HTTP/3.0\r\n\r\n";
     ASSERT_EQ(rlt__http_parse(t, strlen(t), NULL, &req_, NULL, NULL), RLT__HTTP_ERROR);
+}
+
+TEST(a_bad_byte_at_any_offset_of_a_long_target_or_value_is_found)
+{
+    /* The word-at-a-time scans: every offset of a 40-byte run, every class of byte. */
+    static const char target_bad[] = {' ', '\t', '\x01', '\x7f', '#', '\x80', '\xff', '\0'};
+    static const char value_bad[] = {'\x01', '\x1f', '\x7f', '\0', '\n'};
+    static const char value_ok[] = {'\t', ' ', '\x80', '\xff', '~', '#'};
+    char t[256];
+    for (size_t off = 0; off < 40; off++) {
+        for (size_t b = 0; b < sizeof target_bad; b++) {
+            int n = snprintf(t, sizeof t, "GET /%040d HTTP/1.0\r\n\r\n", 0);
+            t[5 + off] = target_bad[b];
+            ASSERT_EQ(parse_lim(t, (size_t)n, NULL), RLT__HTTP_ERROR);
+            ASSERT_EQ(status_, 400);
+        }
+        for (size_t b = 0; b < sizeof value_bad; b++) {
+            int n = snprintf(t, sizeof t, GET11("X: a%040dz\r\n"), 0);
+            t[strlen(GET11("X: a")) - 2 + off] = value_bad[b];
+            ASSERT_EQ(parse_lim(t, (size_t)n, NULL), RLT__HTTP_ERROR);
+            ASSERT_EQ(status_, 400);
+        }
+        for (size_t b = 0; b < sizeof value_ok; b++) {
+            int n = snprintf(t, sizeof t, GET11("X: a%040dz\r\n"), 0);
+            t[strlen(GET11("X: a")) - 2 + off] = value_ok[b];
+            ASSERT_EQ(parse_lim(t, (size_t)n, NULL), n);
+            ASSERT_EQ(req_.headers[1].vlen, 42);
+        }
+    }
 }
