@@ -28,6 +28,16 @@ static const unsigned char target_ch[256] = {[0x21 ... 0x22] = 1, [0x24 ... 0x7E
  * controls, DEL) ends a value scan; the caller then sees whether it is the CRLF. */
 static const unsigned char value_ch[256] = {['\t'] = 1, [0x20 ... 0x7E] = 1, [0x80 ... 0xFF] = 1};
 
+/* Host characters (RFC 9112 3.2, RFC 3986 3.2.2): uri-host [ ":" port ], reg-name, IPv4 or an
+ * IP-literal in brackets.  Checked per character only: enough to refuse the values that are
+ * not a host at all (spaces, '/', '@', '?', '#', quotes, non-ASCII), as nginx does. */
+static const unsigned char host_ch[256] = {
+    ['0' ... '9'] = 1, ['A' ... 'Z'] = 1, ['a' ... 'z'] = 1, ['-'] = 1, ['.'] = 1,  ['_'] = 1,
+    ['~'] = 1,         ['!'] = 1,         ['$'] = 1,         ['&'] = 1, ['\''] = 1, ['('] = 1,
+    [')'] = 1,         ['*'] = 1,         ['+'] = 1,         [','] = 1, [';'] = 1,  ['='] = 1,
+    ['%'] = 1,         ['['] = 1,         [']'] = 1,         [':'] = 1,
+};
+
 /* Hex digit value plus one; 0 for anything else. */
 static const unsigned char hex1[256] = {
     ['0'] = 1,  ['1'] = 2,  ['2'] = 3,  ['3'] = 4,  ['4'] = 5,  ['5'] = 6,  ['6'] = 7,  ['7'] = 8,
@@ -468,6 +478,12 @@ version_done:
                     goto bad;
                 }
                 host = true;
+                for (size_t k = 0; k < flen; k++) {
+                    if (!host_ch[val[k]]) {
+                        why = "invalid Host";
+                        goto bad;
+                    }
+                }
             }
             break;
         case 6:

@@ -18,6 +18,7 @@
  *   - only origin-form targets ("/path?query"): absolute-form, authority-form and "*" get 400;
  *     a target is visible ASCII (0x21..0x7E) except '#';
  *   - a second Host, Content-Length or Transfer-Encoding header is a 400, even when equal;
+ *     a Host value with a character that no host has (space, '/', '@', non-ASCII ...) too;
  *   - a Content-Length that does not fit 64 bits is a 400, one above max_body a 413.
  */
 #ifndef RLT_SERVER_HTTP1_H

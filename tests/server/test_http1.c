@@ -301,6 +301,31 @@ TEST(http_1_1_needs_exactly_one_host_and_http_1_0_none)
     ASSERT_EQ(answer("GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n"), 400);
 }
 
+TEST(a_host_that_is_not_a_host_is_a_400)
+{
+    const char *good[] = {"localhost",
+                          "127.0.0.1:8080",
+                          "[::1]:8080",
+                          "xn--bcher-kva.example",
+                          "a_b.example",
+                          "h%41st",
+                          ""};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        char t[128];
+        snprintf(t, sizeof t, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", good[i]);
+        ASSERT_EQ(answer(t), 200);
+    }
+    const char *bad[] = {"a b",   "a/b",         "user@a", "a?b",  "a#b",
+                         "\"a\"", "caf\xc3\xa9", "a\tb",   "a\\b", "<a>"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char t[128];
+        snprintf(t, sizeof t, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", bad[i]);
+        ASSERT_EQ(answer(t), 400);
+        snprintf(t, sizeof t, "GET / HTTP/1.0\r\nHost: %s\r\n\r\n", bad[i]);
+        ASSERT_EQ(answer(t), 400);
+    }
+}
+
 TEST(find_looks_a_header_up_ignoring_case_and_returns_the_first)
 {
     ASSERT_EQ(answer(GET11("Authorization: Bearer t\r\nX-A: 1\r\nx-a: 2\r\n")), 200);
