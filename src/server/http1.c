@@ -113,7 +113,8 @@ static size_t target_run(const unsigned char *p, size_t i, size_t end)
 
 /* s[0..n) equals the lowercase ASCII `lower`, ignoring case.  `c | 0x20` folds only letters
  * here: the other characters of the words compared ('-', digits) are matched by a control
- * character at most (0x0D, 0x10, 0x11 ...), and controls never reach this function. */
+ * character at most (0x0D, 0x10, 0x11 ...), and no control reaches this function (HTAB,
+ * which does, folds to ')', in none of the words). */
 static bool lc_eq(const unsigned char *s, const char *lower, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -316,7 +317,7 @@ trailers:
 
 /* Decodes a chunked body that chunked_scan accepted, from p[i] up to `end`, moving the chunk
  * data down to p[i...].  The write position never passes the next size line, so every line
- * is read before anything is written over it.  Returns the decoded length. */
+ * is read before anything is written over it.  Returns the end of the decoded bytes. */
 static size_t chunked_decode(unsigned char *p, size_t i, size_t end)
 {
     size_t w = i;

@@ -776,8 +776,8 @@ TEST(every_split_point_gives_partial_then_the_whole_result)
         "GET /v1/check?key=a HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
         "\r\n\r\nGET / HTTP/1.0\r\n\r\nGET / HTTP/1.0\r\n\r\n",
         "POST /json HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhelloXX",
-        "POST /json HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
-        "3;e=\"x\"\r\nabc\r\n10\r\n0123456789abcdef\r\n0\r\nT: 1\r\n\r\nGET",
+        ("POST /json HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "3;e=\"x\"\r\nabc\r\n10\r\n0123456789abcdef\r\n0\r\nT: 1\r\n\r\nGET"),
         "POST /json HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\nz",
         /* refused ones */
         "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
@@ -811,8 +811,8 @@ TEST(every_split_point_gives_partial_then_the_whole_result)
         "GET / HTTP/1.1\r\nHost: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n",
         "GET / HTTP/1.1\r\nHost: a\r\nA: 1\r\nB: 2\r\n\r\n",
         "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 9\r\n\r\n123456789",
-        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
-        "4\r\n1234\r\n5\r\n56789\r\n0\r\n\r\n",
+        ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "4\r\n1234\r\n5\r\n56789\r\n0\r\n\r\n"),
         "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nT: 1\r\n\r\n",
     };
     for (size_t c = 0; c < sizeof tight / sizeof tight[0]; c++) {
