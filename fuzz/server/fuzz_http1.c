@@ -74,6 +74,10 @@ static void check_request(const outcome *o, const char *b, const char *orig, siz
     size_t r = (size_t)o->r;
     const rlt__http_req *q = &o->req;
     CHECK(r > 0 && r <= len);
+    size_t hb = lim->max_header_bytes ? lim->max_header_bytes : RLT__HTTP_MAX_HEADER_BYTES_DEFAULT;
+    size_t mb = lim->max_body ? lim->max_body : RLT__HTTP_MAX_BODY_DEFAULT;
+    CHECK(r <= 2 * (hb + mb) + 2);
+    CHECK(q->content_length == (q->chunked ? 0 : q->body_len));
     CHECK(q->header_len > 0 && q->header_len <= r);
     CHECK(inside(q->method_str, q->method_len, b, q->header_len) && q->method_len > 0);
     CHECK(inside(q->target, q->target_len, b, q->header_len) && q->target_len > 0);
@@ -92,8 +96,8 @@ static void check_request(const outcome *o, const char *b, const char *orig, siz
         CHECK(inside(h->name, h->nlen, b, q->header_len) && h->nlen > 0);
         CHECK(inside(h->value, h->vlen, b, q->header_len));
     }
-    CHECK(q->header_len <= (lim->max_header_bytes ? lim->max_header_bytes : 8192));
-    CHECK(q->body_len <= (lim->max_body ? lim->max_body : RLT__HTTP_MAX_BODY_DEFAULT));
+    CHECK(q->header_len <= hb);
+    CHECK(q->body_len <= mb);
     if (q->body_len == 0) {
         CHECK(q->body == NULL);
     } else {

@@ -358,6 +358,7 @@ ssize_t rlt__http_parse(char *buf, size_t len, const rlt__http_limits *lim, rlt_
 
     req->nheaders = 0;
     req->header_len = 0;
+    req->content_length = 0;
     req->query = NULL;
     req->query_len = 0;
     req->body = NULL;
@@ -578,6 +579,7 @@ version_done:
     req->expect_continue = minor == 1 && expect_continue;
     req->chunked = have_te;
     req->header_len = hdr_len;
+    req->content_length = (size_t)cl;
 
     if (have_te) {
         chunk_scan cs;

@@ -572,6 +572,25 @@ TEST(chunked_framing_beyond_max_header_bytes_plus_max_body_is_a_413)
     ASSERT_EQ(req_.body_len, 100);
 }
 
+TEST(chunked_framing_of_exactly_the_limit_is_accepted_and_one_byte_more_is_a_413)
+{
+    /* max_framing = 100 + 1000; 100 chunks of 9 framing bytes, then "0;" + pad + CRLF. */
+    rlt__http_limits lim = {.max_header_bytes = 100, .max_body = 1000};
+    static char t[16384];
+    for (size_t extra = 0; extra <= 1; extra++) {
+        size_t n = (size_t)snprintf(t, sizeof t, POST11("Transfer-Encoding: chunked\r\n"));
+        for (int i = 0; i < 100; i++) {
+            memcpy(t + n, "1;ext\r\nx\r\n", 10);
+            n += 10;
+        }
+        size_t pad = 1100 - 900 - 4 + extra;
+        memcpy(t + n, "0;", 2);
+        memset(t + n + 2, 'p', pad);
+        strcpy(t + n + 2 + pad, "\r\n\r\n");
+        ASSERT_EQ(answer_lim(t, &lim), extra ? 413 : 200);
+    }
+}
+
 /* ---- limits ------------------------------------------------------------------------- */
 
 /* A GET whose header section is exactly n bytes (n >= 40), with one X-Pad header. */
@@ -707,8 +726,10 @@ TEST(expect_100_continue_is_seen_as_soon_as_the_header_section_is_complete)
     ASSERT_EQ(parse(head), RLT__HTTP_PARTIAL);
     ASSERT(req_.expect_continue);
     ASSERT_EQ(req_.header_len, strlen(head));
+    ASSERT_EQ(req_.content_length, 5);
     ASSERT_EQ(parse_lim(head, strlen(head) - 1, NULL), RLT__HTTP_PARTIAL);
     ASSERT_EQ(req_.header_len, 0);
+    ASSERT_EQ(req_.content_length, 0);
     ASSERT_EQ(answer(POST11("Expect: 100-continue\r\nContent-Length: 2\r\n") "ab"), 200);
     ASSERT(req_.expect_continue);
     ASSERT_EQ(answer("POST / HTTP/1.0\r\nExpect: 100-continue\r\n\r\n"), 200);
