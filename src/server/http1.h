@@ -7,7 +7,7 @@
  * that request smuggling is made of: one Content-Length made of digits only, never with
  * Transfer-Encoding, only `chunked` as a transfer coding, no obs-fold, no bare CR, no control
  * characters.  Every length is bounded by rlt__http_limits, so that a hostile client can make
- * the connection hold at most 2 * (max_header_bytes + max_body) bytes for one request.
+ * the connection hold at most 2 * (max_header_bytes + max_body) + 2 bytes for one request.
  *
  * Choices where RFC 9112 leaves one:
  *   - line endings are CRLF only: a bare LF is refused (400) in the request line, the header
@@ -18,6 +18,7 @@
  *   - only origin-form targets ("/path?query"): absolute-form, authority-form and "*" get 400;
  *     a target is visible ASCII (0x21..0x7E) except '#';
  *   - a second Host, Content-Length or Transfer-Encoding header is a 400, even when equal;
+ *     a Host value with a character that no host has (space, '/', '@', non-ASCII ...) too;
  *   - a Content-Length that does not fit 64 bits is a 400, one above max_body a 413.
  */
 #ifndef RLT_SERVER_HTTP1_H
@@ -78,16 +79,19 @@ typedef struct rlt__http_req {
     int minor; /* HTTP/1.0 -> 0, HTTP/1.1 -> 1 */
     rlt__http_header headers[RLT__HTTP_MAX_HEADERS_DEFAULT];
     size_t nheaders;
-    bool keep_alive;      /* 1.1 unless "Connection: close"; 1.0 only with "Connection:
-                             keep-alive" (token lists, case-insensitive; close wins) */
-    bool expect_continue; /* HTTP/1.1 with "Expect: 100-continue" */
-    bool chunked;         /* the body came with Transfer-Encoding: chunked */
-    size_t header_len;    /* bytes of the header section (leading empty lines, request line,
-                             fields, empty line), set as soon as it is complete and valid, even
-                             when the call returns PARTIAL for the body: the connection layer
-                             then knows whether to send "100 Continue"; 0 before that */
-    const char *body;     /* the Content-Length body, or the chunked body decoded in place;
-                             NULL and 0 when there is none */
+    bool keep_alive;       /* 1.1 unless "Connection: close"; 1.0 only with "Connection:
+                              keep-alive" (token lists, case-insensitive; close wins) */
+    bool expect_continue;  /* HTTP/1.1 with "Expect: 100-continue" */
+    bool chunked;          /* the body came with Transfer-Encoding: chunked */
+    size_t header_len;     /* bytes of the header section (leading empty lines, request line,
+                              fields, empty line), set as soon as it is complete and valid, even
+                              when the call returns PARTIAL for the body: the connection layer
+                              then knows whether to send "100 Continue"; 0 before that */
+    size_t content_length; /* the Content-Length value, set with header_len (0 without one):
+                              a PARTIAL request then needs header_len + content_length bytes,
+                              so the caller need not parse again before it has them */
+    const char *body;      /* the Content-Length body, or the chunked body decoded in place;
+                              NULL and 0 when there is none */
     size_t body_len;
 } rlt__http_req;
 
@@ -104,7 +108,7 @@ typedef struct rlt__http_req {
  *     connection must be closed after the answer: the framing is lost.
  * A prefix of a request is PARTIAL or already the same error: a result never changes as bytes
  * are added.  `lim` may be NULL for the defaults; `status` and `err` may be NULL.  The time is
- * linear in the bytes examined, which are at most 2 * (max_header_bytes + max_body).
+ * linear in the bytes examined, which are at most 2 * (max_header_bytes + max_body) + 2.
  * Thread-safe (no state). */
 ssize_t rlt__http_parse(char *buf, size_t len, const rlt__http_limits *lim, rlt__http_req *req,
                         int *status, const char **err);
