@@ -126,6 +126,8 @@ static void *rlt_ngx_create_conf(ngx_conf_t *cf);
 static char *rlt_ngx_merge_conf(ngx_conf_t *cf, void *parent, void *child);
 static char *rlt_ngx_zone_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *rlt_ngx_limit_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static char *rlt_ngx_status_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static char *rlt_ngx_log_level_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 
 static ngx_conf_enum_t rlt_ngx_log_levels[] = {{ngx_string("info"), NGX_LOG_INFO},
                                                {ngx_string("notice"), NGX_LOG_NOTICE},
@@ -133,7 +135,6 @@ static ngx_conf_enum_t rlt_ngx_log_levels[] = {{ngx_string("info"), NGX_LOG_INFO
                                                {ngx_string("error"), NGX_LOG_ERR},
                                                {ngx_null_string, 0}};
 
-static ngx_conf_num_bounds_t rlt_ngx_status_bounds = {ngx_conf_check_num_bounds, 400, 599};
 
 static ngx_command_t rlt_ngx_commands[] = {
     {ngx_string("ratelimit_zone"), NGX_HTTP_MAIN_CONF | NGX_CONF_1MORE, rlt_ngx_zone_directive, 0,
@@ -143,15 +144,13 @@ static ngx_command_t rlt_ngx_commands[] = {
      rlt_ngx_limit_directive, NGX_HTTP_LOC_CONF_OFFSET, 0, NULL},
     {ngx_string("ratelimit_status"),
      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1,
-     ngx_conf_set_num_slot, NGX_HTTP_LOC_CONF_OFFSET, offsetof(rlt_ngx_conf_t, status_code),
-     &rlt_ngx_status_bounds},
+     rlt_ngx_status_directive, NGX_HTTP_LOC_CONF_OFFSET, 0, NULL},
     {ngx_string("ratelimit_dry_run"),
      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_FLAG,
      ngx_conf_set_flag_slot, NGX_HTTP_LOC_CONF_OFFSET, offsetof(rlt_ngx_conf_t, dry_run), NULL},
     {ngx_string("ratelimit_log_level"),
      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1,
-     ngx_conf_set_enum_slot, NGX_HTTP_LOC_CONF_OFFSET, offsetof(rlt_ngx_conf_t, log_level),
-     &rlt_ngx_log_levels},
+     rlt_ngx_log_level_directive, NGX_HTTP_LOC_CONF_OFFSET, 0, NULL},
     {ngx_string("ratelimit_headers"),
      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_FLAG,
      ngx_conf_set_flag_slot, NGX_HTTP_LOC_CONF_OFFSET, offsetof(rlt_ngx_conf_t, headers), NULL},
@@ -966,6 +965,40 @@ static char *rlt_ngx_limit_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *c
     l->cost = cost;
     l->cost_cv = cost_cv;
     return NGX_CONF_OK;
+}
+
+static char *rlt_ngx_status_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    rlt_ngx_conf_t *lc = conf;
+    ngx_str_t *value = cf->args->elts;
+    if (lc->status_code != NGX_CONF_UNSET_UINT) return "is duplicate";
+    ngx_int_t code = ngx_atoi(value[1].data, value[1].len);
+    if (code < 400 || code > 599) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid \"%V\" \"%V\": a status code from 400 to 599", &cmd->name,
+                           &value[1]);
+        return NGX_CONF_ERROR;
+    }
+    lc->status_code = (ngx_uint_t)code;
+    return NGX_CONF_OK;
+}
+
+static char *rlt_ngx_log_level_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    rlt_ngx_conf_t *lc = conf;
+    ngx_str_t *value = cf->args->elts;
+    if (lc->log_level != NGX_CONF_UNSET_UINT) return "is duplicate";
+    for (ngx_conf_enum_t *e = rlt_ngx_log_levels; e->name.len; e++) {
+        if (e->name.len == value[1].len &&
+            ngx_strncmp(e->name.data, value[1].data, value[1].len) == 0) {
+            lc->log_level = e->value;
+            return NGX_CONF_OK;
+        }
+    }
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid \"%V\" \"%V\": info, notice, warn or error", &cmd->name,
+                       &value[1]);
+    return NGX_CONF_ERROR;
 }
 
 static ngx_int_t rlt_ngx_init(ngx_conf_t *cf)
