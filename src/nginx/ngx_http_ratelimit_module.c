@@ -64,12 +64,15 @@ typedef struct {
     ngx_rbtree_t rbtree;
     ngx_rbtree_node_t sentinel;
     ngx_queue_t queue;  /* most recently used first */
-    rlt_policy policy;  /* the policy every worker decides with */
+    rlt_policy *policy; /* the policy every worker decides with (in the zone, see init) */
     size_t state_size;  /* rlt_state_size(&policy), rounded up to 8 */
     int64_t offset_ns;  /* UTC minus monotonic time when the zone was created */
     uint64_t evicted;   /* keys dropped while still in use, since the zone was created */
     ngx_msec_t logged;  /* monotonic ms of the last "zone is full" message */
 } rlt_ngx_shctx_t;
+
+/* One chunk of the nodes' 128-byte slab class (see rlt_ngx_init_zone). */
+_Static_assert(sizeof(rlt_ngx_shctx_t) <= 128, "the zone header outgrew its slab class");
 
 typedef struct {
     rlt_ngx_shctx_t *sh;
@@ -268,7 +271,7 @@ static ngx_uint_t rlt_ngx_expire_idle(rlt_ngx_zone_t *z, rlt_ns now, ngx_uint_t 
     while (scan-- > 0 && freed < max && q != ngx_queue_sentinel(&z->sh->queue)) {
         ngx_queue_t *prev = ngx_queue_prev(q);
         rlt_ngx_node_t *n = ngx_queue_data(q, rlt_ngx_node_t, queue);
-        if (rlt_is_fresh(&z->sh->policy, rlt_ngx_node_state(n), now)) {
+        if (rlt_is_fresh(z->sh->policy, rlt_ngx_node_state(n), now)) {
             rlt_ngx_drop(z, n);
             freed++;
         }
@@ -341,19 +344,19 @@ static void rlt_ngx_adopt_policy(rlt_ngx_zone_t *z, ngx_log_t *log)
 {
     rlt_ngx_shctx_t *sh = z->sh;
     ngx_shmtx_lock(&z->shpool->mutex);
-    if (rlt_ngx_policy_same(&sh->policy, &z->policy)) {
+    if (rlt_ngx_policy_same(sh->policy, &z->policy)) {
         ngx_shmtx_unlock(&z->shpool->mutex);
         return;
     }
     rlt_ns now = rlt_ngx_now(sh);
     ngx_uint_t kept = 0, dropped = 0;
-    ngx_int_t convert = sh->policy.algo == z->policy.algo &&
+    ngx_int_t convert = sh->policy->algo == z->policy.algo &&
                         sh->state_size == rlt_ngx_state_size(&z->policy);
     ngx_queue_t *q = ngx_queue_head(&sh->queue);
     while (q != ngx_queue_sentinel(&sh->queue)) {
         ngx_queue_t *next = ngx_queue_next(q);
         rlt_ngx_node_t *n = ngx_queue_data(q, rlt_ngx_node_t, queue);
-        if (convert && rlt_state_convert(&sh->policy, &z->policy, rlt_ngx_node_state(n), now,
+        if (convert && rlt_state_convert(sh->policy, &z->policy, rlt_ngx_node_state(n), now,
                                          RLT_CONVERT_KEEP) == RLT_OK) {
             kept++;
         } else if (convert) {
@@ -365,7 +368,7 @@ static void rlt_ngx_adopt_policy(rlt_ngx_zone_t *z, ngx_log_t *log)
         }
         q = next;
     }
-    sh->policy = z->policy;
+    *sh->policy = z->policy;
     sh->state_size = rlt_ngx_state_size(&z->policy);
     ngx_shmtx_unlock(&z->shpool->mutex);
     ngx_log_error(NGX_LOG_NOTICE, log, 0,
@@ -406,15 +409,20 @@ static ngx_int_t rlt_ngx_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     z->shpool->data = z->sh;
     ngx_rbtree_init(&z->sh->rbtree, &z->sh->sentinel, rlt_ngx_rbtree_insert);
     ngx_queue_init(&z->sh->queue);
-    z->sh->policy = z->policy;
     z->sh->state_size = rlt_ngx_state_size(&z->policy);
     ngx_time_t *tp = ngx_timeofday();
     z->sh->offset_ns = ((rlt_ns)tp->sec * 1000 + (rlt_ns)tp->msec - (rlt_ns)ngx_current_msec) *
                        RLT_NS_PER_MS;
 
+    /* The header above is 128 bytes and the policy shares one block with the slab's log
+     * text: both fall in the 128-byte class of the nodes (zone names up to 25 bytes), so no page is spent on another
+     * class (limit_req's log text takes a page of 32-byte chunks). */
     size_t len = sizeof(" in ratelimit zone \"\"") + shm_zone->shm.name.len;
-    z->shpool->log_ctx = ngx_slab_alloc(z->shpool, len);
-    if (z->shpool->log_ctx == NULL) return NGX_ERROR;
+    u_char *block = ngx_slab_alloc(z->shpool, sizeof(rlt_policy) + len);
+    if (block == NULL) return NGX_ERROR;
+    z->sh->policy = (rlt_policy *)block;
+    *z->sh->policy = z->policy;
+    z->shpool->log_ctx = block + sizeof(rlt_policy);
     ngx_sprintf(z->shpool->log_ctx, " in ratelimit zone \"%V\"%Z", &shm_zone->shm.name);
     /* A full zone is handled (evicted and logged above), not an alert. */
     z->shpool->log_nomem = 0;
@@ -432,7 +440,7 @@ static void rlt_ngx_cleanup(void *data)
         rlt_ngx_node_t *n = rlt_ngx_find(z->sh, req->leases[i].hash, req->leases[i].key.data,
                                          req->leases[i].key.len);
         /* A key evicted meanwhile has nothing left to release. */
-        if (n) (void)rlt_release(&z->sh->policy, rlt_ngx_node_state(n), rlt_ngx_now(z->sh), req->leases[i].lease);
+        if (n) (void)rlt_release(z->sh->policy, rlt_ngx_node_state(n), rlt_ngx_now(z->sh), req->leases[i].lease);
         ngx_shmtx_unlock(&z->shpool->mutex);
     }
     req->nleases = 0;
@@ -501,7 +509,7 @@ static ngx_int_t rlt_ngx_add_headers(ngx_http_request_t *r, rlt_ngx_pending_t *p
         size_t nl = ngx_min(p->zone->name.len, sizeof(name) - 1);
         ngx_memcpy(name, p->zone->name.data, nl);
         name[nl] = '\0';
-        int len = rlt_format_headers(buf, sizeof(buf), name, &p->zone->sh->policy, &p->d,
+        int len = rlt_format_headers(buf, sizeof(buf), name, p->zone->sh->policy, &p->d,
                                      RLT_HDR_IETF);
         if (len < 0 || rlt_ngx_push_headers(r, buf, (size_t)len) != NGX_OK) return NGX_ERROR;
     }
@@ -621,7 +629,7 @@ static ngx_int_t rlt_ngx_handler(ngx_http_request_t *r)
             }
             ngx_memcpy(p->work, rlt_ngx_node_state(p->node), sh->state_size);
         }
-        p->rc = rlt_decide(&sh->policy, p->work, now, p->cost, &p->d);
+        p->rc = rlt_decide(sh->policy, p->work, now, p->cost, &p->d);
         if (p->rc == RLT_OK && !p->d.allowed) allowed = 0;
     }
     /* All or nothing: the copies go back only when every limit passed.  Dry run enforces
@@ -657,28 +665,32 @@ static ngx_int_t rlt_ngx_handler(ngx_http_request_t *r)
                 delay = p->d.delay;
                 worst = p;
             }
-        } else if (!p->d.allowed && retry >= 0) {
-            if (p->d.retry_after < 0)
-                retry = -1; /* one limit that can never pass: no wait helps */
-            else if (p->d.retry_after > retry || worst == NULL) {
+        } else if (!p->d.allowed) {
+            /* The request may retry when every refusing limit allows it: the longest wait,
+             * or never (-1) when one of them can never pass. */
+            if (worst == NULL) worst = p;
+            if (p->d.retry_after < 0) {
+                retry = -1;
+                worst = p;
+            } else if (retry >= 0 && p->d.retry_after > retry) {
                 retry = p->d.retry_after;
                 worst = p;
             }
-            if (worst == NULL) worst = p;
         }
     }
 
     ngx_int_t retry_s = rlt_retry_after_seconds(retry);
     if (!allowed) {
-        if (worst == NULL) {
-            for (ngx_uint_t i = 0; i < n && !worst; i++)
-                if (pend[i].node && pend[i].rc == RLT_OK && !pend[i].d.allowed) worst = &pend[i];
+        const char *dry = conf->dry_run ? ", dry run," : "";
+        if (retry < 0) {
+            ngx_log_error(conf->log_level, r->connection->log, 0,
+                          "limiting requests%s by ratelimit zone \"%V\": cost %L can never pass",
+                          dry, &worst->zone->name, (int64_t)worst->cost);
+        } else {
+            ngx_log_error(conf->log_level, r->connection->log, 0,
+                          "limiting requests%s by ratelimit zone \"%V\", retry after %L ms", dry,
+                          &worst->zone->name, (int64_t)((retry + RLT_NS_PER_MS - 1) / RLT_NS_PER_MS));
         }
-        ngx_log_error(conf->log_level, r->connection->log, 0,
-                      "limiting requests%s by ratelimit zone \"%V\", key \"%V\", retry after %L "
-                      "ms",
-                      conf->dry_run ? ", dry run," : "", &worst->zone->name, &worst->key,
-                      retry < 0 ? (int64_t)-1 : (int64_t)((retry + 999999) / RLT_NS_PER_MS));
         req->status = conf->dry_run ? RLT_NGX_REJECTED_DRY_RUN : RLT_NGX_REJECTED;
         if (conf->headers &&
             rlt_ngx_add_headers(r, pend, n, 0, conf->dry_run ? -1 : retry_s) != NGX_OK)
@@ -697,8 +709,7 @@ static ngx_int_t rlt_ngx_handler(ngx_http_request_t *r)
     ngx_msec_t ms = (ngx_msec_t)((delay + RLT_NS_PER_MS - 1) / RLT_NS_PER_MS);
     req->status = RLT_NGX_DELAYED;
     ngx_log_error(conf->delay_log_level, r->connection->log, 0,
-                  "delaying request by %M ms by ratelimit zone \"%V\", key \"%V\"", ms,
-                  &worst->zone->name, &worst->key);
+                  "delaying request by %M ms by ratelimit zone \"%V\"", ms, &worst->zone->name);
     if (ngx_handle_read_event(r->connection->read, 0) != NGX_OK)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     r->read_event_handler = ngx_http_test_reading;
