@@ -4,7 +4,8 @@
 # ngx_http_ratelimit_module (gcra:10000000/1s,burst=1000 on $http_x_rl_key: every request
 # passes), wrk on CPU 0 with randkey.lua (1M random keys), the three locations interleaved
 # ROUNDS times: limiting off, limit_req, ratelimit.  Prints each run, the medians and the
-# ratios, then the keys a 1 MiB zone of each holds (keys_held.py) and the bytes per key.
+# ratios, the worker's CPU time per request (utime + stime from /proc, steadier than req/s on a
+# shared machine), then the keys a 1 MiB zone of each holds (keys_held.py) and the bytes per key.
 # Usage: bench/nginx/run.sh BUILD_DIR [SECONDS] [ROUNDS]     (env: ANCHORS, PORT_BASE)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -49,18 +50,25 @@ trap 'nginx -p "$P/" -c nginx.conf -s stop 2>/dev/null; sleep 0.5; rm -rf "$P"' 
 sleep 0.5
 echo "nginx $(nginx -v 2>&1 | sed 's/.*\///'), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), wrk -t1 -c50 -d${secs}s"
 
-declare -A all
+worker=$(pgrep -P "$(cat "$P/nginx.pid")" | head -1)
+ticks() { awk '{ print $14 + $15 }' "/proc/$worker/stat"; }
+declare -A all cpu
 run() { # run NAME PORT
-  local out rps
+  local out rps t0 t1 n us
+  t0=$(ticks)
   out=$(taskset -c 0 wrk -t1 -c50 -d"${secs}s" -s "$A/randkey.lua" "http://127.0.0.1:$2/index.html")
+  t1=$(ticks)
   if grep -qE "Non-2xx|Socket errors" <<<"$out"; then
     echo "run.sh: $1 had errors or non-2xx responses:" >&2
     echo "$out" >&2
     exit 1
   fi
   rps=$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")
+  n=$(awk '/requests in/ { print $1 }' <<<"$out")
+  us=$(awk -v d=$((t1 - t0)) -v n="$n" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", d / hz * 1e6 / n }')
   all[$1]="${all[$1]:-} $rps"
-  printf "round %s  %-10s %10s req/s\n" "$r" "$1" "$rps"
+  cpu[$1]="${cpu[$1]:-} $us"
+  printf "round %s  %-10s %10s req/s  %6s us worker CPU a request\n" "$r" "$1" "$rps" "$us"
 }
 for r in $(seq 1 "$rounds"); do
   run off "$(port 0)"
@@ -72,7 +80,13 @@ off=$(median <<<"${all[off]}")
 lr=$(median <<<"${all[limit_req]}")
 rl=$(median <<<"${all[ratelimit]}")
 echo "median req/s: off $off, limit_req $lr, ratelimit $rl"
+coff=$(median <<<"${cpu[off]}")
+clr=$(median <<<"${cpu[limit_req]}")
+crl=$(median <<<"${cpu[ratelimit]}")
+echo "median worker CPU us a request: off $coff, limit_req $clr, ratelimit $crl"
 awk -v off="$off" -v lr="$lr" -v rl="$rl" 'BEGIN {
-  printf "ratios: ratelimit/limit_req %.3f, limit_req/off %.3f, ratelimit/off %.3f\n", rl / lr, lr / off, rl / off }'
+  printf "req/s ratios: ratelimit/limit_req %.3f, limit_req/off %.3f, ratelimit/off %.3f\n", rl / lr, lr / off, rl / off }'
+awk -v off="$coff" -v lr="$clr" -v rl="$crl" 'BEGIN {
+  printf "CPU a request over off: limit_req +%.2f us, ratelimit +%.2f us\n", lr - off, rl - off }'
 
 python3 "$here/keys_held.py" "$(port 5)" "$(port 6)" 1048576
