@@ -7,8 +7,8 @@
  *     ngx_rbtree_node_t up to `color` (32) | color dummy len (4) + pad (4) | LRU queue (16)
  *     | key bytes, padded to 8 | state (rlt_state_size: 8 for GCRA)
  * that is 64 + key bytes (padded) for GCRA, slab's 128-byte class for keys up to 64 bytes
- * (limit_req's node is 80 + key bytes, the same class up to 48).  Every worker decides with the policy kept
- * in the zone, so old and new workers agree while a reload drains.
+ * (limit_req's node is 80 + key bytes, the same class up to 48).  Every worker decides with the
+ * policy kept in the zone, so old and new workers agree while a reload drains.
  *
  * Locking.  Each zone's slab mutex.  A request limited by several zones takes their mutexes in
  * address order (no deadlock between two requests), decides every limit on a copy of its
@@ -47,9 +47,9 @@ typedef enum {
     RLT_NGX_REJECTED_DRY_RUN
 } rlt_ngx_status_e;
 
-static ngx_str_t rlt_ngx_status_names[] = {
-    ngx_null_string,          ngx_string("PASSED"),          ngx_string("DELAYED"),
-    ngx_string("REJECTED"),   ngx_string("REJECTED_DRY_RUN")};
+static ngx_str_t rlt_ngx_status_names[] = {ngx_null_string, ngx_string("PASSED"),
+                                           ngx_string("DELAYED"), ngx_string("REJECTED"),
+                                           ngx_string("REJECTED_DRY_RUN")};
 
 /* Overlays ngx_rbtree_node_t from its `color` field on, as limit_req's node does. */
 typedef struct {
@@ -137,7 +137,6 @@ static ngx_conf_enum_t rlt_ngx_log_levels[] = {{ngx_string("info"), NGX_LOG_INFO
                                                {ngx_string("warn"), NGX_LOG_WARN},
                                                {ngx_string("error"), NGX_LOG_ERR},
                                                {ngx_null_string, 0}};
-
 
 static ngx_command_t rlt_ngx_commands[] = {
     {ngx_string("ratelimit_zone"), NGX_HTTP_MAIN_CONF | NGX_CONF_1MORE, rlt_ngx_zone_directive, 0,
@@ -282,8 +281,8 @@ static ngx_uint_t rlt_ngx_expire_idle(rlt_ngx_zone_t *z, rlt_ns now, ngx_uint_t 
 
 /* The node of `key`, created if missing.  Called with the zone locked.  NULL only when the
  * zone cannot hold the key even empty (logged): the caller lets the request through. */
-static rlt_ngx_node_t *rlt_ngx_lookup(rlt_ngx_zone_t *z, uint32_t hash, u_char *key,
-                                      size_t len, rlt_ns now, ngx_log_t *log)
+static rlt_ngx_node_t *rlt_ngx_lookup(rlt_ngx_zone_t *z, uint32_t hash, u_char *key, size_t len,
+                                      rlt_ns now, ngx_log_t *log)
 {
     rlt_ngx_shctx_t *sh = z->sh;
     rlt_ngx_node_t *n = rlt_ngx_find(sh, hash, key, len);
@@ -350,8 +349,8 @@ static void rlt_ngx_adopt_policy(rlt_ngx_zone_t *z, ngx_log_t *log)
     }
     rlt_ns now = rlt_ngx_now(sh);
     ngx_uint_t kept = 0, dropped = 0;
-    ngx_int_t convert = sh->policy->algo == z->policy.algo &&
-                        sh->state_size == rlt_ngx_state_size(&z->policy);
+    ngx_int_t convert =
+        sh->policy->algo == z->policy.algo && sh->state_size == rlt_ngx_state_size(&z->policy);
     ngx_queue_t *q = ngx_queue_head(&sh->queue);
     while (q != ngx_queue_sentinel(&sh->queue)) {
         ngx_queue_t *next = ngx_queue_next(q);
@@ -411,12 +410,12 @@ static ngx_int_t rlt_ngx_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     ngx_queue_init(&z->sh->queue);
     z->sh->state_size = rlt_ngx_state_size(&z->policy);
     ngx_time_t *tp = ngx_timeofday();
-    z->sh->offset_ns = ((rlt_ns)tp->sec * 1000 + (rlt_ns)tp->msec - (rlt_ns)ngx_current_msec) *
-                       RLT_NS_PER_MS;
+    z->sh->offset_ns =
+        ((rlt_ns)tp->sec * 1000 + (rlt_ns)tp->msec - (rlt_ns)ngx_current_msec) * RLT_NS_PER_MS;
 
     /* The header above is 128 bytes and the policy shares one block with the slab's log
-     * text: both fall in the 128-byte class of the nodes (zone names up to 25 bytes), so no page is spent on another
-     * class (limit_req's log text takes a page of 32-byte chunks). */
+     * text: both fall in the 128-byte class of the nodes (zone names up to 25 bytes), so no page is
+     * spent on another class (limit_req's log text takes a page of 32-byte chunks). */
     size_t len = sizeof(" in ratelimit zone \"\"") + shm_zone->shm.name.len;
     u_char *block = ngx_slab_alloc(z->shpool, sizeof(rlt_policy) + len);
     if (block == NULL) return NGX_ERROR;
@@ -440,7 +439,9 @@ static void rlt_ngx_cleanup(void *data)
         rlt_ngx_node_t *n = rlt_ngx_find(z->sh, req->leases[i].hash, req->leases[i].key.data,
                                          req->leases[i].key.len);
         /* A key evicted meanwhile has nothing left to release. */
-        if (n) (void)rlt_release(z->sh->policy, rlt_ngx_node_state(n), rlt_ngx_now(z->sh), req->leases[i].lease);
+        if (n)
+            (void)rlt_release(z->sh->policy, rlt_ngx_node_state(n), rlt_ngx_now(z->sh),
+                              req->leases[i].lease);
         ngx_shmtx_unlock(&z->shpool->mutex);
     }
     req->nleases = 0;
@@ -496,8 +497,8 @@ static ngx_int_t rlt_ngx_push_headers(ngx_http_request_t *r, const char *text, s
     return NGX_OK;
 }
 
-static ngx_int_t rlt_ngx_add_headers(ngx_http_request_t *r, rlt_ngx_pending_t *pend,
-                                     ngx_uint_t n, ngx_int_t allowed, ngx_int_t retry)
+static ngx_int_t rlt_ngx_add_headers(ngx_http_request_t *r, rlt_ngx_pending_t *pend, ngx_uint_t n,
+                                     ngx_int_t allowed, ngx_int_t retry)
 {
     char buf[512];
     for (ngx_uint_t i = 0; i < n; i++) {
@@ -509,8 +510,8 @@ static ngx_int_t rlt_ngx_add_headers(ngx_http_request_t *r, rlt_ngx_pending_t *p
         size_t nl = ngx_min(p->zone->name.len, sizeof(name) - 1);
         ngx_memcpy(name, p->zone->name.data, nl);
         name[nl] = '\0';
-        int len = rlt_format_headers(buf, sizeof(buf), name, p->zone->sh->policy, &p->d,
-                                     RLT_HDR_IETF);
+        int len =
+            rlt_format_headers(buf, sizeof(buf), name, p->zone->sh->policy, &p->d, RLT_HDR_IETF);
         if (len < 0 || rlt_ngx_push_headers(r, buf, (size_t)len) != NGX_OK) return NGX_ERROR;
     }
     if (!allowed && retry >= 0) {
@@ -617,8 +618,8 @@ static ngx_int_t rlt_ngx_handler(ngx_http_request_t *r)
         rlt_ngx_pending_t *p = &pend[i];
         rlt_ngx_shctx_t *sh = p->zone->sh;
         rlt_ns now = rlt_ngx_now(sh);
-        p->node = rlt_ngx_lookup(p->zone, p->hash, p->key.data, p->key.len, now,
-                                 r->connection->log);
+        p->node =
+            rlt_ngx_lookup(p->zone, p->hash, p->key.data, p->key.len, now, r->connection->log);
         if (p->node == NULL) continue;
         p->work = rlt_ngx_node_state(p->node);
         if (n > 1) {
@@ -637,7 +638,8 @@ static ngx_int_t rlt_ngx_handler(ngx_http_request_t *r)
     if (allowed && n > 1) {
         for (ngx_uint_t i = 0; i < n; i++)
             if (pend[i].node && pend[i].rc == RLT_OK)
-                ngx_memcpy(rlt_ngx_node_state(pend[i].node), pend[i].work, pend[i].zone->sh->state_size);
+                ngx_memcpy(rlt_ngx_node_state(pend[i].node), pend[i].work,
+                           pend[i].zone->sh->state_size);
     }
     for (ngx_uint_t i = n; i-- > 0;)
         ngx_shmtx_unlock(&order[i]->zone->shpool->mutex);
@@ -689,7 +691,8 @@ static ngx_int_t rlt_ngx_handler(ngx_http_request_t *r)
         } else {
             ngx_log_error(conf->log_level, r->connection->log, 0,
                           "limiting requests%s by ratelimit zone \"%V\", retry after %L ms", dry,
-                          &worst->zone->name, (int64_t)((retry + RLT_NS_PER_MS - 1) / RLT_NS_PER_MS));
+                          &worst->zone->name,
+                          (int64_t)((retry + RLT_NS_PER_MS - 1) / RLT_NS_PER_MS));
         }
         req->status = conf->dry_run ? RLT_NGX_REJECTED_DRY_RUN : RLT_NGX_REJECTED;
         if (conf->headers &&
@@ -848,8 +851,8 @@ static char *rlt_ngx_zone_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *co
             char err[256];
             z->policy_text.data = value[i].data + 7;
             z->policy_text.len = value[i].len - 7;
-            if (rlt_policy_parse(&z->policy, (const char *)z->policy_text.data,
-                                 z->policy_text.len, err, sizeof(err)) != RLT_OK) {
+            if (rlt_policy_parse(&z->policy, (const char *)z->policy_text.data, z->policy_text.len,
+                                 err, sizeof(err)) != RLT_OK) {
                 ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid policy \"%V\": %s",
                                    &z->policy_text, err);
                 return NGX_CONF_ERROR;
@@ -885,8 +888,8 @@ static char *rlt_ngx_zone_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *co
     }
     z->name = name;
 
-    ngx_shm_zone_t *shm_zone = ngx_shared_memory_add(cf, &name, (size_t)size,
-                                                     &ngx_http_ratelimit_module);
+    ngx_shm_zone_t *shm_zone =
+        ngx_shared_memory_add(cf, &name, (size_t)size, &ngx_http_ratelimit_module);
     if (shm_zone == NULL) return NGX_CONF_ERROR;
     if (shm_zone->data) {
         rlt_ngx_zone_t *other = shm_zone->data;
@@ -957,8 +960,8 @@ static char *rlt_ngx_limit_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *c
     rlt_ngx_zone_t *z = shm_zone->data;
     if (cost_cv == NULL && z->policy.algo == RLT_CONCURRENCY && cost > 1) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid cost %L for the concurrency zone \"%V\": 0 or 1",
-                           (int64_t)cost, &z->name);
+                           "invalid cost %L for the concurrency zone \"%V\": 0 or 1", (int64_t)cost,
+                           &z->name);
         return NGX_CONF_ERROR;
     }
 
@@ -1006,9 +1009,8 @@ static char *rlt_ngx_log_level_directive(ngx_conf_t *cf, ngx_command_t *cmd, voi
             return NGX_CONF_OK;
         }
     }
-    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                       "invalid \"%V\" \"%V\": info, notice, warn or error", &cmd->name,
-                       &value[1]);
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid \"%V\" \"%V\": info, notice, warn or error",
+                       &cmd->name, &value[1]);
     return NGX_CONF_ERROR;
 }
 
