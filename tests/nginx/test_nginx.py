@@ -511,6 +511,83 @@ def test_an_empty_key_is_not_limited():
         assert "x-rl-status" not in got[0][1] or got[0][1]["x-rl-status"] == ""
 
 
+def test_retry_after_is_the_longest_wait_and_absent_when_the_cost_never_fits():
+    http = f"""
+    ratelimit_zone $binary_remote_addr zone=short:1m policy=gcra:1/10s;
+    ratelimit_zone $binary_remote_addr zone=long:1m policy=gcra:1/1h;
+    server {{ listen 127.0.0.1:PORT; {STATUS}
+             location / {{ ratelimit zone=short; ratelimit zone=long; }}
+             location /big/ {{ ratelimit zone=short cost=5; }} }}"""
+    with Nginx(http).start() as n:
+        c = Client(n.port)
+        assert c.get()[0] == 200
+        s, h, _ = c.get()  # both refuse: the client may retry when both allow, in an hour
+        assert s == 429 and ietf(h, "short") and ietf(h, "long"), h
+        assert 3599 <= int(h["retry-after"]) <= 3600, h
+        s, h, _ = c.get("/big/index.html")  # cost 5 of a burst of 1: no wait helps
+        assert s == 429 and "retry-after" not in h, h
+        assert "cost 5 can never pass" in n.log()
+        c.close()
+
+
+def test_an_internal_redirect_is_not_charged_twice():
+    clear_of_boundary(3600)
+    http = f"""
+    ratelimit_zone $binary_remote_addr zone=once:1m policy=fixed_window:2/1h;
+    ratelimit zone=once;
+    log_format rl "$uri $ratelimit_status";
+    server {{ listen 127.0.0.1:PORT; access_log {{logs}}/access.log rl;
+             location / {{ index index.html; }} }}"""
+    with Nginx(http) as n:
+        n.write(http.replace("{logs}", os.path.join(n.prefix, "logs")))
+        n.start()
+        # "/" is redirected internally to /index.html: PREACCESS runs twice, the zone once.
+        assert [get(n.port, "/")[0] for _ in range(3)] == [200, 200, 429]
+        time.sleep(0.2)
+        with open(os.path.join(n.prefix, "logs", "access.log")) as f:
+            lines = f.read().split("\n")
+        assert lines[:3] == ["/index.html PASSED", "/index.html PASSED", "/ REJECTED"], lines
+
+
+def test_a_delay_is_not_held_in_dry_run():
+    http = f"""
+    ratelimit_zone $binary_remote_addr zone=lb:1m policy=leaky_bucket:1/1h,queue=3;
+    server {{ listen 127.0.0.1:PORT; {STATUS} ratelimit_dry_run on;
+             location / {{ ratelimit zone=lb; }} }}"""
+    with Nginx(http).start() as n:
+        t0 = time.time()
+        got = [get(n.port)[1]["x-rl-status"] for _ in range(5)]
+        assert time.time() - t0 < 2, "a dry run held a request"
+        assert got == ["PASSED"] * 4 + ["REJECTED_DRY_RUN"], got
+
+
+def test_a_reload_to_another_algorithm_drops_the_zone_keys():
+    http = f"""
+    ratelimit_zone $binary_remote_addr zone=r:1m policy=gcra:1/1h;
+    server {{ listen 127.0.0.1:PORT; {STATUS} location / {{ ratelimit zone=r; }} }}"""
+    with Nginx(http).start() as n:
+        assert [get(n.port)[0] for _ in range(2)] == [200, 429]
+        n.write(http.replace("gcra:1/1h", "sliding_log:1/1h"))
+        n.reload()
+        assert [get(n.port)[0] for _ in range(2)] == [200, 429]
+        assert '"sliding_log:1/1h": 0 keys carried over, 1 dropped' in n.log()
+
+
+def test_a_reload_that_changes_a_zone_key_is_refused_and_the_old_config_serves():
+    http = f"""
+    ratelimit_zone $binary_remote_addr zone=r:1m policy=gcra:1/1h;
+    server {{ listen 127.0.0.1:PORT; {STATUS} location / {{ ratelimit zone=r; }} }}"""
+    with Nginx(http).start() as n:
+        assert get(n.port)[0] == 200
+        n.write(http.replace("$binary_remote_addr", "$http_x_key"))
+        n.proc.send_signal(signal.SIGHUP)
+        deadline = time.time() + 10
+        while 'uses the "$http_x_key" key while previously it used' not in n.log():
+            assert time.time() < deadline, n.log()[-2000:]
+            time.sleep(0.05)
+        assert get(n.port)[0] == 429  # the old zone, the old key, the old state
+
+
 BAD = [
     ("ratelimit_zone zone=a:1m policy=gcra:1/s;", '"ratelimit_zone" needs a key first'),
     ("ratelimit_zone $binary_remote_addr policy=gcra:1/s;",
