@@ -209,13 +209,14 @@ def exact_totals_across_workers(workers):
     with Nginx(http, workers=workers).start() as n:
         def burst(_):
             c, res = Client(n.port), []
-            for _ in range(25):
+            for _ in range(10):
                 s, h, _ = c.get()
                 res.append((s, h["x-pid"]))
             c.close()
             return res
-        with ThreadPoolExecutor(8) as ex:
-            results = [r for chunk in ex.map(burst, range(8)) for r in chunk]
+        # 20 connections spread by reuseport: all on one worker has odds 2^-19 with 2 workers.
+        with ThreadPoolExecutor(20) as ex:
+            results = [r for chunk in ex.map(burst, range(20)) for r in chunk]
         passed = sum(1 for s, _ in results if s == 200)
         rejected = sum(1 for s, _ in results if s == 429)
         assert (passed, rejected) == (50, 150), (passed, rejected)
@@ -396,7 +397,9 @@ def test_leaky_bucket_delay_holds_the_request():
         delays = sorted(w[4] for w in want if w[0] == "allow")  # 0, 0, 0.5, 1
         held = sorted(d for s, _, d in got if s == 200)
         for want_d, took in zip(delays, held):
-            assert want_d - 0.01 <= took <= want_d + 0.35, (delays, held)
+            # Held at least the delay (less the ms the timer rounds), at most a loaded machine's
+            # scheduling later.
+            assert want_d - 0.01 <= took <= want_d + 0.6, (delays, held)
         assert sorted(st for _, st, _ in got) == sorted(
             ["PASSED", "PASSED", "DELAYED", "DELAYED", "REJECTED"]), got
 
