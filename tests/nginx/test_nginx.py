@@ -168,6 +168,22 @@ def get(port, path="/index.html", headers=None):
         c.close()
 
 
+def simultaneous(port, count, headers=None):
+    """`count` requests sent at once on their own connections: (status, headers, seconds taken)."""
+    barrier = threading.Barrier(count)
+
+    def one(_):
+        c = Client(port)
+        c.conn.connect()
+        barrier.wait()
+        s, h, sent = c.get(headers=headers)
+        c.close()
+        return s, h, time.time() - sent
+
+    with ThreadPoolExecutor(count) as ex:
+        return list(ex.map(one, range(count)))
+
+
 def replay(policy, times, costs=None):
     """`ratelimit replay` over one key: a list of (verdict, remaining, retry_s, reset_s, delay_s)."""
     costs = costs or [1] * len(times)
@@ -379,18 +395,9 @@ def test_leaky_bucket_delay_holds_the_request():
     ratelimit_zone $http_x_key zone=lb:1m policy={policy};
     server {{ listen 127.0.0.1:PORT; {STATUS} location / {{ ratelimit zone=lb; }} }}"""
     with Nginx(http).start() as n:
-        start = threading.Barrier(5)
-
-        def one(_):
-            c = Client(n.port)
-            c.conn.connect()
-            start.wait()
-            s, h, sent = c.get(headers={"X-Key": "held"})
-            c.close()
-            return s, h["x-rl-status"], time.time() - sent
-
-        with ThreadPoolExecutor(5) as ex:
-            got = sorted(ex.map(one, range(5)), key=lambda g: g[2])
+        got = sorted(((s, h["x-rl-status"], took)
+                      for s, h, took in simultaneous(n.port, 5, {"X-Key": "held"})),
+                     key=lambda g: g[2])
         want = replay(policy, [0, 0, 0, 0, 0])
         assert sorted(w[0] for w in want) == sorted(
             "allow" if s == 200 else "deny" for s, _, _ in got), (got, want)
@@ -432,17 +439,7 @@ def test_concurrency_counts_requests_in_flight_and_releases_them():
              location / {{ ratelimit zone=cc; proxy_pass http://127.0.0.1:{bport}; }} }}"""
     try:
         with Nginx(http).start() as n:
-            barrier = threading.Barrier(4)
-
-            def one(_):
-                c = Client(n.port)
-                c.conn.connect()
-                barrier.wait()
-                s = c.get()[0]
-                c.close()
-                return s
-            with ThreadPoolExecutor(4) as ex:
-                got = sorted(ex.map(one, range(4)))
+            got = sorted(s for s, _, _ in simultaneous(n.port, 4))
             assert got == [200, 200, 429, 429], got
             # Both leases were released when their requests ended.
             with ThreadPoolExecutor(2) as ex:
