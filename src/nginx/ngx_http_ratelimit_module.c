@@ -138,6 +138,21 @@ static ngx_conf_enum_t rlt_ngx_log_levels[] = {{ngx_string("info"), NGX_LOG_INFO
                                                {ngx_string("error"), NGX_LOG_ERR},
                                                {ngx_null_string, 0}};
 
+/* The directives (docs/nginx.md has the full reference and a migration table from limit_req).
+ * Every bad argument stops `nginx -t` (and a reload, which keeps the old configuration) with a
+ * message naming it.
+ *   ratelimit_zone KEY zone=NAME:SIZE policy=POLICY;   http.  KEY a complex value (empty: not
+ *       limited); NAME a token (it names the policy in the headers); POLICY rlt_policy_parse's
+ *       text.  One key per name; the zone must be declared before a ratelimit uses it.
+ *   ratelimit zone=NAME [cost=N|cost=$var];   http, server, location (inherited when a level
+ *       has none).  Up to 8 zones, each once: all pass or the request is refused consuming from
+ *       none.  A $var cost that is not a whole number >= 0 counts as 1.
+ *   ratelimit_status CODE;          400-599, default 429.
+ *   ratelimit_dry_run on|off;       default off: decide and report, never refuse or delay.
+ *   ratelimit_log_level LEVEL;      info|notice|warn|error, default error; delays one lower.
+ *   ratelimit_headers on|off;       default on: RateLimit-Policy and RateLimit per limiting
+ *       zone, Retry-After (whole seconds, rounded up) on a rejection.
+ * And the variable $ratelimit_status: PASSED, DELAYED, REJECTED or REJECTED_DRY_RUN. */
 static ngx_command_t rlt_ngx_commands[] = {
     {ngx_string("ratelimit_zone"), NGX_HTTP_MAIN_CONF | NGX_CONF_1MORE, rlt_ngx_zone_directive, 0,
      0, NULL},
