@@ -31,9 +31,9 @@ rps() { # URL [query]: requests/s of one wrk run; fails on non-2xx or socket err
   if echo "$out" | grep -qE "Non-2xx|Socket errors"; then echo "vs-nginx: errors: $out" >&2; exit 1; fi
   echo "$out" | awk '/Requests\/sec/ {print $2}'
 }
-# Warm both (the first pass of 1M keys creates the states).
-rps "http://127.0.0.1:$port/" query >/dev/null
-rps http://127.0.0.1:18083/index.html >/dev/null
+# Warm both (the first passes over the 1M keys create most of the states: 10 s each).
+secs=10 rps "http://127.0.0.1:$port/" query >/dev/null
+secs=10 rps http://127.0.0.1:18083/index.html >/dev/null
 ours=() peer=()
 for r in $(seq "$rounds"); do
   a=$(rps "http://127.0.0.1:$port/" query); ours+=("$a")

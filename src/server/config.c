@@ -271,6 +271,24 @@ static int parse_root(rlt__cy *x, yaml_node_t *root)
     return RLT_OK;
 }
 
+/* One document per file: a second one ("---") would be silently ignored, so it is refused. */
+static int no_second_document(rlt__cy *x, yaml_parser_t *parser, const char *file)
+{
+    yaml_document_t next;
+    if (!yaml_parser_load(parser, &next)) {
+        snprintf(x->err, x->errlen, "%s:%lu: %s", file,
+                 (unsigned long)parser->problem_mark.line + 1,
+                 parser->problem ? parser->problem : "YAML syntax error");
+        return RLT_EPARSE;
+    }
+    yaml_node_t *root = yaml_document_get_root_node(&next);
+    int r = RLT_OK;
+    if (root != NULL)
+        r = rlt__cy_fail(x, root, "a second YAML document: one config file holds one document");
+    yaml_document_delete(&next);
+    return r;
+}
+
 int rlt__config_parse(const char *text, size_t len, const char *file, rlt__config **out, char *err,
                       size_t errlen)
 {
@@ -305,7 +323,9 @@ int rlt__config_parse(const char *text, size_t len, const char *file, rlt__confi
         return RLT_EPARSE;
     }
     rlt__cy x = {.doc = &doc, .file = file, .err = err, .errlen = errlen, .c = c};
-    int r = parse_root(&x, yaml_document_get_root_node(&doc));
+    int r = rlt__cy_check_document(&x);
+    if (r == RLT_OK) r = parse_root(&x, yaml_document_get_root_node(&doc));
+    if (r == RLT_OK) r = no_second_document(&x, &parser, file);
     yaml_document_delete(&doc);
     yaml_parser_delete(&parser);
     if (r < 0) {

@@ -43,20 +43,38 @@ static void store_name(char *out, const char *prefix, const char *text)
 /* Two rules with one store name would share their counters: refuse the file instead.  Paths
  * are "domain.key_value..." and can coincide (key "a_b" value "c" vs key "a" value "b_c"), and
  * long paths are hashed. */
+static const rlt__rule *sort_rules; /* qsort has no context argument; one thread parses */
+
+static int rule_name_cmp(const void *a, const void *b)
+{
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    int c = strcmp(sort_rules[i].name, sort_rules[j].name);
+    return c != 0 ? c : (i < j ? -1 : 1);
+}
+
 int rlt__cy_check_rule_names(rlt__cy *x)
 {
     const rlt__config *c = x->c;
+    if (c->nrules < 2) return RLT_OK;
+    size_t *ix = malloc(c->nrules * sizeof *ix);
+    if (ix == NULL) return rlt__cy_fail(x, NULL, "out of memory");
     for (size_t i = 0; i < c->nrules; i++)
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(c->rules[i].name, c->rules[j].name) == 0) {
-                snprintf(x->err, x->errlen,
-                         "%s:%d: rule %s has the same store name (%s) as the rule on line %d "
-                         "(%s): change a key or value",
-                         x->file, c->rules[i].line, c->rules[i].path, c->rules[i].name,
-                         c->rules[j].line, c->rules[j].path);
-                return RLT_EPARSE;
-            }
-    return RLT_OK;
+        ix[i] = i;
+    /* Sorted by store name, equal names are neighbours (n log n for 20,000 rules). */
+    sort_rules = c->rules;
+    qsort(ix, c->nrules, sizeof *ix, rule_name_cmp);
+    int r = RLT_OK;
+    for (size_t k = 1; k < c->nrules && r == RLT_OK; k++) {
+        const rlt__rule *a = &c->rules[ix[k - 1]], *b = &c->rules[ix[k]];
+        if (strcmp(a->name, b->name) != 0) continue;
+        snprintf(x->err, x->errlen,
+                 "%s:%d: rule %s has the same store name (%s) as the rule on line %d "
+                 "(%s): change a key or value",
+                 x->file, b->line, b->path, b->name, a->line, a->path);
+        r = RLT_EPARSE;
+    }
+    free(ix);
+    return r;
 }
 
 static bool valid_name(const char *s)
@@ -76,9 +94,15 @@ static bool valid_name(const char *s)
 static int add_rule(rlt__cy *x, rlt__rule **out)
 {
     rlt__config *c = x->c;
-    rlt__rule *r = realloc(c->rules, (c->nrules + 1) * sizeof *r);
-    if (r == NULL) return rlt__cy_fail(x, NULL, "out of memory");
-    c->rules = r;
+    if (c->nrules == x->rules_cap) {
+        /* Doubling: one realloc per rule copied every rule again (n^2 bytes for a big file). */
+        size_t cap = x->rules_cap ? x->rules_cap * 2 : 16;
+        rlt__rule *r = realloc(c->rules, cap * sizeof *r);
+        if (r == NULL) return rlt__cy_fail(x, NULL, "out of memory");
+        c->rules = r;
+        x->rules_cap = cap;
+    }
+    rlt__rule *r = c->rules;
     memset(&r[c->nrules], 0, sizeof r[0]);
     r[c->nrules].policy_id = -1;
     *out = &r[c->nrules++];
@@ -196,6 +220,43 @@ void rlt__cy_free_descs(rlt__desc *d, size_t n)
     free(d);
 }
 
+static const rlt__desc *sort_descs; /* qsort has no context argument; one thread parses */
+
+static int desc_cmp(const void *a, const void *b)
+{
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    const rlt__desc *x = &sort_descs[i], *y = &sort_descs[j];
+    int c = strcmp(x->key, y->key);
+    if (c == 0 && (x->value == NULL) != (y->value == NULL)) c = x->value == NULL ? -1 : 1;
+    if (c == 0 && x->value != NULL) c = strcmp(x->value, y->value);
+    return c != 0 ? c : (i < j ? -1 : 1);
+}
+
+/* Two siblings with one key and value would shadow each other: refused, found by sorting
+ * (n log n for a level of 20,000 descriptors).  The later one is named, by its node. */
+static int check_siblings(rlt__cy *x, yaml_node_t *seq, const rlt__desc *ds, size_t n)
+{
+    if (n < 2) return RLT_OK;
+    size_t *ix = malloc(n * sizeof *ix);
+    if (ix == NULL) return rlt__cy_fail(x, seq, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        ix[i] = i;
+    sort_descs = ds;
+    qsort(ix, n, sizeof *ix, desc_cmp);
+    int r = RLT_OK;
+    for (size_t k = 1; k < n && r == RLT_OK; k++) {
+        const rlt__desc *a = &ds[ix[k - 1]], *b = &ds[ix[k]];
+        bool same_value = (a->value == NULL && b->value == NULL) ||
+                          (a->value && b->value && strcmp(a->value, b->value) == 0);
+        if (strcmp(a->key, b->key) != 0 || !same_value) continue;
+        yaml_node_t *e = yaml_document_get_node(x->doc, seq->data.sequence.items.start[ix[k]]);
+        r = rlt__cy_fail(x, e, "duplicate descriptor '%s%s%s'", b->key, b->value ? "_" : "",
+                         b->value ? b->value : "");
+    }
+    free(ix);
+    return r;
+}
+
 static int parse_descs(rlt__cy *x, yaml_node_t *n, const char *path, int depth, rlt__desc **out,
                        size_t *nout)
 {
@@ -244,13 +305,6 @@ static int parse_descs(rlt__cy *x, yaml_node_t *n, const char *path, int depth, 
         if (!have_key || key[0] == '\0') return rlt__cy_fail(x, e, "a descriptor needs a key");
         if ((d->key = strdup(key)) == NULL) return rlt__cy_fail(x, e, "out of memory");
         if (have_value && (d->value = strdup(value)) == NULL) return rlt__cy_fail(x, e, "out of memory");
-        for (size_t j = 0; j + 1 < *nout; j++) {
-            bool same_value = (ds[j].value == NULL && d->value == NULL) ||
-                              (ds[j].value && d->value && strcmp(ds[j].value, d->value) == 0);
-            if (strcmp(ds[j].key, d->key) == 0 && same_value)
-                return rlt__cy_fail(x, e, "duplicate descriptor '%s%s%s'", d->key, d->value ? "_" : "",
-                            d->value ? d->value : "");
-        }
         char mypath[RLT__STR_MAX];
         snprintf(mypath, sizeof mypath, "%s.%s%s%s", path, d->key, d->value ? "_" : "",
                  d->value ? d->value : "");
@@ -268,7 +322,7 @@ static int parse_descs(rlt__cy *x, yaml_node_t *n, const char *path, int depth, 
         if (sub != NULL && parse_descs(x, sub, mypath, depth + 1, &d->children, &d->nchildren) < 0)
             return RLT_EPARSE;
     }
-    return RLT_OK;
+    return check_siblings(x, n, ds, *nout);
 }
 
 int rlt__cy_add_domain(rlt__cy *x, yaml_node_t *name_node, yaml_node_t *descs)

@@ -99,14 +99,16 @@ int rlt__cy_get_size(rlt__cy *x, const yaml_node_t *n, size_t *out, const char *
 int rlt__cy_need_map(rlt__cy *x, const yaml_node_t *n, const char *what)
 {
     if (n == NULL || n->type != YAML_MAPPING_NODE) return rlt__cy_fail(x, n, "%s must be a mapping", what);
-    if (x->visits > MAX_NODES) return rlt__cy_fail(x, n, "document too large (aliases?)");
+    if (x->visits > x->max_visits)
+        return rlt__cy_fail(x, n, "document too large once its aliases are expanded (alias bomb?)");
     return RLT_OK;
 }
 
 int rlt__cy_need_seq(rlt__cy *x, const yaml_node_t *n, const char *what)
 {
     if (n == NULL || n->type != YAML_SEQUENCE_NODE) return rlt__cy_fail(x, n, "%s must be a list", what);
-    if (x->visits > MAX_NODES) return rlt__cy_fail(x, n, "document too large (aliases?)");
+    if (x->visits > x->max_visits)
+        return rlt__cy_fail(x, n, "document too large once its aliases are expanded (alias bomb?)");
     return RLT_OK;
 }
 
@@ -134,3 +136,54 @@ int rlt__cy_get_fail(rlt__cy *x, const yaml_node_t *n, int *out)
 }
 
 /* A Redis duration needs its unit ("50ms"): a bare number would be ambiguous here. */
+
+/* A key of mapping pair p, for sorting and messages. */
+typedef struct keyref {
+    const char *s;
+    size_t len;
+    const yaml_node_t *node;
+} keyref;
+
+static int keyref_cmp(const void *a, const void *b)
+{
+    const keyref *x = a, *y = b;
+    size_t n = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->s, y->s, n);
+    if (c != 0) return c;
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
+    /* Equal keys: the one earlier in the file first, so the message names both in order. */
+    return x->node->start_mark.index < y->node->start_mark.index ? -1 : 1;
+}
+
+int rlt__cy_check_document(rlt__cy *x)
+{
+    size_t nodes = (size_t)(x->doc->nodes.top - x->doc->nodes.start);
+    x->max_visits = VISITS_PER_NODE * nodes + VISITS_MARGIN;
+    keyref stack[16];
+    for (yaml_node_t *n = x->doc->nodes.start; n < x->doc->nodes.top; n++) {
+        if (n->type != YAML_MAPPING_NODE) continue;
+        size_t np = (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
+        if (np < 2) continue;
+        keyref *k = np <= 16 ? stack : malloc(np * sizeof *k);
+        if (k == NULL) return rlt__cy_fail(x, n, "out of memory");
+        size_t m = 0;
+        for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+            yaml_node_t *kn = yaml_document_get_node(x->doc, p->key);
+            if (kn == NULL || kn->type != YAML_SCALAR_NODE) continue; /* refused by its reader */
+            k[m++] = (keyref){.s = (const char *)kn->data.scalar.value,
+                              .len = kn->data.scalar.length,
+                              .node = kn};
+        }
+        /* Sorted, duplicates are neighbours: n log n, not n^2, for a mapping of 20,000 keys. */
+        qsort(k, m, sizeof *k, keyref_cmp);
+        int r = RLT_OK;
+        for (size_t i = 1; i < m && r == RLT_OK; i++)
+            if (k[i].len == k[i - 1].len && memcmp(k[i].s, k[i - 1].s, k[i].len) == 0)
+                r = rlt__cy_fail(x, k[i].node, "duplicate key '%.*s' (first on line %lu)",
+                                 (int)(k[i].len > 64 ? 64 : k[i].len), k[i].s,
+                                 (unsigned long)k[i - 1].node->start_mark.line + 1);
+        if (k != stack) free(k);
+        if (r != RLT_OK) return r;
+    }
+    return RLT_OK;
+}

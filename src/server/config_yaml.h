@@ -14,7 +14,12 @@
 #include <yaml.h>
 
 #define MAX_DEPTH 16     /* nested descriptor levels */
-#define MAX_NODES 200000 /* node visits: bounds alias bombs ("billion laughs") */
+/* Node visits allowed: every node of the document a few times over (the root is read twice),
+ * plus a margin.  An alias bomb ("billion laughs") references a few nodes billions of times:
+ * it passes this bound after a few thousand visits and is refused at once, while a genuine
+ * file of any size (20,000 rules) loads. */
+#define VISITS_PER_NODE 4
+#define VISITS_MARGIN 10000
 #define MAX_FILE (16 << 20)
 
 typedef struct rlt__cy {
@@ -23,6 +28,8 @@ typedef struct rlt__cy {
     char *err;
     size_t errlen;
     size_t visits;
+    size_t max_visits;
+    size_t rules_cap; /* room in c->rules */ /* VISITS_PER_NODE x the document's nodes + VISITS_MARGIN */
     rlt__config *c;
 } rlt__cy;
 
@@ -50,6 +57,10 @@ int rlt__cy_get_fail(rlt__cy *x, const yaml_node_t *n, int *out);
          p_##k < (n)->data.mapping.pairs.top; p_##k++)                                             \
         for (yaml_node_t *k = rlt__cy_node(x, p_##k->key), *v = rlt__cy_node(x, p_##k->value);     \
              k != NULL; k = NULL)
+
+/* The whole document's shape, before any section is read: no mapping has a key twice (go-yaml,
+ * which envoyproxy/ratelimit reads its files with, refuses those too).  Sets max_visits. */
+int rlt__cy_check_document(rlt__cy *x);
 
 /* ---- sections (config_rules.c) ---- */
 int rlt__cy_parse_policies(rlt__cy *x, yaml_node_t *n);

@@ -170,6 +170,70 @@ TEST(alias_bombs_are_refused)
     ASSERT(c == NULL);
 }
 
+TEST(an_alias_bomb_in_descriptors_is_refused_at_once)
+{
+    /* Level k lists 9 descriptors whose children are all level k-1: 9^8 = 43 million
+     * descriptor visits once the aliases are expanded, from a document of ~300 nodes. */
+    static char y[16384];
+    size_t o = (size_t)snprintf(y, sizeof y, "domains:\n  - domain: d0\n    descriptors: &L0 [{key: z}]\n");
+    for (int k = 1; k <= 8; k++) {
+        o += (size_t)snprintf(y + o, sizeof y - o, "  - domain: d%d\n    descriptors: &L%d [", k, k);
+        for (int i = 0; i < 9; i++)
+            o += (size_t)snprintf(y + o, sizeof y - o, "%s{key: k%d, descriptors: *L%d}",
+                                  i ? ", " : "", i, k - 1);
+        o += (size_t)snprintf(y + o, sizeof y - o, "]\n");
+    }
+    rlt__config *c = parse(y);
+    ASSERT(c == NULL);
+    ASSERT(strstr(err_, "alias bomb") != NULL);
+}
+
+TEST(twenty_thousand_rules_load)
+{
+    /* A genuine big file (no aliases): every rule loads, in n log n. */
+    size_t cap = 20000 * 120 + 64, o = 0;
+    char *y = malloc(cap);
+    ASSERT(y != NULL);
+    o += (size_t)snprintf(y + o, cap - o, "domain: big\ndescriptors:\n");
+    for (int i = 0; i < 20000; i++)
+        o += (size_t)snprintf(y + o, cap - o,
+                              "  - key: user\n    value: u%d\n    rate_limit: {unit: minute, "
+                              "requests_per_unit: %d}\n",
+                              i, 1 + i % 100);
+    rlt__config *c = NULL;
+    int st = rlt__config_parse(y, o, "big.yaml", &c, err_, sizeof err_);
+    free(y);
+    if (st != RLT_OK) fprintf(stderr, "%s\n", err_);
+    ASSERT_EQ(st, RLT_OK);
+    ASSERT_EQ(c->nrules, 20000);
+    rlt__entry e = {.key = "user", .klen = 4, .value = "u19999", .vlen = 6};
+    ASSERT_EQ(rlt__config_match(c, "big", 3, &e, 1), 19999);
+    rlt__config_free(c);
+}
+
+TEST(duplicate_keys_are_refused_with_both_lines)
+{
+    ASSERT(parse("domain: a\ndomain: b\n") == NULL);
+    ASSERT_STR_EQ(err_, "t.yaml:2: duplicate key 'domain' (first on line 1)");
+    ASSERT(parse("policies:\n  a: gcra:1/1s\nserver:\n  port: 1\npolicies:\n  b: gcra:2/1s\n") == NULL);
+    ASSERT_STR_EQ(err_, "t.yaml:5: duplicate key 'policies' (first on line 1)");
+    ASSERT(parse("server:\n  port: 1\n  threads: 1\n  port: 2\n") == NULL);
+    ASSERT_STR_EQ(err_, "t.yaml:4: duplicate key 'port' (first on line 2)");
+    ASSERT(parse("domain: d\ndescriptors:\n  - key: k\n    value: v\n  - key: k\n    value: v\n") ==
+           NULL);
+    ASSERT_STR_EQ(err_, "t.yaml:5: duplicate descriptor 'k_v'");
+}
+
+TEST(a_second_yaml_document_is_refused)
+{
+    ASSERT(parse("domain: a\n---\ndomain: b\n") == NULL);
+    ASSERT_STR_EQ(err_, "t.yaml:3: a second YAML document: one config file holds one document");
+    /* A lone document marker is still one document. */
+    rlt__config *c = parse("---\ndomain: a\n");
+    ASSERT(c != NULL);
+    rlt__config_free(c);
+}
+
 static rlt__srv *open_with(const char *yaml)
 {
     rlt__config *c = parse(yaml);
