@@ -6,6 +6,7 @@
 #include "server/config_yaml.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,58 +33,91 @@ void rlt__settings_default(rlt__settings *s)
     s->max_bulk = RLT__RESP_DEFAULT_MAX_BULK;
 }
 
+/* Every `server:` setting, its type, where it goes and the values that make sense: 0 is refused
+ * where it cannot work (no connections, no output buffer, no deadline), and a maximum is
+ * refused when the daemon could never honour it (a bulk string larger than a connection's
+ * input buffer). */
+typedef enum setting_kind { SET_STR, SET_INT, SET_SIZE, SET_DUR, SET_BOOL } setting_kind;
+typedef struct setting {
+    const char *name;
+    setting_kind kind;
+    size_t at;      /* offsetof in rlt__settings */
+    int64_t lo, hi; /* SET_INT, SET_SIZE; SET_DUR in ns */
+    const char *what;
+} setting;
+
+#define S(f) offsetof(rlt__settings, f)
+static const setting settings[] = {
+    {"bind", SET_STR, S(bind), 0, 0, "bind"},
+    {"port", SET_INT, S(port), -1, 65535, "a port (-1 = off, 0 = any free port)"},
+    {"http_port", SET_INT, S(http_port), -1, 65535, "a port (-1 = off, 0 = any free port)"},
+    {"threads", SET_INT, S(threads), 0, 64, "threads"},
+    {"password", SET_STR, S(password), 0, 0, "password"},
+    {"snapshot", SET_STR, S(snapshot), 0, 0, "snapshot"},
+    {"snapshot_interval", SET_DUR, S(snapshot_interval), 0, 86400 * RLT_NS_PER_S,
+     "snapshot_interval"},
+    {"max_keys", SET_SIZE, S(max_keys), 0, INT64_C(1) << 40, "max_keys"},
+    {"fail_closed", SET_BOOL, S(fail_closed), 0, 0, "fail_closed"},
+    {"max_connections", SET_SIZE, S(max_connections), 1, 1 << 24, "max_connections"},
+    {"max_output_buffer", SET_SIZE, S(max_output), 4096, INT64_C(1) << 32,
+     "max_output_buffer"},
+    {"client_timeout", SET_DUR, S(client_timeout), 10 * RLT_NS_PER_MS, 3600 * RLT_NS_PER_S,
+     "client_timeout"},
+    {"idle_timeout", SET_DUR, S(idle_timeout), 0, 30 * 86400 * RLT_NS_PER_S,
+     "idle_timeout"},
+    {"max_inline_policies", SET_SIZE, S(max_inline_policies), 1, 1 << 20, "max_inline_policies"},
+    {"max_args", SET_SIZE, S(max_args), 8, 1 << 20, "max_args"},
+    {"max_bulk", SET_SIZE, S(max_bulk), 1024, RLT__MAX_INPUT / 2,
+     "max_bulk"},
+    {"shadow_mode", SET_BOOL, S(shadow_mode), 0, 0, "shadow_mode"},
+};
+#undef S
+
+static int read_setting(rlt__cy *x, const setting *st, yaml_node_t *v)
+{
+    char *at = (char *)&x->c->set + st->at;
+    int64_t i = 0;
+    int r;
+    switch (st->kind) {
+    case SET_STR:
+        return rlt__cy_get_str(x, v, at, RLT__STR_MAX, st->what);
+    case SET_BOOL:
+        return rlt__cy_get_bool(x, v, (bool *)at, st->what);
+    case SET_DUR: {
+        rlt_ns d;
+        if ((r = rlt__cy_get_duration(x, v, &d, st->what)) != RLT_OK) return r;
+        if (d < st->lo || d > st->hi)
+            return rlt__cy_fail(x, v, "%s must be a duration in [%lld ms, %lld s]", st->what,
+                                (long long)(st->lo / RLT_NS_PER_MS), (long long)(st->hi / RLT_NS_PER_S));
+        *(rlt_ns *)at = d;
+        return RLT_OK;
+    }
+    case SET_INT:
+    case SET_SIZE:
+        if ((r = rlt__cy_get_int(x, v, st->lo, st->hi, &i, st->what)) != RLT_OK) return r;
+        if (st->kind == SET_INT)
+            *(int *)at = (int)i;
+        else
+            *(size_t *)at = (size_t)i;
+        return RLT_OK;
+    }
+    return RLT_EPARSE;
+}
+
 static int parse_settings(rlt__cy *x, yaml_node_t *n)
 {
-    rlt__settings *s = &x->c->set;
     if (rlt__cy_need_map(x, n, "server") < 0) return RLT_EPARSE;
     FOR_PAIRS(x, n, k, v)
     {
         size_t kl;
         const char *key = rlt__cy_key_of(k, &kl);
-        int64_t i = 0;
-        int r;
-        if (rlt__cy_eq(key, kl, "bind"))
-            r = rlt__cy_get_str(x, v, s->bind, sizeof s->bind, "bind");
-        else if (rlt__cy_eq(key, kl, "port") || rlt__cy_eq(key, kl, "http_port")) {
-            r = rlt__cy_get_int(x, v, -1, 65535, &i, "a port (-1 = off, 0 = any free port)");
-            if (r == 0 && rlt__cy_eq(key, kl, "port"))
-                s->port = (int)i;
-            else if (r == 0)
-                s->http_port = (int)i;
-        } else if (rlt__cy_eq(key, kl, "threads")) {
-            r = rlt__cy_get_int(x, v, 0, 64, &i, "threads");
-            s->threads = (int)i;
-        } else if (rlt__cy_eq(key, kl, "password"))
-            r = rlt__cy_get_str(x, v, s->password, sizeof s->password, "password");
-        else if (rlt__cy_eq(key, kl, "snapshot"))
-            r = rlt__cy_get_str(x, v, s->snapshot, sizeof s->snapshot, "snapshot");
-        else if (rlt__cy_eq(key, kl, "snapshot_interval"))
-            r = rlt__cy_get_duration(x, v, &s->snapshot_interval, "snapshot_interval");
-        else if (rlt__cy_eq(key, kl, "max_keys"))
-            r = rlt__cy_get_size(x, v, &s->max_keys, "max_keys");
-        else if (rlt__cy_eq(key, kl, "fail_closed"))
-            r = rlt__cy_get_bool(x, v, &s->fail_closed, "fail_closed");
-        else if (rlt__cy_eq(key, kl, "max_connections"))
-            r = rlt__cy_get_size(x, v, &s->max_connections, "max_connections");
-        else if (rlt__cy_eq(key, kl, "max_output_buffer"))
-            r = rlt__cy_get_size(x, v, &s->max_output, "max_output_buffer");
-        else if (rlt__cy_eq(key, kl, "client_timeout"))
-            r = rlt__cy_get_duration(x, v, &s->client_timeout, "client_timeout");
-        else if (rlt__cy_eq(key, kl, "idle_timeout"))
-            r = rlt__cy_get_duration(x, v, &s->idle_timeout, "idle_timeout");
-        else if (rlt__cy_eq(key, kl, "max_inline_policies"))
-            r = rlt__cy_get_size(x, v, &s->max_inline_policies, "max_inline_policies");
-        else if (rlt__cy_eq(key, kl, "max_args")) {
-            r = rlt__cy_get_int(x, v, 8, 1 << 20, &i, "max_args");
-            s->max_args = (size_t)i;
-        } else if (rlt__cy_eq(key, kl, "max_bulk")) {
-            r = rlt__cy_get_int(x, v, 1024, 512 << 20, &i, "max_bulk");
-            s->max_bulk = (size_t)i;
-        } else if (rlt__cy_eq(key, kl, "shadow_mode"))
-            r = rlt__cy_get_bool(x, v, &s->shadow_mode, "shadow_mode");
-        else
-            r = rlt__cy_fail(x, k, "unknown server setting '%.*s'", (int)(kl > 64 ? 64 : kl), key);
-        if (r < 0) return RLT_EPARSE;
+        const setting *st = NULL;
+        for (size_t i = 0; i < sizeof settings / sizeof settings[0] && st == NULL; i++)
+            if (rlt__cy_eq(key, kl, settings[i].name)) st = &settings[i];
+        int r = st ? read_setting(x, st, v)
+                   : rlt__cy_fail(x, k, "unknown server setting '%.*s'", (int)(kl > 64 ? 64 : kl),
+                                  key);
+        if (r != RLT_OK) return RLT_EPARSE;
     }
     return RLT_OK;
 }

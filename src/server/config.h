@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #define RLT__STR_MAX 256 /* longest string setting (bind, password, prefix, path pieces) */
+#define RLT__MAX_INPUT (1u << 20) /* unparsed input one connection may hold (conn.c) */
 
 /* The shared store (docs/distributed.md): ratelimitd decides in Redis instead of its local
  * store when `address` is set.  Settings of the `redis:` config section. */

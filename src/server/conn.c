@@ -41,7 +41,7 @@
 #include <unistd.h>
 
 #define READ_CHUNK 16384
-#define MAX_INPUT (1u << 20)   /* one connection's unparsed input */
+#define MAX_INPUT RLT__MAX_INPUT /* one connection's unparsed input (config.h) */
 #define MAX_LISTENERS 8        /* protocols served at once */
 #define ACCEPT_PAUSE_MS 250    /* no accept() for this long after EMFILE/ENFILE */
 #define ACCEPTS_PER_WAKEUP 64  /* fairness between listeners and connections */

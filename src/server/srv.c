@@ -137,12 +137,74 @@ static bool policy_ok(const rlt_policy *p)
     return n > 0 && n <= UINT32_MAX;
 }
 
+/* The instants a policy must decide at: the daemon's clock at start (under a day after UTC
+ * midnight) and after 10 years of uptime.  A policy whose arithmetic overflows there for a
+ * cost-1 request could never answer anything but "out of range": refused when it is read. */
+static const char *cannot_decide(const rlt_policy *p, bool redis)
+{
+    if (redis) return NULL; /* Redis runs its own arithmetic (rlt_redis_policy_check) */
+    rlt_policy tmp;
+    const rlt_policy *run = rlt__srv_runnable(p, false, &tmp);
+    size_t n = rlt_state_size(run);
+    void *st = n > 0 ? calloc(1, n) : NULL;
+    if (st == NULL) return NULL; /* the store refuses it with its own error */
+    const char *why = NULL;
+    const rlt_ns at[] = {0, 86400 * RLT_NS_PER_S, RUN_YEARS_NS};
+    for (size_t i = 0; i < sizeof at / sizeof at[0] && why == NULL; i++) {
+        rlt_decision d;
+        memset(st, 0, n);
+        if (rlt_decide(run, st, at[i], 1, &d) == RLT_ERANGE)
+            why = "its arithmetic overflows on the daemon's clock for every request (use a "
+                  "smaller count or a longer period)";
+    }
+    free(st);
+    return why;
+}
+
 static void named_store_name(char *out, size_t cap, const rlt__named *n)
 {
     snprintf(out, cap, "p:%s", n->name);
 }
 
 /* Everything the store will be given by apply_locked, checked without touching the store. */
+/* The tiers of config cfg: valid names, existing policies. */
+static int validate_tiers(const rlt__config *cfg, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < cfg->ntiers; i++) {
+        if (!store_name_ok(cfg->tiers[i].name)) {
+            snprintf(err, errlen, "tier '%s': invalid name", cfg->tiers[i].name);
+            return RLT_EINVAL;
+        }
+        if (rlt__config_named(cfg, cfg->tiers[i].policy, strlen(cfg->tiers[i].policy)) == NULL) {
+            snprintf(err, errlen, "tier '%s': no policy named '%s'", cfg->tiers[i].name,
+                     cfg->tiers[i].policy);
+            return RLT_EINVAL;
+        }
+    }
+    return RLT_OK;
+}
+
+/* Every secret distinct from every other: a tenant whose password is the admin's (or another
+ * tenant's) would log in as whoever is checked first. */
+static int validate_secrets(const rlt__config *cfg, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < cfg->ntenants; i++) {
+        const rlt__tenant *t = &cfg->tenants[i];
+        if (cfg->set.password[0] != '\0' && strcmp(t->password, cfg->set.password) == 0) {
+            snprintf(err, errlen, "tenant '%s': its password is the server password (every "
+                                  "secret must be distinct)", t->name);
+            return RLT_EINVAL;
+        }
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(t->password, cfg->tenants[j].password) == 0) {
+                snprintf(err, errlen, "tenants '%s' and '%s' have the same password (every "
+                                      "secret must be distinct)", cfg->tenants[j].name, t->name);
+                return RLT_EINVAL;
+            }
+    }
+    return RLT_OK;
+}
+
 static int validate_config(const rlt__config *cfg, char *err, size_t errlen)
 {
     for (size_t i = 0; i < cfg->nnamed; i++) {
@@ -157,6 +219,11 @@ static int validate_config(const rlt__config *cfg, char *err, size_t errlen)
                      rlt_strerror(RLT_EINVAL));
             return RLT_EINVAL;
         }
+        const char *why = cannot_decide(&cfg->named[i].policy, redis_mode(cfg));
+        if (why != NULL) {
+            snprintf(err, errlen, "policy '%s' can never decide: %s", cfg->named[i].name, why);
+            return RLT_EINVAL;
+        }
     }
     for (size_t i = 0; i < cfg->nrules; i++) {
         const rlt__rule *r = &cfg->rules[i];
@@ -166,19 +233,14 @@ static int validate_config(const rlt__config *cfg, char *err, size_t errlen)
                      store_name_ok(r->name) ? "invalid policy" : "invalid store name");
             return RLT_EINVAL;
         }
-    }
-    for (size_t i = 0; i < cfg->ntiers; i++) {
-        if (!store_name_ok(cfg->tiers[i].name)) {
-            snprintf(err, errlen, "tier '%s': invalid name", cfg->tiers[i].name);
-            return RLT_EINVAL;
-        }
-        if (rlt__config_named(cfg, cfg->tiers[i].policy, strlen(cfg->tiers[i].policy)) == NULL) {
-            snprintf(err, errlen, "tier '%s': no policy named '%s'", cfg->tiers[i].name,
-                     cfg->tiers[i].policy);
+        const char *why = cannot_decide(&r->policy, redis_mode(cfg));
+        if (why != NULL) {
+            snprintf(err, errlen, "rule %s (line %d) can never decide: %s", r->path, r->line, why);
             return RLT_EINVAL;
         }
     }
-    return RLT_OK;
+    int st = validate_tiers(cfg, err, errlen);
+    return st != RLT_OK ? st : validate_secrets(cfg, err, errlen);
 }
 
 int rlt__srv_check_config(const rlt__config *cfg, char *err, size_t errlen)
@@ -403,6 +465,20 @@ static int intern_locked(rlt__srv *s, const rlt_policy *p, const char *canon, ch
 int rlt__srv_intern(rlt__srv *s, const rlt_policy *p, int *id, char *err, size_t errlen)
 {
     char canon[256];
+    *id = -1;
+    size_t state = rlt_state_size(p);
+    if (state > RLT__INLINE_STATE_MAX) {
+        snprintf(err, errlen,
+                 "an inline policy keeps at most %d bytes of state per key and this one needs %zu "
+                 "(a sliding log of %lld entries): name it in the config's policies",
+                 RLT__INLINE_STATE_MAX, state, (long long)p->limit);
+        return RLT_EINVAL;
+    }
+    const char *why = cannot_decide(p, redis_mode(rlt__srv_config(s)));
+    if (why != NULL) {
+        snprintf(err, errlen, "policy can never decide: %s", why);
+        return RLT_ERANGE;
+    }
     if (rlt_policy_format(p, canon, sizeof canon) < 0) {
         snprintf(err, errlen, "policy text too long");
         return RLT_EINVAL;

@@ -73,7 +73,12 @@ bool rlt__srv_gcra_needs_bucket(const rlt_policy *p);
  * distributed mode) the token bucket with the same limit, period and burst, built in *tmp;
  * decisions are identical on a clock that never steps back (docs/server.md "Time"). */
 const rlt_policy *rlt__srv_runnable(const rlt_policy *p, bool redis, rlt_policy *tmp);
-/* The id of a policy given by its parts (CL.THROTTLE), interned as an inline policy.
+/* Most state bytes per key an inline policy may keep (a sliding log of ~500 entries): larger
+ * ones must be named in the config, so that no client can make one key cost megabytes. */
+#define RLT__INLINE_STATE_MAX 4096
+/* The id of a policy given by its parts (CL.THROTTLE), interned as an inline policy.  Refused
+ * (RLT_EINVAL) when its state per key passes RLT__INLINE_STATE_MAX, and (RLT_ERANGE) when it
+ * can never decide a cost-1 request on the daemon's clock.
  * Returns RLT_OK and *id, or an RLT_* code with a message in err. */
 int rlt__srv_intern(rlt__srv *s, const rlt_policy *p, int *id, char *err, size_t errlen);
 /* The same behind the per-thread cache, keyed by caller-chosen bytes that determine p

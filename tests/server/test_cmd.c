@@ -428,3 +428,55 @@ TEST(cl_throttle_with_a_fine_rate_works_late_in_the_utc_day_as_gcra_would)
     ASSERT(!rlt__srv_gcra_needs_bucket(&g));
     rlt__srv_close(s);
 }
+
+TEST(an_inline_policy_that_can_never_decide_is_refused_when_parsed)
+{
+    rlt__srv *s = open_srv(NULL);
+    ASSERT(s != NULL);
+    rlt__session ss;
+    rlt__session_init(s, &ss);
+    const char *r = run(s, &ss, S(10), "RL.CHECK k gcra:1/9223372036854775807ns");
+    ASSERT(strncmp(r, "-ERR policy can never decide: its arithmetic overflows", 54) == 0);
+    /* A policy that decides is still fine right next to it. */
+    ASSERT(run(s, &ss, S(10), "RL.CHECK k gcra:1/1h")[0] == '*');
+    rlt__srv_close(s);
+    /* The same policy named in a config is refused at start (and so by --check-config). */
+    rlt__config *cfg = NULL;
+    char err[600];
+    const char *y = "policies:\n  never: gcra:1/9223372036854775807ns\n";
+    ASSERT_EQ(rlt__config_parse(y, strlen(y), "t.yaml", &cfg, err, sizeof err), RLT_OK);
+    ASSERT_EQ(rlt__srv_check_config(cfg, err, sizeof err), RLT_EINVAL);
+    ASSERT(strstr(err, "policy 'never' can never decide") != NULL);
+    rlt__config_free(cfg);
+}
+
+TEST(an_inline_policy_larger_than_the_per_key_ceiling_needs_a_name)
+{
+    rlt__srv *s = open_srv(NULL);
+    ASSERT(s != NULL);
+    rlt__session ss;
+    rlt__session_init(s, &ss);
+    const char *r = run(s, &ss, S(10), "RL.CHECK k sliding_log:1048576/1h");
+    ASSERT(strncmp(r, "-ERR an inline policy keeps at most 4096 bytes of state per key", 63) == 0);
+    ASSERT(strstr(r, "name it in the config's policies") != NULL);
+    ASSERT(run(s, &ss, S(10), "RL.CHECK k sliding_log:100/1h")[0] == '*');
+    rlt__srv_close(s);
+}
+
+TEST(a_tenant_password_equal_to_another_secret_is_refused)
+{
+    /* The server password as a tenant's: refused before the store changes (start, reload and
+     * --check-config run this). */
+    const char *y = "server:\n  password: same\ntenants:\n  - {name: a, password: same}\n";
+    rlt__config *cfg = NULL;
+    char err[600];
+    ASSERT_EQ(rlt__config_parse(y, strlen(y), "t.yaml", &cfg, err, sizeof err), RLT_OK);
+    ASSERT_EQ(rlt__srv_check_config(cfg, err, sizeof err), RLT_EINVAL);
+    ASSERT_STR_EQ(err, "tenant 'a': its password is the server password (every secret must be "
+                       "distinct)");
+    rlt__config_free(cfg);
+    /* Two tenants with one password are refused by the reader itself. */
+    y = "tenants:\n  - {name: a, password: p1}\n  - {name: b, password: p1}\n";
+    ASSERT_EQ(rlt__config_parse(y, strlen(y), "t.yaml", &cfg, err, sizeof err), RLT_EPARSE);
+    ASSERT(strstr(err, "two tenants share a password") != NULL);
+}

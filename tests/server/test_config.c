@@ -234,6 +234,29 @@ TEST(a_second_yaml_document_is_refused)
     rlt__config_free(c);
 }
 
+TEST(settings_that_cannot_work_are_refused)
+{
+    static const struct {
+        const char *yaml, *want;
+    } bad[] = {
+        {"server:\n  max_connections: 0\n", "t.yaml:2: max_connections must be an integer in [1,"},
+        {"server:\n  max_output_buffer: 0\n", "t.yaml:2: max_output_buffer must be an integer in [4096,"},
+        {"server:\n  max_bulk: 1048576\n", "t.yaml:2: max_bulk must be an integer in [1024, 524288]"},
+        {"server:\n  client_timeout: 0s\n", "t.yaml:2: client_timeout must be a duration in [10 ms,"},
+        {"server:\n  max_inline_policies: 0\n", "t.yaml:2: max_inline_policies must be"},
+        {"server:\n  threads: 65\n", "t.yaml:2: threads must be an integer in [0, 64]"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rlt__config *c = parse(bad[i].yaml);
+        if (c != NULL || strncmp(err_, bad[i].want, strlen(bad[i].want)) != 0)
+            RLT_FAIL_("case %zu: got \"%s\"", i, c ? "(accepted)" : err_);
+    }
+    /* The documented zeros stay: no key cap, no idle timeout, snapshots only at exit. */
+    rlt__config *c = parse("server:\n  max_keys: 0\n  idle_timeout: 0s\n  snapshot_interval: 0s\n");
+    ASSERT(c != NULL);
+    rlt__config_free(c);
+}
+
 static rlt__srv *open_with(const char *yaml)
 {
     rlt__config *c = parse(yaml);

@@ -65,13 +65,13 @@ TEST(a_reload_refused_by_the_store_leaves_every_old_policy_in_place)
 {
     char err[600];
     rlt__srv *s = NULL;
-    ASSERT_EQ(rlt__srv_open(&s, parse(A), 0, 0, err, sizeof err), 0);
+    ASSERT_EQ(rlt__srv_open(&s, parse(A), 0, 0, err, sizeof err), RLT_OK);
     rlt__config *b = parse(B);
     ASSERT(b != NULL && b->nrules == 1);
     /* A store name the store refuses (a space): the named policy before it must not land. */
     snprintf(b->rules[0].name, sizeof b->rules[0].name, "r:edge.path_/api v1");
-    ASSERT_EQ(rlt__srv_check_config(b, err, sizeof err), -1);
-    ASSERT_EQ(rlt__srv_apply_config(s, b, err, sizeof err), -1);
+    ASSERT_EQ(rlt__srv_check_config(b, err, sizeof err), RLT_EINVAL);
+    ASSERT(rlt__srv_apply_config(s, b, err, sizeof err) != RLT_OK);
     ASSERT(strstr(err, "edge.path_x") != NULL);
     assert_old_policy(s);
     rlt__config_free(b);
@@ -82,13 +82,13 @@ TEST(a_reload_that_fails_in_the_store_midway_restores_the_old_policies)
 {
     char err[600];
     rlt__srv *s = NULL;
-    ASSERT_EQ(rlt__srv_open(&s, parse(A), 0, 0, err, sizeof err), 0);
+    ASSERT_EQ(rlt__srv_open(&s, parse(A), 0, 0, err, sizeof err), RLT_OK);
     rlt__config *b = parse(B);
     ASSERT(b != NULL);
-    ASSERT_EQ(rlt__srv_check_config(b, err, sizeof err), 0);
+    ASSERT_EQ(rlt__srv_check_config(b, err, sizeof err), RLT_OK);
     /* Writes: 0 = default, 1 = api, 2 = the rule: run out of memory at the rule. */
     rlt__srv_fail_apply_after = 2;
-    ASSERT_EQ(rlt__srv_apply_config(s, b, err, sizeof err), -1);
+    ASSERT(rlt__srv_apply_config(s, b, err, sizeof err) != RLT_OK);
     ASSERT_EQ(rlt__srv_fail_apply_after, -1);
     ASSERT(strstr(err, "previous policies were restored") != NULL);
     assert_old_policy(s);
