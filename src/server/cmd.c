@@ -472,7 +472,7 @@ void rlt__cmd_exec(rlt__srv *s, rlt__session *ss, rlt__pipe *p, const rlt__resp_
 {
     assert(n >= 1);
     const rlt__resp_arg *c = &a[0];
-    if (ss->auth != RLT__AUTH_NONE) {
+    if (rlt__session_refresh(s, ss) != RLT__AUTH_NONE) {
         if (is(c, "CL.THROTTLE")) return cmd_decide(s, ss, p, a, n, now, o, true, false);
         if (is(c, "RL.CHECK")) return cmd_decide(s, ss, p, a, n, now, o, false, false);
         if (is(c, "RL.PEEK")) return cmd_decide(s, ss, p, a, n, now, o, false, true);

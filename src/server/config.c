@@ -235,7 +235,10 @@ rlt__config *rlt__config_default(void)
 
 static int parse_root(rlt__cy *x, yaml_node_t *root)
 {
-    if (root == NULL) return RLT_OK; /* an empty file: the defaults */
+    if (root == NULL) {
+        x->c->empty = true; /* an empty file: the defaults (refused by a reload) */
+        return RLT_OK;
+    }
     if (rlt__cy_need_map(x, root, "the top level") < 0) return RLT_EPARSE;
     yaml_node_t *domain = NULL, *descs = NULL, *tiers = NULL, *policies = NULL;
     /* policies first: tiers refer to them wherever they appear in the file. */

@@ -116,6 +116,7 @@ typedef struct rlt__config {
     char default_tier[RLT_NAME_MAX + 1];
     rlt__tenant *tenants;
     size_t ntenants;
+    bool empty;                       /* the file held no document: the defaults */
     struct rlt__config *retired_next; /* server-owned list of replaced configs */
 } rlt__config;
 

@@ -117,7 +117,6 @@ static void field_name(const char *policy, size_t len, char *out, size_t cap)
 static void reply_check(rlt__srv *s, const rlt__pipe_reply *r, int id, int64_t cost, rlt_ns now,
                         int st, const rlt_decision *d)
 {
-    (void)cost;
     char err[200];
     if (st != RLT_OK) {
         int code = st == RLT_EFULL ? 503 : 400;
@@ -133,7 +132,7 @@ static void reply_check(rlt__srv *s, const rlt__pipe_reply *r, int id, int64_t c
     if (hl < 0) hdr[0] = '\0';
     /* {"allowed":B,"limit":N,"remaining":N,"retry_after_ms":N,"reset_after_ms":N} */
     rlt__obuf body = {0};
-    char bb[256];
+    char bb[384];
     body.data = bb; /* a stack buffer that cannot grow: 5 numbers fit */
     body.cap = sizeof bb;
     body.max = sizeof bb;
@@ -145,6 +144,14 @@ static void reply_check(rlt__srv *s, const rlt__pipe_reply *r, int id, int64_t c
     put_num(&body, d->allowed ? 0 : rlt_retry_after_ms(d->retry_after));
     put_str(&body, ",\"reset_after_ms\":");
     put_num(&body, rlt_retry_after_ms(d->reset_after));
+    if (!d->allowed && d->retry_after < 0) {
+        /* No wait can make this cost fit: a 429 without Retry-After, and the body says so. */
+        put_str(&body, ",\"error\":\"cost ");
+        put_num(&body, cost);
+        put_str(&body, " can never be allowed: the policy allows at most ");
+        put_num(&body, d->limit);
+        put_str(&body, " at once\"");
+    }
     put_str(&body, "}\n");
     size_t n = body.len;
     respond(r->out, d->allowed ? 200 : 429, r->flags, "application/json", hdr, bb, n);

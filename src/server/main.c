@@ -12,7 +12,11 @@
 
 #include <event2/event.h>
 #include <stddef.h>
+#include <errno.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,6 +191,38 @@ typedef struct mainctx {
     struct event_base *base;
 } mainctx;
 
+/* Why a snapshot could not be written, as the operator needs it: the store says only
+ * "input/output error", so look at the path: a missing or unwritable directory, a full disk,
+ * else the errno the failing call left. */
+static const char *snapshot_cause(const char *path, int saved_errno, int st, char *buf,
+                                  size_t cap)
+{
+    char dir[RLT__STR_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    struct stat sb;
+    struct statvfs vfs;
+    if (stat(dir, &sb) != 0)
+        snprintf(buf, cap, "%s (directory %s)", strerror(errno), dir);
+    else if (!S_ISDIR(sb.st_mode))
+        snprintf(buf, cap, "%s (%s)", strerror(ENOTDIR), dir);
+    else if (access(dir, W_OK) != 0)
+        snprintf(buf, cap, "%s (directory %s)", strerror(errno), dir);
+    else if (statvfs(dir, &vfs) == 0 && vfs.f_bavail == 0)
+        snprintf(buf, cap, "%s (%s)", strerror(ENOSPC), dir);
+    else if (saved_errno != 0)
+        snprintf(buf, cap, "%s", strerror(saved_errno));
+    else
+        snprintf(buf, cap, "%s", rlt_strerror(st));
+    return buf;
+}
+
 static void snapshot(mainctx *m, const char *why)
 {
     rlt__config *c = rlt__srv_config(m->s);
@@ -199,8 +235,9 @@ static void snapshot(mainctx *m, const char *why)
         __atomic_fetch_add(&m->s->metrics.snapshots_ok, 1, __ATOMIC_RELAXED);
     } else {
         __atomic_fetch_add(&m->s->metrics.snapshots_failed, 1, __ATOMIC_RELAXED);
+        char cause[160];
         fprintf(stderr, "ratelimitd: %s snapshot to %s failed: %s\n", why, c->set.snapshot,
-                rlt_strerror(st));
+                snapshot_cause(c->set.snapshot, errno, st, cause, sizeof cause));
     }
 }
 
@@ -210,6 +247,37 @@ static void on_stop(evutil_socket_t sig, short what, void *arg)
     mainctx *m = arg;
     fprintf(stderr, "ratelimitd: signal %d, stopping\n", (int)sig);
     event_base_loopbreak(m->base);
+}
+
+static const rlt__tenant *tenant_named(const rlt__config *c, const char *name)
+{
+    for (size_t i = 0; i < c->ntenants; i++)
+        if (strcmp(c->tenants[i].name, name) == 0) return &c->tenants[i];
+    return NULL;
+}
+
+/* What a reload changed in who may connect: the sessions it affects lose their identity at
+ * their next command (rlt__session_refresh). */
+static void log_identity_changes(const rlt__config *old, const rlt__config *now)
+{
+    if (strcmp(old->set.password, now->set.password) != 0)
+        fprintf(stderr, "ratelimitd: reload: the server password %s: admin sessions must AUTH "
+                        "again\n",
+                old->set.password[0] == '\0' ? "was set"
+                : now->set.password[0] == '\0' ? "was removed"
+                                                : "changed");
+    for (size_t i = 0; i < old->ntenants; i++) {
+        const rlt__tenant *t = &old->tenants[i], *n = tenant_named(now, t->name);
+        if (n == NULL)
+            fprintf(stderr, "ratelimitd: reload: tenant '%s' removed: its sessions are logged "
+                            "out\n", t->name);
+        else if (strcmp(t->password, n->password) != 0 || strcmp(t->prefix, n->prefix) != 0)
+            fprintf(stderr, "ratelimitd: reload: tenant '%s' changed: its sessions are "
+                            "checked again\n", t->name);
+    }
+    for (size_t i = 0; i < now->ntenants; i++)
+        if (tenant_named(old, now->tenants[i].name) == NULL)
+            fprintf(stderr, "ratelimitd: reload: tenant '%s' added\n", now->tenants[i].name);
 }
 
 static void on_reload(evutil_socket_t sig, short what, void *arg)
@@ -227,6 +295,16 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
     if (load_config(m->o, &cfg, err, sizeof err) < 0) {
         __atomic_fetch_add(&m->s->metrics.reloads_failed, 1, __ATOMIC_RELAXED);
         fprintf(stderr, "ratelimitd: reload failed, keeping the old config: %s\n", err);
+        return;
+    }
+    if (cfg->empty) {
+        /* An empty file at start is the embedded default; at a reload it is far more likely a
+         * truncated write, and it would drop every password, tenant and policy (nginx refuses
+         * an empty configuration too). */
+        __atomic_fetch_add(&m->s->metrics.reloads_failed, 1, __ATOMIC_RELAXED);
+        fprintf(stderr, "ratelimitd: reload failed, keeping the old config: %s is empty\n",
+                m->o->config);
+        rlt__config_free(cfg);
         return;
     }
     /* Listeners, threads, the store's limits and the snapshot path stay as started. */
@@ -267,6 +345,7 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
     }
     __atomic_fetch_add(&m->s->metrics.reloads_ok, 1, __ATOMIC_RELAXED);
     fprintf(stderr, "ratelimitd: reloaded %s\n", m->o->config);
+    log_identity_changes(cur, rlt__srv_config(m->s));
 }
 
 static void on_snapshot(evutil_socket_t fd, short what, void *arg)

@@ -16,6 +16,7 @@ bool rlt__auth_required(rlt__srv *s)
 void rlt__session_init(rlt__srv *s, rlt__session *ss)
 {
     memset(ss, 0, sizeof *ss);
+    ss->cfg = rlt__srv_config(s);
     ss->auth = rlt__auth_required(s) ? RLT__AUTH_NONE : RLT__AUTH_ADMIN;
 }
 
@@ -30,10 +31,10 @@ static bool secret_eq(const char *want, const char *got, size_t glen)
     return diff == 0;
 }
 
-rlt__auth rlt__session_auth(rlt__srv *s, rlt__session *ss, const char *user, size_t ulen,
-                            const char *pw, size_t plen)
+/* Checks credentials against config c and sets the identity (not the remembered ones). */
+static rlt__auth check(const rlt__config *c, rlt__session *ss, const char *user, size_t ulen,
+                       const char *pw, size_t plen)
 {
-    const rlt__config *c = rlt__srv_config(s);
     bool default_user = user == NULL || (ulen == 7 && memcmp(user, "default", 7) == 0);
     if (default_user && secret_eq(c->set.password, pw, plen)) {
         ss->auth = RLT__AUTH_ADMIN;
@@ -54,6 +55,34 @@ rlt__auth rlt__session_auth(rlt__srv *s, rlt__session *ss, const char *user, siz
     ss->auth = RLT__AUTH_NONE;
     ss->prefix_len = 0;
     return ss->auth;
+}
+
+rlt__auth rlt__session_auth(rlt__srv *s, rlt__session *ss, const char *user, size_t ulen,
+                            const char *pw, size_t plen)
+{
+    const rlt__config *c = rlt__srv_config(s);
+    ss->cfg = c;
+    ss->has_user = user != NULL && ulen < sizeof ss->user;
+    ss->ulen = ss->has_user ? ulen : 0;
+    if (ss->has_user) memcpy(ss->user, user, ulen);
+    ss->slen = plen < sizeof ss->secret ? plen : 0;
+    memcpy(ss->secret, pw, ss->slen);
+    return check(c, ss, ss->has_user ? ss->user : NULL, ss->ulen, pw, plen);
+}
+
+rlt__auth rlt__session_refresh(rlt__srv *s, rlt__session *ss)
+{
+    const rlt__config *c = rlt__srv_config(s);
+    if (ss->cfg == c) return ss->auth;
+    ss->cfg = c;
+    if (ss->auth == RLT__AUTH_NONE) return ss->auth;
+    if (ss->slen == 0) {
+        /* The implicit admin of a config without secrets stays one only while there are none. */
+        ss->auth = rlt__auth_required(s) ? RLT__AUTH_NONE : RLT__AUTH_ADMIN;
+        ss->prefix_len = 0;
+        return ss->auth;
+    }
+    return check(c, ss, ss->has_user ? ss->user : NULL, ss->ulen, ss->secret, ss->slen);
 }
 
 int rlt__session_key(const rlt__session *ss, const char *key, size_t klen, char *buf, size_t *len)

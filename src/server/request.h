@@ -26,6 +26,12 @@ typedef struct rlt__session {
     bool close;                /* QUIT or a fatal error: close after the replies are sent */
     char prefix[RLT__STR_MAX]; /* the tenant's key prefix */
     size_t prefix_len;
+    /* What the identity was checked against, to check it again after a reload: the config,
+     * and the credentials AUTH gave (none for the implicit admin of a config without any). */
+    const rlt__config *cfg;
+    bool has_user;
+    char user[RLT__STR_MAX], secret[RLT__STR_MAX];
+    size_t ulen, slen;
 } rlt__session;
 
 /* Sets up a session for the current config: RLT__AUTH_ADMIN when no password and no tenant
@@ -37,6 +43,12 @@ void rlt__session_init(struct rlt__srv *s, rlt__session *ss);
  * unauthenticated. */
 rlt__auth rlt__session_auth(struct rlt__srv *s, rlt__session *ss, const char *user, size_t ulen,
                             const char *pw, size_t plen);
+/* Brings the session's identity up to the current config: after a reload that removed its
+ * tenant, changed its password, or added a password where there was none, the session is no
+ * longer authenticated (RLT__AUTH_NONE: the next command gets NOAUTH), as Redis's ACL DELUSER
+ * does to a user's connections.  One pointer comparison when nothing was reloaded.  Returns
+ * the identity. */
+rlt__auth rlt__session_refresh(struct rlt__srv *s, rlt__session *ss);
 /* Whether any password or tenant is configured (AUTH makes sense). */
 bool rlt__auth_required(struct rlt__srv *s);
 

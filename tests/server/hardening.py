@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""ratelimitd under attack and misconfiguration, end to end: each test is one fault an
+adversarial run found, named after the behaviour that replaces it (reloads as strict as start,
+identities that do not survive their removal, ports that are never silently shared, snapshot
+errors that say why, costs that can never fit).
+Usage: hardening.py PATH_TO_RATELIMITD [TEST_NAME...]; prints "N passed, N failed"."""
+import os
+import signal
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import integration as it  # noqa: E402
+
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+class Conn:
+    """One RESP connection kept open across commands (a session)."""
+
+    def __init__(self, port):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.buf = b""
+
+    def cmd(self, *args):
+        self.s.sendall(it.resp(*args))
+        while b"\r\n" not in self.buf:
+            chunk = self.s.recv(65536)
+            if not chunk:
+                return "<closed>"
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        if line.startswith(b"*"):  # an array of integers
+            vals = []
+            for _ in range(int(line[1:])):
+                while b"\r\n" not in self.buf:
+                    self.buf += self.s.recv(65536)
+                v, self.buf = self.buf.split(b"\r\n", 1)
+                vals.append(int(v[1:]))
+            return vals
+        return line.decode()
+
+    def close(self):
+        self.s.close()
+
+
+def reload(d, text):
+    with open(d.config_path, "w") as f:
+        f.write(text)
+    before = d.stderr().count("reload")
+    d.p.send_signal(signal.SIGHUP)
+    deadline = time.time() + 5
+    while time.time() < deadline and d.stderr().count("reload") == before:
+        time.sleep(0.05)
+    time.sleep(0.1)
+
+
+@test
+def an_empty_config_file_on_reload_is_refused_and_the_password_stays(tmp):
+    d = it.Daemon(tmp, config="server:\n  password: s3cret\npolicies:\n  api: fixed_window:1/1h\n")
+    try:
+        reload(d, "")
+        assert "reload failed, keeping the old config" in d.stderr() and "is empty" in d.stderr()
+        c = Conn(d.port)
+        assert c.cmd("RL.CHECK", "a", "api").startswith("-NOAUTH")
+        assert c.cmd("AUTH", "s3cret") == "+OK"
+        assert c.cmd("RL.CHECK", "a", "api")[0] == 1
+        c.close()
+    finally:
+        d.stop()
+
+
+@test
+def a_tenant_removed_by_a_reload_loses_its_open_sessions(tmp):
+    cfg = ("server:\n  password: admin-pw\ntenants:\n  - {name: acme, password: acme-pw}\n"
+           "  - {name: other, password: other-pw}\npolicies:\n  api: fixed_window:5/1h\n")
+    d = it.Daemon(tmp, config=cfg)
+    try:
+        acme, other = Conn(d.port), Conn(d.port)
+        assert acme.cmd("AUTH", "acme-pw") == "+OK" and other.cmd("AUTH", "other-pw") == "+OK"
+        assert acme.cmd("RL.CHECK", "k", "api")[0] == 1
+        reload(d, cfg.replace("  - {name: acme, password: acme-pw}\n", ""))
+        assert "tenant 'acme' removed" in d.stderr(), d.stderr()
+        assert acme.cmd("RL.CHECK", "k", "api").startswith("-NOAUTH")
+        assert acme.cmd("AUTH", "acme-pw").startswith("-WRONGPASS")
+        assert other.cmd("RL.CHECK", "k", "api")[0] == 1  # untouched
+        acme.close()
+        other.close()
+    finally:
+        d.stop()
+
+
+@test
+def a_password_added_by_a_reload_deauthenticates_open_sessions(tmp):
+    d = it.Daemon(tmp, config="policies:\n  api: fixed_window:5/1h\n")
+    try:
+        c = Conn(d.port)
+        assert c.cmd("RL.CHECK", "k", "api")[0] == 1  # no password: everyone is admin
+        reload(d, "server:\n  password: now-set\npolicies:\n  api: fixed_window:5/1h\n")
+        assert "the server password was set" in d.stderr(), d.stderr()
+        assert c.cmd("RL.CHECK", "k", "api").startswith("-NOAUTH")
+        assert c.cmd("AUTH", "now-set") == "+OK"
+        assert c.cmd("RL.CHECK", "k", "api")[0] == 1
+        # A changed password logs out those who used the old one.
+        reload(d, "server:\n  password: changed\npolicies:\n  api: fixed_window:5/1h\n")
+        assert c.cmd("RL.CHECK", "k", "api").startswith("-NOAUTH")
+        c.close()
+    finally:
+        d.stop()
+
+
+@test
+def a_second_daemon_on_a_busy_port_fails_to_start_naming_the_port(tmp):
+    d = it.Daemon(tmp)
+    try:
+        for args in (["--port", str(d.port), "--http-port", "0"],
+                     ["--port", "0", "--http-port", str(d.http)]):
+            other = os.path.join(tmp, "second")
+            os.makedirs(other, exist_ok=True)
+            r = subprocess.run([it.BIN, "--no-snapshot"] + args, cwd=other, capture_output=True,
+                               text=True, timeout=10)
+            busy = args[1] if args[1] != "0" else args[3]
+            assert r.returncode != 0, r
+            assert "127.0.0.1:%s: Address already in use" % busy in r.stderr, r.stderr
+        # The first daemon still answers every connection (nothing was shared).
+        for _ in range(20):
+            assert d.cli("PING") == "PONG"
+    finally:
+        d.stop()
+
+
+@test
+def snapshot_errors_name_the_path_and_the_cause(tmp):
+    cases = [(os.path.join(tmp, "no", "such", "dir", "r.snap"), "No such file or directory")]
+    ro = os.path.join(tmp, "ro")
+    os.makedirs(ro)
+    os.chmod(ro, 0o555)
+    if os.geteuid() != 0:  # root writes anywhere: the read-only case needs another user
+        cases.append((os.path.join(ro, "r.snap"), "Permission denied"))
+    for path, cause in cases:
+        d = it.Daemon(tmp, "--snapshot", path, "--snapshot-interval", "200ms")
+        try:
+            deadline = time.time() + 5
+            while time.time() < deadline and "snapshot to" not in d.stderr():
+                time.sleep(0.05)
+            err = d.stderr()
+            assert "periodic snapshot to %s failed: %s" % (path, cause) in err, err
+        finally:
+            d.stop()
+
+
+@test
+def a_cost_that_can_never_fit_is_a_429_without_retry_after_that_says_so(tmp):
+    d = it.Daemon(tmp)
+    try:
+        r = d.curl("/v1/check?key=big&policy=gcra:10/1m&cost=11")
+        head, body = r.split("\n\n", 1)
+        assert head.startswith("HTTP/1.1 429"), r
+        assert "Retry-After" not in head, r
+        assert '"retry_after_ms":-1' in body and '"error":"cost 11 can never be allowed' in body, r
+        # RESP: retry_after_ms -1 says the same.
+        assert it.ints(d.cli("RL.CHECK", "big", "gcra:10/1m", 11))[3] == -1
+        # A cost that merely has to wait gets its Retry-After.
+        assert d.curl("/v1/check?key=w&policy=gcra:10/1m&cost=10").startswith("HTTP/1.1 200")
+        assert "Retry-After: " in d.curl("/v1/check?key=w&policy=gcra:10/1m&cost=10")
+    finally:
+        d.stop()
+
+
+@test
+def config_set_and_other_unsupported_commands_answer_an_error(tmp):
+    d = it.Daemon(tmp)
+    try:
+        assert d.cli("CONFIG", "SET", "maxmemory", "1").startswith("ERR ratelimitd takes no CONFIG SET")
+        assert d.cli("CONFIG", "GET", "save") != ""
+        assert d.cli("FLUSHALL").startswith("ERR unknown command")
+    finally:
+        d.stop()
+
+
+def main():
+    wanted = sys.argv[2:]
+    passed = failed = 0
+    for t in TESTS:
+        if wanted and t.__name__ not in wanted:
+            continue
+        tmp = tempfile.mkdtemp(prefix="rlth-")
+        try:
+            t(tmp)
+            print("ok   " + t.__name__)
+            passed += 1
+        except Exception:
+            print("FAIL " + t.__name__)
+            traceback.print_exc()
+            failed += 1
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        sys.stdout.flush()
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
