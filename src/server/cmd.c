@@ -5,6 +5,8 @@
  * each, whether they are decided at once or staged in a pipe. */
 #include "server/cmd.h"
 
+#include "server/cmd_conn.h"
+
 #include "server/decide.h"
 #include "server/metrics.h"
 #include "server/srv.h"
@@ -330,63 +332,6 @@ static void cmd_tier(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size
     rlt__resp_simple(o, "OK");
 }
 
-static void cmd_auth(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *user,
-                     const rlt__resp_arg *pw, rlt__obuf *o, bool reply_ok)
-{
-    if (!rlt__auth_required(s)) {
-        rlt__resp_error(o, "ERR AUTH <password> called without any password configured for "
-                           "the default user. Are you sure your configuration is correct?");
-        return;
-    }
-    if (rlt__session_auth(s, ss, user ? user->ptr : NULL, user ? user->len : 0, pw->ptr,
-                          pw->len) == RLT__AUTH_NONE) {
-        rlt__resp_error(o, "WRONGPASS invalid username-password pair or user is disabled.");
-        return;
-    }
-    if (reply_ok) rlt__resp_simple(o, "OK");
-}
-
-static void cmd_hello(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n, rlt__obuf *o)
-{
-    size_t i = 1;
-    if (n >= 2) {
-        int64_t v;
-        if (!get_i64(&a[1], &v))
-            return rlt__resp_error(o, "ERR Protocol version is not an integer or out of range");
-        if (v != 2) return rlt__resp_error(o, "NOPROTO unsupported protocol version");
-        i = 2;
-    }
-    while (i < n) {
-        if (is(&a[i], "AUTH") && i + 2 < n) {
-            size_t before = o->len;
-            cmd_auth(s, ss, &a[i + 1], &a[i + 2], o, false);
-            if (o->len != before) return; /* an error was written */
-            i += 3;
-        } else if (is(&a[i], "SETNAME") && i + 1 < n) {
-            i += 2;
-        } else {
-            return rlt__resp_errorf(o, "ERR Syntax error in HELLO option '%.*s'",
-                                    (int)(a[i].len > 32 ? 32 : a[i].len), a[i].ptr);
-        }
-    }
-    if (ss->auth == RLT__AUTH_NONE) return rlt__resp_error(o, "NOAUTH HELLO must be called with AUTH");
-    rlt__resp_array(o, 14);
-    rlt__resp_bulk(o, "server", 6);
-    rlt__resp_bulk(o, "ratelimitd", 10);
-    rlt__resp_bulk(o, "version", 7);
-    rlt__resp_bulk(o, "7.0.0", 5);
-    rlt__resp_bulk(o, "proto", 5);
-    rlt__resp_int(o, 2);
-    rlt__resp_bulk(o, "id", 2);
-    rlt__resp_int(o, 1);
-    rlt__resp_bulk(o, "mode", 4);
-    rlt__resp_bulk(o, "standalone", 10);
-    rlt__resp_bulk(o, "role", 4);
-    rlt__resp_bulk(o, "master", 6);
-    rlt__resp_bulk(o, "modules", 7);
-    rlt__resp_array(o, 0);
-}
-
 /* Every command but the three deciding ones. */
 static void exec_other(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n,
                        rlt_ns now, rlt__obuf *o)
@@ -410,52 +355,7 @@ static void exec_other(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, si
             return rlt__resp_error(o, "ERR unknown policy");
         return rlt__resp_bulk(o, text, strlen(text));
     }
-    if (is(c, "PING")) {
-        if (n == 1) return rlt__resp_simple(o, "PONG");
-        if (n == 2) return rlt__resp_bulk(o, a[1].ptr, a[1].len);
-        return err_arity(o, c);
-    }
-    if (is(c, "ECHO")) {
-        if (n != 2) return err_arity(o, c);
-        return rlt__resp_bulk(o, a[1].ptr, a[1].len);
-    }
-    if (is(c, "COMMAND")) {
-        if (n >= 2 && is(&a[1], "COUNT")) return rlt__resp_int(o, 0);
-        return rlt__resp_array(o, 0);
-    }
-    if (is(c, "CLIENT")) {
-        if (n >= 2 && is(&a[1], "ID")) return rlt__resp_int(o, 1);
-        if (n >= 2 && is(&a[1], "GETNAME")) return rlt__resp_null(o);
-        return rlt__resp_simple(o, "OK");
-    }
-    if (is(c, "SELECT")) {
-        if (n == 2 && a[1].len == 1 && a[1].ptr[0] == '0') return rlt__resp_simple(o, "OK");
-        return rlt__resp_error(o, "ERR DB index is out of range");
-    }
-    if (is(c, "CONFIG")) {
-        /* redis-benchmark asks for "save" and "appendonly" at start: answer like a Redis
-         * without persistence; everything else is an empty result. */
-        if (n == 3 && is(&a[1], "GET") && (is(&a[2], "SAVE") || is(&a[2], "APPENDONLY"))) {
-            rlt__resp_array(o, 2);
-            rlt__resp_bulk(o, a[2].ptr, a[2].len);
-            return is(&a[2], "SAVE") ? rlt__resp_bulk(o, "", 0) : rlt__resp_bulk(o, "no", 2);
-        }
-        if (n >= 2 && is(&a[1], "GET")) return rlt__resp_array(o, 0);
-        return rlt__resp_error(o, "ERR ratelimitd takes no CONFIG SET/REWRITE/RESETSTAT: its "
-                                  "settings come from the config file (SIGHUP reloads it)");
-    }
-    if (is(c, "DBSIZE")) {
-        rlt_store_stats st;
-        rlt_store_stats_get(s->store, &st);
-        return rlt__resp_int(o, (int64_t)st.keys);
-    }
-    if (is(c, "INFO")) {
-        rlt__obuf text = {0};
-        rlt__metrics_info(s, &text);
-        rlt__resp_bulk(o, text.data ? text.data : "", text.len);
-        rlt__obuf_free(&text);
-        return;
-    }
+    if (rlt__cmd_connection(s, ss, a, n, o)) return;
     /* Redis quotes at most 128 bytes of the name and lists the arguments' beginnings. */
     char shown[130];
     size_t sl = 0;
@@ -467,12 +367,131 @@ static void exec_other(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, si
     rlt__resp_errorf(o, "ERR unknown command '%s', with args beginning with: ", shown);
 }
 
-void rlt__cmd_exec(rlt__srv *s, rlt__session *ss, rlt__pipe *p, const rlt__resp_arg *a, size_t n,
-                   rlt_ns now, rlt__obuf *o)
+/* ---- MULTI / EXEC ------------------------------------------------------------------------- */
+
+/* Most commands and bytes one transaction may queue. */
+#define MULTI_MAX_COMMANDS 1024
+#define MULTI_MAX_BYTES (1u << 20)
+
+/* Appends a command to the session's queue as [argc][len bytes]... (sizes as size_t). */
+static bool queue_put(rlt__session *ss, const rlt__resp_arg *a, size_t n)
 {
-    assert(n >= 1);
+    size_t need = sizeof n;
+    for (size_t i = 0; i < n; i++)
+        need += sizeof a[i].len + a[i].len;
+    if (ss->mq_count >= MULTI_MAX_COMMANDS || ss->mq_len + need > MULTI_MAX_BYTES) return false;
+    if (ss->mq_len + need > ss->mq_cap) {
+        size_t cap = ss->mq_cap ? ss->mq_cap : 1024;
+        while (cap < ss->mq_len + need)
+            cap *= 2;
+        char *q = realloc(ss->mq, cap);
+        if (q == NULL) return false;
+        ss->mq = q;
+        ss->mq_cap = cap;
+    }
+    char *w = ss->mq + ss->mq_len;
+    memcpy(w, &n, sizeof n);
+    w += sizeof n;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(w, &a[i].len, sizeof a[i].len);
+        w += sizeof a[i].len;
+        memcpy(w, a[i].ptr, a[i].len);
+        w += a[i].len;
+    }
+    ss->mq_len += need;
+    ss->mq_count++;
+    return true;
+}
+
+static void multi_end(rlt__session *ss)
+{
+    ss->in_multi = ss->multi_abort = false;
+    ss->mq_len = ss->mq_count = 0;
+}
+
+static void exec_one(rlt__srv *s, rlt__session *ss, rlt__pipe *p, const rlt__resp_arg *a,
+                     size_t n, rlt_ns now, rlt__obuf *o);
+
+/* EXEC: every queued command in order, each decided at once, with no other command of this
+ * worker between them (docs/server.md says what that isolation covers). */
+static void cmd_exec_queue(rlt__srv *s, rlt__session *ss, rlt_ns now, rlt__obuf *o)
+{
+    if (ss->multi_abort) {
+        multi_end(ss);
+        return rlt__resp_error(o, "EXECABORT Transaction discarded because of previous errors.");
+    }
+    static __thread rlt__resp_arg argv[RLT__RESP_DEFAULT_MAX_ARGS];
+    rlt__resp_array(o, ss->mq_count);
+    const char *r = ss->mq;
+    char *queue = ss->mq; /* kept apart: a queued command cannot reach the queue */
+    size_t count = ss->mq_count;
+    ss->mq = NULL;
+    ss->mq_cap = 0;
+    multi_end(ss);
+    for (size_t k = 0; k < count; k++) {
+        size_t n;
+        memcpy(&n, r, sizeof n);
+        r += sizeof n;
+        for (size_t i = 0; i < n; i++) {
+            size_t len;
+            memcpy(&len, r, sizeof len);
+            r += sizeof len;
+            if (i < RLT__RESP_DEFAULT_MAX_ARGS) argv[i] = (rlt__resp_arg){.ptr = r, .len = len};
+            r += len;
+        }
+        exec_one(s, ss, NULL, argv, n < RLT__RESP_DEFAULT_MAX_ARGS ? n : RLT__RESP_DEFAULT_MAX_ARGS,
+                 now, o);
+    }
+    free(queue);
+}
+
+/* MULTI, EXEC, DISCARD and WATCH, and queueing inside a transaction.  Returns true when it
+ * answered the command. */
+static bool transaction(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n,
+                        rlt_ns now, rlt__obuf *o)
+{
     const rlt__resp_arg *c = &a[0];
-    if (rlt__session_refresh(s, ss) != RLT__AUTH_NONE) {
+    if (is(c, "WATCH") || is(c, "UNWATCH")) {
+        if (is(c, "UNWATCH")) rlt__resp_simple(o, "OK");
+        else
+            rlt__resp_error(o, "ERR WATCH is not supported: ratelimitd has no keys to watch (for "
+                               "all-or-nothing checks use RL.MULTI)");
+        return true;
+    }
+    if (is(c, "MULTI")) {
+        if (ss->in_multi) rlt__resp_error(o, "ERR MULTI calls can not be nested");
+        else {
+            ss->in_multi = true;
+            rlt__resp_simple(o, "OK");
+        }
+        return true;
+    }
+    if (is(c, "EXEC") || is(c, "DISCARD")) {
+        if (!ss->in_multi)
+            rlt__resp_errorf(o, "ERR %s without MULTI", is(c, "EXEC") ? "EXEC" : "DISCARD");
+        else if (is(c, "EXEC"))
+            cmd_exec_queue(s, ss, now, o);
+        else {
+            multi_end(ss);
+            rlt__resp_simple(o, "OK");
+        }
+        return true;
+    }
+    if (!ss->in_multi || is(c, "QUIT")) return false;
+    if (!queue_put(ss, a, n)) {
+        ss->multi_abort = true;
+        rlt__resp_error(o, "ERR MULTI queue too long (at most 1024 commands, 1 MiB)");
+    } else {
+        rlt__resp_simple(o, "QUEUED");
+    }
+    return true;
+}
+
+static void exec_one(rlt__srv *s, rlt__session *ss, rlt__pipe *p, const rlt__resp_arg *a,
+                     size_t n, rlt_ns now, rlt__obuf *o)
+{
+    const rlt__resp_arg *c = &a[0];
+    if (rlt__session_refresh(s, ss) != RLT__AUTH_NONE && !ss->in_multi) {
         if (is(c, "CL.THROTTLE")) return cmd_decide(s, ss, p, a, n, now, o, true, false);
         if (is(c, "RL.CHECK")) return cmd_decide(s, ss, p, a, n, now, o, false, false);
         if (is(c, "RL.PEEK")) return cmd_decide(s, ss, p, a, n, now, o, false, true);
@@ -480,22 +499,22 @@ void rlt__cmd_exec(rlt__srv *s, rlt__session *ss, rlt__pipe *p, const rlt__resp_
     /* Replies in order: what is staged is answered before this command. */
     if (p != NULL) rlt__pipe_flush(p, s);
     size_t before = o->len;
-    if (is(c, "AUTH")) {
-        if (n == 2)
-            cmd_auth(s, ss, NULL, &a[1], o, true);
-        else if (n == 3)
-            cmd_auth(s, ss, &a[1], &a[2], o, true);
-        else
-            err_arity(o, c);
-    } else if (is(c, "HELLO")) {
-        cmd_hello(s, ss, a, n, o);
+    if (is(c, "AUTH") || is(c, "HELLO")) {
+        rlt__cmd_connection(s, ss, a, n, o);
     } else if (is(c, "QUIT")) {
         ss->close = true;
         rlt__resp_simple(o, "OK");
     } else if (ss->auth == RLT__AUTH_NONE) {
         rlt__resp_error(o, "NOAUTH Authentication required.");
-    } else {
+    } else if (!transaction(s, ss, a, n, now, o)) {
         exec_other(s, ss, a, n, now, o);
     }
     if (o->len > before && o->data[before] == '-') count_error(s);
+}
+
+void rlt__cmd_exec(rlt__srv *s, rlt__session *ss, rlt__pipe *p, const rlt__resp_arg *a, size_t n,
+                   rlt_ns now, rlt__obuf *o)
+{
+    assert(n >= 1);
+    exec_one(s, ss, p, a, n, now, o);
 }

@@ -175,6 +175,7 @@ static void conn_close(rlt__conn *c)
         w->conns = c->next;
     if (c->next) c->next->prev = c->prev;
     if (c->proto->close) c->proto->close(c);
+    rlt__session_free(&c->ss);
     if (c->rev) event_free(c->rev);
     if (c->wev) event_free(c->wev);
     close(c->fd);

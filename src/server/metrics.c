@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 __thread unsigned rlt__tl_slot;
 
@@ -206,6 +207,26 @@ void rlt__metrics_prometheus(rlt__srv *s, rlt__obuf *o)
     if (s->be != NULL) s->be->ops->prometheus(s->be, o);
 }
 
+/* A name for an INFO value: bytes other than [A-Za-z0-9_./@#-] as %XX, so that the value parses
+ * as k=v pairs in every client (redis-py splits on ',' and '='). */
+static void info_escape(char *out, size_t cap, const char *in)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)in; *p && o + 4 < cap; p++) {
+        bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                     (*p >= '0' && *p <= '9') || strchr("_./@#-()", *p) != NULL;
+        if (plain) {
+            out[o++] = (char)*p;
+        } else {
+            out[o++] = '%';
+            out[o++] = hex[*p >> 4];
+            out[o++] = hex[*p & 15];
+        }
+    }
+    out[o] = '\0';
+}
+
 void rlt__metrics_info(rlt__srv *s, rlt__obuf *o)
 {
     totals t;
@@ -227,12 +248,13 @@ void rlt__metrics_info(rlt__srv *s, rlt__obuf *o)
         }
     }
     rlt__obuf_printf(o,
-         "# Server\r\nratelimitd_version:0.1.0\r\nredis_version:7.0.0\r\nuptime_in_seconds:%lld\r\n"
-         "\r\n# Clients\r\nconnected_clients:%" PRId64 "\r\ntotal_connections_received:%" PRIu64
-         "\r\nrejected_connections:%" PRIu64 "\r\n",
-         (long long)((rlt__now() - s->started) / RLT_NS_PER_S),
-         __atomic_load_n(&m->connections_current, __ATOMIC_RELAXED), ld(&m->connections_total),
-         ld(&m->connections_rejected));
+         "# Server\r\nratelimitd_version:0.1.0\r\nredis_version:7.0.0\r\nredis_mode:standalone\r\n"
+         "process_id:%ld\r\ntcp_port:%d\r\nuptime_in_seconds:%lld\r\n"
+         "\r\n# Clients\r\nconnected_clients:%" PRId64 "\r\nmaxclients:%zu\r\n"
+         "total_connections_received:%" PRIu64 "\r\nrejected_connections:%" PRIu64 "\r\n",
+         (long)getpid(), c->set.port, (long long)((rlt__now() - s->started) / RLT_NS_PER_S),
+         __atomic_load_n(&m->connections_current, __ATOMIC_RELAXED), c->set.max_connections,
+         ld(&m->connections_total), ld(&m->connections_rejected));
     rlt__obuf_printf(o,
          "\r\n# Stats\r\ntotal_commands_processed:%" PRIu64 "\r\ncommand_errors:%" PRIu64
          "\r\nhttp_requests:%" PRIu64 "\r\ndecisions_allowed:%" PRIu64
@@ -249,19 +271,24 @@ void rlt__metrics_info(rlt__srv *s, rlt__obuf *o)
          st.keys, st.bytes, st.evicted_idle, st.evicted_forced, st.refused_full, c->set.snapshot,
          ld(&m->snapshots_ok), ld(&m->snapshots_failed), ld(&m->reloads_ok),
          ld(&m->reloads_failed));
+    /* One line per policy, as Redis's "db0:keys=1,expires=0": the field is policy<id>, the
+     * value k=v pairs (redis-py parses them into a dict), the name escaped so that it holds no
+     * ',', '=', ':' or space (info_escape). */
     rlt__obuf_printf(o, "\r\n# Policies\r\n");
     for (size_t id = 0; id < RLT__METRIC_IDS; id++) {
         uint64_t a, d, sh;
         per_id(s, id, &a, &d, &sh);
         if (a + d + sh == 0) continue;
-        char name[RLT__STR_MAX], esc[RLT__STR_MAX + 8];
+        char name[RLT__STR_MAX], esc[3 * RLT__STR_MAX + 8];
         if (id == RLT__METRIC_IDS - 1)
             snprintf(name, sizeof name, "(other)");
         else
             rlt__srv_policy_name(s, (int)id, name, sizeof name);
-        escape_name(esc, sizeof esc, name, true);
-        rlt__obuf_printf(o, "policy:%s,allowed=%" PRIu64 ",denied=%" PRIu64 ",shadow_denied=%" PRIu64 "\r\n",
-             esc, a, d, sh);
+        info_escape(esc, sizeof esc, name);
+        rlt__obuf_printf(o,
+                         "policy%zu:name=%s,allowed=%" PRIu64 ",denied=%" PRIu64
+                         ",shadow_denied=%" PRIu64 "\r\n",
+                         id, esc, a, d, sh);
     }
     rlt__obuf_printf(o, "\r\n# Backend\r\nbackend:%s\r\n", rlt__decide_backend_name(s));
     if (s->be != NULL) s->be->ops->info(s->be, o);

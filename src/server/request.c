@@ -5,6 +5,7 @@
 #include "server/srv.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 bool rlt__auth_required(rlt__srv *s)
@@ -13,11 +14,22 @@ bool rlt__auth_required(rlt__srv *s)
     return c->set.password[0] != '\0' || c->ntenants > 0;
 }
 
+static uint64_t next_session_id = 1;
+
 void rlt__session_init(rlt__srv *s, rlt__session *ss)
 {
     memset(ss, 0, sizeof *ss);
+    ss->resp = 2;
+    ss->id = __atomic_fetch_add(&next_session_id, 1, __ATOMIC_RELAXED);
     ss->cfg = rlt__srv_config(s);
     ss->auth = rlt__auth_required(s) ? RLT__AUTH_NONE : RLT__AUTH_ADMIN;
+}
+
+void rlt__session_free(rlt__session *ss)
+{
+    free(ss->mq);
+    ss->mq = NULL;
+    ss->mq_len = ss->mq_cap = ss->mq_count = 0;
 }
 
 /* Equal without an early exit on the first differing byte (the length is not secret). */

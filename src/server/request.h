@@ -32,11 +32,21 @@ typedef struct rlt__session {
     bool has_user;
     char user[RLT__STR_MAX], secret[RLT__STR_MAX];
     size_t ulen, slen;
+    /* RESP client state (cmd.c, cmd_conn.c): the protocol version HELLO chose, the client's id
+     * and name, and a MULTI transaction's queued commands (serialized, owned). */
+    int resp;
+    uint64_t id;
+    char name[64];
+    bool in_multi, multi_abort;
+    char *mq;
+    size_t mq_len, mq_cap, mq_count;
 } rlt__session;
 
 /* Sets up a session for the current config: RLT__AUTH_ADMIN when no password and no tenant
  * is configured, else RLT__AUTH_NONE until rlt__session_auth succeeds. */
 void rlt__session_init(struct rlt__srv *s, rlt__session *ss);
+/* Frees what the session owns (a MULTI queue).  The session can be initialised again. */
+void rlt__session_free(rlt__session *ss);
 /* Checks a password (RESP AUTH: `user` may be NULL for the default user) or a bearer token
  * (HTTP: user NULL) against the config, in time independent of where they differ, and sets
  * the session's identity.  Returns the identity; RLT__AUTH_NONE leaves the session

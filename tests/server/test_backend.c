@@ -258,7 +258,7 @@ TEST(unreachable_redis_answers_with_each_policys_fail_mode_and_counts_it)
     ASSERT(info_has(s, "ratelimitd_redis_decisions_total{by=\"fail_closed\"} 10"));
     ASSERT(info_has(s, "ratelimitd_redis_breaker_open 1"));
     /* Per-policy counters count fail-mode decisions like any other. */
-    ASSERT(info_has(s, "policy:p:wide,allowed=5,denied=0"));
+    ASSERT(info_has(s, ":name=p%3Awide,allowed=5,denied=0"));
     close_srv(s);
 }
 

@@ -287,9 +287,21 @@ TEST(client_tool_commands_get_harmless_answers)
     ASSERT_STR_EQ(run(s, &ss, 0, "COMMAND DOCS"), "*0\r\n");
     ASSERT_STR_EQ(run(s, &ss, 0, "CLIENT SETINFO lib-name x"), "+OK\r\n");
     ASSERT(strncmp(run(s, &ss, 0, "HELLO"), "*14\r\n", 5) == 0);
-    ASSERT(strncmp(run(s, &ss, 0, "HELLO 3"), "-NOPROTO", 8) == 0);
+    ASSERT(strncmp(run(s, &ss, 0, "HELLO 4"), "-NOPROTO", 8) == 0);
+    /* RESP3: HELLO answers a map, and nulls are "_". */
+    ASSERT(strncmp(run(s, &ss, 0, "HELLO 3"), "%7\r\n$6\r\nserver\r\n", 16) == 0);
+    ASSERT_STR_EQ(run(s, &ss, 0, "CLIENT GETNAME"), "_\r\n");
+    ASSERT_STR_EQ(run(s, &ss, 0, "CLIENT SETNAME app1"), "+OK\r\n");
+    ASSERT_STR_EQ(run(s, &ss, 0, "CLIENT GETNAME"), "$4\r\napp1\r\n");
+    ASSERT(strncmp(run(s, &ss, 0, "CLIENT SETNAME a b"), "-ERR wrong number", 17) == 0);
+    ASSERT_STR_EQ(run(s, &ss, 0, "CONFIG GET appendonly"), "%1\r\n$10\r\nappendonly\r\n$2\r\nno\r\n");
+    ASSERT(strncmp(run(s, &ss, 0, "HELLO 2"), "*14\r\n", 5) == 0);
     ASSERT_STR_EQ(run(s, &ss, 0, "CONFIG GET save"), "*2\r\n$4\r\nsave\r\n$0\r\n\r\n");
     ASSERT(strncmp(run(s, &ss, 0, "INFO"), "$", 1) == 0);
+    ASSERT(strncmp(run(s, &ss, 0, "INFO stats"), "$", 1) == 0);
+    ASSERT(strstr(run(s, &ss, 0, "INFO stats"), "# Stats\r\n") != NULL);
+    ASSERT(strstr(run(s, &ss, 0, "INFO stats"), "# Server") == NULL);
+    ASSERT(strstr(run(s, &ss, 0, "COMMAND INFO rl.check nosuch"), "rl.check") != NULL);
     ASSERT(strncmp(run(s, &ss, 0, "GET x"), "-ERR unknown command 'GET'", 26) == 0);
     ASSERT(!ss.close);
     ASSERT_STR_EQ(run(s, &ss, 0, "QUIT"), "+OK\r\n");
@@ -479,4 +491,29 @@ TEST(a_tenant_password_equal_to_another_secret_is_refused)
     y = "tenants:\n  - {name: a, password: p1}\n  - {name: b, password: p1}\n";
     ASSERT_EQ(rlt__config_parse(y, strlen(y), "t.yaml", &cfg, err, sizeof err), RLT_EPARSE);
     ASSERT(strstr(err, "two tenants share a password") != NULL);
+}
+
+TEST(multi_exec_runs_the_queued_commands_in_order)
+{
+    rlt__srv *s = open_srv(NULL);
+    rlt__session ss;
+    rlt__session_init(s, &ss);
+    ASSERT_STR_EQ(run(s, &ss, S(1), "EXEC"), "-ERR EXEC without MULTI\r\n");
+    ASSERT_STR_EQ(run(s, &ss, S(1), "MULTI"), "+OK\r\n");
+    ASSERT_STR_EQ(run(s, &ss, S(1), "MULTI"), "-ERR MULTI calls can not be nested\r\n");
+    ASSERT_STR_EQ(run(s, &ss, S(1), "CL.THROTTLE k 0 1 60"), "+QUEUED\r\n");
+    ASSERT_STR_EQ(run(s, &ss, S(1), "CL.THROTTLE k 0 1 60"), "+QUEUED\r\n");
+    ASSERT_STR_EQ(run(s, &ss, S(1), "PING"), "+QUEUED\r\n");
+    /* One array: allowed, then limited, then PONG. */
+    ASSERT_STR_EQ(run(s, &ss, S(1), "EXEC"),
+                  "*3\r\n*5\r\n:0\r\n:1\r\n:0\r\n:-1\r\n:60\r\n"
+                  "*5\r\n:1\r\n:1\r\n:0\r\n:60\r\n:60\r\n+PONG\r\n");
+    /* DISCARD drops the queue; WATCH is refused with a reason. */
+    ASSERT_STR_EQ(run(s, &ss, S(1), "MULTI"), "+OK\r\n");
+    ASSERT_STR_EQ(run(s, &ss, S(1), "CL.THROTTLE j 0 1 60"), "+QUEUED\r\n");
+    ASSERT_STR_EQ(run(s, &ss, S(1), "DISCARD"), "+OK\r\n");
+    ASSERT(strncmp(run(s, &ss, S(1), "CL.THROTTLE j 0 1 60"), "*5\r\n:0\r\n", 8) == 0);
+    ASSERT(strncmp(run(s, &ss, S(1), "WATCH k"), "-ERR WATCH is not supported", 27) == 0);
+    rlt__session_free(&ss);
+    rlt__srv_close(s);
 }
