@@ -8,6 +8,7 @@
  * such decision is counted. */
 #include "server/backend.h"
 
+#include "server/metrics.h"
 #include "server/srv.h"
 
 #include <inttypes.h>
@@ -478,30 +479,36 @@ static void redis_prometheus(rlt__backend *be, rlt__obuf *o)
     uint64_t without = t.fail_open + t.fail_closed;
     uint64_t in_redis =
         t.decisions >= without + t.lease_local ? t.decisions - without - t.lease_local : 0;
+    rlt__prom_family(o, "ratelimitd_redis_decisions_total", "counter",
+                     "Decisions by who made them: Redis, or the fail mode without Redis.");
     rlt__obuf_printf(o,
-         "# HELP ratelimitd_redis_decisions_total Decisions by who made them: Redis, or the "
-         "fail mode without Redis.\n# TYPE ratelimitd_redis_decisions_total counter\n"
-         "ratelimitd_redis_decisions_total{by=\"redis\"} %" PRIu64 "\n"
-         "ratelimitd_redis_decisions_total{by=\"fail_open\"} %" PRIu64 "\n"
-         "ratelimitd_redis_decisions_total{by=\"fail_closed\"} %" PRIu64 "\n",
-         in_redis, t.fail_open, t.fail_closed);
-    rlt__obuf_printf(o,
-         "# HELP ratelimitd_redis_breaker_open Redis nodes whose circuit breaker is open "
-         "(summed over worker handles).\n# TYPE ratelimitd_redis_breaker_open gauge\n"
-         "ratelimitd_redis_breaker_open %" PRIu64 "\n"
-         "# TYPE ratelimitd_redis_timeouts_total counter\nratelimitd_redis_timeouts_total %" PRIu64
-         "\n# TYPE ratelimitd_redis_errors_total counter\nratelimitd_redis_errors_total %" PRIu64
-         "\n# TYPE ratelimitd_redis_breaker_opened_total counter\n"
-         "ratelimitd_redis_breaker_opened_total %" PRIu64 "\n"
-         "# TYPE ratelimitd_redis_short_circuited_total counter\n"
-         "ratelimitd_redis_short_circuited_total %" PRIu64 "\n"
-         "# TYPE ratelimitd_redis_connects_total counter\nratelimitd_redis_connects_total %" PRIu64
-         "\n# TYPE ratelimitd_redis_round_trips_total counter\n"
-         "ratelimitd_redis_round_trips_total %" PRIu64 "\n"
-         "# TYPE ratelimitd_redis_release_lost_total counter\n"
-         "ratelimitd_redis_release_lost_total %" PRIu64 "\n",
-         t.nodes_open, t.timeouts, t.errors, t.breaker_opened, t.short_circuited, t.connects,
-         t.round_trips, ld(&b->release_lost));
+                     "ratelimitd_redis_decisions_total{by=\"redis\"} %" PRIu64 "\n"
+                     "ratelimitd_redis_decisions_total{by=\"fail_open\"} %" PRIu64 "\n"
+                     "ratelimitd_redis_decisions_total{by=\"fail_closed\"} %" PRIu64 "\n",
+                     in_redis, t.fail_open, t.fail_closed);
+    rlt__prom_family(o, "ratelimitd_redis_breaker_open", "gauge",
+                     "Redis nodes whose circuit breaker is open (summed over worker handles).");
+    rlt__obuf_printf(o, "ratelimitd_redis_breaker_open %" PRIu64 "\n", t.nodes_open);
+    static const struct {
+        const char *name, *help;
+    } counters[] = {
+        {"ratelimitd_redis_timeouts_total", "Redis calls that missed their deadline."},
+        {"ratelimitd_redis_errors_total", "Redis calls that failed (connection or reply errors)."},
+        {"ratelimitd_redis_breaker_opened_total", "Times a node's circuit breaker opened."},
+        {"ratelimitd_redis_short_circuited_total", "Decisions made by the fail mode while a "
+                                                   "breaker was open, without calling Redis."},
+        {"ratelimitd_redis_connects_total", "Connections made to Redis nodes."},
+        {"ratelimitd_redis_round_trips_total", "Round trips to Redis (a pipeline is one)."},
+        {"ratelimitd_redis_release_lost_total", "Concurrency releases Redis could not take "
+                                                "(the lease expires by itself)."},
+    };
+    const uint64_t values[] = {t.timeouts,       t.errors,        t.breaker_opened,
+                               t.short_circuited, t.connects,     t.round_trips,
+                               ld(&b->release_lost)};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        rlt__prom_family(o, counters[i].name, "counter", counters[i].help);
+        rlt__obuf_printf(o, "%s %" PRIu64 "\n", counters[i].name, values[i]);
+    }
 }
 
 static const rlt__backend_ops redis_ops = {

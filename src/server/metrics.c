@@ -127,6 +127,11 @@ static void label(char *out, size_t cap, const char *in)
     escape_name(out, cap, in, false);
 }
 
+void rlt__prom_family(rlt__obuf *o, const char *name, const char *type, const char *help)
+{
+    rlt__obuf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
 void rlt__metrics_prometheus(rlt__srv *s, rlt__obuf *o)
 {
     totals t;
@@ -160,33 +165,47 @@ void rlt__metrics_prometheus(rlt__srv *s, rlt__obuf *o)
              "%" PRIu64 "\n",
              esc, a, esc, d, esc, sh);
     }
+    rlt__prom_family(o, "ratelimitd_keys", "gauge", "Live keys in the store.");
+    rlt__obuf_printf(o, "ratelimitd_keys %" PRIu64 "\n", st.keys);
+    rlt__prom_family(o, "ratelimitd_store_bytes", "gauge",
+                     "Bytes held by the store for keys, states and its index.");
+    rlt__obuf_printf(o, "ratelimitd_store_bytes %" PRIu64 "\n", st.bytes);
+    rlt__prom_family(o, "ratelimitd_evictions_total", "counter",
+                     "Keys dropped: idle (fresh again) or forced (the store was full).");
     rlt__obuf_printf(o,
-         "# HELP ratelimitd_keys Live keys in the store.\n# TYPE ratelimitd_keys gauge\n"
-         "ratelimitd_keys %" PRIu64 "\n"
-         "# HELP ratelimitd_store_bytes Bytes held by the store.\n"
-         "# TYPE ratelimitd_store_bytes gauge\nratelimitd_store_bytes %" PRIu64 "\n"
-         "# HELP ratelimitd_evictions_total Keys dropped.\n"
-         "# TYPE ratelimitd_evictions_total counter\n"
-         "ratelimitd_evictions_total{reason=\"idle\"} %" PRIu64 "\n"
-         "ratelimitd_evictions_total{reason=\"forced\"} %" PRIu64 "\n"
-         "ratelimitd_refused_full_total %" PRIu64 "\n",
-         st.keys, st.bytes, st.evicted_idle, st.evicted_forced, st.refused_full);
+                     "ratelimitd_evictions_total{reason=\"idle\"} %" PRIu64 "\n"
+                     "ratelimitd_evictions_total{reason=\"forced\"} %" PRIu64 "\n",
+                     st.evicted_idle, st.evicted_forced);
+    rlt__prom_family(o, "ratelimitd_refused_full_total", "counter",
+                     "New keys refused because the store was full (fail_closed).");
+    rlt__obuf_printf(o, "ratelimitd_refused_full_total %" PRIu64 "\n", st.refused_full);
+    rlt__prom_family(o, "ratelimitd_connections", "gauge", "Open client connections.");
+    rlt__obuf_printf(o, "ratelimitd_connections %" PRId64 "\n",
+                     __atomic_load_n(&m->connections_current, __ATOMIC_RELAXED));
+    rlt__prom_family(o, "ratelimitd_connections_total", "counter", "Connections accepted.");
+    rlt__obuf_printf(o, "ratelimitd_connections_total %" PRIu64 "\n", ld(&m->connections_total));
+    rlt__prom_family(o, "ratelimitd_connections_rejected_total", "counter",
+                     "Connections refused because max_connections was reached.");
+    rlt__obuf_printf(o, "ratelimitd_connections_rejected_total %" PRIu64 "\n",
+                     ld(&m->connections_rejected));
+    rlt__prom_family(o, "ratelimitd_commands_total", "counter",
+                     "Requests executed (RESP commands and HTTP requests).");
+    rlt__obuf_printf(o, "ratelimitd_commands_total %" PRIu64 "\n", t.commands);
+    rlt__prom_family(o, "ratelimitd_command_errors_total", "counter",
+                     "Requests answered with an error.");
+    rlt__obuf_printf(o, "ratelimitd_command_errors_total %" PRIu64 "\n", t.errors);
+    rlt__prom_family(o, "ratelimitd_http_requests_total", "counter", "HTTP requests.");
+    rlt__obuf_printf(o, "ratelimitd_http_requests_total %" PRIu64 "\n", t.http);
+    rlt__prom_family(o, "ratelimitd_snapshots_total", "counter", "Snapshots written, by result.");
     rlt__obuf_printf(o,
-         "# HELP ratelimitd_connections Open client connections.\n"
-         "# TYPE ratelimitd_connections gauge\nratelimitd_connections %" PRId64 "\n"
-         "# TYPE ratelimitd_connections_total counter\n"
-         "ratelimitd_connections_total %" PRIu64 "\n"
-         "ratelimitd_connections_rejected_total %" PRIu64 "\n"
-         "# TYPE ratelimitd_commands_total counter\nratelimitd_commands_total %" PRIu64 "\n"
-         "ratelimitd_command_errors_total %" PRIu64 "\n"
-         "ratelimitd_http_requests_total %" PRIu64 "\n"
-         "ratelimitd_snapshots_total{result=\"ok\"} %" PRIu64 "\n"
-         "ratelimitd_snapshots_total{result=\"failed\"} %" PRIu64 "\n"
-         "ratelimitd_reloads_total{result=\"ok\"} %" PRIu64 "\n"
-         "ratelimitd_reloads_total{result=\"failed\"} %" PRIu64 "\n",
-         __atomic_load_n(&m->connections_current, __ATOMIC_RELAXED), ld(&m->connections_total),
-         ld(&m->connections_rejected), t.commands, t.errors, t.http, ld(&m->snapshots_ok),
-         ld(&m->snapshots_failed), ld(&m->reloads_ok), ld(&m->reloads_failed));
+                     "ratelimitd_snapshots_total{result=\"ok\"} %" PRIu64 "\n"
+                     "ratelimitd_snapshots_total{result=\"failed\"} %" PRIu64 "\n",
+                     ld(&m->snapshots_ok), ld(&m->snapshots_failed));
+    rlt__prom_family(o, "ratelimitd_reloads_total", "counter", "Config reloads, by result.");
+    rlt__obuf_printf(o,
+                     "ratelimitd_reloads_total{result=\"ok\"} %" PRIu64 "\n"
+                     "ratelimitd_reloads_total{result=\"failed\"} %" PRIu64 "\n",
+                     ld(&m->reloads_ok), ld(&m->reloads_failed));
     rlt__obuf_printf(o, "# HELP ratelimitd_command_seconds Time to execute a command or HTTP request "
             "(excluding network).\n# TYPE ratelimitd_command_seconds histogram\n");
     uint64_t cum = 0;
@@ -200,10 +219,9 @@ void rlt__metrics_prometheus(rlt__srv *s, rlt__obuf *o)
     }
     rlt__obuf_printf(o, "ratelimitd_command_seconds_sum %.9f\nratelimitd_command_seconds_count %" PRIu64 "\n",
          (double)t.lat_sum / 1e9, cum);
-    rlt__obuf_printf(o,
-                     "# HELP ratelimitd_backend Where decisions are made (local store or Redis).\n"
-                     "# TYPE ratelimitd_backend gauge\nratelimitd_backend{backend=\"%s\"} 1\n",
-                     rlt__decide_backend_name(s));
+    rlt__prom_family(o, "ratelimitd_backend", "gauge",
+                     "Where decisions are made (local store or Redis).");
+    rlt__obuf_printf(o, "ratelimitd_backend{backend=\"%s\"} 1\n", rlt__decide_backend_name(s));
     if (s->be != NULL) s->be->ops->prometheus(s->be, o);
 }
 

@@ -55,6 +55,9 @@ static inline void rlt__mcount(uint64_t *c, uint64_t v)
         __atomic_fetch_add(c, v, __ATOMIC_RELAXED);
 }
 
+/* Writes the "# HELP" and "# TYPE" lines of a Prometheus family (type: counter, gauge,
+ * histogram); every family rendered anywhere starts with them. */
+void rlt__prom_family(rlt__obuf *out, const char *name, const char *type, const char *help);
 /* Renders Prometheus text / INFO text of server s into out (the backend adds its part). */
 void rlt__metrics_prometheus(struct rlt__srv *s, rlt__obuf *out);
 void rlt__metrics_info(struct rlt__srv *s, rlt__obuf *out);

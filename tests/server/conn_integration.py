@@ -305,6 +305,36 @@ def running_out_of_descriptors_pauses_accepting_without_spinning(tmp):
         d.stop()
 
 
+@test
+def metrics_pass_promtool_after_traffic_on_every_endpoint(tmp):
+    if shutil.which("promtool") is None:
+        raise AssertionError("needs promtool (apt-get install prometheus)")
+    import json
+    value = 'v "q" \\ z'  # a label value with a quote, a backslash and spaces
+    cfg = ("policies:\n  api: gcra:2/1s\n  shadowed: {policy: fixed_window:1/1h, shadow_mode: true}\n"
+           "domain: d\ndescriptors:\n  - key: k\n    value: '%s'\n"
+           "    rate_limit: {unit: hour, requests_per_unit: 1}\n" % value)
+    d = it.Daemon(tmp, config=cfg)
+    try:
+        body = json.dumps({"domain": "d", "descriptors": [{"entries": [{"key": "k", "value": value}]}]})
+        for _ in range(3):
+            d.cli("RL.CHECK", "a", "api")
+            d.cli("RL.CHECK", "a", "shadowed")
+            d.cli("CL.THROTTLE", "b", 1, 1, 60)
+            d.curl("/v1/check?key=c&policy=gcra:1/1m")
+            assert d.curl("/json", "-X", "POST", "--data", body).startswith("HTTP/1.1 "), body
+        d.cli("NOSUCH")
+        d.curl("/nope")
+        m = d.curl("/metrics").split("\n\n", 1)[1]
+        r = subprocess.run(["promtool", "check", "metrics"], input=m, capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode == 0, (r.stdout, r.stderr, m[:2000])
+        assert 'shadow_denied"} 2' in m, m
+        assert '\\"q\\" \\\\ z' in m, m  # the label escaped as Prometheus says
+    finally:
+        d.stop()
+
+
 def main():
     wanted = sys.argv[2:]
     passed = failed = 0

@@ -349,6 +349,10 @@ def named_policies_http_and_resp_share_the_limit(tmp):
         _, metrics = a.http_get("/metrics")
         assert 'ratelimitd_backend{backend="redis"} 1' in metrics, metrics
         assert 'ratelimitd_redis_decisions_total{by="redis"}' in metrics, metrics
+        # Every family, the Redis ones included, passes Prometheus's own checker.
+        r = subprocess.run(["promtool", "check", "metrics"], input=metrics, capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode == 0, (r.stdout, r.stderr)
 
 
 @test("both")
