@@ -27,6 +27,7 @@ void rlt__settings_default(rlt__settings *s)
     s->max_keys = 1000000;
     s->max_connections = 10000;
     s->max_output = 1 << 20;
+    s->max_memory = RLT__DEFAULT_MAX_MEMORY;
     s->client_timeout = 10 * RLT_NS_PER_S;
     s->max_inline_policies = 1024;
     s->max_args = RLT__RESP_DEFAULT_MAX_ARGS;
@@ -37,7 +38,7 @@ void rlt__settings_default(rlt__settings *s)
  * where it cannot work (no connections, no output buffer, no deadline), and a maximum is
  * refused when the daemon could never honour it (a bulk string larger than a connection's
  * input buffer). */
-typedef enum setting_kind { SET_STR, SET_INT, SET_SIZE, SET_DUR, SET_BOOL } setting_kind;
+typedef enum setting_kind { SET_STR, SET_INT, SET_SIZE, SET_BYTES, SET_DUR, SET_BOOL } setting_kind;
 typedef struct setting {
     const char *name;
     setting_kind kind;
@@ -59,7 +60,8 @@ static const setting settings[] = {
     {"max_keys", SET_SIZE, S(max_keys), 0, INT64_C(1) << 40, "max_keys"},
     {"fail_closed", SET_BOOL, S(fail_closed), 0, 0, "fail_closed"},
     {"max_connections", SET_SIZE, S(max_connections), 1, 1 << 24, "max_connections"},
-    {"max_output_buffer", SET_SIZE, S(max_output), 4096, INT64_C(1) << 32,
+    {"max_memory", SET_BYTES, S(max_memory), 16 << 20, INT64_C(1) << 40, "max_memory"},
+    {"max_output_buffer", SET_BYTES, S(max_output), 4096, INT64_C(1) << 32,
      "max_output_buffer"},
     {"client_timeout", SET_DUR, S(client_timeout), 10 * RLT_NS_PER_MS, 3600 * RLT_NS_PER_S,
      "client_timeout"},
@@ -92,6 +94,10 @@ static int read_setting(rlt__cy *x, const setting *st, yaml_node_t *v)
         *(rlt_ns *)at = d;
         return RLT_OK;
     }
+    case SET_BYTES:
+        if ((r = rlt__cy_get_bytes(x, v, st->lo, st->hi, &i, st->what)) != RLT_OK) return r;
+        *(size_t *)at = (size_t)i;
+        return RLT_OK;
     case SET_INT:
     case SET_SIZE:
         if ((r = rlt__cy_get_int(x, v, st->lo, st->hi, &i, st->what)) != RLT_OK) return r;

@@ -13,6 +13,9 @@
 
 #define RLT__STR_MAX 256 /* longest string setting (bind, password, prefix, path pieces) */
 #define RLT__MAX_INPUT (1u << 20) /* unparsed input one connection may hold (conn.c) */
+/* The memory budget by default: 1 GiB, of which 7/8 for the store (keys, states, policies,
+ * tier assignments, its index) and 1/8 for connection buffers. */
+#define RLT__DEFAULT_MAX_MEMORY ((size_t)1 << 30)
 
 /* The shared store (docs/distributed.md): ratelimitd decides in Redis instead of its local
  * store when `address` is set.  Settings of the `redis:` config section. */
@@ -43,6 +46,7 @@ typedef struct rlt__settings {
     bool fail_closed;            /* store full: refuse new keys instead of evicting LRU */
     size_t max_connections;      /* per daemon; default 10,000 */
     size_t max_output;           /* per connection output buffer cap, bytes; default 1 MiB */
+    size_t max_memory;           /* the daemon's memory budget, bytes (rlt__memory_*) */
     rlt_ns client_timeout;       /* a started command must complete within it; default 10 s */
     rlt_ns idle_timeout;         /* 0 = never close idle connections (default) */
     size_t max_inline_policies;  /* distinct inline policy texts; default 1024 */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 int rlt__cy_fail(rlt__cy *x, const yaml_node_t *n, const char *fmt, ...)
 {
@@ -93,6 +94,38 @@ int rlt__cy_get_size(rlt__cy *x, const yaml_node_t *n, size_t *out, const char *
     int64_t v = 0;
     if (rlt__cy_get_int(x, n, 0, INT64_MAX / 2, &v, what) < 0) return RLT_EPARSE;
     *out = (size_t)v;
+    return RLT_OK;
+}
+
+int rlt__cy_get_bytes(rlt__cy *x, const yaml_node_t *n, int64_t lo, int64_t hi, int64_t *out,
+                      const char *what)
+{
+    size_t len;
+    const char *s = rlt__cy_scalar(n, &len);
+    size_t digits = 0;
+    while (s != NULL && digits < len && s[digits] >= '0' && s[digits] <= '9')
+        digits++;
+    int64_t v, unit = 1;
+    const char *u = s ? s + digits : NULL;
+    size_t ul = len - digits;
+    /* Redis's units: kb, mb, gb are 1024-based; k, m, g 1000-based; case-insensitive. */
+    static const struct {
+        const char *name;
+        int64_t mul;
+    } units[] = {{"", 1},           {"b", 1},           {"k", 1000},
+                 {"kb", 1024},      {"m", 1000000},     {"mb", 1024 * 1024},
+                 {"g", 1000000000}, {"gb", 1 << 30}};
+    bool known = false;
+    for (size_t i = 0; u != NULL && i < sizeof units / sizeof units[0] && !known; i++)
+        if (strlen(units[i].name) == ul && strncasecmp(u, units[i].name, ul) == 0) {
+            unit = units[i].mul;
+            known = true;
+        }
+    if (s == NULL || digits == 0 || !known || !rlt__resp_parse_i64(s, digits, &v) ||
+        __builtin_mul_overflow(v, unit, &v) || v < lo || v > hi)
+        return rlt__cy_fail(x, n, "%s must be a size in [%lld, %lld] bytes (units: kb, mb, gb)",
+                            what, (long long)lo, (long long)hi);
+    *out = v;
     return RLT_OK;
 }
 

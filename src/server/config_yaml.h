@@ -46,6 +46,9 @@ int rlt__cy_get_int(rlt__cy *x, const yaml_node_t *n, int64_t lo, int64_t hi, in
 int rlt__cy_get_bool(rlt__cy *x, const yaml_node_t *n, bool *out, const char *what);
 int rlt__cy_get_duration(rlt__cy *x, const yaml_node_t *n, rlt_ns *out, const char *what);
 int rlt__cy_get_size(rlt__cy *x, const yaml_node_t *n, size_t *out, const char *what);
+/* A size in bytes: digits with an optional unit (kb, mb, gb: 1024-based; k, m, g). */
+int rlt__cy_get_bytes(rlt__cy *x, const yaml_node_t *n, int64_t lo, int64_t hi, int64_t *out,
+                      const char *what);
 int rlt__cy_need_map(rlt__cy *x, const yaml_node_t *n, const char *what);
 int rlt__cy_need_seq(rlt__cy *x, const yaml_node_t *n, const char *what);
 const char *rlt__cy_key_of(const yaml_node_t *k, size_t *len);

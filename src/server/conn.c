@@ -23,6 +23,7 @@
 
 #include "server/clock.h"
 #include "server/listen.h"
+#include "server/mem.h"
 #include "server/metrics.h"
 #include "server/srv.h"
 
@@ -179,6 +180,7 @@ static void conn_close(rlt__conn *c)
     if (c->rev) event_free(c->rev);
     if (c->wev) event_free(c->wev);
     close(c->fd);
+    rlt__mem_conn_give(c->in_cap);
     free(c->in);
     rlt__obuf_free(&c->out);
     free(c);
@@ -260,8 +262,17 @@ static bool grow_input(rlt__conn *c)
     size_t cap = c->in_cap ? c->in_cap * 2 : READ_CHUNK * 2;
     if (cap > MAX_INPUT + READ_CHUNK) cap = MAX_INPUT + READ_CHUNK;
     if (cap <= c->in_cap) return true;
+    /* A connection's first buffer is always granted (counted, never refused), so that a full
+     * budget cannot lock new clients out; growth beyond it is refused when the budget is used. */
+    if (c->in_cap == 0)
+        rlt__mem_conn_take_always(cap);
+    else if (!rlt__mem_conn_take(cap - c->in_cap))
+        return false;
     char *n = realloc(c->in, cap);
-    if (n == NULL) return false;
+    if (n == NULL) {
+        rlt__mem_conn_give(cap - c->in_cap);
+        return false;
+    }
     c->in = n;
     c->in_cap = cap;
     return true;
@@ -378,6 +389,7 @@ static void conn_new(worker *w, const rlt__proto *proto, int fd)
     c->proto = proto;
     c->fd = fd;
     c->out.max = set->max_output;
+    c->out.budgeted = true;
     rlt__session_init(s, &c->ss);
     c->rev = event_new(w->base, fd, EV_READ | EV_PERSIST, on_read, c);
     c->wev = event_new(w->base, fd, EV_WRITE | EV_PERSIST, on_write, c);
@@ -566,6 +578,7 @@ int rlt__daemon_start(rlt__daemon **out, rlt__srv *s, rlt__listener *ls, size_t 
         w[i].idx = i;
     }
     d->fd_cap = fit_descriptors(set->max_connections, nls * n);
+    rlt__mem_set_conn_limit(rlt__mem_conn_share(set->max_memory));
     int st = bind_all(d, ls, nls, set->bind, err, errlen);
     for (unsigned i = 0; i < n && st == RLT_OK; i++)
         st = worker_init(&w[i], err, errlen);

@@ -5,6 +5,7 @@
 #include "server/backend.h"
 #include "server/clock.h"
 #include "server/decide.h"
+#include "server/mem.h"
 #include "server/srv.h"
 
 #include <inttypes.h>
@@ -170,6 +171,20 @@ void rlt__metrics_prometheus(rlt__srv *s, rlt__obuf *o)
     rlt__prom_family(o, "ratelimitd_store_bytes", "gauge",
                      "Bytes held by the store for keys, states and its index.");
     rlt__obuf_printf(o, "ratelimitd_store_bytes %" PRIu64 "\n", st.bytes);
+    const rlt__config *mc = rlt__srv_config(s);
+    rlt__prom_family(o, "ratelimitd_memory_bytes", "gauge",
+                     "Memory the daemon's budget counts, by part (max_memory).");
+    rlt__obuf_printf(o,
+                     "ratelimitd_memory_bytes{part=\"store\"} %" PRIu64 "\n"
+                     "ratelimitd_memory_bytes{part=\"connections\"} %zu\n",
+                     st.bytes, rlt__mem_conn_used());
+    rlt__prom_family(o, "ratelimitd_memory_limit_bytes", "gauge",
+                     "The memory budget (max_memory), by part.");
+    rlt__obuf_printf(o,
+                     "ratelimitd_memory_limit_bytes{part=\"store\"} %zu\n"
+                     "ratelimitd_memory_limit_bytes{part=\"connections\"} %zu\n",
+                     rlt__mem_store_share(mc->set.max_memory),
+                     rlt__mem_conn_share(mc->set.max_memory));
     rlt__prom_family(o, "ratelimitd_evictions_total", "counter",
                      "Keys dropped: idle (fresh again) or forced (the store was full).");
     rlt__obuf_printf(o,
@@ -280,6 +295,14 @@ void rlt__metrics_info(rlt__srv *s, rlt__obuf *o)
          "\r\nlatency_p99_le_us:%lld\r\nlatency_avg_ns:%" PRIu64 "\r\n",
          t.commands, t.errors, t.http, t.allowed, t.denied, t.shadowed, p99,
          t.commands ? t.lat_sum / t.commands : 0);
+    size_t conn_used = rlt__mem_conn_used();
+    rlt__obuf_printf(o,
+                     "\r\n# Memory\r\nused_memory:%" PRIu64 "\r\nused_memory_store:%" PRIu64
+                     "\r\nused_memory_connections:%zu\r\nmaxmemory:%zu\r\n"
+                     "maxmemory_store:%zu\r\nmaxmemory_connections:%zu\r\nmaxmemory_policy:%s\r\n",
+                     st.bytes + conn_used, st.bytes, conn_used, c->set.max_memory,
+                     rlt__mem_store_share(c->set.max_memory), rlt__mem_conn_share(c->set.max_memory),
+                     c->set.fail_closed ? "noeviction" : "volatile-lru");
     rlt__obuf_printf(o,
          "\r\n# Keyspace\r\nkeys:%" PRIu64 "\r\nstore_bytes:%" PRIu64 "\r\nevicted_idle:%" PRIu64
          "\r\nevicted_forced:%" PRIu64 "\r\nrefused_full:%" PRIu64

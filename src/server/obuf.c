@@ -2,6 +2,8 @@
  * turns a client that never reads into a closed connection instead of unbounded memory. */
 #include "server/obuf.h"
 
+#include "server/mem.h"
+
 #include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,8 +21,13 @@ char *rlt__obuf_room(rlt__obuf *b, size_t n)
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->len + n)
             cap *= 2;
+        if (b->budgeted && !rlt__mem_conn_take(cap - b->cap)) {
+            b->overflow = true; /* the connections' share of max_memory is used up */
+            return NULL;
+        }
         char *d = realloc(b->data, cap);
         if (d == NULL) {
+            if (b->budgeted) rlt__mem_conn_give(cap - b->cap);
             b->overflow = true;
             return NULL;
         }
@@ -48,6 +55,7 @@ void rlt__obuf_consume(rlt__obuf *b, size_t n)
 
 void rlt__obuf_free(rlt__obuf *b)
 {
+    if (b->budgeted) rlt__mem_conn_give(b->cap);
     free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;

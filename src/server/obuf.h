@@ -14,6 +14,7 @@ typedef struct rlt__obuf {
     size_t cap;
     size_t max;    /* 0 = no cap; appends that would pass it set `overflow` and drop */
     bool overflow; /* a write was dropped: the connection must be closed */
+    bool budgeted; /* its capacity counts in the connections' memory budget (mem.h) */
 } rlt__obuf;
 
 /* Appends bytes; on allocation failure or past `max` sets overflow and appends nothing. */

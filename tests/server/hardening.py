@@ -188,6 +188,69 @@ def config_set_and_other_unsupported_commands_answer_an_error(tmp):
         d.stop()
 
 
+def rss_bytes(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def info(d):
+    text = it.raw(d.port, it.resp("INFO"), wait=2.0).decode(errors="replace")
+    return dict(l.split(":", 1) for l in text.split("\r\n") if ":" in l and not l.startswith("#"))
+
+
+@test
+def memory_stays_within_max_memory_when_every_key_is_a_big_state(tmp):
+    # An 80 KB state per key (a sliding log of 10,000 entries): 4,000 keys would take 320 MB.
+    cfg = "server:\n  max_memory: 32mb\npolicies:\n  big: sliding_log:10000/1h\n"
+    d = it.Daemon(tmp, config=cfg)
+    try:
+        base = rss_bytes(d.p.pid)
+        burst = b"".join(it.resp("RL.CHECK", "k%d" % i, "big") for i in range(4000))
+        got = it.raw(d.port, burst, wait=3.0)
+        assert got.count(b"*6\r\n:1\r\n") == 4000, got[:200]  # every request answered, allowed
+        i = info(d)
+        assert int(i["used_memory_store"]) <= int(i["maxmemory_store"]), i
+        assert int(i["maxmemory"]) == 32 << 20 and int(i["evicted_forced"]) > 0, i
+        grown = rss_bytes(d.p.pid) - base
+        assert grown < 48 << 20, "RSS grew %d MB" % (grown >> 20)
+    finally:
+        d.stop()
+
+
+@test
+def clients_that_never_read_share_one_bounded_slice_of_memory(tmp):
+    # 32 MB budget: 4 MB for every connection's buffers together.  30 clients asking for 8 MB
+    # of ECHO replies each and never reading them would hold 240 MB at the per-connection cap
+    # (8 MB) alone.
+    d = it.Daemon(tmp, config="server:\n  max_memory: 32mb\n  max_output_buffer: 8mb\n")
+    try:
+        base = rss_bytes(d.p.pid)
+        socks = []
+        payload = it.resp("ECHO", "x" * 60000) * 140
+        for _ in range(30):
+            s = socket.create_connection(("127.0.0.1", d.port))
+            s.settimeout(2)
+            try:
+                s.sendall(payload)
+            except OSError:
+                pass
+            socks.append(s)
+        time.sleep(1.5)
+        i = info(d)
+        assert int(i["used_memory_connections"]) <= int(i["maxmemory_connections"]), i
+        grown = rss_bytes(d.p.pid) - base
+        assert grown < 40 << 20, "RSS grew %d MB" % (grown >> 20)
+        for s in socks:
+            s.close()
+        time.sleep(0.3)
+        assert d.cli("PING") == "PONG"
+    finally:
+        d.stop()
+
+
 def main():
     wanted = sys.argv[2:]
     passed = failed = 0

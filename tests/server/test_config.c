@@ -240,7 +240,7 @@ TEST(settings_that_cannot_work_are_refused)
         const char *yaml, *want;
     } bad[] = {
         {"server:\n  max_connections: 0\n", "t.yaml:2: max_connections must be an integer in [1,"},
-        {"server:\n  max_output_buffer: 0\n", "t.yaml:2: max_output_buffer must be an integer in [4096,"},
+        {"server:\n  max_output_buffer: 0\n", "t.yaml:2: max_output_buffer must be a size in [4096,"},
         {"server:\n  max_bulk: 1048576\n", "t.yaml:2: max_bulk must be an integer in [1024, 524288]"},
         {"server:\n  client_timeout: 0s\n", "t.yaml:2: client_timeout must be a duration in [10 ms,"},
         {"server:\n  max_inline_policies: 0\n", "t.yaml:2: max_inline_policies must be"},
