@@ -90,6 +90,14 @@ const char *rlt__srv_policy_name(rlt__srv *s, int id, char *buf, size_t cap)
     return buf;
 }
 
+size_t rlt__srv_policy_ids(rlt__srv *s)
+{
+    pthread_mutex_lock(&s->lock);
+    size_t n = s->names_cap;
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
 rlt__config *rlt__srv_config(rlt__srv *s)
 {
     return __atomic_load_n(&s->cfg, __ATOMIC_ACQUIRE);

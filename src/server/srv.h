@@ -56,6 +56,8 @@ int rlt__srv_check_config(const rlt__config *cfg, char *err, size_t errlen);
  * -1 (default): never. */
 extern long rlt__srv_fail_apply_after;
 rlt__config *rlt__srv_config(rlt__srv *s);
+/* An upper bound of the policy ids handed out so far (ids are below it). */
+size_t rlt__srv_policy_ids(rlt__srv *s);
 /* The name of policy `id` for metrics ("" if unknown). */
 const char *rlt__srv_policy_name(rlt__srv *s, int id, char *buf, size_t cap);
 
