@@ -17,6 +17,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* `lease: true` needs Redis and a lease size: refused otherwise, naming the policy. */
+static int check_leases(const rlt__config *c, char *err, size_t errlen)
+{
+    const char *why = c->set.redis.address[0] == '\0' ? "needs the redis: section (leases are "
+                                                        "local shares of a Redis limit)"
+                      : c->set.redis.lease_units == 0 ? "needs redis.lease_units"
+                                                      : NULL;
+    for (size_t i = 0; i < c->nnamed && why; i++)
+        if (c->named[i].lease) {
+            snprintf(err, errlen, "policy '%s': lease: true %s", c->named[i].name, why);
+            return RLT_EINVAL;
+        }
+    for (size_t i = 0; i < c->nrules && why; i++)
+        if (c->rules[i].lease) {
+            snprintf(err, errlen, "rule %s (line %d): lease: true %s", c->rules[i].path,
+                     c->rules[i].line, why);
+            return RLT_EINVAL;
+        }
+    return RLT_OK;
+}
+
 #ifdef RLT_SERVER_REDIS
 #include "ratelimit/redis.h"
 
@@ -76,6 +97,8 @@ static void options_from(const rlt__redis_settings *rs, rlt_redis_options *o, ch
     o->breaker_failures = rs->breaker_failures;
     o->backoff_min = rs->backoff_min;
     o->backoff_max = rs->backoff_max;
+    o->lease_units = rs->lease_units;
+    o->lease_ttl = rs->lease_ttl;
 }
 
 static tctx *thread_ctx(redis_be *b)
@@ -118,9 +141,12 @@ static void publish(tctx *t)
 #undef PUB
 }
 
-static void set_fail(tctx *t, int id, int fail)
+/* Per policy id: the fail mode (RLT__FAIL_*) in the low bits, LEASE_BIT for `lease: true`. */
+#define LEASE_BIT 0x10
+
+static void set_fail(tctx *t, int id, int fail, bool lease)
 {
-    if (id >= 0 && (size_t)id < t->nfail) t->fail[id] = (unsigned char)fail;
+    if (id >= 0 && (size_t)id < t->nfail) t->fail[id] = (unsigned char)(fail | (lease ? LEASE_BIT : 0));
 }
 
 /* Rebuilds the per-config caches when the config changed (a reload replaces named policies
@@ -145,18 +171,19 @@ static int refresh(tctx *t, const rlt__config *c)
     }
     if (t->nfail > 0) memset(t->fail, RLT__FAIL_DEFAULT, t->nfail);
     for (size_t i = 0; i < c->nnamed; i++)
-        set_fail(t, c->named[i].policy_id, c->named[i].fail);
+        set_fail(t, c->named[i].policy_id, c->named[i].fail, c->named[i].lease);
     for (size_t i = 0; i < c->nrules; i++)
-        set_fail(t, c->rules[i].policy_id, c->rules[i].fail);
+        set_fail(t, c->rules[i].policy_id, c->rules[i].fail, c->rules[i].lease);
     t->cfg = c;
     return RLT_OK;
 }
 
 static unsigned fail_flags(const tctx *t, const rlt__config *c, int id)
 {
-    int f = id >= 0 && (size_t)id < t->nfail ? t->fail[id] : RLT__FAIL_DEFAULT;
+    int v = id >= 0 && (size_t)id < t->nfail ? t->fail[id] : RLT__FAIL_DEFAULT;
+    int f = v & ~LEASE_BIT;
     if (f == RLT__FAIL_DEFAULT) f = c->set.redis.fail_open ? RLT__FAIL_OPEN : RLT__FAIL_CLOSED;
-    return f == RLT__FAIL_OPEN ? RLT_REDIS_FAIL_OPEN : 0;
+    return (f == RLT__FAIL_OPEN ? RLT_REDIS_FAIL_OPEN : 0) | (v & LEASE_BIT ? RLT_REDIS_LEASE : 0);
 }
 
 /* Policy `id` (cached per thread).  Returns RLT_OK and *out, RLT_ENOENT, RLT_ENOMEM, or the
@@ -247,7 +274,14 @@ static void redis_decide_batch(rlt__backend *be, const int *policy, const rlt_ke
                 continue;
             }
             unsigned f = fail_flags(t, c, policy[i]);
-            if (m > 0 && f != flags) break;
+            if ((f & RLT_REDIS_LEASE) && m == 0) {
+                /* A lease answers locally most of the time: decided on its own, in order
+                 * (a pending run was sent first, below). */
+                status[i] = decided(rlt_redis_decide(t->r, p, f, keys[i].key, keys[i].klen,
+                                                     costs[i], 0, &out[i]));
+                continue;
+            }
+            if (m > 0 && (f != flags || (f & RLT_REDIS_LEASE))) break;
             flags = f;
             checks[m] = (rlt_redis_check){
                 .policy = p, .key = keys[i].key, .klen = keys[i].klen, .cost = costs[i]};
@@ -368,6 +402,7 @@ static int check_policy(const rlt_policy *p, const char *what, const char *name,
 int rlt__backend_redis_check_config(const rlt__config *c, char *err, size_t errlen)
 {
     const rlt__redis_settings *rs = &c->set.redis;
+    if (check_leases(c, err, errlen) != RLT_OK) return RLT_EINVAL;
     if (rs->address[0] == '\0') return RLT_OK;
     rlt_redis_options o;
     char servers[RLT__STR_MAX], password[RLT__STR_MAX], prefix[65];
@@ -465,10 +500,11 @@ static void redis_info(rlt__backend *be, rlt__obuf *o)
          "\r\nredis_breaker_opened:%" PRIu64 "\r\nredis_short_circuited:%" PRIu64
          "\r\nredis_connects:%" PRIu64 "\r\nredis_round_trips:%" PRIu64
          "\r\nredis_script_loads:%" PRIu64 "\r\nredis_redirects:%" PRIu64
-         "\r\nredis_release_lost:%" PRIu64 "\r\nredis_multi_split:%" PRIu64 "\r\n",
+         "\r\nredis_release_lost:%" PRIu64 "\r\nredis_multi_split:%" PRIu64
+         "\r\nredis_lease_local:%" PRIu64 "\r\n",
          in_redis, without, t.fail_open, t.fail_closed, t.timeouts, t.errors, t.breaker_opened,
          t.short_circuited, t.connects, t.round_trips, t.script_loads, t.redirects,
-         ld(&b->release_lost), ld(&b->multi_split));
+         ld(&b->release_lost), ld(&b->multi_split), t.lease_local);
 }
 
 static void redis_prometheus(rlt__backend *be, rlt__obuf *o)
@@ -547,6 +583,7 @@ int rlt__backend_redis_open(rlt__srv *s, rlt__backend **out, char *err, size_t e
 
 int rlt__backend_redis_check_config(const rlt__config *c, char *err, size_t errlen)
 {
+    if (check_leases(c, err, errlen) != RLT_OK) return RLT_EINVAL;
     if (c->set.redis.address[0] == '\0') return RLT_OK;
     snprintf(err, errlen,
              "redis: this ratelimitd was built without Redis support (install "

@@ -198,10 +198,17 @@ static int parse_redis(rlt__cy *x, yaml_node_t *n)
         else if (rlt__cy_eq(key, kl, "backoff_max"))
             r = get_redis_duration(x, v, RLT_NS_PER_MS, 3600 * RLT_NS_PER_S, &rs->backoff_max,
                                    "redis backoff_max");
+        else if (rlt__cy_eq(key, kl, "lease_units")) {
+            r = rlt__cy_get_int(x, v, 1, INT64_C(1) << 40, &i, "redis lease_units");
+            rs->lease_units = i;
+        } else if (rlt__cy_eq(key, kl, "lease_ttl"))
+            r = get_redis_duration(x, v, RLT_NS_PER_MS, 3600 * RLT_NS_PER_S, &rs->lease_ttl,
+                                   "redis lease_ttl");
         else
             r = rlt__cy_fail(x, k,
                      "unknown redis setting '%.*s' (address, cluster, password, prefix, "
-                     "timeout, fail, breaker_failures, backoff_min, backoff_max)",
+                     "timeout, fail, breaker_failures, backoff_min, backoff_max, lease_units, "
+                     "lease_ttl)",
                      (int)(kl > 64 ? 64 : kl), key);
         if (r < 0) return RLT_EPARSE;
     }

@@ -29,6 +29,8 @@ typedef struct rlt__redis_settings {
     unsigned breaker_failures;   /* consecutive failures that open a node's breaker; 0 = 3 */
     rlt_ns backoff_min;          /* first wait of an open breaker; 0 = 100 ms */
     rlt_ns backoff_max;          /* longest wait of an open breaker; 0 = 5 s */
+    int64_t lease_units;         /* lease size for policies with `lease: true`; 0 = off */
+    rlt_ns lease_ttl;            /* a lease is spent within it, then dropped; 0 = the library's */
 } rlt__redis_settings;
 
 /* Per-policy fail mode (a rule's or named policy's `fail:`). */
@@ -68,6 +70,8 @@ typedef struct rlt__rule {
     bool block_all; /* requests_per_unit: 0: always OVER_LIMIT */
     bool shadow;    /* shadow_mode: count would-be denials, never deny */
     int fail;       /* RLT__FAIL_*: without Redis, allow or deny (rate_limit.fail) */
+    rlt_change change; /* what a reload does to used allowance (rate_limit.change) */
+    bool lease;        /* Redis: local leases for hot keys (rate_limit.lease) */
     int64_t requests_per_unit;
     const char *unit; /* "SECOND" ... "DAY" for the envoy reply; NULL if not envoy */
     int policy_id;    /* filled by rlt__srv_apply_config */
@@ -87,6 +91,8 @@ typedef struct rlt__named {
     rlt_policy policy;
     bool shadow;
     int fail;      /* RLT__FAIL_*: without Redis, allow or deny */
+    rlt_change change; /* what a reload does to used allowance: keep (default), reset, scale */
+    bool lease;        /* Redis: answer from local leases for hot keys (redis.lease_units) */
     int policy_id; /* filled by rlt__srv_apply_config */
 } rlt__named;
 

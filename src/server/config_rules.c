@@ -109,6 +109,42 @@ static int add_rule(rlt__cy *x, rlt__rule **out)
     return RLT_OK;
 }
 
+/* The options a named policy or a rule may carry besides its limit. */
+typedef struct policy_opts {
+    bool shadow;
+    int fail;          /* RLT__FAIL_* */
+    rlt_change change; /* at a reload */
+    bool lease;
+} policy_opts;
+
+/* `change: keep|reset|scale`: what a reload that changes the policy does to used allowance. */
+static int get_change(rlt__cy *x, const yaml_node_t *n, rlt_change *out)
+{
+    size_t len;
+    const char *s = rlt__cy_scalar(n, &len);
+    if (s != NULL && rlt__cy_eq(s, len, "keep"))
+        *out = RLT_CHANGE_KEEP;
+    else if (s != NULL && rlt__cy_eq(s, len, "reset"))
+        *out = RLT_CHANGE_RESET;
+    else if (s != NULL && rlt__cy_eq(s, len, "scale"))
+        *out = RLT_CHANGE_SCALE;
+    else
+        return rlt__cy_fail(x, n, "change must be keep, reset or scale");
+    return RLT_OK;
+}
+
+/* Reads one of the shared options (shadow_mode, fail, change, lease) of key kk; returns
+ * RLT_ENOENT when kk is none of them. */
+static int get_policy_opt(rlt__cy *x, const char *kk, size_t kl, const yaml_node_t *v,
+                          policy_opts *o)
+{
+    if (rlt__cy_eq(kk, kl, "shadow_mode")) return rlt__cy_get_bool(x, v, &o->shadow, "shadow_mode");
+    if (rlt__cy_eq(kk, kl, "fail")) return rlt__cy_get_fail(x, v, &o->fail);
+    if (rlt__cy_eq(kk, kl, "change")) return get_change(x, v, &o->change);
+    if (rlt__cy_eq(kk, kl, "lease")) return rlt__cy_get_bool(x, v, &o->lease, "lease");
+    return RLT_ENOENT;
+}
+
 static int parse_rate_limit(rlt__cy *x, yaml_node_t *n, rlt__rule *rule)
 {
     if (rlt__cy_need_map(x, n, "rate_limit") < 0) return RLT_EPARSE;
@@ -178,8 +214,13 @@ static int parse_rate_limit(rlt__cy *x, yaml_node_t *n, rlt__rule *rule)
             r = rlt__cy_get_int(x, v, 1, INT32_MAX, &burst, "burst");
         } else if (rlt__cy_eq(key, kl, "policy")) {
             r = rlt__cy_get_str(x, v, text, sizeof text, "policy");
-        } else if (rlt__cy_eq(key, kl, "fail")) {
-            r = rlt__cy_get_fail(x, v, &rule->fail);
+        } else if (rlt__cy_eq(key, kl, "fail") || rlt__cy_eq(key, kl, "change") ||
+                   rlt__cy_eq(key, kl, "lease")) {
+            policy_opts o = {.fail = rule->fail, .change = rule->change, .lease = rule->lease};
+            r = get_policy_opt(x, key, kl, v, &o);
+            rule->fail = o.fail;
+            rule->change = o.change;
+            rule->lease = o.lease;
         } else {
             r = rlt__cy_fail(x, k, "unknown rate_limit field '%.*s'", (int)(kl > 64 ? 64 : kl), key);
         }
@@ -346,8 +387,8 @@ int rlt__cy_add_domain(rlt__cy *x, yaml_node_t *name_node, yaml_node_t *descs)
 
 /* ---- policies, tiers, tenants --------------------------------------------------------- */
 
-static int add_named(rlt__cy *x, const yaml_node_t *at, const char *name, const char *text, bool shadow,
-                     int failmode)
+static int add_named(rlt__cy *x, const yaml_node_t *at, const char *name, const char *text,
+                     const policy_opts *opts)
 {
     rlt__config *c = x->c;
     if (!valid_name(name) || strlen(name) > RLT_NAME_MAX - 2)
@@ -366,8 +407,10 @@ static int add_named(rlt__cy *x, const yaml_node_t *at, const char *name, const 
     }
     memset(slot, 0, sizeof *slot);
     strcpy(slot->name, name);
-    slot->shadow = shadow;
-    slot->fail = failmode;
+    slot->shadow = opts->shadow;
+    slot->fail = opts->fail;
+    slot->change = opts->change;
+    slot->lease = opts->lease;
     slot->policy_id = -1;
     char perr[200];
     if (rlt_policy_parse(&slot->policy, text, strlen(text), perr, sizeof perr) != RLT_OK)
@@ -381,8 +424,7 @@ int rlt__cy_parse_policies(rlt__cy *x, yaml_node_t *n)
     FOR_PAIRS(x, n, k, v)
     {
         char name[RLT__STR_MAX], text[RLT__STR_MAX] = "";
-        bool shadow = false;
-        int failmode = RLT__FAIL_DEFAULT;
+        policy_opts opts = {.fail = RLT__FAIL_DEFAULT, .change = RLT_CHANGE_KEEP};
         if (rlt__cy_get_str(x, k, name, sizeof name, "a policy name") < 0) return RLT_EPARSE;
         if (v->type == YAML_SCALAR_NODE) {
             if (rlt__cy_get_str(x, v, text, sizeof text, "a policy") < 0) return RLT_EPARSE;
@@ -392,20 +434,17 @@ int rlt__cy_parse_policies(rlt__cy *x, yaml_node_t *n)
             {
                 size_t kl;
                 const char *kk = rlt__cy_key_of(k2, &kl);
-                int r;
-                if (rlt__cy_eq(kk, kl, "policy"))
-                    r = rlt__cy_get_str(x, v2, text, sizeof text, "policy");
-                else if (rlt__cy_eq(kk, kl, "shadow_mode"))
-                    r = rlt__cy_get_bool(x, v2, &shadow, "shadow_mode");
-                else if (rlt__cy_eq(kk, kl, "fail"))
-                    r = rlt__cy_get_fail(x, v2, &failmode);
-                else
-                    r = rlt__cy_fail(x, k2, "unknown policy field '%.*s'", (int)(kl > 64 ? 64 : kl), kk);
-                if (r < 0) return RLT_EPARSE;
+                int r = rlt__cy_eq(kk, kl, "policy")
+                            ? rlt__cy_get_str(x, v2, text, sizeof text, "policy")
+                            : get_policy_opt(x, kk, kl, v2, &opts);
+                if (r == RLT_ENOENT)
+                    r = rlt__cy_fail(x, k2, "unknown policy field '%.*s'", (int)(kl > 64 ? 64 : kl),
+                                     kk);
+                if (r != RLT_OK) return RLT_EPARSE;
             }
             if (text[0] == '\0') return rlt__cy_fail(x, v, "policy '%s' needs policy: TEXT", name);
         }
-        if (add_named(x, k, name, text, shadow, failmode) < 0) return RLT_EPARSE;
+        if (add_named(x, k, name, text, &opts) < 0) return RLT_EPARSE;
     }
     return RLT_OK;
 }

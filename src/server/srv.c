@@ -270,7 +270,9 @@ static bool injected_failure(long *writes)
 
 /* Writes cfg's policies and tiers into the store, filling their policy ids.  Called with the
  * lock.  After validate_config only running out of memory can fail here. */
-static int apply_locked(rlt__srv *s, rlt__config *cfg, char *err, size_t errlen)
+/* `restore`: writing an old config back after a failed reload: every policy keeps its keys'
+ * state (RLT_CHANGE_KEEP), whatever its change mode says. */
+static int apply_locked(rlt__srv *s, rlt__config *cfg, bool restore, char *err, size_t errlen)
 {
     long writes = 0;
     rlt_policy tmp;
@@ -282,7 +284,8 @@ static int apply_locked(rlt__srv *s, rlt__config *cfg, char *err, size_t errlen)
                      : rlt_store_set_policy(s->store, name,
                                             rlt__srv_runnable(&cfg->named[i].policy,
                                                               redis_mode(cfg), &tmp),
-                                            RLT_CHANGE_KEEP, &cfg->named[i].policy_id);
+                                            restore ? RLT_CHANGE_KEEP : cfg->named[i].change,
+                                            &cfg->named[i].policy_id);
         if (st != RLT_OK) {
             snprintf(err, errlen, "policy '%s': %s", cfg->named[i].name, rlt_strerror(st));
             return RLT_ENOMEM;
@@ -296,7 +299,7 @@ static int apply_locked(rlt__srv *s, rlt__config *cfg, char *err, size_t errlen)
                      ? RLT_ENOMEM
                      : rlt_store_set_policy(s->store, r->name,
                                             rlt__srv_runnable(&r->policy, redis_mode(cfg), &tmp),
-                                            RLT_CHANGE_KEEP, &r->policy_id);
+                                            restore ? RLT_CHANGE_KEEP : r->change, &r->policy_id);
         if (st != RLT_OK) {
             snprintf(err, errlen, "rule %s (line %d): %s", r->path, r->line, rlt_strerror(st));
             return RLT_ENOMEM;
@@ -320,14 +323,14 @@ int rlt__srv_apply_config(rlt__srv *s, rlt__config *cfg, char *err, size_t errle
     int r = validate_config(cfg, err, errlen);
     if (r != RLT_OK) return r;
     pthread_mutex_lock(&s->lock);
-    r = apply_locked(s, cfg, err, errlen);
+    r = apply_locked(s, cfg, false, err, errlen);
     if (r != RLT_OK) {
         /* Part of cfg may be in the store: put the old config's policies and tiers back
          * (same names, so the same ids).  Policies only cfg added stay, unused. */
         if (s->cfg != NULL) {
             char e2[200];
             size_t used = strlen(err);
-            if (apply_locked(s, s->cfg, e2, sizeof e2) == RLT_OK)
+            if (apply_locked(s, s->cfg, true, e2, sizeof e2) == RLT_OK)
                 snprintf(err + used, errlen - used, "; the previous policies were restored");
             else
                 snprintf(err + used, errlen - used,

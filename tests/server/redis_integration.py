@@ -356,6 +356,27 @@ def named_policies_http_and_resp_share_the_limit(tmp):
 
 
 @test("both")
+def a_policy_with_lease_mode_answers_hot_keys_from_local_leases(tmp):
+    # lease: true with 50-unit leases: most of 400 checks on one hot key are answered without
+    # a Redis call, and the fleet admits at most N + S x (k - 1) (docs/distributed.md).
+    cfg = ("policies:\n  hot: {policy: fixed_window:300/1h, lease: true}\n  cold: fixed_window:300/1h\n"
+           + redis_section("  lease_units: 50\n  lease_ttl: 10s\n"))
+    with Fleet(tmp, 2, config=cfg) as (a, b):
+        allowed = 0
+        for j in range(400):
+            d = a if j % 2 else b
+            allowed += d.c.ok("RL.CHECK", "hot-key", "hot")[0]
+        assert 300 - 2 * 50 <= allowed <= 300 + 2 * 49, allowed
+        local = sum(int(d.info()["redis_lease_local"]) for d in (a, b))
+        assert local >= 300, local
+        # The policy without lease mode asks Redis every time.
+        before = sum(int(d.info()["redis_lease_local"]) for d in (a, b))
+        for _ in range(20):
+            a.c.ok("RL.CHECK", "cold-key", "cold")
+        assert sum(int(d.info()["redis_lease_local"]) for d in (a, b)) == before
+
+
+@test("both")
 def multi_limit_and_concurrency_go_through_redis(tmp):
     with Fleet(tmp, 2, args=redis_args()) as (a, b):
         # One hash tag: on a cluster both keys live in one slot, so the check is one script.

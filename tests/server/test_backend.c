@@ -331,3 +331,27 @@ TEST(each_thread_gets_its_own_handle_and_counters_sum_up)
     ASSERT_EQ(info_num(s, "redis_fail_closed_denied"), 80);
     close_srv(s);
 }
+
+TEST(lease_mode_needs_redis_and_a_lease_size)
+{
+    char err[600];
+    rlt__config *c = parse("policies:\n  hot: {policy: gcra:10/1s, lease: true}\n", err, sizeof err);
+    ASSERT(c != NULL);
+    ASSERT_EQ(rlt__backend_redis_check_config(c, err, sizeof err), RLT_EINVAL);
+    ASSERT_STR_EQ(err, "policy 'hot': lease: true needs the redis: section (leases are local "
+                       "shares of a Redis limit)");
+    rlt__config_free(c);
+    c = parse("policies:\n  hot: {policy: gcra:10/1s, lease: true}\nredis:\n  address: "
+              "127.0.0.1:1\n",
+              err, sizeof err);
+    ASSERT(c != NULL);
+    ASSERT_EQ(rlt__backend_redis_check_config(c, err, sizeof err), RLT_EINVAL);
+    ASSERT_STR_EQ(err, "policy 'hot': lease: true needs redis.lease_units");
+    rlt__config_free(c);
+    c = parse("policies:\n  hot: {policy: gcra:10/1s, lease: true}\nredis:\n  address: "
+              "127.0.0.1:1\n  lease_units: 5\n",
+              err, sizeof err);
+    ASSERT(c != NULL);
+    ASSERT_EQ(rlt__backend_redis_check_config(c, err, sizeof err), RLT_OK);
+    rlt__config_free(c);
+}

@@ -110,3 +110,41 @@ TEST(a_config_with_a_tier_naming_a_missing_policy_is_refused_before_the_store)
     rlt__config_free(c);
 }
 
+
+/* The third integer of an RL.CHECK reply: remaining. */
+static long remaining_of(const char *reply)
+{
+    long v[3] = {0, 0, 0};
+    sscanf(reply, "*6\r\n:%ld\r\n:%ld\r\n:%ld", &v[0], &v[1], &v[2]);
+    return v[2];
+}
+
+TEST(a_reload_applies_each_policys_change_mode_to_used_allowance)
+{
+    static const struct {
+        const char *mode;
+        long remaining; /* after 4 of 10 used, the policy becomes 20 per hour */
+    } cases[] = {{"keep", 16 - 1}, {"scale", 12 - 1}, {"reset", 20 - 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char err[600], b[256];
+        rlt__srv *s = NULL;
+        ASSERT_EQ(rlt__srv_open(&s, parse("policies:\n  api: fixed_window:10/1h\n"), 0, 0, err,
+                                sizeof err),
+                  RLT_OK);
+        for (int k = 0; k < 4; k++)
+            run(s, "RL.CHECK u api");
+        snprintf(b, sizeof b, "policies:\n  api: {policy: fixed_window:20/1h, change: %s}\n",
+                 cases[i].mode);
+        rlt__config *c = parse(b);
+        ASSERT(c != NULL);
+        ASSERT_EQ(rlt__srv_apply_config(s, c, err, sizeof err), RLT_OK);
+        if (remaining_of(run(s, "RL.CHECK u api")) != cases[i].remaining)
+            RLT_FAIL_("change %s: %s", cases[i].mode, reply_);
+        rlt__srv_close(s);
+    }
+    rlt__config *c = NULL;
+    char err[600];
+    const char *bad = "policies:\n  api: {policy: gcra:1/1s, change: forget}\n";
+    ASSERT_EQ(rlt__config_parse(bad, strlen(bad), "t.yaml", &c, err, sizeof err), RLT_EPARSE);
+    ASSERT_STR_EQ(err, "t.yaml:2: change must be keep, reset or scale");
+}
