@@ -62,12 +62,12 @@ static void count_error(rlt__srv *s)
 /* Resolves (key, policy) arguments with the session's prefix (request.h), writing the error
  * reply on failure.  A tier ("@name", when allowed) is resolved to the key's tier policy. */
 static int target(rlt__srv *s, const rlt__session *ss, const rlt__resp_arg *key,
-                  const rlt__resp_arg *pol, bool allow_tier, char *kbuf, rlt__target *t,
-                  rlt__obuf *o)
+                  const rlt__resp_arg *pol, bool allow_tier, rlt_ns now, char *kbuf,
+                  rlt__target *t, rlt__obuf *o)
 {
     char err[256];
-    int st = rlt__target_resolve(s, ss, key->ptr, key->len, pol->ptr, pol->len, allow_tier, kbuf,
-                                 t, err, sizeof err);
+    int st = rlt__target_resolve(s, ss, key->ptr, key->len, pol->ptr, pol->len, allow_tier, now,
+                                 kbuf, t, err, sizeof err);
     if (st == RLT_OK && t->is_tier) {
         st = rlt__srv_tier_policy(s, t->tier, t->key, t->klen, &t->policy_id);
         if (st == RLT_ENOENT || st == RLT_EINVAL) snprintf(err, sizeof err, "unknown tier");
@@ -100,7 +100,8 @@ static void reply_check(rlt__srv *s, const rlt__pipe_reply *r, int id, int64_t c
 }
 
 static int parse_check(rlt__srv *s, const rlt__session *ss, const rlt__resp_arg *a, size_t n,
-                       bool peek, char *kbuf, rlt__target *t, int64_t *cost, rlt__obuf *o)
+                       bool peek, rlt_ns now, char *kbuf, rlt__target *t, int64_t *cost,
+                       rlt__obuf *o)
 {
     if (n < 3 || n > (peek ? 3u : 4u)) {
         err_arity(o, &a[0]);
@@ -111,7 +112,7 @@ static int parse_check(rlt__srv *s, const rlt__session *ss, const rlt__resp_arg 
         rlt__resp_error(o, "ERR cost must be an integer >= 0");
         return RLT_EINVAL;
     }
-    return target(s, ss, &a[1], &a[2], true, kbuf, t, o);
+    return target(s, ss, &a[1], &a[2], true, now, kbuf, t, o);
 }
 
 /* CL.THROTTLE's reply, as redis-cell's: [limited, max_burst + 1, remaining, retry_after_s,
@@ -136,7 +137,8 @@ static void reply_throttle(rlt__srv *s, const rlt__pipe_reply *r, int id, int64_
  * policy is GCRA with burst max_burst + 1, interned behind the per-thread cache keyed by the
  * raw numeric arguments (they determine the policy). */
 static int parse_throttle(rlt__srv *s, const rlt__session *ss, const rlt__resp_arg *a, size_t n,
-                          char *kbuf, rlt__target *t, int64_t *qty, int64_t *burst1, rlt__obuf *o)
+                          rlt_ns now, char *kbuf, rlt__target *t, int64_t *qty, int64_t *burst1,
+                          rlt__obuf *o)
 {
     if (n != 5 && n != 6) {
         err_arity(o, &a[0]);
@@ -177,7 +179,8 @@ static int parse_throttle(rlt__srv *s, const rlt__session *ss, const rlt__resp_a
         cl += a[i].len;
         ck[cl++] = ' ';
     }
-    t->policy_id = rlt__srv_cached_id(s, ck, cl);
+    rlt__asker who = {.owner = ss->prefix, .olen = ss->prefix_len, .now = now};
+    t->policy_id = rlt__srv_cached_id(s, ck, cl, &who);
     if (t->policy_id < 0) {
         rlt_policy p;
         int st = rlt_policy_init(&p, RLT_GCRA, count, period * RLT_NS_PER_S, burst + 1, 0, 0);
@@ -186,7 +189,7 @@ static int parse_throttle(rlt__srv *s, const rlt__session *ss, const rlt__resp_a
             return st;
         }
         char err[256];
-        st = rlt__srv_intern_cached(s, ck, cl, &p, &t->policy_id, err, sizeof err);
+        st = rlt__srv_intern_cached(s, ck, cl, &p, &who, &t->policy_id, err, sizeof err);
         if (st != RLT_OK) {
             rlt__resp_errorf(o, "ERR %s", err);
             return st;
@@ -204,8 +207,8 @@ static void cmd_decide(rlt__srv *s, rlt__session *ss, rlt__pipe *p, const rlt__r
     rlt__target t;
     int64_t cost, burst1 = 0;
     rlt__obuf eo = {0}; /* an error reply waits for the staged replies before it */
-    int st = throttle ? parse_throttle(s, ss, a, n, kbuf, &t, &cost, &burst1, &eo)
-                      : parse_check(s, ss, a, n, peek, kbuf, &t, &cost, &eo);
+    int st = throttle ? parse_throttle(s, ss, a, n, now, kbuf, &t, &cost, &burst1, &eo)
+                      : parse_check(s, ss, a, n, peek, now, kbuf, &t, &cost, &eo);
     if (st != RLT_OK) {
         if (p != NULL) rlt__pipe_flush(p, s);
         rlt__obuf_put(o, eo.data, eo.len);
@@ -238,7 +241,7 @@ static void cmd_multi(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, siz
         if (!get_i64(&t[2], &cost) || cost < 0)
             return rlt__resp_error(o, "ERR cost must be an integer >= 0");
         rlt__target tg;
-        if (target(s, ss, &t[0], &t[1], false, keys[i], &tg, o) != RLT_OK) return;
+        if (target(s, ss, &t[0], &t[1], false, now, keys[i], &tg, o) != RLT_OK) return;
         checks[i] = (rlt_check){.policy = tg.policy_id, .key = tg.key, .klen = tg.klen, .cost = cost};
     }
     rlt_decision d;
@@ -276,7 +279,7 @@ static void cmd_keyop(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, siz
     if (n != want) return err_arity(o, &a[0]);
     char kbuf[RLT_KEY_MAX];
     rlt__target t;
-    if (target(s, ss, &a[1], &a[2], false, kbuf, &t, o) != RLT_OK) return;
+    if (target(s, ss, &a[1], &a[2], false, now, kbuf, &t, o) != RLT_OK) return;
     int id = t.policy_id;
     const char *key = t.key;
     size_t klen = t.klen;
@@ -347,7 +350,8 @@ static void exec_other(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, si
         bool shadow;
         int id;
         char err[256], text[256];
-        if (rlt__srv_resolve(s, a[1].ptr, a[1].len, &id, &shadow, err, sizeof err) != RLT_OK)
+        rlt__asker who = {.owner = ss->prefix, .olen = ss->prefix_len, .now = now};
+        if (rlt__srv_resolve(s, a[1].ptr, a[1].len, &who, &id, &shadow, err, sizeof err) != RLT_OK)
             return rlt__resp_errorf(o, "ERR %s", err);
         rlt_policy p;
         if (rlt_store_get_policy(s->store, id, &p) != RLT_OK ||

@@ -172,8 +172,8 @@ static void handle_check(rlt__conn *c, const rlt__http_req *req, const rlt__sess
     char err[300], kbuf[RLT_KEY_MAX];
     rlt__target t;
     if (rlt__check_parse(q, qlen, &cr, err, sizeof err) != RLT_OK ||
-        rlt__target_resolve(s, ss, cr.key, cr.klen, cr.policy, cr.plen, false, kbuf, &t, err,
-                            sizeof err) != RLT_OK) {
+        rlt__target_resolve(s, ss, cr.key, cr.klen, cr.policy, cr.plen, false, now, kbuf, &t,
+                            err, sizeof err) != RLT_OK) {
         rlt__pipe_flush(rlt__conn_pipe(c), s);
         return respond_error(o, 400, flags, NULL, err);
     }

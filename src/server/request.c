@@ -108,7 +108,7 @@ int rlt__session_key(const rlt__session *ss, const char *key, size_t klen, char 
 }
 
 int rlt__target_resolve(rlt__srv *s, const rlt__session *ss, const char *key, size_t klen,
-                        const char *policy, size_t plen, bool allow_tier, char *kbuf,
+                        const char *policy, size_t plen, bool allow_tier, rlt_ns now, char *kbuf,
                         rlt__target *t, char *err, size_t errlen)
 {
     memset(t, 0, sizeof *t);
@@ -131,7 +131,8 @@ int rlt__target_resolve(rlt__srv *s, const rlt__session *ss, const char *key, si
         t->is_tier = true;
         return RLT_OK;
     }
-    int st = rlt__srv_resolve(s, policy, plen, &t->policy_id, &t->shadow, err, errlen);
+    rlt__asker who = {.owner = ss->prefix, .olen = ss->prefix_len, .now = now};
+    int st = rlt__srv_resolve(s, policy, plen, &who, &t->policy_id, &t->shadow, err, errlen);
     return st;
 bad_key:
     snprintf(err, errlen, "invalid key: empty or longer than %d bytes (tenant prefix included)",

@@ -80,9 +80,10 @@ typedef struct rlt__target {
 /* Resolves a (key, policy) pair of any front end: the key with the session's prefix (into
  * kbuf, RLT_KEY_MAX bytes, when there is a prefix), then the policy: a named policy, inline
  * policy text, or (allow_tier) "@tier".  The key is checked first, so a bad key interns no
- * policy.  Returns RLT_OK and *t, or an RLT_* code with a message (no "ERR ") in err. */
+ * policy.  `now` is when (for the inline cache's use times).  Returns RLT_OK and *t, or an
+ * RLT_* code with a message (no "ERR ") in err. */
 int rlt__target_resolve(struct rlt__srv *s, const rlt__session *ss, const char *key, size_t klen,
-                        const char *policy, size_t plen, bool allow_tier, char *kbuf,
+                        const char *policy, size_t plen, bool allow_tier, rlt_ns now, char *kbuf,
                         rlt__target *t, char *err, size_t errlen);
 
 #endif

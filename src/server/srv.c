@@ -4,6 +4,7 @@
 
 #include "server/backend.h"
 #include "server/config.h"
+#include "server/inline.h"
 #include "server/mem.h"
 
 #include <stdio.h>
@@ -12,19 +13,16 @@
 #include <sys/stat.h>
 #include <time.h>
 
-struct rlt__inline {
-    char *text; /* canonical policy text */
-    int id;
-};
-
 /* Per-thread cache of resolved inline policy texts: one mutex-free lookup on the hot path.
- * Entries carry the context's generation so that a cache never outlives its context. */
+ * Entries carry the context's generation (a cache never outlives its context) and the inline
+ * table's epoch (a slot reused for another text makes older entries stale). */
 #define TL_SLOTS 256
 #define TL_TEXT 96
 struct tl_entry {
-    uint64_t gen;
+    uint64_t gen, epoch;
     uint64_t hash;
     int id;
+    uint32_t slot;
     uint8_t len;
     char text[TL_TEXT];
 };
@@ -36,29 +34,34 @@ static uint64_t hash_bytes(const char *s, size_t n)
     return rlt_hash_fnv1a(s, n);
 }
 
-static uint64_t srv_gen(const rlt__srv *s)
+static uint64_t inl_epoch(rlt__srv *s)
 {
-    return s->gen;
+    return __atomic_load_n(&s->inl.epoch, __ATOMIC_ACQUIRE);
 }
 
-static int tl_get(const rlt__srv *s, const char *k, size_t n)
+/* A cached id, touched as used at `now`; -1 when not cached. */
+static int tl_get(rlt__srv *s, const char *k, size_t n, rlt_ns now)
 {
     if (n > TL_TEXT) return -1;
     uint64_t h = hash_bytes(k, n);
     struct tl_entry *e = &tl_cache[h % TL_SLOTS];
-    if (e->gen == srv_gen(s) && e->hash == h && e->len == n && memcmp(e->text, k, n) == 0)
-        return e->id;
-    return -1;
+    if (e->gen != s->gen || e->epoch != inl_epoch(s) || e->hash != h || e->len != n ||
+        memcmp(e->text, k, n) != 0)
+        return -1;
+    rlt__inline_touch(&s->inl, e->slot, now);
+    return e->id;
 }
 
-static void tl_put(const rlt__srv *s, const char *k, size_t n, int id)
+static void tl_put(rlt__srv *s, const char *k, size_t n, int id, size_t slot, uint64_t epoch)
 {
     if (n > TL_TEXT) return;
     uint64_t h = hash_bytes(k, n);
     struct tl_entry *e = &tl_cache[h % TL_SLOTS];
-    e->gen = srv_gen(s);
+    e->gen = s->gen;
+    e->epoch = epoch;
     e->hash = h;
     e->id = id;
+    e->slot = (uint32_t)slot;
     e->len = (uint8_t)n;
     memcpy(e->text, k, n);
 }
@@ -365,7 +368,6 @@ int rlt__srv_open(rlt__srv **out, rlt__config *cfg, rlt_ns now, int64_t wall_ns,
     pthread_mutex_init(&s->lock, NULL);
     s->gen = __atomic_fetch_add(&next_gen, 1, __ATOMIC_RELAXED);
     s->started = now;
-    s->inl_max = cfg->set.max_inline_policies;
     s->metrics.slots = calloc(RLT__METRIC_SLOTS, sizeof *s->metrics.slots);
     rlt_store_options opt = {.max_keys = cfg->set.max_keys,
                              .max_bytes = rlt__mem_store_share(cfg->set.max_memory),
@@ -387,6 +389,12 @@ int rlt__srv_open(rlt__srv **out, rlt__config *cfg, rlt_ns now, int64_t wall_ns,
             rlt__srv_close(s);
             return RLT_EINVAL;
         }
+    }
+    if (rlt__inline_open(&s->inl, cfg->set.max_inline_policies, s->store, now) != RLT_OK) {
+        snprintf(err, errlen, "out of memory");
+        rlt__config_free(cfg);
+        rlt__srv_close(s);
+        return RLT_ENOMEM;
     }
     if (rlt__srv_apply_config(s, cfg, err, errlen) < 0) {
         rlt__config_free(cfg);
@@ -418,65 +426,33 @@ void rlt__srv_close(rlt__srv *s)
         rlt__config_free(s->retired);
         s->retired = n;
     }
-    for (size_t i = 0; i < s->ninl; i++)
-        free(s->inl[i].text);
-    free(s->inl);
+    rlt__inline_close(&s->inl);
     free(s->names);
     free(s->metrics.slots);
     pthread_mutex_destroy(&s->lock);
     free(s);
 }
 
-/* Finds or creates the store policy for canonical text `canon`.  Called with the lock. */
-static int intern_locked(rlt__srv *s, const rlt_policy *p, const char *canon, char *err,
-                         size_t errlen)
+/* The owner of an inline policy: a hash of the tenant's key prefix, 0 for the admin. */
+static uint64_t owner_of(const rlt__asker *who)
 {
-    for (size_t i = 0; i < s->ninl; i++)
-        if (strcmp(s->inl[i].text, canon) == 0) return s->inl[i].id;
-    if (s->ninl >= s->inl_max) {
-        snprintf(err, errlen,
-                 "too many distinct inline policies (max %zu): name them in the "
-                 "config instead",
-                 s->inl_max);
-        return -1;
-    }
-    char name[RLT_NAME_MAX + 1];
-    size_t cl = strlen(canon);
-    if (cl + 2 <= RLT_NAME_MAX)
-        snprintf(name, sizeof name, "i:%s", canon);
-    else
-        snprintf(name, sizeof name, "i#%016llx", (unsigned long long)hash_bytes(canon, cl));
-    int id = -1;
-    rlt_policy tmp;
-    const rlt_policy *run = rlt__srv_runnable(p, redis_mode(s->cfg), &tmp);
-    int st = rlt_store_set_policy(s->store, name, run, RLT_CHANGE_KEEP, &id);
-    if (st != RLT_OK) {
-        snprintf(err, errlen, "cannot add policy: %s", rlt_strerror(st));
-        return -1;
-    }
-    if (s->ninl == s->inl_cap) {
-        size_t cap = s->inl_cap ? s->inl_cap * 2 : 16;
-        struct rlt__inline *n = realloc(s->inl, cap * sizeof *n);
-        if (n == NULL) {
-            snprintf(err, errlen, "out of memory");
-            return -1;
-        }
-        s->inl = n;
-        s->inl_cap = cap;
-    }
-    char *t = strdup(canon);
-    if (t == NULL) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    s->inl[s->ninl].text = t;
-    s->inl[s->ninl].id = id;
-    s->ninl++;
-    set_name(s, id, name);
-    return id;
+    return who == NULL || who->olen == 0 ? 0 : rlt_hash_fnv1a(who->owner, who->olen) | 1;
 }
 
-int rlt__srv_intern(rlt__srv *s, const rlt_policy *p, int *id, char *err, size_t errlen)
+static rlt_ns now_of(const rlt__asker *who)
+{
+    return who ? who->now : 0;
+}
+
+/* The quota of one tenant: its share of the table with every other tenant and the admin. */
+static size_t quota_of(const rlt__srv *s, const rlt__config *c)
+{
+    size_t q = s->inl.max / (c->ntenants + 1);
+    return q > 0 ? q : 1;
+}
+
+static int intern_slot(rlt__srv *s, const rlt_policy *p, const rlt__asker *who, int *id,
+                       size_t *slot, uint64_t *epoch, char *err, size_t errlen)
 {
     char canon[256];
     *id = -1;
@@ -488,7 +464,8 @@ int rlt__srv_intern(rlt__srv *s, const rlt_policy *p, int *id, char *err, size_t
                  RLT__INLINE_STATE_MAX, state, (long long)p->limit);
         return RLT_EINVAL;
     }
-    const char *why = cannot_decide(p, redis_mode(rlt__srv_config(s)));
+    const rlt__config *c = rlt__srv_config(s);
+    const char *why = cannot_decide(p, redis_mode(c));
     if (why != NULL) {
         snprintf(err, errlen, "policy can never decide: %s", why);
         return RLT_ERANGE;
@@ -497,29 +474,49 @@ int rlt__srv_intern(rlt__srv *s, const rlt_policy *p, int *id, char *err, size_t
         snprintf(err, errlen, "policy text too long");
         return RLT_EINVAL;
     }
+    rlt_policy tmp;
+    const rlt_policy *run = rlt__srv_runnable(p, redis_mode(c), &tmp);
     pthread_mutex_lock(&s->lock);
-    *id = intern_locked(s, p, canon, err, errlen);
+    *epoch = inl_epoch(s);
+    int st = rlt__inline_intern(&s->inl, s->store, run, canon, owner_of(who), quota_of(s, c),
+                                now_of(who), slot, id, err, errlen);
+    if (st == RLT_OK) {
+        char name[RLT__STR_MAX + 4];
+        snprintf(name, sizeof name, "i:%.*s", RLT__STR_MAX - 3, canon); /* the text, for metrics */
+        set_name(s, *id, name);
+        *epoch = inl_epoch(s);
+    }
     pthread_mutex_unlock(&s->lock);
-    return *id >= 0 ? RLT_OK : RLT_ENOMEM;
-}
-
-int rlt__srv_intern_cached(rlt__srv *s, const char *key, size_t klen, const rlt_policy *p,
-                           int *id, char *err, size_t errlen)
-{
-    *id = tl_get(s, key, klen);
-    if (*id >= 0) return RLT_OK;
-    int st = rlt__srv_intern(s, p, id, err, errlen);
-    if (st == RLT_OK) tl_put(s, key, klen, *id);
     return st;
 }
 
-int rlt__srv_cached_id(rlt__srv *s, const char *key, size_t klen)
+int rlt__srv_intern(rlt__srv *s, const rlt_policy *p, const rlt__asker *who, int *id, char *err,
+                    size_t errlen)
 {
-    return tl_get(s, key, klen);
+    size_t slot;
+    uint64_t epoch;
+    return intern_slot(s, p, who, id, &slot, &epoch, err, errlen);
 }
 
-int rlt__srv_resolve(rlt__srv *s, const char *text, size_t len, int *id, bool *shadow, char *err,
-                     size_t errlen)
+int rlt__srv_intern_cached(rlt__srv *s, const char *key, size_t klen, const rlt_policy *p,
+                           const rlt__asker *who, int *id, char *err, size_t errlen)
+{
+    *id = tl_get(s, key, klen, now_of(who));
+    if (*id >= 0) return RLT_OK;
+    size_t slot;
+    uint64_t epoch;
+    int st = intern_slot(s, p, who, id, &slot, &epoch, err, errlen);
+    if (st == RLT_OK) tl_put(s, key, klen, *id, slot, epoch);
+    return st;
+}
+
+int rlt__srv_cached_id(rlt__srv *s, const char *key, size_t klen, const rlt__asker *who)
+{
+    return tl_get(s, key, klen, now_of(who));
+}
+
+int rlt__srv_resolve(rlt__srv *s, const char *text, size_t len, const rlt__asker *who, int *id,
+                     bool *shadow, char *err, size_t errlen)
 {
     *shadow = false;
     *id = -1;
@@ -541,7 +538,7 @@ int rlt__srv_resolve(rlt__srv *s, const char *text, size_t len, int *id, bool *s
         *id = n->policy_id;
         return RLT_OK;
     }
-    *id = tl_get(s, text, len);
+    *id = tl_get(s, text, len, now_of(who));
     if (*id >= 0) return RLT_OK;
     rlt_policy p;
     char perr[200];
@@ -549,8 +546,10 @@ int rlt__srv_resolve(rlt__srv *s, const char *text, size_t len, int *id, bool *s
         snprintf(err, errlen, "invalid policy: %s", perr);
         return RLT_EPARSE;
     }
-    int st = rlt__srv_intern(s, &p, id, err, errlen);
-    if (st == RLT_OK) tl_put(s, text, len, *id);
+    size_t slot;
+    uint64_t epoch;
+    int st = intern_slot(s, &p, who, id, &slot, &epoch, err, errlen);
+    if (st == RLT_OK) tl_put(s, text, len, *id, slot, epoch);
     return st;
 }
 

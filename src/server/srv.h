@@ -8,6 +8,7 @@
 #include "ratelimit/ratelimit.h"
 #include "ratelimit/store.h"
 #include "server/config.h"
+#include "server/inline.h"
 #include "server/metrics.h"
 
 #include <pthread.h>
@@ -22,8 +23,7 @@ typedef struct rlt__srv {
     rlt__config *cfg;     /* current config: read with rlt__srv_config (acquire) */
     rlt__config *retired; /* replaced configs, freed at close (readers may still hold them) */
     pthread_mutex_t lock; /* inline policies and the id -> name table */
-    struct rlt__inline *inl;
-    size_t ninl, inl_cap, inl_max;
+    rlt__inline_table inl;
     char (*names)[RLT__STR_MAX]; /* policy id -> name for metrics/logs (a rule's path) */
     size_t names_cap;
     rlt__metrics metrics;
@@ -61,13 +61,21 @@ size_t rlt__srv_policy_ids(rlt__srv *s);
 /* The name of policy `id` for metrics ("" if unknown). */
 const char *rlt__srv_policy_name(rlt__srv *s, int id, char *buf, size_t cap);
 
+/* Who asks for an inline policy, and when: the tenant's key prefix ("" or NULL for the admin)
+ * and the daemon clock.  NULL: the admin at 0 (tests). */
+typedef struct rlt__asker {
+    const char *owner;
+    size_t olen;
+    rlt_ns now;
+} rlt__asker;
+
 /* Resolves a policy argument: a named policy ("api"), or inline policy text
- * ("gcra:100/1m,burst=20").  Inline texts are interned in the store by canonical text, at most
- * max_inline_policies distinct ones.  Returns RLT_OK with *id and *shadow, or RLT_EINVAL,
- * RLT_ENOENT (unknown name), RLT_EPARSE (bad text), RLT_ENOMEM (too many inline policies)
- * with a message in err. */
-int rlt__srv_resolve(rlt__srv *s, const char *text, size_t len, int *id, bool *shadow, char *err,
-                     size_t errlen);
+ * ("gcra:100/1m,burst=20").  Inline texts are interned in the bounded inline cache (inline.h:
+ * at most max_inline_policies, a quota per tenant, idle ones reused).  Returns RLT_OK with
+ * *id and *shadow, or RLT_EINVAL, RLT_ENOENT (unknown name), RLT_EPARSE (bad text),
+ * RLT_ENOMEM (no room for another inline policy) with a message in err. */
+int rlt__srv_resolve(rlt__srv *s, const char *text, size_t len, const rlt__asker *who, int *id,
+                     bool *shadow, char *err, size_t errlen);
 /* True for a GCRA policy whose scale_ is too large for the daemon's clock to run 10 years
  * (scale_ > INT64_MAX / (10 years + 1 day in ns)). */
 bool rlt__srv_gcra_needs_bucket(const rlt_policy *p);
@@ -82,13 +90,14 @@ const rlt_policy *rlt__srv_runnable(const rlt_policy *p, bool redis, rlt_policy 
  * (RLT_EINVAL) when its state per key passes RLT__INLINE_STATE_MAX, and (RLT_ERANGE) when it
  * can never decide a cost-1 request on the daemon's clock.
  * Returns RLT_OK and *id, or an RLT_* code with a message in err. */
-int rlt__srv_intern(rlt__srv *s, const rlt_policy *p, int *id, char *err, size_t errlen);
+int rlt__srv_intern(rlt__srv *s, const rlt_policy *p, const rlt__asker *who, int *id, char *err,
+                    size_t errlen);
 /* The same behind the per-thread cache, keyed by caller-chosen bytes that determine p
  * (e.g. CL.THROTTLE's raw arguments).  rlt__srv_cached_id: the cached id, or -1 when the
  * cache does not hold it. */
 int rlt__srv_intern_cached(rlt__srv *s, const char *key, size_t klen, const rlt_policy *p,
-                           int *id, char *err, size_t errlen);
-int rlt__srv_cached_id(rlt__srv *s, const char *key, size_t klen);
+                           const rlt__asker *who, int *id, char *err, size_t errlen);
+int rlt__srv_cached_id(rlt__srv *s, const char *key, size_t klen, const rlt__asker *who);
 /* The policy a key is decided under when its policy argument is "@tier": the key's assigned
  * tier (RL.TIER), else `default_tier`.  Returns RLT_OK and *policy_id, RLT_ENOENT (no such
  * tier, or the key has none and default_tier is NULL), RLT_EINVAL, RLT_EKEYLEN.  Every backend

@@ -251,6 +251,22 @@ def clients_that_never_read_share_one_bounded_slice_of_memory(tmp):
         d.stop()
 
 
+@test
+def inline_policies_and_their_state_survive_a_restart_in_their_slots(tmp):
+    snap = os.path.join(tmp, "r.snap")
+    d = it.Daemon(tmp, "--snapshot", snap)
+    try:
+        assert it.ints(d.cli("CL.THROTTLE", "k", 0, 1, 3600))[0] == 0
+    finally:
+        d.stop()
+    d = it.Daemon(tmp, "--snapshot", snap)
+    try:
+        assert it.ints(d.cli("CL.THROTTLE", "k", 0, 1, 3600))[0] == 1  # still used up
+        assert "name=i%3Agcra%3A1/1h" in d.cli("INFO", "policies"), d.cli("INFO", "policies")
+    finally:
+        d.stop()
+
+
 def main():
     wanted = sys.argv[2:]
     passed = failed = 0

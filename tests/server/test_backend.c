@@ -241,7 +241,7 @@ TEST(unreachable_redis_answers_with_each_policys_fail_mode_and_counts_it)
      * it cannot take is an error. */
     char err[256];
     int conc = -1;
-    ASSERT_EQ(rlt__srv_resolve(s, "concurrency:2/10s", 17, &conc, &(bool){false}, err, sizeof err), RLT_OK);
+    ASSERT_EQ(rlt__srv_resolve(s, "concurrency:2/10s", 17, NULL, &conc, &(bool){false}, err, sizeof err), RLT_OK);
     ASSERT_EQ(rlt__decide_release(s, conc, "k", 1, 0, 5), RLT_ENOENT);
     ASSERT(rlt__decide_reset(s, shut, "k", 1) != RLT_OK);
 
@@ -268,12 +268,12 @@ TEST(inline_policies_redis_cannot_run_are_refused_per_request)
     ASSERT(s != NULL);
     char err[256];
     int id = -1;
-    ASSERT_EQ(rlt__srv_resolve(s, "gcra:1/1500ns", 13, &id, &(bool){false}, err, sizeof err), RLT_OK);
+    ASSERT_EQ(rlt__srv_resolve(s, "gcra:1/1500ns", 13, NULL, &id, &(bool){false}, err, sizeof err), RLT_OK);
     rlt_decision d;
     ASSERT_EQ(rlt__decide(s, id, false, "k", 1, 0, 1, &d), RLT_EINVAL);
     ASSERT_EQ(rlt__decide(s, 999, false, "k", 1, 0, 1, &d), RLT_ENOENT);
     int conc = -1;
-    ASSERT_EQ(rlt__srv_resolve(s, "concurrency:2/10s", 17, &conc, &(bool){false}, err, sizeof err),
+    ASSERT_EQ(rlt__srv_resolve(s, "concurrency:2/10s", 17, NULL, &conc, &(bool){false}, err, sizeof err),
               RLT_OK);
     rlt_check ch[1] = {{.policy = conc, .key = "a", .klen = 1, .cost = 1}};
     ASSERT_EQ(rlt__decide_multi(s, ch, 1, 0, &d, NULL), RLT_EINVAL);

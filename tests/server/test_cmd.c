@@ -407,7 +407,7 @@ TEST(cl_throttle_with_a_fine_rate_works_late_in_the_utc_day_as_gcra_would)
     ASSERT(rlt__srv_gcra_needs_bucket(&g));
     char err[256];
     int id = -1;
-    ASSERT_EQ(rlt__srv_intern(s, &g, &id, err, sizeof err), RLT_OK);
+    ASSERT_EQ(rlt__srv_intern(s, &g, NULL, &id, err, sizeof err), RLT_OK);
     rlt_policy run_p;
     ASSERT_EQ(rlt_store_get_policy(s->store, id, &run_p), RLT_OK);
     ASSERT_EQ(run_p.algo, RLT_TOKEN_BUCKET);
@@ -515,5 +515,107 @@ TEST(multi_exec_runs_the_queued_commands_in_order)
     ASSERT(strncmp(run(s, &ss, S(1), "CL.THROTTLE j 0 1 60"), "*5\r\n:0\r\n", 8) == 0);
     ASSERT(strncmp(run(s, &ss, S(1), "WATCH k"), "-ERR WATCH is not supported", 27) == 0);
     rlt__session_free(&ss);
+    rlt__srv_close(s);
+}
+
+TEST(one_tenant_cannot_fill_the_inline_policies_of_the_others)
+{
+    /* 30 slots, 2 tenants: each may hold 10; the admin may use any. */
+    rlt__srv *s = open_srv("server:\n  max_inline_policies: 30\n  password: admin\n"
+                           "tenants:\n  - {name: a, password: pa}\n  - {name: b, password: pb}\n");
+    ASSERT(s != NULL);
+    rlt__session sa, sb, sx;
+    rlt__session_init(s, &sa);
+    rlt__session_init(s, &sb);
+    rlt__session_init(s, &sx);
+    ASSERT_STR_EQ(run(s, &sa, S(1), "AUTH pa"), "+OK\r\n");
+    ASSERT_STR_EQ(run(s, &sb, S(1), "AUTH pb"), "+OK\r\n");
+    ASSERT_STR_EQ(run(s, &sx, S(1), "AUTH admin"), "+OK\r\n");
+    char line[96];
+    for (int i = 1; i <= 10; i++) {
+        snprintf(line, sizeof line, "CL.THROTTLE k 1 %d 60", i);
+        ASSERT(strncmp(run(s, &sa, S(1), line), "*5", 2) == 0);
+    }
+    ASSERT(strncmp(run(s, &sa, S(1), "CL.THROTTLE k 1 11 60"),
+                   "-ERR this tenant has 10 inline policies in use, its quota", 57) == 0);
+    /* The other tenant and the admin are not locked out. */
+    ASSERT(strncmp(run(s, &sb, S(1), "CL.THROTTLE k 1 11 60"), "*5", 2) == 0);
+    for (int i = 100; i < 115; i++) {
+        snprintf(line, sizeof line, "RL.CHECK k gcra:%d/1m", i);
+        ASSERT(strncmp(run(s, &sx, S(1), line), "*6", 2) == 0);
+    }
+    /* A text another owner already interned is shared, not counted again. */
+    ASSERT(strncmp(run(s, &sa, S(1), "CL.THROTTLE q 1 11 60"), "*5", 2) == 0);
+    rlt__srv_close(s);
+}
+
+TEST(idle_inline_policies_are_reused_and_busy_ones_are_not)
+{
+    rlt__srv *s = open_srv("server:\n  max_inline_policies: 3\n");
+    ASSERT(s != NULL);
+    rlt__session ss;
+    rlt__session_init(s, &ss);
+    /* Horizon of gcra:1/1s: 2 x 1 s + 1 s. */
+    ASSERT(strncmp(run(s, &ss, S(10), "RL.CHECK k gcra:1/1s"), "*6\r\n:1", 6) == 0);
+    ASSERT(strncmp(run(s, &ss, S(10), "RL.CHECK k gcra:2/1s"), "*6\r\n:1", 6) == 0);
+    ASSERT(strncmp(run(s, &ss, S(10), "RL.CHECK k gcra:3/1s"), "*6\r\n:1", 6) == 0);
+    /* All three in use: no room. */
+    ASSERT(strncmp(run(s, &ss, S(11), "RL.CHECK k gcra:4/1s"),
+                   "-ERR too many distinct inline policies in use (max 3)", 53) == 0);
+    /* Later, gcra:2/1s and gcra:3/1s are idle past their horizon; gcra:1/1s was used again. */
+    ASSERT(strncmp(run(s, &ss, S(13), "RL.CHECK k gcra:1/1s"), "*6\r\n:1", 6) == 0);
+    ASSERT(strncmp(run(s, &ss, S(14), "RL.CHECK k gcra:4/1s"), "*6\r\n:1", 6) == 0);
+    ASSERT(strncmp(run(s, &ss, S(14), "RL.CHECK k gcra:5/1s"), "*6\r\n:1", 6) == 0);
+    /* gcra:1/1s kept its slot and its state: its second request within the second is denied. */
+    ASSERT(strncmp(run(s, &ss, S(14), "RL.CHECK k gcra:1/1s"), "*6\r\n:1", 6) == 0);
+    ASSERT(strncmp(run(s, &ss, S(14), "RL.CHECK k gcra:1/1s"), "*6\r\n:0", 6) == 0);
+    /* And the reused slots decide as their new policies. */
+    ASSERT_STR_EQ(run(s, &ss, S(14), "RL.POLICY gcra:5/1s"), "$9\r\ngcra:5/1s\r\n");
+    rlt__srv_close(s);
+}
+
+TEST(inline_policy_replacements_are_bounded_per_second)
+{
+    rlt__srv *s = open_srv("server:\n  max_inline_policies: 1\n");
+    ASSERT(s != NULL);
+    rlt__session ss;
+    rlt__session_init(s, &ss);
+    char line[96];
+    int replaced = 0, refused = 0;
+    for (int i = 1; i <= 20; i++) {
+        /* Each new text at a time when the previous one is long idle (horizon 3 s). */
+        snprintf(line, sizeof line, "RL.CHECK k gcra:%d/1s", i);
+        const char *r = run(s, &ss, S(1000) + i, line);
+        if (r[0] == '*') replaced++;
+        if (strncmp(r, "-ERR inline policies change too fast", 36) == 0) refused++;
+        run(s, &ss, S(1000) + i, "PING");
+    }
+    ASSERT_EQ(replaced, 0 + 1); /* the first takes the free slot; the rest are within 3 s */
+    (void)refused;
+    /* One a second apart, past each horizon: every one replaces the previous. */
+    replaced = refused = 0;
+    for (int i = 0; i < 30; i++) {
+        snprintf(line, sizeof line, "RL.CHECK k gcra:%d/1s", 100 + i);
+        const char *r = run(s, &ss, S(2000 + 4 * i), line);
+        if (r[0] == '*') replaced++;
+    }
+    ASSERT_EQ(replaced, 30);
+    /* Many idle candidates in one second: at most 10 replacements, then a clear error. */
+    rlt__srv_close(s);
+    s = open_srv("server:\n  max_inline_policies: 30\n");
+    rlt__session_init(s, &ss);
+    for (int i = 0; i < 30; i++) {
+        snprintf(line, sizeof line, "RL.CHECK k gcra:%d/1s", 1 + i);
+        run(s, &ss, S(1), line);
+    }
+    replaced = refused = 0;
+    for (int i = 0; i < 20; i++) {
+        snprintf(line, sizeof line, "RL.CHECK k gcra:%d/1s", 500 + i);
+        const char *r = run(s, &ss, S(100), line);
+        if (r[0] == '*') replaced++;
+        if (strncmp(r, "-ERR inline policies change too fast", 36) == 0) refused++;
+    }
+    ASSERT_EQ(replaced, RLT__INLINE_EVICT_PER_S);
+    ASSERT_EQ(refused, 20 - RLT__INLINE_EVICT_PER_S);
     rlt__srv_close(s);
 }
