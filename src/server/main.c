@@ -209,13 +209,13 @@ static const char *snapshot_cause(const char *path, int saved_errno, int st, cha
     struct stat sb;
     struct statvfs vfs;
     if (stat(dir, &sb) != 0)
-        snprintf(buf, cap, "%s (directory %s)", strerror(errno), dir);
+        snprintf(buf, cap, "%s (directory %.*s)", strerror(errno), (int)(cap / 2), dir);
     else if (!S_ISDIR(sb.st_mode))
-        snprintf(buf, cap, "%s (%s)", strerror(ENOTDIR), dir);
+        snprintf(buf, cap, "%s (%.*s)", strerror(ENOTDIR), (int)(cap / 2), dir);
     else if (access(dir, W_OK) != 0)
-        snprintf(buf, cap, "%s (directory %s)", strerror(errno), dir);
+        snprintf(buf, cap, "%s (directory %.*s)", strerror(errno), (int)(cap / 2), dir);
     else if (statvfs(dir, &vfs) == 0 && vfs.f_bavail == 0)
-        snprintf(buf, cap, "%s (%s)", strerror(ENOSPC), dir);
+        snprintf(buf, cap, "%s (%.*s)", strerror(ENOSPC), (int)(cap / 2), dir);
     else if (saved_errno != 0)
         snprintf(buf, cap, "%s", strerror(saved_errno));
     else
@@ -235,7 +235,7 @@ static void snapshot(mainctx *m, const char *why)
         __atomic_fetch_add(&m->s->metrics.snapshots_ok, 1, __ATOMIC_RELAXED);
     } else {
         __atomic_fetch_add(&m->s->metrics.snapshots_failed, 1, __ATOMIC_RELAXED);
-        char cause[160];
+        char cause[RLT__STR_MAX + 128];
         fprintf(stderr, "ratelimitd: %s snapshot to %s failed: %s\n", why, c->set.snapshot,
                 snapshot_cause(c->set.snapshot, errno, st, cause, sizeof cause));
     }
