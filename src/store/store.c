@@ -924,10 +924,11 @@ int rlt_store_decide_batch(rlt_store *s, int id, const rlt_key *keys, size_t n, 
     return first;
 }
 
-int rlt_store_decide_tier(rlt_store *s, const char *default_tier, const void *key, size_t klen,
-                          rlt_ns now, int64_t cost, rlt_decision *d)
+/* The tier policy of `key` (its assignment, else default_tier), and optionally a decision
+ * under it in the same critical section (d != NULL). */
+static int tier_call(rlt_store *s, const char *default_tier, const void *key, size_t klen,
+                     rlt_ns now, int64_t cost, rlt_decision *d, int *policy_id)
 {
-    if (!s || !d || cost < 0) return RLT_EINVAL;
     int rc = check_key(key, klen);
     if (rc) return rc;
     size_t dlen = 0;
@@ -939,31 +940,26 @@ int rlt_store_decide_tier(rlt_store *s, const char *default_tier, const void *ke
     int t = a ? (int)a->tier : default_tier ? tier_find(s, default_tier, dlen) : -1;
     if (t < 0)
         rc = RLT_ENOENT;
-    else
+    else if (d != NULL)
         rc = decide_locked(s, sh, h, s->tiers[t].policy, key, klen, now, cost, d);
+    else
+        *policy_id = s->tiers[t].policy;
     rlt__shard_unlock(sh);
     return rc;
+}
+
+int rlt_store_decide_tier(rlt_store *s, const char *default_tier, const void *key, size_t klen,
+                          rlt_ns now, int64_t cost, rlt_decision *d)
+{
+    if (!s || !d || cost < 0) return RLT_EINVAL;
+    return tier_call(s, default_tier, key, klen, now, cost, d, NULL);
 }
 
 int rlt_store_tier_policy(rlt_store *s, const char *default_tier, const void *key, size_t klen,
                           int *policy_id)
 {
     if (!s || !policy_id) return RLT_EINVAL;
-    int rc = check_key(key, klen);
-    if (rc) return rc;
-    size_t dlen = 0;
-    if (default_tier && name_len(default_tier, &dlen)) return RLT_EINVAL;
-    uint64_t h = rlt__key_hash(s, key, klen);
-    rlt__shard *sh = shard_of(s, h);
-    rlt__shard_lock(sh);
-    const rlt__assign *a = rlt__assign_find(sh, h, key, klen);
-    int t = a ? (int)a->tier : default_tier ? tier_find(s, default_tier, dlen) : -1;
-    if (t < 0)
-        rc = RLT_ENOENT;
-    else
-        *policy_id = s->tiers[t].policy;
-    rlt__shard_unlock(sh);
-    return rc;
+    return tier_call(s, default_tier, key, klen, 0, 0, NULL, policy_id);
 }
 
 int rlt_store_when(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now, int64_t cost,

@@ -9,8 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -145,25 +143,7 @@ def node_redis_on_resp2_and_resp3(tmp):
 
 
 def main():
-    wanted = sys.argv[2:]
-    passed = failed = 0
-    for t in TESTS:
-        if wanted and t.__name__ not in wanted:
-            continue
-        tmp = tempfile.mkdtemp(prefix="rltk-")
-        try:
-            t(tmp)
-            print("ok   " + t.__name__)
-            passed += 1
-        except Exception:
-            print("FAIL " + t.__name__)
-            traceback.print_exc()
-            failed += 1
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        sys.stdout.flush()
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return it.run_tests(TESTS, sys.argv[2:], prefix="rltk-")
 
 
 if __name__ == "__main__":

@@ -9,10 +9,8 @@ import re
 import socket
 import subprocess
 import sys
-import tempfile
 import shutil
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import integration as it  # noqa: E402  (the Daemon class, raw sockets, resp())
@@ -336,25 +334,7 @@ def metrics_pass_promtool_after_traffic_on_every_endpoint(tmp):
 
 
 def main():
-    wanted = sys.argv[2:]
-    passed = failed = 0
-    for t in TESTS:
-        if wanted and t.__name__ not in wanted:
-            continue
-        tmp = tempfile.mkdtemp(prefix="rltc-")
-        try:
-            t(tmp)
-            print("ok   " + t.__name__)
-            passed += 1
-        except Exception:
-            print("FAIL " + t.__name__)
-            traceback.print_exc()
-            failed += 1
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        sys.stdout.flush()
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return it.run_tests(TESTS, sys.argv[2:], prefix="rltc-")
 
 
 if __name__ == "__main__":

@@ -6,13 +6,10 @@ errors that say why, costs that can never fit).
 Usage: hardening.py PATH_TO_RATELIMITD [TEST_NAME...]; prints "N passed, N failed"."""
 import os
 import signal
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import integration as it  # noqa: E402
@@ -268,25 +265,7 @@ def inline_policies_and_their_state_survive_a_restart_in_their_slots(tmp):
 
 
 def main():
-    wanted = sys.argv[2:]
-    passed = failed = 0
-    for t in TESTS:
-        if wanted and t.__name__ not in wanted:
-            continue
-        tmp = tempfile.mkdtemp(prefix="rlth-")
-        try:
-            t(tmp)
-            print("ok   " + t.__name__)
-            passed += 1
-        except Exception:
-            print("FAIL " + t.__name__)
-            traceback.print_exc()
-            failed += 1
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        sys.stdout.flush()
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return it.run_tests(TESTS, sys.argv[2:], prefix="rlth-")
 
 
 if __name__ == "__main__":

@@ -704,13 +704,15 @@ def kill_9_loses_at_most_what_came_after_the_last_snapshot(tmp):
         d.stop()
 
 
-def main():
-    wanted = sys.argv[2:]
+def run_tests(tests, argv, prefix="rltd-"):
+    """Runs the tests named in argv (all when none), each in its own temp dir; prints
+    "ok NAME" / "FAIL NAME" and the closing "N passed, N failed"; returns the exit status."""
+    wanted = argv
     passed = failed = 0
-    for t in TESTS:
+    for t in tests:
         if wanted and t.__name__ not in wanted:
             continue
-        tmp = tempfile.mkdtemp(prefix="rltd-")
+        tmp = tempfile.mkdtemp(prefix=prefix)
         try:
             t(tmp)
             print("ok   " + t.__name__)
@@ -724,6 +726,10 @@ def main():
         sys.stdout.flush()
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
+
+
+def main():
+    return run_tests(TESTS, sys.argv[2:])
 
 
 if __name__ == "__main__":
