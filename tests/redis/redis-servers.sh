@@ -58,8 +58,10 @@ cmd_start() {
     fi
     tries=0
     while [ $tries -lt 20 ]; do
-        # An ephemeral-range port; a collision just means another try.
-        port=$(( ($(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 20000) + 30000 ))
+        # A port below Linux's ephemeral range (32768-60999), so that no client connection
+        # can be holding it as its local port when the server is restarted on it later; a
+        # collision with another test's server just means another try.
+        port=$(( ($(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 12000) + 20000 ))
         rm -f "$dir/pid"
         start_on "$dir" "$port" "$@" && return 0
         tries=$((tries + 1))
@@ -81,8 +83,16 @@ cmd_stop() {
 cmd_restart() {
     dir=$1
     cmd_stop "$dir"
-    # shellcheck disable=SC2046
-    cmd_start "$dir" "$(cat "$dir/port")" $(cat "$dir/args")
+    # The old socket may take a moment to go: a few tries on the same port.
+    tries=0
+    while [ $tries -lt 20 ]; do
+        rm -f "$dir/pid" # the dead server's: start_on would take it for the new one's
+        # shellcheck disable=SC2046
+        start_on "$dir" "$(cat "$dir/port")" $(cat "$dir/args") && return 0
+        sleep 0.1
+        tries=$((tries + 1))
+    done
+    die "cannot restart redis-server on port $(cat "$dir/port") (see $dir/log)"
 }
 
 cmd_run() {

@@ -185,6 +185,11 @@ def config_set_and_other_unsupported_commands_answer_an_error(tmp):
         d.stop()
 
 
+# Under AddressSanitizer RSS is mostly the sanitizer's own (shadow memory, quarantine): the
+# memory tests then assert the daemon's own accounting only.
+ASAN = "address" in os.environ.get("RLT_SANITIZE", "")
+
+
 def rss_bytes(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
@@ -212,7 +217,7 @@ def memory_stays_within_max_memory_when_every_key_is_a_big_state(tmp):
         assert int(i["used_memory_store"]) <= int(i["maxmemory_store"]), i
         assert int(i["maxmemory"]) == 32 << 20 and int(i["evicted_forced"]) > 0, i
         grown = rss_bytes(d.p.pid) - base
-        assert grown < 48 << 20, "RSS grew %d MB" % (grown >> 20)
+        assert ASAN or grown < 48 << 20, "RSS grew %d MB" % (grown >> 20)
     finally:
         d.stop()
 
@@ -239,7 +244,7 @@ def clients_that_never_read_share_one_bounded_slice_of_memory(tmp):
         i = info(d)
         assert int(i["used_memory_connections"]) <= int(i["maxmemory_connections"]), i
         grown = rss_bytes(d.p.pid) - base
-        assert grown < 40 << 20, "RSS grew %d MB" % (grown >> 20)
+        assert ASAN or grown < 40 << 20, "RSS grew %d MB" % (grown >> 20)
         for s in socks:
             s.close()
         time.sleep(0.3)
