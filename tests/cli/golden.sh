@@ -86,6 +86,11 @@ run replay_combined_summary.out "$ex/access.log" replay --policy token_bucket:2/
 # Headers.
 run headers_gcra.out /dev/null headers --policy gcra:2/1s --at 0,0,0,0.25,1 --name api
 run headers_leaky.out /dev/null headers --policy leaky_bucket:2/1s,queue=1 --at 0,0,0 --unit s
+# burst or queue != N for every algorithm: q/w is the rate, never the burst (docs/algorithms.md)
+for p in gcra:100/1m,burst=20 token_bucket:1000/1h,burst=10 leaky_bucket:2/1s,queue=5 \
+  fixed_window:4/10s sliding_log:4/10s sliding_window:4/10s concurrency:3/30s; do
+  run "headers_rate_${p%%:*}.out" /dev/null headers --policy "$p" --at 0,0,0,0,0.5 --cost 1 --name api
+done
 
 echo "$ok passed, $fail failed"
 [ "$fail" = 0 ]
