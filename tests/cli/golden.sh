@@ -82,6 +82,10 @@ run replay_api_summary.out "$ex/api.trace" replay --policy token_bucket:10/1s,bu
 run replay_combined.out "$ex/access.log" replay --policy token_bucket:2/1s --format combined
 run replay_combined_epoch.out "$ex/access.log" replay --policy fixed_window:3/5s --format combined --epoch
 run replay_combined_summary.out "$ex/access.log" replay --policy token_bucket:2/1s --format combined --summary
+run replay_combined_key_user.out "$ex/access.log" replay --policy token_bucket:2/1s --format combined --key user
+run replay_combined_key_request.out "$ex/access.log" replay --policy fixed_window:1/1m --format combined --key request --summary
+run replay_combined_cost_bytes.out "$ex/access.log" replay --policy token_bucket:10000/1s --format combined --cost bytes
+run replay_combined_key_appended.out "$ex/access-apikey.log" replay --policy gcra:2/1s --format combined --key 10 --cost 11
 
 # Headers.
 run headers_gcra.out /dev/null headers --policy gcra:2/1s --at 0,0,0,0.25,1 --name api
