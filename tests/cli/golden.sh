@@ -52,23 +52,40 @@ run sim_accuracy.out /dev/null sim --pattern random --rate 0.45 --seed 2024 --du
 run sim_accuracy_large.out /dev/null sim --pattern random --rate 2 --seed 9 --limit 100 --window 60 --duration 20000 --accuracy
 run sim_svg.out /dev/null sim --svg "$tmp/sim_default.svg"
 check sim_default.svg "$tmp/sim_default.svg"
-if command -v python3 >/dev/null; then
-  if python3 -c 'import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); assert r.tag.endswith("svg"), r.tag' "$tmp/sim_default.svg"; then
-    echo "ok   sim_default.svg is well-formed XML"
-    ok=$((ok + 1))
-  else
-    echo "FAIL sim_default.svg is not well-formed XML"
-    fail=$((fail + 1))
+run sim_hold.out /dev/null sim --at 0,0.5,1,1.5,2,2.5,3,6 --hold 2.2 --limit 3 --window 4
+run sim_accuracy_svg.out /dev/null sim --pattern random --rate 0.45 --seed 7 --duration 3000 --accuracy --svg "$tmp/sim_accuracy.svg"
+check sim_accuracy.svg "$tmp/sim_accuracy.svg"
+# Each picture is well-formed XML and renders.
+for svg in sim_default.svg sim_accuracy.svg; do
+  if command -v python3 >/dev/null; then
+    if python3 -c 'import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); assert r.tag.endswith("svg"), r.tag' "$tmp/$svg"; then
+      echo "ok   $svg is well-formed XML"
+      ok=$((ok + 1))
+    else
+      echo "FAIL $svg is not well-formed XML"
+      fail=$((fail + 1))
+    fi
   fi
-fi
-if command -v rsvg-convert >/dev/null; then
-  if rsvg-convert -o "$tmp/sim_default.png" "$tmp/sim_default.svg" && [ -s "$tmp/sim_default.png" ]; then
-    echo "ok   sim_default.svg renders (rsvg-convert)"
-    ok=$((ok + 1))
-  else
-    echo "FAIL sim_default.svg does not render with rsvg-convert"
-    fail=$((fail + 1))
+  if command -v rsvg-convert >/dev/null; then
+    if rsvg-convert -o "$tmp/$svg.png" "$tmp/$svg" && [ -s "$tmp/$svg.png" ]; then
+      echo "ok   $svg renders (rsvg-convert)"
+      ok=$((ok + 1))
+    else
+      echo "FAIL $svg does not render with rsvg-convert"
+      fail=$((fail + 1))
+    fi
   fi
+done
+# The README's picture is the default one.
+if cmp -s "$tmp/sim_default.svg" "$src/docs/img/sim-boundary.svg"; then
+  echo "ok   docs/img/sim-boundary.svg is today's 'ratelimit sim --svg'"
+  ok=$((ok + 1))
+elif [ "${RLT_UPDATE_GOLDEN:-0}" = 1 ]; then
+  cp "$tmp/sim_default.svg" "$src/docs/img/sim-boundary.svg"
+  echo "updated docs/img/sim-boundary.svg"
+else
+  echo "FAIL docs/img/sim-boundary.svg differs from 'ratelimit sim --svg' (RLT_UPDATE_GOLDEN=1 rewrites it)"
+  fail=$((fail + 1))
 fi
 
 # Replay: one verdict line per request, several policies over the same traces.
