@@ -16,7 +16,7 @@ awk '/^```/ && !on { fence = 1; next } fence && /^\$ cc / { on = 1; fence = 0; n
 cc=$1
 shift
 args=()
-for a in "$@"; do [ -n "$a" ] && args+=("$a"); done # CMake passes an empty one without sanitizers
+for a in "$@"; do [ -n "$a" ] && args+=("$a"); done
 if ! "$cc" -std=c11 -Wall -Wextra -Werror -o "$out/hello" "$out/hello.c" "${args[@]}" 2>"$out/cc.err"; then
   echo "FAIL the README's C program does not compile: $cc $out/hello.c ${args[*]}"
   cat "$out/cc.err"
