@@ -128,4 +128,26 @@ int rlt__usage_error(const char *cmd, const char *fmt, ...) __attribute__((forma
 /* Parses policy text for option --policy, printing the parser's message on error; 0 or -1. */
 int rlt__opt_policy(const char *cmd, const char *val, rlt_policy *p);
 
+/* ---- Algorithm contracts (the simulator's check, contract.c) ---------------------------- */
+
+/* One accepted request: its time (for the leaky bucket, its send time) and cost. */
+typedef struct rlt__accepted {
+    rlt_ns t;
+    int64_t cost;
+} rlt__accepted;
+
+/* Checks that what an algorithm accepted, e[0..m) sorted by time, keeps the contract
+ * include/ratelimit/ratelimit.h states for policy `p`:
+ *   fixed window        at most N per aligned window [kW, (k+1)W)
+ *   sliding log         at most N in any half-open span of W
+ *   sliding window      at most N per aligned window and 2N in any span of W
+ *   token bucket, GCRA  from any accepted request to any later one, at most B + elapsed x N/W
+ *   leaky bucket        sends at least cost x W/N after the previous one (each send rounded up
+ *                       to a whole ns), no wait (max_wait) above Q x W/N + 1 ns
+ *   concurrency         at most N in flight, each request holding its slot for `hold` ns
+ * Writes the contract in words (with W in ticks of `tick` ns) into text[0..cap).  Returns 1
+ * when it held, 0 when it was broken.  Pure: O(m), no allocation. */
+int rlt__contract_check(const rlt_policy *p, const rlt__accepted *e, size_t m, rlt_ns max_wait,
+                        rlt_ns hold, rlt_ns tick, char *text, size_t cap);
+
 #endif

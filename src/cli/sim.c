@@ -284,10 +284,7 @@ static int req_cmp(const void *a, const void *b)
     return x->order < y->order ? -1 : x->order > y->order;
 }
 
-typedef struct ev {
-    rlt_ns t;
-    int64_t cost;
-} ev;
+typedef rlt__accepted ev; /* an accepted request: its time (a send, for the shaper), its cost */
 
 static int ev_cmp(const void *a, const void *b)
 {
@@ -411,89 +408,12 @@ static int run_concurrency(sim *s, run *r)
     return rc == RLT_OK ? 0 : 1;
 }
 
-/* Checks the algorithm's own contract (include/ratelimit/ratelimit.h) on what it did: only a
- * broken contract is a violation; a fixed window's 2L across a boundary, or a token bucket's
- * full bucket plus refill, is what those algorithms promise.  `e` holds the accepted requests
- * in time order (at send time for the shaper). */
+/* The algorithm's own contract, checked on what it did (contract.c).  `e` holds the accepted
+ * requests in time order (at send time for the shaper). */
 static void check_contract(const sim *s, run *r, const ev *e, size_t m)
 {
-    const int64_t L = s->limit;
-    const rlt_ns W = s->window;
-    char w[RLT__DEC_BUF], a[64];
-    ticks(w, W);
-    r->held = 1;
-    switch (r->p.algo) {
-    case RLT_FIXED_WINDOW:
-    case RLT_SLIDING_WINDOW: {
-        int64_t k = INT64_MIN, count = 0;
-        for (size_t i = 0; i < m; i++) {
-            int64_t ki = floor_div(e[i].t, W);
-            count = ki == k ? count + e[i].cost : e[i].cost;
-            k = ki;
-            if (count > L) r->held = 0;
-        }
-        if (r->p.algo == RLT_FIXED_WINDOW) {
-            snprintf(r->contract, sizeof r->contract, "≤ %lld per aligned window", (long long)L);
-        } else {
-            if (r->worst > 2 * L) r->held = 0;
-            snprintf(r->contract, sizeof r->contract, "≤ %lld per window, ≤ %lld in any %s ticks",
-                     (long long)L, (long long)(2 * L), w);
-        }
-        break;
-    }
-    case RLT_SLIDING_LOG:
-        r->held = r->worst <= L;
-        snprintf(r->contract, sizeof r->contract, "≤ %lld in any %s ticks", (long long)L, w);
-        break;
-    case RLT_TOKEN_BUCKET:
-    case RLT_GCRA: {
-        /* From any accepted request i to any later j: cost(i..j) <= B + (t_j - t_i) N / W,
-         * i.e. S_j W - t_j N <= B W + min over i <= j of (S_{i-1} W - t_i N), in one pass. */
-        __int128 sum = 0, best = 0;
-        for (size_t j = 0; j < m; j++) {
-            __int128 cand = sum * W - (__int128)e[j].t * L;
-            if (j == 0 || cand < best) best = cand;
-            sum += e[j].cost;
-            if (sum * W - (__int128)e[j].t * L > (__int128)r->p.burst * W + best) r->held = 0;
-        }
-        rlt__frac_format(a, sizeof a, (__int128)L * NS, W, 2, RLT__ROUND, 1);
-        snprintf(r->contract, sizeof r->contract, "≤ %lld + %s per tick over any span",
-                 (long long)r->p.burst, a);
-        break;
-    }
-    case RLT_LEAKY_BUCKET: {
-        /* Sends leave W/N apart per unit of cost (each rounded up to a whole ns), and nobody
-         * waits longer than the queue's Q x W/N (+ 1 ns of rounding). */
-        for (size_t i = 1; i < m; i++)
-            if ((__int128)(e[i].t - e[i - 1].t + 1) * L <= (__int128)e[i - 1].cost * W)
-                r->held = 0;
-        if ((__int128)r->max_delay * L > (__int128)r->p.queue * W + L) r->held = 0;
-        rlt__frac_format(a, sizeof a, W, (__int128)L * NS, 2, RLT__ROUND, 1);
-        snprintf(r->contract, sizeof r->contract, "sends ≥ %s ticks apart, queue ≤ %lld", a,
-                 (long long)r->p.queue);
-        break;
-    }
-    case RLT_CONCURRENCY: {
-        /* In flight at any instant: the accepted holds [t, t + busy) never overlap more than L
-         * deep.  Holds are equal, so ends come in start order: a sliding count. */
-        size_t lo = 0;
-        int64_t live = 0;
-        for (size_t i = 0; i < s->n; i++) {
-            if (!r->ok[i] || r->busy[i] == 0) continue;
-            while (lo < i && (!r->ok[lo] || r->busy[lo] == 0 ||
-                              s->r[lo].t + r->busy[lo] <= s->r[i].t)) {
-                if (r->ok[lo] && r->busy[lo] > 0) live--;
-                lo++;
-            }
-            if (++live > L) r->held = 0;
-        }
-        snprintf(r->contract, sizeof r->contract, "≤ %lld in flight", (long long)L);
-        break;
-    }
-    default:
-        snprintf(r->contract, sizeof r->contract, "?");
-        break;
-    }
+    r->held = rlt__contract_check(&r->p, e, m, r->max_delay, s->hold, NS, r->contract,
+                                  sizeof r->contract);
 }
 
 static int run_all(sim *s)
