@@ -263,20 +263,31 @@ int64_t rlt_retry_after_ms(rlt_ns retry_after);
 /* Which header families rlt_format_headers writes. */
 enum {
     RLT_HDR_RETRY_AFTER = 1, /* Retry-After: 3 (only on a denied decision) */
-    RLT_HDR_IETF = 2,   /* RateLimit-Policy: "name";q=100;w=60 and RateLimit: "name";r=50;t=30 */
+    RLT_HDR_IETF = 2,   /* RateLimit-Policy: "name";q=100;w=60 and RateLimit: "name";r=20;t=12 */
     RLT_HDR_LEGACY = 4, /* RateLimit-Limit / RateLimit-Remaining / RateLimit-Reset */
     RLT_HDR_X = 8,      /* X-RateLimit-Limit / -Remaining / -Reset (reset in seconds) */
     RLT_HDR_ALL = 15
 };
 
-/* Writes "Field: value\r\n" lines for the families in `which` into buf[0..cap) with a NUL.
- * Retry-After is written only for a denied decision that some wait can turn into an allowed
- * one (retry_after >= 0): a cost that can never fit gets none.
+/* Writes "Field: value\r\n" lines for the families in `which` into buf[0..cap) with a NUL,
+ * following draft-ietf-httpapi-ratelimit-headers-11 (docs/algorithms.md has the table and
+ * examples for every algorithm).  The same four numbers feed every family:
+ *   q  the sustained quota: N units per w seconds, never the burst or the queue.  w is the
+ *      period in whole seconds rounded up, and q = floor(N x w / W), so q/w never exceeds N/W
+ *      (q = N when W is whole seconds).  Concurrency: q = N with qu="concurrent-requests" and
+ *      no w (its period is a lease timeout, not a window).
+ *   r  d->remaining (at least 0): units that may be sent now; with a burst B > N it can
+ *      exceed q.
+ *   t  denied: Retry-After's value; denied with a cost that never fits: the seconds until
+ *      fresh; allowed: the seconds until fresh (full bucket, empty windows, drained queue),
+ *      rounded up.  An allowed concurrency decision has no t.
+ * RateLimit-Limit / -Remaining / -Reset and their X- forms carry q, r and t (no Reset line
+ * where there is no t).  Retry-After is written only for a denied decision that some wait can
+ * turn into an allowed one (retry_after >= 0): a cost that can never fit gets none.
  * `name` is the policy's name for the IETF fields (a short token; NULL means "default").
- * q is the policy's limit, w its period in whole seconds rounded up, r the remaining,
- * t the seconds until reset (rounded up; on a denied decision at least Retry-After).
  * Returns the length written without the NUL, RLT_ENOSPC if it does not fit, RLT_EINVAL
- * for NULL arguments or a name that is not a token of [A-Za-z0-9_.:-]. */
+ * for NULL arguments, a policy rlt_policy_init did not fill, or a name that is not a token
+ * of [A-Za-z0-9_.:-]{1,64}. */
 int rlt_format_headers(char *buf, size_t cap, const char *name, const rlt_policy *p,
                        const rlt_decision *d, unsigned which);
 

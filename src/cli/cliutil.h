@@ -64,18 +64,38 @@ int rlt__trace_parse(const char *line, size_t len, int64_t unit_ns, int key_opti
 
 /* ---- Combined / common access-log lines ---------------------------------------------------- */
 
+/* One field of an access-log line as written: a bracketed or quoted field without its
+ * brackets or quotes (backslash escapes kept). */
+typedef struct rlt__field {
+    const char *p; /* points into the line */
+    size_t n;
+} rlt__field;
+
+/* Fields kept per line: the nine of the combined format and seven more appended after them. */
+#define RLT__ACCESS_FIELDS 16
+
 typedef struct rlt__access_line {
     int64_t epoch_s;  /* the bracketed timestamp as seconds since 1970-01-01T00:00:00Z */
     const char *host; /* the client address (first field), pointing into the line */
     size_t hlen;
+    int nfield; /* fields present: 7 (common), 9 (combined) or more (appended fields) */
+    rlt__field field[RLT__ACCESS_FIELDS]; /* field[k - 1] is field k, numbered as below */
 } rlt__access_line;
 
 /* Parses an nginx/Apache "combined" (or "common") log line
  *   HOST IDENT USER [DD/Mon/YYYY:HH:MM:SS +ZZZZ] "REQUEST" STATUS BYTES ["REFERER" "AGENT"]
- * with English month names whatever the locale.  Returns 1, 0 for a blank line, -1 with a
- * message in err[0..errlen) for a malformed line. */
+ * followed by any number of appended fields, each quoted or a blank-free token (the first
+ * RLT__ACCESS_FIELDS fields are kept), with English month names whatever the locale.
+ * Returns 1, 0 for a blank line, -1 with a message in err[0..errlen) for a malformed line. */
 int rlt__combined_parse(const char *line, size_t len, rlt__access_line *out, char *err,
                         size_t errlen);
+
+/* The number (1-based) of the access-log field called `name`: 1 remote_addr, 2 ident,
+ * 3 user (or remote_user), 4 time (time_local), 5 request, 6 status, 7 bytes
+ * (body_bytes_sent), 8 referer (http_referer), 9 user_agent (http_user_agent), or a number
+ * 1..RLT__ACCESS_FIELDS written as digits (10 and up: fields appended after the user agent).
+ * 0 for an unknown name. */
+int rlt__access_field(const char *name);
 
 /* Seconds since the epoch of a UTC civil date-time (proleptic Gregorian), with `offset_min`
  * minutes east of UTC subtracted (a -0700 local time is offset -420).  Fields must be in
@@ -107,5 +127,27 @@ int rlt__usage_error(const char *cmd, const char *fmt, ...) __attribute__((forma
 
 /* Parses policy text for option --policy, printing the parser's message on error; 0 or -1. */
 int rlt__opt_policy(const char *cmd, const char *val, rlt_policy *p);
+
+/* ---- Algorithm contracts (the simulator's check, contract.c) ---------------------------- */
+
+/* One accepted request: its time (for the leaky bucket, its send time) and cost. */
+typedef struct rlt__accepted {
+    rlt_ns t;
+    int64_t cost;
+} rlt__accepted;
+
+/* Checks that what an algorithm accepted, e[0..m) sorted by time, keeps the contract
+ * include/ratelimit/ratelimit.h states for policy `p`:
+ *   fixed window        at most N per aligned window [kW, (k+1)W)
+ *   sliding log         at most N in any half-open span of W
+ *   sliding window      at most N per aligned window and 2N in any span of W
+ *   token bucket, GCRA  from any accepted request to any later one, at most B + elapsed x N/W
+ *   leaky bucket        sends at least cost x W/N after the previous one (each send rounded up
+ *                       to a whole ns), no wait (max_wait) above Q x W/N + 1 ns
+ *   concurrency         at most N in flight, each request holding its slot for `hold` ns
+ * Writes the contract in words (with W in ticks of `tick` ns) into text[0..cap).  Returns 1
+ * when it held, 0 when it was broken.  Pure: O(m), no allocation. */
+int rlt__contract_check(const rlt_policy *p, const rlt__accepted *e, size_t m, rlt_ns max_wait,
+                        rlt_ns hold, rlt_ns tick, char *text, size_t cap);
 
 #endif

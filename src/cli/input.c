@@ -188,19 +188,31 @@ static int quoted(const char *s, size_t len, size_t *i)
     return expect(s, len, i, '"');
 }
 
+/* Records field number nf + 1 (when kept) and counts it. */
+static void keep(rlt__access_line *out, const char *p, size_t n)
+{
+    if (out->nfield < RLT__ACCESS_FIELDS) out->field[out->nfield] = (rlt__field){p, n};
+    out->nfield++;
+}
+
 int rlt__combined_parse(const char *line, size_t len, rlt__access_line *out, char *err,
                         size_t errlen)
 {
     if (len && line[len - 1] == '\r') len--;
     size_t i = 0, fl;
+    out->nfield = 0;
     const char *host = field(line, len, &i, &fl);
     if (!host) return 0;
     out->host = host;
     out->hlen = fl;
+    keep(out, host, fl);
     if (fl > RLT_KEY_MAX)
         return errf(err, errlen, "client address is longer than %d bytes", (int)RLT_KEY_MAX);
-    if (!field(line, len, &i, &fl) || !field(line, len, &i, &fl))
-        return errf(err, errlen, "expected HOST IDENT USER [DATE] \"REQUEST\" STATUS BYTES");
+    for (int k = 0; k < 2; k++) {
+        const char *f = field(line, len, &i, &fl);
+        if (!f) return errf(err, errlen, "expected HOST IDENT USER [DATE] \"REQUEST\" STATUS BYTES");
+        keep(out, f, fl);
+    }
     while (i < len && is_blank(line[i]))
         i++;
     if (i >= len || line[i] != '[')
@@ -211,28 +223,59 @@ int rlt__combined_parse(const char *line, size_t len, rlt__access_line *out, cha
     if (parse_clf_date(line + i + 1, dlen, &out->epoch_s))
         return errf(err, errlen, "bad timestamp '[%.*s]': expected [DD/Mon/YYYY:HH:MM:SS +ZZZZ]",
                     SHOW(line + i + 1, dlen));
+    keep(out, line + i + 1, dlen);
     i = (size_t)(close - line) + 1;
     while (i < len && is_blank(line[i]))
         i++;
+    size_t q0 = i;
     if (quoted(line, len, &i)) return errf(err, errlen, "bad or unterminated \"REQUEST\" field");
+    keep(out, line + q0 + 1, i - q0 - 2);
     const char *st = field(line, len, &i, &fl);
     if (!st || fl != 3 || st[0] < '1' || st[0] > '5' || st[1] < '0' || st[1] > '9' || st[2] < '0' ||
         st[2] > '9')
         return errf(err, errlen, "bad STATUS (expected a 3-digit HTTP status)");
+    keep(out, st, fl);
     const char *by = field(line, len, &i, &fl);
     if (!by) return errf(err, errlen, "missing BYTES");
     if (!(fl == 1 && by[0] == '-'))
         for (size_t k = 0; k < fl; k++)
             if (by[k] < '0' || by[k] > '9')
                 return errf(err, errlen, "bad BYTES '%.*s'", SHOW(by, fl));
+    keep(out, by, fl);
     /* Referer and user agent (combined) are optional (common log format); if present they
-     * must be quoted. */
-    for (int q = 0; q < 2; q++) {
+     * must be quoted.  Fields appended after them (nginx log_format additions such as
+     * $request_time or "$http_x_api_key") may be quoted or bare. */
+    for (;;) {
         while (i < len && is_blank(line[i]))
             i++;
         if (i >= len) return 1;
-        if (quoted(line, len, &i))
+        if (line[i] == '"') {
+            q0 = i;
+            if (quoted(line, len, &i))
+                return errf(err, errlen, "bad or unterminated quoted field after BYTES");
+            keep(out, line + q0 + 1, i - q0 - 2);
+        } else if (out->nfield < 9) {
             return errf(err, errlen, "bad or unterminated quoted field after BYTES");
+        } else {
+            const char *f = field(line, len, &i, &fl);
+            keep(out, f, fl);
+        }
     }
-    return 1;
+}
+
+int rlt__access_field(const char *name)
+{
+    static const char *const names[9][2] = {
+        {"remote_addr", "remote_addr"}, {"ident", "ident"},        {"user", "remote_user"},
+        {"time", "time_local"},         {"request", "request"},    {"status", "status"},
+        {"bytes", "body_bytes_sent"},   {"referer", "http_referer"},
+        {"user_agent", "http_user_agent"}};
+    for (int k = 0; k < 9; k++)
+        if (strcmp(name, names[k][0]) == 0 || strcmp(name, names[k][1]) == 0) return k + 1;
+    int n = 0;
+    for (const char *c = name; *c; c++) {
+        if (*c < '0' || *c > '9' || n > RLT__ACCESS_FIELDS) return 0;
+        n = n * 10 + (*c - '0');
+    }
+    return n >= 1 && n <= RLT__ACCESS_FIELDS ? n : 0;
 }

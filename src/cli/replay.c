@@ -16,7 +16,8 @@ static void usage(FILE *f)
 {
     fputs(
         "usage: ratelimit replay --policy SPEC [--unit s|ms|us|ns] [--summary]\n"
-        "                        [--format trace|combined] [--epoch]  < INPUT\n"
+        "                        [--format trace|combined [--key FIELD] [--cost FIELD] [--epoch]]\n"
+        "                        < INPUT\n"
         "Reads requests from stdin and decides each with one limiter state per key.\n"
         "  --policy SPEC    e.g. gcra:2/1s,burst=2  token_bucket:100/1m  "
         "leaky_bucket:10/1s,queue=5\n"
@@ -27,6 +28,10 @@ static void usage(FILE *f)
         "  --format combined  nginx/Apache combined or common access log: KEY is the client\n"
         "                   address, TIME the [timestamp] in seconds since the first line's\n"
         "                   (--epoch: since 1970-01-01 UTC), COST 1\n"
+        "  --key FIELD      combined: the field that is the KEY (default remote_addr): remote_addr,\n"
+        "                   ident, user, time, request, status, bytes, referer, user_agent, or its\n"
+        "                   number 1..16 (10 and up: fields appended after the user agent)\n"
+        "  --cost FIELD     combined: COST is this field's whole number ('-' is 0), e.g. bytes\n"
         "  --summary        instead of one line per request, per key: accepted, rejected and\n"
         "                   the worst burst (largest accepted cost in any span of the period),\n"
         "                   most rejected first\n"
@@ -99,6 +104,21 @@ static int rehash(summary *s, size_t nslots)
     s->slots = slots;
     s->nslots = nslots;
     return 0;
+}
+
+
+/* A key as one output column: quoted when it has blanks or quotes (a --key request or
+ * user_agent field), as the access log writes it; backslash escapes are the log's own. */
+static char *put_key(char *o, const char *k, size_t n)
+{
+    int q = memchr(k, ' ', n) || memchr(k, '\t', n) || memchr(k, '"', n);
+    if (q) *o++ = '"';
+    for (size_t i = 0; i < n; i++) {
+        if (q && k[i] == '"' && (i == 0 || k[i - 1] != '\\')) *o++ = '\\';
+        *o++ = k[i];
+    }
+    if (q) *o++ = '"';
+    return o;
 }
 
 /* The index of `key`, adding it if new; (size_t)-1 when out of memory. */
@@ -179,7 +199,8 @@ static int print_summary(summary *s, const rlt_policy *p, int64_t unit, const ch
            unit_name);
     for (size_t k = 0; k < s->nkeys; k++) {
         const tally *t = &s->keys[order[k]];
-        fwrite(s->arena + t->off, 1, t->len, stdout);
+        char kb[2 * RLT_KEY_MAX + 2];
+        fwrite(kb, 1, (size_t)(put_key(kb, s->arena + t->off, t->len) - kb), stdout);
         printf(" %lld %lld %lld\n", (long long)t->ok, (long long)t->rej, (long long)t->worst);
     }
     free(order);
@@ -204,7 +225,52 @@ typedef struct opts {
     int summary;
     int combined;
     int epoch;
+    int key_field;  /* combined: 1-based field number of the key (1: the client address) */
+    int cost_field; /* combined: 1-based field number of the cost, 0: cost 1 */
+    const char *key_name, *cost_name;
 } opts;
+
+/* The cost written in field `f` (1-based) of an access-log line: digits, or '-' for 0. */
+static int access_cost(const rlt__access_line *al, int f, const char *name, int64_t *cost,
+                       char *err, size_t errlen)
+{
+    if (f > al->nfield) {
+        snprintf(err, errlen, "no field %d (--cost %s): the line has %d", f, name, al->nfield);
+        return -1;
+    }
+    const rlt__field *x = &al->field[f - 1];
+    *cost = 0;
+    if (x->n == 1 && x->p[0] == '-') return 0; /* the log's "none", e.g. no body bytes */
+    int ok = x->n > 0;
+    for (size_t k = 0; k < x->n && ok; k++)
+        ok = x->p[k] >= '0' && x->p[k] <= '9' && !__builtin_mul_overflow(*cost, 10, cost) &&
+             !__builtin_add_overflow(*cost, x->p[k] - '0', cost);
+    if (!ok) {
+        snprintf(err, errlen, "--cost %s: '%.*s' is not a whole number", name,
+                 (int)(x->n > 40 ? 40 : x->n), x->p);
+        return -1;
+    }
+    return 0;
+}
+
+/* The key in field `f` (1-based) of an access-log line. */
+static int access_key(const rlt__access_line *al, int f, const char *name,
+                      rlt__trace_line *tl, char *err, size_t errlen)
+{
+    if (f > al->nfield) {
+        snprintf(err, errlen, "no field %d (--key %s): the line has %d", f, name, al->nfield);
+        return -1;
+    }
+    const rlt__field *x = &al->field[f - 1];
+    if (x->n == 0 || x->n > RLT_KEY_MAX) {
+        snprintf(err, errlen, "--key %s: the field is %s", name,
+                 x->n ? "longer than the longest key" : "empty");
+        return -1;
+    }
+    tl->key = x->p;
+    tl->klen = x->n;
+    return 0;
+}
 
 static char *put(char *o, const char *s, size_t n)
 {
@@ -241,7 +307,7 @@ static int replay(const opts *op)
     long lineno = 0;
     int have_origin = 0;
     int64_t origin = 0;
-    char out[RLT_KEY_MAX + 256];
+    char out[2 * RLT_KEY_MAX + 256];
     while ((len = getline(&line, &cap, stdin)) >= 0) {
         lineno++;
         if (len && line[len - 1] == '\n') len--;
@@ -260,9 +326,12 @@ static int replay(const opts *op)
                     snprintf(err, sizeof err, "timestamp out of range");
                     pr = -1;
                 }
-                tl.key = al.host;
-                tl.klen = al.hlen;
                 tl.cost = 1;
+                if (pr == 1 &&
+                    (access_key(&al, op->key_field, op->key_name, &tl, err, sizeof err) ||
+                     (op->cost_field && access_cost(&al, op->cost_field, op->cost_name, &tl.cost,
+                                                    err, sizeof err))))
+                    pr = -1;
             }
         } else {
             pr = rlt__trace_parse(line, (size_t)len, op->unit, 0, &tl, err, sizeof err);
@@ -304,7 +373,7 @@ static int replay(const opts *op)
         char b[RLT__DEC_BUF];
         o = put(o, b, rlt__dec_format(b, tl.time, op->unit));
         *o++ = ' ';
-        o = put(o, tl.key, tl.klen);
+        o = put_key(o, tl.key, tl.klen);
         o = put_dec(o, tl.cost, 1);
         o = d.allowed ? put(o, " allow", 6) : put(o, " deny", 5);
         o = put_dec(o, d.remaining, 1);
@@ -338,6 +407,9 @@ int rlt__cli_replay(int argc, char **argv)
     memset(&op, 0, sizeof op);
     op.unit = RLT_NS_PER_S;
     op.unit_name = "s";
+    op.key_field = 1;
+    op.key_name = "remote_addr";
+    int has_key = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int m;
@@ -356,6 +428,21 @@ int rlt__cli_replay(int argc, char **argv)
             if (!(op.unit = rlt__unit_ns(v)))
                 return fail_usage("--unit '%s': expected s, ms, us or ns", v);
             op.unit_name = v;
+        } else if ((m = rlt__opt(argc, argv, &i, CMD, "--key", &v)) != 0) {
+            if (m < 0) return 2;
+            if (!(op.key_field = rlt__access_field(v)))
+                return fail_usage("--key '%s': expected remote_addr, ident, user, time, request, "
+                                  "status, bytes, referer, user_agent or a field number 1..%d",
+                                  v, RLT__ACCESS_FIELDS);
+            op.key_name = v;
+            has_key = 1;
+        } else if ((m = rlt__opt(argc, argv, &i, CMD, "--cost", &v)) != 0) {
+            if (m < 0) return 2;
+            if (!(op.cost_field = rlt__access_field(v)))
+                return fail_usage("--cost '%s': expected a field name (e.g. bytes) or a field "
+                                  "number 1..%d",
+                                  v, RLT__ACCESS_FIELDS);
+            op.cost_name = v;
         } else if ((m = rlt__opt(argc, argv, &i, CMD, "--format", &v)) != 0) {
             if (m < 0) return 2;
             if (strcmp(v, "combined") == 0)
@@ -370,5 +457,8 @@ int rlt__cli_replay(int argc, char **argv)
     }
     if (!op.policy_text) return fail_usage("--policy is required");
     if (op.epoch && !op.combined) return fail_usage("--epoch applies to --format combined only");
+    if ((has_key || op.cost_field) && !op.combined)
+        return fail_usage("--key and --cost apply to --format combined only (a trace has its "
+                          "KEY and COST columns)");
     return replay(&op);
 }

@@ -1,7 +1,9 @@
 /* `ratelimit sim`: every algorithm over exactly the same request trace on a virtual clock, with
- * a table of end states and counts, a text timeline, an optional SVG of the same picture, and
- * the sliding-window-counter accuracy report.  Everything is integer arithmetic on ns (a tick
- * is one second of the virtual clock), so the output is byte-identical on every machine. */
+ * a table of end states, counts and each algorithm's own contract checked on what it did, a
+ * text timeline, an optional SVG of the same picture, and the sliding-window-counter accuracy
+ * report (as text or as a picture of its errors over time).  Everything is integer arithmetic
+ * on ns (a tick is one second of the virtual clock), so the output is byte-identical on every
+ * machine.  The concurrency limiter's requests hold their slot for --hold ticks. */
 #include "cli/cli.h"
 #include "cli/cliutil.h"
 
@@ -12,7 +14,8 @@
 #include <string.h>
 
 #define CMD "sim"
-#define NALGO 6
+#define NALGO 7
+#define CONC 6 /* index of the concurrency limiter in runs[] */
 #define MAX_REQUESTS 5000000
 #define NS RLT_NS_PER_S
 
@@ -27,9 +30,14 @@ typedef struct run {
     rlt_policy p;
     void *st;
     unsigned char *ok; /* per request */
-    rlt_ns *delay;     /* per request */
+    rlt_ns *delay;     /* per request: the leaky bucket's wait before the send */
+    rlt_ns *busy;      /* per request: how long it occupies the limiter after it arrives (the
+                          leaky bucket's wait, the concurrency limiter's hold); 0 for the rest */
     int64_t n_ok, n_rej, worst;
+    rlt_ns worst_t0; /* where the worst span of one window starts */
     rlt_ns max_delay;
+    int held;          /* the algorithm's own contract held on this run */
+    char contract[160]; /* that contract, in words */
     char state[256];
 } run;
 
@@ -46,6 +54,7 @@ typedef struct sim {
     int64_t width;
     const char *svg;
     int accuracy;
+    rlt_ns hold; /* how long a concurrency-limited request stays in flight */
     req *r;
     size_t n, cap;
     run runs[NALGO];
@@ -57,14 +66,17 @@ static void usage(FILE *f)
     fputs("usage: ratelimit sim [--limit L] [--window W] [--pattern NAME | --at T,T,... | --trace "
           "FILE]\n"
           "                     [--rate R] [--seed S] [--duration D] [--until T] [--width COLS]\n"
-          "                     [--svg FILE] [--accuracy]\n"
-          "Runs fixed window, sliding log, sliding window counter, token bucket, GCRA and leaky\n"
-          "bucket over the same requests on a virtual clock (a tick is one second) and prints a\n"
-          "table of their end states and a timeline.\n"
+          "                     [--hold D] [--svg FILE] [--accuracy]\n"
+          "Runs fixed window, sliding log, sliding window counter, token bucket, GCRA, leaky\n"
+          "bucket and concurrency limiter over the same requests on a virtual clock (a tick is\n"
+          "one second) and prints a table of their end states, with each algorithm's own\n"
+          "contract checked on what it did, and a timeline.\n"
           "  --limit L       requests per window (default 4); token bucket and GCRA: capacity L,\n"
-          "                  rate L/W; leaky bucket: queue L, draining one request every W/L\n"
+          "                  rate L/W; leaky bucket: queue L, draining one request every W/L;\n"
+          "                  concurrency: L in flight, leases timing out after W\n"
           "  --window W      window in ticks, a decimal (default 10)\n"
-          "  --pattern NAME  boundary (default: L requests just before t = W and L just after),\n"
+          "  --pattern NAME  boundary (default: L requests before t = W and L after, W/(2L+2)\n"
+          "                  apart),\n"
           "                  steady (one every 1/R ticks), burst (2L requests, idle, 2L again),\n"
           "                  random (Poisson arrivals at R per tick from --seed, times in ms)\n"
           "  --at LIST       explicit request times in ticks: --at 1,2,9.5\n"
@@ -74,7 +86,9 @@ static void usage(FILE *f)
           "  --duration D    ticks of traffic for steady and random (default 3W)\n"
           "  --until T       show the state at tick T (default: the last request's time)\n"
           "  --width COLS    timeline columns (default 60)\n"
-          "  --svg FILE      also write the timeline as an SVG picture\n"
+          "  --hold D        ticks each request holds a concurrency slot (default W/2)\n"
+          "  --svg FILE      also write the timeline as an SVG picture (with --accuracy: the\n"
+          "                  counter's errors over time)\n"
           "  --accuracy      instead of the table: sliding window counter vs the exact log\n",
           f);
 }
@@ -166,6 +180,11 @@ static int gen_pattern(sim *s)
     rlt_ns gap = W / (25 * L); /* L requests fit in W/25 */
     if (gap < 1) gap = 1;
     if (strcmp(s->pattern, "boundary") == 0) {
+        /* 2L requests evenly spread over a span shorter than W that straddles t = W: far
+         * enough apart to be told apart on the picture, close enough that the fixed window
+         * lets all 2L through within one window's length. */
+        gap = W / (2 * L + 2);
+        if (gap < 1) gap = 1;
         for (int64_t i = 0; i < L; i++)
             if (add_req(s, W - (L - i) * gap, 1)) return 1;
         for (int64_t i = 0; i < L; i++)
@@ -265,10 +284,7 @@ static int req_cmp(const void *a, const void *b)
     return x->order < y->order ? -1 : x->order > y->order;
 }
 
-typedef struct ev {
-    rlt_ns t;
-    int64_t cost;
-} ev;
+typedef rlt__accepted ev; /* an accepted request: its time (a send, for the shaper), its cost */
 
 static int ev_cmp(const void *a, const void *b)
 {
@@ -290,16 +306,21 @@ static const char *ticks(char *buf, rlt_ns t)
     return buf;
 }
 
-/* The largest accepted cost inside any half-open span [x, x + W), over sorted times. */
-static int64_t worst_span(const ev *e, size_t n, rlt_ns W)
+/* The largest accepted cost inside any half-open span [x, x + W), over sorted times; *at is
+ * where the first such span starts (the time of its first event). */
+static int64_t worst_span(const ev *e, size_t n, rlt_ns W, rlt_ns *at)
 {
     int64_t best = 0, sum = 0;
     size_t lo = 0;
+    *at = n ? e[0].t : 0;
     for (size_t hi = 0; hi < n; hi++) {
         sum += e[hi].cost;
         while (e[hi].t - e[lo].t >= W)
             sum -= e[lo++].cost;
-        if (sum > best) best = sum;
+        if (sum > best) {
+            best = sum;
+            *at = e[lo].t;
+        }
     }
     return best;
 }
@@ -314,7 +335,8 @@ static int init_runs(sim *s)
                       {"Sliding counter", RLT_SLIDING_WINDOW},
                       {"Token bucket", RLT_TOKEN_BUCKET},
                       {"GCRA", RLT_GCRA},
-                      {"Leaky bucket", RLT_LEAKY_BUCKET}};
+                      {"Leaky bucket", RLT_LEAKY_BUCKET},
+                      {"Concurrency", RLT_CONCURRENCY}};
     for (int a = 0; a < NALGO; a++) {
         run *r = &s->runs[a];
         r->name = algos[a].name;
@@ -328,12 +350,70 @@ static int init_runs(sim *s)
         r->st = calloc(1, rlt_state_size(&r->p));
         r->ok = calloc(s->n ? s->n : 1, 1);
         r->delay = calloc(s->n ? s->n : 1, sizeof *r->delay);
-        if (!r->st || !r->ok || !r->delay) {
+        r->busy = calloc(s->n ? s->n : 1, sizeof *r->busy);
+        if (!r->st || !r->ok || !r->delay || !r->busy) {
             fprintf(stderr, "ratelimit " CMD ": out of memory\n");
             return 1;
         }
     }
     return 0;
+}
+
+/* The concurrency limiter: each accepted request is released `hold` after it arrived (or
+ * reclaimed by the lease timeout W first).  The hold is the same for every request, so
+ * releases come in arrival order: a FIFO of the leases in flight, drained up to each arrival
+ * (a release at the same instant as an arrival comes first). */
+static int run_concurrency(sim *s, run *r)
+{
+    int64_t *lease = malloc((s->n ? s->n : 1) * sizeof *lease);
+    size_t *who = malloc((s->n ? s->n : 1) * sizeof *who);
+    if (!lease || !who) {
+        free(lease);
+        free(who);
+        fprintf(stderr, "ratelimit " CMD ": out of memory\n");
+        return 1;
+    }
+    size_t head = 0, tail = 0;
+    rlt_ns held = s->hold < r->p.period ? s->hold : r->p.period;
+    int rc = RLT_OK;
+    for (size_t i = 0; i < s->n && rc == RLT_OK; i++) {
+        rlt_ns t = s->r[i].t;
+        while (head < tail && s->r[who[head]].t + held <= t) {
+            /* RLT_ENOENT when the timeout reclaimed the lease first: nothing to release. */
+            (void)rlt_release(&r->p, r->st, s->r[who[head]].t + held, lease[head]);
+            head++;
+        }
+        rlt_decision d;
+        rc = rlt_decide(&r->p, r->st, t, s->r[i].cost > 0 ? 1 : 0, &d);
+        if (rc != RLT_OK) {
+            char w[RLT__DEC_BUF];
+            fprintf(stderr, "ratelimit " CMD ": %s at t = %s: %s\n", r->name, ticks(w, t),
+                    rlt_strerror(rc));
+            break;
+        }
+        r->ok[i] = d.allowed;
+        if (d.allowed && s->r[i].cost > 0) {
+            r->n_ok++;
+            r->busy[i] = held;
+            lease[tail] = d.lease;
+            who[tail++] = i;
+        } else if (!d.allowed) {
+            r->n_rej++;
+        } else {
+            r->n_ok++; /* a cost-0 peek takes no slot */
+        }
+    }
+    free(lease);
+    free(who);
+    return rc == RLT_OK ? 0 : 1;
+}
+
+/* The algorithm's own contract, checked on what it did (contract.c).  `e` holds the accepted
+ * requests in time order (at send time for the shaper). */
+static void check_contract(const sim *s, run *r, const ev *e, size_t m)
+{
+    r->held = rlt__contract_check(&r->p, e, m, r->max_delay, s->hold, NS, r->contract,
+                                  sizeof r->contract);
 }
 
 static int run_all(sim *s)
@@ -345,35 +425,47 @@ static int run_all(sim *s)
     }
     for (int a = 0; a < NALGO; a++) {
         run *r = &s->runs[a];
-        size_t m = 0;
-        for (size_t i = 0; i < s->n; i++) {
-            rlt_decision d;
-            int rc = rlt_decide(&r->p, r->st, s->r[i].t, s->r[i].cost, &d);
-            if (rc != RLT_OK) {
-                char w[RLT__DEC_BUF];
-                fprintf(stderr, "ratelimit " CMD ": %s at t = %s: %s\n", r->name,
-                        ticks(w, s->r[i].t), rlt_strerror(rc));
+        if (a == CONC) {
+            if (run_concurrency(s, r)) {
                 free(evs);
                 return 1;
             }
-            r->ok[i] = d.allowed;
-            r->delay[i] = d.allowed ? d.delay : 0;
-            if (d.allowed) {
-                r->n_ok++;
-                if (d.delay > r->max_delay) r->max_delay = d.delay;
-                /* A shaper's burst is what leaves it: count the leaky bucket at send time. */
-                evs[m++] = (ev){s->r[i].t + r->delay[i], s->r[i].cost};
-            } else {
-                r->n_rej++;
+        } else {
+            for (size_t i = 0; i < s->n; i++) {
+                rlt_decision d;
+                int rc = rlt_decide(&r->p, r->st, s->r[i].t, s->r[i].cost, &d);
+                if (rc != RLT_OK) {
+                    char w[RLT__DEC_BUF];
+                    fprintf(stderr, "ratelimit " CMD ": %s at t = %s: %s\n", r->name,
+                            ticks(w, s->r[i].t), rlt_strerror(rc));
+                    free(evs);
+                    return 1;
+                }
+                r->ok[i] = d.allowed;
+                r->delay[i] = d.allowed ? d.delay : 0;
+                r->busy[i] = r->delay[i];
+                if (d.allowed) {
+                    r->n_ok++;
+                    if (d.delay > r->max_delay) r->max_delay = d.delay;
+                } else {
+                    r->n_rej++;
+                }
             }
         }
+        /* A shaper's burst is what leaves it: count the leaky bucket at send time. */
+        size_t m = 0;
+        for (size_t i = 0; i < s->n; i++)
+            if (r->ok[i])
+                evs[m++] = (ev){s->r[i].t + r->delay[i],
+                                a == CONC ? (s->r[i].cost > 0) : s->r[i].cost};
         /* Arrivals are sorted and the shaper sends FIFO, so this is a cheap check. */
         for (size_t i = 1; i < m; i++)
             if (evs[i].t < evs[i - 1].t) {
                 qsort(evs, m, sizeof *evs, ev_cmp);
                 break;
             }
-        r->worst = worst_span(evs, m, s->window);
+        r->worst = worst_span(evs, m, s->window, &r->worst_t0);
+        check_contract(s, r, evs, m);
     }
     free(evs);
     return 0;
@@ -455,6 +547,14 @@ static void describe_state(sim *s, run *r)
                  (long long)queued, (long long)r->p.queue, a);
         break;
     }
+    case RLT_CONCURRENCY: {
+        int64_t live = 0;
+        for (size_t i = 0; i < s->n; i++)
+            if (r->ok[i] && s->r[i].t <= T && s->r[i].t + r->busy[i] > T) live++;
+        snprintf(r->state, sizeof r->state, "in flight %lld/%lld, each held %s ticks",
+                 (long long)live, (long long)L, ticks(a, s->hold < W ? s->hold : W));
+        break;
+    }
     default:
         snprintf(r->state, sizeof r->state, "?");
         break;
@@ -463,7 +563,7 @@ static void describe_state(sim *s, run *r)
 
 /* ---- Table ---- */
 
-/* Display width of UTF-8 text: code points (the table uses × and ≈, one column each). */
+/* Display width of UTF-8 text: code points (the table uses ×, ≈ and ≤, one column each). */
 static size_t width_of(const char *t)
 {
     size_t w = 0;
@@ -472,7 +572,7 @@ static size_t width_of(const char *t)
     return w;
 }
 
-#define NCOL 6
+#define NCOL 7
 static void print_row(char cells[NCOL][300], const size_t *w)
 {
     for (int c = 0; c < NCOL; c++) {
@@ -494,15 +594,16 @@ static void print_table(sim *s)
     snprintf(cells[0][3], 300, "rejected");
     snprintf(cells[0][4], 300, "worst %s-tick burst", ticks(b, s->window));
     snprintf(cells[0][5], 300, "max delay");
+    snprintf(cells[0][6], 300, "own contract");
     for (int i = 0; i < NALGO; i++) {
         run *r = &s->runs[i];
         snprintf(cells[i + 1][0], 300, "%s", r->name);
         snprintf(cells[i + 1][1], 300, "%s", r->state);
         snprintf(cells[i + 1][2], 300, "%lld", (long long)r->n_ok);
         snprintf(cells[i + 1][3], 300, "%lld", (long long)r->n_rej);
-        snprintf(cells[i + 1][4], 300, "%lld%s", (long long)r->worst,
-                 r->worst > s->limit ? " !" : "");
+        snprintf(cells[i + 1][4], 300, "%lld", (long long)r->worst);
         snprintf(cells[i + 1][5], 300, "%s", ticks(a, r->max_delay));
+        snprintf(cells[i + 1][6], 300, "%s: %s", r->contract, r->held ? "held" : "VIOLATED");
     }
     size_t w[NCOL] = {0};
     for (int i = 0; i <= NALGO; i++)
@@ -523,7 +624,7 @@ static void print_table(sim *s)
 /* ---- Timeline ---- */
 
 typedef struct span {
-    rlt_ns t0, t1; /* [t0, t1): whole windows covering every arrival, send and the state */
+    rlt_ns t0, t1; /* [t0, t1): whole windows covering every arrival, send, hold and the state */
 } span;
 
 static span time_span(const sim *s)
@@ -532,7 +633,7 @@ static span time_span(const sim *s)
     for (size_t i = 0; i < s->n; i++) {
         if (s->r[i].t < lo) lo = s->r[i].t;
         for (int a = 0; a < NALGO; a++) {
-            rlt_ns end = s->r[i].t + s->runs[a].delay[i];
+            rlt_ns end = s->r[i].t + s->runs[a].busy[i];
             if (end > hi) hi = end;
         }
     }
@@ -556,7 +657,7 @@ static void print_timeline(sim *s)
     char a[RLT__DEC_BUF], b[RLT__DEC_BUF], per[64];
     rlt__frac_format(per, sizeof per, sp.t1 - sp.t0, (__int128)cols * NS, 3, RLT__ROUND, 1);
     printf("\ntimeline t = %s .. %s, one column = %s ticks: o accepted, x rejected, # both, "
-           "= queued\n",
+           "= queued, - in flight\n",
            ticks(a, sp.t0), ticks(b, sp.t1), per);
     char *labels = malloc(cols + 64), *ruler = malloc(cols + 2), *row = malloc(cols + 1);
     unsigned char *flags = malloc(cols);
@@ -584,10 +685,11 @@ static void print_timeline(sim *s)
         for (size_t k = 0; k < s->n; k++) {
             size_t c = col_of(s->r[k].t, sp, cols);
             flags[c] |= r->ok[k] ? 1 : 2;
-            if (r->ok[k] && r->delay[k] > 0) {
-                size_t e = col_of(s->r[k].t + r->delay[k], sp, cols);
+            if (r->ok[k] && r->busy[k] > 0) {
+                /* the end instant itself is free again: stop one ns short of it */
+                size_t e = col_of(s->r[k].t + r->busy[k] - 1, sp, cols);
                 for (size_t j = c + 1; j <= e; j++)
-                    flags[j] |= 4;
+                    flags[j] |= i == CONC ? 8 : 4;
             }
         }
         for (size_t c = 0; c < cols; c++)
@@ -595,6 +697,7 @@ static void print_timeline(sim *s)
                      : flags[c] & 1      ? 'o'
                      : flags[c] & 2      ? 'x'
                      : flags[c] & 4      ? '='
+                     : flags[c] & 8      ? '-'
                                          : '.';
         row[cols] = '\0';
         printf("%-*s%s\n", pad, r->name, row);
@@ -608,10 +711,19 @@ out:
 
 /* ---- SVG ---- */
 
-#define SVG_LEFT 150
+#define SVG_LEFT 210
 #define SVG_PLOT 720
-#define SVG_TOP 50
-#define SVG_ROW 40
+#define SVG_TOP 56
+#define SVG_ROW 50
+#define SVG_LANES 4  /* stacked bars per row (queue waits, holds) before they share a lane */
+#define SVG_LANE_DY 5
+
+/* Colours: accepted, rejected, waiting in the shaper's queue, in flight, over-L band. */
+#define C_OK "#2a9d3a"
+#define C_NO "#d62828"
+#define C_WAIT "#e09f00"
+#define C_HOLD "#3a6ea5"
+#define C_BAND "#fff1d6"
 
 /* x of time t in hundredths of a pixel. */
 static int64_t svg_x(rlt_ns t, span sp)
@@ -647,13 +759,8 @@ static void xml_text(FILE *f, const char *t)
     }
 }
 
-/* Writes the picture into `f` (opened before anything was printed) and closes it. */
-static int write_svg(sim *s, FILE *f, const char *title)
+static void svg_head(FILE *f, int width, int height, const char *title)
 {
-    span sp = time_span(s);
-    const int width = SVG_LEFT + SVG_PLOT + 30;
-    const int height = SVG_TOP + NALGO * SVG_ROW + 70;
-    char a[RLT__DEC_BUF], b[RLT__DEC_BUF], c[RLT__DEC_BUF], d[RLT__DEC_BUF];
     fprintf(f,
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
@@ -666,63 +773,10 @@ static int write_svg(sim *s, FILE *f, const char *title)
           f);
     xml_text(f, title);
     fputs("</text>\n", f);
-    const int y_axis = SVG_TOP + NALGO * SVG_ROW;
-    for (rlt_ns t = sp.t0; t <= sp.t1; t += s->window) {
-        int64_t x = svg_x(t, sp);
-        fprintf(f,
-                "<line x1=\"%s\" y1=\"%d\" x2=\"%s\" y2=\"%d\" stroke=\"#bbbbbb\" "
-                "stroke-dasharray=\"4 3\"/>\n<text x=\"%s\" y=\"%d\" text-anchor=\"middle\">%s"
-                "</text>\n",
-                px(a, x), SVG_TOP - 8, px(b, x), y_axis, px(c, x), y_axis + 16, ticks(d, t));
-    }
-    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">t (ticks)</text>\n",
-            SVG_LEFT + SVG_PLOT / 2, y_axis + 34);
-    for (int i = 0; i < NALGO; i++) {
-        run *r = &s->runs[i];
-        int y = SVG_TOP + i * SVG_ROW + SVG_ROW / 2;
-        fprintf(f, "<g>\n<text x=\"10\" y=\"%d\">%s</text>\n", y - 2, r->name);
-        fprintf(f,
-                "<text x=\"10\" y=\"%d\" font-size=\"10\" fill=\"%s\">ok %lld, rejected %lld, "
-                "worst %lld%s</text>\n",
-                y + 11, r->worst > s->limit ? "#d62828" : "#555555", (long long)r->n_ok,
-                (long long)r->n_rej, (long long)r->worst, r->worst > s->limit ? " !" : "");
-        fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#eeeeee\"/>\n", SVG_LEFT,
-                y, SVG_LEFT + SVG_PLOT, y);
-        for (size_t k = 0; k < s->n; k++) {
-            if (!r->ok[k] || r->delay[k] <= 0) continue;
-            fprintf(f,
-                    "<line x1=\"%s\" y1=\"%d\" x2=\"%s\" y2=\"%d\" stroke=\"#e6b800\" "
-                    "stroke-width=\"3\" stroke-opacity=\"0.7\"/>\n",
-                    px(a, svg_x(s->r[k].t, sp)), y + 6 + (int)(k % 3) * 3,
-                    px(b, svg_x(s->r[k].t + r->delay[k], sp)), y + 6 + (int)(k % 3) * 3);
-        }
-        for (size_t k = 0; k < s->n; k++) {
-            int64_t x = svg_x(s->r[k].t, sp);
-            if (r->ok[k])
-                fprintf(f, "<circle cx=\"%s\" cy=\"%d\" r=\"4\" fill=\"#2a9d3a\"/>\n", px(a, x), y);
-            else
-                fprintf(f,
-                        "<path d=\"M%s %d L%s %d M%s %d L%s %d\" stroke=\"#d62828\" "
-                        "stroke-width=\"2\"/>\n",
-                        px(a, x - 400), y - 4, px(b, x + 400), y + 4, px(c, x - 400), y + 4,
-                        px(d, x + 400), y - 4);
-        }
-        fputs("</g>\n", f);
-    }
-    int ly = height - 14;
-    fprintf(f,
-            "<circle cx=\"%d\" cy=\"%d\" r=\"4\" fill=\"#2a9d3a\"/><text x=\"%d\" y=\"%d\">"
-            "accepted</text>\n",
-            SVG_LEFT, ly - 4, SVG_LEFT + 10, ly);
-    fprintf(f,
-            "<path d=\"M%d %d L%d %d M%d %d L%d %d\" stroke=\"#d62828\" stroke-width=\"2\"/>"
-            "<text x=\"%d\" y=\"%d\">rejected</text>\n",
-            SVG_LEFT + 96, ly - 8, SVG_LEFT + 104, ly, SVG_LEFT + 96, ly, SVG_LEFT + 104, ly - 8,
-            SVG_LEFT + 110, ly);
-    fprintf(f,
-            "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#e6b800\" "
-            "stroke-width=\"3\"/><text x=\"%d\" y=\"%d\">time queued</text>\n",
-            SVG_LEFT + 190, ly - 4, SVG_LEFT + 210, ly - 4, SVG_LEFT + 216, ly);
+}
+
+static int svg_close(const sim *s, FILE *f)
+{
     fputs("</svg>\n", f);
     if (fclose(f) != 0) {
         fprintf(stderr, "ratelimit " CMD ": writing %s failed\n", s->svg);
@@ -731,7 +785,180 @@ static int write_svg(sim *s, FILE *f, const char *title)
     return 0;
 }
 
+/* The time axis: a dashed line and a label at every window boundary, a faint line at every
+ * whole tick when there are few enough to read. */
+static void svg_axis(const sim *s, FILE *f, span sp, int y0, int y1)
+{
+    char a[RLT__DEC_BUF], b[RLT__DEC_BUF], c[RLT__DEC_BUF], d[RLT__DEC_BUF];
+    if ((sp.t1 - sp.t0) / NS <= 60 && sp.t0 % NS == 0)
+        for (rlt_ns t = sp.t0; t <= sp.t1; t += NS)
+            fprintf(f, "<line x1=\"%s\" y1=\"%d\" x2=\"%s\" y2=\"%d\" stroke=\"#f0f0f0\"/>\n",
+                    px(a, svg_x(t, sp)), y0, px(b, svg_x(t, sp)), y1);
+    for (rlt_ns t = sp.t0; t <= sp.t1; t += s->window) {
+        int64_t x = svg_x(t, sp);
+        fprintf(f,
+                "<line x1=\"%s\" y1=\"%d\" x2=\"%s\" y2=\"%d\" stroke=\"#999999\" "
+                "stroke-dasharray=\"4 3\"/>\n<text x=\"%s\" y=\"%d\" text-anchor=\"middle\">%s"
+                "</text>\n",
+                px(a, x), y0, px(b, x), y1, px(c, x), y1 + 16, ticks(d, t));
+    }
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">t (ticks); dashed lines: window "
+               "boundaries</text>\n",
+            SVG_LEFT + SVG_PLOT / 2, y1 + 34);
+}
+
+/* Bars from each accepted request's arrival to the end of its wait or hold, each in the lowest
+ * lane free at its arrival (so that bars in the queue together never overlap). */
+static void svg_bars(const sim *s, FILE *f, const run *r, span sp, int y, const char *colour)
+{
+    rlt_ns lane_end[SVG_LANES];
+    char a[RLT__DEC_BUF], b[RLT__DEC_BUF], c[RLT__DEC_BUF];
+    for (int l = 0; l < SVG_LANES; l++)
+        lane_end[l] = INT64_MIN;
+    for (size_t k = 0; k < s->n; k++) {
+        if (!r->ok[k] || r->busy[k] <= 0) continue;
+        rlt_ns t = s->r[k].t, end = t + r->busy[k];
+        int lane = 0;
+        for (int l = 0; l < SVG_LANES; l++)
+            if (lane_end[l] <= t) {
+                lane = l;
+                break;
+            } else if (lane_end[l] < lane_end[lane]) {
+                lane = l; /* all busy: share the one that frees first */
+            }
+        lane_end[lane] = end;
+        int ly = y + 8 + lane * SVG_LANE_DY;
+        fprintf(f,
+                "<line x1=\"%s\" y1=\"%d\" x2=\"%s\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2.5\"/>"
+                "\n",
+                px(a, svg_x(t, sp)), ly, px(b, svg_x(end, sp)), ly, colour);
+        if (r->p.algo == RLT_LEAKY_BUCKET) /* the send: where the request leaves the queue */
+            fprintf(f, "<circle cx=\"%s\" cy=\"%d\" r=\"2.5\" fill=\"%s\"/>\n",
+                    px(c, svg_x(end, sp)), ly, C_OK);
+    }
+}
+
+static void svg_marks(const sim *s, FILE *f, const run *r, span sp, int y)
+{
+    char a[RLT__DEC_BUF], b[RLT__DEC_BUF], c[RLT__DEC_BUF], d[RLT__DEC_BUF];
+    for (size_t k = 0; k < s->n; k++) {
+        int64_t x = svg_x(s->r[k].t, sp);
+        if (r->ok[k])
+            fprintf(f,
+                    "<circle cx=\"%s\" cy=\"%d\" r=\"4.5\" fill=\"%s\" stroke=\"#ffffff\" "
+                    "stroke-width=\"1\"/>\n",
+                    px(a, x), y, C_OK);
+        else
+            fprintf(f,
+                    "<path d=\"M%s %d L%s %d M%s %d L%s %d\" stroke=\"%s\" stroke-width=\"2.5\"/>\n",
+                    px(a, x - 400), y - 4, px(b, x + 400), y + 4, px(c, x - 400), y + 4,
+                    px(d, x + 400), y - 4, C_NO);
+    }
+}
+
+/* One row: name, counts, the contract verdict; a band over the worst window-length span when
+ * it holds more than L (the algorithm's right, or a violation in red); bars; marks. */
+static void svg_row(const sim *s, FILE *f, const run *r, span sp, int i)
+{
+    char a[RLT__DEC_BUF], b[RLT__DEC_BUF], w[RLT__DEC_BUF];
+    const int top = SVG_TOP + i * SVG_ROW, y = top + SVG_ROW / 2 - 6;
+    fprintf(f, "<g>\n");
+    if (i % 2 == 0)
+        fprintf(f, "<rect x=\"0\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f8f8f8\"/>\n", top,
+                SVG_LEFT + SVG_PLOT + 20, SVG_ROW);
+    fprintf(f, "<text x=\"10\" y=\"%d\" font-weight=\"bold\">%s</text>\n", top + 15, r->name);
+    fprintf(f, "<text x=\"10\" y=\"%d\" font-size=\"10\" fill=\"#444444\">ok %lld, rejected %lld"
+               "</text>\n",
+            top + 28, (long long)r->n_ok, (long long)r->n_rej);
+    fprintf(f, "<text x=\"10\" y=\"%d\" font-size=\"10\" fill=\"%s\">", top + 41,
+            r->held ? C_OK : C_NO);
+    xml_text(f, r->held ? "" : "VIOLATED ");
+    xml_text(f, r->contract);
+    xml_text(f, r->held ? " ✓" : "");
+    fputs("</text>\n", f);
+    if (r->worst > s->limit || !r->held) {
+        int64_t x0 = svg_x(r->worst_t0, sp), x1 = svg_x(r->worst_t0 + s->window, sp);
+        if (x1 > (SVG_LEFT + SVG_PLOT) * 100) x1 = (SVG_LEFT + SVG_PLOT) * 100;
+        fprintf(f,
+                "<rect x=\"%s\" y=\"%d\" width=\"%s\" height=\"%d\" fill=\"%s\" stroke=\"%s\" "
+                "stroke-width=\"0.8\"/>\n",
+                px(a, x0), top + 3, px(b, x1 - x0), SVG_ROW - 6, r->held ? C_BAND : "#fbd5d5",
+                r->held ? "#e0b060" : C_NO);
+        fprintf(f,
+                "<text x=\"%s\" y=\"%d\" font-size=\"10\" fill=\"#7a5200\">%lld in %s ticks"
+                "</text>\n",
+                px(a, x0 + 300), top + 13, (long long)r->worst, ticks(w, s->window));
+    }
+    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#dddddd\"/>\n", SVG_LEFT, y,
+            SVG_LEFT + SVG_PLOT, y);
+    if (r->p.algo == RLT_LEAKY_BUCKET) svg_bars(s, f, r, sp, y, C_WAIT);
+    if (r->p.algo == RLT_CONCURRENCY) svg_bars(s, f, r, sp, y, C_HOLD);
+    svg_marks(s, f, r, sp, y);
+    fputs("</g>\n", f);
+}
+
+/* Writes the picture into `f` (opened before anything was printed) and closes it. */
+static int write_svg(sim *s, FILE *f, const char *title)
+{
+    span sp = time_span(s);
+    const int width = SVG_LEFT + SVG_PLOT + 30;
+    const int y_axis = SVG_TOP + NALGO * SVG_ROW;
+    const int height = y_axis + 100;
+    char h[RLT__DEC_BUF], w[RLT__DEC_BUF];
+    svg_head(f, width, height, title);
+    fprintf(f, "<text x=\"10\" y=\"42\" font-size=\"11\" fill=\"#444444\">each algorithm with "
+               "limit %lld per %s ticks; concurrency: %lld in flight, each request held %s "
+               "ticks</text>\n",
+            (long long)s->limit, ticks(w, s->window), (long long)s->limit,
+            ticks(h, s->hold < s->window ? s->hold : s->window));
+    for (int i = 0; i < NALGO; i++)
+        svg_row(s, f, &s->runs[i], sp, i);
+    svg_axis(s, f, sp, SVG_TOP, y_axis);
+    int ly = height - 26, lx = 10;
+    fprintf(f,
+            "<circle cx=\"%d\" cy=\"%d\" r=\"4.5\" fill=\"%s\"/><text x=\"%d\" y=\"%d\">"
+            "accepted</text>\n",
+            lx + 5, ly - 4, C_OK, lx + 14, ly);
+    lx += 84;
+    fprintf(f,
+            "<path d=\"M%d %d L%d %d M%d %d L%d %d\" stroke=\"%s\" stroke-width=\"2.5\"/>"
+            "<text x=\"%d\" y=\"%d\">rejected</text>\n",
+            lx, ly - 8, lx + 8, ly, lx, ly, lx + 8, ly - 8, C_NO, lx + 14, ly);
+    lx += 80;
+    fprintf(f,
+            "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2.5\"/>"
+            "<circle cx=\"%d\" cy=\"%d\" r=\"2.5\" fill=\"%s\"/><text x=\"%d\" y=\"%d\">"
+            "waiting in the queue, then sent</text>\n",
+            lx, ly - 4, lx + 22, ly - 4, C_WAIT, lx + 22, ly - 4, C_OK, lx + 30, ly);
+    lx += 240;
+    fprintf(f,
+            "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2.5\"/>"
+            "<text x=\"%d\" y=\"%d\">in flight</text>\n",
+            lx, ly - 4, lx + 22, ly - 4, C_HOLD, lx + 28, ly);
+    lx += 95;
+    fprintf(f,
+            "<rect x=\"%d\" y=\"%d\" width=\"22\" height=\"12\" fill=\"%s\" stroke=\"#e0b060\" "
+            "stroke-width=\"0.8\"/><text x=\"%d\" y=\"%d\">more than %lld in %s ticks, as the "
+            "algorithm allows</text>\n",
+            lx, ly - 10, C_BAND, lx + 28, ly, (long long)s->limit, ticks(w, s->window));
+    fprintf(f,
+            "<text x=\"10\" y=\"%d\" font-size=\"10\" fill=\"#444444\">✓: the algorithm's own "
+            "contract held on this run (checked on every request); a broken one would be "
+            "marked VIOLATED in red</text>\n",
+            height - 8);
+    return svg_close(s, f);
+}
+
 /* ---- Accuracy ---- */
+
+/* How one request was judged by the counter and by the exact rule on the same history. */
+enum { BOTH_OK, BOTH_NO, WRONG_OK, WRONG_NO };
+
+typedef struct accuracy {
+    int64_t n[4], split;
+    __int128 err_sum; /* sum of |estimate - exact count| x W at each arrival */
+    unsigned char *cls; /* per request: BOTH_OK ... WRONG_NO */
+} accuracy;
 
 static void pct(char *buf, size_t cap, int64_t part, int64_t whole)
 {
@@ -739,18 +966,16 @@ static void pct(char *buf, size_t cap, int64_t part, int64_t whole)
     rlt__frac_format(buf, cap, (__int128)part * 100, whole, 3, RLT__ROUND, 0);
 }
 
-static void print_accuracy(sim *s)
+/* Each request is judged by both rules on the same history, the counter's own accepted
+ * requests: the counter's verdict (the library's) against the exact rule "accepted cost in
+ * (t - W, t] plus this cost <= L".  Judging them on separate runs instead would count every
+ * later request after their histories first part as a disagreement.  The rate error is
+ * |estimate - exact count| at each arrival, both x W to stay integral. */
+static void judge(const sim *s, accuracy *acc)
 {
     const run *lg = &s->runs[1], *sw = &s->runs[2];
     const rlt_ns W = s->window;
-    const int64_t n = (int64_t)s->n, L = s->limit;
-    /* Each request is judged by both rules on the same history, the counter's own accepted
-     * requests: the counter's verdict (the library's) against the exact rule "accepted cost in
-     * (t - W, t] plus this cost <= L".  Judging them on separate runs instead would count every
-     * later request after their histories first part as a disagreement.  The rate error is
-     * |estimate - exact count| at each arrival, both x W to stay integral. */
-    int64_t both_ok = 0, both_no = 0, wrong_ok = 0, wrong_no = 0, split = 0;
-    __int128 err_sum = 0;
+    const int64_t L = s->limit;
     int64_t k = INT64_MIN, prev = 0, curr = 0, exact = 0;
     size_t lo = 0;
     for (size_t i = 0; i < s->n; i++) {
@@ -770,22 +995,29 @@ static void print_accuracy(sim *s)
         }
         __int128 est = (__int128)prev * (W - (t - k * W)) + (__int128)curr * W;
         __int128 diff = est - (__int128)exact * W;
-        err_sum += diff < 0 ? -diff : diff;
+        acc->err_sum += diff < 0 ? -diff : diff;
         int exact_ok = exact + s->r[i].cost <= L;
-        if (sw->ok[i] && exact_ok)
-            both_ok++;
-        else if (!sw->ok[i] && !exact_ok)
-            both_no++;
-        else if (sw->ok[i])
-            wrong_ok++;
-        else
-            wrong_no++;
-        split += sw->ok[i] != lg->ok[i];
+        int c = sw->ok[i] && exact_ok    ? BOTH_OK
+                : !sw->ok[i] && !exact_ok ? BOTH_NO
+                : sw->ok[i]               ? WRONG_OK
+                                          : WRONG_NO;
+        acc->n[c]++;
+        if (acc->cls) acc->cls[i] = (unsigned char)c;
+        acc->split += sw->ok[i] != lg->ok[i];
         if (sw->ok[i]) {
             curr += s->r[i].cost;
             exact += s->r[i].cost;
         }
     }
+}
+
+static void print_accuracy(sim *s, const accuracy *acc)
+{
+    const run *lg = &s->runs[1], *sw = &s->runs[2];
+    const rlt_ns W = s->window;
+    const int64_t n = (int64_t)s->n, L = s->limit;
+    const int64_t both_ok = acc->n[BOTH_OK], both_no = acc->n[BOTH_NO];
+    const int64_t wrong_ok = acc->n[WRONG_OK], wrong_no = acc->n[WRONG_NO];
     char a[64], b[64], w[RLT__DEC_BUF];
     printf("accuracy: sliding window counter vs the exact sliding log, limit %lld per %s ticks\n",
            (long long)L, ticks(w, W));
@@ -806,17 +1038,99 @@ static void print_accuracy(sim *s)
     pct(a, sizeof a, wrong_ok + wrong_no, n);
     printf("disagree         %10lld  %7s%%\n\n", (long long)(wrong_ok + wrong_no), a);
     __int128 den = (__int128)(n ? n : 1) * W;
-    rlt__frac_format(a, sizeof a, err_sum, den, 4, RLT__ROUND, 0);
-    rlt__frac_format(b, sizeof b, err_sum * 100, den * L, 2, RLT__ROUND, 0);
+    rlt__frac_format(a, sizeof a, acc->err_sum, den, 4, RLT__ROUND, 0);
+    rlt__frac_format(b, sizeof b, acc->err_sum * 100, den * L, 2, RLT__ROUND, 0);
     printf("mean rate error: |estimate - exact count| = %s requests on average at each\n"
            "                 arrival (%s%% of the limit)\n",
            a, b);
-    pct(a, sizeof a, split, n);
+    pct(a, sizeof a, acc->split, n);
     printf("run separately:  counter accepted %lld, log accepted %lld; their verdicts differ\n"
            "                 on %lld requests (%s%%), later ones because their histories part\n",
-           (long long)sw->n_ok, (long long)lg->n_ok, (long long)split, a);
+           (long long)sw->n_ok, (long long)lg->n_ok, (long long)acc->split, a);
     printf("(Cloudflare measured 0.003%% of 400M requests wrongly allowed or rejected and a\n"
            " 6%% average difference between the real and the estimated rate.)\n");
+}
+
+#define ACC_BINS 120
+#define ACC_H 90 /* pixels of the tallest bar, above and below the axis */
+
+/* The accuracy result as a picture: over time (ACC_BINS bins of the trace), the requests the
+ * counter wrongly allowed (red, up) and wrongly rejected (blue, down), each bin's bar scaled
+ * to the fullest bin; the disagreements are rare, so every one is drawn at least 1 px. */
+static int write_accuracy_svg(sim *s, FILE *f, const accuracy *acc, const char *title)
+{
+    const int width = SVG_LEFT + SVG_PLOT + 30, top = 70, mid = top + ACC_H + 10;
+    const int height = mid + ACC_H + 50;
+    rlt_ns t0 = s->r[0].t, t1 = s->r[s->n - 1].t + 1;
+    int64_t up[ACC_BINS] = {0}, down[ACC_BINS] = {0}, peak = 1;
+    for (size_t i = 0; i < s->n; i++) {
+        size_t b = (size_t)((__int128)(s->r[i].t - t0) * ACC_BINS / (t1 - t0));
+        if (acc->cls[i] == WRONG_OK) up[b]++;
+        if (acc->cls[i] == WRONG_NO) down[b]++;
+    }
+    for (int b = 0; b < ACC_BINS; b++) {
+        if (up[b] > peak) peak = up[b];
+        if (down[b] > peak) peak = down[b];
+    }
+    char a[RLT__DEC_BUF], c[RLT__DEC_BUF], w[RLT__DEC_BUF], p1[64], p2[64];
+    svg_head(f, width, height, title);
+    pct(p1, sizeof p1, acc->n[WRONG_OK], (int64_t)s->n);
+    pct(p2, sizeof p2, acc->n[WRONG_NO], (int64_t)s->n);
+    fprintf(f,
+            "<text x=\"10\" y=\"44\" font-size=\"12\">%zu requests, limit %lld per %s ticks: wrongly "
+            "allowed <tspan fill=\"%s\" font-weight=\"bold\">%lld (%s%%)</tspan>, wrongly "
+            "rejected <tspan fill=\"%s\" font-weight=\"bold\">%lld (%s%%)</tspan></text>\n",
+            s->n, (long long)s->limit, ticks(w, s->window), C_NO,
+            (long long)acc->n[WRONG_OK], p1, C_HOLD, (long long)acc->n[WRONG_NO], p2);
+    fprintf(f, "<text x=\"10\" y=\"%d\">wrongly allowed</text>\n", top + ACC_H / 2);
+    fprintf(f, "<text x=\"10\" y=\"%d\">(per bin, up)</text>\n", top + ACC_H / 2 + 14);
+    fprintf(f, "<text x=\"10\" y=\"%d\">wrongly rejected</text>\n", mid + ACC_H / 2);
+    fprintf(f, "<text x=\"10\" y=\"%d\">(per bin, down)</text>\n", mid + ACC_H / 2 + 14);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"end\">%lld</text>\n",
+            SVG_LEFT - 6, top + 4, (long long)peak);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"end\">%lld</text>\n",
+            SVG_LEFT - 6, mid + ACC_H, (long long)peak);
+    const int bw = SVG_PLOT / ACC_BINS;
+    for (int b = 0; b < ACC_BINS; b++) {
+        int x = SVG_LEFT + b * bw;
+        if (up[b]) {
+            int h = (int)(up[b] * ACC_H / peak);
+            if (h < 1) h = 1;
+            fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"/>\n", x,
+                    mid - h, bw - 1, h, C_NO);
+        }
+        if (down[b]) {
+            int h = (int)(down[b] * ACC_H / peak);
+            if (h < 1) h = 1;
+            fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"/>\n", x,
+                    mid, bw - 1, h, C_HOLD);
+        }
+    }
+    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#555555\"/>\n", SVG_LEFT,
+            mid, SVG_LEFT + SVG_PLOT, mid);
+    for (int k = 0; k <= 4; k++) {
+        /* labels at whole ticks near the quarters of the trace */
+        rlt_ns t = floor_div(t0 + (rlt_ns)((__int128)(t1 - t0) * k / 4), NS) * NS;
+        if (t < t0) t = t0;
+        int x = SVG_LEFT + (int)((__int128)(t - t0) * SVG_PLOT / (t1 - t0));
+        fprintf(f,
+                "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#bbbbbb\" "
+                "stroke-dasharray=\"4 3\"/><text x=\"%d\" y=\"%d\" text-anchor=\"%s\">%s"
+                "</text>\n",
+                x, top, x, mid + ACC_H, x, mid + ACC_H + 16, k == 4 ? "end" : "middle",
+                ticks(a, t));
+    }
+    rlt__frac_format(c, sizeof c, (__int128)(t1 - t0), (__int128)ACC_BINS * NS, 2, RLT__ROUND, 1);
+    fprintf(f,
+            "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">t (ticks); one bar = %s ticks; each "
+            "request judged by both rules on the counter's history</text>\n",
+            SVG_LEFT + SVG_PLOT / 2, mid + ACC_H + 34, c);
+    if (acc->n[WRONG_OK] + acc->n[WRONG_NO] == 0)
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#444444\">no "
+                   "disagreement: the counter decided every request as the exact log would"
+                   "</text>\n",
+                SVG_LEFT + SVG_PLOT / 2, mid - 20);
+    return svg_close(s, f);
 }
 
 /* ---- Main ---- */
@@ -827,13 +1141,14 @@ static void free_sim(sim *s)
         free(s->runs[a].st);
         free(s->runs[a].ok);
         free(s->runs[a].delay);
+        free(s->runs[a].busy);
     }
     free(s->r);
 }
 
 static int sim_main(sim *s, int argc, char **argv)
 {
-    const char *v, *at = NULL, *trace = NULL, *rate = NULL, *duration = NULL;
+    const char *v, *at = NULL, *trace = NULL, *rate = NULL, *duration = NULL, *hold = NULL;
     int64_t seed = 1;
     for (int i = 1; i < argc; i++) {
         int m;
@@ -877,6 +1192,9 @@ static int sim_main(sim *s, int argc, char **argv)
             s->has_until = 1;
         } else if ((m = OPT("--width"))) {
             if (m < 0 || rlt__opt_int(CMD, "--width", v, 10, 1000, &s->width)) return 2;
+        } else if ((m = OPT("--hold"))) {
+            if (m < 0) return 2;
+            hold = v;
         } else if ((m = OPT("--svg"))) {
             if (m < 0) return 2;
             s->svg = v;
@@ -892,6 +1210,8 @@ static int sim_main(sim *s, int argc, char **argv)
     s->duration = 3 * s->window;
     if (duration && rlt__opt_dec(CMD, "--duration", duration, NS, 1, INT64_MAX / 4, &s->duration))
         return 2;
+    s->hold = s->window / 2;
+    if (hold && rlt__opt_dec(CMD, "--hold", hold, NS, 1, INT64_MAX / 4, &s->hold)) return 2;
     int rc;
     if (at) {
         s->pattern = "at";
@@ -921,17 +1241,31 @@ static int sim_main(sim *s, int argc, char **argv)
     if ((rc = init_runs(s)) != 0) return rc;
     if ((rc = run_all(s)) != 0) return rc;
     FILE *svg = NULL; /* opened first, so a bad path fails before the table is printed */
-    if (s->svg && !s->accuracy && !(svg = fopen(s->svg, "w"))) {
+    if (s->svg && !(svg = fopen(s->svg, "w"))) {
         fprintf(stderr, "ratelimit " CMD ": cannot write %s: %s\n", s->svg, strerror(errno));
         return 1;
     }
+    char w[RLT__DEC_BUF], title[200];
     if (s->accuracy) {
-        print_accuracy(s);
-        return 0;
+        accuracy acc;
+        memset(&acc, 0, sizeof acc);
+        if (svg && !(acc.cls = malloc(s->n))) {
+            fclose(svg);
+            fprintf(stderr, "ratelimit " CMD ": out of memory\n");
+            return 1;
+        }
+        judge(s, &acc);
+        print_accuracy(s, &acc);
+        snprintf(title, sizeof title,
+                 "ratelimit sim --accuracy: sliding window counter vs the exact log, pattern %s",
+                 s->pattern);
+        rc = svg ? write_accuracy_svg(s, svg, &acc, title) : 0;
+        free(acc.cls);
+        if (rc) return rc;
+        return fflush(stdout) == 0 ? 0 : 1;
     }
     for (int a = 0; a < NALGO; a++)
         describe_state(s, &s->runs[a]);
-    char w[RLT__DEC_BUF], title[200];
     snprintf(title, sizeof title,
              "ratelimit sim: limit %lld per %s ticks, pattern %s, %zu requests",
              (long long)s->limit, ticks(w, s->window), s->pattern, s->n);

@@ -48,6 +48,13 @@ expect replay_bad_policy 2 "--policy 'gcra:2/1x'" "" replay --policy gcra:2/1x
 expect replay_bad_algo 2 "--policy 'frob:1/s'" "" replay --policy frob:1/s
 expect replay_bad_unit 2 "--unit 'h'" "" replay --policy gcra:1/s --unit h
 expect replay_bad_format 2 "--format 'json'" "" replay --policy gcra:1/s --format json
+expect replay_bad_key_field 2 "--key 'host'" "" replay --policy gcra:1/s --format combined --key host
+expect replay_bad_cost_field 2 "--cost 'size'" "" replay --policy gcra:1/s --format combined --cost size
+expect replay_key_needs_combined 2 "--key and --cost apply to --format combined only" "" replay --policy gcra:1/s --key user
+LOG='1.2.3.4 - - [10/Oct/2000:13:55:36 -0700] "GET / HTTP/1.0" 200 12 "-" "curl" 0.004\n'
+expect replay_key_field_missing 1 "line 1: no field 11 (--key 11): the line has 10" "$LOG" replay --policy gcra:1/s --format combined --key 11
+expect replay_cost_not_a_number 1 "line 1: --cost 10: '0.004' is not a whole number" "$LOG" replay --policy gcra:1/s --format combined --cost 10
+expect replay_cost_field_empty_key 1 "line 1: --key referer: the field is empty" '1.2.3.4 - - [10/Oct/2000:13:55:36 -0700] "GET /" 200 1 "" "x"\n' replay --policy gcra:1/s --format combined --key referer
 expect replay_unknown_flag 2 "unknown option '-x'" "" replay --policy gcra:1/s -x
 expect replay_bad_time 1 "line 2: bad TIME 'not-a-time'" "0 a 1\nnot-a-time a 1\n" replay --policy gcra:2/1s
 expect replay_missing_key 1 "line 3: missing KEY" "# c\n0 a\n1\n" replay --policy gcra:2/1s

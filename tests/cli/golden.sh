@@ -52,23 +52,40 @@ run sim_accuracy.out /dev/null sim --pattern random --rate 0.45 --seed 2024 --du
 run sim_accuracy_large.out /dev/null sim --pattern random --rate 2 --seed 9 --limit 100 --window 60 --duration 20000 --accuracy
 run sim_svg.out /dev/null sim --svg "$tmp/sim_default.svg"
 check sim_default.svg "$tmp/sim_default.svg"
-if command -v python3 >/dev/null; then
-  if python3 -c 'import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); assert r.tag.endswith("svg"), r.tag' "$tmp/sim_default.svg"; then
-    echo "ok   sim_default.svg is well-formed XML"
-    ok=$((ok + 1))
-  else
-    echo "FAIL sim_default.svg is not well-formed XML"
-    fail=$((fail + 1))
+run sim_hold.out /dev/null sim --at 0,0.5,1,1.5,2,2.5,3,6 --hold 2.2 --limit 3 --window 4
+run sim_accuracy_svg.out /dev/null sim --pattern random --rate 0.45 --seed 7 --duration 3000 --accuracy --svg "$tmp/sim_accuracy.svg"
+check sim_accuracy.svg "$tmp/sim_accuracy.svg"
+# Each picture is well-formed XML and renders.
+for svg in sim_default.svg sim_accuracy.svg; do
+  if command -v python3 >/dev/null; then
+    if python3 -c 'import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); assert r.tag.endswith("svg"), r.tag' "$tmp/$svg"; then
+      echo "ok   $svg is well-formed XML"
+      ok=$((ok + 1))
+    else
+      echo "FAIL $svg is not well-formed XML"
+      fail=$((fail + 1))
+    fi
   fi
-fi
-if command -v rsvg-convert >/dev/null; then
-  if rsvg-convert -o "$tmp/sim_default.png" "$tmp/sim_default.svg" && [ -s "$tmp/sim_default.png" ]; then
-    echo "ok   sim_default.svg renders (rsvg-convert)"
-    ok=$((ok + 1))
-  else
-    echo "FAIL sim_default.svg does not render with rsvg-convert"
-    fail=$((fail + 1))
+  if command -v rsvg-convert >/dev/null; then
+    if rsvg-convert -o "$tmp/$svg.png" "$tmp/$svg" && [ -s "$tmp/$svg.png" ]; then
+      echo "ok   $svg renders (rsvg-convert)"
+      ok=$((ok + 1))
+    else
+      echo "FAIL $svg does not render with rsvg-convert"
+      fail=$((fail + 1))
+    fi
   fi
+done
+# The README's picture is the default one.
+if cmp -s "$tmp/sim_default.svg" "$src/docs/img/sim-boundary.svg"; then
+  echo "ok   docs/img/sim-boundary.svg is today's 'ratelimit sim --svg'"
+  ok=$((ok + 1))
+elif [ "${RLT_UPDATE_GOLDEN:-0}" = 1 ]; then
+  cp "$tmp/sim_default.svg" "$src/docs/img/sim-boundary.svg"
+  echo "updated docs/img/sim-boundary.svg"
+else
+  echo "FAIL docs/img/sim-boundary.svg differs from 'ratelimit sim --svg' (RLT_UPDATE_GOLDEN=1 rewrites it)"
+  fail=$((fail + 1))
 fi
 
 # Replay: one verdict line per request, several policies over the same traces.
@@ -82,10 +99,19 @@ run replay_api_summary.out "$ex/api.trace" replay --policy token_bucket:10/1s,bu
 run replay_combined.out "$ex/access.log" replay --policy token_bucket:2/1s --format combined
 run replay_combined_epoch.out "$ex/access.log" replay --policy fixed_window:3/5s --format combined --epoch
 run replay_combined_summary.out "$ex/access.log" replay --policy token_bucket:2/1s --format combined --summary
+run replay_combined_key_user.out "$ex/access.log" replay --policy token_bucket:2/1s --format combined --key user
+run replay_combined_key_request.out "$ex/access.log" replay --policy fixed_window:1/1m --format combined --key request --summary
+run replay_combined_cost_bytes.out "$ex/access.log" replay --policy token_bucket:10000/1s --format combined --cost bytes
+run replay_combined_key_appended.out "$ex/access-apikey.log" replay --policy gcra:2/1s --format combined --key 10 --cost 11
 
 # Headers.
 run headers_gcra.out /dev/null headers --policy gcra:2/1s --at 0,0,0,0.25,1 --name api
 run headers_leaky.out /dev/null headers --policy leaky_bucket:2/1s,queue=1 --at 0,0,0 --unit s
+# burst or queue != N for every algorithm: q/w is the rate, never the burst (docs/algorithms.md)
+for p in gcra:100/1m,burst=20 token_bucket:1000/1h,burst=10 leaky_bucket:2/1s,queue=5 \
+  fixed_window:4/10s sliding_log:4/10s sliding_window:4/10s concurrency:3/30s; do
+  run "headers_rate_${p%%:*}.out" /dev/null headers --policy "$p" --at 0,0,0,0,0.5 --cost 1 --name api
+done
 
 echo "$ok passed, $fail failed"
 [ "$fail" = 0 ]

@@ -143,6 +143,45 @@ TEST(common_log_format_and_escaped_quotes_are_accepted)
     ASSERT_EQ(combined("", &a, err), 0);
 }
 
+static int field_is(const rlt__access_line *a, int k, const char *want)
+{
+    return k <= a->nfield && a->field[k - 1].n == strlen(want) &&
+           memcmp(a->field[k - 1].p, want, strlen(want)) == 0;
+}
+
+TEST(combined_line_fields_are_numbered_and_appended_fields_kept)
+{
+    rlt__access_line a;
+    char err[200];
+    ASSERT_EQ(combined("10.0.0.1 - bob [10/Oct/2000:13:55:36 -0700] \"GET /x HTTP/1.1\" 200 77 "
+                       "\"-\" \"curl/8\" \"key \\\"1\\\"\" 0.004",
+                       &a, err),
+              1);
+    ASSERT_EQ(a.nfield, 11);
+    ASSERT(field_is(&a, rlt__access_field("remote_addr"), "10.0.0.1"));
+    ASSERT(field_is(&a, rlt__access_field("user"), "bob"));
+    ASSERT(field_is(&a, rlt__access_field("remote_user"), "bob"));
+    ASSERT(field_is(&a, rlt__access_field("time"), "10/Oct/2000:13:55:36 -0700"));
+    ASSERT(field_is(&a, rlt__access_field("request"), "GET /x HTTP/1.1"));
+    ASSERT(field_is(&a, rlt__access_field("status"), "200"));
+    ASSERT(field_is(&a, rlt__access_field("bytes"), "77"));
+    ASSERT(field_is(&a, rlt__access_field("referer"), "-"));
+    ASSERT(field_is(&a, rlt__access_field("user_agent"), "curl/8"));
+    ASSERT(field_is(&a, 10, "key \\\"1\\\""));
+    ASSERT(field_is(&a, rlt__access_field("11"), "0.004"));
+    ASSERT_EQ(rlt__access_field("host"), 0);
+    ASSERT_EQ(rlt__access_field("0"), 0);
+    ASSERT_EQ(rlt__access_field("17"), 0);
+    ASSERT_EQ(rlt__access_field("16"), 16);
+    ASSERT_EQ(rlt__access_field("99999999999"), 0);
+    /* common log format: seven fields */
+    ASSERT_EQ(combined("::1 - - [01/Jan/2024:00:00:00 +0000] \"GET /\" 404 -", &a, err), 1);
+    ASSERT_EQ(a.nfield, 7);
+    ASSERT(field_is(&a, 7, "-"));
+    /* a bare token where the referer belongs is refused, after the agent it is a field */
+    ASSERT_EQ(combined("::1 - - [01/Jan/2024:00:00:00 +0000] \"GET /\" 404 - bare", &a, err), -1);
+}
+
 TEST(combined_malformed_lines_say_what_is_wrong)
 {
     rlt__access_line a;

@@ -427,6 +427,17 @@ def http_check_answers_429_with_retry_after_and_ietf_fields(tmp):
         d.stop()
 
 
+@test
+def http_check_policy_fields_give_the_rate_not_the_burst(tmp):
+    d = Daemon(tmp)
+    try:
+        r = d.curl("/v1/check?key=b1&policy=gcra:100/1m,burst=20")
+        assert 'RateLimit-Policy: "inline";q=100;w=60\n' in r, r
+        assert 'RateLimit: "inline";r=19;t=1\n' in r, r
+    finally:
+        d.stop()
+
+
 ENVOY = """domain: messaging
 descriptors:
   - key: to_number
