@@ -23,6 +23,7 @@
 
 #include "server/clock.h"
 #include "server/listen.h"
+#include "server/log.h"
 #include "server/mem.h"
 #include "server/metrics.h"
 #include "server/srv.h"
@@ -448,10 +449,9 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
              * for a while instead of spinning, and say so once per pause. */
             int64_t cur = __atomic_load_n(&w->d->s->metrics.connections_current,
                                           __ATOMIC_RELAXED);
-            fprintf(stderr,
-                    "ratelimitd: accept (%s): %s with %lld connections open; not accepting "
-                    "for %d ms\n",
-                    l->proto->name, strerror(errno), (long long)cur, ACCEPT_PAUSE_MS);
+            rlt__log(RLT__LOG_WARN,
+                     "accept (%s): %s with %lld connections open; not accepting for %d ms",
+                     l->proto->name, strerror(errno), (long long)cur, ACCEPT_PAUSE_MS);
             w->paused = true;
             set_accepting(w, false);
             struct timeval tv;
@@ -521,10 +521,10 @@ static size_t fit_descriptors(size_t want, size_t sockets)
                  : rl.rlim_cur > reserve      ? (size_t)rl.rlim_cur - reserve
                                               : 1;
     if (cap < want)
-        fprintf(stderr,
-                "ratelimitd: max_connections %zu does not fit the descriptor limit "
-                "(ulimit -n %llu): serving at most %zu connections\n",
-                want, (unsigned long long)rl.rlim_cur, cap);
+        rlt__log(RLT__LOG_WARN,
+                 "max_connections %zu does not fit the descriptor limit (ulimit -n %llu): "
+                 "serving at most %zu connections",
+                 want, (unsigned long long)rl.rlim_cur, cap);
     return cap;
 }
 

@@ -5,6 +5,7 @@
 #include "server/decide.h"
 
 #include "server/backend.h"
+#include "server/log.h"
 #include "server/srv.h"
 
 #include <stdio.h>
@@ -63,13 +64,10 @@ static void log_shadow(rlt__srv *s, int id, const void *key, size_t klen, int64_
 {
     shadow_log *l = &tl_log;
     int64_t sec = now / RLT_NS_PER_S;
-    char line[1024];
     if (sec != l->second) {
         if (l->suppressed > 0) {
-            snprintf(line, sizeof line,
-                     "ratelimitd: shadow: suppressed %llu lines (more than %d per second)\n",
+            rlt__log(RLT__LOG_NOTICE, "shadow: suppressed %llu lines (more than %d per second)",
                      (unsigned long long)l->suppressed, RLT__SHADOW_LOG_PER_S);
-            fputs(line, stderr);
         }
         l->second = sec;
         l->lines = 0;
@@ -87,12 +85,8 @@ static void log_shadow(rlt__srv *s, int id, const void *key, size_t klen, int64_
         snprintf(name, sizeof name, "(tier)");
     escape_key(key, klen, esc, sizeof esc);
     long long retry_ms = (long long)rlt_retry_after_ms(retry_after);
-    /* One write per line, so that the lines of several workers do not interleave. */
-    snprintf(line, sizeof line,
-             "ratelimitd: shadow: would deny policy=%s key=\"%s\" cost=%lld "
-             "retry_after_ms=%lld\n",
+    rlt__log(RLT__LOG_NOTICE, "shadow: would deny policy=%s key=\"%s\" cost=%lld retry_after_ms=%lld",
              name, esc, (long long)cost, retry_ms);
-    fputs(line, stderr);
 }
 
 /* Applies shadow mode to decision d of item (id, key, cost) and counts it. */

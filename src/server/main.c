@@ -6,6 +6,7 @@
 #include "server/conn.h"
 #include "server/decide.h"
 #include "server/listen.h"
+#include "server/log.h"
 #include "server/proto.h"
 #include "server/resp.h"
 #include "server/srv.h"
@@ -96,7 +97,7 @@ static int parse_args(int argc, char **argv, overrides *o)
         for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
             if (strcmp(a, options[k].name) == 0) opt = &options[k];
         if (opt == NULL) {
-            fprintf(stderr, "ratelimitd: unknown option '%s'\n", a);
+            rlt__log(RLT__LOG_ERR, "unknown option '%s'", a);
             usage(stderr);
             return 2;
         }
@@ -107,7 +108,7 @@ static int parse_args(int argc, char **argv, overrides *o)
         }
         const char *v = i + 1 < argc ? argv[++i] : NULL;
         if (v == NULL) {
-            fprintf(stderr, "ratelimitd: %s needs a value\n", a);
+            rlt__log(RLT__LOG_ERR, "%s needs a value", a);
             return 2;
         }
         if (opt->kind == OPT_STR) {
@@ -115,7 +116,7 @@ static int parse_args(int argc, char **argv, overrides *o)
         } else if (parse_long(v, opt->lo, opt->hi, (long *)(base + opt->at)) == 0) {
             *(bool *)(base + opt->has) = true;
         } else {
-            fprintf(stderr, "ratelimitd: %s needs a valid value, got %s\n", a, v);
+            rlt__log(RLT__LOG_ERR, "%s needs a valid value, got %s", a, v);
             return 2;
         }
     }
@@ -236,7 +237,7 @@ static void snapshot(mainctx *m, const char *why)
     } else {
         __atomic_fetch_add(&m->s->metrics.snapshots_failed, 1, __ATOMIC_RELAXED);
         char cause[RLT__STR_MAX + 128];
-        fprintf(stderr, "ratelimitd: %s snapshot to %s failed: %s\n", why, c->set.snapshot,
+        rlt__log(RLT__LOG_ERR, "%s snapshot to %s failed: %s", why, c->set.snapshot,
                 snapshot_cause(c->set.snapshot, errno, st, cause, sizeof cause));
     }
 }
@@ -245,7 +246,7 @@ static void on_stop(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
     mainctx *m = arg;
-    fprintf(stderr, "ratelimitd: signal %d, stopping\n", (int)sig);
+    rlt__log(RLT__LOG_INFO, "signal %d, stopping", (int)sig);
     event_base_loopbreak(m->base);
 }
 
@@ -261,23 +262,23 @@ static const rlt__tenant *tenant_named(const rlt__config *c, const char *name)
 static void log_identity_changes(const rlt__config *old, const rlt__config *now)
 {
     if (strcmp(old->set.password, now->set.password) != 0)
-        fprintf(stderr, "ratelimitd: reload: the server password %s: admin sessions must AUTH "
-                        "again\n",
+        rlt__log(RLT__LOG_INFO, "reload: the server password %s: admin sessions must AUTH "
+                        "again",
                 old->set.password[0] == '\0' ? "was set"
                 : now->set.password[0] == '\0' ? "was removed"
                                                 : "changed");
     for (size_t i = 0; i < old->ntenants; i++) {
         const rlt__tenant *t = &old->tenants[i], *n = tenant_named(now, t->name);
         if (n == NULL)
-            fprintf(stderr, "ratelimitd: reload: tenant '%s' removed: its sessions are logged "
-                            "out\n", t->name);
+            rlt__log(RLT__LOG_INFO, "reload: tenant '%s' removed: its sessions are logged "
+                            "out", t->name);
         else if (strcmp(t->password, n->password) != 0 || strcmp(t->prefix, n->prefix) != 0)
-            fprintf(stderr, "ratelimitd: reload: tenant '%s' changed: its sessions are "
-                            "checked again\n", t->name);
+            rlt__log(RLT__LOG_INFO, "reload: tenant '%s' changed: its sessions are "
+                            "checked again", t->name);
     }
     for (size_t i = 0; i < now->ntenants; i++)
         if (tenant_named(old, now->tenants[i].name) == NULL)
-            fprintf(stderr, "ratelimitd: reload: tenant '%s' added\n", now->tenants[i].name);
+            rlt__log(RLT__LOG_INFO, "reload: tenant '%s' added", now->tenants[i].name);
 }
 
 static void on_reload(evutil_socket_t sig, short what, void *arg)
@@ -289,12 +290,12 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
     rlt__config *cfg;
     rlt__config *cur = rlt__srv_config(m->s);
     if (m->o->config == NULL) {
-        fprintf(stderr, "ratelimitd: SIGHUP: no --config file to reload\n");
+        rlt__log(RLT__LOG_WARN, "SIGHUP: no --config file to reload");
         return;
     }
     if (load_config(m->o, &cfg, err, sizeof err) < 0) {
         __atomic_fetch_add(&m->s->metrics.reloads_failed, 1, __ATOMIC_RELAXED);
-        fprintf(stderr, "ratelimitd: reload failed, keeping the old config: %s\n", err);
+        rlt__log(RLT__LOG_ERR, "reload failed, keeping the old config: %s", err);
         return;
     }
     if (cfg->empty) {
@@ -302,7 +303,7 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
          * truncated write, and it would drop every password, tenant and policy (nginx refuses
          * an empty configuration too). */
         __atomic_fetch_add(&m->s->metrics.reloads_failed, 1, __ATOMIC_RELAXED);
-        fprintf(stderr, "ratelimitd: reload failed, keeping the old config: %s is empty\n",
+        rlt__log(RLT__LOG_ERR, "reload failed, keeping the old config: %s is empty",
                 m->o->config);
         rlt__config_free(cfg);
         return;
@@ -324,27 +325,26 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
     cfg->set.redis.fail_open = fail_open;
     if (rlt__backend_redis_check_config(cfg, err, sizeof err) != RLT_OK) {
         __atomic_fetch_add(&m->s->metrics.reloads_failed, 1, __ATOMIC_RELAXED);
-        fprintf(stderr, "ratelimitd: reload failed, keeping the old config: %s\n", err);
+        rlt__log(RLT__LOG_ERR, "reload failed, keeping the old config: %s", err);
         rlt__config_free(cfg);
         return;
     }
     if (!rlt__is_loopback(cfg->set.bind) && cfg->set.password[0] == '\0' && cfg->ntenants == 0) {
         __atomic_fetch_add(&m->s->metrics.reloads_failed, 1, __ATOMIC_RELAXED);
-        fprintf(stderr,
-                "ratelimitd: reload failed, keeping the old config: %s would leave a "
-                "non-loopback bind without a password\n",
+        rlt__log(RLT__LOG_ERR, "reload failed, keeping the old config: %s would leave a "
+                "non-loopback bind without a password",
                 m->o->config);
         rlt__config_free(cfg);
         return;
     }
     if (rlt__srv_apply_config(m->s, cfg, err, sizeof err) < 0) {
         __atomic_fetch_add(&m->s->metrics.reloads_failed, 1, __ATOMIC_RELAXED);
-        fprintf(stderr, "ratelimitd: reload failed, keeping the old config: %s\n", err);
+        rlt__log(RLT__LOG_ERR, "reload failed, keeping the old config: %s", err);
         rlt__config_free(cfg);
         return;
     }
     __atomic_fetch_add(&m->s->metrics.reloads_ok, 1, __ATOMIC_RELAXED);
-    fprintf(stderr, "ratelimitd: reloaded %s\n", m->o->config);
+    rlt__log(RLT__LOG_INFO, "reloaded %s", m->o->config);
     log_identity_changes(cur, rlt__srv_config(m->s));
 }
 
@@ -371,21 +371,19 @@ int main(int argc, char **argv)
     char err[600];
     rlt__config *cfg;
     if (load_config(&o, &cfg, err, sizeof err) < 0) {
-        fprintf(stderr, "ratelimitd: %s\n", err);
+        rlt__log(RLT__LOG_ERR, "%s", err);
         return 2;
     }
     if (!rlt__bind_valid(cfg->set.bind)) {
-        fprintf(stderr,
-                "ratelimitd: invalid address '%s' to bind (an IPv4/IPv6 address or a "
-                "host name)\n",
+        rlt__log(RLT__LOG_ERR, "invalid address '%s' to bind (an IPv4/IPv6 address or a "
+                "host name)",
                 cfg->set.bind);
         rlt__config_free(cfg);
         return 2;
     }
     if (!rlt__is_loopback(cfg->set.bind) && cfg->set.password[0] == '\0' && cfg->ntenants == 0) {
-        fprintf(stderr,
-                "ratelimitd: refusing to listen on %s without a password: set "
-                "--password or server.password (or tenants), or bind 127.0.0.1\n",
+        rlt__log(RLT__LOG_ERR, "refusing to listen on %s without a password: set "
+                "--password or server.password (or tenants), or bind 127.0.0.1",
                 cfg->set.bind);
         rlt__config_free(cfg);
         return 2;
@@ -402,7 +400,7 @@ int main(int argc, char **argv)
     int64_t wall_start = rlt__now_wall();
     rlt__clock_start(wall_start);
     if (rlt__srv_open(&s, cfg, wall_start - rlt__clock_origin(), wall_start, err, sizeof err) < 0) {
-        fprintf(stderr, "ratelimitd: %s\n", err);
+        rlt__log(RLT__LOG_ERR, "%s", err);
         return 1;
     }
     mainctx m = {.s = s, .o = &o, .base = event_base_new()};
@@ -411,7 +409,7 @@ int main(int argc, char **argv)
     size_t nls = sizeof ls / sizeof ls[0];
     rlt__daemon *d;
     if (m.base == NULL || rlt__daemon_start(&d, s, ls, nls, err, sizeof err) != RLT_OK) {
-        fprintf(stderr, "ratelimitd: %s\n", m.base ? err : "out of memory");
+        rlt__log(RLT__LOG_ERR, "%s", m.base ? err : "out of memory");
         if (m.base) event_base_free(m.base);
         rlt__srv_close(s);
         return 1;
@@ -426,8 +424,9 @@ int main(int argc, char **argv)
             printf(" %s %s:off", ls[i].proto->name, set->bind);
     }
     printf("\n");
+    rlt__log_notify("READY=1");
     if (!s->be->ops->daemon_clock)
-        fprintf(stderr, "ratelimitd: deciding in Redis%s %s (timeout %lld us, fail %s)\n",
+        rlt__log(RLT__LOG_ERR, "deciding in Redis%s %s (timeout %lld us, fail %s)",
                 set->redis.cluster ? " Cluster" : "", set->redis.address,
                 (long long)((set->redis.timeout ? set->redis.timeout : 50 * RLT_NS_PER_MS) /
                             RLT_NS_PER_US),
@@ -451,6 +450,7 @@ int main(int argc, char **argv)
     event_add(ev_sweep, &sweep_tv);
     event_base_dispatch(m.base);
 
+    rlt__log_notify("STOPPING=1");
     rlt__daemon_stop(d);
     snapshot(&m, "final");
     event_free(ev_term);
@@ -460,6 +460,6 @@ int main(int argc, char **argv)
     event_free(ev_sweep);
     event_base_free(m.base);
     rlt__srv_close(s);
-    fprintf(stderr, "ratelimitd: stopped\n");
+    rlt__log(RLT__LOG_INFO, "stopped");
     return 0;
 }
