@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The keyed store against the bare C GCRA table, side by side in one run.
+#
+# Runs `ratelimit bench` (rlt_store_decide, one call at a time) and the anchor's bare table
+# (../shared/anchors/gcra_bench.c: open addressing, a spinlock per shard, integer keys, no
+# hashing of strings) on the same machine, interleaved ROUNDS times (store, table, store,
+# table, ...) for each case, and prints every figure, the medians and the store/table ratios.
+# Cases: 1M random keys on 1 and 2 threads, and 1,000 keys on 1 thread (the hot path).  The
+# 2-thread scaling of each side is its 2-thread median over its 1-thread median.
+#
+# usage: bench/store/vs-bare.sh [BUILD_DIR=build/release] [ROUNDS=3] [SECONDS=3]
+#   env GCRA_BENCH=path  an already built gcra_bench (default: built from $ANCHORS here)
+#   env ANCHORS=dir      where gcra_bench.c lives (default: ../shared/anchors from the repo)
+#   env CASES="1m1 1m2 1k1"  which cases to run
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${1:-build/release}
+ROUNDS=${2:-3}
+SECS=${3:-3}
+CASES=${CASES:-"1m1 1m2 1k1"}
+B=$BUILD/src/cli/ratelimit
+[ -x "$B" ] || { echo "vs-bare: no $B (cmake --preset release && cmake --build --preset release)" >&2; exit 2; }
+A=${ANCHORS:-../shared/anchors}
+G=${GCRA_BENCH:-}
+if [ -z "$G" ]; then
+    [ -f "$A/gcra_bench.c" ] || { echo "vs-bare: no $A/gcra_bench.c (set ANCHORS or GCRA_BENCH)" >&2; exit 2; }
+    G=$BUILD/gcra_bench
+    gcc -O2 -pthread -o "$G" "$A/gcra_bench.c"
+fi
+POLICY=gcra:1000/1s,burst=1000
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+store_run() { # keys threads -> decisions/s
+    "$B" bench --policy "$POLICY" --keys "$1" --threads "$2" --seconds "$SECS" | tail -1 |
+        sed -n 's/^decisions_per_sec=\([0-9]*\) .*/\1/p'
+}
+table_run() { # keys threads -> decisions/s
+    "$G" table "$1" "$2" lock | sed -n 's/.* \([0-9.]*\) M decisions\/s aggregate.*/\1/p' |
+        awk '{printf "%.0f\n", $1 * 1e6}'
+}
+
+declare -A med
+echo "# $(date -u +%FT%TZ) load: $(cut -d' ' -f1-3 /proc/loadavg); store: $B; table: $G"
+for c in $CASES; do
+    case $c in
+    1m1) keys=1000000 th=1 ;;
+    1m2) keys=1000000 th=2 ;;
+    1k1) keys=1000 th=1 ;;
+    *) echo "vs-bare: unknown case $c" >&2; exit 2 ;;
+    esac
+    s_all=() t_all=()
+    for ((r = 1; r <= ROUNDS; r++)); do
+        s_all+=("$(store_run $keys $th)")
+        t_all+=("$(table_run $keys $th)")
+    done
+    med[$c.s]=$(printf '%s\n' "${s_all[@]}" | median)
+    med[$c.t]=$(printf '%s\n' "${t_all[@]}" | median)
+    printf '%-4s keys=%-7s threads=%s store: %s  table: %s\n' "$c" "$keys" "$th" \
+        "$(printf '%s ' "${s_all[@]}" | awk '{for (i = 1; i <= NF; i++) printf "%.2fM ", $i / 1e6}')" \
+        "$(printf '%s ' "${t_all[@]}" | awk '{for (i = 1; i <= NF; i++) printf "%.2fM ", $i / 1e6}')"
+    awk -v c="$c" -v s="${med[$c.s]}" -v t="${med[$c.t]}" \
+        'BEGIN {printf "%-4s median store %.2fM/s  table %.2fM/s  store/table %.2fx\n", c, s / 1e6, t / 1e6, s / t}'
+done
+if [ -n "${med[1m1.s]:-}" ] && [ -n "${med[1m2.s]:-}" ]; then
+    awk -v s1="${med[1m1.s]}" -v s2="${med[1m2.s]}" -v t1="${med[1m1.t]}" -v t2="${med[1m2.t]}" \
+        'BEGIN {printf "scaling 2/1 threads: store %.2fx  table %.2fx  store/table %.2fx\n", s2 / s1, t2 / t1, (s2 / s1) / (t2 / t1)}'
+fi
