@@ -31,13 +31,18 @@ POLICY=gcra:1000/1s,burst=1000
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
-store_run() { # keys threads -> decisions/s
-    "$B" bench --policy "$POLICY" --keys "$1" --threads "$2" --seconds "$SECS" | tail -1 |
-        sed -n 's/^decisions_per_sec=\([0-9]*\) .*/\1/p'
+# Each run prints "wall_rate cpu_rate": decisions per second of wall-clock time (the figure
+# compared), and per CPU-second the process got (what the code does on a core of its own: on
+# a shared machine a descheduled thread loses wall time but no CPU time).
+store_run() { # keys threads
+    "$B" bench --policy "$POLICY" --keys "$1" --threads "$2" --seconds "$SECS" |
+        awk -F'[= ]' '/^cpu_decisions_per_sec=/ {c = $2} /^decisions_per_sec=/ {w = $2} END {print w, c}'
 }
-table_run() { # keys threads -> decisions/s
-    "$G" table "$1" "$2" lock | sed -n 's/.* \([0-9.]*\) M decisions\/s aggregate.*/\1/p' |
-        awk '{printf "%.0f\n", $1 * 1e6}'
+table_run() { # keys threads; the table runs 40M decisions per thread, its CPU time from time(1)
+    local out
+    out=$( { /usr/bin/time -f 'cpu %U %S' "$G" table "$1" "$2" lock; } 2>&1)
+    awk -v t="$2" '/M decisions\/s aggregate/ {for (i = 1; i <= NF; i++) if ($i == "M") w = $(i - 1) * 1e6}
+                   /^cpu / {c = t * 40e6 / ($2 + $3)} END {printf "%.0f %.0f\n", w, c}' <<<"$out"
 }
 
 declare -A med
@@ -49,18 +54,23 @@ for c in $CASES; do
     1k1) keys=1000 th=1 ;;
     *) echo "vs-bare: unknown case $c" >&2; exit 2 ;;
     esac
-    s_all=() t_all=()
+    s_all=() t_all=() sc_all=() tc_all=()
     for ((r = 1; r <= ROUNDS; r++)); do
-        s_all+=("$(store_run $keys $th)")
-        t_all+=("$(table_run $keys $th)")
+        read -r w cpu < <(store_run $keys $th)
+        s_all+=("$w") sc_all+=("$cpu")
+        read -r w cpu < <(table_run $keys $th)
+        t_all+=("$w") tc_all+=("$cpu")
     done
     med[$c.s]=$(printf '%s\n' "${s_all[@]}" | median)
     med[$c.t]=$(printf '%s\n' "${t_all[@]}" | median)
+    med[$c.sc]=$(printf '%s\n' "${sc_all[@]}" | median)
+    med[$c.tc]=$(printf '%s\n' "${tc_all[@]}" | median)
     printf '%-4s keys=%-7s threads=%s store: %s  table: %s\n' "$c" "$keys" "$th" \
         "$(printf '%s ' "${s_all[@]}" | awk '{for (i = 1; i <= NF; i++) printf "%.2fM ", $i / 1e6}')" \
         "$(printf '%s ' "${t_all[@]}" | awk '{for (i = 1; i <= NF; i++) printf "%.2fM ", $i / 1e6}')"
-    awk -v c="$c" -v s="${med[$c.s]}" -v t="${med[$c.t]}" \
-        'BEGIN {printf "%-4s median store %.2fM/s  table %.2fM/s  store/table %.2fx\n", c, s / 1e6, t / 1e6, s / t}'
+    awk -v c="$c" -v s="${med[$c.s]}" -v t="${med[$c.t]}" -v sc="${med[$c.sc]}" -v tc="${med[$c.tc]}" \
+        'BEGIN {printf "%-4s median store %.2fM/s  table %.2fM/s  store/table %.2fx   (per CPU-second: store %.2fM  table %.2fM  %.2fx)\n",
+                c, s / 1e6, t / 1e6, s / t, sc / 1e6, tc / 1e6, sc / tc}'
 done
 if [ -n "${med[1m1.s]:-}" ] && [ -n "${med[1m2.s]:-}" ]; then
     awk -v s1="${med[1m1.s]}" -v s2="${med[1m2.s]}" -v t1="${med[1m1.t]}" -v t2="${med[1m2.t]}" \

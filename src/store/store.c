@@ -917,10 +917,21 @@ static __attribute__((noinline)) int decide_general(rlt_store *s, rlt__shard *sh
     return RLT_OK;
 }
 
+/* Keeps the value of its operand computed before this point in program order, and makes what
+ * uses it wait for it: an empty asm the compiler cannot see through. */
+#define ORDER_AFTER(x) __asm__ __volatile__("" : "+r"(x))
+
 /* The decision under the shard lock.  The common case, a GCRA request on a key already in the
  * table with its key and state inline, runs here in a few dozen instructions (see
  * rlt__gcra_hot for why that count matters); everything else goes to decide_general.  `tag`
- * is the entry hash's tag for (h, id), known before the policy array may be read. */
+ * is the entry hash's tag for (h, id), known before the policy array may be read.
+ *
+ * Program order matters as much as the count: with millions of keys the first read of the
+ * slot waits ~100-200 ns for DRAM, and the core can only run ahead to the next call's hash and
+ * prefetch if everything between this wait and that prefetch fits its reorder window (~256
+ * instructions).  So every part of the work that does not depend on the slot (the policy's
+ * arithmetic, the words the key is compared with, the probe's address) is done before the
+ * read, and only the compare, the GCRA step on the state and the stores come after it. */
 static inline __attribute__((always_inline)) int
 decide_locked_tag(rlt_store *s, rlt__shard *sh, uint64_t h, uint32_t tag, int id, const void *key,
                   size_t klen, rlt_ns now, int64_t cost, rlt_decision *d)
@@ -932,20 +943,39 @@ decide_locked_tag(rlt_store *s, rlt__shard *sh, uint64_t h, uint32_t tag, int id
     /* hot_end > 0 only for GCRA, whose 8-byte state keeps keys up to 16 bytes inline. */
     if ((uint64_t)eff < P->hot_end && (uint64_t)(cost - 1) < (uint64_t)P->p.burst &&
         klen <= RLT__INLINE - 8 && sh->cap) {
-        const uint64_t want = head_of(tag, (uint32_t)klen, (uint32_t)id);
-        rlt__slot *const tab = sh->tab;
+        rlt__gcra_req q = rlt__gcra_prepare(&P->p, eff, cost);
+        uint64_t want = head_of(tag, (uint32_t)klen, (uint32_t)id);
+        rlt__slot *tab = sh->tab;
         const uint32_t cap = sh->cap;
         uint32_t i = home(tag, cap);
+        /* Keys of 8..16 bytes (the common ones) are compared as two overlapping words. */
+        const bool words = klen >= 8;
+        uint64_t k0 = 0, k1 = 0;
+        if (words) {
+            memcpy(&k0, key, 8);
+            memcpy(&k1, (const uint8_t *)key + klen - 8, 8);
+        }
         for (;;) {
             rlt__slot *e = &tab[i];
             const uint64_t head = slot_head(e);
             if (!(head & head_of(0, UINT16_MAX, 0))) break; /* empty: a new key */
-            if ((head & HEAD_MASK) == want && key_eq(e->u.inl + 8, key, klen)) {
-                rlt__gcra_hot(&P->p, e->u.inl, eff, cost, d);
-                if (!(head & head_of(0, RLT__REF, 0))) e->meta |= RLT__REF;
-                rlt__from_effective(d, now, eff);
-                count_decision(sh, d->allowed);
-                return RLT_OK;
+            if ((head & HEAD_MASK) == want) {
+                bool same;
+                if (words) {
+                    uint64_t e0, e1;
+                    memcpy(&e0, e->u.inl + 8, 8);
+                    memcpy(&e1, e->u.inl + klen, 8); /* the key's last 8 bytes */
+                    same = ((e0 ^ k0) | (e1 ^ k1)) == 0;
+                } else {
+                    same = key_eq(e->u.inl + 8, key, klen);
+                }
+                if (same) {
+                    rlt__gcra_apply(&q, e->u.inl, d);
+                    if (!(head & head_of(0, RLT__REF, 0))) e->meta |= RLT__REF;
+                    rlt__from_effective(d, now, eff);
+                    count_decision(sh, d->allowed);
+                    return RLT_OK;
+                }
             }
             if (++i == cap) i = 0;
         }

@@ -194,33 +194,58 @@ static inline uint64_t rlt__gcra_hot_end(const rlt_policy *p)
     return (uint64_t)((INT64_MAX - p->cap_) / p->scale_) + 1;
 }
 
-static inline void rlt__gcra_hot(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
-                                 rlt_decision *d)
+/* What the hot path knows before the state is read: computed ahead of the slot's load so
+ * that, in program order, as little as possible waits behind the slot's cache miss. */
+typedef struct rlt__gcra_req {
+    int64_t now_s;  /* now x scale_ */
+    int64_t need_s; /* cost x unit_ */
+    int64_t room;   /* cap_ - need_s: the most `used` that still allows */
+    const rlt_policy *p;
+} rlt__gcra_req;
+
+static inline rlt__gcra_req rlt__gcra_prepare(const rlt_policy *p, rlt_ns now, int64_t cost)
 {
-    const int64_t scale = p->scale_, unit = p->unit_, cap = p->cap_;
-    const int64_t now_s = now * scale, need_s = cost * unit; /* cost <= burst: <= cap */
+    rlt__gcra_req q;
+    q.now_s = now * p->scale_;
+    q.need_s = cost * p->unit_; /* cost <= burst: need_s <= cap_ */
+    q.room = p->cap_ - q.need_s;
+    q.p = p;
+    return q;
+}
+
+static inline void rlt__gcra_apply(const rlt__gcra_req *q, void *st, rlt_decision *d)
+{
+    const int64_t scale = q->p->scale_, cap = q->p->cap_;
     uint64_t w;
     memcpy(&w, st, sizeof w);
     const int64_t tat = (int64_t)(w ^ (UINT64_C(1) << 63));
-    const int64_t used = tat > now_s ? tat - now_s : 0;
-    const bool allowed = used <= cap - need_s;
-    const int64_t after = allowed ? used + need_s : used;
+    const int64_t used = tat > q->now_s ? tat - q->now_s : 0;
+    const bool allowed = used <= q->room;
+    const int64_t after = allowed ? used + q->need_s : used;
     int64_t retry = 0, reset;
     if (scale == 1) {
         reset = after;
-        if (!allowed) retry = used - (cap - need_s);
+        if (!allowed) retry = used - q->room;
     } else {
         reset = after / scale + (after % scale != 0);
         if (!allowed) {
-            const int64_t over = used - (cap - need_s);
+            const int64_t over = used - q->room;
             retry = over / scale + (over % scale != 0);
         }
     }
-    rlt__decision_put(d, allowed, p->burst, after >= cap ? 0 : (cap - after) / unit, retry, reset);
+    rlt__decision_put(d, allowed, q->p->burst, after >= cap ? 0 : (cap - after) / q->p->unit_,
+                      retry, reset);
     if (allowed) {
-        w = (uint64_t)(now_s + after) ^ (UINT64_C(1) << 63);
+        w = (uint64_t)(q->now_s + after) ^ (UINT64_C(1) << 63);
         memcpy(st, &w, sizeof w);
     }
+}
+
+static inline void rlt__gcra_hot(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
+                                 rlt_decision *d)
+{
+    const rlt__gcra_req q = rlt__gcra_prepare(p, now, cost);
+    rlt__gcra_apply(&q, st, d);
 }
 
 void rlt__shard_lock(rlt__shard *sh);
