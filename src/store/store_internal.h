@@ -213,7 +213,8 @@ static inline rlt__gcra_req rlt__gcra_prepare(const rlt_policy *p, rlt_ns now, i
     return q;
 }
 
-static inline void rlt__gcra_apply(const rlt__gcra_req *q, void *st, rlt_decision *d)
+/* Decides on the state at `st` into *d and returns d->allowed. */
+static inline bool rlt__gcra_apply(const rlt__gcra_req *q, void *st, rlt_decision *d)
 {
     const int64_t scale = q->p->scale_, cap = q->p->cap_;
     uint64_t w;
@@ -239,13 +240,14 @@ static inline void rlt__gcra_apply(const rlt__gcra_req *q, void *st, rlt_decisio
         w = (uint64_t)(q->now_s + after) ^ (UINT64_C(1) << 63);
         memcpy(st, &w, sizeof w);
     }
+    return allowed;
 }
 
 static inline void rlt__gcra_hot(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
                                  rlt_decision *d)
 {
     const rlt__gcra_req q = rlt__gcra_prepare(p, now, cost);
-    rlt__gcra_apply(&q, st, d);
+    (void)rlt__gcra_apply(&q, st, d);
 }
 
 void rlt__shard_lock(rlt__shard *sh);
