@@ -8,6 +8,10 @@
  * between 53% and 80% full).  Linear probing with backward-shift deletion: no tombstones, and
  * a hit usually costs the one cache miss of its home slot.
  *
+ * Decisions.  A GCRA request on a key already in the table (key and state inline) takes a hot
+ * path of a few dozen instructions after the hash (decide_locked_tag, rlt__gcra_hot); every
+ * other request the general one through rlt_decide.  Both give rlt_decide's answers.
+ *
  * Locking.  One spinlock per shard guards its table, its counters and its assignments.
  * Policies and tiers are written under the policy mutex *and* every shard lock, so a decision
  * reads them under its shard lock alone: the hot path takes exactly one lock (a batch takes
@@ -887,15 +891,14 @@ static bool fresh_after(const rlt_policy *p, const void *st, rlt_ns now, int64_t
 }
 
 /* The decision under the shard lock, the general way: any algorithm, a new key, a large
- * state.  `e` is the entry of (h, id, key) when the caller already looked it up, else NULL
- * (looked up again here).  `now` is the effective instant, `asked` the caller's. */
+ * state, a peek.  `now` is the effective instant, `asked` the caller's. */
 static __attribute__((noinline)) int decide_general(rlt_store *s, rlt__shard *sh, uint64_t h,
                                                     int id, const void *key, size_t klen,
                                                     rlt_ns asked, rlt_ns now, int64_t cost,
-                                                    rlt_decision *d, rlt__slot *e)
+                                                    rlt_decision *d)
 {
     const rlt__pol *P = &s->pols[id];
-    if (!e) e = find_slot(s, sh, h, id, key, klen);
+    rlt__slot *e = find_slot(s, sh, h, id, key, klen);
     int rc;
     if (e) {
         /* An existing entry is never dropped here: a peek or a denial consumed nothing and
@@ -928,21 +931,15 @@ static __attribute__((noinline)) int decide_general(rlt_store *s, rlt__shard *sh
     return RLT_OK;
 }
 
-/* Keeps the value of its operand computed before this point in program order, and makes what
- * uses it wait for it: an empty asm the compiler cannot see through. */
-#define ORDER_AFTER(x) __asm__ __volatile__("" : "+r"(x))
-
 /* The decision under the shard lock.  The common case, a GCRA request on a key already in the
  * table with its key and state inline, runs here in a few dozen instructions (see
  * rlt__gcra_hot for why that count matters); everything else goes to decide_general.  `tag`
  * is the entry hash's tag for (h, id), known before the policy array may be read.
  *
- * Program order matters as much as the count: with millions of keys the first read of the
- * slot waits ~100-200 ns for DRAM, and the core can only run ahead to the next call's hash and
- * prefetch if everything between this wait and that prefetch fits its reorder window (~256
- * instructions).  So every part of the work that does not depend on the slot (the policy's
- * arithmetic, the words the key is compared with, the probe's address) is done before the
- * read, and only the compare, the GCRA step on the state and the stores come after it. */
+ * With millions of keys the first read of the slot waits ~100-200 ns for DRAM, and the core
+ * can only run ahead to the next call's hash and prefetch (and overlap the two misses) if
+ * everything between this wait and that prefetch fits its window of in-flight instructions:
+ * the fewer instructions per call, the more calls overlap (docs/performance.md measures it). */
 static inline __attribute__((always_inline)) int
 decide_locked_tag(rlt_store *s, rlt__shard *sh, uint64_t h, uint32_t tag, int id, const void *key,
                   size_t klen, rlt_ns now, int64_t cost, rlt_decision *d)
@@ -954,6 +951,7 @@ decide_locked_tag(rlt_store *s, rlt__shard *sh, uint64_t h, uint32_t tag, int id
     /* hot_end > 0 only for GCRA, whose 8-byte state keeps keys up to 16 bytes inline. */
     if ((uint64_t)eff < P->hot_end && (uint64_t)(cost - 1) < (uint64_t)P->p.burst &&
         klen <= RLT__INLINE - 8 && sh->cap) {
+        assert(P->ssz == 8);
         rlt__gcra_req q = rlt__gcra_prepare(&P->p, eff, cost);
         uint64_t want = head_of(tag, (uint32_t)klen, (uint32_t)id);
         rlt__slot *tab = sh->tab;
@@ -991,7 +989,7 @@ decide_locked_tag(rlt_store *s, rlt__shard *sh, uint64_t h, uint32_t tag, int id
             if (++i == cap) i = 0;
         }
     }
-    return decide_general(s, sh, h, id, key, klen, now, eff, cost, d, NULL);
+    return decide_general(s, sh, h, id, key, klen, now, eff, cost, d);
 }
 
 static inline __attribute__((always_inline)) int decide_locked(rlt_store *s, rlt__shard *sh,
