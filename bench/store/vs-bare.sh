@@ -25,6 +25,7 @@ CASES=${CASES:-"1m1 1m2 1k1"}
 [ "${SIP:-0}" = 1 ] && CASES="$CASES sip1m sip1k"
 B=$BUILD/src/cli/ratelimit
 [ -x "$B" ] || { echo "vs-bare: no $B (cmake --preset release && cmake --build --preset release)" >&2; exit 2; }
+[ -x /usr/bin/time ] || { echo "vs-bare: needs /usr/bin/time for the table's CPU time (apt-get install time)" >&2; exit 2; }
 A=${ANCHORS:-../shared/anchors}
 G=${GCRA_BENCH:-}
 if [ -z "$G" ]; then
