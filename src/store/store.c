@@ -8,6 +8,10 @@
  * between 53% and 80% full).  Linear probing with backward-shift deletion: no tombstones, and
  * a hit usually costs the one cache miss of its home slot.
  *
+ * Decisions.  A GCRA request on a key already in the table (key and state inline) takes a hot
+ * path of a few dozen instructions after the hash (decide_locked_tag, rlt__gcra_hot); every
+ * other request the general one through rlt_decide.  Both give rlt_decide's answers.
+ *
  * Locking.  One spinlock per shard guards its table, its counters and its assignments.
  * Policies and tiers are written under the policy mutex *and* every shard lock, so a decision
  * reads them under its shard lock alone: the hot path takes exactly one lock (a batch takes
@@ -23,6 +27,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -47,14 +52,14 @@ static inline void cpu_relax(void)
 #endif
 }
 
-void rlt__shard_lock(rlt__shard *sh)
+#ifndef RLT_STORE_USE_MUTEX
+/* The contended part of the spinlock, out of line: with a call (sched_yield) inside the
+ * inlined loop, the compiler saves the caller's live values around the whole loop on every
+ * call; out here, only a call that finds the lock taken pays for it. */
+static __attribute__((noinline)) void shard_lock_wait(rlt__shard *sh)
 {
-#ifdef RLT_STORE_USE_MUTEX
-    pthread_mutex_lock(&sh->lock);
-#else
     /* Test-and-test-and-set; yield after a while so a preempted holder can run. */
     for (;;) {
-        if (!__atomic_exchange_n(&sh->lock, 1, __ATOMIC_ACQUIRE)) return;
         unsigned spins = 0;
         while (__atomic_load_n(&sh->lock, __ATOMIC_RELAXED)) {
             if (++spins < 64) {
@@ -64,7 +69,18 @@ void rlt__shard_lock(rlt__shard *sh)
                 spins = 0;
             }
         }
+        if (!__atomic_exchange_n(&sh->lock, 1, __ATOMIC_ACQUIRE)) return;
     }
+}
+#endif
+
+void rlt__shard_lock(rlt__shard *sh)
+{
+#ifdef RLT_STORE_USE_MUTEX
+    pthread_mutex_lock(&sh->lock);
+#else
+    if (__builtin_expect(__atomic_exchange_n(&sh->lock, 1, __ATOMIC_ACQUIRE), 0))
+        shard_lock_wait(sh);
 #endif
 }
 
@@ -128,10 +144,46 @@ const uint8_t *rlt__slot_key(const rlt_store *s, const rlt__slot *e)
     return is_inline(ssz, e->meta & RLT__KLEN_MASK) ? e->u.inl + ssz : e->u.ool + pad8(ssz);
 }
 
+static inline uint64_t key_hash(const rlt_store *s, const void *key, size_t klen)
+{
+    return rlt__siphash(&s->sip, key, klen, 1, 3);
+}
+
 uint64_t rlt__key_hash(const rlt_store *s, const void *key, size_t klen)
 {
-    return rlt__siphash13(s->secret, key, klen);
+    return key_hash(s, key, klen);
 }
+
+/* A slot's first 8 bytes (tag, meta, policy) as one word, and the word a live slot of
+ * (tag, klen, pid) has under HEAD_MASK (REF and PIN masked off): one compare instead of three
+ * before the key bytes are looked at. */
+static inline uint64_t slot_head(const rlt__slot *e)
+{
+    uint64_t w;
+    memcpy(&w, e, sizeof w);
+    return w;
+}
+
+_Static_assert(offsetof(rlt__slot, tag) == 0 && offsetof(rlt__slot, meta) == 4 &&
+                   offsetof(rlt__slot, policy) == 6,
+               "slot_head reads tag, meta and policy as one word");
+
+static inline uint64_t head_of(uint32_t tag, uint32_t meta, uint32_t pid)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* In registers: building the word in a struct on the stack and reading it back as one
+     * 8-byte load defeats store forwarding (three narrow stores, one wide load). */
+    return (uint64_t)tag | (uint64_t)(uint16_t)meta << 32 | (uint64_t)(uint16_t)pid << 48;
+#else
+    rlt__slot t;
+    t.tag = tag;
+    t.meta = (uint16_t)meta;
+    t.policy = (uint16_t)pid;
+    return slot_head(&t);
+#endif
+}
+
+#define HEAD_MASK head_of(UINT32_MAX, RLT__KLEN_MASK, UINT16_MAX)
 
 /* Key equality without a libc call for the common short keys: two overlapping loads. */
 static inline bool key_eq(const uint8_t *a, const uint8_t *b, size_t n)
@@ -161,11 +213,12 @@ static inline rlt__slot *find_slot(const rlt_store *s, rlt__shard *sh, uint64_t 
     if (!sh->cap) return NULL;
     const uint32_t ssz = s->pols[pid].ssz, tag = tag_of(s, h, pid), cap = sh->cap;
     const bool inl = is_inline(ssz, klen);
+    const uint64_t want = head_of(tag, (uint32_t)klen, (uint32_t)pid), mask = HEAD_MASK;
     uint32_t i = home(tag, cap);
     for (;;) {
         rlt__slot *e = &sh->tab[i];
         if (!e->meta) return NULL;
-        if (e->tag == tag && e->policy == pid && (e->meta & RLT__KLEN_MASK) == klen) {
+        if ((slot_head(e) & mask) == want) {
             const uint8_t *k = inl ? e->u.inl + ssz : e->u.ool + pad8(ssz);
             if (key_eq(k, key, klen)) return e;
         }
@@ -214,8 +267,9 @@ void rlt__delete(const rlt_store *s, rlt__shard *sh, rlt__slot *e)
 static size_t table_bytes(uint32_t cap)
 {
     size_t n = (size_t)cap * sizeof(rlt__slot);
-    return n < HUGE ? n : (n + 4095) & ~(size_t)4095; /* whole pages; the tail of the last
-                                                          2 MiB stays in small pages */
+    if (n < HUGE) return (n + 63) & ~(size_t)63; /* whole cache lines */
+    return (n + 4095) & ~(size_t)4095; /* whole pages; the tail of the last 2 MiB stays in small
+                                          pages */
 }
 
 /* Big tables come straight from mmap: malloc would often hand back heap memory that small
@@ -223,7 +277,12 @@ static size_t table_bytes(uint32_t cap)
 static rlt__slot *table_alloc(uint32_t cap)
 {
     size_t n = table_bytes(cap);
-    if (n < HUGE) return calloc(cap, sizeof(rlt__slot));
+    if (n < HUGE) {
+        /* Line-aligned so that no slot straddles two cache lines: a decision touches one. */
+        rlt__slot *t = aligned_alloc(64, n);
+        if (t) memset(t, 0, n);
+        return t;
+    }
     uint8_t *p = mmap(NULL, n + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
     /* Trim to a 2 MiB aligned range of n bytes. */
@@ -444,6 +503,7 @@ static int store_alloc(rlt_store **out, uint32_t nshards, uint64_t key_cap, uint
     s->byte_cap = byte_cap;
     s->fail_closed = fail_closed;
     memcpy(s->secret, secret, 16);
+    rlt__sipkey_init(&s->sip, secret);
     pthread_mutex_init(&s->pol_mu, NULL);
     pthread_mutex_init(&s->sweep_mu, NULL);
     *out = s;
@@ -588,6 +648,7 @@ static int pol_append(rlt_store *s, const char *name, size_t len, const rlt_poli
     memset(P, 0, sizeof *P);
     P->p = *q;
     P->ssz = ssz;
+    P->hot_end = rlt__gcra_hot_end(q);
     P->mix = rlt__pol_mix(s->npol);
     P->nlen = (uint8_t)len;
     memcpy(P->name, name, len);
@@ -664,6 +725,7 @@ int rlt_store_set_policy(rlt_store *s, const char *name, const rlt_policy *p, rl
         if (reset) convert_entries(s, pid, &old, how, true, now); /* under the old size */
         P->p = q;
         P->ssz = ssz;
+        P->hot_end = rlt__gcra_hot_end(&q);
         if (!reset) convert_entries(s, pid, &old, how, false, now);
     }
     rlt__unlock_all(s);
@@ -765,26 +827,49 @@ int rlt_store_assign_tier(rlt_store *s, const void *key, size_t klen, const char
     return rc;
 }
 
-/* Single calls prefetch only in shards whose table has this many slots (256 KiB) or more:
- * there the slot is a cache miss worth starting early; in small hot tables the prefetch
- * cost ~4% of the hot-key rate for nothing. */
-#define PREFETCH_CAP 8192u
+/* A prefetch with intent to write: the line comes in exclusive, so the store (or the locked
+ * exchange) that follows needs no second round trip to take it from another core's cache.
+ * PREFETCHW is a no-op on x86-64 cores that predate it. */
+static inline void prefetch_w(const void *p)
+{
+#if defined(__x86_64__)
+    __asm__ __volatile__("prefetchw %0" : : "m"(*(const char *)p));
+#else
+    __builtin_prefetch(p, 1, 3);
+#endif
+}
 
 /* Prefetches, before the lock is taken, the shard's first line (the lock: with other threads
  * it may be in another core's cache) and the home slot of (h, policy mix) (with millions of
- * keys, a DRAM miss).  A single call thus overlaps the slot's miss with the lock line's
- * hand-off from another core (locked instructions do not wait for prefetches); a batch
- * overlaps the misses of the items ahead.  The table is read without the lock through
- * relaxed atomics (grow and swap store these fields atomically); a stale cap or tab only
- * prefetches a useless line, as prefetches never fault and nothing reads through the
- * address. */
+ * keys, a DRAM miss), both for writing.  Everything it needs is known once the key is hashed,
+ * so the out-of-order core starts both misses early: a single call overlaps the slot's miss
+ * with the lock line's hand-off from another core, and with the tail of the previous call
+ * (locked instructions do not wait for prefetches); a batch overlaps the misses of the items
+ * ahead.  The table is read without the lock through relaxed atomics (grow and swap store
+ * these fields atomically); a stale cap or tab only prefetches a useless line, as prefetches
+ * never fault and nothing reads through the address. */
 static inline void prefetch_home(const rlt_store *s, uint64_t h, uint64_t mix)
 {
     const rlt__shard *sh = shard_of(s, h);
-    __builtin_prefetch(sh, 1, 3);
+    prefetch_w(sh);
     uint32_t cap = __atomic_load_n(&sh->cap, __ATOMIC_RELAXED);
     rlt__slot *tab = __atomic_load_n(&sh->tab, __ATOMIC_RELAXED);
-    if (cap && tab) __builtin_prefetch(&tab[home((uint32_t)((h ^ mix) >> 32), cap)], 1, 3);
+    if (tab) prefetch_w(&tab[home((uint32_t)((h ^ mix) >> 32), cap)]);
+}
+
+/* Single calls prefetch only in shards whose table has this many slots (256 KiB) or more:
+ * there the slot is a cache miss worth starting early, and the shard line probably sits in
+ * another core's cache if other threads use the store; in small hot tables both are in L1 or
+ * L2 and the prefetch is a dozen instructions for nothing. */
+#define PREFETCH_CAP 8192u
+
+static inline void prefetch_slot(const rlt__shard *sh, uint32_t tag)
+{
+    uint32_t cap = __atomic_load_n(&sh->cap, __ATOMIC_RELAXED);
+    if (cap < PREFETCH_CAP) return;
+    rlt__slot *tab = __atomic_load_n(&sh->tab, __ATOMIC_RELAXED);
+    prefetch_w(&tab[home(tag, cap)]);
+    prefetch_w(sh);
 }
 
 /* ---- decisions ------------------------------------------------------------------------ */
@@ -810,15 +895,14 @@ static bool fresh_after(const rlt_policy *p, const void *st, rlt_ns now, int64_t
     return rlt_is_fresh(p, st, now);
 }
 
-/* The decision under the shard lock. */
-static int decide_locked(rlt_store *s, rlt__shard *sh, uint64_t h, int id, const void *key,
-                         size_t klen, rlt_ns now, int64_t cost, rlt_decision *d)
+/* The decision under the shard lock, the general way: any algorithm, a new key, a large
+ * state, a peek.  `now` is the effective instant, `asked` the caller's. */
+static __attribute__((noinline)) int decide_general(rlt_store *s, rlt__shard *sh, uint64_t h,
+                                                    int id, const void *key, size_t klen,
+                                                    rlt_ns asked, rlt_ns now, int64_t cost,
+                                                    rlt_decision *d)
 {
-    if (id < 0 || (uint32_t)id >= s->npol) return RLT_ENOENT;
     const rlt__pol *P = &s->pols[id];
-    const rlt_ns asked = now;
-    now = rlt__effective_now(s, now);
-    if (now > sh->last_now) sh->last_now = now;
     rlt__slot *e = find_slot(s, sh, h, id, key, klen);
     int rc;
     if (e) {
@@ -852,18 +936,88 @@ static int decide_locked(rlt_store *s, rlt__shard *sh, uint64_t h, int id, const
     return RLT_OK;
 }
 
+/* The decision under the shard lock.  The common case, a GCRA request on a key already in the
+ * table with its key and state inline, runs here in a few dozen instructions (see
+ * rlt__gcra_hot for why that count matters); everything else goes to decide_general.  `tag`
+ * is the entry hash's tag for (h, id), known before the policy array may be read.
+ *
+ * With millions of keys the first read of the slot waits ~100-200 ns for DRAM, and the core
+ * can only run ahead to the next call's hash and prefetch (and overlap the two misses) if
+ * everything between this wait and that prefetch fits its window of in-flight instructions:
+ * the fewer instructions per call, the more calls overlap (docs/performance.md measures it). */
+static inline __attribute__((always_inline)) int
+decide_locked_tag(rlt_store *s, rlt__shard *sh, uint64_t h, uint32_t tag, int id, const void *key,
+                  size_t klen, rlt_ns now, int64_t cost, rlt_decision *d)
+{
+    if ((uint32_t)id >= s->npol) return RLT_ENOENT; /* a negative id too */
+    const rlt__pol *P = &s->pols[id];
+    const rlt_ns eff = rlt__effective_now(s, now);
+    if (eff > sh->last_now) sh->last_now = eff;
+    /* hot_end > 0 only for GCRA, whose 8-byte state keeps keys up to 16 bytes inline. */
+    if ((uint64_t)eff < P->hot_end && (uint64_t)(cost - 1) < (uint64_t)P->p.burst &&
+        klen <= RLT__INLINE - 8 && sh->cap) {
+        assert(P->ssz == 8);
+        rlt__gcra_req q = rlt__gcra_prepare(&P->p, eff, cost);
+        uint64_t want = head_of(tag, (uint32_t)klen, (uint32_t)id);
+        rlt__slot *tab = sh->tab;
+        const uint32_t cap = sh->cap;
+        uint32_t i = home(tag, cap);
+        /* Keys of 8..16 bytes (the common ones) are compared as two overlapping words. */
+        const bool words = klen >= 8;
+        uint64_t k0 = 0, k1 = 0;
+        if (words) {
+            memcpy(&k0, key, 8);
+            memcpy(&k1, (const uint8_t *)key + klen - 8, 8);
+        }
+        for (;;) {
+            rlt__slot *e = &tab[i];
+            const uint64_t head = slot_head(e);
+            if (!(head & head_of(0, UINT16_MAX, 0))) break; /* empty: a new key */
+            if ((head & HEAD_MASK) == want) {
+                bool same;
+                if (words) {
+                    uint64_t e0, e1;
+                    memcpy(&e0, e->u.inl + 8, 8);
+                    memcpy(&e1, e->u.inl + klen, 8); /* the key's last 8 bytes */
+                    same = ((e0 ^ k0) | (e1 ^ k1)) == 0;
+                } else {
+                    same = key_eq(e->u.inl + 8, key, klen);
+                }
+                if (same) {
+                    const bool allowed = rlt__gcra_apply(&q, e->u.inl, d);
+                    if (!(head & head_of(0, RLT__REF, 0))) e->meta |= RLT__REF;
+                    rlt__from_effective(d, now, eff);
+                    count_decision(sh, allowed);
+                    return RLT_OK;
+                }
+            }
+            if (++i == cap) i = 0;
+        }
+    }
+    return decide_general(s, sh, h, id, key, klen, now, eff, cost, d);
+}
+
+static inline __attribute__((always_inline)) int decide_locked(rlt_store *s, rlt__shard *sh,
+                                                               uint64_t h, int id, const void *key,
+                                                               size_t klen, rlt_ns now,
+                                                               int64_t cost, rlt_decision *d)
+{
+    const uint32_t tag = (uint32_t)((h ^ rlt__pol_mix((uint32_t)id)) >> 32);
+    return decide_locked_tag(s, sh, h, tag, id, key, klen, now, cost, d);
+}
+
 int rlt_store_decide(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now, int64_t cost,
                      rlt_decision *d)
 {
     if (!s || !d || cost < 0) return RLT_EINVAL;
     int rc = check_key(key, klen);
     if (rc) return rc;
-    uint64_t h = rlt__key_hash(s, key, klen);
+    const uint64_t h = key_hash(s, key, klen);
     rlt__shard *sh = shard_of(s, h);
-    if (__atomic_load_n(&sh->cap, __ATOMIC_RELAXED) >= PREFETCH_CAP)
-        prefetch_home(s, h, rlt__pol_mix((uint32_t)id));
+    const uint32_t tag = (uint32_t)((h ^ rlt__pol_mix((uint32_t)id)) >> 32);
+    prefetch_slot(sh, tag);
     rlt__shard_lock(sh);
-    rc = decide_locked(s, sh, h, id, key, klen, now, cost, d);
+    rc = decide_locked_tag(s, sh, h, tag, id, key, klen, now, cost, d);
     rlt__shard_unlock(sh);
     return rc;
 }

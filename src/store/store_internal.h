@@ -7,8 +7,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "ratelimit/store.h"
+#include "store/siphash.h"
 
 /* SipHash-c-d (c compression rounds, d finalisation rounds) with a 128-bit key: the store uses
  * 1-3 for keys; 2-4 is there so the tests can check the reference vectors. */
@@ -80,8 +82,9 @@ static inline uint64_t rlt__pol_mix(uint32_t id)
 /* A named policy.  Read under any shard lock or the policy mutex; written under both. */
 typedef struct rlt__pol {
     rlt_policy p;
-    uint64_t mix; /* xored into the key hash so one key's policies use different slots */
-    uint32_t ssz; /* rlt_state_size */
+    uint64_t hot_end; /* rlt__gcra_hot_end(&p): the GCRA hot path takes 0 <= now < hot_end */
+    uint64_t mix;     /* xored into the key hash so one key's policies use different slots */
+    uint32_t ssz;     /* rlt_state_size */
     uint8_t nlen;
     char name[RLT_NAME_MAX + 1];
 } rlt__pol;
@@ -93,6 +96,7 @@ typedef struct rlt__tier {
 } rlt__tier;
 
 struct rlt_store {
+    rlt__sipkey sip; /* the secret, expanded for the key hash */
     uint8_t secret[16];
     uint32_t nshards, shard_mask;
     uint64_t key_cap;  /* per shard; UINT64_MAX = none */
@@ -144,6 +148,106 @@ static inline void rlt__from_effective(rlt_decision *d, rlt_ns now, rlt_ns eff)
                              : d->reset_after;
     if (d->delay > 0)
         d->delay = __builtin_add_overflow(d->delay, lag, &d->delay) ? INT64_MAX : d->delay;
+}
+
+/* Writes a decision without a delay or lease, padding included (as rlt_decide's memset does),
+ * with one store per word: every store before the next call's locked exchange is one more the
+ * exchange waits for (it drains the store buffer), and a decision built on the stack and
+ * copied costs three times as many memory operations. */
+static inline void rlt__decision_put(rlt_decision *d, bool allowed, int64_t limit,
+                                     int64_t remaining, rlt_ns retry_after, rlt_ns reset_after)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    _Static_assert(offsetof(rlt_decision, allowed) == 0 && offsetof(rlt_decision, limit) == 8 &&
+                       sizeof(bool) == 1,
+                   "the first word of a decision is `allowed` and its padding");
+    const uint64_t first = allowed;
+    memcpy(d, &first, sizeof first);
+#else
+    memset(d, 0, offsetof(rlt_decision, limit));
+    d->allowed = allowed;
+#endif
+    d->limit = limit;
+    d->remaining = remaining;
+    d->retry_after = retry_after;
+    d->reset_after = reset_after;
+    d->delay = 0;
+    d->lease = 0;
+    _Static_assert(sizeof(rlt_decision) == offsetof(rlt_decision, lease) + sizeof(int64_t),
+                   "rlt__decision_put writes every field");
+}
+
+/* The store's hot path for GCRA: a request of cost 1..burst on an existing entry at a `now`
+ * in [0, rlt__gcra_hot_end(p)).  The same arithmetic as rlt_decide (src/core/bucket.c, whose
+ * representation it reads: the state is tat x scale_ stored with the sign bit flipped so that
+ * all-zero is fresh), specialised to those preconditions, under which no step can overflow:
+ * now x scale_ + cap_ <= INT64_MAX, and a stored tat above now x scale_ is within int64 of it.
+ * It runs in ~25 instructions instead of ~130 (the dispatch, argument checks, overflow checks,
+ * token-bucket branches), and that count matters beyond the hot path: the fewer instructions
+ * a call executes after its slot's cache miss, the sooner the out-of-order core reaches the
+ * next call's hash and prefetch while this miss is still outstanding.  Any other request
+ * (a peek, a cost that can never fit, a time near the int64 limits, another algorithm) goes to
+ * rlt_decide.  tests/store/test_store_model.c checks it against rlt_decide. */
+static inline uint64_t rlt__gcra_hot_end(const rlt_policy *p)
+{
+    if (p->algo != RLT_GCRA || p->scale_ < 1 || p->cap_ < 0) return 0; /* never */
+    return (uint64_t)((INT64_MAX - p->cap_) / p->scale_) + 1;
+}
+
+/* What the hot path knows before the state is read: computed ahead of the slot's load so
+ * that, in program order, as little as possible waits behind the slot's cache miss. */
+typedef struct rlt__gcra_req {
+    int64_t now_s;  /* now x scale_ */
+    int64_t need_s; /* cost x unit_ */
+    int64_t room;   /* cap_ - need_s: the most `used` that still allows */
+    const rlt_policy *p;
+} rlt__gcra_req;
+
+static inline rlt__gcra_req rlt__gcra_prepare(const rlt_policy *p, rlt_ns now, int64_t cost)
+{
+    rlt__gcra_req q;
+    q.now_s = now * p->scale_;
+    q.need_s = cost * p->unit_; /* cost <= burst: need_s <= cap_ */
+    q.room = p->cap_ - q.need_s;
+    q.p = p;
+    return q;
+}
+
+/* Decides on the state at `st` into *d and returns d->allowed. */
+static inline bool rlt__gcra_apply(const rlt__gcra_req *q, void *st, rlt_decision *d)
+{
+    const int64_t scale = q->p->scale_, cap = q->p->cap_;
+    uint64_t w;
+    memcpy(&w, st, sizeof w);
+    const int64_t tat = (int64_t)(w ^ (UINT64_C(1) << 63));
+    const int64_t used = tat > q->now_s ? tat - q->now_s : 0;
+    const bool allowed = used <= q->room;
+    const int64_t after = allowed ? used + q->need_s : used;
+    int64_t retry = 0, reset;
+    if (scale == 1) {
+        reset = after;
+        if (!allowed) retry = used - q->room;
+    } else {
+        reset = after / scale + (after % scale != 0);
+        if (!allowed) {
+            const int64_t over = used - q->room;
+            retry = over / scale + (over % scale != 0);
+        }
+    }
+    rlt__decision_put(d, allowed, q->p->burst, after >= cap ? 0 : (cap - after) / q->p->unit_,
+                      retry, reset);
+    if (allowed) {
+        w = (uint64_t)(q->now_s + after) ^ (UINT64_C(1) << 63);
+        memcpy(st, &w, sizeof w);
+    }
+    return allowed;
+}
+
+static inline void rlt__gcra_hot(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
+                                 rlt_decision *d)
+{
+    const rlt__gcra_req q = rlt__gcra_prepare(p, now, cost);
+    (void)rlt__gcra_apply(&q, st, d);
 }
 
 void rlt__shard_lock(rlt__shard *sh);

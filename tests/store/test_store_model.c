@@ -5,6 +5,7 @@
 
 #include "test.h"
 
+#include "store/store_internal.h"
 #include "store_test_util.h"
 
 #define NKEYS 40
@@ -231,4 +232,60 @@ TEST(store_matches_naive_map_on_random_operations)
         run_model(seed, 0, 4000);
         if (rlt_test_failed_now) return;
     }
+}
+
+/* The store's GCRA hot path (rlt__gcra_hot) gives rlt_decide's decision, padding bytes
+ * included, and leaves the same state, for every request it is allowed to take: costs 1..burst
+ * at 0 <= now < rlt__gcra_hot_end, on states from fresh to far in the future (a clock that
+ * stepped back, a policy change that kept more than the new burst), at the ends of the range. */
+TEST(gcra_hot_path_gives_rlt_decides_answers)
+{
+    static const char *const gcra[] = {
+        "gcra:1000/1s,burst=1000", "gcra:5/100ms,burst=8", "gcra:9/200ms",
+        "gcra:3/7ns,burst=1",      "gcra:1/1d,burst=5",    "gcra:999999937/1h,burst=3"};
+    uint64_t rng = 11;
+    for (size_t t = 0; t < sizeof gcra / sizeof gcra[0]; t++) {
+        rlt_policy p = tu_policy(gcra[t]);
+        const uint64_t end = rlt__gcra_hot_end(&p);
+        ASSERT(end > 0);
+        for (int k = 0; k < 20000; k++) {
+            rlt_ns now;
+            switch (tu_below(&rng, 4)) {
+            case 0:
+                now = (rlt_ns)tu_below(&rng, 1000);
+                break;
+            case 1:
+                now = (rlt_ns)(end - 1 - tu_below(&rng, 1000));
+                break;
+            default:
+                now = (rlt_ns)tu_below(&rng, end);
+                break;
+            }
+            const int64_t cost = 1 + (int64_t)tu_below(&rng, (uint64_t)p.burst);
+            /* A state from a past decision: tat x scale around now x scale, or fresh. */
+            uint8_t st[8] = {0}, ref[8];
+            if (tu_below(&rng, 8)) {
+                rlt_decision warm;
+                rlt_ns past = now - (rlt_ns)tu_below(&rng, (uint64_t)p.period * 2 + 1);
+                for (int j = (int)tu_below(&rng, (uint64_t)p.burst + 3); j >= 0; j--)
+                    rlt_decide(&p, st, past, 1 + (int64_t)tu_below(&rng, (uint64_t)p.burst), &warm);
+            }
+            memcpy(ref, st, sizeof st);
+            rlt_decision got, want;
+            memset(&got, 0xa5, sizeof got);
+            memset(&want, 0x5a, sizeof want);
+            rlt__gcra_hot(&p, st, now, cost, &got);
+            ASSERT_EQ(rlt_decide(&p, ref, now, cost, &want), RLT_OK);
+            if (memcmp(&got, &want, sizeof got) != 0 || memcmp(st, ref, sizeof st) != 0)
+                RLT_FAIL_("%s now %lld cost %lld: allowed %d/%d remaining %lld/%lld retry "
+                          "%lld/%lld reset %lld/%lld",
+                          gcra[t], (long long)now, (long long)cost, got.allowed, want.allowed,
+                          (long long)got.remaining, (long long)want.remaining,
+                          (long long)got.retry_after, (long long)want.retry_after,
+                          (long long)got.reset_after, (long long)want.reset_after);
+        }
+    }
+    /* Other algorithms never take it. */
+    rlt_policy tb = tu_policy("token_bucket:7/50ms");
+    ASSERT_EQ(rlt__gcra_hot_end(&tb), 0);
 }

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The keyed store against the bare C GCRA table, side by side in one run.
+#
+# Runs `ratelimit bench` (rlt_store_decide, one call at a time) and the anchor's bare table
+# (../shared/anchors/gcra_bench.c: open addressing, a spinlock per shard, integer keys, no
+# hashing of strings) on the same machine, interleaved ROUNDS times (store, table, store,
+# table, ...) for each case, and prints every figure, the medians and the store/table ratios.
+# Cases: 1M random keys on 1 and 2 threads, and 1,000 keys on 1 thread (the hot path).  The
+# 2-thread scaling of each side is its 2-thread median over its 1-thread median.  With
+# SIP=1, the cases sip1m and sip1k also run the bare table with one SipHash-1-3 of a 16-byte
+# key added to each decision (the store's own inline SipHash, src/store/siphash.h, patched into
+# a copy of the anchor so the slot address depends on it): what the store's keyed hash alone
+# costs the bare table.
+#
+# usage: bench/store/vs-bare.sh [BUILD_DIR=build/release] [ROUNDS=3] [SECONDS=3]
+#   env GCRA_BENCH=path  an already built gcra_bench (default: built from $ANCHORS here)
+#   env ANCHORS=dir      where gcra_bench.c lives (default: ../shared/anchors from the repo)
+#   env CASES="1m1 1m2 1k1"  which cases to run
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${1:-build/release}
+ROUNDS=${2:-3}
+SECS=${3:-3}
+CASES=${CASES:-"1m1 1m2 1k1"}
+[ "${SIP:-0}" = 1 ] && CASES="$CASES sip1m sip1k"
+B=$BUILD/src/cli/ratelimit
+[ -x "$B" ] || { echo "vs-bare: no $B (cmake --preset release && cmake --build --preset release)" >&2; exit 2; }
+[ -x /usr/bin/time ] || { echo "vs-bare: needs /usr/bin/time for the table's CPU time (apt-get install time)" >&2; exit 2; }
+A=${ANCHORS:-../shared/anchors}
+G=${GCRA_BENCH:-}
+if [ -z "$G" ]; then
+    [ -f "$A/gcra_bench.c" ] || { echo "vs-bare: no $A/gcra_bench.c (set ANCHORS or GCRA_BENCH)" >&2; exit 2; }
+    G=$BUILD/gcra_bench
+    gcc -O2 -pthread -o "$G" "$A/gcra_bench.c"
+fi
+POLICY=gcra:1000/1s,burst=1000
+if [ "${SIP:-0}" = 1 ]; then
+    GS=$BUILD/gcra_bench_siphash
+    src=$(realpath "${ANCHORS:-../shared/anchors}")/gcra_bench.c
+    line='uint64_t id = splitmix(x % g_n) | 1, h = hash64(id);'
+    grep -qF "$line" "$src" || { echo "vs-bare: $src has changed; cannot add the SipHash" >&2; exit 2; }
+    sed -e "s/^#include <sys\/mman.h>/&\n#include \"store\/siphash.h\"\nstatic rlt__sipkey sip_;/" \
+        -e "s/$line/uint64_t id = splitmix(x % g_n) | 1, kb_[2] = {id, ~id}, h = hash64(id) + (rlt__siphash(\&sip_, kb_, 16, 1, 3) == 1);/" \
+        "$src" >"$BUILD/gcra_bench_siphash.c"
+    gcc -O2 -pthread -Isrc -o "$GS" "$BUILD/gcra_bench_siphash.c"
+fi
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+# Each run prints "wall_rate cpu_rate": decisions per second of wall-clock time (the figure
+# compared), and per CPU-second the process got (what the code does on a core of its own: on
+# a shared machine a descheduled thread loses wall time but no CPU time).
+store_run() { # keys threads
+    "$B" bench --policy "$POLICY" --keys "$1" --threads "$2" --seconds "$SECS" |
+        awk -F'[= ]' '/^cpu_decisions_per_sec=/ {c = $2} /^decisions_per_sec=/ {w = $2} END {print w, c}'
+}
+# The table runs 40M decisions per thread; its CPU time comes from time(1), and like the
+# store's figure it is the sum over threads of each one's decisions per CPU-second (with T
+# threads of equal CPU time: T x T x 40M / total CPU seconds).
+table_run() { # keys threads [binary]
+    local out
+    out=$( { /usr/bin/time -f 'cpu %U %S' "${3:-$G}" table "$1" "$2" lock; } 2>&1)
+    awk -v t="$2" '/M decisions\/s aggregate/ {for (i = 1; i <= NF; i++) if ($i == "M") w = $(i - 1) * 1e6}
+                   /^cpu / {c = t * t * 40e6 / ($2 + $3)} END {printf "%.0f %.0f\n", w, c}' <<<"$out"
+}
+
+declare -A med
+echo "# $(date -u +%FT%TZ) load: $(cut -d' ' -f1-3 /proc/loadavg); store: $B; table: $G"
+for c in $CASES; do
+    case $c in
+    1m1) keys=1000000 th=1 ;;
+    1m2) keys=1000000 th=2 ;;
+    1k1) keys=1000 th=1 ;;
+    sip1m) keys=1000000 th=1 ;;
+    sip1k) keys=1000 th=1 ;;
+    *) echo "vs-bare: unknown case $c" >&2; exit 2 ;;
+    esac
+    if [ "${c#sip}" != "$c" ]; then # the table with SipHash against the plain table
+        s_all=() t_all=()
+        for ((r = 1; r <= ROUNDS; r++)); do
+            read -r w cpu < <(table_run $keys $th "$GS")
+            s_all+=("$w")
+            read -r w cpu < <(table_run $keys $th)
+            t_all+=("$w")
+        done
+        a=$(printf '%s\n' "${s_all[@]}" | median) b=$(printf '%s\n' "${t_all[@]}" | median)
+        printf '%-5s keys=%-7s table+SipHash: %s  table: %s\n' "$c" "$keys" \
+            "$(printf '%s ' "${s_all[@]}" | awk '{for (i = 1; i <= NF; i++) printf "%.2fM ", $i / 1e6}')" \
+            "$(printf '%s ' "${t_all[@]}" | awk '{for (i = 1; i <= NF; i++) printf "%.2fM ", $i / 1e6}')"
+        awk -v c="$c" -v s="$a" -v t="$b" \
+            'BEGIN {printf "%-5s median table+SipHash %.2fM/s  table %.2fM/s  ratio %.2fx\n", c, s / 1e6, t / 1e6, s / t}'
+        continue
+    fi
+    s_all=() t_all=() sc_all=() tc_all=()
+    for ((r = 1; r <= ROUNDS; r++)); do
+        read -r w cpu < <(store_run $keys $th)
+        s_all+=("$w") sc_all+=("$cpu")
+        read -r w cpu < <(table_run $keys $th)
+        t_all+=("$w") tc_all+=("$cpu")
+    done
+    med[$c.s]=$(printf '%s\n' "${s_all[@]}" | median)
+    med[$c.t]=$(printf '%s\n' "${t_all[@]}" | median)
+    med[$c.sc]=$(printf '%s\n' "${sc_all[@]}" | median)
+    med[$c.tc]=$(printf '%s\n' "${tc_all[@]}" | median)
+    printf '%-4s keys=%-7s threads=%s store: %s  table: %s\n' "$c" "$keys" "$th" \
+        "$(printf '%s ' "${s_all[@]}" | awk '{for (i = 1; i <= NF; i++) printf "%.2fM ", $i / 1e6}')" \
+        "$(printf '%s ' "${t_all[@]}" | awk '{for (i = 1; i <= NF; i++) printf "%.2fM ", $i / 1e6}')"
+    awk -v c="$c" -v s="${med[$c.s]}" -v t="${med[$c.t]}" -v sc="${med[$c.sc]}" -v tc="${med[$c.tc]}" \
+        'BEGIN {printf "%-4s median store %.2fM/s  table %.2fM/s  store/table %.2fx   (per CPU-second: store %.2fM  table %.2fM  %.2fx)\n",
+                c, s / 1e6, t / 1e6, s / t, sc / 1e6, tc / 1e6, sc / tc}'
+done
+if [ -n "${med[1m1.s]:-}" ] && [ -n "${med[1m2.s]:-}" ]; then
+    awk -v s1="${med[1m1.s]}" -v s2="${med[1m2.s]}" -v t1="${med[1m1.t]}" -v t2="${med[1m2.t]}" \
+        -v c1="${med[1m1.sc]}" -v c2="${med[1m2.sc]}" -v d1="${med[1m1.tc]}" -v d2="${med[1m2.tc]}" \
+        'BEGIN {printf "scaling 2/1 threads: store %.2fx  table %.2fx  store/table %.2fx   (per CPU-second: store %.2fx  table %.2fx  %.2fx)\n",
+                s2 / s1, t2 / t1, (s2 / s1) / (t2 / t1), c2 / c1, d2 / d1, (c2 / c1) / (d2 / d1)}'
+fi
