@@ -59,6 +59,7 @@ typedef struct tctx {
     rlt_redis *r;
     pubstats pub;
     const rlt__config *cfg; /* the config the caches below were built for */
+    uint64_t pgen;          /* and the registry's policy generation (rlt__srv_policy_gen) */
     pcache *pol;            /* by policy id */
     size_t npol;
     unsigned char *fail; /* RLT__FAIL_* by policy id (named policies and rules) */
@@ -152,9 +153,12 @@ static void set_fail(tctx *t, int id, int fail, bool lease)
 /* Rebuilds the per-config caches when the config changed (a reload replaces named policies
  * in the store before it publishes the new config, so a policy read after the config pointer
  * is never older than that config). */
-static int refresh(tctx *t, const rlt__config *c)
+static int refresh(tctx *t, const rlt__config *c, uint64_t pgen)
 {
-    if (t->cfg == c) return RLT_OK;
+    /* A reload swaps the config; a reload, its restore or a reused inline slot can give a
+     * policy id another policy: either way the cached policies are stale. */
+    if (t->cfg == c && t->pgen == pgen) return RLT_OK;
+    t->pgen = pgen;
     if (t->pol != NULL) memset(t->pol, 0, t->npol * sizeof *t->pol);
     size_t need = 0;
     for (size_t i = 0; i < c->nnamed; i++)
@@ -217,8 +221,9 @@ static tctx *enter(redis_be *b, const rlt__config **c, int *st)
 {
     tctx *t = thread_ctx(b);
     rlt__srv *s = b->base.s;
+    uint64_t pgen = rlt__srv_policy_gen(s);
     *c = rlt__srv_config(s);
-    *st = t == NULL ? RLT_ENOMEM : refresh(t, *c);
+    *st = t == NULL ? RLT_ENOMEM : refresh(t, *c, pgen);
     return t;
 }
 

@@ -380,6 +380,7 @@ static void exec_other(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, si
 /* Appends a command to the session's queue as [argc][len bytes]... (sizes as size_t). */
 static bool queue_put(rlt__session *ss, const rlt__resp_arg *a, size_t n)
 {
+    if (n > RLT__RESP_DEFAULT_MAX_ARGS) return false; /* EXEC's argument vector holds that many */
     size_t need = sizeof n;
     for (size_t i = 0; i < n; i++)
         need += sizeof a[i].len + a[i].len;
@@ -443,8 +444,7 @@ static void cmd_exec_queue(rlt__srv *s, rlt__session *ss, rlt_ns now, rlt__obuf 
             if (i < RLT__RESP_DEFAULT_MAX_ARGS) argv[i] = (rlt__resp_arg){.ptr = r, .len = len};
             r += len;
         }
-        exec_one(s, ss, NULL, argv, n < RLT__RESP_DEFAULT_MAX_ARGS ? n : RLT__RESP_DEFAULT_MAX_ARGS,
-                 now, o);
+        exec_one(s, ss, NULL, argv, n, now, o); /* n <= RLT__RESP_DEFAULT_MAX_ARGS (queue_put) */
     }
     free(queue);
 }
@@ -484,7 +484,8 @@ static bool transaction(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, s
     if (!ss->in_multi || is(c, "QUIT")) return false;
     if (!queue_put(ss, a, n)) {
         ss->multi_abort = true;
-        rlt__resp_error(o, "ERR MULTI queue too long (at most 1024 commands, 1 MiB)");
+        rlt__resp_error(o, "ERR MULTI queue too long (at most 1024 commands, 1 MiB, 1024 "
+                           "arguments a command)");
     } else {
         rlt__resp_simple(o, "QUEUED");
     }

@@ -165,8 +165,10 @@ static void cmd_client(rlt__session *ss, const rlt__resp_arg *a, size_t n, rlt__
     }
     if (is(sub, "INFO") || is(sub, "LIST")) return client_line(ss, o);
     /* Accepted and without effect here: library names, eviction and tracking hints. */
-    if (is(sub, "SETINFO") || is(sub, "NO-EVICT") || is(sub, "NO-TOUCH") || is(sub, "REPLY"))
+    if (is(sub, "SETINFO") || is(sub, "NO-EVICT") || is(sub, "NO-TOUCH"))
         return rlt__resp_simple(o, "OK");
+    /* Not pretended: a client that asked for no replies would misread every later one. */
+    if (is(sub, "REPLY")) return rlt__resp_error(o, "ERR CLIENT REPLY is not supported");
     rlt__resp_errorf(o, "ERR unknown subcommand '%.*s'. Try CLIENT HELP.",
                      (int)(sub->len > 32 ? 32 : sub->len), sub->ptr);
 }

@@ -70,6 +70,7 @@ struct rlt__conn {
     rlt__obuf out;
     rlt__session ss;
     rlt_ns started;  /* first byte of the pending partial request; 0 = none */
+    rlt_ns linger_until; /* draining: closed at this instant whatever still arrives */
     bool writing;    /* wev is added: the socket did not take all the output */
     bool draining;   /* replies sent, write side shut: discarding input until EOF */
     bool in_turn;    /* read in this turn: on the worker's `turn` list */
@@ -195,6 +196,9 @@ static void conn_linger(rlt__conn *c)
 {
     shutdown(c->fd, SHUT_WR);
     c->draining = true;
+    /* A deadline of its own: a persistent event's timer restarts at every byte, so a client
+     * trickling bytes would otherwise hold the connection (and its slot) forever. */
+    c->linger_until = rlt__now() + LINGER_MS * RLT_NS_PER_MS;
     struct timeval tv;
     tv_of(LINGER_MS * RLT_NS_PER_MS, &tv);
     event_add(c->rev, &tv);
@@ -221,7 +225,8 @@ static int conn_flush(rlt__conn *c)
     /* (event_add/del take the base's lock: only when the state changes.) */
     if (c->writing) event_del(c->wev);
     c->writing = false;
-    if ((c->ss.close || c->refused) && !c->draining) conn_linger(c);
+    /* Within a turn the pipe may still hold replies for c: finish_turn starts the linger. */
+    if ((c->ss.close || c->refused) && !c->draining && !c->in_turn) conn_linger(c);
     return 0;
 }
 
@@ -297,12 +302,26 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     if (c->draining || c->refused) {
         char sink[4096];
         ssize_t k = recv(fd, sink, sizeof sink, 0);
-        if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+        if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
             conn_close(c);
+        } else if (c->draining) {
+            rlt_ns left = c->linger_until - rlt__now();
+            if (left <= 0) {
+                conn_close(c);
+            } else {
+                struct timeval tv;
+                tv_of(left, &tv);
+                event_add(c->rev, &tv);
+            }
+        }
         return;
     }
     if (!grow_input(c)) {
-        conn_close(c);
+        /* Out of memory or out of the connections' budget: answered, then a lingering close
+         * (an abrupt one would send an RST that can destroy the replies already queued). */
+        rlt__pipe_flush(w->pipe, w->d->s);
+        conn_refuse(c, RLT__REFUSE_TOO_LARGE);
+        conn_flush(c);
         return;
     }
     if (c->in_len >= MAX_INPUT) {

@@ -65,12 +65,12 @@ void rlt__inline_touch(rlt__inline_table *t, size_t slot, rlt_ns now)
 {
     if (slot >= t->max) return;
     rlt_ns *last = &t->slot[slot].last;
-    if (__atomic_load_n(last, __ATOMIC_RELAXED) < now) __atomic_store_n(last, now, __ATOMIC_RELAXED);
+    if (__atomic_load_n(last, __ATOMIC_RELAXED) < now) __atomic_store_n(last, now, __ATOMIC_SEQ_CST);
 }
 
 static bool idle(const rlt__inline_slot *sl, rlt_ns now)
 {
-    rlt_ns last = __atomic_load_n(&sl->last, __ATOMIC_RELAXED);
+    rlt_ns last = __atomic_load_n(&sl->last, __ATOMIC_SEQ_CST);
     return sl->text != NULL && now - last > sl->horizon;
 }
 
@@ -126,6 +126,17 @@ int rlt__inline_intern(rlt__inline_table *t, rlt_store *store, const rlt_policy 
     }
     rlt__inline_slot *sl = &t->slot[k];
     if (sl->text != NULL) {
+        /* Bump the epoch before the last look at the use time: a thread that uses the slot
+         * from its cache touches, then reads the epoch (srv.c tl_get); one of the two sees the
+         * other, so no request is decided under the slot's next policy. */
+        __atomic_add_fetch(&t->epoch, 1, __ATOMIC_SEQ_CST);
+        if (!idle(sl, now)) {
+            snprintf(err, errlen,
+                     "too many distinct inline policies in use (max %zu): name them in the "
+                     "config instead",
+                     t->max);
+            return RLT_ENOMEM;
+        }
         /* An eviction rewrites the store's table under all its locks: bounded per second. */
         int64_t sec = now / RLT_NS_PER_S;
         if (sec != t->evict_second) {
@@ -156,7 +167,6 @@ int rlt__inline_intern(rlt__inline_table *t, rlt_store *store, const rlt_policy 
         snprintf(err, errlen, "cannot add policy: %s", rlt_strerror(st));
         return st;
     }
-    if (sl->text != NULL) __atomic_add_fetch(&t->epoch, 1, __ATOMIC_RELEASE);
     free(sl->text);
     sl->text = text;
     sl->id = nid;

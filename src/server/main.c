@@ -318,6 +318,7 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
     cfg->set.fail_closed = keep.fail_closed;
     cfg->set.max_args = keep.max_args;
     cfg->set.max_inline_policies = keep.max_inline_policies;
+    cfg->set.max_memory = keep.max_memory; /* the store's cap and the connections' are set */
     snprintf(cfg->set.snapshot, sizeof cfg->set.snapshot, "%s", keep.snapshot);
     /* The Redis connection stays as started too; only the fail modes follow the file. */
     bool fail_open = cfg->set.redis.fail_open;

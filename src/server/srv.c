@@ -45,10 +45,12 @@ static int tl_get(rlt__srv *s, const char *k, size_t n, rlt_ns now)
     if (n > TL_TEXT) return -1;
     uint64_t h = hash_bytes(k, n);
     struct tl_entry *e = &tl_cache[h % TL_SLOTS];
-    if (e->gen != s->gen || e->epoch != inl_epoch(s) || e->hash != h || e->len != n ||
-        memcmp(e->text, k, n) != 0)
-        return -1;
+    if (e->gen != s->gen || e->hash != h || e->len != n || memcmp(e->text, k, n) != 0) return -1;
+    /* Touch first, then check the epoch (both sequentially consistent, as the eviction's read
+     * of the use time and its epoch bump are): either the evictor saw this use and kept the
+     * slot, or this sees its new epoch and takes the slow path. */
     rlt__inline_touch(&s->inl, e->slot, now);
+    if (e->epoch != __atomic_load_n(&s->inl.epoch, __ATOMIC_SEQ_CST)) return -1;
     return e->id;
 }
 
@@ -91,6 +93,11 @@ const char *rlt__srv_policy_name(rlt__srv *s, int id, char *buf, size_t cap)
         snprintf(buf, cap, "%s", "");
     pthread_mutex_unlock(&s->lock);
     return buf;
+}
+
+uint64_t rlt__srv_policy_gen(rlt__srv *s)
+{
+    return __atomic_load_n(&s->policy_gen, __ATOMIC_ACQUIRE);
 }
 
 size_t rlt__srv_policy_ids(rlt__srv *s)
@@ -273,51 +280,91 @@ static bool injected_failure(long *writes)
 
 /* Writes cfg's policies and tiers into the store, filling their policy ids.  Called with the
  * lock.  After validate_config only running out of memory can fail here. */
-/* `restore`: writing an old config back after a failed reload: every policy keeps its keys'
- * state (RLT_CHANGE_KEEP), whatever its change mode says. */
+static bool policy_same(const rlt_policy *a, const rlt_policy *b)
+{
+    return a->algo == b->algo && a->limit == b->limit && a->period == b->period &&
+           a->burst == b->burst && a->queue == b->queue && a->delay == b->delay;
+}
+
+/* How a write of policy `run` under `name` with change mode `change` touches the keys already
+ * in the store: not at all (a new name, an unchanged policy: then keep, whatever the mode),
+ * by converting (keep), or destructively (reset, scale: their keys' states change in a way a
+ * restore could not undo). */
+static rlt_change effective_change(rlt__srv *s, const char *name, const rlt_policy *run,
+                                   rlt_change change, bool *destructive)
+{
+    rlt_policy old;
+    int id = rlt_store_policy_id(s->store, name);
+    bool exists = id >= 0 && rlt_store_get_policy(s->store, id, &old) == RLT_OK;
+    if (!exists || policy_same(&old, run)) change = RLT_CHANGE_KEEP;
+    *destructive = change != RLT_CHANGE_KEEP;
+    return change;
+}
+
+/* Writes one policy in `pass` (0: every write that a restore can undo; 1: the destructive
+ * ones, which run only after everything else succeeded).  The id is stored only when it
+ * differs: a restore writes the same ids back while workers read them. */
+static int write_policy(rlt__srv *s, const char *name, const rlt_policy *p, rlt_change change,
+                        bool redis, bool restore, int pass, long *writes, int *id)
+{
+    rlt_policy tmp;
+    const rlt_policy *run = rlt__srv_runnable(p, redis, &tmp);
+    bool destructive;
+    rlt_change how = restore ? RLT_CHANGE_KEEP : effective_change(s, name, run, change, &destructive);
+    if (restore) destructive = false;
+    if ((pass == 1) != destructive) return RLT_OK;
+    int nid = -1;
+    int st = injected_failure(writes) ? RLT_ENOMEM
+                                      : rlt_store_set_policy(s->store, name, run, how, &nid);
+    if (st == RLT_OK && *id != nid) *id = nid;
+    return st;
+}
+
+/* Writes cfg's policies and tiers into the store, filling their policy ids.  Called with the
+ * lock.  After validate_config only running out of memory can fail here, and only in the
+ * first pass: the writes that reset or scale existing keys come last, after every other write
+ * succeeded, so that a failed reload can be undone exactly.  `restore`: writing an old config
+ * back after a failed reload: every policy keeps its keys' state. */
 static int apply_locked(rlt__srv *s, rlt__config *cfg, bool restore, char *err, size_t errlen)
 {
     long writes = 0;
-    rlt_policy tmp;
-    for (size_t i = 0; i < cfg->nnamed; i++) {
-        char name[RLT_NAME_MAX + 8];
-        named_store_name(name, sizeof name, &cfg->named[i]);
-        int st = injected_failure(&writes)
-                     ? RLT_ENOMEM
-                     : rlt_store_set_policy(s->store, name,
-                                            rlt__srv_runnable(&cfg->named[i].policy,
-                                                              redis_mode(cfg), &tmp),
-                                            restore ? RLT_CHANGE_KEEP : cfg->named[i].change,
-                                            &cfg->named[i].policy_id);
-        if (st != RLT_OK) {
-            snprintf(err, errlen, "policy '%s': %s", cfg->named[i].name, rlt_strerror(st));
-            return RLT_ENOMEM;
+    bool redis = redis_mode(cfg);
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < cfg->nnamed; i++) {
+            rlt__named *n = &cfg->named[i];
+            char name[RLT_NAME_MAX + 8];
+            named_store_name(name, sizeof name, n);
+            int st = write_policy(s, name, &n->policy, n->change, redis, restore, pass, &writes,
+                                  &n->policy_id);
+            if (st != RLT_OK) {
+                snprintf(err, errlen, "policy '%s': %s", n->name, rlt_strerror(st));
+                return RLT_ENOMEM;
+            }
+            set_name(s, n->policy_id, name);
         }
-        set_name(s, cfg->named[i].policy_id, name);
-    }
-    for (size_t i = 0; i < cfg->nrules; i++) {
-        rlt__rule *r = &cfg->rules[i];
-        if (r->unlimited || r->block_all) continue;
-        int st = injected_failure(&writes)
-                     ? RLT_ENOMEM
-                     : rlt_store_set_policy(s->store, r->name,
-                                            rlt__srv_runnable(&r->policy, redis_mode(cfg), &tmp),
-                                            restore ? RLT_CHANGE_KEEP : r->change, &r->policy_id);
-        if (st != RLT_OK) {
-            snprintf(err, errlen, "rule %s (line %d): %s", r->path, r->line, rlt_strerror(st));
-            return RLT_ENOMEM;
+        for (size_t i = 0; i < cfg->nrules; i++) {
+            rlt__rule *r = &cfg->rules[i];
+            if (r->unlimited || r->block_all) continue;
+            int st = write_policy(s, r->name, &r->policy, r->change, redis, restore, pass, &writes,
+                                  &r->policy_id);
+            if (st != RLT_OK) {
+                snprintf(err, errlen, "rule %s (line %d): %s", r->path, r->line, rlt_strerror(st));
+                return RLT_ENOMEM;
+            }
+            set_name(s, r->policy_id, r->path);
         }
-        set_name(s, r->policy_id, r->path);
-    }
-    for (size_t i = 0; i < cfg->ntiers; i++) {
-        const rlt__named *n =
-            rlt__config_named(cfg, cfg->tiers[i].policy, strlen(cfg->tiers[i].policy));
-        int st = n ? rlt_store_set_tier(s->store, cfg->tiers[i].name, n->policy_id) : RLT_ENOENT;
-        if (st != RLT_OK) {
-            snprintf(err, errlen, "tier '%s': %s", cfg->tiers[i].name, rlt_strerror(st));
-            return RLT_ENOMEM;
+        if (pass == 1) break;
+        for (size_t i = 0; i < cfg->ntiers; i++) {
+            const rlt__named *n =
+                rlt__config_named(cfg, cfg->tiers[i].policy, strlen(cfg->tiers[i].policy));
+            int st = n ? rlt_store_set_tier(s->store, cfg->tiers[i].name, n->policy_id) : RLT_ENOENT;
+            if (st != RLT_OK) {
+                snprintf(err, errlen, "tier '%s': %s", cfg->tiers[i].name, rlt_strerror(st));
+                return RLT_ENOMEM;
+            }
         }
     }
+    __atomic_add_fetch(&s->policy_gen, 1, __ATOMIC_RELEASE);
     return RLT_OK;
 }
 
@@ -480,6 +527,7 @@ static int intern_slot(rlt__srv *s, const rlt_policy *p, const rlt__asker *who, 
     *epoch = inl_epoch(s);
     int st = rlt__inline_intern(&s->inl, s->store, run, canon, owner_of(who), quota_of(s, c),
                                 now_of(who), slot, id, err, errlen);
+    if (st == RLT_OK && inl_epoch(s) != *epoch) __atomic_add_fetch(&s->policy_gen, 1, __ATOMIC_RELEASE);
     if (st == RLT_OK) {
         char name[RLT__STR_MAX + 4];
         snprintf(name, sizeof name, "i:%.*s", RLT__STR_MAX - 3, canon); /* the text, for metrics */

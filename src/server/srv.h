@@ -29,6 +29,9 @@ typedef struct rlt__srv {
     rlt__metrics metrics;
     rlt_ns started;
     uint64_t gen;                 /* unique per context: tags the per-thread policy caches */
+    uint64_t policy_gen;          /* bumped whenever a policy id may now mean another policy
+                                     (an apply, a restore, an inline slot reused): caches of
+                                     policies by id compare it (rlt__srv_policy_gen) */
     struct rlt__backend *be;      /* where decisions are made: chosen once (decide.h) */
 } rlt__srv;
 
@@ -56,6 +59,9 @@ int rlt__srv_check_config(const rlt__config *cfg, char *err, size_t errlen);
  * -1 (default): never. */
 extern long rlt__srv_fail_apply_after;
 rlt__config *rlt__srv_config(rlt__srv *s);
+/* The generation of the id -> policy mapping (acquire): a cache of policies by id built at an
+ * older generation must be rebuilt. */
+uint64_t rlt__srv_policy_gen(rlt__srv *s);
 /* An upper bound of the policy ids handed out so far (ids are below it). */
 size_t rlt__srv_policy_ids(rlt__srv *s);
 /* The name of policy `id` for metrics ("" if unknown). */

@@ -269,6 +269,30 @@ def inline_policies_and_their_state_survive_a_restart_in_their_slots(tmp):
         d.stop()
 
 
+@test
+def a_closing_connection_is_gone_after_its_linger_whatever_it_keeps_sending(tmp):
+    d = it.Daemon(tmp, "--max-connections", "2")
+    try:
+        s = socket.create_connection(("127.0.0.1", d.port))
+        s.sendall(it.resp("QUIT"))
+        assert s.recv(100).startswith(b"+OK")
+        t0 = time.time()
+        closed = False
+        while time.time() - t0 < 5:
+            try:
+                s.sendall(b"x")  # one byte every 0.2 s: a persistent timer would restart
+            except OSError:
+                closed = True
+                break
+            time.sleep(0.2)
+        assert closed and time.time() - t0 < 2.5, time.time() - t0
+        s.close()
+        # The slot is free again.
+        assert d.cli("PING") == "PONG"
+    finally:
+        d.stop()
+
+
 def main():
     return it.run_tests(TESTS, sys.argv[2:], prefix="rlth-")
 

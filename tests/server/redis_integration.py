@@ -376,6 +376,19 @@ def a_policy_with_lease_mode_answers_hot_keys_from_local_leases(tmp):
         assert sum(int(d.info()["redis_lease_local"]) for d in (a, b)) == before
 
 
+@test("standalone")
+def a_reused_inline_slot_is_decided_under_its_new_policy(tmp):
+    # One inline slot: gcra:1000/1s idle past its horizon (3 s), then another text takes the
+    # slot (the same store id): Redis must decide under the new policy, not a cached old one.
+    cfg = "server:\n  max_inline_policies: 1\n  threads: 1\n" + redis_section()
+    with Fleet(tmp, 1, config=cfg) as (a,):
+        assert a.c.ok("RL.CHECK", "a", "gcra:1000/1s")[0] == 1
+        time.sleep(3.5)
+        r1 = a.c.ok("RL.CHECK", "b", "fixed_window:1/1h")
+        r2 = a.c.ok("RL.CHECK", "b", "fixed_window:1/1h")
+        assert r1[:2] == [1, 1] and r2[:2] == [0, 1], (r1, r2)
+
+
 @test("both")
 def multi_limit_and_concurrency_go_through_redis(tmp):
     with Fleet(tmp, 2, args=redis_args()) as (a, b):

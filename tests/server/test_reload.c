@@ -148,3 +148,41 @@ TEST(a_reload_applies_each_policys_change_mode_to_used_allowance)
     ASSERT_EQ(rlt__config_parse(bad, strlen(bad), "t.yaml", &c, err, sizeof err), RLT_EPARSE);
     ASSERT_STR_EQ(err, "t.yaml:2: change must be keep, reset or scale");
 }
+
+TEST(a_reload_that_leaves_a_policy_unchanged_keeps_its_state_whatever_its_change_mode)
+{
+    char err[600];
+    const char *y = "policies:\n  login: {policy: fixed_window:3/1h, change: reset}\n";
+    rlt__srv *s = NULL;
+    ASSERT_EQ(rlt__srv_open(&s, parse(y), 0, 0, err, sizeof err), RLT_OK);
+    for (int k = 0; k < 3; k++)
+        run(s, "RL.CHECK u login");
+    ASSERT_EQ(remaining_of(run(s, "RL.CHECK u login")), 0);
+    /* The same file again (a logrotate hook, a config-management run): nothing is reset. */
+    ASSERT_EQ(rlt__srv_apply_config(s, parse(y), err, sizeof err), RLT_OK);
+    ASSERT(strncmp(run(s, "RL.CHECK u login"), "*6\r\n:0\r\n", 8) == 0);
+    rlt__srv_close(s);
+}
+
+TEST(a_failed_reload_undoes_exactly_even_with_reset_and_scale_policies)
+{
+    char err[600];
+    rlt__srv *s = NULL;
+    ASSERT_EQ(rlt__srv_open(&s, parse("policies:\n  api: fixed_window:10/1h\n"), 0, 0, err,
+                            sizeof err),
+              RLT_OK);
+    for (int k = 0; k < 4; k++)
+        run(s, "RL.CHECK u api");
+    /* The reset of api comes after every other write; the new rule's write fails before it. */
+    rlt__config *b = parse("policies:\n  api: {policy: fixed_window:20/1h, change: reset}\n"
+                           "domain: edge\ndescriptors:\n  - key: path\n    rate_limit: "
+                           "{unit: minute, requests_per_unit: 2}\n");
+    ASSERT(b != NULL);
+    rlt__srv_fail_apply_after = 1; /* writes: 0 default, 1 the rule (api waits for the second pass) */
+    ASSERT(rlt__srv_apply_config(s, b, err, sizeof err) != RLT_OK);
+    ASSERT(strstr(err, "the previous policies were restored") != NULL);
+    rlt__config_free(b);
+    /* 4 of 10 still used: the 5th check leaves 5. */
+    ASSERT_EQ(remaining_of(run(s, "RL.CHECK u api")), 5);
+    rlt__srv_close(s);
+}
