@@ -23,34 +23,6 @@ int64_t rlt__mono_ns(void)
     return (int64_t)ts.tv_sec * RLT_NS_PER_S + ts.tv_nsec;
 }
 
-/* ---- key slots ------------------------------------------------------------------------- */
-
-/* CRC16/XMODEM (poly 0x1021, init 0), as Redis Cluster specifies. */
-static uint16_t crc16(const char *buf, size_t len)
-{
-    uint16_t crc = 0;
-    for (size_t i = 0; i < len; i++) {
-        crc = (uint16_t)(crc ^ ((uint16_t)(unsigned char)buf[i] << 8));
-        for (int b = 0; b < 8; b++)
-            crc = (uint16_t)((crc & 0x8000) ? (crc << 1) ^ 0x1021 : crc << 1);
-    }
-    return crc;
-}
-
-unsigned rlt__key_slot(const char *key, size_t len)
-{
-    /* Redis's rule: hash the bytes between the first '{' and the first '}' after it, if that
-     * span is not empty; otherwise the whole key. */
-    const char *open = memchr(key, '{', len);
-    if (open) {
-        size_t s = (size_t)(open - key);
-        const char *close = memchr(open + 1, '}', len - s - 1);
-        if (close && close > open + 1)
-            return crc16(open + 1, (size_t)(close - open - 1)) & (RLT__SLOTS - 1);
-    }
-    return crc16(key, len) & (RLT__SLOTS - 1);
-}
-
 /* ---- nodes and breaker ----------------------------------------------------------------- */
 
 unsigned rlt__node_find_or_add(rlt_redis *r, const char *host, size_t hlen, int port)

@@ -4,6 +4,7 @@
 #define RLT_REDIS_INTERNAL_H
 
 #include "ratelimit/redis.h"
+#include "redis/layout.h"
 
 #include <hiredis/hiredis.h>
 
@@ -25,7 +26,6 @@ typedef struct rlt__script {
 
 extern const rlt__script rlt__redis_scripts[RLT__NSCRIPTS];
 
-#define RLT__SLOTS 16384
 #define RLT__MAX_NODES 64
 #define RLT__NO_NODE 0xFFFF
 
@@ -62,9 +62,6 @@ struct rlt_redis {
 
 /* Monotonic clock, ns. */
 int64_t rlt__mono_ns(void);
-
-/* Redis Cluster hash slot of a key (CRC16/XMODEM of the hash tag, mod 16384). */
-unsigned rlt__key_slot(const char *key, size_t len);
 
 /* Index of node host:port, added if new (RLT__NO_NODE when the table is full). */
 unsigned rlt__node_find_or_add(rlt_redis *r, const char *host, size_t hlen, int port);

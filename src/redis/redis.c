@@ -10,63 +10,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Every number a script handles is kept at or below 2^50 (a few of them are added together,
- * and sums must stay below 2^53); instants may reach 2^52 microseconds (year 2112). */
-#define LIM (INT64_C(1) << 50)
-#define NOW_MAX (INT64_C(1) << 52)
-#define KEYNAME_MAX (64 + 2 + RLT_REDIS_KEY_MAX + 128)
+#define LIM RLT__LIM
+#define NOW_MAX RLT__NOW_MAX
+#define KEYNAME_MAX RLT__KEYNAME_MAX
 #define MULTI_MAX 64
 #define FIELDS 9                         /* script arguments per limit */
 #define TTL_FLOOR_MAX (INT64_C(1) << 40) /* ns: 12 days */
 
-/* A policy at microsecond resolution, as the script takes it. */
-typedef struct rpol {
-    int algo;
-    int64_t N, W, B, Q, D, scale, unit;
-} rpol;
-
-static int64_t gcd64(int64_t a, int64_t b)
-{
-    while (b) {
-        int64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
+typedef rlt__rpol rpol;
 
 static int convert(const rlt_policy *p, rpol *o)
 {
-    if (!p || p->algo < RLT_FIXED_WINDOW || p->algo > RLT_CONCURRENCY || p->scale_ <= 0 ||
-        p->unit_ <= 0 || p->limit <= 0 || p->period <= 0)
-        return RLT_EINVAL;
-    if (p->period % RLT_NS_PER_US != 0) return RLT_EINVAL;
-    o->algo = (int)p->algo;
-    o->N = p->limit;
-    o->W = p->period / RLT_NS_PER_US;
-    o->B = p->burst;
-    o->Q = p->queue;
-    o->D = p->delay;
-    if (o->N > LIM || o->W > LIM || o->B > LIM || o->Q > LIM) return RLT_ERANGE;
-    int64_t g = gcd64(o->N, o->W);
-    o->scale = o->N / g;
-    o->unit = o->W / g;
-    if (o->scale > LIM / 1000) return RLT_ERANGE; /* ns rounding multiplies a rest by 1000 */
-    switch (p->algo) {
-    case RLT_TOKEN_BUCKET:
-    case RLT_GCRA:
-        if (o->B > LIM / o->unit) return RLT_ERANGE; /* cap = B x unit */
-        break;
-    case RLT_LEAKY_BUCKET:
-        if (o->Q + 1 > LIM / o->unit) return RLT_ERANGE; /* cap + unit */
-        break;
-    case RLT_SLIDING_WINDOW:
-        if (o->N > LIM / o->W || o->N > LIM / 1000) return RLT_ERANGE; /* N x W; 1000 x rest */
-        break;
-    default:
-        break;
-    }
-    return RLT_OK;
+    return rlt__rpol_from(p, o);
 }
 
 int rlt_redis_policy_check(const rlt_policy *p)
@@ -197,33 +152,11 @@ void rlt_redis_stats_get(const rlt_redis *r, rlt_redis_stats *out)
 
 /* ---- key names --------------------------------------------------------------------------- */
 
-/* prefix + ("{key}" unless the key has its own non-empty {tag}) + ":algo:N:W:B:Q:D".  The
- * policy's numbers are part of the name: a changed policy starts from fresh state, never
- * reads state written under other numbers. */
+/* The one naming rule (layout.c), with this handle's prefix. */
 static int key_name(const rlt_redis *r, const rlt_policy *p, const void *key, size_t klen,
                     char *buf, size_t cap)
 {
-    if (!key || klen == 0 || klen > RLT_REDIS_KEY_MAX) return RLT_EKEYLEN;
-    const char *k = key;
-    bool tagged = false;
-    const char *open = memchr(k, '{', klen);
-    if (open) {
-        const char *close = memchr(open + 1, '}', klen - (size_t)(open - k) - 1);
-        tagged = close && close > open + 1;
-    }
-    char tail[128];
-    int tl = snprintf(tail, sizeof tail, ":%d:%lld:%lld:%lld:%lld:%lld", (int)p->algo,
-                      (long long)p->limit, (long long)p->period, (long long)p->burst,
-                      (long long)p->queue, (long long)p->delay);
-    size_t need = r->prefix_len + klen + (tagged ? 0 : 2) + (size_t)tl;
-    if (need > cap) return RLT_ENOSPC;
-    char *o = buf;
-    memcpy(o, r->prefix, r->prefix_len), o += r->prefix_len;
-    if (!tagged) *o++ = '{';
-    memcpy(o, k, klen), o += klen;
-    if (!tagged) *o++ = '}';
-    memcpy(o, tail, (size_t)tl), o += tl;
-    return (int)(o - buf);
+    return rlt__key_name(r->prefix, r->prefix_len, p, key, klen, buf, cap);
 }
 
 int rlt_redis_key_name(const rlt_redis *r, const rlt_policy *p, const void *key, size_t klen,
