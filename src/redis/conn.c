@@ -109,6 +109,33 @@ static bool stale(redisContext *c)
     return poll(&p, 1, 0) != 0;
 }
 
+/* Once per connection: is the module loaded (its RL.DECIDE), and does it take caller time (its
+ * RL.TESTTIME, registered only with `testing yes`)?  A server that refuses COMMAND INFO gets the
+ * scripts.  Only a lost connection is a failure. */
+static int detect_engine(rlt_redis *r, rlt__node *n, int64_t deadline)
+{
+    n->module_time = false;
+    if (r->opt.engine != RLT_REDIS_ENGINE_AUTO) {
+        n->engine = r->opt.engine;
+        if (r->opt.engine == RLT_REDIS_ENGINE_SCRIPTS) return RLT_OK;
+    } else {
+        n->engine = RLT_REDIS_ENGINE_SCRIPTS;
+    }
+    const char *argv[4] = {"COMMAND", "INFO", "RL.DECIDE", "RL.TESTTIME"};
+    size_t lens[4] = {7, 4, 9, 11};
+    rlt__cmd cmd = {4, argv, lens};
+    redisReply *rep = NULL;
+    int rc = rlt__node_exec(r, n, &cmd, 1, &rep, deadline);
+    if (rc) return rc;
+    if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
+        bool has = rep->element[0]->type == REDIS_REPLY_ARRAY;
+        if (has && r->opt.engine == RLT_REDIS_ENGINE_AUTO) n->engine = RLT_REDIS_ENGINE_MODULE;
+        n->module_time = has && rep->element[1]->type == REDIS_REPLY_ARRAY;
+    }
+    freeReplyObject(rep);
+    return RLT_OK;
+}
+
 static int connect_node(rlt_redis *r, rlt__node *n, int64_t deadline)
 {
     int64_t left = deadline - rlt__mono_ns();
@@ -146,7 +173,13 @@ static int connect_node(rlt_redis *r, rlt__node *n, int64_t deadline)
             return RLT_EBACKEND;
         }
     }
-    return RLT_OK;
+    return detect_engine(r, n, deadline);
+}
+
+int rlt__node_ensure(rlt_redis *r, rlt__node *n, int64_t deadline)
+{
+    if (n->c && stale(n->c)) rlt__node_drop(n);
+    return n->c ? RLT_OK : connect_node(r, n, deadline);
 }
 
 int rlt__node_exec(rlt_redis *r, rlt__node *n, const rlt__cmd *cmds, size_t ncmd,

@@ -38,6 +38,8 @@ typedef struct rlt__node {
     bool open;         /* breaker open: calls short-circuit until retry_at */
     int64_t retry_at;  /* monotonic ns: when an open breaker lets one trial call through */
     rlt_ns backoff;    /* the current wait of an open breaker */
+    rlt_redis_engine engine; /* detected at connect: SCRIPTS or MODULE (AUTO: never connected) */
+    bool module_time;        /* its module takes caller time (RL.TESTTIME exists) */
 } rlt__node;
 
 /* A command: argc arguments of given lengths. */
@@ -80,6 +82,10 @@ void rlt__node_failure(rlt_redis *r, rlt__node *n, int64_t now);
  * reply is returned.  Does not touch the breaker. */
 int rlt__node_exec(rlt_redis *r, rlt__node *n, const rlt__cmd *cmds, size_t ncmd,
                    redisReply **replies, int64_t deadline);
+
+/* Connects node `n` (AUTH, then the module detection that sets n->engine) unless a live
+ * connection is open.  RLT_OK or RLT_EBACKEND / RLT_ETIMEDOUT / RLT_ENOMEM. */
+int rlt__node_ensure(rlt_redis *r, rlt__node *n, int64_t deadline);
 
 /* Drops the node's connection. */
 void rlt__node_drop(rlt__node *n);

@@ -15,6 +15,7 @@
 #define KEYNAME_MAX RLT__KEYNAME_MAX
 #define MULTI_MAX 64
 #define FIELDS 9                         /* script arguments per limit */
+#define POLTEXT_MAX 160                  /* rlt_policy_format's text */
 #define TTL_FLOOR_MAX (INT64_C(1) << 40) /* ns: 12 days */
 
 typedef rlt__rpol rpol;
@@ -150,6 +151,20 @@ void rlt_redis_stats_get(const rlt_redis *r, rlt_redis_stats *out)
         if (r->nodes[i].open) out->nodes_open++;
 }
 
+int rlt_redis_node_info_get(const rlt_redis *r, unsigned i, rlt_redis_node_info *out)
+{
+    if (!r || !out) return RLT_EINVAL;
+    if (i >= r->nnodes) return RLT_ENOENT;
+    const rlt__node *n = &r->nodes[i];
+    memset(out, 0, sizeof *out);
+    snprintf(out->addr, sizeof out->addr, "%s:%d", n->host, n->port);
+    out->engine = n->engine;
+    out->caller_time = n->engine == RLT_REDIS_ENGINE_MODULE && n->module_time;
+    out->connected = n->c != NULL;
+    out->breaker_open = n->open;
+    return RLT_OK;
+}
+
 /* ---- key names --------------------------------------------------------------------------- */
 
 /* The one naming rule (layout.c), with this handle's prefix. */
@@ -181,13 +196,19 @@ typedef struct call {
     size_t *lens;
     char (*keys)[KEYNAME_MAX];
     char (*nums)[24];
+    /* The same decision as the module's RL.DECIDE (margc 0: scripts only). */
+    int margc;
+    const char **margv;
+    size_t *mlens;
+    char (*pols)[POLTEXT_MAX];
+    bool caller_time;
 } call;
 
 static size_t call_size(size_t cap)
 {
-    size_t args = 3 + cap + 4 + FIELDS * cap;
+    size_t args = 3 + cap + 4 + FIELDS * cap + 3 + 3 * cap; /* script's, then RL.DECIDE's */
     return sizeof(call) + args * (sizeof(char *) + sizeof(size_t)) + cap * KEYNAME_MAX +
-           (4 + FIELDS * cap + 1) * 24;
+           (4 + FIELDS * cap + 1 + 2 + cap) * 24 + cap * POLTEXT_MAX;
 }
 
 /* Lays out a call for `cap` limits in mem[0..call_size(cap)). */
@@ -198,8 +219,14 @@ static call *call_init(void *mem, size_t cap)
     char *p = (char *)(c + 1);
     c->argv = (const char **)(void *)p, p += args * sizeof(char *);
     c->lens = (size_t *)(void *)p, p += args * sizeof(size_t);
+    size_t margs = 3 + 3 * cap;
+    c->margv = (const char **)(void *)p, p += margs * sizeof(char *);
+    c->mlens = (size_t *)(void *)p, p += margs * sizeof(size_t);
     c->keys = (char(*)[KEYNAME_MAX])p, p += cap * KEYNAME_MAX;
+    c->pols = (char(*)[POLTEXT_MAX])p, p += cap * POLTEXT_MAX;
     c->nums = (char(*)[24])p;
+    c->margc = 0;
+    c->caller_time = false;
     c->argc = c->nnums = 0;
     c->slot = 0;
     c->script = RLT__S_MULTI;
@@ -292,7 +319,7 @@ static void leaky_args(call *c, const limit *l)
 
 /* Builds the EVALSHA of limits l[0..n): with `multi`, the multi-limit script
  * (n keys... 'd' now floor n fields...), else (n = 1) the algorithm's own script. */
-static int build_decide(const rlt_redis *r, call *c, const limit *l, const rlt_redis_check *ck,
+static int build_script(const rlt_redis *r, call *c, const limit *l, const rlt_redis_check *ck,
                         size_t n, int64_t now_us, bool multi)
 {
     assert(multi || n == 1);
@@ -348,6 +375,53 @@ static int build_decide(const rlt_redis *r, call *c, const limit *l, const rlt_r
     return RLT_OK;
 }
 
+static void marg(call *c, const char *s, size_t len)
+{
+    c->margv[c->margc] = s;
+    c->mlens[c->margc++] = len;
+}
+
+static void marg_num(call *c, int64_t v)
+{
+    char *b = c->nums[c->nnums++];
+    int n = snprintf(b, 24, "%lld", (long long)v);
+    marg(c, b, (size_t)n);
+}
+
+/* Builds both forms of a decision of limits l[0..n): the EVALSHA (build_script) and the
+ * module's RL.DECIDE now_us floor_ms (name policy cost)... on the same key names; run() sends
+ * the one the node serves. */
+static int build_decide(const rlt_redis *r, call *c, const limit *l, const rlt_redis_check *ck,
+                        size_t n, int64_t now_us, bool multi)
+{
+    int rc = build_script(r, c, l, ck, n, now_us, multi);
+    if (rc) return rc;
+    c->margc = 0;
+    c->caller_time = now_us >= 0;
+    int64_t floor_ms = r->opt.ttl_floor / RLT_NS_PER_MS + (r->opt.ttl_floor % RLT_NS_PER_MS != 0);
+    marg(c, "RL.DECIDE", 9);
+    marg_num(c, now_us);
+    marg_num(c, floor_ms);
+    for (size_t i = 0; i < n; i++) {
+        int pl = rlt_policy_format(l[i].p, c->pols[i], POLTEXT_MAX);
+        if (pl < 0) {
+            c->margc = 0; /* the scripts only */
+            return RLT_OK;
+        }
+        marg(c, c->keys[i], c->lens[3 + i]);
+        marg(c, c->pols[i], (size_t)pl);
+        marg_num(c, l[i].cost);
+    }
+    return RLT_OK;
+}
+
+/* Whether node n runs call c on the module. */
+static bool use_module(const rlt_redis *r, const rlt__node *n, const call *c)
+{
+    return c->margc > 0 && n->engine == RLT_REDIS_ENGINE_MODULE &&
+           (!c->caller_time || n->module_time || r->opt.engine == RLT_REDIS_ENGINE_MODULE);
+}
+
 static bool is_error(const redisReply *rep, const char *prefix)
 {
     size_t n = strlen(prefix);
@@ -358,11 +432,13 @@ static bool is_error(const redisReply *rep, const char *prefix)
  * (the only retry: the script certainly did not run), follows MOVED and ASK (the command did
  * not run there either), and feeds the breaker.  On RLT_OK *out is the script's reply (caller
  * frees).  On failure *retry_at is when the failing node's breaker next lets a call through. */
-static int run(rlt_redis *r, const call *c, int64_t deadline, redisReply **out, int64_t *retry_at)
+static int run(rlt_redis *r, const call *c, int64_t deadline, redisReply **out, int64_t *retry_at,
+               bool *used_module)
 {
     unsigned idx = rlt__route(r, c->slot, deadline);
     bool ask = false, loaded = false;
     *retry_at = 0;
+    *used_module = false;
     for (int hop = 0; hop < 6; hop++) {
         rlt__node *n = &r->nodes[idx];
         int64_t now = rlt__mono_ns();
@@ -378,11 +454,15 @@ static int run(rlt_redis *r, const call *c, int64_t deadline, redisReply **out, 
         size_t load_len[3] = {6, 4, sc->len};
         rlt__cmd cmds[4];
         size_t nc = 0;
+        redisReply *reps[4] = {0};
+        int rc = rlt__node_ensure(r, n, deadline); /* its engine is known once connected */
+        bool mod = use_module(r, n, c);
+        if (mod) loaded = false;
         if (loaded) cmds[nc++] = (rlt__cmd){3, load_argv, load_len};
         if (ask) cmds[nc++] = (rlt__cmd){1, asking, asking_len};
-        cmds[nc++] = (rlt__cmd){c->argc, c->argv, c->lens};
-        redisReply *reps[4] = {0};
-        int rc = rlt__node_exec(r, n, cmds, nc, reps, deadline);
+        cmds[nc++] = mod ? (rlt__cmd){c->margc, c->margv, c->mlens}
+                         : (rlt__cmd){c->argc, c->argv, c->lens};
+        if (!rc) rc = rlt__node_exec(r, n, cmds, nc, reps, deadline);
         if (rc) {
             r->st.errors++;
             rlt__node_failure(r, n, rlt__mono_ns());
@@ -393,7 +473,7 @@ static int run(rlt_redis *r, const call *c, int64_t deadline, redisReply **out, 
         bool load_failed = loaded && reps[0]->type == REDIS_REPLY_ERROR;
         for (size_t i = 0; i + 1 < nc; i++)
             freeReplyObject(reps[i]);
-        if (is_error(rep, "NOSCRIPT") && !loaded && !load_failed) {
+        if (!mod && is_error(rep, "NOSCRIPT") && !loaded && !load_failed) {
             freeReplyObject(rep);
             r->st.script_loads++;
             rlt__node_success(r, n); /* it answered: the breaker closes before the retry */
@@ -421,6 +501,8 @@ static int run(rlt_redis *r, const call *c, int64_t deadline, redisReply **out, 
         }
         rlt__node_success(r, n);
         *out = rep;
+        *used_module = mod;
+        if (mod) r->st.module_calls++;
         return RLT_OK;
     }
     *retry_at = rlt__mono_ns();
@@ -653,6 +735,32 @@ static int parse_single(const limit *l, const redisReply *e, rlt_decision *d)
     return parse_decision(e, d);
 }
 
+/* The module's RL.DECIDE reply: per limit allowed, limit, remaining, retry_after, reset_after,
+ * delay (ns) and lease. */
+static int parse_module(const redisReply *e, size_t n, rlt_decision *dec)
+{
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != 7 * n) return RLT_EBACKEND;
+    for (size_t i = 0; i < n; i++) {
+        long long v[7];
+        for (size_t k = 0; k < 7; k++) {
+            const redisReply *x = e->element[7 * i + k];
+            if (x->type != REDIS_REPLY_INTEGER) return RLT_EBACKEND;
+            v[k] = x->integer;
+        }
+        if (v[3] < -1 || v[4] < 0 || v[5] < 0 || v[6] < 0) return RLT_EBACKEND;
+        rlt_decision *d = &dec[i];
+        memset(d, 0, sizeof *d);
+        d->allowed = v[0] != 0;
+        d->limit = v[1];
+        d->remaining = v[2];
+        d->retry_after = v[3];
+        d->reset_after = v[4];
+        d->delay = v[5];
+        d->lease = v[6];
+    }
+    return RLT_OK;
+}
+
 /* The decision made without Redis. */
 static void fail_decision(rlt_redis *r, const rlt_policy *p, unsigned flags, int64_t retry_at,
                           rlt_decision *d)
@@ -684,10 +792,13 @@ static int decide_call(rlt_redis *r, const limit *l, const rlt_redis_check *ck, 
         return rc;
     }
     redisReply *rep = NULL;
-    rc = run(r, c, rlt__mono_ns() + r->opt.timeout, &rep, retry_at);
+    bool mod;
+    rc = run(r, c, rlt__mono_ns() + r->opt.timeout, &rep, retry_at, &mod);
     free(c);
     if (rc) return rc;
-    if (!multi) {
+    if (mod) {
+        rc = parse_module(rep, n, dec);
+    } else if (!multi) {
         rc = parse_single(&l[0], rep, &dec[0]);
     } else {
         if (rep->type != REDIS_REPLY_ARRAY || rep->elements != n) rc = RLT_EBACKEND;
@@ -900,11 +1011,13 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
     char *calls_mem = malloc(n * csz);
     unsigned *node = malloc(n * sizeof *node);
     bool *sent = calloc(n, sizeof *sent);
+    bool *mods = calloc(n, sizeof *mods); /* per command of a node's pipeline: on the module */
     rlt__cmd *cmds = malloc(n * sizeof *cmds);
     redisReply **reps = calloc(n, sizeof *reps);
     size_t *which = malloc(n * sizeof *which);
     limit *lim = malloc(n * sizeof *lim);
-    if (!calls_mem || !node || !sent || !cmds || !reps || !which || !lim) {
+    if (!calls_mem || !node || !sent || !mods || !cmds || !reps || !which || !lim) {
+        free(mods);
         free(calls_mem), free(node), free(sent), free(cmds), free(reps), free(which), free(lim);
         return RLT_ENOMEM;
     }
@@ -919,16 +1032,21 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
     }
     for (size_t i = 0; i < n; i++) {
         if (sent[i]) continue;
-        /* One pipeline per node: every unsent check routed to node[i]. */
+        /* One pipeline per node: every unsent check routed to node[i], on the engine it
+         * serves (known once connected; a failed connect fails the exec below too). */
+        rlt__node *nd = &r->nodes[node[i]];
+        (void)rlt__node_ensure(r, nd, deadline);
         size_t m = 0;
         for (size_t j = i; j < n; j++)
             if (!sent[j] && node[j] == node[i]) {
                 const call *cj = (const call *)(const void *)(calls_mem + j * csz);
                 which[m] = j;
-                cmds[m++] = (rlt__cmd){cj->argc, cj->argv, cj->lens};
+                mods[m] = use_module(r, nd, cj);
+                cmds[m] = mods[m] ? (rlt__cmd){cj->margc, cj->margv, cj->mlens}
+                                  : (rlt__cmd){cj->argc, cj->argv, cj->lens};
+                m++;
                 sent[j] = true;
             }
-        rlt__node *nd = &r->nodes[node[i]];
         int64_t t = rlt__mono_ns();
         int rc;
         if (!rlt__node_usable(r, nd, t)) {
@@ -953,18 +1071,23 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
         for (size_t k = 0; k < m; k++) {
             size_t j = which[k];
             redisReply *rep = reps[k];
-            if (rep->type != REDIS_REPLY_ERROR && parse_single(&lim[j], rep, &out[j]) == RLT_OK) {
+            if (rep->type != REDIS_REPLY_ERROR &&
+                (mods[k] ? parse_module(rep, 1, &out[j]) : parse_single(&lim[j], rep, &out[j])) ==
+                    RLT_OK) {
                 r->st.decisions++;
+                if (mods[k]) r->st.module_calls++;
             } else if (is_error(rep, "NOSCRIPT") || is_error(rep, "MOVED") ||
                        is_error(rep, "ASK")) {
                 /* Did not run: send it alone, which loads the script or follows the
                  * redirect. */
                 int64_t retry_at = 0;
                 redisReply *single = NULL;
+                bool mod;
                 status[j] = run(r, (const call *)(const void *)(calls_mem + j * csz), deadline,
-                                &single, &retry_at);
+                                &single, &retry_at, &mod);
                 if (!status[j]) {
-                    status[j] = parse_single(&lim[j], single, &out[j]);
+                    status[j] = mod ? parse_module(single, 1, &out[j])
+                                    : parse_single(&lim[j], single, &out[j]);
                     freeReplyObject(single);
                 }
                 if (status[j])
@@ -985,6 +1108,7 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
     }
     for (size_t i = 0; i < n && !first; i++)
         first = status[i];
+    free(mods);
     free(calls_mem), free(node), free(sent), free(cmds), free(reps), free(which), free(lim);
     return first;
 }
@@ -1020,7 +1144,8 @@ int rlt_redis_release(rlt_redis *r, const rlt_policy *p, unsigned flags, const v
     arg_num(c, lease);
     redisReply *rep = NULL;
     int64_t retry_at = 0;
-    rc = run(r, c, rlt__mono_ns() + r->opt.timeout, &rep, &retry_at);
+    bool mod;
+    rc = run(r, c, rlt__mono_ns() + r->opt.timeout, &rep, &retry_at, &mod);
     free(c);
     if (rc) return rc;
     rc = rep->type != REDIS_REPLY_INTEGER ? RLT_EBACKEND : rep->integer ? RLT_OK : RLT_ENOENT;
@@ -1047,7 +1172,8 @@ int rlt_redis_reset(rlt_redis *r, const rlt_policy *p, const void *key, size_t k
     arg(c, c->keys[0], (size_t)len);
     redisReply *rep = NULL;
     int64_t retry_at = 0;
-    rc = run(r, c, rlt__mono_ns() + r->opt.timeout, &rep, &retry_at);
+    bool mod;
+    rc = run(r, c, rlt__mono_ns() + r->opt.timeout, &rep, &retry_at, &mod);
     free(c);
     if (rc) return rc;
     freeReplyObject(rep);
