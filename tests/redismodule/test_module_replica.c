@@ -92,7 +92,7 @@ static bool same(const snap *a, const snap *b, const char *what)
 
 static int sh(const char *args)
 {
-    char cmd[2048];
+    char cmd[4096];
     snprintf(cmd, sizeof cmd, "sh '%s' %s", getenv("RLT_REDIS_SH"), args);
     return system(cmd);
 }
@@ -113,7 +113,7 @@ TEST(a_replica_without_the_module_holds_the_masters_keys_values_and_expiries)
     redisContext *m0 = rtest_raw(0);
     freeReplyObject(redisCommand(m0, "CONFIG SET repl-diskless-sync-delay 0")); /* not 5 s */
     redisFree(m0);
-    char args[1200];
+    char args[2400];
     snprintf(args, sizeof args, "start '%s' 0 --replicaof 127.0.0.1 %d", rtest_dir(1),
              rtest_port(0));
     ASSERT_EQ(sh(args), 0);
@@ -148,7 +148,7 @@ TEST(a_replica_without_the_module_holds_the_masters_keys_values_and_expiries)
 
 TEST(an_aof_rewrite_and_a_restart_keep_the_state)
 {
-    char args[1200];
+    char args[2400];
     snprintf(args, sizeof args, "start '%s' 0 --appendonly yes --loadmodule %s", rtest_dir(2),
              RLT_MODULE_PATH);
     ASSERT_EQ(sh(args), 0);
