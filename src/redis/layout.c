@@ -51,8 +51,15 @@ int rlt__rpol_from(const rlt_policy *p, rlt__rpol *o)
     return RLT_OK;
 }
 
-int rlt__key_name(const char *prefix, size_t plen, const rlt_policy *p, const void *key,
-                  size_t klen, char *buf, size_t cap)
+int rlt__key_tail(const rlt_policy *p, char tail[RLT__KEYTAIL_MAX])
+{
+    return snprintf(tail, RLT__KEYTAIL_MAX, ":%d:%lld:%lld:%lld:%lld:%lld", (int)p->algo,
+                    (long long)p->limit, (long long)p->period, (long long)p->burst,
+                    (long long)p->queue, (long long)p->delay);
+}
+
+int rlt__key_name_tail(const char *prefix, size_t plen, const char *tail, size_t tl,
+                       const void *key, size_t klen, char *buf, size_t cap)
 {
     if (!key || klen == 0 || klen > 512) return RLT_EKEYLEN;
     const char *k = key;
@@ -62,19 +69,23 @@ int rlt__key_name(const char *prefix, size_t plen, const rlt_policy *p, const vo
         const char *close = memchr(open + 1, '}', klen - (size_t)(open - k) - 1);
         tagged = close && close > open + 1;
     }
-    char tail[128];
-    int tl = snprintf(tail, sizeof tail, ":%d:%lld:%lld:%lld:%lld:%lld", (int)p->algo,
-                      (long long)p->limit, (long long)p->period, (long long)p->burst,
-                      (long long)p->queue, (long long)p->delay);
-    size_t need = plen + klen + (tagged ? 0 : 2) + (size_t)tl;
+    size_t need = plen + klen + (tagged ? 0 : 2) + tl;
     if (need > cap) return RLT_ENOSPC;
     char *o = buf;
     memcpy(o, prefix, plen), o += plen;
     if (!tagged) *o++ = '{';
     memcpy(o, k, klen), o += klen;
     if (!tagged) *o++ = '}';
-    memcpy(o, tail, (size_t)tl), o += tl;
+    memcpy(o, tail, tl), o += tl;
     return (int)(o - buf);
+}
+
+int rlt__key_name(const char *prefix, size_t plen, const rlt_policy *p, const void *key,
+                  size_t klen, char *buf, size_t cap)
+{
+    char tail[RLT__KEYTAIL_MAX];
+    int tl = rlt__key_tail(p, tail);
+    return rlt__key_name_tail(prefix, plen, tail, (size_t)tl, key, klen, buf, cap);
 }
 
 /* CRC16/XMODEM (poly 0x1021, init 0), as Redis Cluster specifies. */

@@ -33,6 +33,15 @@ int rlt__rpol_from(const rlt_policy *p, rlt__rpol *o);
 int rlt__key_name(const char *prefix, size_t plen, const rlt_policy *p, const void *key,
                   size_t klen, char *buf, size_t cap);
 
+/* The policy part of a key name, ":algo:N:W:B:Q:D", into tail[0..RLT__KEYTAIL_MAX) with a NUL;
+ * returns its length.  rlt__key_name = rlt__key_name_tail(..., this tail, ...). */
+#define RLT__KEYTAIL_MAX 128
+int rlt__key_tail(const rlt_policy *p, char tail[RLT__KEYTAIL_MAX]);
+
+/* rlt__key_name with the policy's tail already formatted (a caller that caches it). */
+int rlt__key_name_tail(const char *prefix, size_t plen, const char *tail, size_t tl,
+                       const void *key, size_t klen, char *buf, size_t cap);
+
 /* Redis Cluster hash slot of a key (CRC16/XMODEM of the hash tag, mod 16384). */
 unsigned rlt__key_slot(const char *key, size_t len);
 

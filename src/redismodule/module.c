@@ -37,7 +37,8 @@ static struct {
     size_t plen;
     bool testing;
     int64_t test_now_us; /* RL.TESTTIME; -1: the real clock */
-} g = {"rlt:", 4, false, -1};
+    bool cluster;        /* cluster mode (fixed for the server's life) */
+} g = {"rlt:", 4, false, -1, false};
 
 static int64_t now_us(void)
 {
@@ -193,11 +194,20 @@ static void commit(RedisModuleCtx *ctx, lim *l, int64_t floor_ms)
     if (!l->write) return;
     long long abs_ms = RM.Milliseconds() + rlt__mttl_ms(&l->d, floor_ms);
     if (rlt__mpol_is_string(&l->m)) {
-        RedisModuleString *v = RM.CreateString(ctx, l->val, l->vlen);
-        RM.StringSet(l->key, v);
+        /* In place: truncating an empty key creates it; no string object of our own. */
+        size_t len = 0;
+        char *dst = NULL;
+        if (RM.StringTruncate(l->key, l->vlen) == RLT_RM_OK)
+            dst = RM.StringDMA(l->key, &len, RLT_RM_WRITE);
+        if (dst && len == l->vlen) {
+            memcpy(dst, l->val, l->vlen);
+        } else {
+            RedisModuleString *v = RM.CreateString(ctx, l->val, l->vlen);
+            RM.StringSet(l->key, v);
+            RM.FreeString(ctx, v);
+        }
         RM.SetAbsExpire(l->key, abs_ms);
         RM.Replicate(ctx, "SET", "sbcl", l->name, l->val, l->vlen, "PXAT", abs_ms);
-        RM.FreeString(ctx, v);
         return;
     }
     if (l->m.p.algo == RLT_SLIDING_LOG) {
@@ -263,6 +273,40 @@ static const char *run(RedisModuleCtx *ctx, lim *L, size_t n, int64_t now, int64
 
 /* ---- arguments -------------------------------------------------------------------------- */
 
+/* Parsed policies by their text (commands run on Redis's main thread only): parsing and the
+ * gcd work cost about a fifth of a decision, and a fleet uses few policies.  Direct-mapped;
+ * a collision only costs a parse. */
+#define PCACHE 256
+#define PTEXT_MAX 160
+static struct pentry {
+    size_t len;
+    char text[PTEXT_MAX];
+    rlt__mpol m;
+} pcache[PCACHE];
+
+static struct pentry *pcache_slot(const char *t, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)t[i]) * 16777619u;
+    return &pcache[h % PCACHE];
+}
+
+static const rlt__mpol *pcache_get(const char *t, size_t n)
+{
+    struct pentry *e = pcache_slot(t, n);
+    return n > 0 && e->len == n && memcmp(e->text, t, n) == 0 ? &e->m : NULL;
+}
+
+static void pcache_put(const char *t, size_t n, const rlt__mpol *m)
+{
+    if (n == 0 || n > PTEXT_MAX) return;
+    struct pentry *e = pcache_slot(t, n);
+    memcpy(e->text, t, n);
+    e->len = n;
+    e->m = *m;
+}
+
 /* Fills l->m from a policy; false after replying an error. */
 static bool mpol_arg(RedisModuleCtx *ctx, const rlt_policy *p, lim *l)
 {
@@ -280,13 +324,20 @@ static bool policy_arg(RedisModuleCtx *ctx, RedisModuleString *s, lim *l)
 {
     size_t n;
     const char *t = RM.StringPtrLen(s, &n);
+    const rlt__mpol *hit = pcache_get(t, n);
+    if (hit) {
+        l->m = *hit;
+        return true;
+    }
     rlt_policy p;
     char err[200];
     if (rlt_policy_parse(&p, t, n, err, sizeof err) != RLT_OK) {
         reply_errf(ctx, "ERR %s", err);
         return false;
     }
-    return mpol_arg(ctx, &p, l);
+    if (!mpol_arg(ctx, &p, l)) return false;
+    pcache_put(t, n, &l->m);
+    return true;
 }
 
 /* l->name = the library's key name of user key `key` under l->m; false after an error. */
@@ -295,13 +346,13 @@ static bool name_arg(RedisModuleCtx *ctx, RedisModuleString *key, lim *l)
     size_t kl;
     const char *k = RM.StringPtrLen(key, &kl);
     char buf[RLT__KEYNAME_MAX];
-    int len = rlt__key_name(g.prefix, g.plen, &l->m.p, k, kl, buf, sizeof buf);
+    int len = rlt__key_name_tail(g.prefix, g.plen, l->m.tail, l->m.tl, k, kl, buf, sizeof buf);
     if (len < 0) {
         RM.ReplyWithError(ctx, "ERR key is empty or longer than 512 bytes");
         return false;
     }
     /* Cluster clients route by the key argument: the state must live in that key's slot. */
-    if ((RM.GetContextFlags(ctx) & RLT_RM_CTX_FLAGS_CLUSTER) &&
+    if (g.cluster &&
         rlt__key_slot(buf, (size_t)len) != rlt__key_slot(k, kl)) {
         RM.ReplyWithError(ctx, "ERR in a cluster a key must not hold an empty or unbalanced "
                                "'{' '}' hash tag (its state would live in another slot)");
@@ -354,12 +405,22 @@ static int cmd_throttle(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     if (period <= 0 || period > INT64_MAX / RLT_NS_PER_S)
         return RM.ReplyWithError(ctx, "ERR period must be > 0 seconds and fit in int64 ns");
     if (qty < 0) return RM.ReplyWithError(ctx, "ERR quantity must be >= 0");
-    rlt_policy p;
-    int st = rlt_policy_init(&p, RLT_GCRA, count, period * RLT_NS_PER_S, burst + 1, 0, 0);
-    if (st) return reply_errf(ctx, "ERR invalid rate: %s", rlt_strerror(st));
     lim l = {0};
     l.cost = qty;
-    if (!mpol_arg(ctx, &p, &l) || !name_arg(ctx, argv[1], &l)) return RLT_RM_OK;
+    char ck[72]; /* the cache key: "\1burst count period" (no policy text starts with \1) */
+    int cl = snprintf(ck, sizeof ck, "\1%lld %lld %lld", (long long)burst, (long long)count,
+                      (long long)period);
+    const rlt__mpol *hit = pcache_get(ck, (size_t)cl);
+    if (hit) {
+        l.m = *hit;
+    } else {
+        rlt_policy p;
+        int st = rlt_policy_init(&p, RLT_GCRA, count, period * RLT_NS_PER_S, burst + 1, 0, 0);
+        if (st) return reply_errf(ctx, "ERR invalid rate: %s", rlt_strerror(st));
+        if (!mpol_arg(ctx, &p, &l)) return RLT_RM_OK;
+        pcache_put(ck, (size_t)cl, &l.m);
+    }
+    if (!name_arg(ctx, argv[1], &l)) return RLT_RM_OK;
     if (one(ctx, &l, false)) return RLT_RM_OK;
     /* redis-cell: a quantity of 0 only peeks and is never limited. */
     bool limited = qty > 0 && !l.d.allowed;
@@ -650,6 +711,7 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
     if (rlt__rm_init(ctx, "ratelimit", 1) != RLT_RM_OK) return RLT_RM_ERR;
     if (load_args(ctx, argv, argc) != RLT_RM_OK) return RLT_RM_ERR;
+    g.cluster = (RM.GetContextFlags(ctx) & RLT_RM_CTX_FLAGS_CLUSTER) != 0;
     static const struct {
         const char *name;
         rlt__rm_cmd_fn fn;

@@ -58,6 +58,7 @@ enum {
     X(int, DeleteKey, (RedisModuleKey *))                                                          \
     X(int, StringSet, (RedisModuleKey *, RedisModuleString *))                                     \
     X(char *, StringDMA, (RedisModuleKey *, size_t *, int))                                        \
+    X(int, StringTruncate, (RedisModuleKey *, size_t))                                             \
     X(int, SetAbsExpire, (RedisModuleKey *, long long))                                            \
     X(RedisModuleString *, CreateString, (RedisModuleCtx *, const char *, size_t))                 \
     X(void, FreeString, (RedisModuleCtx *, RedisModuleString *))                                   \

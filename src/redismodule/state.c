@@ -70,6 +70,7 @@ int rlt__mpol_init(rlt__mpol *m, const rlt_policy *p)
     int64_t f = 1000 * p->scale_;
     if (f % m->rp.scale != 0) return RLT_EINVAL; /* unreachable by the gcd argument above */
     m->fac = f / m->rp.scale;
+    m->tl = (size_t)rlt__key_tail(p, m->tail);
     return RLT_OK;
 }
 

@@ -22,6 +22,8 @@ typedef struct rlt__mpol {
     rlt_policy pu; /* the same numbers with W in us: runs fixed window, sliding log, concurrency */
     rlt__rpol rp;  /* the scripts' microsecond policy */
     int64_t fac;   /* core scaled units per script scaled unit: 1000 x p.scale_ / rp.scale */
+    char tail[RLT__KEYTAIL_MAX]; /* the key name's policy part (layout.h) */
+    size_t tl;
 } rlt__mpol;
 
 /* Prepares `m` from a policy.  Returns RLT_OK; RLT_EINVAL or RLT_ERANGE as
