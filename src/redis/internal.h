@@ -28,6 +28,7 @@ extern const rlt__script rlt__redis_scripts[RLT__NSCRIPTS];
 
 #define RLT__MAX_NODES 64
 #define RLT__NO_NODE 0xFFFF
+#define RLT__PTEXT_CACHE 8
 
 /* One Redis server and our connection to it. */
 typedef struct rlt__node {
@@ -59,6 +60,12 @@ struct rlt_redis {
     bool refresh;    /* cluster: reload the slot table before the next call */
     struct rlt__lease *leases;
     size_t nleases;
+    struct {
+        rlt_policy p;
+        char text[160];
+        int len; /* 0 = empty */
+    } ptext[RLT__PTEXT_CACHE]; /* policies' canonical text, for the module's RL.DECIDE */
+    unsigned ptext_next;
     rlt_redis_stats st;
 };
 

@@ -202,6 +202,12 @@ typedef struct call {
     size_t *mlens;
     char (*pols)[POLTEXT_MAX];
     bool caller_time;
+    /* Each form is built when a node first needs it (build_decide builds the key names). */
+    const rlt_redis *r;
+    const struct limit *l;
+    size_t n;
+    int64_t now_us;
+    bool multi, script_done, module_done, module_ok;
 } call;
 
 static size_t call_size(size_t cap)
@@ -227,6 +233,8 @@ static call *call_init(void *mem, size_t cap)
     c->nums = (char(*)[24])p;
     c->margc = 0;
     c->caller_time = false;
+    c->script_done = true; /* a call built by hand (release, reset) is a script call */
+    c->module_done = c->module_ok = false;
     c->argc = c->nnums = 0;
     c->slot = 0;
     c->script = RLT__S_MULTI;
@@ -253,11 +261,12 @@ static void arg_num(call *c, int64_t v)
 }
 
 /* Validated inputs of one limit. */
-typedef struct limit {
+typedef struct limit limit;
+struct limit {
     const rlt_policy *p;
     rpol rp;
     int64_t cost;
-} limit;
+};
 
 static int check_limit(const rlt_redis_check *ck, limit *l)
 {
@@ -319,8 +328,9 @@ static void leaky_args(call *c, const limit *l)
 
 /* Builds the EVALSHA of limits l[0..n): with `multi`, the multi-limit script
  * (n keys... 'd' now floor n fields...), else (n = 1) the algorithm's own script. */
-static int build_script(const rlt_redis *r, call *c, const limit *l, const rlt_redis_check *ck,
-                        size_t n, int64_t now_us, bool multi)
+/* The head both forms share: "EVALSHA sha n" and the key names (in c->keys, c->lens[3..]). */
+static int build_names(const rlt_redis *r, call *c, const limit *l, const rlt_redis_check *ck,
+                       size_t n, bool multi)
 {
     assert(multi || n == 1);
     c->argc = 0;
@@ -340,6 +350,17 @@ static int build_script(const rlt_redis *r, call *c, const limit *l, const rlt_r
                 return RLT_EINVAL; /* the same limit twice */
         arg(c, c->keys[i], (size_t)len);
     }
+    return RLT_OK;
+}
+
+/* The script's arguments after the keys. */
+static void build_script(call *c)
+{
+    const rlt_redis *r = c->r;
+    const limit *l = c->l;
+    size_t n = c->n;
+    int64_t now_us = c->now_us;
+    bool multi = c->multi;
     int64_t floor_ms = r->opt.ttl_floor / RLT_NS_PER_MS + (r->opt.ttl_floor % RLT_NS_PER_MS != 0);
     if (c->script == RLT_FIXED_WINDOW || c->script == RLT_SLIDING_WINDOW) {
         /* fixed_window.lua, sliding_window.lua: now N W cost [floor] */
@@ -348,19 +369,19 @@ static int build_script(const rlt_redis *r, call *c, const limit *l, const rlt_r
         arg_num(c, l[0].rp.W);
         arg_num(c, l[0].cost);
         if (floor_ms > 0) arg_num(c, floor_ms);
-        return RLT_OK;
+        return;
     }
     if (c->script == RLT_GCRA || c->script == RLT_TOKEN_BUCKET) {
         arg_num(c, now_us);
         gcra_args(c, &l[0]);
         if (floor_ms > 0) arg_num(c, floor_ms);
-        return RLT_OK;
+        return;
     }
     if (c->script == RLT_LEAKY_BUCKET) { /* gcra.lua */
         arg_num(c, now_us);
         leaky_args(c, &l[0]);
         if (floor_ms > 0) arg_num(c, floor_ms);
-        return RLT_OK;
+        return;
     }
     if (multi) arg(c, "d", 1);
     arg_num(c, now_us);
@@ -372,7 +393,6 @@ static int build_script(const rlt_redis *r, call *c, const limit *l, const rlt_r
         for (int f = multi ? 0 : 1; f < FIELDS; f++) /* a one-algorithm script knows its algo */
             arg_num(c, v[f]);
     }
-    return RLT_OK;
 }
 
 static void marg(call *c, const char *s, size_t len)
@@ -388,38 +408,88 @@ static void marg_num(call *c, int64_t v)
     marg(c, b, (size_t)n);
 }
 
-/* Builds both forms of a decision of limits l[0..n): the EVALSHA (build_script) and the
- * module's RL.DECIDE now_us floor_ms (name policy cost)... on the same key names; run() sends
- * the one the node serves. */
-static int build_decide(const rlt_redis *r, call *c, const limit *l, const rlt_redis_check *ck,
-                        size_t n, int64_t now_us, bool multi)
+/* The canonical text of `p`, from the handle's small cache (formatting costs about as much
+ * as the rest of the module call's arguments). */
+static int policy_text(rlt_redis *r, const rlt_policy *p, char *buf)
 {
-    int rc = build_script(r, c, l, ck, n, now_us, multi);
-    if (rc) return rc;
-    c->margc = 0;
-    c->caller_time = now_us >= 0;
+    for (int i = 0; i < RLT__PTEXT_CACHE; i++) {
+        const rlt_policy *q = &r->ptext[i].p;
+        if (r->ptext[i].len > 0 && q->algo == p->algo && q->limit == p->limit &&
+            q->period == p->period && q->burst == p->burst && q->queue == p->queue &&
+            q->delay == p->delay) {
+            memcpy(buf, r->ptext[i].text, (size_t)r->ptext[i].len);
+            return r->ptext[i].len;
+        }
+    }
+    int len = rlt_policy_format(p, buf, POLTEXT_MAX);
+    if (len > 0 && len <= (int)sizeof r->ptext[0].text) {
+        unsigned k = r->ptext_next++ % RLT__PTEXT_CACHE;
+        r->ptext[k].p = *p;
+        memcpy(r->ptext[k].text, buf, (size_t)len);
+        r->ptext[k].len = len;
+    }
+    return len;
+}
+
+/* The module's RL.DECIDE now_us floor_ms (name policy cost)... on the names of build_names. */
+static void build_module(call *c)
+{
+    rlt_redis *r = (rlt_redis *)c->r; /* only its policy text cache changes */
     int64_t floor_ms = r->opt.ttl_floor / RLT_NS_PER_MS + (r->opt.ttl_floor % RLT_NS_PER_MS != 0);
+    c->margc = 0;
     marg(c, "RL.DECIDE", 9);
-    marg_num(c, now_us);
+    marg_num(c, c->now_us);
     marg_num(c, floor_ms);
-    for (size_t i = 0; i < n; i++) {
-        int pl = rlt_policy_format(l[i].p, c->pols[i], POLTEXT_MAX);
+    for (size_t i = 0; i < c->n; i++) {
+        int pl = policy_text(r, c->l[i].p, c->pols[i]);
         if (pl < 0) {
-            c->margc = 0; /* the scripts only */
-            return RLT_OK;
+            c->module_ok = false; /* the scripts only */
+            return;
         }
         marg(c, c->keys[i], c->lens[3 + i]);
         marg(c, c->pols[i], (size_t)pl);
-        marg_num(c, l[i].cost);
+        marg_num(c, c->l[i].cost);
     }
+}
+
+/* Prepares a decision of limits l[0..n) (which must outlive the call): the key names now; the
+ * EVALSHA's arguments or the module's RL.DECIDE when a node first needs one (form()). */
+static int build_decide(const rlt_redis *r, call *c, const limit *l, const rlt_redis_check *ck,
+                        size_t n, int64_t now_us, bool multi)
+{
+    int rc = build_names(r, c, l, ck, n, multi);
+    if (rc) return rc;
+    c->r = r;
+    c->l = l;
+    c->n = n;
+    c->now_us = now_us;
+    c->multi = multi;
+    c->caller_time = now_us >= 0;
+    c->script_done = c->module_done = false;
+    c->module_ok = true;
     return RLT_OK;
 }
 
 /* Whether node n runs call c on the module. */
 static bool use_module(const rlt_redis *r, const rlt__node *n, const call *c)
 {
-    return c->margc > 0 && n->engine == RLT_REDIS_ENGINE_MODULE &&
+    return c->module_ok && n->engine == RLT_REDIS_ENGINE_MODULE &&
            (!c->caller_time || n->module_time || r->opt.engine == RLT_REDIS_ENGINE_MODULE);
+}
+
+/* The command of call c on the module (`mod`) or as a script, built on first use. */
+static rlt__cmd form(call *c, bool mod)
+{
+    if (mod && !c->module_done) {
+        build_module(c);
+        c->module_done = true;
+    }
+    if (mod && c->module_ok) return (rlt__cmd){c->margc, c->margv, c->mlens};
+    if (!c->script_done) {
+        build_script(c);
+        c->script_done = true;
+    }
+    return (rlt__cmd){c->argc, c->argv, c->lens};
 }
 
 static bool is_error(const redisReply *rep, const char *prefix)
@@ -432,7 +502,7 @@ static bool is_error(const redisReply *rep, const char *prefix)
  * (the only retry: the script certainly did not run), follows MOVED and ASK (the command did
  * not run there either), and feeds the breaker.  On RLT_OK *out is the script's reply (caller
  * frees).  On failure *retry_at is when the failing node's breaker next lets a call through. */
-static int run(rlt_redis *r, const call *c, int64_t deadline, redisReply **out, int64_t *retry_at,
+static int run(rlt_redis *r, call *c, int64_t deadline, redisReply **out, int64_t *retry_at,
                bool *used_module)
 {
     unsigned idx = rlt__route(r, c->slot, deadline);
@@ -457,11 +527,12 @@ static int run(rlt_redis *r, const call *c, int64_t deadline, redisReply **out, 
         redisReply *reps[4] = {0};
         int rc = rlt__node_ensure(r, n, deadline); /* its engine is known once connected */
         bool mod = use_module(r, n, c);
+        rlt__cmd mine = form(c, mod);
+        mod = mod && c->module_ok;
         if (mod) loaded = false;
         if (loaded) cmds[nc++] = (rlt__cmd){3, load_argv, load_len};
         if (ask) cmds[nc++] = (rlt__cmd){1, asking, asking_len};
-        cmds[nc++] = mod ? (rlt__cmd){c->margc, c->margv, c->mlens}
-                         : (rlt__cmd){c->argc, c->argv, c->lens};
+        cmds[nc++] = mine;
         if (!rc) rc = rlt__node_exec(r, n, cmds, nc, reps, deadline);
         if (rc) {
             r->st.errors++;
@@ -735,17 +806,22 @@ static int parse_single(const limit *l, const redisReply *e, rlt_decision *d)
     return parse_decision(e, d);
 }
 
-/* The module's RL.DECIDE reply: per limit allowed, limit, remaining, retry_after, reset_after,
- * delay (ns) and lease. */
+/* The module's RL.DECIDE reply: an array of one string per limit, "allowed limit remaining
+ * retry_after reset_after delay lease" (ns). */
 static int parse_module(const redisReply *e, size_t n, rlt_decision *dec)
 {
-    if (e->type != REDIS_REPLY_ARRAY || e->elements != 7 * n) return RLT_EBACKEND;
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != n) return RLT_EBACKEND;
     for (size_t i = 0; i < n; i++) {
+        const redisReply *x = e->element[i];
+        if (x->type != REDIS_REPLY_STRING) return RLT_EBACKEND;
         long long v[7];
-        for (size_t k = 0; k < 7; k++) {
-            const redisReply *x = e->element[7 * i + k];
-            if (x->type != REDIS_REPLY_INTEGER) return RLT_EBACKEND;
-            v[k] = x->integer;
+        const char *p = x->str, *end = x->str + x->len;
+        for (int k = 0; k < 7; k++) {
+            char *q;
+            if (p >= end) return RLT_EBACKEND;
+            v[k] = strtoll(p, &q, 10);
+            if (q == p || (q < end && *q != ' ') || (k == 6) != (q == end)) return RLT_EBACKEND;
+            p = q + 1;
         }
         if (v[3] < -1 || v[4] < 0 || v[5] < 0 || v[6] < 0) return RLT_EBACKEND;
         rlt_decision *d = &dec[i];
@@ -1039,11 +1115,11 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
         size_t m = 0;
         for (size_t j = i; j < n; j++)
             if (!sent[j] && node[j] == node[i]) {
-                const call *cj = (const call *)(const void *)(calls_mem + j * csz);
+                call *cj = (call *)(void *)(calls_mem + j * csz);
                 which[m] = j;
                 mods[m] = use_module(r, nd, cj);
-                cmds[m] = mods[m] ? (rlt__cmd){cj->margc, cj->margv, cj->mlens}
-                                  : (rlt__cmd){cj->argc, cj->argv, cj->lens};
+                cmds[m] = form(cj, mods[m]);
+                mods[m] = mods[m] && cj->module_ok;
                 m++;
                 sent[j] = true;
             }
@@ -1083,7 +1159,7 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
                 int64_t retry_at = 0;
                 redisReply *single = NULL;
                 bool mod;
-                status[j] = run(r, (const call *)(const void *)(calls_mem + j * csz), deadline,
+                status[j] = run(r, (call *)(void *)(calls_mem + j * csz), deadline,
                                 &single, &retry_at, &mod);
                 if (!status[j]) {
                     status[j] = mod ? parse_module(single, 1, &out[j])

@@ -7,7 +7,8 @@
  *   RL.MULTI key POLICY cost [key POLICY cost ...]      all-or-nothing, one hash slot
  *   RL.RESET key POLICY, RL.ACQUIRE key POLICY, RL.RELEASE key POLICY lease
  *   RL.DECIDE now_us floor_ms name POLICY cost [...]    libratelimit_redis's call: full Redis
- *                                                       key names, decisions in ns
+ *                                                       key names; per limit one string of
+ *                                                       its decision in ns
  *   RL.TESTTIME us|-1                                   only with `testing yes`: a set clock
  *
  * Each command reads the clock once (Redis's wall clock in microseconds, as the scripts read it
@@ -622,8 +623,8 @@ static int cmd_release(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 }
 
 /* RL.DECIDE now_us floor_ms name POLICY cost [name POLICY cost ...]: libratelimit_redis's
- * call.  Reply: per limit allowed, limit, remaining, retry_after, reset_after, delay (ns),
- * lease. */
+ * call.  Reply: an array of one string per limit, "allowed limit remaining retry_after
+ * reset_after delay lease" (durations in ns). */
 static int cmd_decide(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
     if (argc < 6 || (argc - 3) % 3 != 0) return RM.WrongArity(ctx);
@@ -643,13 +644,16 @@ static int cmd_decide(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         if (err) {
             RM.ReplyWithError(ctx, err);
         } else {
-            RM.ReplyWithArray(ctx, (long)(7 * n));
+            /* One string per limit: a client parses it with one allocation, not eight. */
+            RM.ReplyWithArray(ctx, (long)n);
             for (size_t i = 0; i < n; i++) {
                 const rlt_decision *d = &L[i].d;
-                int64_t v[7] = {d->allowed,     d->limit, d->remaining, d->retry_after,
-                                d->reset_after, d->delay, d->lease};
-                for (int k = 0; k < 7; k++)
-                    RM.ReplyWithLongLong(ctx, v[k]);
+                char b[160];
+                int len = snprintf(b, sizeof b, "%d %lld %lld %lld %lld %lld %lld", d->allowed,
+                                   (long long)d->limit, (long long)d->remaining,
+                                   (long long)d->retry_after, (long long)d->reset_after,
+                                   (long long)d->delay, (long long)d->lease);
+                RM.ReplyWithStringBuffer(ctx, b, (size_t)len);
             }
         }
     }

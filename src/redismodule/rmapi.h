@@ -52,6 +52,7 @@ enum {
     X(int, ReplyWithError, (RedisModuleCtx *, const char *))                                       \
     X(int, ReplyWithSimpleString, (RedisModuleCtx *, const char *))                                \
     X(int, ReplyWithArray, (RedisModuleCtx *, long))                                               \
+    X(int, ReplyWithStringBuffer, (RedisModuleCtx *, const char *, size_t))                        \
     X(RedisModuleKey *, OpenKey, (RedisModuleCtx *, RedisModuleString *, int))                     \
     X(void, CloseKey, (RedisModuleKey *))                                                          \
     X(int, KeyType, (RedisModuleKey *))                                                            \
