@@ -60,11 +60,15 @@ struct rlt_redis {
     bool refresh;    /* cluster: reload the slot table before the next call */
     struct rlt__lease *leases;
     size_t nleases;
-    struct {
+    struct rlt__ptext {
         rlt_policy p;
+        bool used;
+        int len;                     /* the canonical text (the module's RL.DECIDE); < 0: none */
         char text[160];
-        int len; /* 0 = empty */
-    } ptext[RLT__PTEXT_CACHE]; /* policies' canonical text, for the module's RL.DECIDE */
+        int tl;                      /* the key names' policy part (layout.h) */
+        char tail[RLT__KEYTAIL_MAX];
+    } ptext[RLT__PTEXT_CACHE]; /* recently used policies' texts: formatting them costs more
+                                  than the rest of a call's arguments */
     unsigned ptext_next;
     rlt_redis_stats st;
 };

@@ -328,6 +328,26 @@ static void leaky_args(call *c, const limit *l)
 
 /* Builds the EVALSHA of limits l[0..n): with `multi`, the multi-limit script
  * (n keys... 'd' now floor n fields...), else (n = 1) the algorithm's own script. */
+/* The texts of `p` from the handle's small cache of recent policies (the handle is not
+ * thread-safe: the cache is part of its state). */
+static const struct rlt__ptext *policy_texts(const rlt_redis *rc, const rlt_policy *p)
+{
+    rlt_redis *r = (rlt_redis *)rc;
+    for (int i = 0; i < RLT__PTEXT_CACHE; i++) {
+        const rlt_policy *q = &r->ptext[i].p;
+        if (r->ptext[i].used && q->algo == p->algo && q->limit == p->limit &&
+            q->period == p->period && q->burst == p->burst && q->queue == p->queue &&
+            q->delay == p->delay)
+            return &r->ptext[i];
+    }
+    struct rlt__ptext *e = &r->ptext[r->ptext_next++ % RLT__PTEXT_CACHE];
+    e->p = *p;
+    e->used = true;
+    e->len = rlt_policy_format(p, e->text, sizeof e->text);
+    e->tl = rlt__key_tail(p, e->tail);
+    return e;
+}
+
 /* The head both forms share: "EVALSHA sha n" and the key names (in c->keys, c->lens[3..]). */
 static int build_names(const rlt_redis *r, call *c, const limit *l, const rlt_redis_check *ck,
                        size_t n, bool multi)
@@ -340,9 +360,11 @@ static int build_names(const rlt_redis *r, call *c, const limit *l, const rlt_re
     arg(c, rlt__redis_scripts[c->script].sha, 40);
     arg_num(c, (int64_t)n);
     for (size_t i = 0; i < n; i++) {
-        int len = key_name(r, l[i].p, ck[i].key, ck[i].klen, c->keys[i], KEYNAME_MAX);
+        const struct rlt__ptext *t = policy_texts(r, l[i].p);
+        int len = rlt__key_name_tail(r->prefix, r->prefix_len, t->tail, (size_t)t->tl, ck[i].key,
+                                     ck[i].klen, c->keys[i], KEYNAME_MAX);
         if (len < 0) return len == RLT_ENOSPC ? RLT_EKEYLEN : len;
-        unsigned slot = rlt__key_slot(c->keys[i], (size_t)len);
+        unsigned slot = r->opt.cluster ? rlt__key_slot(c->keys[i], (size_t)len) : 0;
         if (i == 0) c->slot = slot;
         if (r->opt.cluster && slot != c->slot) return RLT_EINVAL; /* would be CROSSSLOT */
         for (size_t j = 0; j < i; j++)
@@ -408,46 +430,24 @@ static void marg_num(call *c, int64_t v)
     marg(c, b, (size_t)n);
 }
 
-/* The canonical text of `p`, from the handle's small cache (formatting costs about as much
- * as the rest of the module call's arguments). */
-static int policy_text(rlt_redis *r, const rlt_policy *p, char *buf)
-{
-    for (int i = 0; i < RLT__PTEXT_CACHE; i++) {
-        const rlt_policy *q = &r->ptext[i].p;
-        if (r->ptext[i].len > 0 && q->algo == p->algo && q->limit == p->limit &&
-            q->period == p->period && q->burst == p->burst && q->queue == p->queue &&
-            q->delay == p->delay) {
-            memcpy(buf, r->ptext[i].text, (size_t)r->ptext[i].len);
-            return r->ptext[i].len;
-        }
-    }
-    int len = rlt_policy_format(p, buf, POLTEXT_MAX);
-    if (len > 0 && len <= (int)sizeof r->ptext[0].text) {
-        unsigned k = r->ptext_next++ % RLT__PTEXT_CACHE;
-        r->ptext[k].p = *p;
-        memcpy(r->ptext[k].text, buf, (size_t)len);
-        r->ptext[k].len = len;
-    }
-    return len;
-}
-
 /* The module's RL.DECIDE now_us floor_ms (name policy cost)... on the names of build_names. */
 static void build_module(call *c)
 {
-    rlt_redis *r = (rlt_redis *)c->r; /* only its policy text cache changes */
+    const rlt_redis *r = c->r;
     int64_t floor_ms = r->opt.ttl_floor / RLT_NS_PER_MS + (r->opt.ttl_floor % RLT_NS_PER_MS != 0);
     c->margc = 0;
     marg(c, "RL.DECIDE", 9);
     marg_num(c, c->now_us);
     marg_num(c, floor_ms);
     for (size_t i = 0; i < c->n; i++) {
-        int pl = policy_text(r, c->l[i].p, c->pols[i]);
-        if (pl < 0) {
+        const struct rlt__ptext *t = policy_texts(r, c->l[i].p);
+        if (t->len < 0 || t->len > POLTEXT_MAX) {
             c->module_ok = false; /* the scripts only */
             return;
         }
+        memcpy(c->pols[i], t->text, (size_t)t->len);
         marg(c, c->keys[i], c->lens[3 + i]);
-        marg(c, c->pols[i], (size_t)pl);
+        marg(c, c->pols[i], (size_t)t->len);
         marg_num(c, c->l[i].cost);
     }
 }
