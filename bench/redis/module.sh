@@ -33,6 +33,7 @@ RLT_REDIS_EXTRA_ARGS="--loadmodule $so" exec sh "$here/../../tests/redis/redis-s
     bench() { # name cmdstat args...
         name=$1 stat=$2
         shift 2
+        cli FLUSHALL >/dev/null # every case starts from an empty keyspace
         cli CONFIG RESETSTAT >/dev/null
         rps=$(redis-benchmark -p "$port" -c 4 -P 16 -n 400000 -r 1000000 -q "$@" |
               tr "\r" "\n" | grep -v "^$" | tail -1 | sed "s/.*: \([0-9.]*\) requests.*/\1/")

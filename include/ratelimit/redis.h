@@ -69,9 +69,12 @@ typedef struct rlt_redis_options {
     rlt_ns ttl_floor;    /* least expiry given to a key written (0..2^40 ns), for replays
                             with RLT_REDIS_CALLER_TIME whose clock runs slower than real
                             time; 0 = none: the expiry is exactly reset_after rounded up */
-    rlt_redis_engine engine; /* AUTO (0): detect the module on each connection (COMMAND INFO);
-                                SCRIPTS or MODULE: force one.  Calls with RLT_REDIS_CALLER_TIME
-                                use the module only when it was loaded with `testing yes`. */
+
+    /* Where decisions run.  AUTO (0): the module ratelimit.so on each node that has it
+     * (detected once per connection with COMMAND INFO), the scripts elsewhere.  SCRIPTS or
+     * MODULE: force one.  Calls with RLT_REDIS_CALLER_TIME use the module only when it was
+     * loaded with `testing yes`. */
+    rlt_redis_engine engine;
 } rlt_redis_options;
 
 /* Per-call flags. */
@@ -173,7 +176,9 @@ typedef struct rlt_redis_stats {
     uint64_t lease_grants;    /* leases taken from Redis */
     unsigned nodes;           /* Redis nodes known */
     unsigned nodes_open;      /* nodes whose breaker is open now */
-    uint64_t module_calls;    /* decision calls that ran on the module (RL.DECIDE) */
+
+    /* Decision calls that ran on the module (RL.DECIDE) rather than a script. */
+    uint64_t module_calls;
 } rlt_redis_stats;
 
 /* Fills *out with the handle's counters. */

@@ -39,8 +39,11 @@ typedef struct rlt__node {
     bool open;         /* breaker open: calls short-circuit until retry_at */
     int64_t retry_at;  /* monotonic ns: when an open breaker lets one trial call through */
     rlt_ns backoff;    /* the current wait of an open breaker */
-    rlt_redis_engine engine; /* detected at connect: SCRIPTS or MODULE (AUTO: never connected) */
-    bool module_time;        /* its module takes caller time (RL.TESTTIME exists) */
+
+    /* The module, as detected at connect: engine SCRIPTS or MODULE (AUTO: never connected);
+     * module_time: it takes caller time (its RL.TESTTIME exists). */
+    rlt_redis_engine engine;
+    bool module_time;
 } rlt__node;
 
 /* A command: argc arguments of given lengths. */
@@ -63,9 +66,9 @@ struct rlt_redis {
     struct rlt__ptext {
         rlt_policy p;
         bool used;
-        int len;                     /* the canonical text (the module's RL.DECIDE); < 0: none */
+        int len; /* the canonical text (the module's RL.DECIDE); < 0: none */
         char text[160];
-        int tl;                      /* the key names' policy part (layout.h) */
+        int tl; /* the key names' policy part (layout.h) */
         char tail[RLT__KEYTAIL_MAX];
     } ptext[RLT__PTEXT_CACHE]; /* recently used policies' texts: formatting them costs more
                                   than the rest of a call's arguments */

@@ -28,8 +28,7 @@ int rlt__rpol_from(const rlt_policy *p, rlt__rpol *o)
     o->B = p->burst;
     o->Q = p->queue;
     o->D = p->delay;
-    if (o->N > RLT__LIM || o->W > RLT__LIM || o->B > RLT__LIM || o->Q > RLT__LIM)
-        return RLT_ERANGE;
+    if (o->N > RLT__LIM || o->W > RLT__LIM || o->B > RLT__LIM || o->Q > RLT__LIM) return RLT_ERANGE;
     int64_t g = gcd64(o->N, o->W);
     o->scale = o->N / g;
     o->unit = o->W / g;

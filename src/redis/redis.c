@@ -625,8 +625,8 @@ static rlt_ns amount_ns(unsigned __int128 a, int64_t scale)
  * denied, as an integer n (>= 0 allowed, -(n + 1) denied), or {q, f} = q x scale + f (GCRA and
  * leaky bucket, denied, too big for one number), or {allowed, amount, wait} (token bucket
  * whose clock stepped back: refill waits `wait` us). */
-static int bucket_amount(const limit *l, const redisReply *e, unsigned __int128 *a,
-                         bool *allowed, rlt_ns *wait)
+static int bucket_amount(const limit *l, const redisReply *e, unsigned __int128 *a, bool *allowed,
+                         rlt_ns *wait)
 {
     const rpol *p = &l->rp;
     long long v[3] = {0};
@@ -1159,8 +1159,8 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
                 int64_t retry_at = 0;
                 redisReply *single = NULL;
                 bool mod;
-                status[j] = run(r, (call *)(void *)(calls_mem + j * csz), deadline,
-                                &single, &retry_at, &mod);
+                status[j] = run(r, (call *)(void *)(calls_mem + j * csz), deadline, &single,
+                                &retry_at, &mod);
                 if (!status[j]) {
                     status[j] = mod ? parse_module(single, 1, &out[j])
                                     : parse_single(&lim[j], single, &out[j]);

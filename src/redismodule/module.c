@@ -353,8 +353,7 @@ static bool name_arg(RedisModuleCtx *ctx, RedisModuleString *key, lim *l)
         return false;
     }
     /* Cluster clients route by the key argument: the state must live in that key's slot. */
-    if (g.cluster &&
-        rlt__key_slot(buf, (size_t)len) != rlt__key_slot(k, kl)) {
+    if (g.cluster && rlt__key_slot(buf, (size_t)len) != rlt__key_slot(k, kl)) {
         RM.ReplyWithError(ctx, "ERR in a cluster a key must not hold an empty or unbalanced "
                                "'{' '}' hash tag (its state would live in another slot)");
         return false;
@@ -539,9 +538,13 @@ static int cmd_multi(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
             rlt_decision c;
             int64_t refused;
             combine(L, n, &c, &refused);
-            int64_t v[7] = {c.allowed,          c.limit,          c.remaining,
-                            c.allowed ? 0 : ceil_ms(c.retry_after), ceil_ms(c.reset_after),
-                            ceil_ms(c.delay),   refused};
+            int64_t v[7] = {c.allowed,
+                            c.limit,
+                            c.remaining,
+                            c.allowed ? 0 : ceil_ms(c.retry_after),
+                            ceil_ms(c.reset_after),
+                            ceil_ms(c.delay),
+                            refused};
             reply_ints(ctx, v, 7);
         }
     }
@@ -709,7 +712,7 @@ static int load_args(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 }
 
 __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ctx,
-                                                           RedisModuleString **argv, int argc);
+                                                              RedisModuleString **argv, int argc);
 
 int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {

@@ -14,7 +14,7 @@ int rlt__rm_init(RedisModuleCtx *ctx, const char *name, int ver)
     memcpy(&get_api, &first, sizeof get_api);
     int missing = 0;
 #define RLT_RM_GET(ret, fname, params)                                                             \
-    if (get_api("RedisModule_" #fname, (void *)&rlt__rm.fname) != RLT_RM_OK || !rlt__rm.fname)   \
+    if (get_api("RedisModule_" #fname, (void *)&rlt__rm.fname) != RLT_RM_OK || !rlt__rm.fname)     \
         missing = 1;
     RLT_RM_FUNCS(RLT_RM_GET)
 #undef RLT_RM_GET

@@ -42,7 +42,7 @@ enum {
 /* X(return type, name, parameters): every function the module looks up. */
 #define RLT_RM_FUNCS(X)                                                                            \
     X(int, CreateCommand,                                                                          \
-      (RedisModuleCtx *, const char *, rlt__rm_cmd_fn, const char *, int, int, int))              \
+      (RedisModuleCtx *, const char *, rlt__rm_cmd_fn, const char *, int, int, int))               \
     X(void, SetModuleAttribs, (RedisModuleCtx *, const char *, int, int))                          \
     X(int, IsModuleNameBusy, (const char *))                                                       \
     X(void *, Alloc, (size_t))                                                                     \

@@ -1,8 +1,8 @@
 /* The Redis module's state layer (state.h): script values <-> core state blocks, decided by
  * rlt_decide.  The core's state layouts are read here as the algorithm files define them
- * (the algorithm files of src/core): fixed window {win, count}, sliding window {win, prev, curr}, token bucket
- * {used, last ^ 2^63}, GCRA and leaky bucket {tat ^ 2^63}, sliding log {head, count, ts[N]},
- * concurrency {last, reserved, {lease, expires}[N]}.
+ * (the algorithm files of src/core): fixed window {win, count}, sliding window {win, prev, curr},
+ * token bucket {used, last ^ 2^63}, GCRA and leaky bucket {tat ^ 2^63}, sliding log {head, count,
+ * ts[N]}, concurrency {last, reserved, {lease, expires}[N]}.
  *
  * GCRA and leaky bucket run with the origin at `now` (core now = 0): the core multiplies now by
  * scale_, which wall-clock nanoseconds would overflow for most rates, and their decisions depend
@@ -249,8 +249,8 @@ int rlt__mlog_decide(const rlt__mpol *m, const char *const *items, const size_t 
     bool live_seen = false;
     for (size_t i = 0; i < n; i++) {
         int64_t v[2];
-        if (!parse_fields(items[i], lens[i], v, 2) || v[1] <= 0 || v[1] > N - total ||
-            v[0] < 0 || v[0] > RLT__NUM_VAL_MAX || (i > 0 && v[0] < last_t))
+        if (!parse_fields(items[i], lens[i], v, 2) || v[1] <= 0 || v[1] > N - total || v[0] < 0 ||
+            v[0] > RLT__NUM_VAL_MAX || (i > 0 && v[0] < last_t))
             return RLT_ECORRUPT;
         for (int64_t k = 0; k < v[1]; k++)
             st[2 + total + k] = v[0];
@@ -334,8 +334,8 @@ int rlt__mcc_decide(const rlt__mpol *m, const char *const *kv, const size_t *kvl
     return RLT_OK;
 }
 
-int rlt__mcc_release(const rlt__mpol *m, const char *const *kv, const size_t *kvlen,
-                     size_t npairs, int64_t now_us, int64_t lease, void *scratch, int64_t *slot)
+int rlt__mcc_release(const rlt__mpol *m, const char *const *kv, const size_t *kvlen, size_t npairs,
+                     int64_t now_us, int64_t lease, void *scratch, int64_t *slot)
 {
     *slot = -1;
     int64_t *st = scratch;

@@ -79,8 +79,8 @@ int rlt__mcc_decide(const rlt__mpol *m, const char *const *kv, const size_t *kvl
 
 /* Releases `lease` on a concurrency hash: *slot the slot holding it (to HDEL) or -1; returns
  * RLT_OK when it was live, RLT_ENOENT when unknown or expired, RLT_ECORRUPT. */
-int rlt__mcc_release(const rlt__mpol *m, const char *const *kv, const size_t *kvlen,
-                     size_t npairs, int64_t now_us, int64_t lease, void *scratch, int64_t *slot);
+int rlt__mcc_release(const rlt__mpol *m, const char *const *kv, const size_t *kvlen, size_t npairs,
+                     int64_t now_us, int64_t lease, void *scratch, int64_t *slot);
 
 /* Strict decimal integer: optional '-', digits, no leading zero, no "-0", no overflow. */
 bool rlt__mparse_i64(const char *s, size_t len, int64_t *out);

@@ -78,8 +78,8 @@ TEST(rl_multi_runs_on_the_node_of_its_hash_tag_and_refuses_crossslot)
               1);
     ASSERT_STR_EQ(out, "array 7 first 1");
     out[0] = '\0';
-    int n = on_every_node("RL.MULTI %s gcra:5/1h 1 %s gcra:5/1h 1", "{a}:x", "{b}:y", out,
-                          sizeof out);
+    int n =
+        on_every_node("RL.MULTI %s gcra:5/1h 1 %s gcra:5/1h 1", "{a}:x", "{b}:y", out, sizeof out);
     ASSERT(n >= 1);
     ASSERT(strncmp(out, "CROSSSLOT", 9) == 0);
     out[0] = '\0';

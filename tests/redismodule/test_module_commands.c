@@ -3,8 +3,7 @@
  * expiries byte-identical to the scripts', every bad argument answered with an error (the server
  * survives), and the loading errors. */
 #define RTEST_KIND "standalone"
-#define RTEST_SERVER_ARGS                                                                          \
-    "--enable-module-command yes --loadmodule " RLT_MODULE_PATH " testing yes"
+#define RTEST_SERVER_ARGS "--enable-module-command yes --loadmodule " RLT_MODULE_PATH " testing yes"
 #include "rtest.h"
 #include "test.h"
 
@@ -58,8 +57,8 @@ static void at(redisContext *c, int64_t us)
     freeReplyObject(run(c, line));
 }
 
-#define S(x) ((int64_t)(x) * 1000000)
-#define MS(x) ((int64_t)(x) * 1000)
+#define S(x) ((int64_t)(x)*1000000)
+#define MS(x) ((int64_t)(x)*1000)
 
 TEST(cl_throttle_matches_redis_cells_test_vectors)
 {
@@ -131,29 +130,61 @@ TEST(rl_commands_answer_as_ratelimitd)
 TEST(every_bad_argument_is_an_error_and_the_server_survives)
 {
     redisContext *c = rtest_raw(0);
-    const char *bad[] = {
-        "CL.THROTTLE k -1 1 1", "CL.THROTTLE k 1 0 1", "CL.THROTTLE k 1 -5 1",
-        "CL.THROTTLE k 1 1 0", "CL.THROTTLE k 1 1 1 -1", "CL.THROTTLE k 1e309 1 1",
-        "CL.THROTTLE k 0x10 1 1", "CL.THROTTLE k -0 1 1", "CL.THROTTLE k 1.5 1 1",
-        "CL.THROTTLE k 9223372036854775807 1 1", "CL.THROTTLE k 1 1 9223372036854775807",
-        "CL.THROTTLE k 1 99999999999999999999 1", "CL.THROTTLE k 1 1", "CL.THROTTLE k 1 1 1 1 1",
-        "CL.THROTTLE '' 1 1 1", "CL.THROTTLE k 2147483646 9223372036854775807 1",
-        "RL.CHECK k gcra:1/1s -1", "RL.CHECK k gcra:1/1s -0", "RL.CHECK k gcra:1/1s 1.5",
-        "RL.CHECK k gcra:1/1s 1e3", "RL.CHECK k gcra:1/1s 99999999999999999999",
-        "RL.CHECK k gcra:1/1s ''", "RL.CHECK k gcra:0/1s", "RL.CHECK k gcra:-1/1s",
-        "RL.CHECK k gcra:1.5/1s", "RL.CHECK k gcra:1/-1s", "RL.CHECK k gcra:1/0s",
-        "RL.CHECK k gcra:3/1500ns", "RL.CHECK k token_bucket:1/1000s,burst=2000000",
-        "RL.CHECK k gcra:9223372036854775807/1s", "RL.CHECK k gcra:1/9223372036854775807d",
-        "RL.CHECK k sliding_log:2000000/1s", "RL.CHECK k sliding_window:100000000/1000d",
-        "RL.CHECK k nope:1/1s", "RL.CHECK k ''", "RL.CHECK k concurrency:3/1s 2",
-        "RL.CHECK '' gcra:1/1s", "RL.CHECK k", "RL.CHECK k gcra:1/1s 1 1", "RL.PEEK k gcra:1/1s 1",
-        "RL.MULTI k gcra:1/1s", "RL.MULTI k gcra:1/1s 1 k gcra:1/1s 1",
-        "RL.MULTI a concurrency:1/1s 1 b gcra:1/1s 1", "RL.MULTI a gcra:1/1s -1",
-        "RL.ACQUIRE k gcra:1/1s", "RL.RELEASE k concurrency:1/1s 0",
-        "RL.RELEASE k concurrency:1/1s -3", "RL.RELEASE k gcra:1/1s 5", "RL.RESET k",
-        "RL.DECIDE -2 0 k gcra:1/1s 1", "RL.DECIDE -1 -1 k gcra:1/1s 1",
-        "RL.DECIDE 4503599627370497 0 k gcra:1/1s 1", "RL.DECIDE -1 0 k gcra:1/1s",
-        "RL.TESTTIME -2", "RL.TESTTIME x"};
+    const char *bad[] = {"CL.THROTTLE k -1 1 1",
+                         "CL.THROTTLE k 1 0 1",
+                         "CL.THROTTLE k 1 -5 1",
+                         "CL.THROTTLE k 1 1 0",
+                         "CL.THROTTLE k 1 1 1 -1",
+                         "CL.THROTTLE k 1e309 1 1",
+                         "CL.THROTTLE k 0x10 1 1",
+                         "CL.THROTTLE k -0 1 1",
+                         "CL.THROTTLE k 1.5 1 1",
+                         "CL.THROTTLE k 9223372036854775807 1 1",
+                         "CL.THROTTLE k 1 1 9223372036854775807",
+                         "CL.THROTTLE k 1 99999999999999999999 1",
+                         "CL.THROTTLE k 1 1",
+                         "CL.THROTTLE k 1 1 1 1 1",
+                         "CL.THROTTLE '' 1 1 1",
+                         "CL.THROTTLE k 2147483646 9223372036854775807 1",
+                         "RL.CHECK k gcra:1/1s -1",
+                         "RL.CHECK k gcra:1/1s -0",
+                         "RL.CHECK k gcra:1/1s 1.5",
+                         "RL.CHECK k gcra:1/1s 1e3",
+                         "RL.CHECK k gcra:1/1s 99999999999999999999",
+                         "RL.CHECK k gcra:1/1s ''",
+                         "RL.CHECK k gcra:0/1s",
+                         "RL.CHECK k gcra:-1/1s",
+                         "RL.CHECK k gcra:1.5/1s",
+                         "RL.CHECK k gcra:1/-1s",
+                         "RL.CHECK k gcra:1/0s",
+                         "RL.CHECK k gcra:3/1500ns",
+                         "RL.CHECK k token_bucket:1/1000s,burst=2000000",
+                         "RL.CHECK k gcra:9223372036854775807/1s",
+                         "RL.CHECK k gcra:1/9223372036854775807d",
+                         "RL.CHECK k sliding_log:2000000/1s",
+                         "RL.CHECK k sliding_window:100000000/1000d",
+                         "RL.CHECK k nope:1/1s",
+                         "RL.CHECK k ''",
+                         "RL.CHECK k concurrency:3/1s 2",
+                         "RL.CHECK '' gcra:1/1s",
+                         "RL.CHECK k",
+                         "RL.CHECK k gcra:1/1s 1 1",
+                         "RL.PEEK k gcra:1/1s 1",
+                         "RL.MULTI k gcra:1/1s",
+                         "RL.MULTI k gcra:1/1s 1 k gcra:1/1s 1",
+                         "RL.MULTI a concurrency:1/1s 1 b gcra:1/1s 1",
+                         "RL.MULTI a gcra:1/1s -1",
+                         "RL.ACQUIRE k gcra:1/1s",
+                         "RL.RELEASE k concurrency:1/1s 0",
+                         "RL.RELEASE k concurrency:1/1s -3",
+                         "RL.RELEASE k gcra:1/1s 5",
+                         "RL.RESET k",
+                         "RL.DECIDE -2 0 k gcra:1/1s 1",
+                         "RL.DECIDE -1 -1 k gcra:1/1s 1",
+                         "RL.DECIDE 4503599627370497 0 k gcra:1/1s 1",
+                         "RL.DECIDE -1 0 k gcra:1/1s",
+                         "RL.TESTTIME -2",
+                         "RL.TESTTIME x"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         redisReply *r = run(c, bad[i]);
         if (r->type != REDIS_REPLY_ERROR || strncmp(r->str, "ERR", 3) != 0)
@@ -190,9 +221,15 @@ TEST(a_key_that_holds_something_else_is_an_error_not_a_crash)
 }
 
 static const char *const policies[] = {
-    "fixed_window:5/1s",     "sliding_log:5/1s",         "sliding_window:7/3s",
-    "token_bucket:3/1s",     "token_bucket:10/7s,burst=25", "gcra:3/1s",
-    "gcra:7/3s,burst=2",     "leaky_bucket:3/1s,queue=5,delay=2", "concurrency:3/2s",
+    "fixed_window:5/1s",
+    "sliding_log:5/1s",
+    "sliding_window:7/3s",
+    "token_bucket:3/1s",
+    "token_bucket:10/7s,burst=25",
+    "gcra:3/1s",
+    "gcra:7/3s,burst=2",
+    "leaky_bucket:3/1s,queue=5,delay=2",
+    "concurrency:3/2s",
 };
 
 /* The raw value of a Redis key as text, whatever its type. */
@@ -217,10 +254,10 @@ static void raw_value(redisContext *c, const char *name, char *out, size_t cap)
 
 TEST(module_and_scripts_write_the_same_values_and_expiries)
 {
-    rlt_redis *s = rtest_open((rlt_redis_options){.timeout = 2 * RLT_NS_PER_S,
-                                                  .engine = RLT_REDIS_ENGINE_SCRIPTS});
-    rlt_redis *m = rtest_open((rlt_redis_options){.timeout = 2 * RLT_NS_PER_S,
-                                                  .engine = RLT_REDIS_ENGINE_MODULE});
+    rlt_redis *s = rtest_open(
+        (rlt_redis_options){.timeout = 2 * RLT_NS_PER_S, .engine = RLT_REDIS_ENGINE_SCRIPTS});
+    rlt_redis *m = rtest_open(
+        (rlt_redis_options){.timeout = 2 * RLT_NS_PER_S, .engine = RLT_REDIS_ENGINE_MODULE});
     redisContext *c = rtest_raw(0);
     /* Server time: both engines read the same clock, so the same requests a few microseconds
      * apart may differ only in the last digits of instants; compare at one caller instant. */

@@ -8,36 +8,12 @@
 #include "rtest.h"
 #include "test.h"
 
-static const char *const policies[] = {
-    "fixed_window:5/1s",
-    "fixed_window:100/1m",
-    "fixed_window:3/7ms",
-    "sliding_log:5/1s",
-    "sliding_log:20/10s",
-    "sliding_log:3/7ms",
-    "sliding_window:5/1s",
-    "sliding_window:7/3s",
-    "sliding_window:3/7ms",
-    "token_bucket:3/1s",
-    "token_bucket:10/7s,burst=25",
-    "token_bucket:1000000/1s",
-    "token_bucket:13/997us,burst=4",
-    "gcra:3/1s",
-    "gcra:7/3s,burst=2",
-    "gcra:1000/1s,burst=50",
-    "gcra:13/997us,burst=4",
-    "leaky_bucket:3/1s,queue=5,delay=2",
-    "leaky_bucket:7/3s,queue=3",
-    "leaky_bucket:10/1s,queue=20,nodelay",
-    "concurrency:3/2s",
-    "concurrency:1/50ms",
-};
-#define NPOL (sizeof policies / sizeof policies[0])
+#include "diff_policies.h" /* the same 22 policies as the scripts' differential */
 
 #define SAME(c, r, what)                                                                           \
     do {                                                                                           \
         if ((c) != (r))                                                                            \
-            RLT_FAIL_("%s seed %llu step %d t=%lldus cost %lld via %s: %s: C %lld, Redis %lld",   \
+            RLT_FAIL_("%s seed %llu step %d t=%lldus cost %lld via %s: %s: C %lld, Redis %lld",    \
                       text, (unsigned long long)seed, step, (long long)(t / 1000),                 \
                       (long long)cost, side ? "module" : "scripts", what, (long long)(c),          \
                       (long long)(r));                                                             \
@@ -45,9 +21,8 @@ static const char *const policies[] = {
 
 static rlt_redis *open_engine(rlt_redis_engine e)
 {
-    return rtest_open((rlt_redis_options){.timeout = 2 * RLT_NS_PER_S,
-                                          .ttl_floor = 60 * RLT_NS_PER_S,
-                                          .engine = e});
+    return rtest_open((rlt_redis_options){
+        .timeout = 2 * RLT_NS_PER_S, .ttl_floor = 60 * RLT_NS_PER_S, .engine = e});
 }
 
 /* One trace on one key: each request goes to h[0] (scripts) or h[1] (module) as `route` says
@@ -102,7 +77,8 @@ static void replay(rlt_redis *h[2], const char *text, uint64_t seed, int steps, 
         if (multi_mix && p.algo != RLT_CONCURRENCY && rtest_below(&s, 3) == 0) {
             rlt_redis_check ck = {&p, key, strlen(key), cost};
             int refused;
-            rc_r = rlt_redis_decide_multi(h[side], &ck, 1, RLT_REDIS_CALLER_TIME, tr, &dr, &refused);
+            rc_r =
+                rlt_redis_decide_multi(h[side], &ck, 1, RLT_REDIS_CALLER_TIME, tr, &dr, &refused);
         } else {
             rc_r = rlt_redis_decide(h[side], &p, RLT_REDIS_CALLER_TIME, key, strlen(key), cost, tr,
                                     &dr);
@@ -173,9 +149,9 @@ TEST(module_matches_c_at_the_largest_instants)
 TEST(module_matches_c_after_the_clock_steps_back_decades)
 {
     rlt_redis *r = open_engine(RLT_REDIS_ENGINE_MODULE);
-    const char *texts[] = {"gcra:13/997us,burst=4", "gcra:3/1s", "gcra:1000/1s,burst=50",
-                           "leaky_bucket:7/3s,queue=3", "token_bucket:13/997us,burst=4",
-                           "gcra:999999/1s"};
+    const char *texts[] = {"gcra:13/997us,burst=4",         "gcra:3/1s",
+                           "gcra:1000/1s,burst=50",         "leaky_bucket:7/3s,queue=3",
+                           "token_bucket:13/997us,burst=4", "gcra:999999/1s"};
     const int64_t year = INT64_C(365) * 86400 * RLT_NS_PER_S;
     const int64_t times[] = {20 * year, 20 * year + 5000, RLT_NS_PER_S, 0, 3 * year, 20 * year};
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
@@ -229,7 +205,7 @@ TEST(module_huge_costs_never_fit_like_c)
 TEST(module_multi_limit_matches_the_scripts_multi_limit)
 {
     const char *texts[] = {"fixed_window:10/1s", "gcra:3/1s,burst=5", "sliding_window:20/10s",
-                           "token_bucket:5/2s", "sliding_log:8/3s", "leaky_bucket:4/1s,queue=3"};
+                           "token_bucket:5/2s",  "sliding_log:8/3s",  "leaky_bucket:4/1s,queue=3"};
     enum { NP = sizeof texts / sizeof texts[0] };
     rlt_policy p[NP];
     for (int i = 0; i < NP; i++)
@@ -263,8 +239,9 @@ TEST(module_multi_limit_matches_the_scripts_multi_limit)
         rlt_decision d[2];
         int rf[2];
         for (int e = 0; e < 2; e++)
-            ASSERT_EQ(rlt_redis_decide_multi(h[e], rc[e], n, RLT_REDIS_CALLER_TIME, t, &d[e], &rf[e]),
-                      RLT_OK);
+            ASSERT_EQ(
+                rlt_redis_decide_multi(h[e], rc[e], n, RLT_REDIS_CALLER_TIME, t, &d[e], &rf[e]),
+                RLT_OK);
         ASSERT_EQ(d[0].allowed, d[1].allowed);
         ASSERT_EQ(rf[0], rf[1]);
         ASSERT_EQ(d[0].limit, d[1].limit);

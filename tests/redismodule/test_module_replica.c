@@ -9,9 +9,11 @@
 #include "test.h"
 
 static const char *const policies[] = {
-    "fixed_window:50/1h",      "sliding_log:20/1h",          "sliding_window:70/1h",
-    "token_bucket:30/1h",      "token_bucket:10/7h,burst=25", "gcra:30/1h",
-    "gcra:7/3h,burst=20",      "leaky_bucket:3/1h,queue=50,delay=2", "concurrency:30/1h",
+    "fixed_window:50/1h",          "sliding_log:20/1h",
+    "sliding_window:70/1h",        "token_bucket:30/1h",
+    "token_bucket:10/7h,burst=25", "gcra:30/1h",
+    "gcra:7/3h,burst=20",          "leaky_bucket:3/1h,queue=50,delay=2",
+    "concurrency:30/1h",
 };
 #define NPOL (sizeof policies / sizeof policies[0])
 
@@ -64,8 +66,8 @@ static void burst(rlt_redis *r, redisContext *c, int round)
             int64_t cost = p.algo == RLT_CONCURRENCY ? 1 : 1 + k % 2;
             if (rlt_redis_decide(r, &p, 0, key, strlen(key), cost, 0, &d) != RLT_OK) abort();
             if (p.algo == RLT_CONCURRENCY && k == 4) {
-                redisReply *x = redisCommand(c, "RL.RELEASE rep1 %s %lld", policies[i],
-                                             (long long)d.lease);
+                redisReply *x =
+                    redisCommand(c, "RL.RELEASE rep1 %s %lld", policies[i], (long long)d.lease);
                 freeReplyObject(x);
             }
         }
@@ -157,9 +159,9 @@ TEST(an_aof_rewrite_and_a_restart_keep_the_state)
     char servers[64];
     snprintf(servers, sizeof servers, "127.0.0.1:%d", port);
     rlt_redis *r = NULL;
-    ASSERT_EQ(rlt_redis_open(&r, &(rlt_redis_options){.servers = servers,
-                                                      .timeout = 2 * RLT_NS_PER_S}),
-              RLT_OK);
+    ASSERT_EQ(
+        rlt_redis_open(&r, &(rlt_redis_options){.servers = servers, .timeout = 2 * RLT_NS_PER_S}),
+        RLT_OK);
     burst(r, c, 1);
     freeReplyObject(redisCommand(c, "BGREWRITEAOF"));
     bool done = false;

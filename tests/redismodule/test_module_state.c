@@ -31,8 +31,18 @@ TEST(integer_arguments_refuse_every_numeric_trap)
     ASSERT(rlt__mparse_i64("-5", 2, &v) && v == -5);
     ASSERT(rlt__mparse_i64("9223372036854775807", 19, &v) && v == INT64_MAX);
     ASSERT(rlt__mparse_i64("-9223372036854775808", 20, &v) && v == INT64_MIN);
-    const char *bad[] = {"",     "-",   "-0",  "01",  "1.5", "1e3", " 1", "1 ", "+1",
-                         "0x10", "9223372036854775808", "-9223372036854775809",
+    const char *bad[] = {"",
+                         "-",
+                         "-0",
+                         "01",
+                         "1.5",
+                         "1e3",
+                         " 1",
+                         "1 ",
+                         "+1",
+                         "0x10",
+                         "9223372036854775808",
+                         "-9223372036854775809",
                          "99999999999999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         ASSERT(!rlt__mparse_i64(bad[i], strlen(bad[i]), &v));
@@ -87,8 +97,7 @@ TEST(values_that_are_no_state_of_the_policy_are_refused)
     ASSERT_EQ(dec("fixed_window:5/1s", "1:-1", 1000, 1, &d, out, &ol), RLT_ECORRUPT);
     ASSERT_EQ(dec("sliding_window:5/1s", "1:2", 1000, 1, &d, out, &ol), RLT_ECORRUPT);
     ASSERT_EQ(dec("token_bucket:3/1s", "3000001:0", 1000, 1, &d, out, &ol), RLT_ECORRUPT);
-    ASSERT_EQ(dec("token_bucket:3/1s", "1:99999999999999999", 1000, 1, &d, out, &ol),
-              RLT_ECORRUPT);
+    ASSERT_EQ(dec("token_bucket:3/1s", "1:99999999999999999", 1000, 1, &d, out, &ol), RLT_ECORRUPT);
 }
 
 TEST(sliding_log_edits_are_the_scripts_list_edits)
@@ -119,8 +128,7 @@ TEST(sliding_log_edits_are_the_scripts_list_edits)
     ASSERT_EQ(rlt__mlog_decide(&m, unsorted, lens, 2, 2100000, 1, scratch, &d, &e, &w),
               RLT_ECORRUPT);
     const char *toomany[] = {"2000000:6"};
-    ASSERT_EQ(rlt__mlog_decide(&m, toomany, fl, 1, 2100000, 1, scratch, &d, &e, &w),
-              RLT_ECORRUPT);
+    ASSERT_EQ(rlt__mlog_decide(&m, toomany, fl, 1, 2100000, 1, scratch, &d, &e, &w), RLT_ECORRUPT);
     free(scratch);
 }
 
@@ -132,8 +140,7 @@ TEST(concurrency_hash_leases_and_releases)
     int64_t slot;
     char val[48];
     size_t vl;
-    ASSERT_EQ(rlt__mcc_decide(&m, NULL, NULL, 0, 1000000, 1, scratch, &d, &slot, val, &vl),
-              RLT_OK);
+    ASSERT_EQ(rlt__mcc_decide(&m, NULL, NULL, 0, 1000000, 1, scratch, &d, &slot, val, &vl), RLT_OK);
     ASSERT(d.allowed && slot == 0 && d.lease == 1000000);
     val[vl] = '\0';
     ASSERT_STR_EQ(val, "1000000:3000000");
