@@ -129,12 +129,14 @@ static const char *array_items(RedisModuleCallReply *rep, const char ***ptrs, si
 }
 
 /* Decides l->cost (or `cost` for a peek) at `now`; prepares the write.  NULL or an error. */
-static const char *decide(RedisModuleCtx *ctx, lim *l, int64_t now, int64_t cost, bool readonly)
+static const char *decide(RedisModuleCtx *ctx, lim *l, int64_t now, int64_t cost)
 {
     l->write = false;
     int rc;
     if (rlt__mpol_is_string(&l->m)) {
-        if (!l->key) l->key = RM.OpenKey(ctx, l->name, RLT_RM_READ | (readonly ? 0 : RLT_RM_WRITE));
+        /* Read only: a key opened for writing counts as modified when closed (WATCH, client
+         * tracking), and a denied request must change nothing.  commit() reopens it. */
+        if (!l->key) l->key = RM.OpenKey(ctx, l->name, RLT_RM_READ);
         int type = l->key ? RM.KeyType(l->key) : RLT_RM_KEYTYPE_EMPTY;
         if (type != RLT_RM_KEYTYPE_EMPTY && type != RLT_RM_KEYTYPE_STRING) return RLT_RM_WRONGTYPE;
         const char *v = NULL;
@@ -196,6 +198,8 @@ static void commit(RedisModuleCtx *ctx, lim *l, int64_t floor_ms)
     long long abs_ms = RM.Milliseconds() + rlt__mttl_ms(&l->d, floor_ms);
     if (rlt__mpol_is_string(&l->m)) {
         /* In place: truncating an empty key creates it; no string object of our own. */
+        if (l->key) RM.CloseKey(l->key);
+        l->key = RM.OpenKey(ctx, l->name, RLT_RM_READ | RLT_RM_WRITE);
         size_t len = 0;
         char *dst = NULL;
         if (RM.StringTruncate(l->key, l->vlen) == RLT_RM_OK)
@@ -244,12 +248,11 @@ static void lims_close(RedisModuleCtx *ctx, lim *L, size_t n)
 /* Decides L[0..n) all-or-nothing, as the multi-limit script: charges every limit only when
  * every one allows; otherwise the limits that allowed report as they stand (a peek).  NULL or an
  * error message. */
-static const char *run(RedisModuleCtx *ctx, lim *L, size_t n, int64_t now, int64_t floor_ms,
-                       bool readonly)
+static const char *run(RedisModuleCtx *ctx, lim *L, size_t n, int64_t now, int64_t floor_ms)
 {
     bool all = true;
     for (size_t i = 0; i < n; i++) {
-        const char *err = decide(ctx, &L[i], now, L[i].cost, readonly);
+        const char *err = decide(ctx, &L[i], now, L[i].cost);
         if (err) return err;
         all = all && L[i].d.allowed;
     }
@@ -261,7 +264,7 @@ static const char *run(RedisModuleCtx *ctx, lim *L, size_t n, int64_t now, int64
     for (size_t i = 0; i < n; i++) {
         if (!L[i].d.allowed) continue;
         rlt_decision keep = L[i].d;
-        const char *err = decide(ctx, &L[i], now, 0, readonly);
+        const char *err = decide(ctx, &L[i], now, 0);
         if (err) return err;
         keep.remaining = L[i].d.remaining;
         keep.reset_after = L[i].d.reset_after;
@@ -381,9 +384,9 @@ static int reply_ints(RedisModuleCtx *ctx, const int64_t *v, int n)
 /* ---- commands --------------------------------------------------------------------------- */
 
 /* One limit from (key, lim) already filled: decide, reply with `reply`, clean up. */
-static int one(RedisModuleCtx *ctx, lim *l, bool readonly)
+static int one(RedisModuleCtx *ctx, lim *l)
 {
-    const char *err = run(ctx, l, 1, now_us(), 0, readonly);
+    const char *err = run(ctx, l, 1, now_us(), 0);
     if (err) {
         lims_close(ctx, l, 1);
         RM.ReplyWithError(ctx, err);
@@ -421,7 +424,7 @@ static int cmd_throttle(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         pcache_put(ck, (size_t)cl, &l.m);
     }
     if (!name_arg(ctx, argv[1], &l)) return RLT_RM_OK;
-    if (one(ctx, &l, false)) return RLT_RM_OK;
+    if (one(ctx, &l)) return RLT_RM_OK;
     /* redis-cell: a quantity of 0 only peeks and is never limited. */
     bool limited = qty > 0 && !l.d.allowed;
     int64_t v[5] = {limited, burst + 1, l.d.remaining, limited ? ceil_s(l.d.retry_after) : -1,
@@ -448,7 +451,7 @@ static int check_or_peek(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
     l.cost = peek ? 0 : 1;
     if (argc == 4 && !cost_arg(ctx, argv[3], &l.cost)) return RLT_RM_OK;
     if (!policy_arg(ctx, argv[2], &l) || !name_arg(ctx, argv[1], &l)) return RLT_RM_OK;
-    if (one(ctx, &l, peek)) return RLT_RM_OK;
+    if (one(ctx, &l)) return RLT_RM_OK;
     reply_decision(ctx, &l.d);
     lims_close(ctx, &l, 1);
     return RLT_RM_OK;
@@ -531,7 +534,7 @@ static int cmd_multi(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     memset(L, 0, sizeof L);
     const char *err = NULL;
     if (triples(ctx, argv, 1, n, L, false)) {
-        err = run(ctx, L, n, now_us(), 0, false);
+        err = run(ctx, L, n, now_us(), 0);
         if (err) {
             RM.ReplyWithError(ctx, err);
         } else {
@@ -577,7 +580,7 @@ static int cmd_acquire(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     if (!policy_arg(ctx, argv[2], &l) || !concurrency_only(ctx, &l, "RL.ACQUIRE") ||
         !name_arg(ctx, argv[1], &l))
         return RLT_RM_OK;
-    if (one(ctx, &l, false)) return RLT_RM_OK;
+    if (one(ctx, &l)) return RLT_RM_OK;
     int64_t v[5] = {l.d.allowed, l.d.limit, l.d.remaining,
                     l.d.allowed ? 0 : ceil_ms(l.d.retry_after), l.d.allowed ? l.d.lease : 0};
     lims_close(ctx, &l, 1);
@@ -643,7 +646,7 @@ static int cmd_decide(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     lim L[DECIDE_MAX];
     memset(L, 0, n * sizeof L[0]);
     if (triples(ctx, argv, 3, n, L, true)) {
-        const char *err = run(ctx, L, n, now < 0 ? now_us() : now, floor_ms, false);
+        const char *err = run(ctx, L, n, now < 0 ? now_us() : now, floor_ms);
         if (err) {
             RM.ReplyWithError(ctx, err);
         } else {

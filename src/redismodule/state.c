@@ -92,11 +92,17 @@ int64_t rlt__mttl_ms(const rlt_decision *d, int64_t floor_ms)
 }
 
 /* A decision of the microsecond policy `pu`, in ns. */
+static int64_t us_ns(int64_t us)
+{
+    int64_t ns;
+    return __builtin_mul_overflow(us, RLT_NS_PER_US, &ns) ? INT64_MAX : ns;
+}
+
 static void us_to_ns(rlt_decision *d)
 {
-    if (d->retry_after > 0) d->retry_after *= RLT_NS_PER_US;
-    d->reset_after *= RLT_NS_PER_US;
-    d->delay *= RLT_NS_PER_US;
+    if (d->retry_after > 0) d->retry_after = us_ns(d->retry_after);
+    d->reset_after = us_ns(d->reset_after);
+    d->delay = us_ns(d->delay);
 }
 
 static int64_t sat128(i128 v)
@@ -199,6 +205,9 @@ static int window_decide(const rlt__mpol *m, const char *val, size_t vlen, int64
     int64_t s[3] = {0, 0, 0};
     if (val) {
         if (!parse_fields(val, vlen, s, n)) return RLT_ECORRUPT;
+        /* a window's instants stay within the scripts' 2^53 us */
+        if (s[0] > RLT__NUM_VAL_MAX / m->rp.W || s[0] < -RLT__NUM_VAL_MAX / m->rp.W)
+            return RLT_ECORRUPT;
         for (int i = 1; i < n; i++)
             if (s[i] < 0 || s[i] > m->p.limit) return RLT_ECORRUPT;
     }
@@ -300,7 +309,8 @@ static int cc_load(const rlt__mpol *m, const char *const *kv, const size_t *kvle
             if (!rlt__mparse_i64(v, vl, &x[0]) || x[0] < 0) return RLT_ECORRUPT;
             st[0] = x[0];
         } else if (fl >= 2 && f[0] == 's' && rlt__mparse_i64(f + 1, fl - 1, &idx) && idx >= 0 &&
-                   idx < N && parse_fields(v, vl, x, 2) && x[0] > 0) {
+                   idx < N && parse_fields(v, vl, x, 2) && x[0] > 0 && x[1] >= -RLT__NUM_VAL_MAX &&
+                   x[1] <= RLT__NUM_VAL_MAX) {
             st[2 + 2 * idx] = x[0];
             st[3 + 2 * idx] = x[1];
         } else {

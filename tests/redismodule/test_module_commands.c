@@ -353,3 +353,21 @@ TEST(bad_module_arguments_stop_the_server_from_starting)
         if (!log_has(log, cases[i].msg)) RLT_FAIL_("no '%s' in the log", cases[i].msg);
     }
 }
+
+TEST(a_denied_request_does_not_touch_the_key)
+{
+    /* WATCH sees a key as modified when a command writes it: a denial must not. */
+    redisContext *a = rtest_raw(0), *b = rtest_raw(0);
+    at(b, S(50));
+    ASSERT_STR_EQ(text(b, "RL.CHECK w1 gcra:1/1h"), "1 1 0 0 3600000 0");
+    freeReplyObject(run(a, "WATCH rlt:{w1}:5:1:3600000000000:1:0:0"));
+    ASSERT_STR_EQ(text(b, "RL.CHECK w1 gcra:1/1h"), "0 1 0 3600000 3600000 0");
+    freeReplyObject(run(a, "MULTI"));
+    freeReplyObject(run(a, "PING"));
+    redisReply *r = run(a, "EXEC");
+    ASSERT_EQ(r->type, REDIS_REPLY_ARRAY); /* not aborted (nil) */
+    freeReplyObject(r);
+    at(b, -1);
+    redisFree(a);
+    redisFree(b);
+}

@@ -96,6 +96,9 @@ TEST(values_that_are_no_state_of_the_policy_are_refused)
     ASSERT_EQ(dec("fixed_window:5/1s", "1:6", 1000, 1, &d, out, &ol), RLT_ECORRUPT);
     ASSERT_EQ(dec("fixed_window:5/1s", "1:-1", 1000, 1, &d, out, &ol), RLT_ECORRUPT);
     ASSERT_EQ(dec("sliding_window:5/1s", "1:2", 1000, 1, &d, out, &ol), RLT_ECORRUPT);
+    /* a window whose instants pass 2^53 us (found by fuzz_state) */
+    ASSERT_EQ(dec("fixed_window:5/1s", "100001500000:2", 1000, 1, &d, out, &ol), RLT_ECORRUPT);
+    ASSERT_EQ(dec("sliding_window:5/1s", "-100001500000:0:2", 1000, 1, &d, out, &ol), RLT_ECORRUPT);
     ASSERT_EQ(dec("token_bucket:3/1s", "3000001:0", 1000, 1, &d, out, &ol), RLT_ECORRUPT);
     ASSERT_EQ(dec("token_bucket:3/1s", "1:99999999999999999", 1000, 1, &d, out, &ol), RLT_ECORRUPT);
 }
