@@ -40,6 +40,8 @@ int main(int argc, char **argv)
     uint64_t seed = 88172645463325252u;
     for (size_t t = 0; t < sizeof texts / sizeof texts[0]; t++) {
         rlt_policy p;
+        const char *only = getenv("BENCH_POLICY"); /* one policy alone, for experiments */
+        if (only && strcmp(only, texts[t]) != 0) continue;
         if (rlt_policy_parse(&p, texts[t], strlen(texts[t]), NULL, 0) != RLT_OK) return 1;
         long long n = 0;
         double t0 = mono();
