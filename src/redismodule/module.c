@@ -37,9 +37,10 @@ static struct {
     char prefix[65];
     size_t plen;
     bool testing;
-    int64_t test_now_us; /* RL.TESTTIME; -1: the real clock */
-    bool cluster;        /* cluster mode (fixed for the server's life) */
-} g = {"rlt:", 4, false, -1, false};
+    int64_t test_now_us;     /* RL.TESTTIME; -1: the real clock */
+    bool cluster;            /* cluster mode (fixed for the server's life) */
+    RedisModuleString *pxat; /* "PXAT", made once for every replicated SET */
+} g = {"rlt:", 4, false, -1, false, NULL};
 
 static int64_t now_us(void)
 {
@@ -197,22 +198,26 @@ static void commit(RedisModuleCtx *ctx, lim *l, int64_t floor_ms)
     if (!l->write) return;
     long long abs_ms = RM.Milliseconds() + rlt__mttl_ms(&l->d, floor_ms);
     if (rlt__mpol_is_string(&l->m)) {
-        /* In place: truncating an empty key creates it; no string object of our own. */
+        /* A new key stores the very string object the replication sends; an existing one is
+         * overwritten in place (its expiry entry is updated, not deleted and added again). */
+        bool fresh = l->key == NULL;
         if (l->key) RM.CloseKey(l->key);
         l->key = RM.OpenKey(ctx, l->name, RLT_RM_READ | RLT_RM_WRITE);
         size_t len = 0;
         char *dst = NULL;
-        if (RM.StringTruncate(l->key, l->vlen) == RLT_RM_OK)
+        if (!fresh && RM.StringTruncate(l->key, l->vlen) == RLT_RM_OK)
             dst = RM.StringDMA(l->key, &len, RLT_RM_WRITE);
         if (dst && len == l->vlen) {
             memcpy(dst, l->val, l->vlen);
+            RM.SetAbsExpire(l->key, abs_ms);
+            RM.Replicate(ctx, "SET", "sbsl", l->name, l->val, l->vlen, g.pxat, abs_ms);
         } else {
             RedisModuleString *v = RM.CreateString(ctx, l->val, l->vlen);
             RM.StringSet(l->key, v);
+            RM.SetAbsExpire(l->key, abs_ms);
+            RM.Replicate(ctx, "SET", "sssl", l->name, v, g.pxat, abs_ms);
             RM.FreeString(ctx, v);
         }
-        RM.SetAbsExpire(l->key, abs_ms);
-        RM.Replicate(ctx, "SET", "sbcl", l->name, l->val, l->vlen, "PXAT", abs_ms);
         return;
     }
     if (l->m.p.algo == RLT_SLIDING_LOG) {
@@ -722,6 +727,7 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     if (rlt__rm_init(ctx, "ratelimit", 1) != RLT_RM_OK) return RLT_RM_ERR;
     if (load_args(ctx, argv, argc) != RLT_RM_OK) return RLT_RM_ERR;
     g.cluster = (RM.GetContextFlags(ctx) & RLT_RM_CTX_FLAGS_CLUSTER) != 0;
+    g.pxat = RM.CreateString(NULL, "PXAT", 4); /* no context: lives as long as the module */
     static const struct {
         const char *name;
         rlt__rm_cmd_fn fn;
