@@ -5,6 +5,9 @@
  *   - Every decision is one Lua script run on the Redis server holding the key: one round trip,
  *     atomic (no read-then-write from the client), and it answers exactly what rlt_decide
  *     answers for the same trace of requests (see docs/distributed.md for the time unit).
+ *     A node that has the module ratelimit.so loaded (docs/redis-module.md) runs the same
+ *     decision natively instead (RL.DECIDE), on the same keys and values: detected once per
+ *     connection, or forced with rlt_redis_options.engine.
  *   - Time comes from the Redis server (TIME, microseconds) unless the call passes
  *     RLT_REDIS_CALLER_TIME, so skewed application clocks cannot mint allowance.
  *   - Every key written carries an expiry: the time until its state is fresh again, rounded
@@ -36,6 +39,15 @@ extern "C" {
 
 typedef struct rlt_redis rlt_redis;
 
+/* How decisions run on a node. */
+typedef enum rlt_redis_engine {
+    RLT_REDIS_ENGINE_AUTO = 0,    /* option: the module where loaded, else the scripts; as a
+                                     node's state: not detected yet (never connected) */
+    RLT_REDIS_ENGINE_SCRIPTS = 1, /* the Lua scripts (EVALSHA) */
+    RLT_REDIS_ENGINE_MODULE = 2   /* the module's RL.DECIDE (a node without it then answers
+                                     every call with an error: RLT_EBACKEND) */
+} rlt_redis_engine;
+
 /* Options.  All-zero (with `servers` NULL) is a valid default: one server at
  * 127.0.0.1:6379, 50 ms timeout, breaker after 3 failures, no lease. */
 typedef struct rlt_redis_options {
@@ -57,6 +69,12 @@ typedef struct rlt_redis_options {
     rlt_ns ttl_floor;    /* least expiry given to a key written (0..2^40 ns), for replays
                             with RLT_REDIS_CALLER_TIME whose clock runs slower than real
                             time; 0 = none: the expiry is exactly reset_after rounded up */
+
+    /* Where decisions run.  AUTO (0): the module ratelimit.so on each node that has it
+     * (detected once per connection with COMMAND INFO), the scripts elsewhere.  SCRIPTS or
+     * MODULE: force one.  Calls with RLT_REDIS_CALLER_TIME use the module only when it was
+     * loaded with `testing yes`. */
+    rlt_redis_engine engine;
 } rlt_redis_options;
 
 /* Per-call flags. */
@@ -158,10 +176,30 @@ typedef struct rlt_redis_stats {
     uint64_t lease_grants;    /* leases taken from Redis */
     unsigned nodes;           /* Redis nodes known */
     unsigned nodes_open;      /* nodes whose breaker is open now */
+
+    /* Decision calls that ran on the module (RL.DECIDE) rather than a script. */
+    uint64_t module_calls;
 } rlt_redis_stats;
 
 /* Fills *out with the handle's counters. */
 void rlt_redis_stats_get(const rlt_redis *r, rlt_redis_stats *out);
+
+/* One Redis node as the handle sees it. */
+typedef struct rlt_redis_node_info {
+    char addr[272];          /* "host:port", NUL-terminated */
+    rlt_redis_engine engine; /* SCRIPTS or MODULE: the path its decisions take (as detected on
+                                the current or last connection, or forced); AUTO: not known
+                                yet, no connection so far */
+    bool caller_time;        /* its module accepts RLT_REDIS_CALLER_TIME (`testing yes`) */
+    bool connected;          /* a connection is open now */
+    bool breaker_open;       /* its circuit breaker is open */
+} rlt_redis_node_info;
+
+/* Fills *out for node i of the handle (0 <= i < rlt_redis_stats.nodes; a cluster's nodes appear
+ * as the slot table names them), e.g. for a daemon's INFO.  Does no I/O; NOT thread-safe with
+ * calls on the same handle.  Returns RLT_OK; RLT_EINVAL for NULL arguments; RLT_ENOENT when i is
+ * not a node. */
+int rlt_redis_node_info_get(const rlt_redis *r, unsigned i, rlt_redis_node_info *out);
 
 #ifdef __cplusplus
 }

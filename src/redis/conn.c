@@ -23,34 +23,6 @@ int64_t rlt__mono_ns(void)
     return (int64_t)ts.tv_sec * RLT_NS_PER_S + ts.tv_nsec;
 }
 
-/* ---- key slots ------------------------------------------------------------------------- */
-
-/* CRC16/XMODEM (poly 0x1021, init 0), as Redis Cluster specifies. */
-static uint16_t crc16(const char *buf, size_t len)
-{
-    uint16_t crc = 0;
-    for (size_t i = 0; i < len; i++) {
-        crc = (uint16_t)(crc ^ ((uint16_t)(unsigned char)buf[i] << 8));
-        for (int b = 0; b < 8; b++)
-            crc = (uint16_t)((crc & 0x8000) ? (crc << 1) ^ 0x1021 : crc << 1);
-    }
-    return crc;
-}
-
-unsigned rlt__key_slot(const char *key, size_t len)
-{
-    /* Redis's rule: hash the bytes between the first '{' and the first '}' after it, if that
-     * span is not empty; otherwise the whole key. */
-    const char *open = memchr(key, '{', len);
-    if (open) {
-        size_t s = (size_t)(open - key);
-        const char *close = memchr(open + 1, '}', len - s - 1);
-        if (close && close > open + 1)
-            return crc16(open + 1, (size_t)(close - open - 1)) & (RLT__SLOTS - 1);
-    }
-    return crc16(key, len) & (RLT__SLOTS - 1);
-}
-
 /* ---- nodes and breaker ----------------------------------------------------------------- */
 
 unsigned rlt__node_find_or_add(rlt_redis *r, const char *host, size_t hlen, int port)
@@ -137,6 +109,33 @@ static bool stale(redisContext *c)
     return poll(&p, 1, 0) != 0;
 }
 
+/* Once per connection: is the module loaded (its RL.DECIDE), and does it take caller time (its
+ * RL.TESTTIME, registered only with `testing yes`)?  A server that refuses COMMAND INFO gets the
+ * scripts.  Only a lost connection is a failure. */
+static int detect_engine(rlt_redis *r, rlt__node *n, int64_t deadline)
+{
+    n->module_time = false;
+    if (r->opt.engine != RLT_REDIS_ENGINE_AUTO) {
+        n->engine = r->opt.engine;
+        if (r->opt.engine == RLT_REDIS_ENGINE_SCRIPTS) return RLT_OK;
+    } else {
+        n->engine = RLT_REDIS_ENGINE_SCRIPTS;
+    }
+    const char *argv[4] = {"COMMAND", "INFO", "RL.DECIDE", "RL.TESTTIME"};
+    size_t lens[4] = {7, 4, 9, 11};
+    rlt__cmd cmd = {4, argv, lens};
+    redisReply *rep = NULL;
+    int rc = rlt__node_exec(r, n, &cmd, 1, &rep, deadline);
+    if (rc) return rc;
+    if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
+        bool has = rep->element[0]->type == REDIS_REPLY_ARRAY;
+        if (has && r->opt.engine == RLT_REDIS_ENGINE_AUTO) n->engine = RLT_REDIS_ENGINE_MODULE;
+        n->module_time = has && rep->element[1]->type == REDIS_REPLY_ARRAY;
+    }
+    freeReplyObject(rep);
+    return RLT_OK;
+}
+
 static int connect_node(rlt_redis *r, rlt__node *n, int64_t deadline)
 {
     int64_t left = deadline - rlt__mono_ns();
@@ -174,7 +173,13 @@ static int connect_node(rlt_redis *r, rlt__node *n, int64_t deadline)
             return RLT_EBACKEND;
         }
     }
-    return RLT_OK;
+    return detect_engine(r, n, deadline);
+}
+
+int rlt__node_ensure(rlt_redis *r, rlt__node *n, int64_t deadline)
+{
+    if (n->c && stale(n->c)) rlt__node_drop(n);
+    return n->c ? RLT_OK : connect_node(r, n, deadline);
 }
 
 int rlt__node_exec(rlt_redis *r, rlt__node *n, const rlt__cmd *cmds, size_t ncmd,

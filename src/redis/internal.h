@@ -4,6 +4,7 @@
 #define RLT_REDIS_INTERNAL_H
 
 #include "ratelimit/redis.h"
+#include "redis/layout.h"
 
 #include <hiredis/hiredis.h>
 
@@ -25,9 +26,9 @@ typedef struct rlt__script {
 
 extern const rlt__script rlt__redis_scripts[RLT__NSCRIPTS];
 
-#define RLT__SLOTS 16384
 #define RLT__MAX_NODES 64
 #define RLT__NO_NODE 0xFFFF
+#define RLT__PTEXT_CACHE 8
 
 /* One Redis server and our connection to it. */
 typedef struct rlt__node {
@@ -38,6 +39,11 @@ typedef struct rlt__node {
     bool open;         /* breaker open: calls short-circuit until retry_at */
     int64_t retry_at;  /* monotonic ns: when an open breaker lets one trial call through */
     rlt_ns backoff;    /* the current wait of an open breaker */
+
+    /* The module, as detected at connect: engine SCRIPTS or MODULE (AUTO: never connected);
+     * module_time: it takes caller time (its RL.TESTTIME exists). */
+    rlt_redis_engine engine;
+    bool module_time;
 } rlt__node;
 
 /* A command: argc arguments of given lengths. */
@@ -57,14 +63,21 @@ struct rlt_redis {
     bool refresh;    /* cluster: reload the slot table before the next call */
     struct rlt__lease *leases;
     size_t nleases;
+    struct rlt__ptext {
+        rlt_policy p;
+        bool used;
+        int len; /* the canonical text (the module's RL.DECIDE); < 0: none */
+        char text[160];
+        int tl; /* the key names' policy part (layout.h) */
+        char tail[RLT__KEYTAIL_MAX];
+    } ptext[RLT__PTEXT_CACHE]; /* recently used policies' texts: formatting them costs more
+                                  than the rest of a call's arguments */
+    unsigned ptext_next;
     rlt_redis_stats st;
 };
 
 /* Monotonic clock, ns. */
 int64_t rlt__mono_ns(void);
-
-/* Redis Cluster hash slot of a key (CRC16/XMODEM of the hash tag, mod 16384). */
-unsigned rlt__key_slot(const char *key, size_t len);
 
 /* Index of node host:port, added if new (RLT__NO_NODE when the table is full). */
 unsigned rlt__node_find_or_add(rlt_redis *r, const char *host, size_t hlen, int port);
@@ -83,6 +96,10 @@ void rlt__node_failure(rlt_redis *r, rlt__node *n, int64_t now);
  * reply is returned.  Does not touch the breaker. */
 int rlt__node_exec(rlt_redis *r, rlt__node *n, const rlt__cmd *cmds, size_t ncmd,
                    redisReply **replies, int64_t deadline);
+
+/* Connects node `n` (AUTH, then the module detection that sets n->engine) unless a live
+ * connection is open.  RLT_OK or RLT_EBACKEND / RLT_ETIMEDOUT / RLT_ENOMEM. */
+int rlt__node_ensure(rlt_redis *r, rlt__node *n, int64_t deadline);
 
 /* Drops the node's connection. */
 void rlt__node_drop(rlt__node *n);

@@ -10,63 +10,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Every number a script handles is kept at or below 2^50 (a few of them are added together,
- * and sums must stay below 2^53); instants may reach 2^52 microseconds (year 2112). */
-#define LIM (INT64_C(1) << 50)
-#define NOW_MAX (INT64_C(1) << 52)
-#define KEYNAME_MAX (64 + 2 + RLT_REDIS_KEY_MAX + 128)
+#define LIM RLT__LIM
+#define NOW_MAX RLT__NOW_MAX
+#define KEYNAME_MAX RLT__KEYNAME_MAX
 #define MULTI_MAX 64
 #define FIELDS 9                         /* script arguments per limit */
+#define POLTEXT_MAX 160                  /* rlt_policy_format's text */
 #define TTL_FLOOR_MAX (INT64_C(1) << 40) /* ns: 12 days */
 
-/* A policy at microsecond resolution, as the script takes it. */
-typedef struct rpol {
-    int algo;
-    int64_t N, W, B, Q, D, scale, unit;
-} rpol;
-
-static int64_t gcd64(int64_t a, int64_t b)
-{
-    while (b) {
-        int64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
+typedef rlt__rpol rpol;
 
 static int convert(const rlt_policy *p, rpol *o)
 {
-    if (!p || p->algo < RLT_FIXED_WINDOW || p->algo > RLT_CONCURRENCY || p->scale_ <= 0 ||
-        p->unit_ <= 0 || p->limit <= 0 || p->period <= 0)
-        return RLT_EINVAL;
-    if (p->period % RLT_NS_PER_US != 0) return RLT_EINVAL;
-    o->algo = (int)p->algo;
-    o->N = p->limit;
-    o->W = p->period / RLT_NS_PER_US;
-    o->B = p->burst;
-    o->Q = p->queue;
-    o->D = p->delay;
-    if (o->N > LIM || o->W > LIM || o->B > LIM || o->Q > LIM) return RLT_ERANGE;
-    int64_t g = gcd64(o->N, o->W);
-    o->scale = o->N / g;
-    o->unit = o->W / g;
-    if (o->scale > LIM / 1000) return RLT_ERANGE; /* ns rounding multiplies a rest by 1000 */
-    switch (p->algo) {
-    case RLT_TOKEN_BUCKET:
-    case RLT_GCRA:
-        if (o->B > LIM / o->unit) return RLT_ERANGE; /* cap = B x unit */
-        break;
-    case RLT_LEAKY_BUCKET:
-        if (o->Q + 1 > LIM / o->unit) return RLT_ERANGE; /* cap + unit */
-        break;
-    case RLT_SLIDING_WINDOW:
-        if (o->N > LIM / o->W || o->N > LIM / 1000) return RLT_ERANGE; /* N x W; 1000 x rest */
-        break;
-    default:
-        break;
-    }
-    return RLT_OK;
+    return rlt__rpol_from(p, o);
 }
 
 int rlt_redis_policy_check(const rlt_policy *p)
@@ -195,35 +151,27 @@ void rlt_redis_stats_get(const rlt_redis *r, rlt_redis_stats *out)
         if (r->nodes[i].open) out->nodes_open++;
 }
 
+int rlt_redis_node_info_get(const rlt_redis *r, unsigned i, rlt_redis_node_info *out)
+{
+    if (!r || !out) return RLT_EINVAL;
+    if (i >= r->nnodes) return RLT_ENOENT;
+    const rlt__node *n = &r->nodes[i];
+    memset(out, 0, sizeof *out);
+    snprintf(out->addr, sizeof out->addr, "%s:%d", n->host, n->port);
+    out->engine = n->engine;
+    out->caller_time = n->engine == RLT_REDIS_ENGINE_MODULE && n->module_time;
+    out->connected = n->c != NULL;
+    out->breaker_open = n->open;
+    return RLT_OK;
+}
+
 /* ---- key names --------------------------------------------------------------------------- */
 
-/* prefix + ("{key}" unless the key has its own non-empty {tag}) + ":algo:N:W:B:Q:D".  The
- * policy's numbers are part of the name: a changed policy starts from fresh state, never
- * reads state written under other numbers. */
+/* The one naming rule (layout.c), with this handle's prefix. */
 static int key_name(const rlt_redis *r, const rlt_policy *p, const void *key, size_t klen,
                     char *buf, size_t cap)
 {
-    if (!key || klen == 0 || klen > RLT_REDIS_KEY_MAX) return RLT_EKEYLEN;
-    const char *k = key;
-    bool tagged = false;
-    const char *open = memchr(k, '{', klen);
-    if (open) {
-        const char *close = memchr(open + 1, '}', klen - (size_t)(open - k) - 1);
-        tagged = close && close > open + 1;
-    }
-    char tail[128];
-    int tl = snprintf(tail, sizeof tail, ":%d:%lld:%lld:%lld:%lld:%lld", (int)p->algo,
-                      (long long)p->limit, (long long)p->period, (long long)p->burst,
-                      (long long)p->queue, (long long)p->delay);
-    size_t need = r->prefix_len + klen + (tagged ? 0 : 2) + (size_t)tl;
-    if (need > cap) return RLT_ENOSPC;
-    char *o = buf;
-    memcpy(o, r->prefix, r->prefix_len), o += r->prefix_len;
-    if (!tagged) *o++ = '{';
-    memcpy(o, k, klen), o += klen;
-    if (!tagged) *o++ = '}';
-    memcpy(o, tail, (size_t)tl), o += tl;
-    return (int)(o - buf);
+    return rlt__key_name(r->prefix, r->prefix_len, p, key, klen, buf, cap);
 }
 
 int rlt_redis_key_name(const rlt_redis *r, const rlt_policy *p, const void *key, size_t klen,
@@ -248,13 +196,25 @@ typedef struct call {
     size_t *lens;
     char (*keys)[KEYNAME_MAX];
     char (*nums)[24];
+    /* The same decision as the module's RL.DECIDE (margc 0: scripts only). */
+    int margc;
+    const char **margv;
+    size_t *mlens;
+    char (*pols)[POLTEXT_MAX];
+    bool caller_time;
+    /* Each form is built when a node first needs it (build_decide builds the key names). */
+    const rlt_redis *r;
+    const struct limit *l;
+    size_t n;
+    int64_t now_us;
+    bool multi, script_done, module_done, module_ok;
 } call;
 
 static size_t call_size(size_t cap)
 {
-    size_t args = 3 + cap + 4 + FIELDS * cap;
+    size_t args = 3 + cap + 4 + FIELDS * cap + 3 + 3 * cap; /* script's, then RL.DECIDE's */
     return sizeof(call) + args * (sizeof(char *) + sizeof(size_t)) + cap * KEYNAME_MAX +
-           (4 + FIELDS * cap + 1) * 24;
+           (4 + FIELDS * cap + 1 + 2 + cap) * 24 + cap * POLTEXT_MAX;
 }
 
 /* Lays out a call for `cap` limits in mem[0..call_size(cap)). */
@@ -265,8 +225,16 @@ static call *call_init(void *mem, size_t cap)
     char *p = (char *)(c + 1);
     c->argv = (const char **)(void *)p, p += args * sizeof(char *);
     c->lens = (size_t *)(void *)p, p += args * sizeof(size_t);
+    size_t margs = 3 + 3 * cap;
+    c->margv = (const char **)(void *)p, p += margs * sizeof(char *);
+    c->mlens = (size_t *)(void *)p, p += margs * sizeof(size_t);
     c->keys = (char(*)[KEYNAME_MAX])p, p += cap * KEYNAME_MAX;
+    c->pols = (char(*)[POLTEXT_MAX])p, p += cap * POLTEXT_MAX;
     c->nums = (char(*)[24])p;
+    c->margc = 0;
+    c->caller_time = false;
+    c->script_done = true; /* a call built by hand (release, reset) is a script call */
+    c->module_done = c->module_ok = false;
     c->argc = c->nnums = 0;
     c->slot = 0;
     c->script = RLT__S_MULTI;
@@ -293,11 +261,12 @@ static void arg_num(call *c, int64_t v)
 }
 
 /* Validated inputs of one limit. */
-typedef struct limit {
+typedef struct limit limit;
+struct limit {
     const rlt_policy *p;
     rpol rp;
     int64_t cost;
-} limit;
+};
 
 static int check_limit(const rlt_redis_check *ck, limit *l)
 {
@@ -359,8 +328,29 @@ static void leaky_args(call *c, const limit *l)
 
 /* Builds the EVALSHA of limits l[0..n): with `multi`, the multi-limit script
  * (n keys... 'd' now floor n fields...), else (n = 1) the algorithm's own script. */
-static int build_decide(const rlt_redis *r, call *c, const limit *l, const rlt_redis_check *ck,
-                        size_t n, int64_t now_us, bool multi)
+/* The texts of `p` from the handle's small cache of recent policies (the handle is not
+ * thread-safe: the cache is part of its state). */
+static const struct rlt__ptext *policy_texts(const rlt_redis *rc, const rlt_policy *p)
+{
+    rlt_redis *r = (rlt_redis *)rc;
+    for (int i = 0; i < RLT__PTEXT_CACHE; i++) {
+        const rlt_policy *q = &r->ptext[i].p;
+        if (r->ptext[i].used && q->algo == p->algo && q->limit == p->limit &&
+            q->period == p->period && q->burst == p->burst && q->queue == p->queue &&
+            q->delay == p->delay)
+            return &r->ptext[i];
+    }
+    struct rlt__ptext *e = &r->ptext[r->ptext_next++ % RLT__PTEXT_CACHE];
+    e->p = *p;
+    e->used = true;
+    e->len = rlt_policy_format(p, e->text, sizeof e->text);
+    e->tl = rlt__key_tail(p, e->tail);
+    return e;
+}
+
+/* The head both forms share: "EVALSHA sha n" and the key names (in c->keys, c->lens[3..]). */
+static int build_names(const rlt_redis *r, call *c, const limit *l, const rlt_redis_check *ck,
+                       size_t n, bool multi)
 {
     assert(multi || n == 1);
     c->argc = 0;
@@ -370,9 +360,11 @@ static int build_decide(const rlt_redis *r, call *c, const limit *l, const rlt_r
     arg(c, rlt__redis_scripts[c->script].sha, 40);
     arg_num(c, (int64_t)n);
     for (size_t i = 0; i < n; i++) {
-        int len = key_name(r, l[i].p, ck[i].key, ck[i].klen, c->keys[i], KEYNAME_MAX);
+        const struct rlt__ptext *t = policy_texts(r, l[i].p);
+        int len = rlt__key_name_tail(r->prefix, r->prefix_len, t->tail, (size_t)t->tl, ck[i].key,
+                                     ck[i].klen, c->keys[i], KEYNAME_MAX);
         if (len < 0) return len == RLT_ENOSPC ? RLT_EKEYLEN : len;
-        unsigned slot = rlt__key_slot(c->keys[i], (size_t)len);
+        unsigned slot = r->opt.cluster ? rlt__key_slot(c->keys[i], (size_t)len) : 0;
         if (i == 0) c->slot = slot;
         if (r->opt.cluster && slot != c->slot) return RLT_EINVAL; /* would be CROSSSLOT */
         for (size_t j = 0; j < i; j++)
@@ -380,6 +372,17 @@ static int build_decide(const rlt_redis *r, call *c, const limit *l, const rlt_r
                 return RLT_EINVAL; /* the same limit twice */
         arg(c, c->keys[i], (size_t)len);
     }
+    return RLT_OK;
+}
+
+/* The script's arguments after the keys. */
+static void build_script(call *c)
+{
+    const rlt_redis *r = c->r;
+    const limit *l = c->l;
+    size_t n = c->n;
+    int64_t now_us = c->now_us;
+    bool multi = c->multi;
     int64_t floor_ms = r->opt.ttl_floor / RLT_NS_PER_MS + (r->opt.ttl_floor % RLT_NS_PER_MS != 0);
     if (c->script == RLT_FIXED_WINDOW || c->script == RLT_SLIDING_WINDOW) {
         /* fixed_window.lua, sliding_window.lua: now N W cost [floor] */
@@ -388,19 +391,19 @@ static int build_decide(const rlt_redis *r, call *c, const limit *l, const rlt_r
         arg_num(c, l[0].rp.W);
         arg_num(c, l[0].cost);
         if (floor_ms > 0) arg_num(c, floor_ms);
-        return RLT_OK;
+        return;
     }
     if (c->script == RLT_GCRA || c->script == RLT_TOKEN_BUCKET) {
         arg_num(c, now_us);
         gcra_args(c, &l[0]);
         if (floor_ms > 0) arg_num(c, floor_ms);
-        return RLT_OK;
+        return;
     }
     if (c->script == RLT_LEAKY_BUCKET) { /* gcra.lua */
         arg_num(c, now_us);
         leaky_args(c, &l[0]);
         if (floor_ms > 0) arg_num(c, floor_ms);
-        return RLT_OK;
+        return;
     }
     if (multi) arg(c, "d", 1);
     arg_num(c, now_us);
@@ -412,7 +415,81 @@ static int build_decide(const rlt_redis *r, call *c, const limit *l, const rlt_r
         for (int f = multi ? 0 : 1; f < FIELDS; f++) /* a one-algorithm script knows its algo */
             arg_num(c, v[f]);
     }
+}
+
+static void marg(call *c, const char *s, size_t len)
+{
+    c->margv[c->margc] = s;
+    c->mlens[c->margc++] = len;
+}
+
+static void marg_num(call *c, int64_t v)
+{
+    char *b = c->nums[c->nnums++];
+    int n = snprintf(b, 24, "%lld", (long long)v);
+    marg(c, b, (size_t)n);
+}
+
+/* The module's RL.DECIDE now_us floor_ms (name policy cost)... on the names of build_names. */
+static void build_module(call *c)
+{
+    const rlt_redis *r = c->r;
+    int64_t floor_ms = r->opt.ttl_floor / RLT_NS_PER_MS + (r->opt.ttl_floor % RLT_NS_PER_MS != 0);
+    c->margc = 0;
+    marg(c, "RL.DECIDE", 9);
+    marg_num(c, c->now_us);
+    marg_num(c, floor_ms);
+    for (size_t i = 0; i < c->n; i++) {
+        const struct rlt__ptext *t = policy_texts(r, c->l[i].p);
+        if (t->len < 0 || t->len > POLTEXT_MAX) {
+            c->module_ok = false; /* the scripts only */
+            return;
+        }
+        memcpy(c->pols[i], t->text, (size_t)t->len);
+        marg(c, c->keys[i], c->lens[3 + i]);
+        marg(c, c->pols[i], (size_t)t->len);
+        marg_num(c, c->l[i].cost);
+    }
+}
+
+/* Prepares a decision of limits l[0..n) (which must outlive the call): the key names now; the
+ * EVALSHA's arguments or the module's RL.DECIDE when a node first needs one (form()). */
+static int build_decide(const rlt_redis *r, call *c, const limit *l, const rlt_redis_check *ck,
+                        size_t n, int64_t now_us, bool multi)
+{
+    int rc = build_names(r, c, l, ck, n, multi);
+    if (rc) return rc;
+    c->r = r;
+    c->l = l;
+    c->n = n;
+    c->now_us = now_us;
+    c->multi = multi;
+    c->caller_time = now_us >= 0;
+    c->script_done = c->module_done = false;
+    c->module_ok = true;
     return RLT_OK;
+}
+
+/* Whether node n runs call c on the module. */
+static bool use_module(const rlt_redis *r, const rlt__node *n, const call *c)
+{
+    return c->module_ok && n->engine == RLT_REDIS_ENGINE_MODULE &&
+           (!c->caller_time || n->module_time || r->opt.engine == RLT_REDIS_ENGINE_MODULE);
+}
+
+/* The command of call c on the module (`mod`) or as a script, built on first use. */
+static rlt__cmd form(call *c, bool mod)
+{
+    if (mod && !c->module_done) {
+        build_module(c);
+        c->module_done = true;
+    }
+    if (mod && c->module_ok) return (rlt__cmd){c->margc, c->margv, c->mlens};
+    if (!c->script_done) {
+        build_script(c);
+        c->script_done = true;
+    }
+    return (rlt__cmd){c->argc, c->argv, c->lens};
 }
 
 static bool is_error(const redisReply *rep, const char *prefix)
@@ -425,11 +502,13 @@ static bool is_error(const redisReply *rep, const char *prefix)
  * (the only retry: the script certainly did not run), follows MOVED and ASK (the command did
  * not run there either), and feeds the breaker.  On RLT_OK *out is the script's reply (caller
  * frees).  On failure *retry_at is when the failing node's breaker next lets a call through. */
-static int run(rlt_redis *r, const call *c, int64_t deadline, redisReply **out, int64_t *retry_at)
+static int run(rlt_redis *r, call *c, int64_t deadline, redisReply **out, int64_t *retry_at,
+               bool *used_module)
 {
     unsigned idx = rlt__route(r, c->slot, deadline);
     bool ask = false, loaded = false;
     *retry_at = 0;
+    *used_module = false;
     for (int hop = 0; hop < 6; hop++) {
         rlt__node *n = &r->nodes[idx];
         int64_t now = rlt__mono_ns();
@@ -445,11 +524,16 @@ static int run(rlt_redis *r, const call *c, int64_t deadline, redisReply **out, 
         size_t load_len[3] = {6, 4, sc->len};
         rlt__cmd cmds[4];
         size_t nc = 0;
+        redisReply *reps[4] = {0};
+        int rc = rlt__node_ensure(r, n, deadline); /* its engine is known once connected */
+        bool mod = use_module(r, n, c);
+        rlt__cmd mine = form(c, mod);
+        mod = mod && c->module_ok;
+        if (mod) loaded = false;
         if (loaded) cmds[nc++] = (rlt__cmd){3, load_argv, load_len};
         if (ask) cmds[nc++] = (rlt__cmd){1, asking, asking_len};
-        cmds[nc++] = (rlt__cmd){c->argc, c->argv, c->lens};
-        redisReply *reps[4] = {0};
-        int rc = rlt__node_exec(r, n, cmds, nc, reps, deadline);
+        cmds[nc++] = mine;
+        if (!rc) rc = rlt__node_exec(r, n, cmds, nc, reps, deadline);
         if (rc) {
             r->st.errors++;
             rlt__node_failure(r, n, rlt__mono_ns());
@@ -460,7 +544,7 @@ static int run(rlt_redis *r, const call *c, int64_t deadline, redisReply **out, 
         bool load_failed = loaded && reps[0]->type == REDIS_REPLY_ERROR;
         for (size_t i = 0; i + 1 < nc; i++)
             freeReplyObject(reps[i]);
-        if (is_error(rep, "NOSCRIPT") && !loaded && !load_failed) {
+        if (!mod && is_error(rep, "NOSCRIPT") && !loaded && !load_failed) {
             freeReplyObject(rep);
             r->st.script_loads++;
             rlt__node_success(r, n); /* it answered: the breaker closes before the retry */
@@ -488,6 +572,8 @@ static int run(rlt_redis *r, const call *c, int64_t deadline, redisReply **out, 
         }
         rlt__node_success(r, n);
         *out = rep;
+        *used_module = mod;
+        if (mod) r->st.module_calls++;
         return RLT_OK;
     }
     *retry_at = rlt__mono_ns();
@@ -539,8 +625,8 @@ static rlt_ns amount_ns(unsigned __int128 a, int64_t scale)
  * denied, as an integer n (>= 0 allowed, -(n + 1) denied), or {q, f} = q x scale + f (GCRA and
  * leaky bucket, denied, too big for one number), or {allowed, amount, wait} (token bucket
  * whose clock stepped back: refill waits `wait` us). */
-static int bucket_amount(const limit *l, const redisReply *e, unsigned __int128 *a,
-                         bool *allowed, rlt_ns *wait)
+static int bucket_amount(const limit *l, const redisReply *e, unsigned __int128 *a, bool *allowed,
+                         rlt_ns *wait)
 {
     const rpol *p = &l->rp;
     long long v[3] = {0};
@@ -720,6 +806,37 @@ static int parse_single(const limit *l, const redisReply *e, rlt_decision *d)
     return parse_decision(e, d);
 }
 
+/* The module's RL.DECIDE reply: an array of one string per limit, "allowed limit remaining
+ * retry_after reset_after delay lease" (ns). */
+static int parse_module(const redisReply *e, size_t n, rlt_decision *dec)
+{
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != n) return RLT_EBACKEND;
+    for (size_t i = 0; i < n; i++) {
+        const redisReply *x = e->element[i];
+        if (x->type != REDIS_REPLY_STRING) return RLT_EBACKEND;
+        long long v[7];
+        const char *p = x->str, *end = x->str + x->len;
+        for (int k = 0; k < 7; k++) {
+            char *q;
+            if (p >= end) return RLT_EBACKEND;
+            v[k] = strtoll(p, &q, 10);
+            if (q == p || (q < end && *q != ' ') || (k == 6) != (q == end)) return RLT_EBACKEND;
+            p = q + 1;
+        }
+        if (v[3] < -1 || v[4] < 0 || v[5] < 0 || v[6] < 0) return RLT_EBACKEND;
+        rlt_decision *d = &dec[i];
+        memset(d, 0, sizeof *d);
+        d->allowed = v[0] != 0;
+        d->limit = v[1];
+        d->remaining = v[2];
+        d->retry_after = v[3];
+        d->reset_after = v[4];
+        d->delay = v[5];
+        d->lease = v[6];
+    }
+    return RLT_OK;
+}
+
 /* The decision made without Redis. */
 static void fail_decision(rlt_redis *r, const rlt_policy *p, unsigned flags, int64_t retry_at,
                           rlt_decision *d)
@@ -751,10 +868,13 @@ static int decide_call(rlt_redis *r, const limit *l, const rlt_redis_check *ck, 
         return rc;
     }
     redisReply *rep = NULL;
-    rc = run(r, c, rlt__mono_ns() + r->opt.timeout, &rep, retry_at);
+    bool mod;
+    rc = run(r, c, rlt__mono_ns() + r->opt.timeout, &rep, retry_at, &mod);
     free(c);
     if (rc) return rc;
-    if (!multi) {
+    if (mod) {
+        rc = parse_module(rep, n, dec);
+    } else if (!multi) {
         rc = parse_single(&l[0], rep, &dec[0]);
     } else {
         if (rep->type != REDIS_REPLY_ARRAY || rep->elements != n) rc = RLT_EBACKEND;
@@ -967,11 +1087,13 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
     char *calls_mem = malloc(n * csz);
     unsigned *node = malloc(n * sizeof *node);
     bool *sent = calloc(n, sizeof *sent);
+    bool *mods = calloc(n, sizeof *mods); /* per command of a node's pipeline: on the module */
     rlt__cmd *cmds = malloc(n * sizeof *cmds);
     redisReply **reps = calloc(n, sizeof *reps);
     size_t *which = malloc(n * sizeof *which);
     limit *lim = malloc(n * sizeof *lim);
-    if (!calls_mem || !node || !sent || !cmds || !reps || !which || !lim) {
+    if (!calls_mem || !node || !sent || !mods || !cmds || !reps || !which || !lim) {
+        free(mods);
         free(calls_mem), free(node), free(sent), free(cmds), free(reps), free(which), free(lim);
         return RLT_ENOMEM;
     }
@@ -986,16 +1108,21 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
     }
     for (size_t i = 0; i < n; i++) {
         if (sent[i]) continue;
-        /* One pipeline per node: every unsent check routed to node[i]. */
+        /* One pipeline per node: every unsent check routed to node[i], on the engine it
+         * serves (known once connected; a failed connect fails the exec below too). */
+        rlt__node *nd = &r->nodes[node[i]];
+        (void)rlt__node_ensure(r, nd, deadline);
         size_t m = 0;
         for (size_t j = i; j < n; j++)
             if (!sent[j] && node[j] == node[i]) {
-                const call *cj = (const call *)(const void *)(calls_mem + j * csz);
+                call *cj = (call *)(void *)(calls_mem + j * csz);
                 which[m] = j;
-                cmds[m++] = (rlt__cmd){cj->argc, cj->argv, cj->lens};
+                mods[m] = use_module(r, nd, cj);
+                cmds[m] = form(cj, mods[m]);
+                mods[m] = mods[m] && cj->module_ok;
+                m++;
                 sent[j] = true;
             }
-        rlt__node *nd = &r->nodes[node[i]];
         int64_t t = rlt__mono_ns();
         int rc;
         if (!rlt__node_usable(r, nd, t)) {
@@ -1020,18 +1147,23 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
         for (size_t k = 0; k < m; k++) {
             size_t j = which[k];
             redisReply *rep = reps[k];
-            if (rep->type != REDIS_REPLY_ERROR && parse_single(&lim[j], rep, &out[j]) == RLT_OK) {
+            if (rep->type != REDIS_REPLY_ERROR &&
+                (mods[k] ? parse_module(rep, 1, &out[j]) : parse_single(&lim[j], rep, &out[j])) ==
+                    RLT_OK) {
                 r->st.decisions++;
+                if (mods[k]) r->st.module_calls++;
             } else if (is_error(rep, "NOSCRIPT") || is_error(rep, "MOVED") ||
                        is_error(rep, "ASK")) {
                 /* Did not run: send it alone, which loads the script or follows the
                  * redirect. */
                 int64_t retry_at = 0;
                 redisReply *single = NULL;
-                status[j] = run(r, (const call *)(const void *)(calls_mem + j * csz), deadline,
-                                &single, &retry_at);
+                bool mod;
+                status[j] = run(r, (call *)(void *)(calls_mem + j * csz), deadline, &single,
+                                &retry_at, &mod);
                 if (!status[j]) {
-                    status[j] = parse_single(&lim[j], single, &out[j]);
+                    status[j] = mod ? parse_module(single, 1, &out[j])
+                                    : parse_single(&lim[j], single, &out[j]);
                     freeReplyObject(single);
                 }
                 if (status[j])
@@ -1052,6 +1184,7 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
     }
     for (size_t i = 0; i < n && !first; i++)
         first = status[i];
+    free(mods);
     free(calls_mem), free(node), free(sent), free(cmds), free(reps), free(which), free(lim);
     return first;
 }
@@ -1087,7 +1220,8 @@ int rlt_redis_release(rlt_redis *r, const rlt_policy *p, unsigned flags, const v
     arg_num(c, lease);
     redisReply *rep = NULL;
     int64_t retry_at = 0;
-    rc = run(r, c, rlt__mono_ns() + r->opt.timeout, &rep, &retry_at);
+    bool mod;
+    rc = run(r, c, rlt__mono_ns() + r->opt.timeout, &rep, &retry_at, &mod);
     free(c);
     if (rc) return rc;
     rc = rep->type != REDIS_REPLY_INTEGER ? RLT_EBACKEND : rep->integer ? RLT_OK : RLT_ENOENT;
@@ -1114,7 +1248,8 @@ int rlt_redis_reset(rlt_redis *r, const rlt_policy *p, const void *key, size_t k
     arg(c, c->keys[0], (size_t)len);
     redisReply *rep = NULL;
     int64_t retry_at = 0;
-    rc = run(r, c, rlt__mono_ns() + r->opt.timeout, &rep, &retry_at);
+    bool mod;
+    rc = run(r, c, rlt__mono_ns() + r->opt.timeout, &rep, &retry_at, &mod);
     free(c);
     if (rc) return rc;
     freeReplyObject(rep);

@@ -7,6 +7,7 @@
 #       RLT_REDIS_SERVERS ("127.0.0.1:PORT[,...]") and RLT_REDIS_SH (this script), runs CMD,
 #       and always stops every server it started (trap on exit, also on failure or signal).
 #       Server i lives in $RLT_REDIS_BASE/sI with files `port`, `pid` and `args`.
+#       $RLT_REDIS_EXTRA_ARGS (if set) is added to every server's arguments (e.g. --loadmodule).
 #   redis-servers.sh start DIR [PORT [EXTRA REDIS ARGS...]]   start one server in DIR
 #   redis-servers.sh restart DIR                              start it again, same port and args
 #   redis-servers.sh stop DIR                                 stop it (SIGCONT, TERM, then KILL)
@@ -111,14 +112,16 @@ cmd_run() {
     trap 'exit 143' TERM
     case $kind in
     standalone)
-        cmd_start "$base/s0"
+        # shellcheck disable=SC2086
+        cmd_start "$base/s0" 0 ${RLT_REDIS_EXTRA_ARGS:-}
         servers="127.0.0.1:$(cat "$base/s0/port")"
         ;;
     cluster)
         servers=""
         for k in 0 1 2; do # (functions clobber i: POSIX sh has no locals)
+            # shellcheck disable=SC2086
             cmd_start "$base/s$k" 0 --cluster-enabled yes --cluster-config-file nodes.conf \
-                --cluster-node-timeout 2000
+                --cluster-node-timeout 2000 ${RLT_REDIS_EXTRA_ARGS:-}
             servers="$servers${servers:+,}127.0.0.1:$(cat "$base/s$k/port")"
         done
         # shellcheck disable=SC2046

@@ -1,7 +1,7 @@
 /* Helpers of the Redis tests: each test executable runs itself under redis-servers.sh (which
  * starts private servers on ephemeral loopback ports and always stops them), then reaches the
  * servers through the environment that script exports.  Define RTEST_KIND ("standalone" or
- * "cluster") before including. */
+ * "cluster") before including, and RTEST_SERVER_ARGS for extra redis-server arguments. */
 #ifndef RLT_RTEST_H
 #define RLT_RTEST_H
 
@@ -24,6 +24,9 @@ __attribute__((constructor)) static void rtest_reexec(void)
 {
     signal(SIGPIPE, SIG_IGN); /* a server killed mid-write must not kill the test */
     if (getenv("RLT_REDIS_SERVERS")) return;
+#ifdef RTEST_SERVER_ARGS
+    setenv("RLT_REDIS_EXTRA_ARGS", RTEST_SERVER_ARGS, 1); /* e.g. --loadmodule PATH */
+#endif
     static char cmdline[8192], self[4096];
     FILE *f = fopen("/proc/self/cmdline", "rb");
     size_t n = f ? fread(cmdline, 1, sizeof cmdline - 1, f) : 0;

@@ -8,31 +8,7 @@
 
 #include "ratelimit/store.h"
 
-static const char *const policies[] = {
-    "fixed_window:5/1s",
-    "fixed_window:100/1m",
-    "fixed_window:3/7ms",
-    "sliding_log:5/1s",
-    "sliding_log:20/10s",
-    "sliding_log:3/7ms",
-    "sliding_window:5/1s",
-    "sliding_window:7/3s",
-    "sliding_window:3/7ms",
-    "token_bucket:3/1s",
-    "token_bucket:10/7s,burst=25",
-    "token_bucket:1000000/1s",
-    "token_bucket:13/997us,burst=4",
-    "gcra:3/1s",
-    "gcra:7/3s,burst=2",
-    "gcra:1000/1s,burst=50",
-    "gcra:13/997us,burst=4",
-    "leaky_bucket:3/1s,queue=5,delay=2",
-    "leaky_bucket:7/3s,queue=3",
-    "leaky_bucket:10/1s,queue=20,nodelay",
-    "concurrency:3/2s",
-    "concurrency:1/50ms",
-};
-#define NPOL (sizeof policies / sizeof policies[0])
+#include "diff_policies.h"
 
 /* Prints the first difference and fails. */
 #define SAME(c, r, what)                                                                           \

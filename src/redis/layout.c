@@ -1,0 +1,114 @@
+/* The Redis layout shared by libratelimit_redis and the Redis module: the microsecond policy
+ * with the scripts' 2^50 bounds, key names, and Redis Cluster hash slots (see layout.h). */
+#include "redis/layout.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+int rlt__rpol_from(const rlt_policy *p, rlt__rpol *o)
+{
+    if (!p || p->algo < RLT_FIXED_WINDOW || p->algo > RLT_CONCURRENCY || p->scale_ <= 0 ||
+        p->unit_ <= 0 || p->limit <= 0 || p->period <= 0)
+        return RLT_EINVAL;
+    if (p->period % RLT_NS_PER_US != 0) return RLT_EINVAL;
+    o->algo = (int)p->algo;
+    o->N = p->limit;
+    o->W = p->period / RLT_NS_PER_US;
+    o->B = p->burst;
+    o->Q = p->queue;
+    o->D = p->delay;
+    if (o->N > RLT__LIM || o->W > RLT__LIM || o->B > RLT__LIM || o->Q > RLT__LIM) return RLT_ERANGE;
+    int64_t g = gcd64(o->N, o->W);
+    o->scale = o->N / g;
+    o->unit = o->W / g;
+    if (o->scale > RLT__LIM / 1000) return RLT_ERANGE; /* ns rounding multiplies a rest by 1000 */
+    switch (p->algo) {
+    case RLT_TOKEN_BUCKET:
+    case RLT_GCRA:
+        if (o->B > RLT__LIM / o->unit) return RLT_ERANGE; /* cap = B x unit */
+        break;
+    case RLT_LEAKY_BUCKET:
+        if (o->Q + 1 > RLT__LIM / o->unit) return RLT_ERANGE; /* cap + unit */
+        break;
+    case RLT_SLIDING_WINDOW:
+        if (o->N > RLT__LIM / o->W || o->N > RLT__LIM / 1000) return RLT_ERANGE; /* N x W */
+        break;
+    default:
+        break;
+    }
+    return RLT_OK;
+}
+
+int rlt__key_tail(const rlt_policy *p, char tail[RLT__KEYTAIL_MAX])
+{
+    return snprintf(tail, RLT__KEYTAIL_MAX, ":%d:%lld:%lld:%lld:%lld:%lld", (int)p->algo,
+                    (long long)p->limit, (long long)p->period, (long long)p->burst,
+                    (long long)p->queue, (long long)p->delay);
+}
+
+int rlt__key_name_tail(const char *prefix, size_t plen, const char *tail, size_t tl,
+                       const void *key, size_t klen, char *buf, size_t cap)
+{
+    if (!key || klen == 0 || klen > 512) return RLT_EKEYLEN;
+    const char *k = key;
+    bool tagged = false;
+    const char *open = memchr(k, '{', klen);
+    if (open) {
+        const char *close = memchr(open + 1, '}', klen - (size_t)(open - k) - 1);
+        tagged = close && close > open + 1;
+    }
+    size_t need = plen + klen + (tagged ? 0 : 2) + tl;
+    if (need > cap) return RLT_ENOSPC;
+    char *o = buf;
+    memcpy(o, prefix, plen), o += plen;
+    if (!tagged) *o++ = '{';
+    memcpy(o, k, klen), o += klen;
+    if (!tagged) *o++ = '}';
+    memcpy(o, tail, tl), o += tl;
+    return (int)(o - buf);
+}
+
+int rlt__key_name(const char *prefix, size_t plen, const rlt_policy *p, const void *key,
+                  size_t klen, char *buf, size_t cap)
+{
+    char tail[RLT__KEYTAIL_MAX];
+    int tl = rlt__key_tail(p, tail);
+    return rlt__key_name_tail(prefix, plen, tail, (size_t)tl, key, klen, buf, cap);
+}
+
+/* CRC16/XMODEM (poly 0x1021, init 0), as Redis Cluster specifies. */
+static uint16_t crc16(const char *buf, size_t len)
+{
+    uint16_t crc = 0;
+    for (size_t i = 0; i < len; i++) {
+        crc = (uint16_t)(crc ^ ((uint16_t)(unsigned char)buf[i] << 8));
+        for (int b = 0; b < 8; b++)
+            crc = (uint16_t)((crc & 0x8000) ? (crc << 1) ^ 0x1021 : crc << 1);
+    }
+    return crc;
+}
+
+unsigned rlt__key_slot(const char *key, size_t len)
+{
+    /* Redis's rule: hash the bytes between the first '{' and the first '}' after it, if that
+     * span is not empty; otherwise the whole key. */
+    const char *open = memchr(key, '{', len);
+    if (open) {
+        size_t s = (size_t)(open - key);
+        const char *close = memchr(open + 1, '}', len - s - 1);
+        if (close && close > open + 1)
+            return crc16(open + 1, (size_t)(close - open - 1)) & (RLT__SLOTS - 1);
+    }
+    return crc16(key, len) & (RLT__SLOTS - 1);
+}

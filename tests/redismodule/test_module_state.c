@@ -1,0 +1,174 @@
+/* The module's pure state layer (src/redismodule/state.c), without Redis and under the
+ * sanitizers: the scripts' value formats read and written exactly, every value that is no
+ * state refused, and the numeric traps of the command arguments. */
+#include "test.h"
+
+#include "redismodule/state.h"
+
+static rlt__mpol mpol(const char *text)
+{
+    rlt_policy p;
+    rlt__mpol m;
+    memset(&m, 0, sizeof m);
+    if (rlt_policy_parse(&p, text, strlen(text), NULL, 0) != RLT_OK) abort();
+    if (rlt__mpol_init(&m, &p) != RLT_OK) abort();
+    return m;
+}
+
+static int dec(const char *text, const char *val, int64_t now_us, int64_t cost, rlt_decision *d,
+               char *out, size_t *olen)
+{
+    rlt__mpol m = mpol(text);
+    int rc = rlt__mstr_decide(&m, val, val ? strlen(val) : 0, now_us, cost, d, out, olen);
+    if (*olen < RLT__MVAL_MAX) out[*olen] = '\0';
+    return rc;
+}
+
+TEST(integer_arguments_refuse_every_numeric_trap)
+{
+    int64_t v;
+    ASSERT(rlt__mparse_i64("0", 1, &v) && v == 0);
+    ASSERT(rlt__mparse_i64("-5", 2, &v) && v == -5);
+    ASSERT(rlt__mparse_i64("9223372036854775807", 19, &v) && v == INT64_MAX);
+    ASSERT(rlt__mparse_i64("-9223372036854775808", 20, &v) && v == INT64_MIN);
+    const char *bad[] = {"",
+                         "-",
+                         "-0",
+                         "01",
+                         "1.5",
+                         "1e3",
+                         " 1",
+                         "1 ",
+                         "+1",
+                         "0x10",
+                         "9223372036854775808",
+                         "-9223372036854775809",
+                         "99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ASSERT(!rlt__mparse_i64(bad[i], strlen(bad[i]), &v));
+}
+
+TEST(gcra_values_are_written_as_the_gcra_script_writes_them)
+{
+    rlt_decision d;
+    char out[RLT__MVAL_MAX];
+    size_t ol;
+    /* scale 1 (100 per 1 s: 10 ms per request): "t" */
+    ASSERT_EQ(dec("gcra:100/1s", NULL, 1000000, 1, &d, out, &ol), RLT_OK);
+    ASSERT(d.allowed);
+    ASSERT_STR_EQ(out, "1010000");
+    /* scale 7 (7 per 3 s): "t:f" with 0 <= f < 7 */
+    ASSERT_EQ(dec("gcra:7/3s,burst=2", NULL, 1000000, 1, &d, out, &ol), RLT_OK);
+    ASSERT_STR_EQ(out, "1428571:3");
+    ASSERT_EQ(dec("gcra:7/3s,burst=2", "1428571:3", 1000000, 1, &d, out, &ol), RLT_OK);
+    ASSERT_STR_EQ(out, "1857142:6");
+    ASSERT_EQ(dec("gcra:7/3s,burst=2", "1857142:6", 1000000, 1, &d, out, &ol), RLT_OK);
+    ASSERT(!d.allowed);
+    ASSERT_EQ(ol, 0); /* denied: nothing written */
+}
+
+TEST(token_bucket_and_window_values_round_trip)
+{
+    rlt_decision d;
+    char out[RLT__MVAL_MAX];
+    size_t ol;
+    ASSERT_EQ(dec("token_bucket:3/1s", NULL, 5000000, 1, &d, out, &ol), RLT_OK);
+    ASSERT_STR_EQ(out, "1000000:5000000"); /* used: one unit = 10^6 (scale 3), last charge */
+    ASSERT_EQ(dec("token_bucket:3/1s", "1000000:5000000", 5000000, 2, &d, out, &ol), RLT_OK);
+    ASSERT_STR_EQ(out, "3000000:5000000");
+    ASSERT_EQ(dec("fixed_window:5/1s", "4:2", 4500000, 1, &d, out, &ol), RLT_OK);
+    ASSERT_STR_EQ(out, "4:3");
+    ASSERT_EQ(d.reset_after, 500 * RLT_NS_PER_MS);
+    ASSERT_EQ(dec("sliding_window:5/1s", "4:0:2", 5250000, 1, &d, out, &ol), RLT_OK);
+    ASSERT_STR_EQ(out, "5:2:1"); /* rolled: the old current window is now the previous */
+    ASSERT_EQ(rlt__mttl_ms(&d, 0), 1750);
+    ASSERT_EQ(rlt__mttl_ms(&d, 60000), 60000);
+}
+
+TEST(values_that_are_no_state_of_the_policy_are_refused)
+{
+    rlt_decision d;
+    char out[RLT__MVAL_MAX];
+    size_t ol;
+    const char *gcra_bad[] = {"", "x", "1:", ":1", "1:2:3", "1:7", "1:-1", "-0", "1.5"};
+    for (size_t i = 0; i < sizeof gcra_bad / sizeof gcra_bad[0]; i++)
+        ASSERT_EQ(dec("gcra:7/3s", gcra_bad[i], 1000, 1, &d, out, &ol), RLT_ECORRUPT);
+    ASSERT_EQ(dec("fixed_window:5/1s", "1:6", 1000, 1, &d, out, &ol), RLT_ECORRUPT);
+    ASSERT_EQ(dec("fixed_window:5/1s", "1:-1", 1000, 1, &d, out, &ol), RLT_ECORRUPT);
+    ASSERT_EQ(dec("sliding_window:5/1s", "1:2", 1000, 1, &d, out, &ol), RLT_ECORRUPT);
+    /* a window whose instants pass 2^53 us (found by fuzz_state) */
+    ASSERT_EQ(dec("fixed_window:5/1s", "100001500000:2", 1000, 1, &d, out, &ol), RLT_ECORRUPT);
+    ASSERT_EQ(dec("sliding_window:5/1s", "-100001500000:0:2", 1000, 1, &d, out, &ol), RLT_ECORRUPT);
+    ASSERT_EQ(dec("token_bucket:3/1s", "3000001:0", 1000, 1, &d, out, &ol), RLT_ECORRUPT);
+    ASSERT_EQ(dec("token_bucket:3/1s", "1:99999999999999999", 1000, 1, &d, out, &ol), RLT_ECORRUPT);
+}
+
+TEST(sliding_log_edits_are_the_scripts_list_edits)
+{
+    rlt__mpol m = mpol("sliding_log:5/1s");
+    void *scratch = calloc(1, rlt__mpol_scratch(&m));
+    rlt_decision d;
+    rlt__mlog_edit e;
+    bool w;
+    /* empty: delete + push */
+    ASSERT_EQ(rlt__mlog_decide(&m, NULL, NULL, 0, 2000000, 2, scratch, &d, &e, &w), RLT_OK);
+    ASSERT(w && e.del);
+    ASSERT_STR_EQ(e.item, "2000000:2");
+    /* same instant: LSET the last run */
+    const char *items[] = {"1000000:1", "2000000:2"};
+    size_t lens[] = {9, 9};
+    ASSERT_EQ(rlt__mlog_decide(&m, items, lens, 2, 2000000, 1, scratch, &d, &e, &w), RLT_OK);
+    ASSERT(w && !e.del && e.lset && e.trim == 1); /* the run at 1 s expired exactly now */
+    ASSERT_STR_EQ(e.item, "2000000:3");
+    ASSERT_EQ(d.remaining, 2);
+    /* full: denied, nothing written */
+    const char *full[] = {"2000000:5"};
+    size_t fl[] = {9};
+    ASSERT_EQ(rlt__mlog_decide(&m, full, fl, 1, 2100000, 1, scratch, &d, &e, &w), RLT_OK);
+    ASSERT(!d.allowed && !w);
+    ASSERT_EQ(d.retry_after, 900 * RLT_NS_PER_MS);
+    const char *unsorted[] = {"2000000:1", "1000000:1"};
+    ASSERT_EQ(rlt__mlog_decide(&m, unsorted, lens, 2, 2100000, 1, scratch, &d, &e, &w),
+              RLT_ECORRUPT);
+    const char *toomany[] = {"2000000:6"};
+    ASSERT_EQ(rlt__mlog_decide(&m, toomany, fl, 1, 2100000, 1, scratch, &d, &e, &w), RLT_ECORRUPT);
+    free(scratch);
+}
+
+TEST(concurrency_hash_leases_and_releases)
+{
+    rlt__mpol m = mpol("concurrency:2/2s");
+    void *scratch = calloc(1, rlt__mpol_scratch(&m));
+    rlt_decision d;
+    int64_t slot;
+    char val[48];
+    size_t vl;
+    ASSERT_EQ(rlt__mcc_decide(&m, NULL, NULL, 0, 1000000, 1, scratch, &d, &slot, val, &vl), RLT_OK);
+    ASSERT(d.allowed && slot == 0 && d.lease == 1000000);
+    val[vl] = '\0';
+    ASSERT_STR_EQ(val, "1000000:3000000");
+    const char *kv[] = {"n", "1000000", "s0", "1000000:3000000"};
+    size_t kl[] = {1, 7, 2, 15};
+    ASSERT_EQ(rlt__mcc_decide(&m, kv, kl, 2, 1000000, 1, scratch, &d, &slot, val, &vl), RLT_OK);
+    ASSERT(d.allowed && slot == 1 && d.lease == 1000001); /* ids grow past the last one */
+    ASSERT_EQ(rlt__mcc_release(&m, kv, kl, 2, 1500000, 1000000, scratch, &slot), RLT_OK);
+    ASSERT_EQ(slot, 0);
+    ASSERT_EQ(rlt__mcc_release(&m, kv, kl, 2, 3500000, 1000000, scratch, &slot), RLT_ENOENT);
+    ASSERT_EQ(slot, 0); /* expired: still deleted, but not live */
+    ASSERT_EQ(rlt__mcc_release(&m, kv, kl, 2, 1500000, 42, scratch, &slot), RLT_ENOENT);
+    const char *bad[] = {"s9", "1:2"};
+    size_t bl[] = {2, 3};
+    ASSERT_EQ(rlt__mcc_decide(&m, bad, bl, 1, 1000000, 1, scratch, &d, &slot, val, &vl),
+              RLT_ECORRUPT);
+    free(scratch);
+}
+
+TEST(policies_beyond_the_scripts_bounds_are_refused)
+{
+    rlt_policy p;
+    rlt__mpol m;
+    ASSERT_EQ(rlt_policy_parse(&p, "gcra:3/1500ns", 13, NULL, 0), RLT_OK);
+    ASSERT_EQ(rlt__mpol_init(&m, &p), RLT_EINVAL);
+    ASSERT_EQ(rlt_policy_parse(&p, "token_bucket:1/1000s,burst=2000000", 34, NULL, 0), RLT_OK);
+    ASSERT_EQ(rlt__mpol_init(&m, &p), RLT_ERANGE);
+}
