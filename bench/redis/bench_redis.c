@@ -130,13 +130,13 @@ int main(int argc, char **argv)
     rlt_redis *r = open_or_die(argv[1], 0);
     redisContext *raw = raw_connect(argv[1]);
     rlt_decision warm;
-    rlt_redis_decide(r, &p, 0, "warm", 4, 1, 0, &warm); /* loads the script */
+    rlt_redis_decide(r, &p, 0, "warm", 4, 0, 1, &warm); /* loads the script */
     reset_stats(raw);
     int64_t n = 0, t0 = mono(), c0 = cpu_ns(), errors = 0;
     while (mono() - t0 < span) {
         rlt_decision d;
         snprintf(key, sizeof key, "bench:%lld", (long long)(n & 1023));
-        errors += rlt_redis_decide(r, &p, 0, key, strlen(key), 1, 0, &d) != RLT_OK;
+        errors += rlt_redis_decide(r, &p, 0, key, strlen(key), 0, 1, &d) != RLT_OK;
         n++;
     }
     double el = (double)(mono() - t0) / 1e9;
@@ -183,7 +183,7 @@ int main(int argc, char **argv)
             rlt_decision d;
             int i = (int)(x >> 40) % S;
             unsigned flags = RLT_REDIS_CALLER_TIME | (leases[li] ? RLT_REDIS_LEASE : 0);
-            if (rlt_redis_decide(h[i], &fw, flags, key, strlen(key), 1, t, &d) == RLT_OK &&
+            if (rlt_redis_decide(h[i], &fw, flags, key, strlen(key), t, 1, &d) == RLT_OK &&
                 d.allowed) {
                 per_window[(t / RLT_NS_PER_S) % 64]++;
                 admitted++;

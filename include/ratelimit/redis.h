@@ -50,6 +50,9 @@ typedef enum rlt_redis_engine {
 
 /* Options.  All-zero (with `servers` NULL) is a valid default: one server at
  * 127.0.0.1:6379, 50 ms timeout, breaker after 3 failures, no lease. */
+/* The deadline of one Redis call when rlt_redis_options.timeout is 0 (the daemon's default too). */
+#define RLT_REDIS_DEFAULT_TIMEOUT (50 * RLT_NS_PER_MS)
+
 typedef struct rlt_redis_options {
     const char *servers;       /* "host:port[,host:port...]": the server, or the seed nodes of a
                                   cluster; NULL = "127.0.0.1:6379".  Copied by open. */
@@ -110,9 +113,9 @@ void rlt_redis_close(rlt_redis *r);
  * answer, and then *d is the fail-mode decision: allowed = (flags & RLT_REDIS_FAIL_OPEN),
  * limit as the policy's, remaining 0, retry_after (when denied) the time until the next trial
  * of the breaker, at least 1 ms.  A timed-out call may or may not have been applied in Redis;
- * it is never sent twice. */
+ * it is never sent twice.  `now` and `cost` come in rlt_decide's order. */
 int rlt_redis_decide(rlt_redis *r, const rlt_policy *p, unsigned flags, const void *key,
-                     size_t klen, int64_t cost, rlt_ns now, rlt_decision *d);
+                     size_t klen, rlt_ns now, int64_t cost, rlt_decision *d);
 
 /* One limit of a multi-limit check or a batch. */
 typedef struct rlt_redis_check {

@@ -6,16 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static int64_t gcd64(int64_t a, int64_t b)
-{
-    while (b) {
-        int64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
 int rlt__rpol_from(const rlt_policy *p, rlt__rpol *o)
 {
     if (!p || p->algo < RLT_FIXED_WINDOW || p->algo > RLT_CONCURRENCY || p->scale_ <= 0 ||
@@ -29,7 +19,7 @@ int rlt__rpol_from(const rlt_policy *p, rlt__rpol *o)
     o->Q = p->queue;
     o->D = p->delay;
     if (o->N > RLT__LIM || o->W > RLT__LIM || o->B > RLT__LIM || o->Q > RLT__LIM) return RLT_ERANGE;
-    int64_t g = gcd64(o->N, o->W);
+    int64_t g = rlt_gcd(o->N, o->W);
     o->scale = o->N / g;
     o->unit = o->W / g;
     if (o->scale > RLT__LIM / 1000) return RLT_ERANGE; /* ns rounding multiplies a rest by 1000 */

@@ -87,7 +87,7 @@ int rlt_redis_open(rlt_redis **out, const rlt_redis_options *opt)
         o.lease_ttl < 0 || o.ttl_floor < 0 || o.ttl_floor > TTL_FLOOR_MAX)
         return RLT_EINVAL;
     if (o.prefix && (strlen(o.prefix) > 64 || strpbrk(o.prefix, "{}"))) return RLT_EINVAL;
-    if (!o.timeout) o.timeout = 50 * RLT_NS_PER_MS;
+    if (!o.timeout) o.timeout = RLT_REDIS_DEFAULT_TIMEOUT;
     if (!o.breaker_failures) o.breaker_failures = 3;
     if (!o.backoff_min) o.backoff_min = 100 * RLT_NS_PER_MS;
     if (!o.backoff_max) o.backoff_max = 5 * RLT_NS_PER_S;
@@ -383,7 +383,7 @@ static void build_script(call *c)
     size_t n = c->n;
     int64_t now_us = c->now_us;
     bool multi = c->multi;
-    int64_t floor_ms = r->opt.ttl_floor / RLT_NS_PER_MS + (r->opt.ttl_floor % RLT_NS_PER_MS != 0);
+    int64_t floor_ms = rlt_retry_after_ms(r->opt.ttl_floor);
     if (c->script == RLT_FIXED_WINDOW || c->script == RLT_SLIDING_WINDOW) {
         /* fixed_window.lua, sliding_window.lua: now N W cost [floor] */
         arg_num(c, now_us);
@@ -434,7 +434,7 @@ static void marg_num(call *c, int64_t v)
 static void build_module(call *c)
 {
     const rlt_redis *r = c->r;
-    int64_t floor_ms = r->opt.ttl_floor / RLT_NS_PER_MS + (r->opt.ttl_floor % RLT_NS_PER_MS != 0);
+    int64_t floor_ms = rlt_retry_after_ms(r->opt.ttl_floor);
     c->margc = 0;
     marg(c, "RL.DECIDE", 9);
     marg_num(c, c->now_us);
@@ -891,13 +891,6 @@ static int decide_call(rlt_redis *r, const limit *l, const rlt_redis_check *ck, 
 
 /* ---- local leases ------------------------------------------------------------------------ */
 
-static uint64_t fnv1a(const char *s, size_t n)
-{
-    uint64_t h = UINT64_C(14695981039346656037);
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * UINT64_C(1099511628211);
-    return h;
-}
 
 static bool leasable(const rlt_policy *p)
 {
@@ -913,7 +906,7 @@ static int lease_decide(rlt_redis *r, const limit *l, const rlt_redis_check *ck,
     char name[KEYNAME_MAX];
     int len = key_name(r, l->p, ck->key, ck->klen, name, sizeof name);
     if (len < 0) return len == RLT_ENOSPC ? RLT_EKEYLEN : len;
-    rlt__lease *e = &r->leases[fnv1a(name, (size_t)len) % r->nleases];
+    rlt__lease *e = &r->leases[rlt_hash_fnv1a(name, (size_t)len) % r->nleases];
     int64_t t = (flags & RLT_REDIS_CALLER_TIME) ? now_ns : rlt__mono_ns();
     bool mine = e->name && e->len == (size_t)len && memcmp(e->name, name, e->len) == 0;
     if (mine && t < e->denied_until && e->units < l->cost) {
@@ -988,7 +981,7 @@ static int lease_decide(rlt_redis *r, const limit *l, const rlt_redis_check *ck,
 static void lease_forget(rlt_redis *r, const char *name, size_t len)
 {
     if (!r->leases) return;
-    rlt__lease *e = &r->leases[fnv1a(name, len) % r->nleases];
+    rlt__lease *e = &r->leases[rlt_hash_fnv1a(name, len) % r->nleases];
     if (e->name && e->len == len && memcmp(e->name, name, len) == 0) {
         e->units = 0;
         e->denied_until = INT64_MIN;
@@ -998,7 +991,7 @@ static void lease_forget(rlt_redis *r, const char *name, size_t len)
 /* ---- public decisions -------------------------------------------------------------------- */
 
 int rlt_redis_decide(rlt_redis *r, const rlt_policy *p, unsigned flags, const void *key,
-                     size_t klen, int64_t cost, rlt_ns now, rlt_decision *d)
+                     size_t klen, rlt_ns now, int64_t cost, rlt_decision *d)
 {
     if (!d) return RLT_EINVAL;
     memset(d, 0, sizeof *d);
@@ -1046,24 +1039,10 @@ int rlt_redis_decide_multi(rlt_redis *r, const rlt_redis_check *checks, size_t n
         fail_decision(r, checks[0].policy, flags, retry_at, combined);
         return rc;
     }
-    bool never = false;
-    combined->allowed = true;
     for (size_t i = 0; i < n; i++) {
-        const rlt_decision *d = &dec[i];
-        if (i == 0 || d->remaining < combined->remaining) {
-            combined->remaining = d->remaining;
-            combined->limit = d->limit;
-        }
-        if (!d->allowed) {
-            if (combined->allowed && refused) *refused = (int)i;
-            combined->allowed = false;
-        }
-        if (d->retry_after < 0) never = true;
-        if (d->retry_after > combined->retry_after) combined->retry_after = d->retry_after;
-        if (d->reset_after > combined->reset_after) combined->reset_after = d->reset_after;
-        if (d->delay > combined->delay) combined->delay = d->delay;
+        if (!dec[i].allowed && refused && *refused < 0) *refused = (int)i;
+        rlt_decision_combine(combined, &dec[i], i == 0);
     }
-    if (never) combined->retry_after = -1;
     r->st.decisions++;
     return RLT_OK;
 }

@@ -66,8 +66,7 @@ static int reply_errf(RedisModuleCtx *ctx, const char *fmt, const char *a)
 
 static int64_t ceil_ms(rlt_ns ns)
 {
-    if (ns < 0) return -1;
-    return ns / RLT_NS_PER_MS + (ns % RLT_NS_PER_MS != 0);
+    return rlt_retry_after_ms(ns);
 }
 
 static int64_t ceil_s(rlt_ns ns)
@@ -476,25 +475,11 @@ static int cmd_peek(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 static void combine(const lim *L, size_t n, rlt_decision *c, int64_t *refused)
 {
     memset(c, 0, sizeof *c);
-    c->allowed = true;
     *refused = -1;
-    bool never = false;
     for (size_t i = 0; i < n; i++) {
-        const rlt_decision *d = &L[i].d;
-        if (i == 0 || d->remaining < c->remaining) {
-            c->remaining = d->remaining;
-            c->limit = d->limit;
-        }
-        if (!d->allowed) {
-            if (c->allowed) *refused = (int64_t)i;
-            c->allowed = false;
-        }
-        if (d->retry_after < 0) never = true;
-        if (d->retry_after > c->retry_after) c->retry_after = d->retry_after;
-        if (d->reset_after > c->reset_after) c->reset_after = d->reset_after;
-        if (d->delay > c->delay) c->delay = d->delay;
+        if (!L[i].d.allowed && *refused < 0) *refused = (int64_t)i;
+        rlt_decision_combine(c, &L[i].d, i == 0);
     }
-    if (never) c->retry_after = -1;
 }
 
 static bool same_name(const lim *a, const lim *b)

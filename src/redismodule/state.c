@@ -86,7 +86,7 @@ size_t rlt__mpol_scratch(const rlt__mpol *m)
 
 int64_t rlt__mttl_ms(const rlt_decision *d, int64_t floor_ms)
 {
-    int64_t ms = d->reset_after / RLT_NS_PER_MS + (d->reset_after % RLT_NS_PER_MS != 0);
+    int64_t ms = rlt_retry_after_ms(d->reset_after);
     if (ms < floor_ms) ms = floor_ms;
     return ms < 1 ? 1 : ms;
 }

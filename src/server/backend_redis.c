@@ -248,7 +248,7 @@ static int redis_decide(rlt__backend *be, int policy_id, const void *key, size_t
         memset(d, 0, sizeof *d);
         return st;
     }
-    st = rlt_redis_decide(t->r, p, fail_flags(t, c, policy_id), key, klen, cost, 0, d);
+    st = rlt_redis_decide(t->r, p, fail_flags(t, c, policy_id), key, klen, 0, cost, d);
     publish(t);
     return decided(st);
 }
@@ -283,7 +283,7 @@ static void redis_decide_batch(rlt__backend *be, const int *policy, const rlt_ke
                 /* A lease answers locally most of the time: decided on its own, in order
                  * (a pending run was sent first, below). */
                 status[i] = decided(rlt_redis_decide(t->r, p, f, keys[i].key, keys[i].klen,
-                                                     costs[i], 0, &out[i]));
+                                                     0, costs[i], &out[i]));
                 continue;
             }
             if (m > 0 && (f != flags || (f & RLT_REDIS_LEASE))) break;
@@ -340,7 +340,7 @@ static int redis_decide_multi(rlt__backend *be, const rlt_check *checks, size_t 
         for (size_t i = 0; i < n && st == RLT_OK; i++) {
             rlt_decision x;
             st = decided(rlt_redis_decide(t->r, rc[i].policy, fail_flags(t, c, checks[i].policy),
-                                          rc[i].key, rc[i].klen, rc[i].cost, 0, &x));
+                                          rc[i].key, rc[i].klen, 0, rc[i].cost, &x));
             if (st != RLT_OK) break;
             rlt_decision_combine(combined, &x, i == 0);
             if (!x.allowed) {
@@ -495,7 +495,7 @@ static void redis_info(rlt__backend *be, rlt__obuf *o)
          "redis_timeout_us:%" PRId64 "\r\nredis_fail_default:%s\r\nredis_handles:%u\r\n"
          "redis_nodes:%" PRIu64 "\r\nredis_breaker:%s\r\nredis_breakers_open:%" PRIu64 "\r\n",
          b->servers, b->opt.cluster ? 1 : 0,
-         (b->opt.timeout ? b->opt.timeout : 50 * RLT_NS_PER_MS) / RLT_NS_PER_US,
+         (b->opt.timeout ? b->opt.timeout : RLT_REDIS_DEFAULT_TIMEOUT) / RLT_NS_PER_US,
          c->set.redis.fail_open ? "open" : "closed", handles, t.nodes,
          t.nodes_open > 0 ? "open" : "closed", t.nodes_open);
     rlt__obuf_printf(o,

@@ -1,5 +1,6 @@
 /* ratelimitd: command line, config loading, signals (SIGTERM/SIGINT stop with a final
  * snapshot, SIGHUP reloads the config), periodic snapshots and idle-key sweeps. */
+#include "ratelimit/redis.h"
 #include "server/backend.h"
 #include "server/clock.h"
 #include "server/config.h"
@@ -429,7 +430,7 @@ int main(int argc, char **argv)
     if (!s->be->ops->daemon_clock)
         rlt__log(RLT__LOG_ERR, "deciding in Redis%s %s (timeout %lld us, fail %s)",
                 set->redis.cluster ? " Cluster" : "", set->redis.address,
-                (long long)((set->redis.timeout ? set->redis.timeout : 50 * RLT_NS_PER_MS) /
+                (long long)((set->redis.timeout ? set->redis.timeout : RLT_REDIS_DEFAULT_TIMEOUT) /
                             RLT_NS_PER_US),
                 set->redis.fail_open ? "open" : "closed");
     fflush(stdout);

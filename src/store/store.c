@@ -1367,23 +1367,12 @@ int rlt_store_decide_multi(rlt_store *s, const rlt_check *checks, size_t n, rlt_
     int rc = multi_locked(s, checks, m, n, now, &all);
     if (!rc) {
         rlt_decision *cd = combined;
-        memset(cd, 0, sizeof *cd);
-        cd->allowed = all;
         int first_refused = -1;
-        bool never = false;
         for (size_t i = 0; i < n; i++) {
-            const rlt_decision *d = &m[i].d;
-            if (i == 0 || d->remaining < cd->remaining) {
-                cd->remaining = d->remaining;
-                cd->limit = d->limit;
-            }
-            if (!d->allowed && first_refused < 0) first_refused = (int)i;
-            if (d->retry_after < 0) never = true;
-            if (d->retry_after > cd->retry_after) cd->retry_after = d->retry_after;
-            if (d->reset_after > cd->reset_after) cd->reset_after = d->reset_after;
-            if (d->delay > cd->delay) cd->delay = d->delay;
+            if (!m[i].d.allowed && first_refused < 0) first_refused = (int)i;
+            rlt_decision_combine(cd, &m[i].d, i == 0);
         }
-        if (never) cd->retry_after = -1;
+        assert(cd->allowed == all);
         rlt__from_effective(cd, now, rlt__effective_now(s, now)); /* still under the locks */
         if (refused) *refused = first_refused;
         count_decision(&s->shards[lk[0]], all);

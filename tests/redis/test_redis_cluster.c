@@ -28,7 +28,7 @@ TEST(cluster_keys_spread_over_all_nodes_with_c_decisions)
             rlt_ns t = 1000000000 + (rlt_ns)i * 50000000;
             rlt_decision dc, dr;
             ASSERT_EQ(rlt_decide(&p, st, t, 1, &dc), RLT_OK);
-            ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, key, strlen(key), 1, t, &dr),
+            ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, key, strlen(key), t, 1, &dr),
                       RLT_OK);
             ASSERT_EQ(dc.allowed, dr.allowed);
             ASSERT_EQ(dc.remaining, dr.remaining);
@@ -68,7 +68,7 @@ TEST(cluster_moved_slot_is_followed)
     rlt_redis *r = rtest_open((rlt_redis_options){.timeout = 2 * RLT_NS_PER_S});
     rlt_policy p = rtest_policy("token_bucket:10/1s");
     rlt_decision d;
-    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "warm", 4, 1, 0, &d), RLT_OK); /* loads the slot map */
+    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "warm", 4, 0, 1, &d), RLT_OK); /* loads the slot map */
     /* Move the (empty) slot of a fresh key to another node behind the handle's back. */
     char name[256];
     int n = rlt_redis_key_name(r, &p, "mover", 5, name, sizeof name);
@@ -111,7 +111,7 @@ TEST(cluster_moved_slot_is_followed)
         freeReplyObject(rep);
         redisFree(c);
     }
-    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "mover", 5, 1, 0, &d), RLT_OK);
+    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "mover", 5, 0, 1, &d), RLT_OK);
     ASSERT(d.allowed);
     rlt_redis_stats st;
     rlt_redis_stats_get(r, &st);

@@ -24,7 +24,7 @@
 static int redis_decide(rlt_redis *r, const rlt_policy *p, bool multi, const char *key,
                         int64_t cost, int64_t t, rlt_decision *d)
 {
-    if (!multi) return rlt_redis_decide(r, p, RLT_REDIS_CALLER_TIME, key, strlen(key), cost, t, d);
+    if (!multi) return rlt_redis_decide(r, p, RLT_REDIS_CALLER_TIME, key, strlen(key), t, cost, d);
     rlt_redis_check ck = {p, key, strlen(key), cost};
     int refused;
     return rlt_redis_decide_multi(r, &ck, 1, RLT_REDIS_CALLER_TIME, t, d, &refused);
@@ -213,15 +213,15 @@ TEST(redis_refuses_policies_beyond_2_pow_53)
     rlt_redis *r = rtest_open((rlt_redis_options){0});
     rlt_decision d;
     p = rtest_policy("token_bucket:1/1000s,burst=2000000");
-    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "k", 1, 1, 0, &d), RLT_ERANGE);
+    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "k", 1, 0, 1, &d), RLT_ERANGE);
     ASSERT(!d.allowed);
     p = rtest_policy("gcra:3/1s");
-    ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, "k", 1, 1,
-                               ((INT64_C(1) << 52) + 1) * 1000, &d),
+    ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, "k", 1, ((INT64_C(1) << 52) + 1) * 1000,
+                               1, &d),
               RLT_ERANGE);
-    ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, "k", 1, 1, -5, &d), RLT_ERANGE);
-    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "", 0, 1, 0, &d), RLT_EKEYLEN);
-    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "k", 1, -1, 0, &d), RLT_EINVAL);
+    ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, "k", 1, -5, 1, &d), RLT_ERANGE);
+    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "", 0, 0, 1, &d), RLT_EKEYLEN);
+    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "k", 1, 0, -1, &d), RLT_EINVAL);
     rlt_redis_close(r);
 }
 
@@ -237,7 +237,7 @@ TEST(redis_huge_costs_never_fit_like_c)
         ASSERT_EQ(rlt_redis_reset(r, &p, "huge", 4), RLT_OK);
         ASSERT_EQ(rlt_decide(&p, st, 5000000000, INT64_MAX, &dc), RLT_OK);
         ASSERT_EQ(
-            rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, "huge", 4, INT64_MAX, 5000000000, &dr),
+            rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, "huge", 4, 5000000000, INT64_MAX, &dr),
             RLT_OK);
         ASSERT_EQ(dc.allowed, dr.allowed);
         ASSERT_EQ(dr.retry_after, -1);
@@ -341,7 +341,7 @@ TEST(redis_server_time_is_used_by_default)
     rlt_decision d;
     for (int i = 0; i < 8; i++) {
         /* `now` is ignored without RLT_REDIS_CALLER_TIME: wild values change nothing */
-        ASSERT_EQ(rlt_redis_decide(r, &p, 0, key, strlen(key), 1, (int64_t)i * 1000000007, &d),
+        ASSERT_EQ(rlt_redis_decide(r, &p, 0, key, strlen(key), (int64_t)i * 1000000007, 1, &d),
                   RLT_OK);
         allowed += d.allowed;
         ASSERT(d.reset_after > 0 && d.reset_after <= 3600 * RLT_NS_PER_S);

@@ -21,7 +21,7 @@ TEST(every_key_has_a_positive_bounded_ttl_of_its_reset_after)
             snprintf(key, sizeof key, "k%d", (int)rtest_below(&seed, 4));
             rlt_decision d;
             int64_t cost = p.algo == RLT_CONCURRENCY ? 1 : 1 + rtest_below(&seed, 2);
-            ASSERT_EQ(rlt_redis_decide(r, &p, 0, key, strlen(key), cost, 0, &d), RLT_OK);
+            ASSERT_EQ(rlt_redis_decide(r, &p, 0, key, strlen(key), 0, cost, &d), RLT_OK);
             if (!d.allowed) continue;
             char name[1024];
             int n = rlt_redis_key_name(r, &p, key, strlen(key), name, sizeof name);
@@ -59,9 +59,9 @@ TEST(a_key_expires_only_when_its_state_is_fresh_again)
     rlt_redis *r = rtest_open((rlt_redis_options){0});
     rlt_policy p = rtest_policy("gcra:1/200ms,burst=1");
     rlt_decision d;
-    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "fresh", 5, 1, 0, &d), RLT_OK);
+    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "fresh", 5, 0, 1, &d), RLT_OK);
     ASSERT(d.allowed);
-    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "fresh", 5, 1, 0, &d), RLT_OK);
+    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "fresh", 5, 0, 1, &d), RLT_OK);
     ASSERT(!d.allowed);
     ASSERT(d.retry_after > 0 && d.retry_after <= 200 * RLT_NS_PER_MS);
     redisContext *raw = rtest_raw(0);

@@ -25,7 +25,7 @@ static rlt_redis *open_fast(void)
 static int timed(rlt_redis *r, const rlt_policy *p, unsigned flags, rlt_decision *d, int64_t *took)
 {
     int64_t t0 = rtest_mono_ns();
-    int rc = rlt_redis_decide(r, p, flags, "fkey", 4, 1, 0, d);
+    int rc = rlt_redis_decide(r, p, flags, "fkey", 4, 0, 1, d);
     *took = rtest_mono_ns() - t0;
     return rc;
 }

@@ -25,7 +25,7 @@ TEST(lease_mode_saves_round_trips_and_over_admits_within_the_bound)
         rlt_decision d;
         int i = (int)rtest_below(&seed, S);
         ASSERT_EQ(
-            rlt_redis_decide(h[i], &p, RLT_REDIS_CALLER_TIME | RLT_REDIS_LEASE, "hot", 3, 1, t, &d),
+            rlt_redis_decide(h[i], &p, RLT_REDIS_CALLER_TIME | RLT_REDIS_LEASE, "hot", 3, t, 1, &d),
             RLT_OK);
         decisions++;
         if (d.allowed) per_window[(t / RLT_NS_PER_S) % 64]++;
@@ -55,8 +55,8 @@ TEST(lease_is_not_used_without_the_flag_or_for_shapers)
     rlt_policy l = rtest_policy("leaky_bucket:10/1s,queue=5");
     rlt_decision d;
     for (int i = 0; i < 5; i++) {
-        ASSERT_EQ(rlt_redis_decide(r, &p, 0, "nolease", 7, 1, 0, &d), RLT_OK);
-        ASSERT_EQ(rlt_redis_decide(r, &l, RLT_REDIS_LEASE, "nolease", 7, 1, 0, &d), RLT_OK);
+        ASSERT_EQ(rlt_redis_decide(r, &p, 0, "nolease", 7, 0, 1, &d), RLT_OK);
+        ASSERT_EQ(rlt_redis_decide(r, &l, RLT_REDIS_LEASE, "nolease", 7, 0, 1, &d), RLT_OK);
     }
     rlt_redis_stats st;
     rlt_redis_stats_get(r, &st);
@@ -72,7 +72,7 @@ TEST(a_lease_that_does_not_fit_falls_back_to_the_exact_cost)
     rlt_decision d;
     int allowed = 0;
     for (int i = 0; i < 6; i++) {
-        ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_LEASE, "small", 5, 1, 0, &d), RLT_OK);
+        ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_LEASE, "small", 5, 0, 1, &d), RLT_OK);
         allowed += d.allowed;
     }
     ASSERT_EQ(allowed, 3); /* never more than Redis grants */

@@ -22,7 +22,7 @@ static void hammer(const char *text, const char *key, int64_t expect)
             int64_t allowed = 0, errors = 0;
             for (int i = 0; i < TRIES; i++) {
                 rlt_decision d;
-                int rc = rlt_redis_decide(r, &p, 0, key, strlen(key), 1, 0, &d);
+                int rc = rlt_redis_decide(r, &p, 0, key, strlen(key), 0, 1, &d);
                 if (rc)
                     errors++;
                 else

@@ -40,12 +40,12 @@ TEST(the_library_routes_module_calls_across_the_cluster)
         char key[32];
         snprintf(key, sizeof key, "cl%d", k % 20);
         rlt_decision d;
-        ASSERT_EQ(rlt_redis_decide(r, &p, 0, key, strlen(key), 1, 0, &d), RLT_OK);
+        ASSERT_EQ(rlt_redis_decide(r, &p, 0, key, strlen(key), 0, 1, &d), RLT_OK);
         allowed += d.allowed;
     }
     ASSERT_EQ(allowed, 60); /* 3 per key, 20 keys */
     rlt_decision d;
-    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "cl0", 3, 1, 0, &d), RLT_OK);
+    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "cl0", 3, 0, 1, &d), RLT_OK);
     ASSERT(!d.allowed);
     rlt_redis_stats st;
     rlt_redis_stats_get(r, &st);

@@ -270,11 +270,11 @@ TEST(module_and_scripts_write_the_same_values_and_expiries)
         for (int k = 0; k < 4; k++) {
             rlt_decision ds, dm;
             int64_t cost = k == 2 && p.algo != RLT_CONCURRENCY ? 2 : 1;
-            ASSERT_EQ(rlt_redis_decide(s, &p, RLT_REDIS_CALLER_TIME, ks, strlen(ks), cost,
-                                       now + k * 1000, &ds),
+            ASSERT_EQ(rlt_redis_decide(s, &p, RLT_REDIS_CALLER_TIME, ks, strlen(ks), now + k * 1000,
+                                       cost, &ds),
                       RLT_OK);
-            ASSERT_EQ(rlt_redis_decide(m, &p, RLT_REDIS_CALLER_TIME, km, strlen(km), cost,
-                                       now + k * 1000, &dm),
+            ASSERT_EQ(rlt_redis_decide(m, &p, RLT_REDIS_CALLER_TIME, km, strlen(km), now + k * 1000,
+                                       cost, &dm),
                       RLT_OK);
             ASSERT_EQ(ds.allowed, dm.allowed);
             ASSERT_EQ(ds.remaining, dm.remaining);

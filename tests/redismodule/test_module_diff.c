@@ -80,7 +80,7 @@ static void replay(rlt_redis *h[2], const char *text, uint64_t seed, int steps, 
             rc_r =
                 rlt_redis_decide_multi(h[side], &ck, 1, RLT_REDIS_CALLER_TIME, tr, &dr, &refused);
         } else {
-            rc_r = rlt_redis_decide(h[side], &p, RLT_REDIS_CALLER_TIME, key, strlen(key), cost, tr,
+            rc_r = rlt_redis_decide(h[side], &p, RLT_REDIS_CALLER_TIME, key, strlen(key), tr, cost,
                                     &dr);
         }
         SAME(rc_c, rc_r, "status");
@@ -164,8 +164,8 @@ TEST(module_matches_c_after_the_clock_steps_back_decades)
                 int rc = rlt_decide(&p, st, times[k], cost, &dc);
                 if (rc == RLT_ERANGE) continue; /* the core's own int64 bound (scale x now) */
                 ASSERT_EQ(rc, RLT_OK);
-                ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, "decades", 7, cost,
-                                           times[k], &dr),
+                ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, "decades", 7, times[k],
+                                           cost, &dr),
                           RLT_OK);
                 ASSERT_EQ(dc.allowed, dr.allowed);
                 ASSERT_EQ(dc.remaining, dr.remaining);
@@ -191,7 +191,7 @@ TEST(module_huge_costs_never_fit_like_c)
         ASSERT_EQ(rlt_redis_reset(r, &p, "huge", 4), RLT_OK);
         ASSERT_EQ(rlt_decide(&p, st, 5000000000, INT64_MAX, &dc), RLT_OK);
         ASSERT_EQ(
-            rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, "huge", 4, INT64_MAX, 5000000000, &dr),
+            rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, "huge", 4, 5000000000, INT64_MAX, &dr),
             RLT_OK);
         ASSERT_EQ(dc.allowed, dr.allowed);
         ASSERT_EQ(dr.retry_after, -1);
@@ -294,7 +294,7 @@ TEST(the_library_detects_the_module_and_reports_it_per_node)
     ASSERT(!ni.connected);
     rlt_policy p = rtest_policy("gcra:5/1s");
     rlt_decision d;
-    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "detect", 6, 1, 0, &d), RLT_OK);
+    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "detect", 6, 0, 1, &d), RLT_OK);
     ASSERT(d.allowed);
     ASSERT_EQ(rlt_redis_node_info_get(r, 0, &ni), RLT_OK);
     ASSERT_EQ(ni.engine, RLT_REDIS_ENGINE_MODULE);
@@ -309,7 +309,7 @@ TEST(the_library_detects_the_module_and_reports_it_per_node)
     rlt_redis_close(r);
 
     r = open_engine(RLT_REDIS_ENGINE_SCRIPTS);
-    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "detect", 6, 1, 0, &d), RLT_OK);
+    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "detect", 6, 0, 1, &d), RLT_OK);
     ASSERT_EQ(rlt_redis_node_info_get(r, 0, &ni), RLT_OK);
     ASSERT_EQ(ni.engine, RLT_REDIS_ENGINE_SCRIPTS);
     rlt_redis_stats_get(r, &st);

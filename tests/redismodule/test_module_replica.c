@@ -64,7 +64,7 @@ static void burst(rlt_redis *r, redisContext *c, int round)
             snprintf(key, sizeof key, "rep%d", k % 3);
             rlt_decision d;
             int64_t cost = p.algo == RLT_CONCURRENCY ? 1 : 1 + k % 2;
-            if (rlt_redis_decide(r, &p, 0, key, strlen(key), cost, 0, &d) != RLT_OK) abort();
+            if (rlt_redis_decide(r, &p, 0, key, strlen(key), 0, cost, &d) != RLT_OK) abort();
             if (p.algo == RLT_CONCURRENCY && k == 4) {
                 redisReply *x =
                     redisCommand(c, "RL.RELEASE rep1 %s %lld", policies[i], (long long)d.lease);
@@ -192,7 +192,7 @@ TEST(caller_time_falls_back_to_the_scripts_without_testing)
     rlt_redis *r = rtest_open((rlt_redis_options){.timeout = 2 * RLT_NS_PER_S});
     rlt_policy p = rtest_policy("gcra:5/1s");
     rlt_decision d;
-    ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, "ct", 2, 1, 5 * RLT_NS_PER_S, &d),
+    ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, "ct", 2, 5 * RLT_NS_PER_S, 1, &d),
               RLT_OK);
     ASSERT(d.allowed);
     rlt_redis_stats st;
@@ -202,7 +202,7 @@ TEST(caller_time_falls_back_to_the_scripts_without_testing)
     ASSERT_EQ(rlt_redis_node_info_get(r, 0, &ni), RLT_OK);
     ASSERT_EQ(ni.engine, RLT_REDIS_ENGINE_MODULE);
     ASSERT(!ni.caller_time);
-    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "ct2", 3, 1, 0, &d), RLT_OK);
+    ASSERT_EQ(rlt_redis_decide(r, &p, 0, "ct2", 3, 0, 1, &d), RLT_OK);
     rlt_redis_stats_get(r, &st);
     ASSERT_EQ(st.module_calls, 1);
     rlt_redis_close(r);
