@@ -21,6 +21,12 @@ void rlt__settings_default(rlt__settings *s)
     strcpy(s->bind, "127.0.0.1");
     s->port = 6380;
     s->http_port = 8080;
+    s->grpc_port = 8081;
+    s->envoy_headers.ietf = true;
+    s->envoy_headers.retry_after = true;
+    strcpy(s->envoy_headers.x_limit, "x-ratelimit-limit");
+    strcpy(s->envoy_headers.x_remaining, "x-ratelimit-remaining");
+    strcpy(s->envoy_headers.x_reset, "x-ratelimit-reset");
     strcpy(s->snapshot, "ratelimitd.snap");
     s->snapshot_interval = 5 * RLT_NS_PER_S;
     s->max_keys = 1000000;
@@ -30,6 +36,22 @@ void rlt__settings_default(rlt__settings *s)
     s->max_inline_policies = 1024;
     s->max_args = RLT__RESP_DEFAULT_MAX_ARGS;
     s->max_bulk = RLT__RESP_DEFAULT_MAX_BULK;
+}
+
+/* A header name for gRPC metadata: 1..63 bytes of lower-case token characters (HTTP/2
+ * forbids upper case), stored lower-cased. */
+static int header_name(rlt__cy *x, yaml_node_t *v, char out[64])
+{
+    if (rlt__cy_get_str(x, v, out, 64, "a header name") < 0) return RLT_EPARSE;
+    if (out[0] == '\0') return rlt__cy_fail(x, v, "a header name must not be empty");
+    for (char *p = out; *p; p++) {
+        char c = *p;
+        if (c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_'))
+            return rlt__cy_fail(x, v, "a header name takes letters, digits, '-' and '_'");
+        *p = c;
+    }
+    return RLT_OK;
 }
 
 static int parse_settings(rlt__cy *x, yaml_node_t *n)
@@ -44,13 +66,27 @@ static int parse_settings(rlt__cy *x, yaml_node_t *n)
         int r;
         if (rlt__cy_eq(key, kl, "bind"))
             r = rlt__cy_get_str(x, v, s->bind, sizeof s->bind, "bind");
-        else if (rlt__cy_eq(key, kl, "port") || rlt__cy_eq(key, kl, "http_port")) {
+        else if (rlt__cy_eq(key, kl, "port") || rlt__cy_eq(key, kl, "http_port") ||
+                 rlt__cy_eq(key, kl, "grpc_port")) {
             r = rlt__cy_get_int(x, v, -1, 65535, &i, "a port (-1 = off, 0 = any free port)");
             if (r == 0 && rlt__cy_eq(key, kl, "port"))
                 s->port = (int)i;
-            else if (r == 0)
+            else if (r == 0 && rlt__cy_eq(key, kl, "http_port"))
                 s->http_port = (int)i;
-        } else if (rlt__cy_eq(key, kl, "threads")) {
+            else if (r == 0)
+                s->grpc_port = (int)i;
+        } else if (rlt__cy_eq(key, kl, "ietf_headers"))
+            r = rlt__cy_get_bool(x, v, &s->envoy_headers.ietf, "ietf_headers");
+        else if (rlt__cy_eq(key, kl, "retry_after_header"))
+            r = rlt__cy_get_bool(x, v, &s->envoy_headers.retry_after, "retry_after_header");
+        else if (rlt__cy_eq(key, kl, "x_ratelimit_headers"))
+            r = rlt__cy_get_bool(x, v, &s->envoy_headers.x, "x_ratelimit_headers");
+        else if (rlt__cy_eq(key, kl, "x_ratelimit_limit_header"))
+            r = header_name(x, v, s->envoy_headers.x_limit);
+        else if (rlt__cy_eq(key, kl, "x_ratelimit_remaining_header"))
+            r = header_name(x, v, s->envoy_headers.x_remaining);
+        else if (rlt__cy_eq(key, kl, "x_ratelimit_reset_header"))
+            r = header_name(x, v, s->envoy_headers.x_reset); else if (rlt__cy_eq(key, kl, "threads")) {
             r = rlt__cy_get_int(x, v, 0, 64, &i, "threads");
             s->threads = (int)i;
         } else if (rlt__cy_eq(key, kl, "password"))
