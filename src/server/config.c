@@ -5,11 +5,13 @@
 
 #include "server/config_yaml.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <yaml.h>
 
 
@@ -307,20 +309,14 @@ static int parse_root(rlt__cy *x, yaml_node_t *root)
     return RLT_OK;
 }
 
-int rlt__config_parse(const char *text, size_t len, const char *file, rlt__config **out, char *err,
+/* Parses one YAML document into c (which may already hold other files' domains and rules). */
+static int parse_into(rlt__config *c, const char *text, size_t len, const char *file, char *err,
                       size_t errlen)
 {
-    *out = NULL;
-    rlt__config *c = config_new();
-    if (c == NULL) {
-        snprintf(err, errlen, "%s: out of memory", file);
-        return RLT_EPARSE;
-    }
     yaml_parser_t parser;
     yaml_document_t doc;
     if (!yaml_parser_initialize(&parser)) {
         snprintf(err, errlen, "%s: out of memory", file);
-        rlt__config_free(c);
         return RLT_EPARSE;
     }
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
@@ -337,14 +333,25 @@ int rlt__config_parse(const char *text, size_t len, const char *file, rlt__confi
                  parser.problem ? parser.problem : "YAML syntax error", parser.context ? " " : "",
                  parser.context ? parser.context : "");
         yaml_parser_delete(&parser);
-        rlt__config_free(c);
         return RLT_EPARSE;
     }
     rlt__cy x = {.doc = &doc, .file = file, .err = err, .errlen = errlen, .c = c};
     int r = parse_root(&x, yaml_document_get_root_node(&doc));
     yaml_document_delete(&doc);
     yaml_parser_delete(&parser);
-    if (r < 0) {
+    return r < 0 ? RLT_EPARSE : RLT_OK;
+}
+
+int rlt__config_parse(const char *text, size_t len, const char *file, rlt__config **out, char *err,
+                      size_t errlen)
+{
+    *out = NULL;
+    rlt__config *c = config_new();
+    if (c == NULL) {
+        snprintf(err, errlen, "%s: out of memory", file);
+        return RLT_EPARSE;
+    }
+    if (parse_into(c, text, len, file, err, errlen) != RLT_OK) {
         rlt__config_free(c);
         return RLT_EPARSE;
     }
@@ -352,9 +359,9 @@ int rlt__config_parse(const char *text, size_t len, const char *file, rlt__confi
     return RLT_OK;
 }
 
-int rlt__config_load(const char *path, rlt__config **out, char *err, size_t errlen)
+/* Reads and parses one file into c. */
+static int load_into(rlt__config *c, const char *path, char *err, size_t errlen)
 {
-    *out = NULL;
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
@@ -382,9 +389,83 @@ int rlt__config_load(const char *path, rlt__config **out, char *err, size_t errl
         snprintf(err, errlen, "%s: cannot read (or larger than %d bytes)", path, MAX_FILE);
         return RLT_EPARSE;
     }
-    int r = rlt__config_parse(buf, len, path, out, err, errlen);
+    int r = parse_into(c, buf, len, path, err, errlen);
     free(buf);
     return r;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every *.yaml file of directory `dir`, in name order (envoyproxy/ratelimit's runtime
+ * directory: one domain per file). */
+static int load_dir(rlt__config *c, const char *dir, char *err, size_t errlen)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+        return RLT_EPARSE;
+    }
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    int r = RLT_OK;
+    struct dirent *e;
+    while (r == RLT_OK && (e = readdir(d)) != NULL) {
+        size_t l = strlen(e->d_name);
+        if (l < 6 || strcmp(e->d_name + l - 5, ".yaml") != 0 || e->d_name[0] == '.') continue;
+        if (n == cap) {
+            char **nn = realloc(names, (cap = cap ? cap * 2 : 16) * sizeof *nn);
+            if (nn == NULL) {
+                r = RLT_EPARSE;
+                break;
+            }
+            names = nn;
+        }
+        size_t pl = strlen(dir) + 1 + l + 1;
+        if ((names[n] = malloc(pl)) == NULL) {
+            r = RLT_EPARSE;
+            break;
+        }
+        snprintf(names[n++], pl, "%s/%s", dir, e->d_name);
+    }
+    closedir(d);
+    if (r != RLT_OK) snprintf(err, errlen, "%s: out of memory", dir);
+    if (n > 1) qsort(names, n, sizeof *names, cmp_str);
+    for (size_t i = 0; i < n; i++) {
+        if (r == RLT_OK) r = load_into(c, names[i], err, errlen);
+        free(names[i]);
+    }
+    free(names);
+    return r;
+}
+
+int rlt__config_load_many(const char *const *paths, size_t n, rlt__config **out, char *err,
+                          size_t errlen)
+{
+    *out = NULL;
+    rlt__config *c = config_new();
+    if (c == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return RLT_EPARSE;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct stat sb;
+        bool is_dir = stat(paths[i], &sb) == 0 && S_ISDIR(sb.st_mode);
+        int r = is_dir ? load_dir(c, paths[i], err, errlen) : load_into(c, paths[i], err, errlen);
+        if (r != RLT_OK) {
+            rlt__config_free(c);
+            return RLT_EPARSE;
+        }
+    }
+    *out = c;
+    return RLT_OK;
+}
+
+int rlt__config_load(const char *path, rlt__config **out, char *err, size_t errlen)
+{
+    return rlt__config_load_many(&path, 1, out, err, errlen);
 }
 
 void rlt__config_free(rlt__config *c)

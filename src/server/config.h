@@ -138,8 +138,15 @@ void rlt__settings_default(rlt__settings *s);
  * RLT_EPARSE with a message "file:line: reason" in err. */
 int rlt__config_parse(const char *text, size_t len, const char *file, rlt__config **out, char *err,
                       size_t errlen);
-/* Reads and parses a file (as rlt__config_parse). */
+/* Reads and parses a file (as rlt__config_parse); a directory as rlt__config_load_many. */
 int rlt__config_load(const char *path, rlt__config **out, char *err, size_t errlen);
+/* Reads paths[0..n) into one config, in order: a file as rlt__config_parse, a directory as
+ * every `*.yaml` file in it in name order (envoyproxy/ratelimit's runtime directory, one
+ * domain each).  Domains must be distinct across files (a duplicate is an error naming the
+ * file and line); settings set in a later file override earlier ones.  Returns as
+ * rlt__config_parse. */
+int rlt__config_load_many(const char *const *paths, size_t n, rlt__config **out, char *err,
+                          size_t errlen);
 /* The embedded default configuration (no file).  NULL only when out of memory. */
 rlt__config *rlt__config_default(void);
 void rlt__config_free(rlt__config *c);

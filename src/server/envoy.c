@@ -252,15 +252,25 @@ int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const rlt__session *
             snprintf(err, errlen, "descriptor %zu is longer than %d bytes", i, RLT_KEY_MAX);
             return RLT_EKEYLEN;
         }
-        if (l->shadow) {
-            rlt_decision d;
-            e = rlt__decide(s, l->policy, true, keys[i], klen, now + l->phase, l->cost, &d);
+        if (l->cost == 0) {
+            /* hits_addend 0 only looks, as envoyproxy/ratelimit's "limit after an increase of
+             * 0 > limit" never holds for a count that stops at the limit: OK, as it stands. */
+            e = rlt__decide_peek(s, l->policy, keys[i], klen, now + l->phase, &dec[i]);
             if (e != RLT_OK) return fail(s, l->policy, now, e, (long)i, err, errlen);
-            /* The seam reports a shadowed denial as allowed; a peek tells the truth. */
-            rlt_decision pk;
+            dec[i].allowed = true;
+            dec[i].retry_after = 0;
+            charged[i] = true;
+            continue;
+        }
+        if (l->shadow) {
+            /* The seam reports a shadowed denial as allowed: a peek first tells whether it
+             * would have been one (for envoy's per-rule shadow_mode count). */
+            rlt_decision pk, d;
             bool would = rlt__decide_peek(s, l->policy, keys[i], klen, now + l->phase, &pk) ==
                              RLT_OK &&
-                         l->cost > pk.remaining;
+                         (!pk.allowed || l->cost > pk.remaining);
+            e = rlt__decide(s, l->policy, true, keys[i], klen, now + l->phase, l->cost, &d);
+            if (e != RLT_OK) return fail(s, l->policy, now, e, (long)i, err, errlen);
             count_rule(s, l->policy, l->cost, false, would, d.limit, d.remaining);
             dec[i] = d;
             charged[i] = true;

@@ -33,8 +33,12 @@ static void usage(FILE *f)
           f);
 }
 
+#define MAX_CONFIGS 64
+
 typedef struct overrides {
-    const char *config;
+    const char *config; /* the first --config (messages) */
+    const char *configs[MAX_CONFIGS];
+    size_t nconfigs;
     const char *bind, *password, *snapshot, *interval;
     const char *redis, *redis_fail, *redis_timeout;
     long port, http_port, grpc_port, threads, max_keys, max_conns;
@@ -109,7 +113,15 @@ static int parse_args(int argc, char **argv, overrides *o)
             fprintf(stderr, "ratelimitd: %s needs a value\n", a);
             return 2;
         }
-        if (opt->kind == OPT_STR) {
+        if (opt->kind == OPT_STR && opt->at == offsetof(overrides, config)) {
+            /* --config may be given several times (files or directories of *.yaml). */
+            if (o->nconfigs == MAX_CONFIGS) {
+                fprintf(stderr, "ratelimitd: at most %d --config\n", MAX_CONFIGS);
+                return 2;
+            }
+            if (o->config == NULL) o->config = v;
+            o->configs[o->nconfigs++] = v;
+        } else if (opt->kind == OPT_STR) {
             *(const char **)(base + opt->at) = v;
         } else if (parse_long(v, opt->lo, opt->hi, (long *)(base + opt->at)) == 0) {
             *(bool *)(base + opt->has) = true;
@@ -170,7 +182,7 @@ static int apply_overrides(rlt__settings *set, const overrides *o, char *err, si
 static int load_config(const overrides *o, rlt__config **out, char *err, size_t errlen)
 {
     if (o->config != NULL) {
-        if (rlt__config_load(o->config, out, err, errlen) < 0) return -1;
+        if (rlt__config_load_many(o->configs, o->nconfigs, out, err, errlen) < 0) return -1;
     } else if ((*out = rlt__config_default()) == NULL) {
         snprintf(err, errlen, "out of memory");
         return -1;
