@@ -16,6 +16,7 @@
 #include "server/clock.h"
 #include "server/decide.h"
 #include "server/metrics.h"
+#include "server/resp.h"
 #include "server/srv.h"
 
 #include <jansson.h>
@@ -74,12 +75,21 @@ static rlt_ns phase_of(rlt_ns w)
 
 void rlt__envoy_req_init(rlt__envoy_req *r)
 {
-    memset(r, 0, sizeof *r);
+    /* Only the header: descriptors are set up as they are added (rlt__envoy_desc_init), so
+     * that a request costs what it holds, not the 16 KiB of the largest one. */
+    r->json = NULL;
+    r->domain = "";
+    r->dlen = 0;
+    r->ndesc = 0;
     r->hits_addend = 1;
-    for (size_t i = 0; i < RLT__ENVOY_MAX_DESCRIPTORS; i++) {
-        r->desc[i].hits_addend = -1;
-        r->desc[i].limit_rpu = -1;
-    }
+}
+
+void rlt__envoy_desc_init(rlt__envoy_desc *d)
+{
+    d->nentries = 0;
+    d->hits_addend = -1;
+    d->limit_rpu = -1;
+    d->limit_unit = 0;
 }
 
 /* ---- the decision ------------------------------------------------------------------------ */
@@ -101,22 +111,43 @@ typedef struct limit {
 
 /* Builds the store key: tenant prefix, then domain and every entry, length-prefixed so that
  * no two descriptors collide. */
+static char *put_len(char *o, size_t n)
+{
+    char b[24];
+    size_t l = rlt__resp_fmt_i64(b, (int64_t)n);
+    memcpy(o, b, l);
+    return o + l;
+}
+
 static int envoy_key(const rlt__envoy_req *r, size_t i, const rlt__session *ss, char *out,
                      size_t *len)
 {
-    char tmp[RLT_KEY_MAX];
-    int n = snprintf(tmp, sizeof tmp, "%zu:%.*s", r->dlen, (int)r->dlen, r->domain);
-    if (n < 0 || (size_t)n >= sizeof tmp) return RLT_EKEYLEN;
-    size_t o = (size_t)n;
     const rlt__envoy_desc *d = &r->desc[i];
+    /* 24 bytes bound each length's digits and separators; what cannot fit a key is refused
+     * before anything is written. */
+    char big[RLT_KEY_MAX + 24 * (RLT__ENVOY_MAX_ENTRIES + 1)];
+    size_t need = r->dlen + 24;
+    for (size_t j = 0; j < d->nentries; j++)
+        need += d->entries[j].klen + d->entries[j].vlen + 24;
+    if (need > sizeof big) return RLT_EKEYLEN;
+    char *o = put_len(big, r->dlen);
+    *o++ = ':';
+    memcpy(o, r->domain, r->dlen);
+    o += r->dlen;
     for (size_t j = 0; j < d->nentries; j++) {
         const rlt__entry *e = &d->entries[j];
-        n = snprintf(tmp + o, sizeof tmp - o, "|%zu:%.*s=%.*s", e->klen, (int)e->klen, e->key,
-                     (int)e->vlen, e->value);
-        if (n < 0 || (size_t)n >= sizeof tmp - o) return RLT_EKEYLEN;
-        o += (size_t)n;
+        *o++ = '|';
+        o = put_len(o, e->klen);
+        *o++ = ':';
+        memcpy(o, e->key, e->klen);
+        o += e->klen;
+        *o++ = '=';
+        memcpy(o, e->value, e->vlen);
+        o += e->vlen;
     }
-    return rlt__session_key(ss, tmp, o, out, len);
+    size_t n = (size_t)(o - big);
+    if (n > RLT_KEY_MAX) return RLT_EKEYLEN;
+    return rlt__session_key(ss, big, n, out, len);
 }
 
 static int fail(rlt__srv *s, int policy, rlt_ns now, int e, long desc, char *err, size_t errlen)
@@ -232,8 +263,9 @@ int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const rlt__session *
     size_t map[RLT__ENVOY_MAX_DESCRIPTORS], n = 0;
     bool over = false, charged[RLT__ENVOY_MAX_DESCRIPTORS] = {0};
     rlt_decision dec[RLT__ENVOY_MAX_DESCRIPTORS];
-    memset(res, 0, sizeof *res);
+    res->over = false;
     res->n = r->ndesc;
+    memset(res->st, 0, r->ndesc * sizeof res->st[0]);
     int e = match_all(s, c, r, ls, err, errlen);
     if (e != RLT_OK) return e;
 
@@ -462,6 +494,19 @@ static void token_of(const char *name, char *out, size_t cap)
     if (o == 0) snprintf(out, cap, "default");
 }
 
+/* Appends z at o (the caller's buffer has room: names <= 63 bytes, numbers <= 20). */
+static char *cat(char *o, const char *z)
+{
+    size_t n = strlen(z);
+    memcpy(o, z, n);
+    return o + n;
+}
+
+static char *num(char *o, int64_t v)
+{
+    return o + rlt__resp_fmt_i64(o, v);
+}
+
 void rlt__envoy_headers(rlt__srv *s, const rlt__envoy_result *res,
                         void (*fn)(void *ctx, const char *name, const char *value), void *ctx)
 {
@@ -490,24 +535,28 @@ void rlt__envoy_headers(rlt__srv *s, const rlt__envoy_result *res,
                                                     : pick->d.retry_after < 0 ? -1 : reset)
                          : 0;
     if (over && retry > reset) reset = retry;
+    /* Built with memcpy and one integer formatter: this runs on every gRPC call. */
     if (set->envoy_headers.ietf) {
-        snprintf(v, sizeof v, "\"%s\";q=%lld;w=%lld", name, (long long)quota,
-                 (long long)window_s);
+        char *o = v;
+        o = cat(cat(cat(o, "\""), name), "\";q=");
+        o = num(cat(num(o, quota), ";w="), window_s);
+        *o = '\0';
         fn(ctx, "ratelimit-policy", v);
-        snprintf(v, sizeof v, "\"%s\";r=%lld;t=%lld", name, (long long)pick->remaining,
-                 (long long)reset);
+        o = cat(cat(cat(v, "\""), name), "\";r=");
+        o = num(cat(num(o, pick->remaining), ";t="), reset);
+        *o = '\0';
         fn(ctx, "ratelimit", v);
     }
     if (set->envoy_headers.retry_after && over && retry >= 0) {
-        snprintf(v, sizeof v, "%lld", (long long)(retry > 0 ? retry : 1));
+        *num(v, retry > 0 ? retry : 1) = '\0';
         fn(ctx, "retry-after", v);
     }
     if (set->envoy_headers.x) {
-        snprintf(v, sizeof v, "%lld", (long long)pick->requests_per_unit);
+        *num(v, pick->requests_per_unit) = '\0';
         fn(ctx, set->envoy_headers.x_limit, v);
-        snprintf(v, sizeof v, "%lld", (long long)pick->remaining);
+        *num(v, pick->remaining) = '\0';
         fn(ctx, set->envoy_headers.x_remaining, v);
-        snprintf(v, sizeof v, "%lld", (long long)reset);
+        *num(v, reset) = '\0';
         fn(ctx, set->envoy_headers.x_reset, v);
     }
 }

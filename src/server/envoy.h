@@ -61,8 +61,10 @@ typedef struct rlt__envoy_req {
     int64_t hits_addend; /* the request's, already 1 when it was 0 or unset */
 } rlt__envoy_req;
 
-/* Clears r to an empty request (hits_addend 1, every descriptor unset). */
+/* Clears r to an empty request (no descriptors, hits_addend 1). */
 void rlt__envoy_req_init(rlt__envoy_req *r);
+/* Sets up a descriptor being added: no entries, hits_addend and limit unset. */
+void rlt__envoy_desc_init(rlt__envoy_desc *d);
 
 /* One descriptor's answer. */
 typedef struct rlt__envoy_status {

@@ -129,22 +129,21 @@ static ssize_t read_resp(nghttp2_session *h2, int32_t id, uint8_t *buf, size_t l
     st->sent += n;
     if (st->sent == st->resp.len) {
         *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
-        char code[8];
-        snprintf(code, sizeof code, "%d", st->status);
-        nghttp2_nv tr[] = {NV("grpc-status", code)};
+        nghttp2_nv tr[] = {NV("grpc-status", "0")}; /* only OK answers carry a message */
         if (nghttp2_submit_trailer(h2, id, tr, 1) != 0) return NGHTTP2_ERR_CALLBACK_FAILURE;
     }
     return (ssize_t)n;
 }
 
-/* Answers with st->resp (a serialized message without its prefix) and grpc-status OK. */
-static void answer_message(gconn *g, gstream *st, const rlt__obuf *msg)
+/* Answers with st->resp (the 5-byte prefix, then the message that follows it: the prefix is
+ * filled in here) and grpc-status OK. */
+static void answer_message(gconn *g, gstream *st)
 {
-    uint8_t pre[5] = {0, (uint8_t)(msg->len >> 24), (uint8_t)(msg->len >> 16),
-                      (uint8_t)(msg->len >> 8), (uint8_t)msg->len};
-    rlt__obuf_put(&st->resp, pre, 5);
-    rlt__obuf_put(&st->resp, msg->data, msg->len);
-    if (st->resp.overflow) return answer_error(g, st, G_INTERNAL, "out of memory");
+    if (st->resp.overflow || st->resp.len < 5)
+        return answer_error(g, st, G_INTERNAL, "out of memory");
+    size_t n = st->resp.len - 5;
+    uint8_t pre[5] = {0, (uint8_t)(n >> 24), (uint8_t)(n >> 16), (uint8_t)(n >> 8), (uint8_t)n};
+    memcpy(st->resp.data, pre, 5);
     st->status = G_OK;
     nghttp2_nv nva[] = {NV(":status", "200"), NV("content-type", "application/grpc")};
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_resp};
@@ -164,7 +163,10 @@ static void add_header(void *ctx, const char *name, const char *value)
 {
     hdrs *hs = ctx;
     if (hs->n == 8) return;
-    snprintf(hs->store[hs->n], sizeof hs->store[0], "%s", value);
+    size_t n = strlen(value);
+    if (n >= sizeof hs->store[0]) n = sizeof hs->store[0] - 1;
+    memcpy(hs->store[hs->n], value, n);
+    hs->store[hs->n][n] = '\0';
     hs->h[hs->n] = (rlt__pb_header){name, hs->store[hs->n]};
     hs->n++;
 }
@@ -197,15 +199,12 @@ static void call_rls(gconn *g, gstream *st, const uint8_t *m, size_t len)
                                        : G_UNAVAILABLE,
                             err);
     if (past(st)) return answer_error(g, st, G_DEADLINE_EXCEEDED, "deadline exceeded");
-    hdrs hs = {.n = 0};
+    hdrs hs;
+    hs.n = 0;
     rlt__envoy_headers(s, &res, add_header, &hs);
-    rlt__obuf msg = {0};
-    rlt__pb_encode_rls(&res, hs.h, hs.n, &msg);
-    if (msg.overflow)
-        answer_error(g, st, G_INTERNAL, "out of memory");
-    else
-        answer_message(g, st, &msg);
-    rlt__obuf_free(&msg);
+    rlt__obuf_put(&st->resp, "\0\0\0\0\0", 5);
+    rlt__pb_encode_rls(&res, hs.h, hs.n, &st->resp);
+    answer_message(g, st);
 }
 
 static void call_health(gconn *g, gstream *st, const uint8_t *m, size_t len)
@@ -217,10 +216,9 @@ static void call_health(gconn *g, gstream *st, const uint8_t *m, size_t len)
     static const char rls[] = "envoy.service.ratelimit.v3.RateLimitService";
     if (sl != 0 && !(sl == sizeof rls - 1 && memcmp(svc, rls, sl) == 0))
         return answer_error(g, st, G_NOT_FOUND, "unknown service");
-    rlt__obuf msg = {0};
-    rlt__pb_encode_health(1, &msg); /* SERVING */
-    answer_message(g, st, &msg);
-    rlt__obuf_free(&msg);
+    rlt__obuf_put(&st->resp, "\0\0\0\0\0", 5);
+    rlt__pb_encode_health(1, &st->resp); /* SERVING */
+    answer_message(g, st);
 }
 
 /* A whole request arrived (END_STREAM). */

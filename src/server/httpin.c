@@ -161,6 +161,7 @@ int rlt__envoy_parse(const char *body, size_t len, rlt__envoy_req *r, char *err,
             json_array_size(entries) > RLT__ENVOY_MAX_ENTRIES)
             return bad(err, errlen, "each descriptor needs entries: an array of 1..16");
         rlt__envoy_desc *dd = &r->desc[i];
+        rlt__envoy_desc_init(dd);
         dd->nentries = json_array_size(entries);
         for (size_t j = 0; j < dd->nentries; j++) {
             json_t *e = json_array_get(entries, j);

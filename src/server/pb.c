@@ -192,7 +192,6 @@ int rlt__pb_decode_rls(const uint8_t *buf, size_t len, rlt__envoy_req *r, char *
                        size_t errlen)
 {
     rlt__envoy_req_init(r);
-    r->domain = "";
     rd m = {buf, buf + len};
     uint64_t hits = 0;
     while (m.p < m.end) {
@@ -210,6 +209,7 @@ int rlt__pb_decode_rls(const uint8_t *buf, size_t len, rlt__envoy_req *r, char *
                 snprintf(err, errlen, "more than %d descriptors", RLT__ENVOY_MAX_DESCRIPTORS);
                 return RLT__PB_TOO_MANY;
             }
+            rlt__envoy_desc_init(&r->desc[r->ndesc]);
             int st = decode_descriptor(sub, &r->desc[r->ndesc++], err, errlen);
             if (st != RLT__PB_OK) return st;
         } else if (num == 3) {
