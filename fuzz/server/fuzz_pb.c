@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size > 0 && data[0] == 0xff) {
         const char *svc;
         size_t sl;
-        if (rlt__pb_decode_health(data + 1, size - 1, &svc, &sl) == RLT__PB_OK &&
+        if (rlt__pb_decode_health(data + 1, size - 1, &svc, &sl) == RLT__PB_OK && sl > 0 &&
             (svc < (const char *)data || svc + sl > (const char *)data + size))
             abort();
         return 0;

@@ -207,10 +207,13 @@ static void call_rls(gconn *g, gstream *st, const uint8_t *m, size_t len)
         return answer_error(g, st, G_UNAUTHENTICATED, "missing or wrong bearer token");
     if (past(st)) return answer_error(g, st, G_DEADLINE_EXCEEDED, "deadline exceeded");
     int e = rlt__envoy_decide(s, &req, &ss, g->now, &res, err, sizeof err);
+    /* A bad request, too many distinct limit overrides (the inline policy table), or a
+     * backend that could not answer without a fail mode to apply. */
     if (e != RLT_OK)
         return answer_error(g, st, e == RLT_EKEYLEN || e == RLT_EINVAL || e == RLT_ERANGE
                                        ? G_INVALID_ARGUMENT
-                                       : G_UNAVAILABLE,
+                                   : e == RLT_ENOMEM ? G_RESOURCE_EXHAUSTED
+                                                     : G_UNAVAILABLE,
                             err);
     if (past(st)) return answer_error(g, st, G_DEADLINE_EXCEEDED, "deadline exceeded");
     hdrs hs;
