@@ -123,6 +123,38 @@ static int bad(char *err, size_t errlen, const char *msg)
     return RLT_EINVAL;
 }
 
+/* An integer field of proto3 JSON: a number, or (uint64) a string of digits. */
+static bool json_u64(json_t *j, int64_t max, int64_t *out)
+{
+    if (json_is_integer(j)) {
+        *out = json_integer_value(j);
+        return *out >= 0 && *out <= max;
+    }
+    if (!json_is_string(j)) return false;
+    return rlt__resp_parse_i64(json_string_value(j), json_string_length(j), out) && *out >= 0 &&
+           *out <= max;
+}
+
+/* A descriptor's optional hits_addend and limit override, as envoyproxy/ratelimit's /json
+ * reads them (it unmarshals the same RateLimitRequest message as gRPC). */
+static int envoy_desc_extras(json_t *d, rlt__envoy_desc *dd)
+{
+    json_t *h = json_object_get(d, "hits_addend");
+    if (h == NULL) h = json_object_get(d, "hitsAddend");
+    if (h != NULL && !json_u64(h, INT64_MAX, &dd->hits_addend)) return RLT_EINVAL;
+    json_t *l = json_object_get(d, "limit");
+    if (l == NULL) return RLT_OK;
+    if (!json_is_object(l)) return RLT_EINVAL;
+    json_t *n = json_object_get(l, "requests_per_unit");
+    if (n == NULL) n = json_object_get(l, "requestsPerUnit");
+    json_t *u = json_object_get(l, "unit");
+    dd->limit_rpu = 0;
+    if (n != NULL && !json_u64(n, UINT32_MAX, &dd->limit_rpu)) return RLT_EINVAL;
+    if (u == NULL || !json_is_string(u)) return RLT_EINVAL;
+    dd->limit_unit = rlt__unit_from_name(json_string_value(u), json_string_length(u));
+    return dd->limit_unit == RLT__UNIT_UNKNOWN ? RLT_EINVAL : RLT_OK;
+}
+
 int rlt__envoy_parse(const char *body, size_t len, rlt__envoy_req *r, char *err, size_t errlen)
 {
     rlt__envoy_req_init(r);
@@ -176,6 +208,10 @@ int rlt__envoy_parse(const char *body, size_t len, rlt__envoy_req *r, char *err,
             en->value = v ? json_string_value(v) : "";
             en->vlen = v ? json_string_length(v) : 0;
         }
+        if (envoy_desc_extras(d, dd) != RLT_OK)
+            return bad(err, errlen,
+                       "a descriptor's hits_addend must be an integer >= 0 and its limit "
+                       "{requests_per_unit: 0..4294967295, unit: SECOND..YEAR}");
     }
     return RLT_OK;
 }

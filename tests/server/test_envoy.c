@@ -265,3 +265,24 @@ TEST(responses_encode_with_the_upstream_numbers)
     ASSERT(memcmp(o.data, want, o.len) == 0);
     rlt__obuf_free(&o);
 }
+
+TEST(json_descriptors_take_hits_addend_and_limit_as_grpc_does)
+{
+    rlt__srv *s = open_with(upstream);
+    ASSERT(s != NULL);
+    static rlt__envoy_result res;
+    const char *b = "{\"domain\":\"mongo_cps\",\"descriptors\":[{\"entries\":[{\"key\":"
+                    "\"database\",\"value\":\"users\"}],\"hits_addend\":\"0\"},{\"entries\":"
+                    "[{\"key\":\"x\",\"value\":\"y\"}],\"limit\":{\"requestsPerUnit\":2,\"unit\":"
+                    "\"HOUR\"},\"hitsAddend\":2}]}";
+    ASSERT_EQ(decide(s, b, RLT_NS_PER_S, &res), RLT_OK);
+    ASSERT_EQ(res.st[0].remaining, 500); /* only looked */
+    ASSERT_EQ(res.st[1].requests_per_unit, 2);
+    ASSERT_EQ(res.st[1].unit, RLT__UNIT_HOUR);
+    ASSERT_EQ(res.st[1].remaining, 0);
+    ASSERT(!res.over);
+    const char *bad = "{\"domain\":\"d\",\"descriptors\":[{\"entries\":[{\"key\":\"a\"}],"
+                      "\"limit\":{\"requests_per_unit\":1,\"unit\":\"FORTNIGHT\"}}]}";
+    ASSERT(decide(s, bad, RLT_NS_PER_S, &res) != RLT_OK);
+    rlt__srv_close(s);
+}
