@@ -652,6 +652,24 @@ def garbage_broken_frames_and_oversized_messages_leave_the_daemon_up(tmp):
         assert r.startswith(b"+PONG"), r
 
 
+@test
+def the_envoy_example_config_answers_the_descriptors_its_envoy_yaml_sends(tmp):
+    cfg = open(os.path.join(ROOT, "examples/envoy/ratelimit-config.yaml")).read()
+    with GDaemon(tmp, config=cfg) as d:
+        cl = d.client()
+        # What examples/envoy/envoy.yaml's rate_limits produce for a POST with both headers.
+        r = req("edge", [("remote_address", "198.51.100.7")], [("header_match", "api_write")],
+                [("api_key", "k1")], [("api_key", "k1"), ("plan", "free")])
+        a = cl(r)
+        assert a.overall_code == OK, a
+        assert statuses(a) == [(OK, 100, 99), (OK, 10, 9), (OK, 50000, 49999), (OK, 1000, 999)], a
+        assert [s.current_limit.unit for s in a.statuses] == [2, 1, 7, 5], a
+        assert headers(a)["ratelimit-policy"] == '"api_writes";q=10;w=1', headers(a)
+        a = cl(req("edge", [("remote_address", "192.0.2.66")]))
+        assert a.overall_code == OVER, a
+        cl.close()
+
+
 @redis_test
 def redis_failures_follow_each_rules_fail_mode(tmp):
     servers = os.environ["RLT_REDIS_SERVERS"]
