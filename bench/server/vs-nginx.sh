@@ -20,7 +20,7 @@ mkdir -p "$P/logs" "$P/tmp" "$P/www"; echo ok > "$P/www/index.html"
 sed "s|PREFIX|$P|g" $A/nginx-limit-req.conf > "$P/nginx.conf"
 nginx -p "$P/" -c nginx.conf
 port=18190
-taskset -c 1 "$build/src/server/ratelimitd" --threads 1 --no-snapshot --port -1 \
+taskset -c 1 "$build/src/server/ratelimitd" --threads 1 --no-snapshot --port -1 --grpc-port -1 \
   --http-port $port >"$P/rld.out" 2>"$P/rld.err" &
 rld=$!
 trap 'kill $rld 2>/dev/null; nginx -p "$P/" -c nginx.conf -s stop 2>/dev/null; sleep 0.3; rm -rf "$P"' EXIT

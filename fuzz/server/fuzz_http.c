@@ -53,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* As a tenant: every key gets the prefix "t:". */
         rlt__session ss = {.auth = RLT__AUTH_TENANT, .prefix = "t:", .prefix_len = 2};
         int code = 0;
-        int st = rlt__envoy_decide(srv(), &r, &ss, (rlt_ns)size * RLT_NS_PER_MS, &o, &code, err,
+        int st = rlt__envoy_decide_json(srv(), &r, &ss, (rlt_ns)size * RLT_NS_PER_MS, &o, &code, err,
                                    sizeof err);
         if (st == RLT_OK && code != 200 && code != 429) abort();
         if (st != RLT_OK && st >= 0) abort();

@@ -5,12 +5,14 @@
 
 #include "server/config_yaml.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <yaml.h>
 
 
@@ -22,6 +24,12 @@ void rlt__settings_default(rlt__settings *s)
     strcpy(s->bind, "127.0.0.1");
     s->port = 6380;
     s->http_port = 8080;
+    s->grpc_port = 8081;
+    s->envoy_headers.ietf = true;
+    s->envoy_headers.retry_after = true;
+    strcpy(s->envoy_headers.x_limit, "x-ratelimit-limit");
+    strcpy(s->envoy_headers.x_remaining, "x-ratelimit-remaining");
+    strcpy(s->envoy_headers.x_reset, "x-ratelimit-reset");
     strcpy(s->snapshot, "ratelimitd.snap");
     s->snapshot_interval = 5 * RLT_NS_PER_S;
     s->max_keys = 1000000;
@@ -34,11 +42,35 @@ void rlt__settings_default(rlt__settings *s)
     s->max_bulk = RLT__RESP_DEFAULT_MAX_BULK;
 }
 
+/* A header name for gRPC metadata: 1..63 bytes of lower-case token characters (HTTP/2
+ * forbids upper case), stored lower-cased. */
+static int header_name(rlt__cy *x, yaml_node_t *v, char out[64])
+{
+    if (rlt__cy_get_str(x, v, out, 64, "a header name") < 0) return RLT_EPARSE;
+    if (out[0] == '\0') return rlt__cy_fail(x, v, "a header name must not be empty");
+    for (char *p = out; *p; p++) {
+        char c = *p;
+        if (c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_'))
+            return rlt__cy_fail(x, v, "a header name takes letters, digits, '-' and '_'");
+        *p = c;
+    }
+    return RLT_OK;
+}
+
 /* Every `server:` setting, its type, where it goes and the values that make sense: 0 is refused
  * where it cannot work (no connections, no output buffer, no deadline), and a maximum is
  * refused when the daemon could never honour it (a bulk string larger than a connection's
  * input buffer). */
-typedef enum setting_kind { SET_STR, SET_INT, SET_SIZE, SET_BYTES, SET_DUR, SET_BOOL } setting_kind;
+typedef enum setting_kind {
+    SET_STR,
+    SET_INT,
+    SET_SIZE,
+    SET_BYTES,
+    SET_DUR,
+    SET_BOOL,
+    SET_HEADER /* a header name (header_name) */
+} setting_kind;
 typedef struct setting {
     const char *name;
     setting_kind kind;
@@ -52,6 +84,14 @@ static const setting settings[] = {
     {"bind", SET_STR, S(bind), 0, 0, "bind"},
     {"port", SET_INT, S(port), -1, 65535, "a port (-1 = off, 0 = any free port)"},
     {"http_port", SET_INT, S(http_port), -1, 65535, "a port (-1 = off, 0 = any free port)"},
+    {"grpc_port", SET_INT, S(grpc_port), -1, 65535, "a port (-1 = off, 0 = any free port)"},
+    {"ietf_headers", SET_BOOL, S(envoy_headers.ietf), 0, 0, "ietf_headers"},
+    {"retry_after_header", SET_BOOL, S(envoy_headers.retry_after), 0, 0, "retry_after_header"},
+    {"x_ratelimit_headers", SET_BOOL, S(envoy_headers.x), 0, 0, "x_ratelimit_headers"},
+    {"x_ratelimit_limit_header", SET_HEADER, S(envoy_headers.x_limit), 0, 0, "a header name"},
+    {"x_ratelimit_remaining_header", SET_HEADER, S(envoy_headers.x_remaining), 0, 0,
+     "a header name"},
+    {"x_ratelimit_reset_header", SET_HEADER, S(envoy_headers.x_reset), 0, 0, "a header name"},
     {"threads", SET_INT, S(threads), 0, 64, "threads"},
     {"password", SET_STR, S(password), 0, 0, "password"},
     {"snapshot", SET_STR, S(snapshot), 0, 0, "snapshot"},
@@ -85,6 +125,8 @@ static int read_setting(rlt__cy *x, const setting *st, yaml_node_t *v)
         return rlt__cy_get_str(x, v, at, RLT__STR_MAX, st->what);
     case SET_BOOL:
         return rlt__cy_get_bool(x, v, (bool *)at, st->what);
+    case SET_HEADER:
+        return header_name(x, v, at);
     case SET_DUR: {
         rlt_ns d;
         if ((r = rlt__cy_get_duration(x, v, &d, st->what)) != RLT_OK) return r;
@@ -339,20 +381,14 @@ static int no_second_document(rlt__cy *x, yaml_parser_t *parser, const char *fil
     return r;
 }
 
-int rlt__config_parse(const char *text, size_t len, const char *file, rlt__config **out, char *err,
+/* Parses YAML text into c (a second file adds its domains to those already in c). */
+static int parse_into(rlt__config *c, const char *text, size_t len, const char *file, char *err,
                       size_t errlen)
 {
-    *out = NULL;
-    rlt__config *c = config_new();
-    if (c == NULL) {
-        snprintf(err, errlen, "%s: out of memory", file);
-        return RLT_EPARSE;
-    }
     yaml_parser_t parser;
     yaml_document_t doc;
     if (!yaml_parser_initialize(&parser)) {
         snprintf(err, errlen, "%s: out of memory", file);
-        rlt__config_free(c);
         return RLT_EPARSE;
     }
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
@@ -369,7 +405,6 @@ int rlt__config_parse(const char *text, size_t len, const char *file, rlt__confi
                  parser.problem ? parser.problem : "YAML syntax error", parser.context ? " " : "",
                  parser.context ? parser.context : "");
         yaml_parser_delete(&parser);
-        rlt__config_free(c);
         return RLT_EPARSE;
     }
     rlt__cy x = {.doc = &doc, .file = file, .err = err, .errlen = errlen, .c = c};
@@ -378,7 +413,19 @@ int rlt__config_parse(const char *text, size_t len, const char *file, rlt__confi
     if (r == RLT_OK) r = no_second_document(&x, &parser, file);
     yaml_document_delete(&doc);
     yaml_parser_delete(&parser);
-    if (r < 0) {
+    return r < 0 ? RLT_EPARSE : RLT_OK;
+}
+
+int rlt__config_parse(const char *text, size_t len, const char *file, rlt__config **out, char *err,
+                      size_t errlen)
+{
+    *out = NULL;
+    rlt__config *c = config_new();
+    if (c == NULL) {
+        snprintf(err, errlen, "%s: out of memory", file);
+        return RLT_EPARSE;
+    }
+    if (parse_into(c, text, len, file, err, errlen) != RLT_OK) {
         rlt__config_free(c);
         return RLT_EPARSE;
     }
@@ -386,9 +433,9 @@ int rlt__config_parse(const char *text, size_t len, const char *file, rlt__confi
     return RLT_OK;
 }
 
-int rlt__config_load(const char *path, rlt__config **out, char *err, size_t errlen)
+/* Reads and parses one file into c. */
+static int load_into(rlt__config *c, const char *path, char *err, size_t errlen)
 {
-    *out = NULL;
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
@@ -416,9 +463,83 @@ int rlt__config_load(const char *path, rlt__config **out, char *err, size_t errl
         snprintf(err, errlen, "%s: cannot read (or larger than %d bytes)", path, MAX_FILE);
         return RLT_EPARSE;
     }
-    int r = rlt__config_parse(buf, len, path, out, err, errlen);
+    int r = parse_into(c, buf, len, path, err, errlen);
     free(buf);
     return r;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every *.yaml file of directory `dir`, in name order (envoyproxy/ratelimit's runtime
+ * directory: one domain per file). */
+static int load_dir(rlt__config *c, const char *dir, char *err, size_t errlen)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+        return RLT_EPARSE;
+    }
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    int r = RLT_OK;
+    struct dirent *e;
+    while (r == RLT_OK && (e = readdir(d)) != NULL) {
+        size_t l = strlen(e->d_name);
+        if (l < 6 || strcmp(e->d_name + l - 5, ".yaml") != 0 || e->d_name[0] == '.') continue;
+        if (n == cap) {
+            char **nn = realloc(names, (cap = cap ? cap * 2 : 16) * sizeof *nn);
+            if (nn == NULL) {
+                r = RLT_EPARSE;
+                break;
+            }
+            names = nn;
+        }
+        size_t pl = strlen(dir) + 1 + l + 1;
+        if ((names[n] = malloc(pl)) == NULL) {
+            r = RLT_EPARSE;
+            break;
+        }
+        snprintf(names[n++], pl, "%s/%s", dir, e->d_name);
+    }
+    closedir(d);
+    if (r != RLT_OK) snprintf(err, errlen, "%s: out of memory", dir);
+    if (n > 1) qsort(names, n, sizeof *names, cmp_str);
+    for (size_t i = 0; i < n; i++) {
+        if (r == RLT_OK) r = load_into(c, names[i], err, errlen);
+        free(names[i]);
+    }
+    free(names);
+    return r;
+}
+
+int rlt__config_load_many(const char *const *paths, size_t n, rlt__config **out, char *err,
+                          size_t errlen)
+{
+    *out = NULL;
+    rlt__config *c = config_new();
+    if (c == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return RLT_EPARSE;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct stat sb;
+        bool is_dir = stat(paths[i], &sb) == 0 && S_ISDIR(sb.st_mode);
+        int r = is_dir ? load_dir(c, paths[i], err, errlen) : load_into(c, paths[i], err, errlen);
+        if (r != RLT_OK) {
+            rlt__config_free(c);
+            return RLT_EPARSE;
+        }
+    }
+    *out = c;
+    return RLT_OK;
+}
+
+int rlt__config_load(const char *path, rlt__config **out, char *err, size_t errlen)
+{
+    return rlt__config_load_many(&path, 1, out, err, errlen);
 }
 
 void rlt__config_free(rlt__config *c)

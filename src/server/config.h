@@ -36,10 +36,22 @@ typedef struct rlt__redis_settings {
 /* Per-policy fail mode (a rule's or named policy's `fail:`). */
 enum { RLT__FAIL_DEFAULT = 0, RLT__FAIL_CLOSED = 1, RLT__FAIL_OPEN = 2 };
 
+/* The response headers a gRPC ShouldRateLimit answer asks Envoy to add (server.*_headers). */
+typedef struct rlt__envoy_headers_cfg {
+    bool ietf;          /* RateLimit-Policy and RateLimit; default on */
+    bool retry_after;   /* Retry-After on OVER_LIMIT, whole seconds rounded up; default on */
+    bool x;             /* the X-RateLimit trio; default off */
+    char x_limit[64];   /* its names: X-RateLimit-Limit, X-RateLimit-Remaining, */
+    char x_remaining[64]; /* X-RateLimit-Reset by default (lower case on the wire) */
+    char x_reset[64];
+} rlt__envoy_headers_cfg;
+
 typedef struct rlt__settings {
     char bind[RLT__STR_MAX];     /* address to listen on; default 127.0.0.1 */
     int port;                    /* RESP port; 0 = any free port; -1 = off; default 6380 */
     int http_port;               /* HTTP port; 0 = any free port; -1 = off; default 8080 */
+    int grpc_port;               /* gRPC (h2c) port; 0 = any free port; -1 = off; default 8081 */
+    rlt__envoy_headers_cfg envoy_headers; /* headers of gRPC ShouldRateLimit answers */
     int threads;                 /* worker threads; 0 = number of cores */
     char password[RLT__STR_MAX]; /* AUTH password / HTTP bearer token; "" = none */
     char snapshot[RLT__STR_MAX]; /* snapshot file; "" = none; default ratelimitd.snap */
@@ -138,8 +150,15 @@ void rlt__settings_default(rlt__settings *s);
  * RLT_EPARSE with a message "file:line: reason" in err. */
 int rlt__config_parse(const char *text, size_t len, const char *file, rlt__config **out, char *err,
                       size_t errlen);
-/* Reads and parses a file (as rlt__config_parse). */
+/* Reads and parses a file (as rlt__config_parse); a directory as rlt__config_load_many. */
 int rlt__config_load(const char *path, rlt__config **out, char *err, size_t errlen);
+/* Reads paths[0..n) into one config, in order: a file as rlt__config_parse, a directory as
+ * every `*.yaml` file in it in name order (envoyproxy/ratelimit's runtime directory, one
+ * domain each).  Domains must be distinct across files (a duplicate is an error naming the
+ * file and line); settings set in a later file override earlier ones.  Returns as
+ * rlt__config_parse. */
+int rlt__config_load_many(const char *const *paths, size_t n, rlt__config **out, char *err,
+                          size_t errlen);
 /* The embedded default configuration (no file).  NULL only when out of memory. */
 rlt__config *rlt__config_default(void);
 void rlt__config_free(rlt__config *c);

@@ -3,6 +3,7 @@
 #include "server/config.h"
 
 #include "server/config_yaml.h"
+#include "server/envoy.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,21 +162,13 @@ static int parse_rate_limit(rlt__cy *x, yaml_node_t *n, rlt__rule *rule)
         int r = 0;
         if (rlt__cy_eq(key, kl, "unit")) {
             s = rlt__cy_scalar(v, &vl);
-            static const struct {
-                const char *name, *upper;
-                rlt_ns ns;
-            } units[] = {{"second", "SECOND", RLT_NS_PER_S},
-                         {"minute", "MINUTE", 60 * RLT_NS_PER_S},
-                         {"hour", "HOUR", 3600 * RLT_NS_PER_S},
-                         {"day", "DAY", 86400 * RLT_NS_PER_S}};
-            period = 0;
-            for (size_t i = 0; s != NULL && i < 4; i++) {
-                if ((vl == strlen(units[i].name) && strncasecmp(s, units[i].name, vl) == 0)) {
-                    period = units[i].ns;
-                    rule->unit = units[i].upper;
-                }
-            }
-            if (period == 0) r = rlt__cy_fail(x, v, "unit must be second, minute, hour or day");
+            /* envoyproxy/ratelimit's units and dividers (envoy.c: WEEK is 7 days, MONTH 30,
+             * YEAR 365, windows aligned to the epoch). */
+            int u = s ? rlt__unit_from_name(s, vl) : RLT__UNIT_UNKNOWN;
+            period = rlt__unit_ns(u);
+            if (period != 0) rule->unit = rlt__unit_name(u);
+            if (period == 0)
+                r = rlt__cy_fail(x, v, "unit must be second, minute, hour, day, week, month or year");
         } else if (rlt__cy_eq(key, kl, "requests_per_unit")) {
             r = rlt__cy_get_int(x, v, 0, INT32_MAX, &rpu, "requests_per_unit");
         } else if (rlt__cy_eq(key, kl, "unlimited")) {

@@ -199,7 +199,7 @@ static void handle_envoy(rlt__conn *c, const rlt__http_req *req, const rlt__sess
     }
     rlt__obuf body = {.max = 1 << 20};
     int code = 0;
-    int st = rlt__envoy_decide(s, &er, ss, now, &body, &code, err, sizeof err);
+    int st = rlt__envoy_decide_json(s, &er, ss, now, &body, &code, err, sizeof err);
     rlt__envoy_free(&er);
     if (st != RLT_OK)
         respond_error(o, 400, flags, NULL, err);

@@ -1,9 +1,8 @@
 /* Inputs of ratelimitd's HTTP endpoints, apart from the connection so that they can be
  * unit-tested and fuzzed: the /v1/check query string and envoyproxy/ratelimit's /json body
- * (parsed with jansson), and the envoy decision with its proto3-JSON reply. */
+ * (parsed with jansson; envoy.c decides it and renders the proto3-JSON reply). */
 #include "server/httpin.h"
 
-#include "server/decide.h"
 #include "server/resp.h"
 #include "server/srv.h"
 
@@ -124,10 +123,41 @@ static int bad(char *err, size_t errlen, const char *msg)
     return RLT_EINVAL;
 }
 
+/* An integer field of proto3 JSON: a number, or (uint64) a string of digits. */
+static bool json_u64(json_t *j, int64_t max, int64_t *out)
+{
+    if (json_is_integer(j)) {
+        *out = json_integer_value(j);
+        return *out >= 0 && *out <= max;
+    }
+    if (!json_is_string(j)) return false;
+    return rlt__resp_parse_i64(json_string_value(j), json_string_length(j), out) && *out >= 0 &&
+           *out <= max;
+}
+
+/* A descriptor's optional hits_addend and limit override, as envoyproxy/ratelimit's /json
+ * reads them (it unmarshals the same RateLimitRequest message as gRPC). */
+static int envoy_desc_extras(json_t *d, rlt__envoy_desc *dd)
+{
+    json_t *h = json_object_get(d, "hits_addend");
+    if (h == NULL) h = json_object_get(d, "hitsAddend");
+    if (h != NULL && !json_u64(h, INT64_MAX, &dd->hits_addend)) return RLT_EINVAL;
+    json_t *l = json_object_get(d, "limit");
+    if (l == NULL) return RLT_OK;
+    if (!json_is_object(l)) return RLT_EINVAL;
+    json_t *n = json_object_get(l, "requests_per_unit");
+    if (n == NULL) n = json_object_get(l, "requestsPerUnit");
+    json_t *u = json_object_get(l, "unit");
+    dd->limit_rpu = 0;
+    if (n != NULL && !json_u64(n, UINT32_MAX, &dd->limit_rpu)) return RLT_EINVAL;
+    if (u == NULL || !json_is_string(u)) return RLT_EINVAL;
+    dd->limit_unit = rlt__unit_from_name(json_string_value(u), json_string_length(u));
+    return dd->limit_unit == RLT__UNIT_UNKNOWN ? RLT_EINVAL : RLT_OK;
+}
+
 int rlt__envoy_parse(const char *body, size_t len, rlt__envoy_req *r, char *err, size_t errlen)
 {
-    memset(r, 0, sizeof *r);
-    r->hits_addend = 1;
+    rlt__envoy_req_init(r);
     json_error_t jerr;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
     if (root == NULL) {
@@ -162,20 +192,26 @@ int rlt__envoy_parse(const char *body, size_t len, rlt__envoy_req *r, char *err,
         if (!json_is_array(entries) || json_array_size(entries) == 0 ||
             json_array_size(entries) > RLT__ENVOY_MAX_ENTRIES)
             return bad(err, errlen, "each descriptor needs entries: an array of 1..16");
-        r->nentries[i] = json_array_size(entries);
-        for (size_t j = 0; j < r->nentries[i]; j++) {
+        rlt__envoy_desc *dd = &r->desc[i];
+        rlt__envoy_desc_init(dd);
+        dd->nentries = json_array_size(entries);
+        for (size_t j = 0; j < dd->nentries; j++) {
             json_t *e = json_array_get(entries, j);
             json_t *k = json_is_object(e) ? json_object_get(e, "key") : NULL;
             json_t *v = json_is_object(e) ? json_object_get(e, "value") : NULL;
             if (!json_is_string(k) || json_string_length(k) == 0 ||
                 (v != NULL && !json_is_string(v)))
                 return bad(err, errlen, "each entry needs a string key (and a string value)");
-            rlt__entry *en = &r->entries[i][j];
+            rlt__entry *en = &dd->entries[j];
             en->key = json_string_value(k);
             en->klen = json_string_length(k);
             en->value = v ? json_string_value(v) : "";
             en->vlen = v ? json_string_length(v) : 0;
         }
+        if (envoy_desc_extras(d, dd) != RLT_OK)
+            return bad(err, errlen,
+                       "a descriptor's hits_addend must be an integer >= 0 and its limit "
+                       "{requests_per_unit: 0..4294967295, unit: SECOND..YEAR}");
     }
     return RLT_OK;
 }
@@ -184,260 +220,4 @@ void rlt__envoy_free(rlt__envoy_req *r)
 {
     json_decref((json_t *)r->json);
     r->json = NULL;
-}
-
-static void putj(rlt__obuf *o, const char *s)
-{
-    rlt__obuf_put(o, s, strlen(s));
-}
-
-static void put_json_str(rlt__obuf *o, const char *s)
-{
-    json_t *j = json_string(s);
-    char *enc = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
-    json_decref(j);
-    /* json_string() of invalid UTF-8 is NULL: fall back to an empty string. */
-    if (enc == NULL) {
-        putj(o, "\"\"");
-        return;
-    }
-    putj(o, enc);
-    free(enc);
-}
-
-static const char *unit_of(const rlt__rule *r, int64_t *per_unit)
-{
-    if (r->unit != NULL) {
-        *per_unit = r->requests_per_unit;
-        return r->unit;
-    }
-    *per_unit = r->policy.limit;
-    switch (r->policy.period) {
-    case RLT_NS_PER_S:
-        return "SECOND";
-    case 60 * RLT_NS_PER_S:
-        return "MINUTE";
-    case 3600 * RLT_NS_PER_S:
-        return "HOUR";
-    case 86400 * RLT_NS_PER_S:
-        return "DAY";
-    default:
-        return "UNKNOWN";
-    }
-}
-
-/* The fixed window of rule r (envoy's own semantics: windows aligned to the clock's origin,
- * UTC in the daemon), or 0 when its limiter has no windows. */
-static rlt_ns window_of(const rlt__rule *r)
-{
-    if (r->block_all && r->unit != NULL) {
-        static const struct {
-            const char *unit;
-            rlt_ns ns;
-        } units[] = {{"SECOND", RLT_NS_PER_S},
-                     {"MINUTE", 60 * RLT_NS_PER_S},
-                     {"HOUR", 3600 * RLT_NS_PER_S},
-                     {"DAY", 86400 * RLT_NS_PER_S}};
-        for (size_t i = 0; i < 4; i++)
-            if (strcmp(r->unit, units[i].unit) == 0) return units[i].ns;
-        return 0;
-    }
-    return !r->block_all && r->policy.algo == RLT_FIXED_WINDOW ? r->policy.period : 0;
-}
-
-typedef struct status {
-    int rule; /* -1: no limit */
-    bool over;
-    int64_t remaining;
-    rlt_ns reset;
-} status;
-
-/* Builds the store key: tenant prefix, then domain and every entry, length-prefixed so that
- * no two descriptors collide. */
-static int envoy_key(const rlt__envoy_req *r, size_t i, const rlt__session *ss, char *out,
-                     size_t *len)
-{
-    char tmp[RLT_KEY_MAX];
-    int n = snprintf(tmp, sizeof tmp, "%zu:%.*s", r->dlen, (int)r->dlen, r->domain);
-    if (n < 0 || (size_t)n >= sizeof tmp) return RLT_EKEYLEN;
-    size_t o = (size_t)n;
-    for (size_t j = 0; j < r->nentries[i]; j++) {
-        const rlt__entry *e = &r->entries[i][j];
-        n = snprintf(tmp + o, sizeof tmp - o, "|%zu:%.*s=%.*s", e->klen, (int)e->klen, e->key,
-                     (int)e->vlen, e->value);
-        if (n < 0 || (size_t)n >= sizeof tmp - o) return RLT_EKEYLEN;
-        o += (size_t)n;
-    }
-    return rlt__session_key(ss, tmp, o, out, len);
-}
-
-/* The matching rule of every descriptor, after `replaces` (a matched rule that replaces
- * name N drops every matched rule named N: reported OK, not counted). */
-static void envoy_match(const rlt__config *c, const rlt__envoy_req *r, status *st)
-{
-    for (size_t i = 0; i < r->ndesc; i++) {
-        st[i] = (status){
-            .rule = rlt__config_match(c, r->domain, r->dlen, r->entries[i], r->nentries[i])};
-    }
-    for (size_t i = 0; i < r->ndesc; i++) {
-        if (st[i].rule < 0) continue;
-        const rlt__rule *ri = &c->rules[st[i].rule];
-        for (size_t k = 0; k < ri->nreplaces; k++)
-            for (size_t j = 0; j < r->ndesc; j++)
-                if (j != i && st[j].rule >= 0 &&
-                    strcmp(c->rules[st[j].rule].rl_name, ri->replaces[k]) == 0)
-                    st[j].rule = -2;
-    }
-}
-
-static int envoy_fail(rlt__srv *s, int policy, rlt_ns now, int e, long desc, char *err,
-                      size_t errlen)
-{
-    char b[160];
-    const char *msg = rlt__decide_strerror(s, policy, now, e, b, sizeof b);
-    if (desc >= 0)
-        snprintf(err, errlen, "descriptor %ld: %s", desc, msg);
-    else
-        snprintf(err, errlen, "%s", msg);
-    return e;
-}
-
-/* The limits to charge: every matched rule but unlimited, block-all (sets *over) and shadow
- * ones (decided here, one by one, never denying).  Fills checks/map and their keys. */
-static int envoy_collect(rlt__srv *s, const rlt__config *c, const rlt__envoy_req *r,
-                         const rlt__session *ss, rlt_ns now, status *st, rlt_check *checks,
-                         size_t *map, size_t *nchecks, bool *over, char *err, size_t errlen)
-{
-    static __thread char keys[RLT__ENVOY_MAX_DESCRIPTORS][RLT_KEY_MAX];
-    *nchecks = 0;
-    *over = false;
-    for (size_t i = 0; i < r->ndesc; i++) {
-        if (st[i].rule < 0) continue;
-        const rlt__rule *ru = &c->rules[st[i].rule];
-        if (ru->unlimited) continue;
-        if (ru->block_all) {
-            st[i].over = true;
-            *over = true;
-            continue;
-        }
-        size_t klen;
-        if (envoy_key(r, i, ss, keys[i], &klen) != RLT_OK) {
-            snprintf(err, errlen, "descriptor %zu is longer than %d bytes", i, RLT_KEY_MAX);
-            return RLT_EKEYLEN;
-        }
-        if (ru->shadow || c->set.shadow_mode) {
-            rlt_decision d;
-            int e = rlt__decide(s, ru->policy_id, true, keys[i], klen, now, r->hits_addend, &d);
-            if (e != RLT_OK) return envoy_fail(s, ru->policy_id, now, e, (long)i, err, errlen);
-            st[i].remaining = d.remaining;
-            st[i].reset = d.reset_after;
-            continue;
-        }
-        map[*nchecks] = i;
-        checks[(*nchecks)++] = (rlt_check){
-            .policy = ru->policy_id, .key = keys[i], .klen = klen, .cost = r->hits_addend};
-    }
-    return RLT_OK;
-}
-
-/* Charges the collected limits, all or nothing; fills each status. */
-static int envoy_charge(rlt__srv *s, rlt_ns now, status *st, const rlt_check *checks,
-                        const size_t *map, size_t nchecks, bool *over, char *err, size_t errlen)
-{
-    /* A block-all rule matched: nothing else is charged; every limit reported as it stands. */
-    bool peek_all = *over;
-    if (!*over && nchecks == 1) {
-        rlt_decision d;
-        size_t i = map[0];
-        int e = rlt__decide(s, checks[0].policy, false, checks[0].key, checks[0].klen, now,
-                            checks[0].cost, &d);
-        if (e != RLT_OK) return envoy_fail(s, checks[0].policy, now, e, (long)i, err, errlen);
-        st[i].over = !d.allowed;
-        *over = !d.allowed;
-        st[i].remaining = d.remaining;
-        st[i].reset = d.reset_after;
-    } else if (!*over && nchecks > 1) {
-        rlt_decision d;
-        int refused = -1;
-        int e = rlt__decide_multi(s, checks, nchecks, now, &d, &refused);
-        if (e != RLT_OK) return envoy_fail(s, -1, now, e, -1, err, errlen);
-        *over = !d.allowed;
-        peek_all = true;
-        for (size_t k = 0; k < nchecks; k++)
-            st[map[k]].over = !d.allowed && refused == (int)k;
-    }
-    if (peek_all) {
-        /* Per-descriptor details: each limit's real remaining and reset as it now stands
-         * (charged when the request was allowed, untouched when refused). */
-        for (size_t k = 0; k < nchecks; k++) {
-            rlt_decision pd;
-            size_t i = map[k];
-            if (rlt__decide_peek(s, checks[k].policy, checks[k].key, checks[k].klen, now, &pd) ==
-                RLT_OK) {
-                st[i].remaining = pd.remaining;
-                st[i].reset = pd.reset_after;
-            }
-        }
-    }
-    return RLT_OK;
-}
-
-/* One descriptor's status in proto3 JSON. */
-static void envoy_status(const rlt__config *c, const status *st, rlt_ns now, rlt__obuf *out)
-{
-    char buf[256];
-    if (st->rule < 0) return putj(out, "{\"code\":\"OK\"}");
-    const rlt__rule *ru = &c->rules[st->rule];
-    if (ru->unlimited) return putj(out, "{\"code\":\"OK\",\"limitRemaining\":4294967295}");
-    int64_t per_unit;
-    const char *unit = unit_of(ru, &per_unit);
-    snprintf(buf, sizeof buf, "{\"code\":\"%s\",\"currentLimit\":{",
-             st->over ? "OVER_LIMIT" : "OK");
-    putj(out, buf);
-    if (ru->rl_name[0] != '\0') {
-        putj(out, "\"name\":");
-        put_json_str(out, ru->rl_name);
-        putj(out, ",");
-    }
-    snprintf(buf, sizeof buf, "\"requestsPerUnit\":%lld,\"unit\":\"%s\"}", (long long)per_unit,
-             unit);
-    putj(out, buf);
-    /* proto3 JSON omits zero values. */
-    if (st->remaining > 0) {
-        snprintf(buf, sizeof buf, ",\"limitRemaining\":%lld", (long long)st->remaining);
-        putj(out, buf);
-    }
-    /* envoyproxy/ratelimit reports the time to the end of the current window on every
-     * status, OK or OVER_LIMIT, even when nothing was counted in it yet. */
-    rlt_ns reset = st->reset, win = window_of(ru);
-    if (win > 0 && reset <= 0) reset = win - ((now % win) + win) % win;
-    int64_t secs = rlt_retry_after_seconds(reset);
-    if (secs > 0) {
-        snprintf(buf, sizeof buf, ",\"durationUntilReset\":\"%llds\"", (long long)secs);
-        putj(out, buf);
-    }
-    putj(out, "}");
-}
-
-int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const rlt__session *ss, rlt_ns now,
-                      rlt__obuf *out, int *http_status, char *err, size_t errlen)
-{
-    rlt__config *c = rlt__srv_config(s);
-    status st[RLT__ENVOY_MAX_DESCRIPTORS];
-    rlt_check checks[RLT__ENVOY_MAX_DESCRIPTORS];
-    size_t map[RLT__ENVOY_MAX_DESCRIPTORS], nchecks;
-    bool over;
-    envoy_match(c, r, st);
-    int e = envoy_collect(s, c, r, ss, now, st, checks, map, &nchecks, &over, err, errlen);
-    if (e == RLT_OK) e = envoy_charge(s, now, st, checks, map, nchecks, &over, err, errlen);
-    if (e != RLT_OK) return e;
-    putj(out, over ? "{\"overallCode\":\"OVER_LIMIT\",\"statuses\":["
-                   : "{\"overallCode\":\"OK\",\"statuses\":[");
-    for (size_t i = 0; i < r->ndesc; i++) {
-        if (i > 0) putj(out, ",");
-        envoy_status(c, &st[i], now, out);
-    }
-    putj(out, "]}");
-    *http_status = over ? 429 : 200;
-    return RLT_OK;
 }

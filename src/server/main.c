@@ -25,24 +25,30 @@
 
 static void usage(FILE *f)
 {
-    fputs("usage: ratelimitd [--config FILE] [--port N] [--http-port N] [--bind ADDR]\n"
+    fputs("usage: ratelimitd [--config FILE|DIR ...] [--port N] [--http-port N]\n"
+          "                  [--grpc-port N] [--bind ADDR]\n"
           "                  [--threads N] [--password PW] [--snapshot FILE | --no-snapshot]\n"
           "                  [--snapshot-interval DURATION] [--max-keys N]\n"
           "                  [--max-connections N] [--check-config]\n"
           "                  [--redis HOST:PORT[,HOST:PORT...]] [--redis-cluster]\n"
           "                  [--redis-fail open|closed] [--redis-timeout DURATION]\n"
-          "  --port / --http-port: 0 picks a free port, -1 turns the listener off\n"
-          "  defaults: 127.0.0.1, RESP 6380, HTTP 8080, snapshot ./ratelimitd.snap every 5s\n"
+          "  --port / --http-port / --grpc-port: 0 picks a free port, -1 turns it off\n"
+          "  defaults: 127.0.0.1, RESP 6380, HTTP 8080, gRPC 8081,\n"
+          "            snapshot ./ratelimitd.snap every 5s\n"
           "  --redis: decide in this Redis (a fleet of daemons shares one limit)\n",
           f);
 }
 
+#define MAX_CONFIGS 64
+
 typedef struct overrides {
-    const char *config;
+    const char *config; /* the first --config (messages) */
+    const char *configs[MAX_CONFIGS];
+    size_t nconfigs;
     const char *bind, *password, *snapshot, *interval;
     const char *redis, *redis_fail, *redis_timeout;
-    long port, http_port, threads, max_keys, max_conns;
-    bool has_port, has_http, has_threads, has_keys, has_conns, no_snapshot, check_only;
+    long port, http_port, grpc_port, threads, max_keys, max_conns;
+    bool has_port, has_http, has_grpc, has_threads, has_keys, has_conns, no_snapshot, check_only;
     bool redis_cluster;
 } overrides;
 
@@ -68,6 +74,7 @@ static const option options[] = {
     {"--redis-timeout", OPT_STR, O(redis_timeout), 0, 0, 0},
     {"--port", OPT_LONG, O(port), O(has_port), -1, 65535},
     {"--http-port", OPT_LONG, O(http_port), O(has_http), -1, 65535},
+    {"--grpc-port", OPT_LONG, O(grpc_port), O(has_grpc), -1, 65535},
     {"--threads", OPT_LONG, O(threads), O(has_threads), 0, 64},
     {"--max-keys", OPT_LONG, O(max_keys), O(has_keys), 0, 1L << 40},
     {"--max-connections", OPT_LONG, O(max_conns), O(has_conns), 1, 1L << 24},
@@ -112,7 +119,15 @@ static int parse_args(int argc, char **argv, overrides *o)
             rlt__log(RLT__LOG_ERR, "%s needs a value", a);
             return 2;
         }
-        if (opt->kind == OPT_STR) {
+        if (opt->kind == OPT_STR && opt->at == offsetof(overrides, config)) {
+            /* --config may be given several times (files or directories of *.yaml). */
+            if (o->nconfigs == MAX_CONFIGS) {
+                fprintf(stderr, "ratelimitd: at most %d --config\n", MAX_CONFIGS);
+                return 2;
+            }
+            if (o->config == NULL) o->config = v;
+            o->configs[o->nconfigs++] = v;
+        } else if (opt->kind == OPT_STR) {
             *(const char **)(base + opt->at) = v;
         } else if (parse_long(v, opt->lo, opt->hi, (long *)(base + opt->at)) == 0) {
             *(bool *)(base + opt->has) = true;
@@ -132,6 +147,7 @@ static int apply_overrides(rlt__settings *set, const overrides *o, char *err, si
     if (o->no_snapshot) set->snapshot[0] = '\0';
     if (o->has_port) set->port = (int)o->port;
     if (o->has_http) set->http_port = (int)o->http_port;
+    if (o->has_grpc) set->grpc_port = (int)o->grpc_port;
     if (o->has_threads) set->threads = (int)o->threads;
     if (o->has_keys) set->max_keys = (size_t)o->max_keys;
     if (o->has_conns) set->max_connections = (size_t)o->max_conns;
@@ -172,7 +188,7 @@ static int apply_overrides(rlt__settings *set, const overrides *o, char *err, si
 static int load_config(const overrides *o, rlt__config **out, char *err, size_t errlen)
 {
     if (o->config != NULL) {
-        if (rlt__config_load(o->config, out, err, errlen) < 0) return -1;
+        if (rlt__config_load_many(o->configs, o->nconfigs, out, err, errlen) < 0) return -1;
     } else if ((*out = rlt__config_default()) == NULL) {
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -313,6 +329,7 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
     rlt__settings keep = cur->set;
     cfg->set.port = keep.port;
     cfg->set.http_port = keep.http_port;
+    cfg->set.grpc_port = keep.grpc_port;
     snprintf(cfg->set.bind, sizeof cfg->set.bind, "%s", keep.bind);
     cfg->set.threads = keep.threads;
     cfg->set.max_keys = keep.max_keys;
@@ -407,7 +424,9 @@ int main(int argc, char **argv)
     }
     mainctx m = {.s = s, .o = &o, .base = event_base_new()};
     const rlt__settings *set = &rlt__srv_config(s)->set;
-    rlt__listener ls[] = {{&rlt__proto_resp, set->port}, {&rlt__proto_http, set->http_port}};
+    rlt__listener ls[] = {{&rlt__proto_resp, set->port},
+                          {&rlt__proto_http, set->http_port},
+                          {&rlt__proto_grpc, set->grpc_port}};
     size_t nls = sizeof ls / sizeof ls[0];
     rlt__daemon *d;
     if (m.base == NULL || rlt__daemon_start(&d, s, ls, nls, err, sizeof err) != RLT_OK) {
@@ -416,7 +435,8 @@ int main(int argc, char **argv)
         rlt__srv_close(s);
         return 1;
     }
-    /* The start line: "ratelimitd: resp 127.0.0.1:6380 http 127.0.0.1:8080" (tests and
+    /* The start line: "ratelimitd: resp 127.0.0.1:6380 http 127.0.0.1:8080 grpc
+     * 127.0.0.1:8081" (tests and
      * scripts read the ports from it). */
     printf("ratelimitd:");
     for (size_t i = 0; i < nls; i++) {

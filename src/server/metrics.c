@@ -9,6 +9,7 @@
 #include "server/srv.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -249,6 +250,7 @@ void rlt__metrics_prometheus(rlt__srv *s, rlt__obuf *o)
     rlt__prom_family(o, "ratelimitd_backend", "gauge",
                      "Where decisions are made (local store or Redis).");
     rlt__obuf_printf(o, "ratelimitd_backend{backend=\"%s\"} 1\n", rlt__decide_backend_name(s));
+    rlt__metrics_grpc_prometheus(s, o);
     if (s->be != NULL) s->be->ops->prometheus(s->be, o);
 }
 
@@ -347,4 +349,71 @@ void rlt__metrics_info(rlt__srv *s, rlt__obuf *o)
     }
     rlt__obuf_printf(o, "\r\n# Backend\r\nbackend:%s\r\n", rlt__decide_backend_name(s));
     if (s->be != NULL) s->be->ops->info(s->be, o);
+}
+
+/* ---- envoy rules and gRPC ------------------------------------------------------------------ */
+
+static uint64_t envoy_sum(rlt__srv *s, size_t off, size_t i)
+{
+    uint64_t v = 0;
+    for (size_t k = 0; k < RLT__METRIC_SLOTS; k++) {
+        const char *base = (const char *)&s->metrics.slots[k].envoy;
+        v += ld((const uint64_t *)(const void *)(base + off) + i);
+    }
+    return v;
+}
+
+void rlt__metrics_grpc_prometheus(rlt__srv *s, rlt__obuf *o)
+{
+    static const char *const methods[] = {"ShouldRateLimit", "Check", "other"};
+    static const char *const codes[RLT__GRPC_STATUSES] = {
+        "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+        "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+        "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+        "UNAUTHENTICATED"};
+    rlt__obuf_printf(o, "# HELP ratelimitd_grpc_calls_total gRPC calls by method.\n"
+                        "# TYPE ratelimitd_grpc_calls_total counter\n");
+    for (size_t i = 0; i < 3; i++)
+        rlt__obuf_printf(o, "ratelimitd_grpc_calls_total{method=\"%s\"} %" PRIu64 "\n", methods[i],
+                         envoy_sum(s, offsetof(rlt__envoy_counters, grpc_calls), i));
+    rlt__obuf_printf(o, "# HELP ratelimitd_grpc_responses_total gRPC calls answered, by status "
+                        "(every status but OK is an error).\n"
+                        "# TYPE ratelimitd_grpc_responses_total counter\n");
+    for (size_t i = 0; i < RLT__GRPC_STATUSES; i++) {
+        uint64_t v = envoy_sum(s, offsetof(rlt__envoy_counters, grpc_status), i);
+        if (v > 0 || i == 0)
+            rlt__obuf_printf(o, "ratelimitd_grpc_responses_total{code=\"%s\"} %" PRIu64 "\n",
+                             codes[i], v);
+    }
+    /* envoyproxy/ratelimit's per-rule stats, for /json and gRPC alike, in hits. */
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } fam[] = {
+        {"total_hits", "Hits (hits_addend) on the envoy rule.",
+         offsetof(rlt__envoy_counters, total_hits)},
+        {"over_limit", "Hits refused by the envoy rule.", offsetof(rlt__envoy_counters, over_limit)},
+        {"near_limit", "Hits allowed past 80% of the envoy rule's limit.",
+         offsetof(rlt__envoy_counters, near_limit)},
+        {"within_limit", "Hits allowed by the envoy rule.",
+         offsetof(rlt__envoy_counters, within_limit)},
+        {"shadow_mode", "Hits a shadow-mode envoy rule would have refused.",
+         offsetof(rlt__envoy_counters, shadow_mode)},
+    };
+    for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
+        rlt__obuf_printf(o, "# HELP ratelimitd_envoy_%s_total %s\n# TYPE ratelimitd_envoy_%s_total "
+                            "counter\n",
+                         fam[f].name, fam[f].help, fam[f].name);
+        for (size_t id = 0; id < RLT__METRIC_IDS; id++) {
+            if (envoy_sum(s, offsetof(rlt__envoy_counters, total_hits), id) == 0) continue;
+            char name[RLT__STR_MAX], esc[2 * RLT__STR_MAX + 8];
+            if (id == RLT__METRIC_IDS - 1)
+                snprintf(name, sizeof name, "(other)");
+            else
+                rlt__srv_policy_name(s, (int)id, name, sizeof name);
+            label(esc, sizeof esc, name);
+            rlt__obuf_printf(o, "ratelimitd_envoy_%s_total{rule=\"%s\"} %" PRIu64 "\n",
+                             fam[f].name, esc, envoy_sum(s, fam[f].off, id));
+        }
+    }
 }

@@ -14,6 +14,19 @@ struct rlt__srv;
 #define RLT__LAT_BUCKETS 22  /* latency buckets: <= 1us, 2us, 4us ... 2^20 us, +Inf */
 #define RLT__METRIC_SLOTS 65 /* one writer per slot: workers 1..64, slot 0 for the rest */
 
+/* envoyproxy/ratelimit's per-rule counters (by policy id) and the gRPC front end's: one block,
+ * rendered by rlt__metrics_grpc_prometheus. */
+#define RLT__GRPC_STATUSES 17 /* gRPC status codes 0 (OK) .. 16 (UNAUTHENTICATED) */
+typedef struct rlt__envoy_counters {
+    uint64_t total_hits[RLT__METRIC_IDS];
+    uint64_t over_limit[RLT__METRIC_IDS];
+    uint64_t near_limit[RLT__METRIC_IDS];
+    uint64_t within_limit[RLT__METRIC_IDS];
+    uint64_t shadow_mode[RLT__METRIC_IDS];
+    uint64_t grpc_calls[3];                   /* ShouldRateLimit, Health/Check, other */
+    uint64_t grpc_status[RLT__GRPC_STATUSES]; /* calls answered with each status */
+} rlt__envoy_counters;
+
 typedef struct rlt__mslot {
     uint64_t allowed[RLT__METRIC_IDS];
     uint64_t denied[RLT__METRIC_IDS];
@@ -23,6 +36,7 @@ typedef struct rlt__mslot {
     uint64_t commands;
     uint64_t errors;
     uint64_t http_requests;
+    rlt__envoy_counters envoy;
 } rlt__mslot;
 
 typedef struct rlt__metrics {
@@ -61,5 +75,7 @@ void rlt__prom_family(rlt__obuf *out, const char *name, const char *type, const 
 /* Renders Prometheus text / INFO text of server s into out (the backend adds its part). */
 void rlt__metrics_prometheus(struct rlt__srv *s, rlt__obuf *out);
 void rlt__metrics_info(struct rlt__srv *s, rlt__obuf *out);
+/* The envoy per-rule and gRPC families (part of rlt__metrics_prometheus). */
+void rlt__metrics_grpc_prometheus(struct rlt__srv *s, rlt__obuf *out);
 
 #endif

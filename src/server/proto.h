@@ -1,7 +1,7 @@
 /* A protocol of the connection layer (conn.h): a parser plus a handler.  The layer owns the
  * socket, the buffers, the deadlines and the connection count; a protocol only turns bytes
- * into requests and appends replies.  RESP (proto_resp.c) and HTTP/1.1 (http.c) are the two
- * today; adding one is a new rlt__proto and a listener entry, nothing in the layer. */
+ * into requests and appends replies.  RESP (proto_resp.c), HTTP/1.1 (http.c) and gRPC over
+ * h2c (grpc.c); adding one is a new rlt__proto and a listener entry, nothing in the layer. */
 #ifndef RLT_SERVER_PROTO_H
 #define RLT_SERVER_PROTO_H
 
@@ -20,7 +20,7 @@ typedef enum rlt__refusal {
 } rlt__refusal;
 
 typedef struct rlt__proto {
-    const char *name; /* "resp", "http": in logs and the start line */
+    const char *name; /* "resp", "http", "grpc": in logs and the start line */
     /* Called once per accepted connection before any input; may set a per-connection state
      * with rlt__conn_set_state.  Returns RLT_OK, or an RLT_* code to drop the connection.
      * NULL: nothing to set up. */
@@ -39,8 +39,9 @@ typedef struct rlt__proto {
     void (*refuse)(rlt__conn *c, rlt__refusal why, rlt__obuf *out);
 } rlt__proto;
 
-/* The two protocols. */
+/* The protocols. */
 extern const rlt__proto rlt__proto_resp; /* proto_resp.c */
 extern const rlt__proto rlt__proto_http; /* http.c */
+extern const rlt__proto rlt__proto_grpc; /* grpc.c: gRPC over h2c */
 
 #endif

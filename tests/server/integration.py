@@ -38,7 +38,7 @@ def test(fn):
 class Daemon:
     def __init__(self, tmp, *args, config=None, expect_fail=False):
         self.tmp = tmp
-        cmd = [BIN, "--port", "0", "--http-port", "0", "--bind", "127.0.0.1", "--threads", "2"]
+        cmd = [BIN, "--port", "0", "--http-port", "0", "--grpc-port", "0", "--bind", "127.0.0.1", "--threads", "2"]
         if config is not None:
             path = os.path.join(tmp, "ratelimitd.yaml")
             with open(path, "w") as f:
@@ -49,13 +49,15 @@ class Daemon:
         self.out = open(os.path.join(tmp, "stdout"), "w+")
         self.err = open(os.path.join(tmp, "stderr"), "w+")
         self.p = subprocess.Popen(cmd, cwd=tmp, stdout=self.out, stderr=self.err)
-        self.port = self.http = None
+        self.port = self.http = self.grpc = None
         deadline = time.time() + 10
         while time.time() < deadline:
             self.out.seek(0)
             m = re.search(r"resp [^ ]+:(\d+) http [^ ]+:(\d+)", self.out.read())
             if m:
                 self.port, self.http = int(m.group(1)), int(m.group(2))
+                g = re.search(r"grpc [^ ]+:(\d+)", m.string)
+                self.grpc = int(g.group(1)) if g else None
                 return
             if self.p.poll() is not None:
                 if expect_fail:
@@ -546,7 +548,7 @@ def config_errors_are_refused_at_start_with_file_and_line(tmp):
     with open(path, "w") as f:
         f.write("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: fortnight\n"
                 "      requests_per_unit: 1\n")
-    r = subprocess.run([BIN, "--config", path, "--port", "0", "--http-port", "0"],
+    r = subprocess.run([BIN, "--config", path, "--port", "0", "--http-port", "0", "--grpc-port", "0"],
                        capture_output=True, text=True, timeout=10, cwd=tmp)
     assert r.returncode == 2, r
     assert path + ":5: unit must be second" in r.stderr, r.stderr
@@ -554,7 +556,7 @@ def config_errors_are_refused_at_start_with_file_and_line(tmp):
 
 @test
 def non_loopback_bind_needs_a_password(tmp):
-    r = subprocess.run([BIN, "--bind", "0.0.0.0", "--port", "0", "--http-port", "0"],
+    r = subprocess.run([BIN, "--bind", "0.0.0.0", "--port", "0", "--http-port", "0", "--grpc-port", "0"],
                        capture_output=True, text=True, timeout=10, cwd=tmp)
     assert r.returncode == 2 and "refusing" in r.stderr, r
 
@@ -576,7 +578,7 @@ def an_unknown_option_is_named_and_exits_2(tmp):
 @test
 def an_invalid_bind_address_is_named_and_exits_2(tmp):
     for addr in ["999.1.1.1", "1.2.3", "::zz"]:
-        r = run_bin(tmp, "--bind", addr, "--port", "0", "--http-port", "0")
+        r = run_bin(tmp, "--bind", addr, "--port", "0", "--http-port", "0", "--grpc-port", "0")
         assert r.returncode == 2 and "invalid address '%s'" % addr in r.stderr, r
         assert "password" not in r.stderr, r
 

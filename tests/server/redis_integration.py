@@ -113,7 +113,7 @@ class Daemon:
     def __init__(self, tmp, name, config=None, args=()):
         self.dir = os.path.join(tmp, name)
         os.makedirs(self.dir)
-        cmd = [BIN, "--port", "0", "--http-port", "0", "--bind", "127.0.0.1", "--threads", "2",
+        cmd = [BIN, "--port", "0", "--http-port", "0", "--grpc-port", "0", "--bind", "127.0.0.1", "--threads", "2",
                "--no-snapshot"]
         if config is not None:
             path = os.path.join(self.dir, "ratelimitd.yaml")
@@ -132,6 +132,8 @@ class Daemon:
             m = re.search(r"resp [^ ]+:(\d+) http [^ ]+:(\d+)", self.out.read())
             if m:
                 self.port, self.http = int(m.group(1)), int(m.group(2))
+                g = re.search(r"grpc [^ ]+:(\d+)", m.string)
+                self.grpc = int(g.group(1)) if g else None
                 self.c = Resp(self.port)
                 return
             if self.p.poll() is not None:

@@ -280,7 +280,7 @@ static int envoy(rlt__srv *s, const char *body, char *out, size_t cap)
     rlt__session ss;
     rlt__session_init(s, &ss);
     int code = -1;
-    if (rlt__envoy_decide(s, &r, &ss, RLT_NS_PER_S, &o, &code, err, sizeof err) != RLT_OK)
+    if (rlt__envoy_decide_json(s, &r, &ss, RLT_NS_PER_S, &o, &code, err, sizeof err) != RLT_OK)
         code = -1;
     rlt__envoy_free(&r);
     rlt__obuf_put(&o, "", 1);
@@ -332,7 +332,8 @@ TEST(envoy_multi_descriptor_requests_are_all_or_nothing)
 TEST(envoy_refused_requests_report_every_descriptors_remaining_and_reset)
 {
     /* As envoyproxy/ratelimit: every limited status carries limitRemaining (its real value:
-     * a refused request charged nothing) and durationUntilReset (to the window's end). */
+     * a refused request charged nothing) and durationUntilReset (to the window's end).  The
+     * blocked rule's requestsPerUnit 0 is omitted, as proto3 JSON omits every zero field. */
     rlt__srv *s = open_with("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, "
                             "requests_per_unit: 10}\n  - key: b\n    rate_limit: {unit: hour, "
                             "requests_per_unit: 1}\n  - key: z\n    rate_limit: {unit: minute, "
@@ -345,7 +346,7 @@ TEST(envoy_refused_requests_report_every_descriptors_remaining_and_reset)
     ASSERT_STR_EQ(out, "{\"overallCode\":\"OVER_LIMIT\",\"statuses\":[{\"code\":\"OK\","
                        "\"currentLimit\":{\"requestsPerUnit\":10,\"unit\":\"HOUR\"},"
                        "\"limitRemaining\":10,\"durationUntilReset\":\"3599s\"},"
-                       "{\"code\":\"OVER_LIMIT\",\"currentLimit\":{\"requestsPerUnit\":0,"
+                       "{\"code\":\"OVER_LIMIT\",\"currentLimit\":{"
                        "\"unit\":\"MINUTE\"},\"durationUntilReset\":\"59s\"}]}");
     const char *req = "{\"domain\":\"d\",\"descriptors\":[{\"entries\":[{\"key\":\"a\",\"value\":"
                       "\"2\"}]},{\"entries\":[{\"key\":\"b\",\"value\":\"2\"}]}]}";
