@@ -53,7 +53,12 @@ pid_redis=$!
 start_daemon() {
   local name=$1; shift
   mkdir -p "$tmp/$name"
-  (cd "$tmp/$name" && exec "$@" --port 0 --http-port 0 --grpc-port 0 --no-snapshot >out 2>err) &
+  # (an older binary, BASE, may predate gRPC: only a daemon that knows --grpc-port gets it)
+  local grpc=() a
+  for a in "$@"; do
+    case "$a" in */ratelimitd) "$a" --help 2>/dev/null | grep -q -- --grpc-port && grpc=(--grpc-port 0) ;; esac
+  done
+  (cd "$tmp/$name" && exec "$@" --port 0 --http-port 0 "${grpc[@]}" --no-snapshot >out 2>err) &
   pids+=($!)
   eval "pid_$name=$!"
   for _ in $(seq 100); do grep -q resp "$tmp/$name/out" 2>/dev/null && break; sleep 0.05; done
