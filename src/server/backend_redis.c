@@ -54,6 +54,8 @@ typedef struct pubstats {
         short_circuited, connects, script_loads, redirects, lease_local, nodes, nodes_open;
 } pubstats;
 
+#define NODES_SHOWN 16 /* nodes listed in INFO */
+
 typedef struct tctx {
     struct tctx *next; /* the backend's list of every thread's context */
     rlt_redis *r;
@@ -64,6 +66,11 @@ typedef struct tctx {
     size_t npol;
     unsigned char *fail; /* RLT__FAIL_* by policy id (named policies and rules) */
     size_t nfail;
+    /* The nodes as this thread's handle sees them (which path, module or scripts), copied
+     * at each publish under `nodes_mu` for INFO: the handle itself is this thread's only. */
+    pthread_mutex_t nodes_mu;
+    rlt_redis_node_info nodes[NODES_SHOWN];
+    unsigned nnodes;
 } tctx;
 
 typedef struct redis_be {
@@ -100,6 +107,9 @@ static void options_from(const rlt__redis_settings *rs, rlt_redis_options *o, ch
     o->backoff_max = rs->backoff_max;
     o->lease_units = rs->lease_units;
     o->lease_ttl = rs->lease_ttl;
+    o->engine = rs->engine == 2   ? RLT_REDIS_ENGINE_MODULE
+                : rs->engine == 1 ? RLT_REDIS_ENGINE_SCRIPTS
+                                  : RLT_REDIS_ENGINE_AUTO;
 }
 
 static tctx *thread_ctx(redis_be *b)
@@ -107,6 +117,7 @@ static tctx *thread_ctx(redis_be *b)
     if (tl.gen == b->gen && tl.t != NULL) return tl.t;
     tctx *t = calloc(1, sizeof *t);
     if (t == NULL) return NULL;
+    pthread_mutex_init(&t->nodes_mu, NULL);
     if (rlt_redis_open(&t->r, &b->opt) != RLT_OK) {
         free(t);
         return NULL;
@@ -140,6 +151,11 @@ static void publish(tctx *t)
     PUB(nodes);
     PUB(nodes_open);
 #undef PUB
+    pthread_mutex_lock(&t->nodes_mu);
+    t->nnodes = 0;
+    for (unsigned i = 0; i < NODES_SHOWN && i < st.nodes; i++)
+        if (rlt_redis_node_info_get(t->r, i, &t->nodes[t->nnodes]) == RLT_OK) t->nnodes++;
+    pthread_mutex_unlock(&t->nodes_mu);
 }
 
 /* Per policy id: the fail mode (RLT__FAIL_*) in the low bits, LEASE_BIT for `lease: true`. */
@@ -438,6 +454,7 @@ static void redis_close(rlt__backend *be)
         tctx *t = b->threads;
         b->threads = t->next;
         rlt_redis_close(t->r);
+        pthread_mutex_destroy(&t->nodes_mu);
         free(t->pol);
         free(t->fail);
         free(t);
@@ -480,6 +497,33 @@ static uint64_t ld(const uint64_t *p)
     return __atomic_load_n(p, __ATOMIC_RELAXED);
 }
 
+static const char *engine_name(rlt_redis_engine e)
+{
+    return e == RLT_REDIS_ENGINE_MODULE    ? "module"
+           : e == RLT_REDIS_ENGINE_SCRIPTS ? "scripts"
+                                           : "unknown";
+}
+
+/* redis_node<i>:addr=...,engine=module|scripts|unknown,connected=0|1,breaker=open|closed, as
+ * the most recently published worker handle saw them. */
+static void node_lines(redis_be *b, rlt__obuf *o)
+{
+    pthread_mutex_lock(&b->mu);
+    for (tctx *t = b->threads; t != NULL; t = t->next) {
+        pthread_mutex_lock(&t->nodes_mu);
+        unsigned n = t->nnodes;
+        for (unsigned i = 0; i < n; i++) {
+            const rlt_redis_node_info *ni = &t->nodes[i];
+            rlt__obuf_printf(o, "redis_node%u:addr=%s,engine=%s,connected=%d,breaker=%s\r\n", i,
+                             ni->addr, engine_name(ni->engine), ni->connected ? 1 : 0,
+                             ni->breaker_open ? "open" : "closed");
+        }
+        pthread_mutex_unlock(&t->nodes_mu);
+        if (n > 0) break;
+    }
+    pthread_mutex_unlock(&b->mu);
+}
+
 static void redis_info(rlt__backend *be, rlt__obuf *o)
 {
     redis_be *b = (redis_be *)be;
@@ -510,6 +554,7 @@ static void redis_info(rlt__backend *be, rlt__obuf *o)
          in_redis, without, t.fail_open, t.fail_closed, t.timeouts, t.errors, t.breaker_opened,
          t.short_circuited, t.connects, t.round_trips, t.script_loads, t.redirects,
          ld(&b->release_lost), ld(&b->multi_split), t.lease_local);
+    node_lines(b, o);
 }
 
 static void redis_prometheus(rlt__backend *be, rlt__obuf *o)

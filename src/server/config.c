@@ -243,6 +243,15 @@ static int parse_redis(rlt__cy *x, yaml_node_t *n)
         else if (rlt__cy_eq(key, kl, "lease_units")) {
             r = rlt__cy_get_int(x, v, 1, INT64_C(1) << 40, &i, "redis lease_units");
             rs->lease_units = i;
+        } else if (rlt__cy_eq(key, kl, "engine")) {
+            size_t el;
+            const char *e = rlt__cy_scalar(v, &el);
+            rs->engine = e && rlt__cy_eq(e, el, "scripts")  ? 1
+                         : e && rlt__cy_eq(e, el, "module") ? 2
+                         : e && rlt__cy_eq(e, el, "auto")   ? 0
+                                                            : -1;
+            r = rs->engine < 0 ? rlt__cy_fail(x, v, "redis engine must be auto, scripts or module")
+                               : RLT_OK;
         } else if (rlt__cy_eq(key, kl, "lease_ttl"))
             r = get_redis_duration(x, v, RLT_NS_PER_MS, 3600 * RLT_NS_PER_S, &rs->lease_ttl,
                                    "redis lease_ttl");
@@ -250,7 +259,7 @@ static int parse_redis(rlt__cy *x, yaml_node_t *n)
             r = rlt__cy_fail(x, k,
                      "unknown redis setting '%.*s' (address, cluster, password, prefix, "
                      "timeout, fail, breaker_failures, backoff_min, backoff_max, lease_units, "
-                     "lease_ttl)",
+                     "lease_ttl, engine)",
                      (int)(kl > 64 ? 64 : kl), key);
         if (r < 0) return RLT_EPARSE;
     }

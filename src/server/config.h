@@ -31,6 +31,7 @@ typedef struct rlt__redis_settings {
     rlt_ns backoff_max;          /* longest wait of an open breaker; 0 = 5 s */
     int64_t lease_units;         /* lease size for policies with `lease: true`; 0 = off */
     rlt_ns lease_ttl;            /* a lease is spent within it, then dropped; 0 = the library's */
+    int engine;                  /* 0 auto (the module where loaded), 1 scripts, 2 module */
 } rlt__redis_settings;
 
 /* Per-policy fail mode (a rule's or named policy's `fail:`). */

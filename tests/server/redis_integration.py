@@ -392,6 +392,29 @@ def a_reused_inline_slot_is_decided_under_its_new_policy(tmp):
 
 
 @test("both")
+def info_names_the_path_each_node_takes(tmp):
+    # With the module loaded into the test's servers (RLT_REDIS_EXTRA_ARGS --loadmodule, the
+    # server_redis_module test), the daemon's decisions take it; else the Lua scripts.
+    want = "module" if "loadmodule" in os.environ.get("RLT_REDIS_EXTRA_ARGS", "") else "scripts"
+    with Fleet(tmp, 1, args=redis_args()) as (a,):
+        for i in range(20):
+            assert a.c.ok("RL.CHECK", "k%d" % i, "gcra:5/1s")[0] == 1
+        lines = [v for k, v in a.info().items() if re.match(r"redis_node\d+$", k)]
+        assert lines and all("engine=%s" % want in v for v in lines), lines
+        if KIND == "cluster":
+            assert len(lines) == 3, lines
+
+
+@test("standalone")
+def the_scripts_can_be_forced_where_the_module_is_loaded(tmp):
+    cfg = "policies:\n  p: gcra:5/1s\n" + redis_section("  engine: scripts\n")
+    with Fleet(tmp, 1, config=cfg) as (a,):
+        assert a.c.ok("RL.CHECK", "k", "p")[0] == 1
+        lines = [v for k, v in a.info().items() if re.match(r"redis_node\d+$", k)]
+        assert lines and all("engine=scripts" in v for v in lines), lines
+
+
+@test("both")
 def multi_limit_and_concurrency_go_through_redis(tmp):
     with Fleet(tmp, 2, args=redis_args()) as (a, b):
         # One hash tag: on a cluster both keys live in one slot, so the check is one script.
