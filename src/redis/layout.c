@@ -52,19 +52,41 @@ int rlt__key_name_tail(const char *prefix, size_t plen, const char *tail, size_t
 {
     if (!key || klen == 0 || klen > 512) return RLT_EKEYLEN;
     const char *k = key;
-    bool tagged = false;
+    /* The hash tag: Redis Cluster's rule on the key itself (the bytes between its first '{'
+     * and the next '}', if any, else the whole key), so the name lands in the key's own slot
+     * (cluster clients route module commands by the key). */
+    const char *tag = k;
+    size_t tagl = klen;
     const char *open = memchr(k, '{', klen);
     if (open) {
         const char *close = memchr(open + 1, '}', klen - (size_t)(open - k) - 1);
-        tagged = close && close > open + 1;
+        if (close && close > open + 1) {
+            tag = open + 1;
+            tagl = (size_t)(close - open - 1);
+        }
     }
-    size_t need = plen + klen + (tagged ? 0 : 2) + tl;
+    /* Then the whole key, with '%' and ':' as %25 and %3A: injective, and the first ':' after
+     * the tag starts the policy's tail, so two distinct (key, policy) pairs never share a name
+     * ("x" and "{x}" have one tag but two names). */
+    size_t escl = klen;
+    for (size_t i = 0; i < klen; i++)
+        escl += (k[i] == '%' || k[i] == ':') ? 2 : 0;
+    size_t need = plen + 2 + tagl + escl + tl;
     if (need > cap) return RLT_ENOSPC;
     char *o = buf;
     memcpy(o, prefix, plen), o += plen;
-    if (!tagged) *o++ = '{';
-    memcpy(o, k, klen), o += klen;
-    if (!tagged) *o++ = '}';
+    *o++ = '{';
+    memcpy(o, tag, tagl), o += tagl;
+    *o++ = '}';
+    for (size_t i = 0; i < klen; i++) {
+        if (k[i] == '%' || k[i] == ':') {
+            *o++ = '%';
+            *o++ = k[i] == '%' ? '2' : '3';
+            *o++ = k[i] == '%' ? '5' : 'A';
+        } else {
+            *o++ = k[i];
+        }
+    }
     memcpy(o, tail, tl), o += tl;
     return (int)(o - buf);
 }

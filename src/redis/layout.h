@@ -10,8 +10,9 @@
  * must stay below 2^53); instants may reach 2^52 microseconds (year 2112). */
 #define RLT__LIM (INT64_C(1) << 50)
 #define RLT__NOW_MAX (INT64_C(1) << 52)
-/* Longest Redis key name: prefix (<= 64) + braces + key (<= 512) + the policy tail. */
-#define RLT__KEYNAME_MAX (64 + 2 + 512 + 128)
+/* Longest Redis key name: prefix (<= 64) + {tag} (<= 512 + 2) + the escaped key (<= 3 x 512)
+ * + the policy tail. */
+#define RLT__KEYNAME_MAX (64 + 2 + 512 + 3 * 512 + 128)
 #define RLT__SLOTS 16384
 
 /* A policy at microsecond resolution, as the scripts take it: the rate N/W reduced to
@@ -26,9 +27,12 @@ typedef struct rlt__rpol {
  * when a number would pass the 2^50 bound (rlt_redis_policy_check's contract). */
 int rlt__rpol_from(const rlt_policy *p, rlt__rpol *o);
 
-/* Writes the Redis key name of `key` under `p` into buf[0..cap): prefix + ("{key}" unless the
- * key holds its own non-empty {tag}) + ":algo:N:W:B:Q:D" (the policy's numbers, W in ns), so a
- * changed policy starts from fresh state.  Returns the length; RLT_EKEYLEN for an empty key or
+/* Writes the Redis key name of `key` under `p` into buf[0..cap):
+ *     prefix + "{" + tag + "}" + key with '%' and ':' as %25 and %3A + ":algo:N:W:B:Q:D"
+ * where tag is Redis Cluster's hash tag of the key (its own non-empty {tag}, else all of it),
+ * so the name shares the key's slot, and the policy's numbers (W in ns) end it, so a changed
+ * policy starts from fresh state.  Injective: two distinct (key, policy) pairs never share a
+ * name ("x" and "{x}" share a slot, not a state).  Returns the length; RLT_EKEYLEN for an empty key or
  * one longer than 512 bytes; RLT_ENOSPC when it does not fit. */
 int rlt__key_name(const char *prefix, size_t plen, const rlt_policy *p, const void *key,
                   size_t klen, char *buf, size_t cap);

@@ -28,10 +28,10 @@ TEST(key_names_carry_a_hash_tag_and_the_policy)
     int n = rlt_redis_key_name(r, &p, "alice", 5, buf, sizeof buf);
     ASSERT(n > 0);
     buf[n] = 0;
-    ASSERT(strncmp(buf, "rlt:{alice}:5:", 14) == 0);
+    ASSERT_STR_EQ(buf, "rlt:{alice}alice:5:10:1000000000:10:0:0");
     n = rlt_redis_key_name(r, &p, "{acct}:ip", 9, buf, sizeof buf);
     buf[n] = 0;
-    ASSERT(strncmp(buf, "rlt:{acct}:ip:5:", 16) == 0);
+    ASSERT_STR_EQ(buf, "rlt:{acct}{acct}%3Aip:5:10:1000000000:10:0:0");
     rlt_policy q;
     ASSERT_EQ(rlt_policy_parse(&q, "gcra:20/1s", 10, NULL, 0), RLT_OK);
     char buf2[1024];
@@ -39,6 +39,32 @@ TEST(key_names_carry_a_hash_tag_and_the_policy)
     ASSERT(m != n || memcmp(buf, buf2, (size_t)n) != 0); /* another policy, another key */
     ASSERT_EQ(rlt_redis_key_name(r, &p, "", 0, buf, sizeof buf), RLT_EKEYLEN);
     ASSERT_EQ(rlt_redis_key_name(r, &p, "alice", 5, buf, 8), RLT_ENOSPC);
+    rlt_redis_close(r);
+}
+
+TEST(key_names_never_alias_two_keys)
+{
+    /* "x" and "{x}" share a hash tag (one slot), never a state; nor do keys that differ only
+     * where a ':' or '%' could be read as the policy's tail. */
+    rlt_redis *r;
+    ASSERT_EQ(rlt_redis_open(&r, &(rlt_redis_options){.servers = "127.0.0.1:1"}), RLT_OK);
+    rlt_policy p, q;
+    ASSERT_EQ(rlt_policy_parse(&p, "fixed_window:5/1h", 17, NULL, 0), RLT_OK);
+    ASSERT_EQ(rlt_policy_parse(&q, "fixed_window:5/1m", 17, NULL, 0), RLT_OK);
+    static const char *const keys[] = {"x", "{x}", "{x}x", "x:1", "x%3A1", "{x}:y", "x}", "{x"};
+    char a[1024], b[1024];
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        for (size_t j = 0; j < sizeof keys / sizeof keys[0]; j++)
+            for (int pp = 0; pp < 2; pp++) {
+                int n = rlt_redis_key_name(r, &p, keys[i], strlen(keys[i]), a, sizeof a);
+                int m = rlt_redis_key_name(r, pp ? &q : &p, keys[j], strlen(keys[j]), b, sizeof b);
+                ASSERT(n > 0 && m > 0);
+                bool same = n == m && memcmp(a, b, (size_t)n) == 0;
+                ASSERT_EQ(same, i == j && pp == 0);
+            }
+    /* And the name lands in the key's own slot, as cluster clients route it. */
+    int n = rlt_redis_key_name(r, &p, "{x}", 3, a, sizeof a);
+    ASSERT(n > 0);
     rlt_redis_close(r);
 }
 

@@ -202,17 +202,17 @@ TEST(every_bad_argument_is_an_error_and_the_server_survives)
 TEST(a_key_that_holds_something_else_is_an_error_not_a_crash)
 {
     redisContext *c = rtest_raw(0);
-    freeReplyObject(run(c, "SET rlt:{w}:5:1:1000000000:1:0:0 garbage"));
+    freeReplyObject(run(c, "SET rlt:{w}w:5:1:1000000000:1:0:0 garbage"));
     ASSERT(strstr(text(c, "RL.CHECK w gcra:1/1s"), "no state of this policy") != NULL);
-    freeReplyObject(run(c, "SET rlt:{w}:5:1:1000000000:1:0:0 99999999999999999999:1"));
+    freeReplyObject(run(c, "SET rlt:{w}w:5:1:1000000000:1:0:0 99999999999999999999:1"));
     ASSERT(strstr(text(c, "RL.CHECK w gcra:1/1s"), "no state of this policy") != NULL);
-    freeReplyObject(run(c, "SET rlt:{w}:2:3:1000000000:3:0:0 x"));
+    freeReplyObject(run(c, "SET rlt:{w}w:2:3:1000000000:3:0:0 x"));
     ASSERT(strncmp(text(c, "RL.CHECK w sliding_log:3/1s"), "WRONGTYPE", 9) == 0);
-    freeReplyObject(run(c, "RPUSH rlt:{w}:1:3:1000000000:3:0:0 x"));
+    freeReplyObject(run(c, "RPUSH rlt:{w}w:1:3:1000000000:3:0:0 x"));
     ASSERT(strncmp(text(c, "RL.CHECK w fixed_window:3/1s"), "WRONGTYPE", 9) == 0);
-    freeReplyObject(run(c, "RPUSH rlt:{w}:2:4:1000000000:4:0:0 1:9"));
+    freeReplyObject(run(c, "RPUSH rlt:{w}w:2:4:1000000000:4:0:0 1:9"));
     ASSERT(strstr(text(c, "RL.CHECK w sliding_log:4/1s"), "no state") != NULL);
-    freeReplyObject(run(c, "HSET rlt:{w}:7:2:1000000000:2:0:0 s5 1:2"));
+    freeReplyObject(run(c, "HSET rlt:{w}w:7:2:1000000000:2:0:0 s5 1:2"));
     ASSERT(strstr(text(c, "RL.ACQUIRE w concurrency:2/1s"), "no state") != NULL);
     ASSERT(strstr(text(c, "RL.RELEASE w concurrency:2/1s 1"), "no state") != NULL);
     ASSERT_STR_EQ(text(c, "RL.RESET w concurrency:2/1s"), "1");
@@ -360,7 +360,7 @@ TEST(a_denied_request_does_not_touch_the_key)
     redisContext *a = rtest_raw(0), *b = rtest_raw(0);
     at(b, S(50));
     ASSERT_STR_EQ(text(b, "RL.CHECK w1 gcra:1/1h"), "1 1 0 0 3600000 0");
-    freeReplyObject(run(a, "WATCH rlt:{w1}:5:1:3600000000000:1:0:0"));
+    freeReplyObject(run(a, "WATCH rlt:{w1}w1:5:1:3600000000000:1:0:0"));
     ASSERT_STR_EQ(text(b, "RL.CHECK w1 gcra:1/1h"), "0 1 0 3600000 3600000 0");
     freeReplyObject(run(a, "MULTI"));
     freeReplyObject(run(a, "PING"));

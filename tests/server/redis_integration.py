@@ -611,7 +611,7 @@ def key_prefix_and_redis_time_are_used(tmp):
     with Fleet(tmp, 1, config=cfg) as (d,):
         assert d.c.ok("RL.CHECK", "pfx", "fixed_window:3/1h")[0] == 1
         keys = redis_cli(0, "--scan", "--pattern", "fleet1:*")
-        assert "fleet1:{pfx}:" in keys, keys
+        assert "fleet1:{pfx}pfx:" in keys, keys
 
 
 def main():
