@@ -66,9 +66,11 @@ int rlt_store_get_policy(const rlt_store *s, int id, rlt_policy *out);
 
 /* Tiers: a tier is a name for a policy id ("free" -> policy 0, "pro" -> policy 1).  A key may
  * be assigned a tier; rlt_store_decide_tier then uses the key's tier, or `default_tier` when it
- * has none.  Assignments are kept until changed (they are configuration, never evicted) and
- * are saved in snapshots.  Returns RLT_OK, RLT_EINVAL, RLT_ENOENT (unknown tier or policy),
- * RLT_EKEYLEN, RLT_ENOMEM. */
+ * has none.  Assignments are saved in snapshots and bounded like keys: a shard holds at most
+ * its share of max_keys of them, counted in its bytes (max_bytes), and a key evicted for room
+ * (the least recently used) takes its assignment with it; an idle key that is merely fresh
+ * again keeps it.  Returns RLT_OK, RLT_EINVAL, RLT_ENOENT (unknown tier or policy),
+ * RLT_EKEYLEN, RLT_EFULL (the bound), RLT_ENOMEM. */
 int rlt_store_set_tier(rlt_store *s, const char *tier, int policy_id);
 int rlt_store_assign_tier(rlt_store *s, const void *key, size_t klen, const char *tier);
 int rlt_store_decide_tier(rlt_store *s, const char *default_tier, const void *key, size_t klen,

@@ -331,6 +331,9 @@ static void cmd_tier(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size
     tier[a[2].len] = '\0';
     int st = rlt_store_assign_tier(s->store, key, klen, tier);
     if (st == RLT_ENOENT || st == RLT_EINVAL) return rlt__resp_error(o, "ERR unknown tier");
+    if (st == RLT_EFULL)
+        return rlt__resp_error(o, "ERR too many tier assignments: they are bounded like keys "
+                                  "(max_keys, max_memory); a key's assignment leaves with it");
     if (st != RLT_OK) return store_error(s, o, st);
     rlt__resp_simple(o, "OK");
 }

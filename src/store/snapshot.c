@@ -292,10 +292,13 @@ static int read_records(reader *r, rlt_store *t, rlt_ns now, rlt_ns delta)
             uint32_t tier = (uint32_t)get_uint(r, 2);
             if (r->bad || tier >= t->ntier) goto out;
             uint64_t h = rlt__key_hash(t, key, klen);
-            if (rlt__assign_set(&t->shards[h & t->shard_mask], h, key, klen, tier)) {
+            int as = rlt__assign_set(t, &t->shards[h & t->shard_mask], h, key, klen, tier);
+            if (as == RLT_ENOMEM) {
                 rc = RLT_ENOMEM;
                 goto out;
             }
+            /* RLT_EFULL: more assignments than this store's caps hold (a smaller max_keys
+             * than the saver's): the rest is left out, as keys are evicted. */
         } else if (type == REC_ENTRY) {
             uint32_t pid = (uint32_t)get_uint(r, 2);
             size_t klen = (size_t)get_uint(r, 2);

@@ -149,6 +149,8 @@ static inline uint64_t key_hash(const rlt_store *s, const void *key, size_t klen
     return rlt__siphash(&s->sip, key, klen, 1, 3);
 }
 
+static void assign_drop(const rlt_store *s, rlt__shard *sh, const void *key, size_t klen);
+
 uint64_t rlt__key_hash(const rlt_store *s, const void *key, size_t klen)
 {
     return key_hash(s, key, klen);
@@ -361,6 +363,8 @@ static bool make_room(rlt_store *s, rlt__shard *sh, rlt_ns now)
             if (e->meta & RLT__REF) {
                 e->meta = (uint16_t)(e->meta & ~RLT__REF);
             } else {
+                /* The least recently used key leaves, and its tier assignment with it. */
+                assign_drop(s, sh, rlt__slot_key(s, e), e->meta & RLT__KLEN_MASK);
                 rlt__delete(s, sh, e);
                 RLT__STAT_ADD(sh->evicted_forced, 1);
                 sh->hand = i;
@@ -441,13 +445,33 @@ const rlt__assign *rlt__assign_find(const rlt__shard *sh, uint64_t h, const void
     return NULL;
 }
 
-int rlt__assign_set(rlt__shard *sh, uint64_t h, const void *key, size_t klen, uint32_t tier)
+/* Drops key's assignment, if any (its key left the store for room: forced eviction). */
+static void assign_drop(const rlt_store *s, rlt__shard *sh, const void *key, size_t klen)
+{
+    if (sh->acount == 0) return;
+    uint64_t h = key_hash(s, key, klen);
+    for (rlt__assign **pp = &sh->abuckets[(h >> 32) & (sh->anb - 1)]; *pp; pp = &(*pp)->next) {
+        rlt__assign *a = *pp;
+        if (a->hash == h && a->klen == klen && memcmp(a->key, key, klen) == 0) {
+            *pp = a->next;
+            RLT__STAT_ADD(sh->bytes, -(uint64_t)(sizeof *a + klen));
+            free(a);
+            sh->acount--;
+            return;
+        }
+    }
+}
+
+int rlt__assign_set(const rlt_store *s, rlt__shard *sh, uint64_t h, const void *key, size_t klen,
+                    uint32_t tier)
 {
     rlt__assign *a = (rlt__assign *)rlt__assign_find(sh, h, key, klen);
     if (a) {
         a->tier = tier;
         return RLT_OK;
     }
+    /* Bounded like keys: at most a shard's share of max_keys, and counted in its bytes. */
+    if (sh->acount >= s->key_cap || sh->bytes + sizeof *a + klen > s->byte_cap) return RLT_EFULL;
     if (sh->acount + 1 > sh->anb) {
         uint32_t nb = sh->anb ? sh->anb * 2 : 8;
         rlt__assign **b = calloc(nb, sizeof *b);
@@ -474,6 +498,7 @@ int rlt__assign_set(rlt__shard *sh, uint64_t h, const void *key, size_t klen, ui
     a->next = *slot;
     *slot = a;
     sh->acount++;
+    RLT__STAT_ADD(sh->bytes, sizeof *a + klen);
     return RLT_OK;
 }
 
@@ -822,7 +847,7 @@ int rlt_store_assign_tier(rlt_store *s, const void *key, size_t klen, const char
     rlt__shard *sh = shard_of(s, h);
     rlt__shard_lock(sh); /* tiers are written under every shard lock: reading under one is safe */
     int t = tier_find(s, tier, len);
-    rc = t < 0 ? RLT_ENOENT : rlt__assign_set(sh, h, key, klen, (uint32_t)t);
+    rc = t < 0 ? RLT_ENOENT : rlt__assign_set(s, sh, h, key, klen, (uint32_t)t);
     rlt__shard_unlock(sh);
     return rc;
 }

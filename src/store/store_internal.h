@@ -268,7 +268,8 @@ void rlt__delete(const rlt_store *s, rlt__shard *sh, rlt__slot *e);
 uint8_t *rlt__slot_state(const rlt_store *s, const rlt__slot *e);
 const uint8_t *rlt__slot_key(const rlt_store *s, const rlt__slot *e);
 void rlt__shard_free(rlt__shard *sh, const rlt_store *s);
-int rlt__assign_set(rlt__shard *sh, uint64_t h, const void *key, size_t klen, uint32_t tier);
+int rlt__assign_set(const rlt_store *s, rlt__shard *sh, uint64_t h, const void *key, size_t klen,
+                    uint32_t tier);
 const rlt__assign *rlt__assign_find(const rlt__shard *sh, uint64_t h, const void *key, size_t klen);
 
 /* A new, empty store with the same shards, caps, mode and secret as `s`, for building a

@@ -293,6 +293,21 @@ def a_closing_connection_is_gone_after_its_linger_whatever_it_keeps_sending(tmp)
         d.stop()
 
 
+@test
+def tier_assignments_are_bounded_by_max_keys(tmp):
+    cfg = "policies:\n  pro: fixed_window:100/1h\ntiers:\n  pro: pro\n"
+    d = it.Daemon(tmp, "--max-keys", "1000", config=cfg)
+    try:
+        burst = b"".join(it.resp("RL.TIER", "t%d" % i, "pro") for i in range(20000))
+        got = it.raw(d.port, burst, wait=3.0)
+        ok = got.count(b"+OK\r\n")
+        assert 0 < ok <= 1000, ok
+        assert b"-ERR too many tier assignments" in got
+        assert got.count(b"\r\n") == 20000  # every command answered
+    finally:
+        d.stop()
+
+
 def main():
     return it.run_tests(TESTS, sys.argv[2:], prefix="rlth-")
 

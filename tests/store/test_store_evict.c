@@ -244,3 +244,36 @@ TEST(too_small_byte_cap_is_invalid)
     o.shards = 100000;
     ASSERT_EQ(rlt_store_open(&s, &o), RLT_EINVAL);
 }
+
+TEST(tier_assignments_are_bounded_like_keys_and_leave_with_an_evicted_key)
+{
+    rlt_store *s;
+    rlt_store_options o = {.max_keys = 64, .shards = 1};
+    ASSERT_EQ(rlt_store_open(&s, &o), RLT_OK);
+    rlt_policy p;
+    ASSERT_EQ(rlt_policy_parse(&p, "fixed_window:5/1h", 17, NULL, 0), RLT_OK);
+    int id;
+    ASSERT_EQ(rlt_store_set_policy(s, "pro", &p, RLT_CHANGE_KEEP, &id), RLT_OK);
+    ASSERT_EQ(rlt_store_set_tier(s, "pro", id), RLT_OK);
+    char key[32];
+    /* At most max_keys assignments: the next one is refused, nothing grows past it. */
+    int refused = 0;
+    for (int i = 0; i < 1000; i++) {
+        int n = snprintf(key, sizeof key, "t%d", i);
+        int st = rlt_store_assign_tier(s, key, (size_t)n, "pro");
+        if (st == RLT_EFULL) refused++;
+        else ASSERT_EQ(st, RLT_OK);
+    }
+    ASSERT_EQ(refused, 1000 - 64);
+    /* A key charged under its tier, then evicted for room, takes its assignment along. */
+    rlt_decision d;
+    ASSERT_EQ(rlt_store_decide_tier(s, NULL, "t0", 2, 0, 1, &d), RLT_OK);
+    for (int i = 0; i < 200; i++) {
+        int n = snprintf(key, sizeof key, "u%d", i);
+        ASSERT_EQ(rlt_store_decide(s, id, key, (size_t)n, 0, 1, &d), RLT_OK); /* fills and evicts */
+    }
+    int pid = -1;
+    ASSERT_EQ(rlt_store_tier_policy(s, NULL, "t0", 2, &pid), RLT_ENOENT); /* gone with its key */
+    ASSERT_EQ(rlt_store_assign_tier(s, "new", 3, "pro"), RLT_OK);      /* room again */
+    rlt_store_close(s);
+}
