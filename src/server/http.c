@@ -38,6 +38,7 @@ static const char *reason(int code)
     case 200: return "OK";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
+    case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
@@ -154,7 +155,8 @@ static void reply_check(rlt__srv *s, const rlt__pipe_reply *r, int id, int64_t c
     }
     put_str(&body, "}\n");
     size_t n = body.len;
-    respond(r->out, d->allowed ? 200 : 429, r->flags, "application/json", hdr, bb, n);
+    respond(r->out, d->allowed ? 200 : (int)(r->arg ? r->arg : 429), r->flags, "application/json",
+            hdr, bb, n);
 }
 
 static void handle_check(rlt__conn *c, const rlt__http_req *req, const rlt__session *ss,
@@ -177,7 +179,7 @@ static void handle_check(rlt__conn *c, const rlt__http_req *req, const rlt__sess
         rlt__pipe_flush(rlt__conn_pipe(c), s);
         return respond_error(o, 400, flags, NULL, err);
     }
-    rlt__pipe_reply r = {.out = o, .fn = reply_check, .flags = flags};
+    rlt__pipe_reply r = {.out = o, .fn = reply_check, .flags = flags, .arg = cr.deny_status};
     field_name(cr.policy, cr.plen, r.name, sizeof r.name);
     /* HEAD shows where the key stands and charges nothing. */
     rlt__pipe_add(rlt__conn_pipe(c), s, now, &t, flags & HF_HEAD ? 0 : cr.cost, &r);

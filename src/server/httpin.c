@@ -97,8 +97,18 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
                 return RLT_EINVAL;
             }
             have_cost = true;
+        } else if (nl == 11 && memcmp(name, "deny_status", 11) == 0) {
+            /* nginx's auth_request denies only on 401/403: a proxy in front asks for 403. */
+            char num[8];
+            long d = r->deny_status ? -1 : url_decode(val, vl, num, sizeof num);
+            int64_t v = 0;
+            if (d <= 0 || !rlt__resp_parse_i64(num, (size_t)d, &v) || (v != 403 && v != 429)) {
+                snprintf(err, errlen, "deny_status must be given once, 403 or 429");
+                return RLT_EINVAL;
+            }
+            r->deny_status = (int)v;
         } else {
-            snprintf(err, errlen, "unknown parameter '%.*s' (key, policy, cost)",
+            snprintf(err, errlen, "unknown parameter '%.*s' (key, policy, cost, deny_status)",
                      (int)(nl > 32 ? 32 : nl), name);
             return RLT_EINVAL;
         }

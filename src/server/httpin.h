@@ -28,9 +28,11 @@ typedef struct rlt__check_req {
     char policy[512];
     size_t plen;
     int64_t cost;
+    int deny_status; /* the status of a denial: 429 (default, 0 here), or 403 for auth_request */
 } rlt__check_req;
 
-/* Parses "key=K&policy=P&cost=N" (URL-encoded; policy defaults to "default", cost to 1).
+/* Parses "key=K&policy=P&cost=N[&deny_status=403]" (URL-encoded; policy defaults to
+ * "default", cost to 1, deny_status to 0: the default 429).
  * Returns RLT_OK, or RLT_EINVAL with a message in err. */
 int rlt__check_parse(const char *query, size_t len, rlt__check_req *r, char *err, size_t errlen);
 

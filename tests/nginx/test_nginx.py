@@ -640,12 +640,66 @@ def test_nginx_t_names_every_bad_directive():
             assert rc != 0 and message in err and "[emerg]" in err, (text, message, err)
 
 
+def test_auth_request_recipe_against_ratelimitd_check():
+    # docs/nginx.md's recipe for an nginx without the module: auth_request asks ratelimitd's
+    # /v1/check (deny_status=403, the only denial auth_request understands), copies the
+    # RateLimit fields and Retry-After back, and turns the 403 into a 429.
+    if not ARGS.daemon:
+        raise AssertionError("needs --daemon (ratelimitd)")
+    tmp = tempfile.mkdtemp(prefix="rlt-authreq-")
+    d = subprocess.Popen([ARGS.daemon, "--port", "-1", "--http-port", "0", "--grpc-port", "-1",
+                          "--no-snapshot", "--threads", "1"], cwd=tmp, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True)
+    try:
+        m = re.search(r"http [^ ]+:(\d+)", d.stdout.readline())
+        assert m, "ratelimitd printed no port"
+        rl = int(m.group(1))
+        http = f"""
+    server {{ listen 127.0.0.1:PORT;
+        location = /_ratelimit {{
+            internal;
+            proxy_pass http://127.0.0.1:{rl}/v1/check?key=$remote_addr&policy=fixed_window:2/1h&deny_status=403;
+            proxy_pass_request_body off;
+            proxy_set_header Content-Length "";
+        }}
+        location / {{
+            auth_request /_ratelimit;
+            auth_request_set $rl_policy $upstream_http_ratelimit_policy;
+            auth_request_set $rl_fields $upstream_http_ratelimit;
+            auth_request_set $rl_retry $upstream_http_retry_after;
+            add_header RateLimit-Policy $rl_policy always;
+            add_header RateLimit $rl_fields always;
+            error_page 403 = @limited;
+        }}
+        location @limited {{
+            add_header RateLimit-Policy $rl_policy always;
+            add_header RateLimit $rl_fields always;
+            add_header Retry-After $rl_retry always;
+            return 429 "rate limited\n";
+        }}
+    }}"""
+        with Nginx(http).start() as n:
+            c = Client(n.port)
+            got = [c.get() for _ in range(3)]
+            assert [s for s, _, _ in got] == [200, 200, 429], [(s, h) for s, h, _ in got]
+            assert got[0][1]["ratelimit-policy"] == '"inline";q=2;w=3600', got[0][1]
+            assert got[0][1]["ratelimit"].startswith('"inline";r=1;'), got[0][1]
+            assert int(got[2][1]["retry-after"]) >= 1, got[2][1]
+            assert got[2][1]["ratelimit"].startswith('"inline";r=0;'), got[2][1]
+            c.close()
+    finally:
+        d.terminate()
+        d.wait(10)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
     ap.add_argument("--nginx", required=True)
     ap.add_argument("--module", required=True)
     ap.add_argument("--cli", required=True)
+    ap.add_argument("--daemon", default="")
     ap.add_argument("-k", default="")
     ARGS = ap.parse_args()
     for tool in (ARGS.nginx, ARGS.module, ARGS.cli):
