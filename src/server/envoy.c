@@ -253,6 +253,47 @@ static void count_rule(rlt__srv *s, int policy, int64_t hits, bool over, bool sh
         rlt__mcount(&m->envoy.near_limit[i], h);
 }
 
+/* The status of every descriptor, from its limit and (when charged or peeked) its decision;
+ * `at` is the instant the counted limits were decided at. */
+static void fill_statuses(rlt__envoy_result *res, const rlt__envoy_req *r, const limit *ls,
+                          const bool *charged, const rlt_decision *dec, rlt_ns now, rlt_ns at)
+{
+    for (size_t i = 0; i < r->ndesc; i++) {
+        rlt__envoy_status *st = &res->st[i];
+        const limit *l = &ls[i];
+        if (st->code == 0) st->code = RLT__CODE_OK;
+        st->policy_id = -1;
+        st->name = "";
+        if (l->rule == -1 || l->rule == -2) continue;
+        st->has_limit = !l->unlimited;
+        st->unlimited = l->unlimited;
+        if (l->unlimited) {
+            st->remaining = UINT32_MAX;
+            continue;
+        }
+        st->requests_per_unit = l->rpu;
+        st->unit = l->unit;
+        st->name = l->name;
+        st->policy_id = l->block_all ? -1 : l->policy;
+        rlt_ns reset = 0, t = l->shadow ? now + l->phase : at;
+        if (charged[i]) {
+            st->d = dec[i];
+            st->remaining = dec[i].remaining;
+            reset = dec[i].reset_after;
+        } else {
+            st->d.limit = l->rpu;
+            st->d.retry_after = l->block_all ? -1 : 0;
+        }
+        /* envoyproxy/ratelimit reports the time to the end of the current window on every
+         * status, OK or OVER_LIMIT, even when nothing was counted in it yet. */
+        rlt_ns win = l->window;
+        if (l->block_all) t = now + phase_of(win);
+        if (win > 0 && reset <= 0) reset = win - ((t % win) + win) % win;
+        st->reset_s = rlt_retry_after_seconds(reset);
+        if (st->reset_s < 0) st->reset_s = 0;
+    }
+}
+
 int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const rlt__session *ss, rlt_ns now,
                       rlt__envoy_result *res, char *err, size_t errlen)
 {
@@ -358,42 +399,8 @@ int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const rlt__session *
     for (size_t i = 0; i < r->ndesc; i++)
         if (ls[i].block_all) count_rule(s, ls[i].policy, ls[i].cost, true, false, 0, 0);
 
-    /* The statuses. */
     res->over = over;
-    for (size_t i = 0; i < r->ndesc; i++) {
-        rlt__envoy_status *st = &res->st[i];
-        const limit *l = &ls[i];
-        if (st->code == 0) st->code = RLT__CODE_OK;
-        st->policy_id = -1;
-        st->name = "";
-        if (l->rule == -1 || l->rule == -2) continue;
-        st->has_limit = !l->unlimited;
-        st->unlimited = l->unlimited;
-        if (l->unlimited) {
-            st->remaining = UINT32_MAX;
-            continue;
-        }
-        st->requests_per_unit = l->rpu;
-        st->unit = l->unit;
-        st->name = l->name;
-        st->policy_id = l->block_all ? -1 : l->policy;
-        rlt_ns reset = 0, t = l->shadow ? now + l->phase : at;
-        if (charged[i]) {
-            st->d = dec[i];
-            st->remaining = dec[i].remaining;
-            reset = dec[i].reset_after;
-        } else {
-            st->d.limit = l->rpu;
-            st->d.retry_after = l->block_all ? -1 : 0;
-        }
-        /* envoyproxy/ratelimit reports the time to the end of the current window on every
-         * status, OK or OVER_LIMIT, even when nothing was counted in it yet. */
-        rlt_ns win = l->window;
-        if (l->block_all) t = now + phase_of(win);
-        if (win > 0 && reset <= 0) reset = win - ((t % win) + win) % win;
-        st->reset_s = rlt_retry_after_seconds(reset);
-        if (st->reset_s < 0) st->reset_s = 0;
-    }
+    fill_statuses(res, r, ls, charged, dec, now, at);
     return RLT_OK;
 }
 
