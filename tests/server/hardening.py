@@ -5,6 +5,7 @@ identities that do not survive their removal, ports that are never silently shar
 errors that say why, costs that can never fit).
 Usage: hardening.py PATH_TO_RATELIMITD [TEST_NAME...]; prints "N passed, N failed"."""
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -306,6 +307,36 @@ def tier_assignments_are_bounded_by_max_keys(tmp):
         assert got.count(b"\r\n") == 20000  # every command answered
     finally:
         d.stop()
+
+
+@test
+def under_systemd_it_reports_readiness_and_logs_with_priorities(tmp):
+    # Type=notify: READY=1 on $NOTIFY_SOCKET once listening, STOPPING=1 at stop; with
+    # JOURNAL_STREAM set every log line starts with its syslog priority (<3> errors, <6> info).
+    path = os.path.join(tmp, "notify")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    srv.bind(path)
+    srv.settimeout(5)
+    old = {k: os.environ.get(k) for k in ("NOTIFY_SOCKET", "JOURNAL_STREAM")}
+    os.environ["NOTIFY_SOCKET"] = path
+    os.environ["JOURNAL_STREAM"] = "8:12345"
+    try:
+        d = it.Daemon(tmp)
+        try:
+            assert srv.recv(64) == b"READY=1"
+        finally:
+            d.stop()
+        assert srv.recv(64) == b"STOPPING=1"
+        lines = [ln for ln in d.stderr().splitlines() if ln]
+        assert lines and all(re.match(r"<[0-7]>ratelimitd: ", ln) for ln in lines), lines
+        assert "<6>ratelimitd: stopped" in lines, lines
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        srv.close()
 
 
 def main():
