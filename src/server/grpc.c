@@ -14,6 +14,8 @@
  * with envoyproxy/ratelimit's message; a protocol error ends the connection with GOAWAY. */
 #include "server/grpc.h"
 
+#include "server/escape.h"
+
 #include "server/conn.h"
 #include "server/envoy.h"
 #include "server/metrics.h"
@@ -98,20 +100,14 @@ static void count_status(gconn *g, int status)
 }
 
 /* grpc-message is percent-encoded: bytes outside 0x20..0x7e and '%' as %XX. */
+static bool grpc_message_plain(unsigned char c)
+{
+    return c >= 0x20 && c <= 0x7e && c != '%';
+}
+
 static void pct_encode(const char *in, char *out, size_t cap)
 {
-    static const char hex[] = "0123456789ABCDEF";
-    size_t o = 0;
-    for (const unsigned char *p = (const unsigned char *)in; *p && o + 4 < cap; p++) {
-        if (*p >= 0x20 && *p <= 0x7e && *p != '%') {
-            out[o++] = (char)*p;
-        } else {
-            out[o++] = '%';
-            out[o++] = hex[*p >> 4];
-            out[o++] = hex[*p & 15];
-        }
-    }
-    out[o] = '\0';
+    rlt__pct_encode(in, out, cap, grpc_message_plain);
 }
 
 #define NV(n, v) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}

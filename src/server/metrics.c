@@ -2,6 +2,8 @@
  * as Prometheus text for /metrics and as Redis INFO text. */
 #include "server/metrics.h"
 
+#include "server/escape.h"
+
 #include "server/backend.h"
 #include "server/clock.h"
 #include "server/decide.h"
@@ -55,6 +57,16 @@ typedef struct totals {
 static bool id_used(size_t id, size_t nids)
 {
     return id < nids || id == RLT__METRIC_IDS - 1;
+}
+
+/* The name metrics show for policy id (the shared last id: "(other)"). */
+static const char *id_name(rlt__srv *s, size_t id, char *buf, size_t cap)
+{
+    if (id == RLT__METRIC_IDS - 1) {
+        snprintf(buf, cap, "(other)");
+        return buf;
+    }
+    return rlt__srv_policy_name(s, (int)id, buf, cap);
 }
 
 static void sum(rlt__srv *s, totals *t)
@@ -167,11 +179,7 @@ void rlt__metrics_prometheus(rlt__srv *s, rlt__obuf *o)
         per_id(s, id, &a, &d, &sh);
         if (a + d + sh == 0) continue;
         char name[RLT__STR_MAX], esc[2 * RLT__STR_MAX + 8];
-        if (id == RLT__METRIC_IDS - 1)
-            snprintf(name, sizeof name, "(other)");
-        else
-            rlt__srv_policy_name(s, (int)id, name, sizeof name);
-        label(esc, sizeof esc, name);
+        label(esc, sizeof esc, id_name(s, id, name, sizeof name));
         rlt__obuf_printf(o,
              "ratelimitd_policy_decisions_total{policy=\"%s\",outcome=\"allowed\"} %" PRIu64 "\n"
              "ratelimitd_policy_decisions_total{policy=\"%s\",outcome=\"denied\"} %" PRIu64 "\n"
@@ -254,24 +262,17 @@ void rlt__metrics_prometheus(rlt__srv *s, rlt__obuf *o)
     if (s->be != NULL) s->be->ops->prometheus(s->be, o);
 }
 
-/* A name for an INFO value: bytes other than [A-Za-z0-9_./@#-] as %XX, so that the value parses
- * as k=v pairs in every client (redis-py splits on ',' and '='). */
+/* A name for an INFO value: bytes other than [A-Za-z0-9_./@#()-] as %XX, so that the value
+ * parses as k=v pairs in every client (redis-py splits on ',' and '='). */
+static bool info_plain(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c != '\0' && strchr("_./@#-()", c) != NULL);
+}
+
 static void info_escape(char *out, size_t cap, const char *in)
 {
-    static const char hex[] = "0123456789ABCDEF";
-    size_t o = 0;
-    for (const unsigned char *p = (const unsigned char *)in; *p && o + 4 < cap; p++) {
-        bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-                     (*p >= '0' && *p <= '9') || strchr("_./@#-()", *p) != NULL;
-        if (plain) {
-            out[o++] = (char)*p;
-        } else {
-            out[o++] = '%';
-            out[o++] = hex[*p >> 4];
-            out[o++] = hex[*p & 15];
-        }
-    }
-    out[o] = '\0';
+    rlt__pct_encode(in, out, cap, info_plain);
 }
 
 void rlt__metrics_info(rlt__srv *s, rlt__obuf *o)
@@ -337,11 +338,7 @@ void rlt__metrics_info(rlt__srv *s, rlt__obuf *o)
         per_id(s, id, &a, &d, &sh);
         if (a + d + sh == 0) continue;
         char name[RLT__STR_MAX], esc[3 * RLT__STR_MAX + 8];
-        if (id == RLT__METRIC_IDS - 1)
-            snprintf(name, sizeof name, "(other)");
-        else
-            rlt__srv_policy_name(s, (int)id, name, sizeof name);
-        info_escape(esc, sizeof esc, name);
+        info_escape(esc, sizeof esc, id_name(s, id, name, sizeof name));
         rlt__obuf_printf(o,
                          "policy%zu:name=%s,allowed=%" PRIu64 ",denied=%" PRIu64
                          ",shadow_denied=%" PRIu64 "\r\n",
@@ -407,11 +404,7 @@ void rlt__metrics_grpc_prometheus(rlt__srv *s, rlt__obuf *o)
         for (size_t id = 0; id < RLT__METRIC_IDS; id++) {
             if (envoy_sum(s, offsetof(rlt__envoy_counters, total_hits), id) == 0) continue;
             char name[RLT__STR_MAX], esc[2 * RLT__STR_MAX + 8];
-            if (id == RLT__METRIC_IDS - 1)
-                snprintf(name, sizeof name, "(other)");
-            else
-                rlt__srv_policy_name(s, (int)id, name, sizeof name);
-            label(esc, sizeof esc, name);
+            label(esc, sizeof esc, id_name(s, id, name, sizeof name));
             rlt__obuf_printf(o, "ratelimitd_envoy_%s_total{rule=\"%s\"} %" PRIu64 "\n",
                              fam[f].name, esc, envoy_sum(s, fam[f].off, id));
         }

@@ -20,7 +20,6 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -715,24 +714,7 @@ def two_daemons_on_one_redis_share_a_grpc_limit(tmp):
 
 
 def main():
-    passed = failed = 0
-    for t in (REDIS_TESTS if REDIS else TESTS):
-        if ARGS and t.__name__ not in ARGS:
-            continue
-        tmp = tempfile.mkdtemp(prefix="rltg-")
-        try:
-            t(tmp)
-            print("ok   " + t.__name__)
-            passed += 1
-        except Exception:
-            print("FAIL " + t.__name__)
-            traceback.print_exc()
-            failed += 1
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        sys.stdout.flush()
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return it.run_tests(REDIS_TESTS if REDIS else TESTS, ARGS, prefix="rltg-")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,18 @@
+/* Percent-encoding with a caller's rule for the bytes that stay as they are. */
+#include "server/escape.h"
+
+void rlt__pct_encode(const char *in, char *out, size_t cap, bool (*plain)(unsigned char))
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)in; *p && o + 4 < cap; p++) {
+        if (plain(*p)) {
+            out[o++] = (char)*p;
+        } else {
+            out[o++] = '%';
+            out[o++] = hex[*p >> 4];
+            out[o++] = hex[*p & 15];
+        }
+    }
+    if (cap > 0) out[o] = '\0';
+}
