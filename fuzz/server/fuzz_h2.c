@@ -6,6 +6,7 @@
 #include "server/config.h"
 #include "server/grpc.h"
 #include "server/srv.h"
+#include "fuzz_srv.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -19,11 +20,7 @@ static rlt__srv *srv(void)
     static const char yaml[] =
         "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, "
         "requests_per_unit: 3}\n  - key: u\n    rate_limit: {unlimited: true}\n";
-    rlt__config *c;
-    char err[300];
-    if (rlt__config_parse(yaml, sizeof yaml - 1, "fuzz", &c, err, sizeof err) < 0) abort();
-    c->set.snapshot[0] = '\0';
-    if (rlt__srv_open(&s, c, 0, 0, err, sizeof err) < 0) abort();
+    s = fuzz_srv_open(yaml, sizeof yaml - 1);
     return s;
 }
 

@@ -9,6 +9,7 @@
 #include "server/pipe.h"
 #include "server/request.h"
 #include "server/srv.h"
+#include "fuzz_srv.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -26,11 +27,7 @@ static rlt__srv *srv(void)
         "    rate_limit: {requests_per_unit: 0, unit: hour}\n  - key: u\n    rate_limit: "
         "{unlimited: true}\n  - key: s\n    shadow_mode: true\n    rate_limit: {unit: second, "
         "requests_per_unit: 1, replaces: [{name: n1}]}\n";
-    rlt__config *c;
-    char err[300];
-    if (rlt__config_parse(yaml, sizeof yaml - 1, "fuzz", &c, err, sizeof err) < 0) abort();
-    c->set.snapshot[0] = '\0';
-    if (rlt__srv_open(&s, c, 0, 0, err, sizeof err) < 0) abort();
+    s = fuzz_srv_open(yaml, sizeof yaml - 1);
     return s;
 }
 
