@@ -71,6 +71,7 @@ struct rlt__conn {
     rlt__session ss;
     rlt_ns started;  /* first byte of the pending partial request; 0 = none */
     rlt_ns linger_until; /* draining: closed at this instant whatever still arrives */
+    rlt_ns idle_armed;   /* the read timer holds the idle timeout (+1; 0: a deadline or none) */
     bool writing;    /* wev is added: the socket did not take all the output */
     bool draining;   /* replies sent, write side shut: discarding input until EOF */
     bool in_turn;    /* read in this turn: on the worker's `turn` list */
@@ -199,6 +200,7 @@ static void conn_linger(rlt__conn *c)
     /* A deadline of its own: a persistent event's timer restarts at every byte, so a client
      * trickling bytes would otherwise hold the connection (and its slot) forever. */
     c->linger_until = rlt__now() + LINGER_MS * RLT_NS_PER_MS;
+    c->idle_armed = 0;
     struct timeval tv;
     tv_of(LINGER_MS * RLT_NS_PER_MS, &tv);
     event_add(c->rev, &tv);
@@ -234,10 +236,16 @@ static int conn_flush(rlt__conn *c)
 static void arm_timer(rlt__conn *c, const rlt__settings *set, rlt_ns now)
 {
     rlt_ns t = set->idle_timeout;
-    if (c->in_len > 0 && set->client_timeout > 0) {
+    bool deadline = c->in_len > 0 && set->client_timeout > 0;
+    if (deadline) {
         t = c->started + set->client_timeout - now;
         if (t < RLT_NS_PER_MS) t = RLT_NS_PER_MS;
+    } else if (c->idle_armed == t + 1) {
+        /* Already armed for idleness: the persistent event restarts that timer at every read
+         * by itself, so the common turn (a whole request, no deadline pending) adds nothing. */
+        return;
     }
+    c->idle_armed = deadline ? 0 : t + 1;
     if (t > 0) {
         struct timeval tv;
         tv_of(t, &tv);

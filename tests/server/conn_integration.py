@@ -333,6 +333,27 @@ def metrics_pass_promtool_after_traffic_on_every_endpoint(tmp):
         d.stop()
 
 
+@test
+def idle_connections_close_after_idle_timeout_and_busy_ones_stay(tmp):
+    d = it.Daemon(tmp, config="server:\n  idle_timeout: 1s\n")
+    try:
+        quiet = socket.create_connection(("127.0.0.1", d.port), timeout=5)
+        busy = socket.create_connection(("127.0.0.1", d.port), timeout=5)
+        t0 = time.time()
+        while time.time() - t0 < 2.5:  # a whole command every 0.3 s: never idle for 1 s
+            busy.sendall(it.resp("PING"))
+            assert busy.recv(64) == b"+PONG\r\n"
+            time.sleep(0.3)
+        quiet.settimeout(0.5)
+        assert quiet.recv(64) == b"", "the quiet connection was not closed"
+        busy.sendall(it.resp("PING"))
+        assert busy.recv(64) == b"+PONG\r\n"
+        quiet.close()
+        busy.close()
+    finally:
+        d.stop()
+
+
 def main():
     return it.run_tests(TESTS, sys.argv[2:], prefix="rltc-")
 
