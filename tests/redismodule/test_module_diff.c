@@ -8,6 +8,7 @@
 #include "rtest.h"
 #include "test.h"
 
+#include "diff_checks.h"
 #include "diff_policies.h" /* the same 22 policies as the scripts' differential */
 
 #define SAME(c, r, what)                                                                           \
@@ -182,23 +183,7 @@ TEST(module_matches_c_after_the_clock_steps_back_decades)
 TEST(module_huge_costs_never_fit_like_c)
 {
     rlt_redis *r = open_engine(RLT_REDIS_ENGINE_MODULE);
-    const char *texts[] = {"gcra:3/1s",        "fixed_window:5/1s", "sliding_window:5/1s",
-                           "sliding_log:5/1s", "token_bucket:3/1s", "leaky_bucket:3/1s,queue=2"};
-    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
-        rlt_policy p = rtest_policy(texts[i]);
-        void *st = calloc(1, rlt_state_size(&p));
-        rlt_decision dc, dr;
-        ASSERT_EQ(rlt_redis_reset(r, &p, "huge", 4), RLT_OK);
-        ASSERT_EQ(rlt_decide(&p, st, 5000000000, INT64_MAX, &dc), RLT_OK);
-        ASSERT_EQ(
-            rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, "huge", 4, 5000000000, INT64_MAX, &dr),
-            RLT_OK);
-        ASSERT_EQ(dc.allowed, dr.allowed);
-        ASSERT_EQ(dr.retry_after, -1);
-        ASSERT_EQ(dc.remaining, dr.remaining);
-        ASSERT_EQ(dc.reset_after, dr.reset_after);
-        free(st);
-    }
+    diff_huge_costs_never_fit_like_c(r);
     rlt_redis_close(r);
 }
 
@@ -260,28 +245,10 @@ TEST(module_multi_limit_matches_the_scripts_multi_limit)
 TEST(module_batch_matches_single_calls)
 {
     rlt_redis *r = open_engine(RLT_REDIS_ENGINE_AUTO);
-    rlt_policy p = rtest_policy("gcra:10/1s,burst=10");
-    enum { N = 40 };
-    rlt_redis_check ck[N];
-    char keys[N][16];
-    for (int i = 0; i < N; i++) {
-        snprintf(keys[i], sizeof keys[i], "mbatch%d", i % 4);
-        ck[i] = (rlt_redis_check){&p, keys[i], strlen(keys[i]), 1};
-    }
-    for (int k = 0; k < 4; k++)
-        ASSERT_EQ(rlt_redis_reset(r, &p, keys[k], strlen(keys[k])), RLT_OK);
-    rlt_decision out[N];
-    int status[N];
-    ASSERT_EQ(rlt_redis_decide_batch(r, ck, N, RLT_REDIS_CALLER_TIME, 7000000000, out, status),
-              RLT_OK);
-    for (int i = 0; i < N; i++) {
-        ASSERT_EQ(status[i], RLT_OK);
-        ASSERT_EQ(out[i].allowed, i / 4 < 10);
-        ASSERT_EQ(out[i].remaining, 10 - 1 - i / 4);
-    }
+    diff_batch_matches_single_calls(r, "mbatch");
     rlt_redis_stats st;
     rlt_redis_stats_get(r, &st);
-    ASSERT_EQ(st.module_calls, N);
+    ASSERT_EQ(st.module_calls, 40); /* the whole batch went to the module */
     rlt_redis_close(r);
 }
 

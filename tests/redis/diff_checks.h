@@ -1,0 +1,63 @@
+/* Checks the differential tests run on both engines (tests/redis/test_redis_diff.c for the
+ * scripts, tests/redismodule/test_module_diff.c for the module), each on an open handle.
+ * A failed ASSERT marks the calling test failed and returns from the check. */
+#ifndef RLT_DIFF_CHECKS_H
+#define RLT_DIFF_CHECKS_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ratelimit/redis.h"
+#include "rtest.h"
+#include "test.h"
+
+/* A cost of INT64_MAX never fits any algorithm: denied with retry_after -1 (never), and the
+ * remaining and reset_after the C core gives. */
+static void diff_huge_costs_never_fit_like_c(rlt_redis *r)
+{
+    const char *texts[] = {"gcra:3/1s",        "fixed_window:5/1s", "sliding_window:5/1s",
+                           "sliding_log:5/1s", "token_bucket:3/1s", "leaky_bucket:3/1s,queue=2"};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        rlt_policy p = rtest_policy(texts[i]);
+        void *st = calloc(1, rlt_state_size(&p));
+        rlt_decision dc, dr;
+        ASSERT_EQ(rlt_redis_reset(r, &p, "huge", 4), RLT_OK);
+        ASSERT_EQ(rlt_decide(&p, st, 5000000000, INT64_MAX, &dc), RLT_OK);
+        ASSERT_EQ(
+            rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, "huge", 4, 5000000000, INT64_MAX, &dr),
+            RLT_OK);
+        ASSERT_EQ(dc.allowed, dr.allowed);
+        ASSERT_EQ(dr.retry_after, -1);
+        ASSERT_EQ(dc.remaining, dr.remaining);
+        ASSERT_EQ(dc.reset_after, dr.reset_after);
+        free(st);
+    }
+}
+
+/* Forty checks on four keys (PREFIX0..PREFIX3) in one batch at one instant, ten requests
+ * per key allowed: the first ten of each key pass, in order, as single calls would. */
+static void diff_batch_matches_single_calls(rlt_redis *r, const char *prefix)
+{
+    rlt_policy p = rtest_policy("gcra:10/1s,burst=10");
+    enum { N = 40 };
+    rlt_redis_check ck[N];
+    char keys[N][32];
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof keys[i], "%.20s%d", prefix, i % 4);
+        ck[i] = (rlt_redis_check){&p, keys[i], strlen(keys[i]), 1};
+    }
+    for (int k = 0; k < 4; k++)
+        ASSERT_EQ(rlt_redis_reset(r, &p, keys[k], strlen(keys[k])), RLT_OK);
+    rlt_decision out[N];
+    int status[N];
+    ASSERT_EQ(rlt_redis_decide_batch(r, ck, N, RLT_REDIS_CALLER_TIME, 7000000000, out, status),
+              RLT_OK);
+    for (int i = 0; i < N; i++) {
+        ASSERT_EQ(status[i], RLT_OK);
+        ASSERT_EQ(out[i].allowed, i / 4 < 10);
+        ASSERT_EQ(out[i].remaining, 10 - 1 - i / 4);
+    }
+}
+
+#endif
