@@ -231,6 +231,10 @@ static int parse_redis(rlt__cy *x, yaml_node_t *n)
             int f = 0;
             r = rlt__cy_get_fail(x, v, &f);
             rs->fail_open = f == RLT__FAIL_OPEN;
+            rs->fail_local = f == RLT__FAIL_LOCAL;
+        } else if (rlt__cy_eq(key, kl, "fleet_size")) {
+            r = rlt__cy_get_int(x, v, 1, 65536, &i, "redis fleet_size");
+            rs->fleet_size = (unsigned)i;
         } else if (rlt__cy_eq(key, kl, "breaker_failures")) {
             r = rlt__cy_get_int(x, v, 1, 1000, &i, "redis breaker_failures");
             rs->breaker_failures = (unsigned)i;
@@ -256,11 +260,12 @@ static int parse_redis(rlt__cy *x, yaml_node_t *n)
             r = get_redis_duration(x, v, RLT_NS_PER_MS, 3600 * RLT_NS_PER_S, &rs->lease_ttl,
                                    "redis lease_ttl");
         else
-            r = rlt__cy_fail(x, k,
-                     "unknown redis setting '%.*s' (address, cluster, password, prefix, "
-                     "timeout, fail, breaker_failures, backoff_min, backoff_max, lease_units, "
-                     "lease_ttl, engine)",
-                     (int)(kl > 64 ? 64 : kl), key);
+            r = rlt__cy_fail(
+                x, k,
+                "unknown redis setting '%.*s' (address, cluster, password, prefix, "
+                "timeout, fail, breaker_failures, backoff_min, backoff_max, lease_units, "
+                "lease_ttl, engine, fleet_size)",
+                (int)(kl > 64 ? 64 : kl), key);
         if (r < 0) return RLT_EPARSE;
     }
     if (rs->address[0] == '\0') return rlt__cy_fail(x, n, "redis needs an address (host:port)");

@@ -581,9 +581,9 @@ def config_refuses_policies_redis_cannot_run_and_bad_settings(tmp):
     cases = [
         ("policies:\n  tiny: fixed_window:10/1500ns\n" + redis_section(), "cannot run in Redis"),
         (redis_section("  colour: blue\n"), "unknown redis setting"),
-        (redis_section("  fail: maybe\n"), "fail must be open or closed"),
+        (redis_section("  fail: maybe\n"), "fail must be open, closed or local"),
         (redis_section("  timeout: 50\n"), "redis timeout must be a duration"),
-        ("policies:\n  p: {policy: gcra:1/1s, fail: sometimes}\n", "fail must be open or closed"),
+        ("policies:\n  p: {policy: gcra:1/1s, fail: sometimes}\n", "fail must be open, closed or local"),
         ("redis: {cluster: true}\n", "redis needs an address"),
     ]
     for text, want in cases:
