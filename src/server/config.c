@@ -260,12 +260,11 @@ static int parse_redis(rlt__cy *x, yaml_node_t *n)
             r = get_redis_duration(x, v, RLT_NS_PER_MS, 3600 * RLT_NS_PER_S, &rs->lease_ttl,
                                    "redis lease_ttl");
         else
-            r = rlt__cy_fail(
-                x, k,
-                "unknown redis setting '%.*s' (address, cluster, password, prefix, "
-                "timeout, fail, breaker_failures, backoff_min, backoff_max, lease_units, "
-                "lease_ttl, engine, fleet_size)",
-                (int)(kl > 64 ? 64 : kl), key);
+            r = rlt__cy_fail(x, k,
+                     "unknown redis setting '%.*s' (address, cluster, password, prefix, "
+                     "timeout, fail, breaker_failures, backoff_min, backoff_max, lease_units, "
+                     "lease_ttl, engine, fleet_size)",
+                     (int)(kl > 64 ? 64 : kl), key);
         if (r < 0) return RLT_EPARSE;
     }
     if (rs->address[0] == '\0') return rlt__cy_fail(x, n, "redis needs an address (host:port)");
