@@ -580,6 +580,8 @@ def killed_and_restarted_redis_recovers_without_errors_reaching_clients(tmp):
 def config_refuses_policies_redis_cannot_run_and_bad_settings(tmp):
     cases = [
         ("policies:\n  tiny: fixed_window:10/1500ns\n" + redis_section(), "cannot run in Redis"),
+        ("policies:\n  boxed: gcra:10/1s,block=1m\n" + redis_section(),
+         "block= (the penalty box) keeps its state in the local store only"),
         (redis_section("  colour: blue\n"), "unknown redis setting"),
         (redis_section("  fail: maybe\n"), "fail must be open or closed"),
         (redis_section("  timeout: 50\n"), "redis timeout must be a duration"),
