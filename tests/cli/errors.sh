@@ -34,6 +34,7 @@ expect sim_bad_limit 2 "--limit 'x': not a decimal number" "" sim --limit x
 expect sim_zero_limit 2 "--limit '0': must be between 1 and" "" sim --limit 0
 expect sim_fractional_limit 2 "--limit '2.5': not a whole number" "" sim --limit 2.5
 expect sim_bad_window 2 "--window '-1'" "" sim --window -1
+expect sim_bad_block 2 "--block '5s*1..1m': expected DURATION or DURATION*FACTOR..MAX" "" sim --block '5s*1..1m'
 expect sim_bad_pattern 2 "unknown --pattern 'zigzag'" "" sim --pattern zigzag
 expect sim_bad_at 2 "--at: bad time 'x'" "" sim --at 1,x,3
 expect sim_two_sources 2 "alternatives" "" sim --pattern steady --at 1

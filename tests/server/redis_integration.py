@@ -676,6 +676,8 @@ def a_fleet_falling_back_locally_admits_no_more_than_the_shared_limit(tmp):
 def config_refuses_policies_redis_cannot_run_and_bad_settings(tmp):
     cases = [
         ("policies:\n  tiny: fixed_window:10/1500ns\n" + redis_section(), "cannot run in Redis"),
+        ("policies:\n  boxed: gcra:10/1s,block=1m\n" + redis_section(),
+         "block= (the penalty box) keeps its state in the local store only"),
         (redis_section("  colour: blue\n"), "unknown redis setting"),
         (redis_section("  fail: maybe\n"), "fail must be open, closed or local"),
         (redis_section("  timeout: 50\n"), "redis timeout must be a duration"),
