@@ -2,14 +2,17 @@
 """Top offenders end to end (src/server/top.c): the real daemon with two worker threads,
 denials sent over several connections (so that both workers' sketches hold some), read back
 through INFO's "# Top" section, GET /v1/top and /metrics (checked by promtool), against the
-exact counts the test itself keeps.  Usage: top_integration.py PATH_TO_RATELIMITD [TEST...]."""
+exact counts the test itself keeps.  Usage: top_integration.py PATH_TO_RATELIMITD [--redis]
+[TEST...] (--redis: the distributed-mode tests, under tests/redis/redis-servers.sh)."""
 import json
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -260,7 +263,56 @@ def many_keys_through_a_small_sketch_keep_the_heavy_hitters_and_the_bounds(tmp):
         d.stop()
 
 
+@test
+def a_reload_keeps_top_keys_and_the_counts_so_far(tmp):
+    cfg = "server:\n  top_keys: 5\npolicies:\n  api: fixed_window:1/1h\n"
+    d = it.Daemon(tmp, config=cfg)
+    try:
+        send_all(d.port, [("RL.CHECK", "a", "api")] * 4, conns=1)
+        with open(d.config_path, "w") as f:
+            f.write(cfg.replace("top_keys: 5", "top_keys: 50"))
+        before = d.stderr().count("reload")
+        d.p.send_signal(signal.SIGHUP)
+        deadline = time.time() + 5
+        while time.time() < deadline and d.stderr().count("reload") == before:
+            time.sleep(0.05)
+        assert d.stderr().count("reload") > before, d.stderr()
+        send_all(d.port, [("RL.CHECK", "a", "api")] * 2, conns=1)
+        t = info_top(d)
+        assert t["top_keys"] == 5 and [(e[0], e[2]) for e in t["entries"]] == [(b"a", 5)], t
+    finally:
+        d.stop()
+
+
+REDIS_TESTS = []
+
+
+def redis_test(fn):
+    REDIS_TESTS.append(fn)
+    return fn
+
+
+@redis_test
+def the_redis_backend_counts_denials_the_same_way(tmp):
+    """With the shared store in Redis (tests/redis/redis-servers.sh exports
+    RLT_REDIS_SERVERS), the denials Redis decides are the top's too."""
+    addr = os.environ.get("RLT_REDIS_SERVERS")
+    if not addr:
+        raise AssertionError("needs RLT_REDIS_SERVERS (run under tests/redis/redis-servers.sh)")
+    d = it.Daemon(tmp, "--redis", addr, config="policies:\n  api: fixed_window:1/1h\n")
+    try:
+        key = "top-redis-%d" % os.getpid()
+        send_all(d.port, [("RL.CHECK", key, "api")] * 6, conns=2)
+        doc = json.loads(http_get(d, "/v1/top")[1])
+        assert [(e["key"], e["denied"]) for e in doc["keys"]] == [(key, 5)], doc
+    finally:
+        d.stop()
+
+
 def main():
+    """`--redis` (first after the binary) runs the tests against a Redis instead."""
+    if sys.argv[2:3] == ["--redis"]:
+        return it.run_tests(REDIS_TESTS, sys.argv[3:], prefix="rltt-")
     return it.run_tests(TESTS, sys.argv[2:], prefix="rltt-")
 
 
