@@ -4,6 +4,7 @@
 #include "server/config.h"
 
 #include "server/config_yaml.h"
+#include "server/top.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -40,6 +41,7 @@ void rlt__settings_default(rlt__settings *s)
     s->max_inline_policies = 1024;
     s->max_args = RLT__RESP_DEFAULT_MAX_ARGS;
     s->max_bulk = RLT__RESP_DEFAULT_MAX_BULK;
+    s->top_keys = 100;
 }
 
 /* A header name for gRPC metadata: 1..63 bytes of lower-case token characters (HTTP/2
@@ -112,6 +114,7 @@ static const setting settings[] = {
     {"max_bulk", SET_SIZE, S(max_bulk), 1024, RLT__MAX_INPUT / 2,
      "max_bulk"},
     {"shadow_mode", SET_BOOL, S(shadow_mode), 0, 0, "shadow_mode"},
+    {"top_keys", SET_SIZE, S(top_keys), 0, RLT__TOP_KEYS_MAX, "top_keys"},
 };
 #undef S
 

@@ -11,6 +11,7 @@
 #include "server/proto.h"
 #include "server/resp.h"
 #include "server/srv.h"
+#include "server/top.h"
 
 #include <event2/event.h>
 #include <stddef.h>
@@ -29,7 +30,7 @@ static void usage(FILE *f)
           "                  [--grpc-port N] [--bind ADDR]\n"
           "                  [--threads N] [--password PW] [--snapshot FILE | --no-snapshot]\n"
           "                  [--snapshot-interval DURATION] [--max-keys N]\n"
-          "                  [--max-connections N] [--check-config]\n"
+          "                  [--max-connections N] [--top-keys N] [--check-config]\n"
           "                  [--redis HOST:PORT[,HOST:PORT...]] [--redis-cluster]\n"
           "                  [--redis-fail open|closed|local] [--redis-timeout DURATION]\n"
           "                  [--redis-fleet-size N]\n"
@@ -48,10 +49,11 @@ typedef struct overrides {
     size_t nconfigs;
     const char *bind, *password, *snapshot, *interval;
     const char *redis, *redis_fail, *redis_timeout;
-    long port, http_port, grpc_port, threads, max_keys, max_conns;
+    long port, http_port, grpc_port, threads, max_keys, max_conns, top_keys;
     bool has_port, has_http, has_grpc, has_threads, has_keys, has_conns, no_snapshot, check_only;
     long fleet_size; /* --redis-fleet-size */
     bool has_fleet;
+    bool has_top;
     bool redis_cluster;
 } overrides;
 
@@ -81,6 +83,7 @@ static const option options[] = {
     {"--threads", OPT_LONG, O(threads), O(has_threads), 0, 64},
     {"--max-keys", OPT_LONG, O(max_keys), O(has_keys), 0, 1L << 40},
     {"--max-connections", OPT_LONG, O(max_conns), O(has_conns), 1, 1L << 24},
+    {"--top-keys", OPT_LONG, O(top_keys), O(has_top), 0, RLT__TOP_KEYS_MAX},
     {"--no-snapshot", OPT_FLAG, O(no_snapshot), 0, 0, 0},
     {"--check-config", OPT_FLAG, O(check_only), 0, 0, 0},
     {"--redis-cluster", OPT_FLAG, O(redis_cluster), 0, 0, 0},
@@ -155,6 +158,7 @@ static int apply_overrides(rlt__settings *set, const overrides *o, char *err, si
     if (o->has_threads) set->threads = (int)o->threads;
     if (o->has_keys) set->max_keys = (size_t)o->max_keys;
     if (o->has_conns) set->max_connections = (size_t)o->max_conns;
+    if (o->has_top) set->top_keys = (size_t)o->top_keys;
     if (o->interval && (rlt_duration_parse(o->interval, strlen(o->interval), RLT_NS_PER_S,
                                            &set->snapshot_interval) != RLT_OK ||
                         set->snapshot_interval < 0)) {
@@ -344,6 +348,7 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
     cfg->set.max_args = keep.max_args;
     cfg->set.max_inline_policies = keep.max_inline_policies;
     cfg->set.max_memory = keep.max_memory; /* the store's cap and the connections' are set */
+    cfg->set.top_keys = keep.top_keys;     /* the sketches are sized at start */
     snprintf(cfg->set.snapshot, sizeof cfg->set.snapshot, "%s", keep.snapshot);
     /* The Redis connection stays as started too; only the fail modes follow the file (and
      * the fleet size that fail: local divides by). */

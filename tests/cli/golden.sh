@@ -102,6 +102,8 @@ run replay_block_fixed_window.out "$ex/boundary.trace" replay --policy 'fixed_wi
 run replay_api_gcra_jitter.out "$ex/api.trace" replay --policy 'gcra:1/2s,jitter=50%'
 run replay_api_leaky.out "$ex/api.trace" replay --policy leaky_bucket:10/1s,queue=5
 run replay_api_summary.out "$ex/api.trace" replay --policy token_bucket:10/1s,burst=5 --summary
+run replay_api_summary_top1.out "$ex/api.trace" replay --policy gcra:1/1s --summary --top-keys 1
+run replay_api_summary_top0.out "$ex/api.trace" replay --policy gcra:1/1s --summary --top-keys 0
 run replay_combined.out "$ex/access.log" replay --policy token_bucket:2/1s --format combined
 run replay_combined_epoch.out "$ex/access.log" replay --policy fixed_window:3/5s --format combined --epoch
 run replay_combined_summary.out "$ex/access.log" replay --policy token_bucket:2/1s --format combined --summary
