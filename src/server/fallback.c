@@ -38,7 +38,7 @@ static bool rate_based(rlt_algo a)
     return a == RLT_TOKEN_BUCKET || a == RLT_GCRA || a == RLT_LEAKY_BUCKET;
 }
 
-int rlt__fallback_divide(const rlt_policy *p, unsigned fleet, rlt_policy *out)
+static int divide_numbers(const rlt_policy *p, unsigned fleet, rlt_policy *out)
 {
     if (p == NULL || out == NULL || fleet == 0 || p->scale_ <= 0 || p->algo == RLT_CONCURRENCY)
         return RLT_EINVAL;
@@ -58,6 +58,18 @@ int rlt__fallback_divide(const rlt_policy *p, unsigned fleet, rlt_policy *out)
     }
     if (p->burst / f < 1) return RLT_ERANGE;
     return rlt_policy_init(out, p->algo, n, period, p->burst / f, 0, 0);
+}
+
+/* The numbers are divided; the options that do not count allowance (the per-key jitter, the
+ * penalty box's lengths) carry over as they are, so a client sees the same kind of answer from
+ * its node's share as from Redis. */
+int rlt__fallback_divide(const rlt_policy *p, unsigned fleet, rlt_policy *out)
+{
+    int rc = divide_numbers(p, fleet, out);
+    if (rc == RLT_OK && p->jitter > 0) rc = rlt_policy_set_jitter(out, p->jitter);
+    if (rc == RLT_OK && p->block > 0)
+        rc = rlt_policy_set_block(out, p->block, p->block_factor, p->block_max);
+    return rc;
 }
 
 void rlt__fallback_explain(const rlt_policy *p, unsigned fleet, char *err, size_t errlen)

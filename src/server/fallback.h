@@ -13,10 +13,11 @@
 
 /* One node's share of `p` in a fleet of `fleet` nodes (>= 1): limit and burst divided and
  * rounded down (so the shares never add up to more than the limit), queue and delay too
- * (they may become 0), same algorithm and period.  Returns RLT_OK and *out; RLT_ERANGE when
- * the limit or the burst would be 0 (a node cannot have a share: refused, never rounded up,
- * which would mint allowance); RLT_EINVAL for NULL, fleet 0 or a concurrency policy (its
- * leases live in Redis: a concurrency policy fails closed instead). */
+ * (they may become 0), same algorithm; a bucket's or GCRA's rate N/W becomes (N/g) per
+ * W x (F/g) with g = gcd(N, F), exact; jitter= and block= carry over.  Returns RLT_OK and *out;
+ * RLT_ERANGE when the limit or the burst would be 0 (a node cannot have a share: refused, never
+ * rounded up, which would mint allowance); RLT_EINVAL for NULL, fleet 0 or a concurrency policy
+ * (its leases live in Redis: a concurrency policy fails closed instead). */
 int rlt__fallback_divide(const rlt_policy *p, unsigned fleet, rlt_policy *out);
 
 /* Writes why rlt__fallback_divide refused `p` over `fleet` nodes into err[0..errlen):

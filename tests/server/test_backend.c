@@ -400,6 +400,8 @@ TEST(a_nodes_share_divides_every_algorithm_and_the_fleet_never_admits_more)
         unsigned fleet = (unsigned)(1 + fl_below(12));
         rlt_policy p, q;
         ASSERT_EQ(rlt_policy_init(&p, a, n, w, burst, queue, delay), RLT_OK);
+        int64_t jitter = fl_below(2) ? 0 : 1 + fl_below(100);
+        if (jitter) ASSERT_EQ(rlt_policy_set_jitter(&p, jitter), RLT_OK);
         int st = rlt__fallback_divide(&p, fleet, &q);
         /* A share is refused exactly when the node's part of the limit would be 0. */
         int64_t whole = a == RLT_LEAKY_BUCKET                    ? p.queue + 1
@@ -414,6 +416,7 @@ TEST(a_nodes_share_divides_every_algorithm_and_the_fleet_never_admits_more)
         }
         ASSERT_EQ(st, RLT_OK);
         ASSERT_EQ(q.algo, p.algo);
+        ASSERT_EQ(q.jitter, jitter); /* the share spreads its waits like the whole */
         ASSERT_EQ(rlt_policy_limit(&q), whole / (int64_t)fleet); /* rounded down */
         if (a == RLT_TOKEN_BUCKET || a == RLT_GCRA || a == RLT_LEAKY_BUCKET) {
             /* The rate is exact: N'/W' == N/(F*W). */
