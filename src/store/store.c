@@ -700,15 +700,29 @@ int rlt__add_policy(rlt_store *s, const char *name, size_t nlen, const rlt_polic
  * fresh under the old policy carry nothing and are dropped first, so the result does not
  * depend on whether the store had dropped them lazily yet.  `now` is the latest time the
  * store has seen (set_policy takes no clock of its own). */
+/* Where a walk over a shard's table that deletes as it goes must start: at an empty slot.  A
+ * delete shifts later entries of its cluster back by one and never moves one across an empty
+ * slot, so a walk that starts at an empty slot and goes once around meets every entry exactly
+ * once.  A walk from slot 0 meets twice an entry that a delete near the end pulls back across
+ * the wrap, which converted one state twice (a change of policy could then mint allowance).
+ * The table is at most 80% full, so an empty slot exists whenever cap > 0. */
+static uint32_t walk_start(const rlt__shard *sh)
+{
+    for (uint32_t i = 0; i < sh->cap; i++)
+        if (!sh->tab[i].meta) return i;
+    return 0;
+}
+
 static void convert_entries(rlt_store *s, int pid, const rlt_policy *old, rlt_change how,
                             bool reset, rlt_ns now)
 {
     for (uint32_t k = 0; k < s->nshards; k++) {
         rlt__shard *sh = &s->shards[k];
-        for (uint32_t i = 0; i < sh->cap;) {
-            rlt__slot *e = &sh->tab[i];
+        const uint32_t start = walk_start(sh);
+        for (uint32_t n = 0; n < sh->cap;) {
+            rlt__slot *e = &sh->tab[(start + n) % sh->cap];
             if (!e->meta || e->policy != pid) {
-                i++;
+                n++;
                 continue;
             }
             if (!reset) {
@@ -717,11 +731,11 @@ static void convert_entries(rlt_store *s, int pid, const rlt_policy *old, rlt_ch
                 rlt_convert c = how == RLT_CHANGE_SCALE ? RLT_CONVERT_SCALE : RLT_CONVERT_KEEP;
                 if (!rlt_is_fresh(old, st, now) &&
                     rlt_state_convert(old, np, st, now, c) == RLT_OK) {
-                    i++;
+                    n++;
                     continue;
                 }
             }
-            rlt__delete(s, sh, e); /* a later entry may have moved into slot i */
+            rlt__delete(s, sh, e); /* a later entry may have moved into this slot: look again */
         }
     }
 }

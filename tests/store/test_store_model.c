@@ -66,6 +66,8 @@ static const char *plain_texts[] = {
     "sliding_log:4/60ms",   "leaky_bucket:5/100ms,queue=3,delay=1",
     "gcra:9/200ms",         "fixed_window:3/30ms",
     "sliding_log:4/90ms",   "token_bucket:3/20ms,burst=6",
+    "gcra:5/100ms",         "fixed_window:4/40ms",
+    "sliding_log:3/50ms",   "token_bucket:4/30ms,burst=6",
 };
 
 /* The options every algorithm takes (penalty box, jitter), with a plain policy or two to
