@@ -78,6 +78,19 @@ typedef struct rlt_redis_options {
      * MODULE: force one.  Calls with RLT_REDIS_CALLER_TIME use the module only when it was
      * loaded with `testing yes`. */
     rlt_redis_engine engine;
+
+    /* Redis Sentinel (docs/distributed.md): with `sentinels` set ("host:port[,host:port...]",
+     * at most 8; copied), `servers` is ignored and not parsed, `cluster` must be false, and the
+     * master of `master_name` (required then, 1..128 bytes, no spaces; copied) is asked of the
+     * sentinels (SENTINEL get-master-addr-by-name), followed on `+switch-master` (one
+     * subscription per handle) and asked again after a failure of the master or every
+     * `refresh_interval`.  Until a sentinel has answered, calls take their fail mode. */
+    const char *sentinels;
+    const char *master_name;
+    /* Cluster: the slot map is read again at least this often (and at most every 100 ms
+     * after a node failed, CLUSTERDOWN or a MOVED); Sentinel: the master is asked again this
+     * often.  0 = 1 s. */
+    rlt_ns refresh_interval;
 } rlt_redis_options;
 
 /* Per-call flags. */
@@ -182,6 +195,10 @@ typedef struct rlt_redis_stats {
 
     /* Decision calls that ran on the module (RL.DECIDE) rather than a script. */
     uint64_t module_calls;
+
+    uint64_t tryagain;        /* cluster TRYAGAIN replies retried (after a short backoff) */
+    uint64_t topology_reads;  /* slot maps read (CLUSTER SLOTS) or masters asked of sentinels */
+    uint64_t master_switches; /* Sentinel: times the master's address changed */
 } rlt_redis_stats;
 
 /* Fills *out with the handle's counters. */
