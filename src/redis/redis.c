@@ -636,8 +636,19 @@ static int run(rlt_redis *r, call *c, int64_t deadline, redisReply **out, int64_
             rlt__node_success(r, n);
             continue;
         }
+        if (r->opt.cluster && is_error(rep, "CLUSTERDOWN")) {
+            /* The cluster's word on this slot (not served, or the cluster is failing over),
+             * answered at once by a healthy node: the fail mode decides and the slot map is
+             * read again soon, but the node's breaker is left alone, so its other slots and
+             * the other nodes keep deciding in Redis. */
+            freeReplyObject(rep);
+            r->st.errors++;
+            rlt__topology_stale(r, rlt__mono_ns());
+            *retry_at = rlt__mono_ns() + RLT__TOPO_GAP;
+            return RLT_EBACKEND;
+        }
         if (rep->type == REDIS_REPLY_ERROR) {
-            /* LOADING, BUSY, CLUSTERDOWN, OOM, READONLY (a failed-over master)...: the node
+            /* LOADING, BUSY, OOM, READONLY (a failed-over master)...: the node
              * cannot serve us now.  The script did not run (or ran and failed with no write). */
             freeReplyObject(rep);
             r->st.errors++;
@@ -1224,6 +1235,12 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
                     fail_decision(r, checks[j].policy, flags, retry_at, &out[j]);
                 else
                     r->st.decisions++;
+            } else if (r->opt.cluster && is_error(rep, "CLUSTERDOWN")) {
+                /* As in run(): the fail mode, the slot map read again, no breaker failure. */
+                status[j] = RLT_EBACKEND;
+                r->st.errors++;
+                rlt__topology_stale(r, rlt__mono_ns());
+                fail_decision(r, checks[j].policy, flags, rlt__mono_ns() + RLT__TOPO_GAP, &out[j]);
             } else {
                 ok = false;
                 status[j] = RLT_EBACKEND;
