@@ -32,6 +32,9 @@ typedef struct rlt__redis_settings {
     int64_t lease_units;         /* lease size for policies with `lease: true`; 0 = off */
     rlt_ns lease_ttl;            /* a lease is spent within it, then dropped; 0 = the library's */
     int engine;                  /* 0 auto (the module where loaded), 1 scripts, 2 module */
+    /* Redis Sentinel: the master's name; with it, `address` lists the sentinels
+     * (redis.sentinel, --redis-sentinel) and the library asks them for the master. */
+    char master_name[129];
 } rlt__redis_settings;
 
 /* Per-policy fail mode (a rule's or named policy's `fail:`). */
