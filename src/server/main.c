@@ -113,6 +113,7 @@ static int apply_sentinel(rlt__redis_settings *rs, const overrides *o, char *err
         snprintf(rs->address, sizeof rs->address, "%s", o->redis_sentinel);
         rs->cluster = false;
     }
+    bool had_master = rs->master_name[0] != '\0';
     if (o->redis_master != NULL) {
         if (strlen(o->redis_master) >= sizeof rs->master_name || o->redis_master[0] == '\0' ||
             strpbrk(o->redis_master, " \t\r\n") != NULL) {
@@ -128,7 +129,7 @@ static int apply_sentinel(rlt__redis_settings *rs, const overrides *o, char *err
                  "of the master)");
         return -1;
     }
-    if (o->redis_master != NULL && o->redis_sentinel == NULL && rs->address[0] == '\0') {
+    if (o->redis_master != NULL && o->redis_sentinel == NULL && !had_master) {
         snprintf(err, errlen, "--redis-master needs --redis-sentinel HOST:PORT[,...]");
         return -1;
     }
