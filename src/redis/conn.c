@@ -443,8 +443,14 @@ static void sub_start(rlt_redis *r, int64_t deadline)
 static void sentinel_tick(rlt_redis *r, int64_t deadline)
 {
     int64_t now = rlt__mono_ns();
-    sub_poll(r, now);
-    if (now >= r->topo_at) (void)rlt__sentinel_resolve(r, deadline);
+    if (now - r->sub_polled_at >= RLT_NS_PER_MS || now < r->sub_polled_at) {
+        r->sub_polled_at = now; /* a batch's checks share one look */
+        sub_poll(r, now);
+    }
+    /* With a master known, asking again may take only half the call's time (a stopped
+     * sentinel must not fail calls the master would answer). */
+    if (now >= r->topo_at)
+        (void)rlt__sentinel_resolve(r, r->nodes[0].port ? now + (deadline - now) / 2 : deadline);
     if (!r->sub.c && now >= r->sub_retry_at && rlt__mono_ns() < deadline) sub_start(r, deadline);
 }
 
@@ -456,9 +462,11 @@ unsigned rlt__route(rlt_redis *r, unsigned slot, int64_t deadline)
     }
     if (!r->opt.cluster) return 0;
     int64_t now = rlt__mono_ns();
-    if (r->refresh || now >= r->topo_at ||
-        (r->slots[slot] == RLT__NO_NODE && now >= r->topo_last + RLT__TOPO_GAP))
-        (void)rlt__cluster_refresh(r, deadline);
+    bool known = r->slots[slot] != RLT__NO_NODE;
+    /* With the slot's node known, reading the map may take only half the call's time (a
+     * stopped node asked first must not fail a call its owner would answer). */
+    if (r->refresh || now >= r->topo_at || (!known && now >= r->topo_last + RLT__TOPO_GAP))
+        (void)rlt__cluster_refresh(r, known ? now + (deadline - now) / 2 : deadline);
     unsigned idx = r->slots[slot];
     return idx == RLT__NO_NODE ? 0 : idx;
 }

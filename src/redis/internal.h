@@ -88,8 +88,9 @@ struct rlt_redis {
     char *sentinel_list, *master_name;
     rlt__node sents[RLT__MAX_SENTINELS];
     unsigned nsents, sent_next;
-    rlt__node sub;        /* a sentinel connection subscribed to +switch-master */
-    int64_t sub_retry_at; /* mono ns: when to try subscribing again */
+    rlt__node sub;         /* a sentinel connection subscribed to +switch-master */
+    int64_t sub_retry_at;  /* mono ns: when to try subscribing again */
+    int64_t sub_polled_at; /* mono ns: the subscription's last look */
 };
 
 /* Monotonic clock, ns. */
