@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""ratelimitd through Redis's own failures, end to end: two daemons following a Sentinel
-failover (the sentinels promote the replica of a killed master; the daemons decide there again
+"""ratelimitd through Redis's own failures, end to end: two daemons following a Cluster
+failover (a killed master's replica promoted; the other masters' keys exact throughout) and a
+Sentinel failover (the sentinels promote the replica of a killed master; the daemons decide there again
 within about one breaker interval of the switch, without a restart), and a daemon started while
 Redis is unreachable (it serves its fail mode at once, no crash loop, then decides in Redis
 once Redis appears).
@@ -8,6 +9,7 @@ once Redis appears).
 Runs under tests/redis/redis-servers.sh (which starts the servers and always stops them):
 
     redis-servers.sh run sentinel -- redis_failover.py PATH_TO_RATELIMITD sentinel
+    redis-servers.sh run cluster6 -- redis_failover.py PATH_TO_RATELIMITD cluster6
     redis-servers.sh run standalone -- redis_failover.py PATH_TO_RATELIMITD standalone
 
 Prints "ok NAME" / "FAIL NAME" per test, the measured windows, and "N passed, N failed"."""
@@ -95,6 +97,100 @@ def two_daemons_follow_a_sentinel_failover_without_restart(tmp):
                                      (t_all - t_switch) * 1000))
         # One breaker interval (backoff_max 400 ms) plus the polling here and a loaded machine.
         assert t_all - t_switch <= 0.4 + 1.5, (t_all - t_switch)
+
+
+@test("cluster6")
+def two_daemons_follow_a_cluster_failover_and_the_other_keys_stay_exact(tmp):
+    n_limit = 1000000
+    cfg = ("policies:\n  api: {policy: fixed_window:%d/1h}\n"
+           "redis:\n  address: \"%s\"\n  cluster: true\n  timeout: 200ms\n"
+           "  breaker_failures: 2\n  backoff_min: 100ms\n  backoff_max: 400ms\n"
+           % (n_limit, ri.SERVERS))
+    keys = ["u%d" % i for i in range(48)]
+    # The daemon's Redis key has the client key as its hash tag: the key's own slot.
+    on_s0 = set()
+    s0_slot = None
+    for k in keys:
+        slot = int(ri.redis_cli(1, "CLUSTER", "KEYSLOT", k).strip())
+        if is_served_by(0, slot):
+            on_s0.add(k)
+            s0_slot = slot
+    assert 5 <= len(on_s0) <= 30, on_s0
+    used = {k: 0 for k in keys}  # units charged in Redis, as the replies show them
+
+    def check(d, k):
+        r = d.c.ok("RL.CHECK", k, "api")
+        if r[0] == 1 and r[2] == n_limit - used[k] - 1:
+            used[k] += 1
+            return True
+        return r
+
+    with ri.Fleet(tmp, 2, config=cfg, args=["--threads", "1"]) as ds:
+        for _ in range(3):
+            for d in ds:
+                for k in keys:
+                    assert check(d, k) is True
+        os.kill(pid_of(0), signal.SIGKILL)
+        t_kill = time.monotonic()
+        before = dict(used)
+        back = [None, None]
+        t_promoted = None
+        n = 0
+        lost = 0
+        while None in back:
+            now = time.monotonic()
+            assert now - t_kill < 30, "the daemons never decided on the promoted replica"
+            if t_promoted is None and n % 5 == 0 and any(is_served_by(m, s0_slot) for m in (3, 4, 5)):
+                t_promoted = now
+            for j, d in enumerate(ds):
+                ok = True
+                for k in keys:
+                    r = d.c.ok("RL.CHECK", k, "api")
+                    if k not in on_s0:
+                        # another master: decided by Redis, exactly, throughout
+                        assert r[0] == 1 and r[2] == n_limit - used[k] - 1, (k, r, used[k])
+                        used[k] += 1
+                    elif r[0] == 1:
+                        if used[k] == before[k]:  # the first after the failover
+                            got = n_limit - r[2] - 1  # what the new master had kept
+                            lost += max(0, before[k] - got)
+                            used[k] = got
+                        assert r[2] == n_limit - used[k] - 1, (k, r, used[k])
+                        used[k] += 1
+                    else:
+                        ok = False  # fail-closed meanwhile: denied, never an error
+                if ok and back[j] is None:
+                    back[j] = time.monotonic()
+            n += 1
+            time.sleep(0.01)
+        t_all = max(back)
+        if t_promoted is None:
+            t_promoted = t_all
+        for d in ds:
+            i = d.info()
+            assert int(i["redis_fail_closed_denied"]) >= 1, i
+            assert int(i["redis_topology_reads"]) >= 2, i
+        print("  cluster failover through 2 daemons: replica promoted ~%.0f ms after the kill; "
+              "both daemons decided on its slots %.0f ms after the kill (%.0f ms after the "
+              "promotion); writes lost %d; the other masters' keys exact throughout"
+              % ((t_promoted - t_kill) * 1000, (t_all - t_kill) * 1000,
+                 (t_all - t_promoted) * 1000, lost))
+        assert t_all - t_promoted <= 0.4 + 1.5, (t_all - t_promoted)
+
+
+def is_served_by(i, slot):
+    """Whether server i is a master serving `slot`, in its own CLUSTER SLOTS."""
+    try:
+        out = subprocess.run(["redis-cli", "-p", str(port_of(i)), "--json", "CLUSTER", "SLOTS"],
+                             capture_output=True, text=True, timeout=5).stdout
+    except subprocess.TimeoutExpired:
+        return False
+    import json
+    try:
+        ranges = json.loads(out)
+    except ValueError:
+        return False
+    return any(lo <= slot <= hi and node[1] == port_of(i) for lo, hi, node, *_ in ranges)
 
 
 @test("standalone")
