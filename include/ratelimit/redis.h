@@ -16,8 +16,14 @@
  *     RLT_EBACKEND or RLT_ETIMEDOUT *and* fills the decision from the call's fail mode
  *     (RLT_REDIS_FAIL_OPEN or fail-closed).  A circuit breaker answers at once while Redis is
  *     down; calls that may have been applied are never replayed.
+ *   - Redis's own failovers are followed without a new handle: a Cluster's slot map is read
+ *     again periodically and soon after a node fails (a promoted replica takes over its
+ *     slots), and with Redis Sentinel the master is asked of the sentinels and followed on
+ *     +switch-master.  State not yet replicated when a master fails is lost: a key may admit
+ *     again what it was charged since its replica's last write (docs/distributed.md).
  *   - An rlt_redis handle owns its connections.  It is NOT thread-safe: use one handle per
- *     thread (each holds one connection per Redis node).
+ *     thread (each holds one connection per Redis node, and with Sentinel one subscribed
+ *     connection to a sentinel).
  *
  * Status codes are ratelimit.h's: RLT_OK, RLT_EINVAL, RLT_ERANGE, RLT_EKEYLEN, RLT_ENOMEM,
  * RLT_EBACKEND (Redis unreachable, refused, or answered with an error), RLT_ETIMEDOUT.
@@ -109,10 +115,11 @@ enum {
  * large).  Every other function here returns the same codes for such a policy. */
 int rlt_redis_policy_check(const rlt_policy *p);
 
-/* Creates a handle.  `opt` may be NULL for the defaults.  Does not need Redis to be up: the
- * first calls connect (bounded by the timeout) and the breaker handles an absent server.
- * Returns RLT_OK and *out; RLT_EINVAL (NULL out, bad server list, bad prefix, negative
- * durations or lease); RLT_ENOMEM. */
+/* Creates a handle.  `opt` may be NULL for the defaults.  Does not need Redis (or a sentinel)
+ * to be up: the first calls connect (bounded by the timeout) and the breaker handles an absent
+ * server.  Returns RLT_OK and *out; RLT_EINVAL (NULL out, bad server list, bad prefix,
+ * negative durations or lease; with `sentinels`: a bad sentinel list, more than 8, no or a bad
+ * master_name, or `cluster` set); RLT_ENOMEM. */
 int rlt_redis_open(rlt_redis **out, const rlt_redis_options *opt);
 
 /* Closes every connection and frees the handle.  NULL is a no-op. */
