@@ -26,7 +26,7 @@ static int sentinel_says(void)
 
 TEST(sentinel_master_is_resolved_and_its_failover_followed)
 {
-    rlt_redis_options o = {.timeout = 200 * RLT_NS_PER_MS,
+    rlt_redis_options o = {.timeout = 300 * RLT_NS_PER_MS,
                            .breaker_failures = 2,
                            .backoff_min = 100 * RLT_NS_PER_MS,
                            .backoff_max = 400 * RLT_NS_PER_MS};

@@ -52,7 +52,7 @@ def sentinel_master_port():
 @test("sentinel")
 def two_daemons_follow_a_sentinel_failover_without_restart(tmp):
     cfg = ("policies:\n  api: {policy: fixed_window:100000000/1h}\n"
-           "redis:\n  sentinel: \"%s\"\n  master_name: mymaster\n  timeout: 100ms\n"
+           "redis:\n  sentinel: \"%s\"\n  master_name: mymaster\n  timeout: 300ms\n"
            "  breaker_failures: 2\n  backoff_min: 100ms\n  backoff_max: 400ms\n"
            % os.environ["RLT_REDIS_SENTINELS"])
     with ri.Fleet(tmp, 2, config=cfg, args=["--threads", "1"]) as ds:
@@ -103,7 +103,7 @@ def two_daemons_follow_a_sentinel_failover_without_restart(tmp):
 def two_daemons_follow_a_cluster_failover_and_the_other_keys_stay_exact(tmp):
     n_limit = 1000000
     cfg = ("policies:\n  api: {policy: fixed_window:%d/1h}\n"
-           "redis:\n  address: \"%s\"\n  cluster: true\n  timeout: 200ms\n"
+           "redis:\n  address: \"%s\"\n  cluster: true\n  timeout: 500ms\n"
            "  breaker_failures: 2\n  backoff_min: 100ms\n  backoff_max: 400ms\n"
            % (n_limit, ri.SERVERS))
     keys = ["u%d" % i for i in range(48)]
