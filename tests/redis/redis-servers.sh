@@ -160,7 +160,11 @@ cmd_run() {
         for s in "$base"/s*; do
             if [ -d "$s" ] && alive "$s"; then kill -KILL "$(cat "$s/pid")" 2>/dev/null || true; fi
         done
-        rm -rf "$base"
+        n=0 # gone before their directories are removed
+        for s in "$base"/s*; do
+            while [ -d "$s" ] && alive "$s" && [ $n -lt 100 ]; do sleep 0.02; n=$((n + 1)); done
+        done
+        rm -rf "$base" || true
     }
     trap cleanup EXIT
     trap 'exit 129' HUP
