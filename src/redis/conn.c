@@ -406,8 +406,9 @@ static void sub_poll(rlt_redis *r, int64_t now)
     rlt__node *s = &r->sub;
     if (!s->c) return;
     struct pollfd p = {.fd = s->c->fd, .events = POLLIN};
-    if (poll(&p, 1, 0) <= 0) return;
-    if (redisBufferRead(s->c) != REDIS_OK) goto lost;
+    /* Replies already buffered (read with SUBSCRIBE's answer) are parsed even when the socket
+     * has nothing new. */
+    if (poll(&p, 1, 0) > 0 && redisBufferRead(s->c) != REDIS_OK) goto lost;
     for (;;) {
         void *rep = NULL;
         if (redisGetReplyFromReader(s->c, &rep) != REDIS_OK) goto lost;
