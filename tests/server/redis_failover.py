@@ -100,6 +100,61 @@ def two_daemons_follow_a_sentinel_failover_without_restart(tmp):
         assert t_all - t_switch <= 0.4 + 1.5, (t_all - t_switch)
 
 
+@test("cluster6")  # (runs before the failover below: TESTS keep this order)
+def two_daemons_stay_exact_while_redis_cli_reshards_under_their_load(tmp):
+    n_limit = 1000000
+    cfg = ("policies:\n  api: {policy: fixed_window:%d/1h}\n"
+           "redis:\n  address: \"%s\"\n  cluster: true\n  timeout: 500ms\n" % (n_limit, ri.SERVERS))
+    ids = [ri.redis_cli(i, "CLUSTER", "MYID").strip() for i in (1, 2)]
+    lo = min(l for l, h, node, *_ in cluster_slots(1) if node[1] == port_of(1))
+    keys, moving = [], 0
+    for c in range(100000):  # half the keys in the 200 slots that move (s1's lowest)
+        k = "rs%d" % c
+        slot = int(ri.redis_cli(1, "CLUSTER", "KEYSLOT", k).strip())
+        inside = lo <= slot < lo + 200
+        if inside and moving < 12 or not inside and len(keys) - moving < 12:
+            keys.append(k)
+            moving += inside
+        if len(keys) == 24:
+            break
+    used = {k: 0 for k in keys}
+    with ri.Fleet(tmp, 2, config=cfg, args=["--threads", "1"]) as ds:
+        p = subprocess.Popen(["redis-cli", "--cluster", "reshard", "127.0.0.1:%d" % port_of(0),
+                              "--cluster-from", ids[0], "--cluster-to", ids[1],
+                              "--cluster-slots", "200", "--cluster-yes"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        rounds = after = 0
+        t0 = time.monotonic()
+        while p.poll() is None or after < 20:
+            assert time.monotonic() - t0 < 60, "the reshard did not end"
+            after += p.poll() is not None
+            for d in ds:
+                for k in keys:
+                    r = d.c.ok("RL.CHECK", k, "api")
+                    assert r[0] == 1 and r[2] == n_limit - used[k] - 1, (k, r, used[k])
+                    used[k] += 1
+            rounds += 1
+        assert p.returncode == 0
+        slots2 = [(l, h) for l, h, node, *_ in cluster_slots(2) if node[1] == port_of(2)]
+        moved = 0
+        for k in keys:
+            slot = int(ri.redis_cli(2, "CLUSTER", "KEYSLOT", k).strip())
+            if lo <= slot < lo + 200 and any(l <= slot <= h for l, h in slots2):
+                moved += 1
+        redirects = sum(int(d.info()["redis_redirects"]) for d in ds)
+        assert redirects > 0
+        print("  reshard of 200 slots under 2 daemons' load: %d rounds of %d checks, %d keys "
+              "moved, every reply exact, %d redirects" % (rounds, 2 * len(keys), moved, redirects))
+        assert moved == moving == 12, (moved, moving)
+
+
+def cluster_slots(i):
+    import json
+    out = subprocess.run(["redis-cli", "-p", str(port_of(i)), "--json", "CLUSTER", "SLOTS"],
+                         capture_output=True, text=True, timeout=5).stdout
+    return json.loads(out)
+
+
 @test("cluster6")
 def two_daemons_follow_a_cluster_failover_and_the_other_keys_stay_exact(tmp):
     n_limit = 1000000
