@@ -16,8 +16,14 @@
  *     RLT_EBACKEND or RLT_ETIMEDOUT *and* fills the decision from the call's fail mode
  *     (RLT_REDIS_FAIL_OPEN or fail-closed).  A circuit breaker answers at once while Redis is
  *     down; calls that may have been applied are never replayed.
+ *   - Redis's own failovers are followed without a new handle: a Cluster's slot map is read
+ *     again periodically and soon after a node fails (a promoted replica takes over its
+ *     slots), and with Redis Sentinel the master is asked of the sentinels and followed on
+ *     +switch-master.  State not yet replicated when a master fails is lost: a key may admit
+ *     again what it was charged since its replica's last write (docs/distributed.md).
  *   - An rlt_redis handle owns its connections.  It is NOT thread-safe: use one handle per
- *     thread (each holds one connection per Redis node).
+ *     thread (each holds one connection per Redis node, and with Sentinel one subscribed
+ *     connection to a sentinel).
  *
  * Status codes are ratelimit.h's: RLT_OK, RLT_EINVAL, RLT_ERANGE, RLT_EKEYLEN, RLT_ENOMEM,
  * RLT_EBACKEND (Redis unreachable, refused, or answered with an error), RLT_ETIMEDOUT.
@@ -78,6 +84,19 @@ typedef struct rlt_redis_options {
      * MODULE: force one.  Calls with RLT_REDIS_CALLER_TIME use the module only when it was
      * loaded with `testing yes`. */
     rlt_redis_engine engine;
+
+    /* Redis Sentinel (docs/distributed.md): with `sentinels` set ("host:port[,host:port...]",
+     * at most 8; copied), `servers` is ignored and not parsed, `cluster` must be false, and the
+     * master of `master_name` (required then, 1..128 bytes, no spaces; copied) is asked of the
+     * sentinels (SENTINEL get-master-addr-by-name), followed on `+switch-master` (one
+     * subscription per handle) and asked again after a failure of the master or every
+     * `refresh_interval`.  Until a sentinel has answered, calls take their fail mode. */
+    const char *sentinels;
+    const char *master_name;
+    /* Cluster: the slot map is read again at least this often (and at most every 100 ms
+     * after a node failed, CLUSTERDOWN or a MOVED); Sentinel: the master is asked again this
+     * often.  0 = 1 s. */
+    rlt_ns refresh_interval;
 } rlt_redis_options;
 
 /* Per-call flags. */
@@ -99,10 +118,11 @@ enum {
  * caller's `now` (whatever the clock flag), as the keyed store does. */
 int rlt_redis_policy_check(const rlt_policy *p);
 
-/* Creates a handle.  `opt` may be NULL for the defaults.  Does not need Redis to be up: the
- * first calls connect (bounded by the timeout) and the breaker handles an absent server.
- * Returns RLT_OK and *out; RLT_EINVAL (NULL out, bad server list, bad prefix, negative
- * durations or lease); RLT_ENOMEM. */
+/* Creates a handle.  `opt` may be NULL for the defaults.  Does not need Redis (or a sentinel)
+ * to be up: the first calls connect (bounded by the timeout) and the breaker handles an absent
+ * server.  Returns RLT_OK and *out; RLT_EINVAL (NULL out, bad server list, bad prefix,
+ * negative durations or lease; with `sentinels`: a bad sentinel list, more than 8, no or a bad
+ * master_name, or `cluster` set); RLT_ENOMEM. */
 int rlt_redis_open(rlt_redis **out, const rlt_redis_options *opt);
 
 /* Closes every connection and frees the handle.  NULL is a no-op. */
@@ -185,6 +205,10 @@ typedef struct rlt_redis_stats {
 
     /* Decision calls that ran on the module (RL.DECIDE) rather than a script. */
     uint64_t module_calls;
+
+    uint64_t tryagain;        /* cluster TRYAGAIN replies retried (after a short backoff) */
+    uint64_t topology_reads;  /* slot maps read (CLUSTER SLOTS) or masters asked of sentinels */
+    uint64_t master_switches; /* Sentinel: times the master's address changed */
 } rlt_redis_stats;
 
 /* Fills *out with the handle's counters. */

@@ -1,5 +1,7 @@
 /* Connections to Redis nodes: deadline-bounded pipelined I/O on hiredis, the per-node circuit
- * breaker with exponential backoff, and Redis Cluster slot routing (CLUSTER SLOTS, MOVED/ASK).
+ * breaker with exponential backoff, Redis Cluster slot routing (CLUSTER SLOTS, MOVED/ASK; the
+ * map read again periodically and soon after a node fails), and Redis Sentinel (the master
+ * asked of the sentinels, followed on +switch-master, asked again after a failure).
  *
  * hiredis is used only for what both 0.14 and 1.x offer: redisConnectWithTimeout,
  * redisAppendCommandArgv, redisBufferWrite, redisBufferRead and redisGetReplyFromReader.  The
@@ -72,6 +74,7 @@ void rlt__node_success(rlt_redis *r, rlt__node *n)
 void rlt__node_failure(rlt_redis *r, rlt__node *n, int64_t now)
 {
     rlt__node_drop(n);
+    rlt__topology_stale(r, now); /* a failover may have moved what it served */
     n->failures++;
     if (n->open) { /* a failed trial: wait longer */
         n->backoff = n->backoff > r->opt.backoff_max / 2 ? r->opt.backoff_max : n->backoff * 2;
@@ -140,6 +143,7 @@ static int connect_node(rlt_redis *r, rlt__node *n, int64_t deadline)
 {
     int64_t left = deadline - rlt__mono_ns();
     if (left <= 0) return RLT_ETIMEDOUT;
+    if (n->port == 0) return RLT_EBACKEND; /* Sentinel: no master known yet */
     struct timeval tv = {.tv_sec = (time_t)(left / RLT_NS_PER_S),
                          .tv_usec = (suseconds_t)(left % RLT_NS_PER_S / 1000)};
     redisContext *c = redisConnectWithTimeout(n->host, n->port, tv);
@@ -159,6 +163,7 @@ static int connect_node(rlt_redis *r, rlt__node *n, int64_t deadline)
     c->flags &= ~REDIS_BLOCK;
     n->c = c;
     r->st.connects++;
+    if (n->sentinel) return RLT_OK;
     if (r->password) {
         const char *argv[2] = {"AUTH", r->password};
         size_t lens[2] = {4, strlen(r->password)};
@@ -252,9 +257,15 @@ int rlt__cluster_refresh(rlt_redis *r, int64_t deadline)
     rlt__cmd cmd = {2, argv, lens};
     int rc = RLT_EBACKEND;
     int64_t now = rlt__mono_ns();
-    for (unsigned i = 0; i < r->nnodes; i++) {
-        rlt__node *n = &r->nodes[i];
-        if (!rlt__node_usable(r, n, now)) continue;
+    r->topo_last = now;
+    r->topo_at = now + RLT__TOPO_GAP; /* unless it succeeds */
+    r->st.topology_reads++;
+    /* Nodes with a closed breaker first, starting at a different one each time, so a dead
+     * node is not asked first every time; then those whose breaker lets a trial through. */
+    unsigned start = (unsigned)(r->st.topology_reads % r->nnodes), nn = r->nnodes;
+    for (unsigned a = 0; a < 2 * nn; a++) {
+        rlt__node *n = &r->nodes[(start + a) % nn];
+        if (a < nn ? n->open : (!n->open || !rlt__node_usable(r, n, now))) continue;
         redisReply *rep = NULL;
         rc = rlt__node_exec(r, n, &cmd, 1, &rep, deadline);
         if (rc) {
@@ -291,15 +302,172 @@ int rlt__cluster_refresh(rlt_redis *r, int64_t deadline)
         }
         freeReplyObject(rep);
         r->refresh = false;
+        r->topo_at = rlt__mono_ns() + r->opt.refresh_interval;
         return RLT_OK;
     }
     return rc;
 }
 
+void rlt__topology_stale(rlt_redis *r, int64_t now)
+{
+    if (!r->opt.cluster && !r->master_name) return;
+    int64_t at = r->topo_last + RLT__TOPO_GAP;
+    if (at < now) at = now;
+    if (at < r->topo_at) r->topo_at = at;
+}
+
+/* ---- Sentinel -------------------------------------------------------------------------- */
+
+/* Points node 0 (the master) at host:port; a new address starts with a fresh connection and
+ * a closed breaker (it is another server). */
+static void set_master(rlt_redis *r, const char *host, size_t hlen, long port)
+{
+    rlt__node *m = &r->nodes[0];
+    if (hlen == 0 || hlen >= sizeof m->host || port <= 0 || port > 65535) return;
+    if (m->port == (int)port && strlen(m->host) == hlen && memcmp(m->host, host, hlen) == 0) return;
+    if (m->port != 0) r->st.master_switches++;
+    rlt__node_drop(m);
+    memcpy(m->host, host, hlen);
+    m->host[hlen] = '\0';
+    m->port = (int)port;
+    m->failures = 0;
+    m->open = false;
+    m->backoff = r->opt.backoff_min;
+    m->engine = RLT_REDIS_ENGINE_AUTO;
+    m->module_time = false;
+}
+
+int rlt__sentinel_resolve(rlt_redis *r, int64_t deadline)
+{
+    const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", r->master_name};
+    size_t lens[3] = {8, 23, strlen(r->master_name)};
+    rlt__cmd cmd = {3, argv, lens};
+    int64_t now = rlt__mono_ns();
+    r->topo_last = now;
+    r->topo_at = now + RLT__TOPO_GAP; /* unless it succeeds */
+    r->st.topology_reads++;
+    int rc = RLT_EBACKEND;
+    for (unsigned k = 0; k < r->nsents; k++) {
+        rlt__node *s = &r->sents[(r->sent_next + k) % r->nsents];
+        /* Each sentinel gets an equal share of what is left, so a stopped one leaves time
+         * for the others. */
+        int64_t t = rlt__mono_ns(), slice = (deadline - t) / (int64_t)(r->nsents - k);
+        if (slice <= 0) return RLT_ETIMEDOUT;
+        redisReply *rep = NULL;
+        rc = rlt__node_exec(r, s, &cmd, 1, &rep, t + slice);
+        if (rc) continue;
+        if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+            rep->element[0]->type == REDIS_REPLY_STRING &&
+            rep->element[1]->type == REDIS_REPLY_STRING) {
+            char *end;
+            long port = strtol(rep->element[1]->str, &end, 10);
+            if (end != rep->element[1]->str && *end == '\0') {
+                set_master(r, rep->element[0]->str, rep->element[0]->len, port);
+                freeReplyObject(rep);
+                r->sent_next = (r->sent_next + k) % r->nsents; /* ask it first next time */
+                r->topo_at = rlt__mono_ns() + r->opt.refresh_interval;
+                return RLT_OK;
+            }
+        }
+        freeReplyObject(rep); /* nil: it does not know the name (yet) */
+        rc = RLT_EBACKEND;
+    }
+    r->sent_next = (r->sent_next + 1) % r->nsents;
+    return rc;
+}
+
+/* A message of the subscription: "+switch-master" "name oldip oldport newip newport". */
+static void sub_message(rlt_redis *r, const redisReply *m)
+{
+    if (m->type != REDIS_REPLY_ARRAY || m->elements != 3) return;
+    for (int i = 0; i < 3; i++)
+        if (m->element[i]->type != REDIS_REPLY_STRING) return;
+    if (strcmp(m->element[0]->str, "message") != 0 ||
+        strcmp(m->element[1]->str, "+switch-master") != 0)
+        return;
+    char buf[600];
+    if (m->element[2]->len >= sizeof buf) return;
+    memcpy(buf, m->element[2]->str, m->element[2]->len + 1);
+    char *f[5], *save = NULL;
+    int nf = 0;
+    for (char *t = strtok_r(buf, " ", &save); t && nf < 5; t = strtok_r(NULL, " ", &save))
+        f[nf++] = t;
+    if (nf != 5 || strcmp(f[0], r->master_name) != 0) return;
+    char *end;
+    long port = strtol(f[4], &end, 10);
+    if (*end != '\0') return;
+    set_master(r, f[3], strlen(f[3]), port);
+    r->topo_at = rlt__mono_ns() + r->opt.refresh_interval;
+}
+
+/* Reads what the subscription has received, without waiting. */
+static void sub_poll(rlt_redis *r, int64_t now)
+{
+    rlt__node *s = &r->sub;
+    if (!s->c) return;
+    struct pollfd p = {.fd = s->c->fd, .events = POLLIN};
+    /* Replies already buffered (read with SUBSCRIBE's answer) are parsed even when the socket
+     * has nothing new. */
+    if (poll(&p, 1, 0) > 0 && redisBufferRead(s->c) != REDIS_OK) goto lost;
+    for (;;) {
+        void *rep = NULL;
+        if (redisGetReplyFromReader(s->c, &rep) != REDIS_OK) goto lost;
+        if (!rep) return;
+        sub_message(r, rep);
+        freeReplyObject(rep);
+    }
+lost: /* the sentinel went away: ask for the master soon, subscribe elsewhere */
+    rlt__node_drop(s);
+    r->sub_retry_at = now + r->opt.backoff_min;
+    rlt__topology_stale(r, now);
+}
+
+static void sub_start(rlt_redis *r, int64_t deadline)
+{
+    rlt__node *from = &r->sents[r->sent_next % r->nsents], *s = &r->sub;
+    int64_t now = rlt__mono_ns();
+    r->sub_retry_at = now + r->opt.backoff_min;
+    memcpy(s->host, from->host, sizeof s->host);
+    s->port = from->port;
+    s->sentinel = true;
+    const char *argv[2] = {"SUBSCRIBE", "+switch-master"};
+    size_t lens[2] = {9, 14};
+    rlt__cmd cmd = {2, argv, lens};
+    redisReply *rep = NULL;
+    /* At most half of what is left: the call itself comes after. */
+    if (rlt__node_exec(r, s, &cmd, 1, &rep, now + (deadline - now) / 2) != RLT_OK) return;
+    bool ok = rep->type == REDIS_REPLY_ARRAY;
+    freeReplyObject(rep);
+    if (!ok) rlt__node_drop(s);
+}
+
+static void sentinel_tick(rlt_redis *r, int64_t deadline)
+{
+    int64_t now = rlt__mono_ns();
+    if (now - r->sub_polled_at >= RLT_NS_PER_MS || now < r->sub_polled_at) {
+        r->sub_polled_at = now; /* a batch's checks share one look */
+        sub_poll(r, now);
+    }
+    /* With a master known, asking again may take only half the call's time (a stopped
+     * sentinel must not fail calls the master would answer). */
+    if (now >= r->topo_at)
+        (void)rlt__sentinel_resolve(r, r->nodes[0].port ? now + (deadline - now) / 2 : deadline);
+    if (!r->sub.c && now >= r->sub_retry_at && rlt__mono_ns() < deadline) sub_start(r, deadline);
+}
+
 unsigned rlt__route(rlt_redis *r, unsigned slot, int64_t deadline)
 {
+    if (r->master_name) {
+        sentinel_tick(r, deadline);
+        return 0;
+    }
     if (!r->opt.cluster) return 0;
-    if (r->refresh || r->slots[slot] == RLT__NO_NODE) (void)rlt__cluster_refresh(r, deadline);
+    int64_t now = rlt__mono_ns();
+    bool known = r->slots[slot] != RLT__NO_NODE;
+    /* With the slot's node known, reading the map may take only half the call's time (a
+     * stopped node asked first must not fail a call its owner would answer). */
+    if (r->refresh || now >= r->topo_at || (!known && now >= r->topo_last + RLT__TOPO_GAP))
+        (void)rlt__cluster_refresh(r, known ? now + (deadline - now) / 2 : deadline);
     unsigned idx = r->slots[slot];
     return idx == RLT__NO_NODE ? 0 : idx;
 }

@@ -29,6 +29,11 @@ extern const rlt__script rlt__redis_scripts[RLT__NSCRIPTS];
 #define RLT__MAX_NODES 64
 #define RLT__NO_NODE 0xFFFF
 #define RLT__PTEXT_CACHE 8
+#define RLT__MAX_SENTINELS 8
+#define RLT__MASTER_NAME_MAX 128
+/* Least time between two topology reads forced by failures (a dead node must not cost a
+ * CLUSTER SLOTS or a sentinel round trip per call). */
+#define RLT__TOPO_GAP (100 * RLT_NS_PER_MS)
 
 /* One Redis server and our connection to it. */
 typedef struct rlt__node {
@@ -44,6 +49,7 @@ typedef struct rlt__node {
      * module_time: it takes caller time (its RL.TESTTIME exists). */
     rlt_redis_engine engine;
     bool module_time;
+    bool sentinel; /* a Sentinel: no AUTH, no module detection */
 } rlt__node;
 
 /* A command: argc arguments of given lengths. */
@@ -74,6 +80,17 @@ struct rlt_redis {
                                   than the rest of a call's arguments */
     unsigned ptext_next;
     rlt_redis_stats st;
+
+    /* Topology (cluster slot map or Sentinel's master): read again when mono time reaches
+     * topo_at; topo_last is the last attempt (RLT__TOPO_GAP apart when forced). */
+    int64_t topo_at, topo_last;
+    /* Sentinel: node 0 is the master (port 0 while unknown). */
+    char *sentinel_list, *master_name;
+    rlt__node sents[RLT__MAX_SENTINELS];
+    unsigned nsents, sent_next;
+    rlt__node sub;         /* a sentinel connection subscribed to +switch-master */
+    int64_t sub_retry_at;  /* mono ns: when to try subscribing again */
+    int64_t sub_polled_at; /* mono ns: the subscription's last look */
 };
 
 /* Monotonic clock, ns. */
@@ -109,6 +126,13 @@ int rlt__cluster_refresh(rlt_redis *r, int64_t deadline);
 
 /* The node that serves `slot` (standalone: node 0). */
 unsigned rlt__route(rlt_redis *r, unsigned slot, int64_t deadline);
+
+/* The topology may have changed (a node failed, answered CLUSTERDOWN, READONLY...): read it
+ * again before a call at mono time `now` + at most RLT__TOPO_GAP.  No-op on a plain server. */
+void rlt__topology_stale(rlt_redis *r, int64_t now);
+
+/* Sentinel: asks the sentinels for the master and points node 0 at it.  RLT_OK or an error. */
+int rlt__sentinel_resolve(rlt_redis *r, int64_t deadline);
 
 /* Parses a "MOVED 3999 127.0.0.1:6381" / "ASK ..." error into slot and node index.
  * Returns true if it was such a redirect. */

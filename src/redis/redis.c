@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define LIM RLT__LIM
 #define NOW_MAX RLT__NOW_MAX
@@ -77,6 +78,44 @@ static int parse_servers(rlt_redis *r)
     return RLT_OK;
 }
 
+/* Sentinel: the sentinels of r->sentinel_list; node 0, the master, unknown until asked. */
+static int parse_sentinels(rlt_redis *r)
+{
+    size_t ml = strlen(r->master_name);
+    if (r->opt.cluster || ml == 0 || ml > RLT__MASTER_NAME_MAX ||
+        strpbrk(r->master_name, " \t\r\n"))
+        return RLT_EINVAL;
+    const char *s = r->sentinel_list;
+    while (*s) {
+        const char *end = strchr(s, ',');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        const char *colon = NULL;
+        for (size_t i = len; i > 0; i--)
+            if (s[i - 1] == ':') {
+                colon = s + i - 1;
+                break;
+            }
+        if (!colon || colon == s || r->nsents == RLT__MAX_SENTINELS ||
+            (size_t)(colon - s) >= sizeof r->sents[0].host)
+            return RLT_EINVAL;
+        char *e;
+        long port = strtol(colon + 1, &e, 10);
+        if (e != s + len || port <= 0 || port > 65535) return RLT_EINVAL;
+        rlt__node *n = &r->sents[r->nsents++];
+        memcpy(n->host, s, (size_t)(colon - s));
+        n->host[colon - s] = '\0';
+        n->port = (int)port;
+        n->sentinel = true;
+        s += len;
+        if (*s == ',') s++;
+    }
+    if (r->nsents == 0) return RLT_EINVAL;
+    memset(&r->nodes[0], 0, sizeof r->nodes[0]); /* the master: port 0 = not known yet */
+    r->nodes[0].backoff = r->opt.backoff_min;
+    r->nnodes = 1;
+    return RLT_OK;
+}
+
 int rlt_redis_open(rlt_redis **out, const rlt_redis_options *opt)
 {
     if (!out) return RLT_EINVAL;
@@ -94,18 +133,24 @@ int rlt_redis_open(rlt_redis **out, const rlt_redis_options *opt)
     if (o.backoff_max < o.backoff_min) o.backoff_max = o.backoff_min;
     if (!o.lease_ttl) o.lease_ttl = 100 * RLT_NS_PER_MS;
     if (!o.lease_keys) o.lease_keys = 1024;
+    if (o.refresh_interval < 0) return RLT_EINVAL;
+    if (!o.refresh_interval) o.refresh_interval = RLT_NS_PER_S;
+    if (o.sentinels && !o.master_name) return RLT_EINVAL;
     rlt_redis *r = calloc(1, sizeof *r);
     if (!r) return RLT_ENOMEM;
     r->opt = o;
     r->servers = dup_str(o.servers ? o.servers : "127.0.0.1:6379");
     r->prefix = dup_str(o.prefix ? o.prefix : "rlt:");
     r->password = o.password ? dup_str(o.password) : NULL;
+    r->sentinel_list = o.sentinels ? dup_str(o.sentinels) : NULL;
+    r->master_name = o.sentinels ? dup_str(o.master_name) : NULL;
     r->slots = malloc(RLT__SLOTS * sizeof *r->slots);
     if (o.lease_units > 0) {
         r->nleases = o.lease_keys;
         r->leases = calloc(r->nleases, sizeof *r->leases);
     }
     if (!r->servers || !r->prefix || (o.password && !r->password) || !r->slots ||
+        (o.sentinels && (!r->sentinel_list || !r->master_name)) ||
         (o.lease_units > 0 && !r->leases)) {
         rlt_redis_close(r);
         return RLT_ENOMEM;
@@ -116,8 +161,10 @@ int rlt_redis_open(rlt_redis **out, const rlt_redis_options *opt)
     r->prefix_len = strlen(r->prefix);
     for (size_t s = 0; s < RLT__SLOTS; s++)
         r->slots[s] = RLT__NO_NODE;
+    r->opt.sentinels = r->sentinel_list;
+    r->opt.master_name = r->master_name;
     r->refresh = o.cluster;
-    int rc = parse_servers(r);
+    int rc = r->master_name ? parse_sentinels(r) : parse_servers(r);
     if (rc) {
         rlt_redis_close(r);
         return rc;
@@ -131,6 +178,11 @@ void rlt_redis_close(rlt_redis *r)
     if (!r) return;
     for (unsigned i = 0; i < r->nnodes; i++)
         rlt__node_drop(&r->nodes[i]);
+    for (unsigned i = 0; i < r->nsents; i++)
+        rlt__node_drop(&r->sents[i]);
+    rlt__node_drop(&r->sub);
+    free(r->sentinel_list);
+    free(r->master_name);
     for (size_t i = 0; i < r->nleases; i++)
         free(r->leases[i].name);
     free(r->leases);
@@ -507,6 +559,7 @@ static int run(rlt_redis *r, call *c, int64_t deadline, redisReply **out, int64_
 {
     unsigned idx = rlt__route(r, c->slot, deadline);
     bool ask = false, loaded = false;
+    int tries = 0; /* TRYAGAIN */
     *retry_at = 0;
     *used_module = false;
     for (int hop = 0; hop < 6; hop++) {
@@ -514,6 +567,7 @@ static int run(rlt_redis *r, call *c, int64_t deadline, redisReply **out, int64_
         int64_t now = rlt__mono_ns();
         if (!rlt__node_usable(r, n, now)) {
             r->st.short_circuited++;
+            rlt__topology_stale(r, now); /* whatever it served may be elsewhere by now */
             *retry_at = n->retry_at;
             return RLT_EBACKEND;
         }
@@ -553,6 +607,27 @@ static int run(rlt_redis *r, call *c, int64_t deadline, redisReply **out, int64_
             continue;
         }
         loaded = false;
+        if (r->opt.cluster && is_error(rep, "TRYAGAIN")) {
+            /* A multi-key call during a slot migration whose keys are split between the two
+             * nodes: it did not run.  Retried after 1, 2, 4, 8 ms while the deadline allows,
+             * from the slot's owner again (which may answer ASK by then). */
+            freeReplyObject(rep);
+            r->st.tryagain++;
+            rlt__node_success(r, n);
+            int64_t wait = RLT_NS_PER_MS << tries;
+            if (tries == 4 || rlt__mono_ns() + wait >= deadline) {
+                r->st.errors++;
+                *retry_at = rlt__mono_ns() + wait;
+                return RLT_EBACKEND;
+            }
+            tries++;
+            struct timespec ts = {0, (long)wait};
+            nanosleep(&ts, NULL);
+            ask = false;
+            idx = rlt__route(r, c->slot, deadline);
+            hop--;
+            continue;
+        }
         unsigned to;
         if (r->opt.cluster && rlt__parse_redirect(r, rep, &ask, &to)) {
             freeReplyObject(rep);
@@ -561,8 +636,19 @@ static int run(rlt_redis *r, call *c, int64_t deadline, redisReply **out, int64_
             rlt__node_success(r, n);
             continue;
         }
+        if (r->opt.cluster && is_error(rep, "CLUSTERDOWN")) {
+            /* The cluster's word on this slot (not served, or the cluster is failing over),
+             * answered at once by a healthy node: the fail mode decides and the slot map is
+             * read again soon, but the node's breaker is left alone, so its other slots and
+             * the other nodes keep deciding in Redis. */
+            freeReplyObject(rep);
+            r->st.errors++;
+            rlt__topology_stale(r, rlt__mono_ns());
+            *retry_at = rlt__mono_ns() + RLT__TOPO_GAP;
+            return RLT_EBACKEND;
+        }
         if (rep->type == REDIS_REPLY_ERROR) {
-            /* LOADING, BUSY, CLUSTERDOWN, OOM, READONLY (a failed-over master)...: the node
+            /* LOADING, BUSY, OOM, READONLY (a failed-over master)...: the node
              * cannot serve us now.  The script did not run (or ran and failed with no write). */
             freeReplyObject(rep);
             r->st.errors++;
@@ -1128,6 +1214,7 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
         int rc;
         if (!rlt__node_usable(r, nd, t)) {
             r->st.short_circuited += m;
+            rlt__topology_stale(r, t);
             rc = RLT_EBACKEND;
         } else {
             rc = rlt__node_exec(r, nd, cmds, m, reps, deadline);
@@ -1154,7 +1241,7 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
                 r->st.decisions++;
                 if (mods[k]) r->st.module_calls++;
             } else if (is_error(rep, "NOSCRIPT") || is_error(rep, "MOVED") ||
-                       is_error(rep, "ASK")) {
+                       is_error(rep, "ASK") || is_error(rep, "TRYAGAIN")) {
                 /* Did not run: send it alone, which loads the script or follows the
                  * redirect. */
                 int64_t retry_at = 0;
@@ -1171,6 +1258,12 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
                     fail_decision(r, checks[j].policy, flags, retry_at, &out[j]);
                 else
                     r->st.decisions++;
+            } else if (r->opt.cluster && is_error(rep, "CLUSTERDOWN")) {
+                /* As in run(): the fail mode, the slot map read again, no breaker failure. */
+                status[j] = RLT_EBACKEND;
+                r->st.errors++;
+                rlt__topology_stale(r, rlt__mono_ns());
+                fail_decision(r, checks[j].policy, flags, rlt__mono_ns() + RLT__TOPO_GAP, &out[j]);
             } else {
                 ok = false;
                 status[j] = RLT_EBACKEND;
@@ -1178,10 +1271,14 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
             }
             freeReplyObject(rep);
         }
-        if (ok)
+        if (ok) {
             rlt__node_success(r, nd);
-        else
+        } else {
+            /* CLUSTERDOWN, READONLY (a demoted master), LOADING...: this node cannot serve
+             * now.  Like run(): a failure for its breaker, and the topology is read again. */
             r->st.errors++;
+            rlt__node_failure(r, nd, rlt__mono_ns());
+        }
     }
     for (size_t i = 0; i < n; i++)
         if (status[i] == RLT_OK || status[i] == RLT_EBACKEND || status[i] == RLT_ETIMEDOUT)

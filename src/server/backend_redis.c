@@ -61,6 +61,7 @@ typedef struct pubstats {
     uint64_t decisions, round_trips, fail_open, fail_closed, timeouts, errors, breaker_opened,
         short_circuited, connects, script_loads, redirects, lease_local, nodes, nodes_open;
     uint64_t fail_local; /* library fail-closed answers replaced by a local decision */
+    uint64_t tryagain, topology_reads, master_switches; /* cluster and Sentinel failovers */
 } pubstats;
 
 #define NODES_SHOWN 16 /* nodes listed in INFO */
@@ -87,6 +88,7 @@ typedef struct redis_be {
     rlt__backend base; /* first: the seam's handle */
     rlt_redis_options opt;
     char servers[RLT__STR_MAX], password[RLT__STR_MAX], prefix[65];
+    char master[129]; /* Sentinel: the master's name ("" = none) */
     uint64_t gen; /* tags the thread-local pointer, so it never outlives this backend */
     pthread_mutex_t mu;
     tctx *threads;
@@ -123,6 +125,16 @@ static void options_from(const rlt__redis_settings *rs, rlt_redis_options *o, ch
     o->engine = rs->engine == 2   ? RLT_REDIS_ENGINE_MODULE
                 : rs->engine == 1 ? RLT_REDIS_ENGINE_SCRIPTS
                                   : RLT_REDIS_ENGINE_AUTO;
+}
+
+/* Sentinel (redis.master_name): the `address` that options_from copied lists the sentinels. */
+static void sentinel_from(const rlt__redis_settings *rs, rlt_redis_options *o, char *master)
+{
+    snprintf(master, 129, "%s", rs->master_name);
+    if (master[0] == '\0') return;
+    o->sentinels = o->servers;
+    o->master_name = master;
+    o->servers = NULL;
 }
 
 static tctx *thread_ctx(redis_be *b)
@@ -167,6 +179,9 @@ static void publish(tctx *t)
     PUB(lease_local);
     PUB(nodes);
     PUB(nodes_open);
+    PUB(tryagain);
+    PUB(topology_reads);
+    PUB(master_switches);
 #undef PUB
     t->nnodes = 0;
     for (unsigned i = 0; i < NODES_SHOWN && i < st.nodes; i++)
@@ -598,14 +613,16 @@ int rlt__backend_redis_check_config(const rlt__config *c, char *err, size_t errl
     if (check_leases(c, err, errlen) != RLT_OK) return RLT_EINVAL;
     if (rs->address[0] == '\0') return RLT_OK;
     rlt_redis_options o;
-    char servers[RLT__STR_MAX], password[RLT__STR_MAX], prefix[65];
+    char servers[RLT__STR_MAX], password[RLT__STR_MAX], prefix[65], master[129];
     options_from(rs, &o, servers, password, prefix);
+    sentinel_from(rs, &o, master);
     rlt_redis *r = NULL;
     int st = rlt_redis_open(&r, &o); /* validates the options; connects only on first use */
     rlt_redis_close(r);
     if (st != RLT_OK) {
-        snprintf(err, errlen, "redis: invalid settings (address '%s', prefix '%s'): %s",
-                 rs->address, rs->prefix, rlt_strerror(st));
+        snprintf(err, errlen, "redis: invalid settings (%s '%s', prefix '%s'): %s",
+                 rs->master_name[0] ? "sentinels" : "address", rs->address, rs->prefix,
+                 rlt_strerror(st));
         return RLT_EINVAL;
     }
     for (size_t i = 0; i < c->nnamed; i++)
@@ -661,6 +678,9 @@ static unsigned sum(redis_be *b, pubstats *out)
         ADD(nodes);
         ADD(nodes_open);
         ADD(fail_local);
+        ADD(tryagain);
+        ADD(topology_reads);
+        ADD(master_switches);
 #undef ADD
         pthread_mutex_unlock(&t->nodes_mu);
     }
@@ -739,6 +759,11 @@ static void redis_info(rlt__backend *be, rlt__obuf *o)
                      "redis_local_fallback_entered:%" PRIu64 "\r\nredis_fleet_size:%u\r\n",
                      t.fail_local, __atomic_load_n(&b->in_local, __ATOMIC_RELAXED),
                      ld(&b->local_entered), fleet_of(c));
+    rlt__obuf_printf(o,
+                     "redis_sentinel_master:%s\r\nredis_tryagain:%" PRIu64
+                     "\r\nredis_topology_reads:%" PRIu64 "\r\nredis_master_switches:%" PRIu64
+                     "\r\n",
+                     b->master, t.tryagain, t.topology_reads, t.master_switches);
     node_lines(b, o);
 }
 
@@ -828,6 +853,7 @@ int rlt__backend_redis_open(rlt__srv *s, rlt__backend **out, char *err, size_t e
         free(b);
         return st;
     }
+    sentinel_from(&c->set.redis, &b->opt, b->master);
     b->gen = __atomic_fetch_add(&next_gen, 1, __ATOMIC_RELAXED);
     pthread_mutex_init(&b->mu, NULL);
     *out = &b->base;

@@ -187,9 +187,30 @@ static int get_redis_duration(rlt__cy *x, const yaml_node_t *n, rlt_ns lo, rlt_n
     return RLT_OK;
 }
 
+/* redis.sentinel: "host:port[,...]" or a list of them, into rs->address (config.h). */
+static int get_sentinels(rlt__cy *x, yaml_node_t *v, rlt__redis_settings *rs)
+{
+    if (v->type != YAML_SEQUENCE_NODE)
+        return rlt__cy_get_str(x, v, rs->address, sizeof rs->address, "redis sentinel");
+    rs->address[0] = '\0';
+    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top;
+         it++) {
+        char one[RLT__STR_MAX];
+        size_t used = strlen(rs->address);
+        if (rlt__cy_get_str(x, rlt__cy_node(x, *it), one, sizeof one, "a sentinel address") < 0)
+            return RLT_EPARSE;
+        if (used + strlen(one) + 2 > sizeof rs->address)
+            return rlt__cy_fail(x, v, "redis sentinels are longer than %zu bytes",
+                                sizeof rs->address - 1);
+        snprintf(rs->address + used, sizeof rs->address - used, "%s%s", used ? "," : "", one);
+    }
+    return RLT_OK;
+}
+
 static int parse_redis(rlt__cy *x, yaml_node_t *n)
 {
     rlt__redis_settings *rs = &x->c->set.redis;
+    bool has_address = false, has_sentinel = false;
     if (n != NULL && n->type == YAML_SCALAR_NODE) /* redis: "host:port" */
         return rlt__cy_get_str(x, n, rs->address, sizeof rs->address, "redis");
     if (rlt__cy_need_map(x, n, "redis") < 0) return RLT_EPARSE;
@@ -200,6 +221,7 @@ static int parse_redis(rlt__cy *x, yaml_node_t *n)
         int64_t i = 0;
         int r;
         if (rlt__cy_eq(key, kl, "address") || rlt__cy_eq(key, kl, "addresses")) {
+            has_address = true;
             if (v->type == YAML_SEQUENCE_NODE) { /* a list of seed nodes */
                 rs->address[0] = '\0';
                 r = 0;
@@ -218,6 +240,13 @@ static int parse_redis(rlt__cy *x, yaml_node_t *n)
             } else {
                 r = rlt__cy_get_str(x, v, rs->address, sizeof rs->address, "redis address");
             }
+        } else if (rlt__cy_eq(key, kl, "sentinel") || rlt__cy_eq(key, kl, "sentinels")) {
+            has_sentinel = true;
+            r = get_sentinels(x, v, rs);
+        } else if (rlt__cy_eq(key, kl, "master_name")) {
+            r = rlt__cy_get_str(x, v, rs->master_name, sizeof rs->master_name, "redis master_name");
+            if (r == 0 && (rs->master_name[0] == '\0' || strpbrk(rs->master_name, " \t\r\n")))
+                r = rlt__cy_fail(x, v, "redis master_name must be a name without spaces");
         } else if (rlt__cy_eq(key, kl, "cluster"))
             r = rlt__cy_get_bool(x, v, &rs->cluster, "redis cluster");
         else if (rlt__cy_eq(key, kl, "password"))
@@ -263,13 +292,23 @@ static int parse_redis(rlt__cy *x, yaml_node_t *n)
             r = get_redis_duration(x, v, RLT_NS_PER_MS, 3600 * RLT_NS_PER_S, &rs->lease_ttl,
                                    "redis lease_ttl");
         else
-            r = rlt__cy_fail(x, k,
-                     "unknown redis setting '%.*s' (address, cluster, password, prefix, "
-                     "timeout, fail, breaker_failures, backoff_min, backoff_max, lease_units, "
-                     "lease_ttl, engine, fleet_size)",
-                     (int)(kl > 64 ? 64 : kl), key);
+            r = rlt__cy_fail(
+                x, k,
+                "unknown redis setting '%.*s' (address, cluster, sentinel, master_name, "
+                "password, prefix, timeout, fail, breaker_failures, backoff_min, "
+                "backoff_max, lease_units, lease_ttl, engine, fleet_size)",
+                (int)(kl > 64 ? 64 : kl), key);
         if (r < 0) return RLT_EPARSE;
     }
+    if (has_address && has_sentinel)
+        return rlt__cy_fail(x, n, "redis: address or sentinel, not both");
+    if (has_sentinel != (rs->master_name[0] != '\0'))
+        return rlt__cy_fail(x, n,
+                            has_sentinel ? "redis sentinel needs master_name (the "
+                                           "sentinels' name of the master)"
+                                         : "redis master_name needs sentinel");
+    if (has_sentinel && rs->cluster)
+        return rlt__cy_fail(x, n, "redis: cluster or sentinel, not both");
     if (rs->address[0] == '\0') return rlt__cy_fail(x, n, "redis needs an address (host:port)");
     if (rs->backoff_min != 0 && rs->backoff_max != 0 && rs->backoff_max < rs->backoff_min)
         return rlt__cy_fail(x, n, "redis backoff_max is shorter than backoff_min");

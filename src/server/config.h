@@ -36,6 +36,9 @@ typedef struct rlt__redis_settings {
                                     false): decide on this node's share of the limit */
     unsigned fleet_size;         /* nodes sharing the Redis limit, for fail: local's share
                                     (the limit divided by it); 0 = 1 */
+    /* Redis Sentinel: the master's name; with it, `address` lists the sentinels
+     * (redis.sentinel, --redis-sentinel) and the library asks them for the master. */
+    char master_name[129];
 } rlt__redis_settings;
 
 /* Per-policy fail mode (a rule's or named policy's `fail:`).  LOCAL: decide on the node's

@@ -34,10 +34,12 @@ static void usage(FILE *f)
           "                  [--redis HOST:PORT[,HOST:PORT...]] [--redis-cluster]\n"
           "                  [--redis-fail open|closed|local] [--redis-timeout DURATION]\n"
           "                  [--redis-fleet-size N]\n"
+          "                  [--redis-sentinel HOST:PORT[,HOST:PORT...] --redis-master NAME]\n"
           "  --port / --http-port / --grpc-port: 0 picks a free port, -1 turns it off\n"
           "  defaults: 127.0.0.1, RESP 6380, HTTP 8080, gRPC 8081,\n"
           "            snapshot ./ratelimitd.snap every 5s\n"
-          "  --redis: decide in this Redis (a fleet of daemons shares one limit)\n",
+          "  --redis: decide in this Redis (a fleet of daemons shares one limit)\n"
+          "  --redis-sentinel: ask these sentinels for the master NAME (--redis-master)\n",
           f);
 }
 
@@ -48,7 +50,7 @@ typedef struct overrides {
     const char *configs[MAX_CONFIGS];
     size_t nconfigs;
     const char *bind, *password, *snapshot, *interval;
-    const char *redis, *redis_fail, *redis_timeout;
+    const char *redis, *redis_fail, *redis_timeout, *redis_sentinel, *redis_master;
     long port, http_port, grpc_port, threads, max_keys, max_conns, top_keys;
     bool has_port, has_http, has_grpc, has_threads, has_keys, has_conns, no_snapshot, check_only;
     long fleet_size; /* --redis-fleet-size */
@@ -77,6 +79,8 @@ static const option options[] = {
     {"--redis", OPT_STR, O(redis), 0, 0, 0},
     {"--redis-fail", OPT_STR, O(redis_fail), 0, 0, 0},
     {"--redis-timeout", OPT_STR, O(redis_timeout), 0, 0, 0},
+    {"--redis-sentinel", OPT_STR, O(redis_sentinel), 0, 0, 0},
+    {"--redis-master", OPT_STR, O(redis_master), 0, 0, 0},
     {"--port", OPT_LONG, O(port), O(has_port), -1, 65535},
     {"--http-port", OPT_LONG, O(http_port), O(has_http), -1, 65535},
     {"--grpc-port", OPT_LONG, O(grpc_port), O(has_grpc), -1, 65535},
@@ -96,6 +100,50 @@ static int parse_long(const char *s, long lo, long hi, long *out)
     int64_t v;
     if (!rlt__resp_parse_i64(s, strlen(s), &v) || v < lo || v > hi) return -1;
     *out = (long)v;
+    return 0;
+}
+
+/* --redis-sentinel and --redis-master: the sentinels go in `address` (config.h). */
+static int apply_sentinel(rlt__redis_settings *rs, const overrides *o, char *err, size_t errlen)
+{
+    if (o->redis_sentinel != NULL && o->redis != NULL) {
+        snprintf(err, errlen, "--redis and --redis-sentinel: one or the other");
+        return -1;
+    }
+    if (o->redis_sentinel != NULL) {
+        if (strlen(o->redis_sentinel) >= sizeof rs->address || o->redis_sentinel[0] == '\0') {
+            snprintf(err, errlen,
+                     "--redis-sentinel: needs HOST:PORT[,HOST:PORT...] (at most %zu bytes)",
+                     sizeof rs->address - 1);
+            return -1;
+        }
+        snprintf(rs->address, sizeof rs->address, "%s", o->redis_sentinel);
+        rs->cluster = false;
+    }
+    bool had_master = rs->master_name[0] != '\0';
+    if (o->redis_master != NULL) {
+        if (strlen(o->redis_master) >= sizeof rs->master_name || o->redis_master[0] == '\0' ||
+            strpbrk(o->redis_master, " \t\r\n") != NULL) {
+            snprintf(err, errlen, "--redis-master: a name of 1 to %zu bytes without spaces",
+                     sizeof rs->master_name - 1);
+            return -1;
+        }
+        snprintf(rs->master_name, sizeof rs->master_name, "%s", o->redis_master);
+    }
+    if (o->redis_sentinel != NULL && rs->master_name[0] == '\0') {
+        snprintf(err, errlen,
+                 "--redis-sentinel needs --redis-master NAME (the sentinels' name "
+                 "of the master)");
+        return -1;
+    }
+    if (o->redis_master != NULL && o->redis_sentinel == NULL && !had_master) {
+        snprintf(err, errlen, "--redis-master needs --redis-sentinel HOST:PORT[,...]");
+        return -1;
+    }
+    if (rs->master_name[0] != '\0' && o->redis_cluster) {
+        snprintf(err, errlen, "--redis-cluster and Sentinel: one or the other");
+        return -1;
+    }
     return 0;
 }
 
@@ -173,7 +221,9 @@ static int apply_overrides(rlt__settings *set, const overrides *o, char *err, si
             return -1;
         }
         snprintf(rs->address, sizeof rs->address, "%s", o->redis);
+        rs->master_name[0] = '\0'; /* a Redis named here, not the file's sentinels */
     }
+    if (apply_sentinel(rs, o, err, errlen) < 0) return -1;
     if (o->redis_cluster) rs->cluster = true;
     if (o->redis_fail != NULL) {
         if (strcmp(o->redis_fail, "open") != 0 && strcmp(o->redis_fail, "closed") != 0 &&
@@ -465,8 +515,10 @@ int main(int argc, char **argv)
     printf("\n");
     rlt__log_notify("READY=1");
     if (!s->be->ops->daemon_clock)
-        rlt__log(RLT__LOG_ERR, "deciding in Redis%s %s (timeout %lld us, fail %s, fleet of %u)",
-                 set->redis.cluster ? " Cluster" : "", set->redis.address,
+        rlt__log(RLT__LOG_ERR,
+                 "deciding in Redis%s%s%s %s (timeout %lld us, fail %s, fleet of %u)",
+                 set->redis.cluster ? " Cluster" : "", set->redis.master_name[0] ? " master " : "",
+                 set->redis.master_name, set->redis.address,
                  (long long)((set->redis.timeout ? set->redis.timeout : RLT_REDIS_DEFAULT_TIMEOUT) /
                              RLT_NS_PER_US),
                  set->redis.fail_local  ? "local"

@@ -2,8 +2,12 @@
 # Starts and stops private redis-server processes for the Redis tests, on loopback ephemeral
 # ports, each in its own temporary directory, with no persistence.
 #
-#   redis-servers.sh run standalone|cluster -- CMD [ARGS...]
-#       starts one server (or a 3-node cluster), exports RLT_REDIS_BASE (the temp dir),
+#   redis-servers.sh run standalone|cluster|cluster6|sentinel -- CMD [ARGS...]
+#       starts one server (or a 3-node cluster; cluster6: 3 masters s0-s2 with one replica
+#       each, s3-s5, cluster-node-timeout 1000 ms, cluster-require-full-coverage no;
+#       sentinel: master s0, its replica s1 and three sentinels s2-s4 watching it as
+#       "mymaster", down-after 1000 ms, failover-timeout 3000 ms, exported as
+#       RLT_REDIS_SENTINELS), exports RLT_REDIS_BASE (the temp dir),
 #       RLT_REDIS_SERVERS ("127.0.0.1:PORT[,...]") and RLT_REDIS_SH (this script), runs CMD,
 #       and always stops every server it started (trap on exit, also on failure or signal).
 #       Server i lives in $RLT_REDIS_BASE/sI with files `port`, `pid` and `args`.
@@ -70,6 +74,54 @@ cmd_start() {
     die "cannot start redis-server (see $dir/log)"
 }
 
+# start_sentinel DIR MASTER_PORT: a sentinel on a free port watching 127.0.0.1:MASTER_PORT.
+start_sentinel() {
+    dir=$1 mport=$2
+    mkdir -p "$dir"
+    tries=0
+    while [ $tries -lt 20 ]; do
+        port=$(( ($(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 12000) + 20000 ))
+        rm -f "$dir/pid"
+        printf '%s\n' "port $port" "bind 127.0.0.1" "dir $dir" \
+            "sentinel monitor mymaster 127.0.0.1 $mport 2" \
+            "sentinel down-after-milliseconds mymaster 1000" \
+            "sentinel failover-timeout mymaster 3000" \
+            "sentinel parallel-syncs mymaster 1" >"$dir/sentinel.conf"
+        echo "sentinel" >"$dir/args"
+        if redis-server "$dir/sentinel.conf" --sentinel --daemonize yes --pidfile "$dir/pid" \
+            --logfile "$dir/log" >/dev/null 2>&1; then
+            i=0
+            while [ $i -lt 100 ]; do
+                if redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null | grep -q PONG; then
+                    echo "$port" >"$dir/port"
+                    return 0
+                fi
+                [ -f "$dir/pid" ] && ! alive "$dir" && break
+                sleep 0.05
+                i=$((i + 1))
+            done
+            cmd_stop "$dir"
+        fi
+        tries=$((tries + 1))
+    done
+    die "cannot start redis-server --sentinel (see $dir/log)"
+}
+
+# wait_for PORT FIELD VALUE COMMAND...: until `redis-cli -p PORT COMMAND` prints FIELD:VALUE
+# (INFO style) or FIELD then VALUE on consecutive lines (SENTINEL MASTER style), 20 s at most.
+wait_for() {
+    port=$1 field=$2 value=$3
+    shift 3
+    n=0
+    until redis-cli -p "$port" "$@" 2>/dev/null | tr -d '\r' |
+        awk -v f="$field" -v v="$value" '$0 == f ":" v { ok = 1 } prev == f && $0 == v { ok = 1 }
+                                         { prev = $0 } END { exit !ok }'; do
+        n=$((n + 1))
+        [ $n -lt 400 ] || die "timed out waiting for $field=$value on port $port ($*)"
+        sleep 0.05
+    done
+}
+
 cmd_stop() {
     dir=$1
     alive "$dir" || return 0
@@ -103,8 +155,16 @@ cmd_run() {
     [ "${1:-}" = "--" ] && shift
     base=$(mktemp -d "${TMPDIR:-/tmp}/rlt-redis.XXXXXX")
     cleanup() {
-        for s in "$base"/s*; do [ -d "$s" ] && cmd_stop "$s"; done
-        rm -rf "$base"
+        # No persistence: nothing to lose, so no graceful shutdown (a master with replicas
+        # waits for them for seconds on SIGTERM).
+        for s in "$base"/s*; do
+            if [ -d "$s" ] && alive "$s"; then kill -KILL "$(cat "$s/pid")" 2>/dev/null || true; fi
+        done
+        n=0 # gone before their directories are removed
+        for s in "$base"/s*; do
+            while [ -d "$s" ] && alive "$s" && [ $n -lt 100 ]; do sleep 0.02; n=$((n + 1)); done
+        done
+        rm -rf "$base" || true
     }
     trap cleanup EXIT
     trap 'exit 129' HUP
@@ -136,7 +196,49 @@ cmd_run() {
             done
         done
         ;;
-    *) die "unknown kind '$kind' (standalone or cluster)" ;;
+    cluster6)
+        servers=""
+        for k in 0 1 2 3 4 5; do
+            # shellcheck disable=SC2086
+            cmd_start "$base/s$k" 0 --cluster-enabled yes --cluster-config-file nodes.conf \
+                --cluster-node-timeout 1000 --cluster-require-full-coverage no --repl-diskless-sync-delay 0 \
+                ${RLT_REDIS_EXTRA_ARGS:-}
+            servers="$servers${servers:+,}127.0.0.1:$(cat "$base/s$k/port")"
+        done
+        # shellcheck disable=SC2046
+        redis-cli --cluster create $(echo "$servers" | tr ',' ' ') --cluster-replicas 1 \
+            --cluster-yes >"$base/create.log" 2>&1 || { cat "$base/create.log" >&2; die "cluster create failed"; }
+        for k in 0 1 2 3 4 5; do
+            wait_for "$(cat "$base/s$k/port")" cluster_state ok cluster info
+        done
+        # Every replica in sync with its master before a test kills one.
+        for k in 3 4 5; do
+            wait_for "$(cat "$base/s$k/port")" master_link_status up info replication
+        done
+        servers=$(echo "$servers" | cut -d, -f1-3) # the masters are the seeds
+        ;;
+    sentinel)
+        # shellcheck disable=SC2086
+        cmd_start "$base/s0" 0 --repl-diskless-sync-delay 0 ${RLT_REDIS_EXTRA_ARGS:-}
+        mport=$(cat "$base/s0/port")
+        # shellcheck disable=SC2086
+        cmd_start "$base/s1" 0 --replicaof 127.0.0.1 "$mport" --repl-diskless-sync-delay 0 \
+            ${RLT_REDIS_EXTRA_ARGS:-}
+        wait_for "$(cat "$base/s1/port")" master_link_status up info replication
+        sentinels=""
+        for k in 2 3 4; do
+            start_sentinel "$base/s$k" "$mport"
+            sentinels="$sentinels${sentinels:+,}127.0.0.1:$(cat "$base/s$k/port")"
+        done
+        # Every sentinel knows the other two and the replica: a failover can be agreed on.
+        for k in 2 3 4; do
+            wait_for "$(cat "$base/s$k/port")" num-other-sentinels 2 sentinel master mymaster
+            wait_for "$(cat "$base/s$k/port")" num-slaves 1 sentinel master mymaster
+        done
+        servers="127.0.0.1:$mport"
+        export RLT_REDIS_SENTINELS="$sentinels"
+        ;;
+    *) die "unknown kind '$kind' (standalone, cluster, cluster6 or sentinel)" ;;
     esac
     export RLT_REDIS_BASE="$base" RLT_REDIS_SERVERS="$servers" RLT_REDIS_SH="$0"
     set +e
@@ -146,7 +248,7 @@ cmd_run() {
     exit $rc
 }
 
-[ $# -ge 1 ] || die "usage: $0 run standalone|cluster -- CMD... | start|restart|stop DIR"
+[ $# -ge 1 ] || die "usage: $0 run standalone|cluster|cluster6|sentinel -- CMD... | start|restart|stop DIR"
 what=$1
 shift
 case $what in

@@ -1,7 +1,7 @@
 /* Helpers of the Redis tests: each test executable runs itself under redis-servers.sh (which
  * starts private servers on ephemeral loopback ports and always stops them), then reaches the
- * servers through the environment that script exports.  Define RTEST_KIND ("standalone" or
- * "cluster") before including, and RTEST_SERVER_ARGS for extra redis-server arguments. */
+ * servers through the environment that script exports.  Define RTEST_KIND ("standalone",
+ * "cluster", "cluster6" or "sentinel") before including, and RTEST_SERVER_ARGS for extra redis-server arguments. */
 #ifndef RLT_RTEST_H
 #define RLT_RTEST_H
 
@@ -9,6 +9,7 @@
 
 #include <hiredis/hiredis.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,7 +114,11 @@ static inline redisContext *rtest_raw(int i)
 static inline rlt_redis *rtest_open(rlt_redis_options o)
 {
     o.servers = rtest_servers();
-    o.cluster = strcmp(RTEST_KIND, "cluster") == 0;
+    o.cluster = strncmp(RTEST_KIND, "cluster", 7) == 0;
+    if (strcmp(RTEST_KIND, "sentinel") == 0) {
+        o.sentinels = getenv("RLT_REDIS_SENTINELS");
+        o.master_name = "mymaster";
+    }
     rlt_redis *r = NULL;
     int rc = rlt_redis_open(&r, &o);
     if (rc) {

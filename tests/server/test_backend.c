@@ -703,3 +703,64 @@ TEST(threads_falling_back_locally_share_one_store_and_admit_the_share_exactly)
     ASSERT_EQ(info_num(s, "redis_local_fallback_entered"), 1);
     close_srv(s);
 }
+
+TEST(redis_sentinel_settings_parse_and_bad_ones_are_refused)
+{
+    char err[600] = "";
+    rlt__config *c = parse("redis:\n  sentinel: [\"127.0.0.1:26379\", \"127.0.0.1:26380\"]\n"
+                           "  master_name: mymaster\n  timeout: 20ms\n",
+                           err, sizeof err);
+    ASSERT(c != NULL);
+    ASSERT_STR_EQ(c->set.redis.address, "127.0.0.1:26379,127.0.0.1:26380");
+    ASSERT_STR_EQ(c->set.redis.master_name, "mymaster");
+    ASSERT_EQ(rlt__backend_redis_check_config(c, err, sizeof err), RLT_OK);
+    rlt__config_free(c);
+    c = parse("redis: {sentinel: \"h:1,h:2\", master_name: m}\n", err, sizeof err);
+    ASSERT(c != NULL);
+    ASSERT_STR_EQ(c->set.redis.address, "h:1,h:2");
+    rlt__config_free(c);
+    static const struct {
+        const char *yaml, *want;
+    } cases[] = {
+        {"redis:\n  sentinel: \"h:1\"\n", "t.yaml:2: redis sentinel needs master_name"},
+        {"redis:\n  address: \"h:1\"\n  master_name: m\n", "redis master_name needs sentinel"},
+        {"redis:\n  address: \"h:1\"\n  sentinel: \"h:2\"\n  master_name: m\n",
+         "address or sentinel, not both"},
+        {"redis:\n  sentinel: \"h:1\"\n  master_name: m\n  cluster: true\n",
+         "cluster or sentinel, not both"},
+        {"redis:\n  sentinel: \"h:1\"\n  master_name: \"a b\"\n", "t.yaml:3: redis master_name"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        err[0] = '\0';
+        c = parse(cases[i].yaml, err, sizeof err);
+        if (c != NULL || strstr(err, cases[i].want) == NULL) {
+            rlt__config_free(c);
+            RLT_FAIL_("case %zu: want \"%s\", got \"%s\"", i, cases[i].want, err);
+        }
+    }
+    /* A sentinel list the library refuses (no port) is refused before start. */
+    c = parse("redis: {sentinel: \"nohost\", master_name: m}\n", err, sizeof err);
+    ASSERT(c != NULL);
+    ASSERT_EQ(rlt__backend_redis_check_config(c, err, sizeof err), RLT_EINVAL);
+    ASSERT(strstr(err, "redis: invalid settings (sentinels 'nohost'") != NULL);
+    rlt__config_free(c);
+}
+
+TEST(unreachable_sentinels_answer_with_the_fail_mode)
+{
+    rlt__srv *s = open_srv("policies:\n  wide: {policy: fixed_window:5/1m, fail: open}\n"
+                           "redis: {sentinel: \"127.0.0.1:1\", master_name: mymaster, "
+                           "timeout: 200ms}\n");
+    ASSERT(s != NULL);
+    ASSERT_STR_EQ(s->be->ops->name, "redis");
+    int wide = rlt__config_named(rlt__srv_config(s), "wide", 4)->policy_id;
+    rlt_decision d;
+    for (int i = 0; i < 3; i++) {
+        ASSERT_EQ(rlt__decide(s, wide, false, "k", 1, 0, 1, &d), RLT_OK);
+        ASSERT(d.allowed);
+    }
+    ASSERT_EQ(info_num(s, "redis_fail_open_allowed"), 3);
+    ASSERT(info_has(s, "\r\nredis_sentinel_master:mymaster\r\n"));
+    ASSERT(info_num(s, "redis_topology_reads") >= 1);
+    close_srv(s);
+}
