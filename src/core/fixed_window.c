@@ -1,6 +1,8 @@
 /* Fixed window: windows [kW, (k+1)W) from the clock's origin; allow while count + cost <= N.
  * Worst case 2N in a span of W (N at the end of one window, N at the start of the next).
- * A clock stepping back into an earlier window keeps counting in the latest window seen. */
+ * A clock stepping back into an earlier window keeps counting in the latest window seen.
+ * Calendar windows (months > 0) are months or years of a time zone (calendar.c): the state
+ * then keeps the calendar window's index, and the window ends at the real month boundary. */
 #include "internal.h"
 
 typedef struct fw_state {
@@ -8,12 +10,22 @@ typedef struct fw_state {
     int64_t count; /* accepted cost in that window */
 } fw_state;
 
+/* The window index of `now`. */
+static int64_t window_of(const rlt_policy *p, rlt_ns now)
+{
+    if (p->months == 0) return rlt__floor_div(now, p->period);
+    int64_t k;
+    rlt_ns end;
+    rlt__calendar_window(p, now, &k, &end);
+    return k;
+}
+
 /* The state as of `now`: rolls to a later window, never to an earlier one. */
 static fw_state current(const rlt_policy *p, const void *st, rlt_ns now)
 {
     fw_state s;
     memcpy(&s, st, sizeof s);
-    int64_t k = rlt__floor_div(now, p->period);
+    int64_t k = window_of(p, now);
     if (s.count == 0 || k > s.win) {
         s.win = k;
         s.count = 0;
@@ -23,7 +35,12 @@ static fw_state current(const rlt_policy *p, const void *st, rlt_ns now)
 
 static rlt_ns until_end(const rlt_policy *p, int64_t win, rlt_ns now)
 {
-    __int128 end = ((__int128)win + 1) * p->period; /* may pass INT64_MAX: saturate */
+    __int128 end;
+    if (p->months == 0) {
+        end = ((__int128)win + 1) * p->period; /* may pass INT64_MAX: saturate */
+    } else {
+        end = rlt__calendar_end(p, win); /* the kept window's, also after a step back */
+    }
     __int128 left = end - now;
     return left > INT64_MAX ? INT64_MAX : (int64_t)left;
 }
@@ -56,12 +73,13 @@ bool rlt__fixed_window_fresh(const rlt_policy *p, const void *st, rlt_ns now)
 }
 
 /* Windows stay aligned to the origin: the count moves to the window that holds the moved end
- * of its window, so it lives at least as long as it would have (never mints). */
+ * of its window, so it lives at least as long as it would have (never mints).  A calendar
+ * window's index names a month of the zone whatever the clock's origin: nothing moves. */
 void rlt__fixed_window_shift(const rlt_policy *p, void *st, rlt_ns delta)
 {
     fw_state s;
     memcpy(&s, st, sizeof s);
-    if (s.count == 0) return;
+    if (s.count == 0 || p->months != 0) return;
     __int128 e = ((__int128)s.win + 1) * p->period;
     int64_t end = rlt__sat_add(e > INT64_MAX ? INT64_MAX : (int64_t)e, delta);
     s.win = rlt__floor_div(rlt__sat_sub(end, 1), p->period);
