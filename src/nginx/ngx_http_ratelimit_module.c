@@ -872,6 +872,13 @@ static char *rlt_ngx_zone_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *co
                                    &z->policy_text, err);
                 return NGX_CONF_ERROR;
             }
+            if (z->policy.months != 0) { /* nginx's clock is monotonic: no calendar months */
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid policy \"%V\": calendar windows (mo, y) are not "
+                                   "supported in nginx (use ratelimitd)",
+                                   &z->policy_text);
+                return NGX_CONF_ERROR;
+            }
             have_policy = 1;
             continue;
         }

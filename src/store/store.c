@@ -652,6 +652,7 @@ static int clean_policy(const rlt_policy *p, rlt_policy *q, uint32_t *ssz)
     int64_t burst = p->algo == RLT_TOKEN_BUCKET || p->algo == RLT_GCRA ? p->burst : 0;
     if (rlt_policy_init(q, p->algo, p->limit, p->period, burst, p->queue, p->delay))
         return RLT_EINVAL;
+    if (rlt_policy_copy_calendar(q, p)) return RLT_EINVAL; /* calendar windows keep theirs */
     size_t n = rlt_state_size(q);
     if (!n || n > UINT32_MAX) return RLT_EINVAL;
     *ssz = (uint32_t)n;
