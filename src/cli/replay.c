@@ -21,6 +21,8 @@ static void usage(FILE *f)
         "Reads requests from stdin and decides each with one limiter state per key.\n"
         "  --policy SPEC    e.g. gcra:2/1s,burst=2  token_bucket:100/1m  "
         "leaky_bucket:10/1s,queue=5\n"
+        "                   fixed_window:1000/1mo,tz=Europe/Paris (calendar months: a trace's\n"
+        "                   TIME is then Unix time, a log's its own timestamps)\n"
         "  --unit U         unit of TIME and of the printed durations (default s)\n"
         "  --format trace   (default) lines 'TIME KEY [COST]': TIME a decimal (any sign, at most\n"
         "                   1 ns precise), KEY any non-blank token, COST a whole number >= 0\n"
@@ -28,8 +30,10 @@ static void usage(FILE *f)
         "  --format combined  nginx/Apache combined or common access log: KEY is the client\n"
         "                   address, TIME the [timestamp] in seconds since the first line's\n"
         "                   (--epoch: since 1970-01-01 UTC), COST 1\n"
-        "  --key FIELD      combined: the field that is the KEY (default remote_addr): remote_addr,\n"
-        "                   ident, user, time, request, status, bytes, referer, user_agent, or its\n"
+        "  --key FIELD      combined: the field that is the KEY (default remote_addr): "
+        "remote_addr,\n"
+        "                   ident, user, time, request, status, bytes, referer, user_agent, or "
+        "its\n"
         "                   number 1..16 (10 and up: fields appended after the user agent)\n"
         "  --cost FIELD     combined: COST is this field's whole number ('-' is 0), e.g. bytes\n"
         "  --summary        instead of one line per request, per key: accepted, rejected and\n"
@@ -105,7 +109,6 @@ static int rehash(summary *s, size_t nslots)
     s->nslots = nslots;
     return 0;
 }
-
 
 /* A key as one output column: quoted when it has blanks or quotes (a --key request or
  * user_agent field), as the access log writes it; backslash escapes are the log's own. */
@@ -254,8 +257,8 @@ static int access_cost(const rlt__access_line *al, int f, const char *name, int6
 }
 
 /* The key in field `f` (1-based) of an access-log line. */
-static int access_key(const rlt__access_line *al, int f, const char *name,
-                      rlt__trace_line *tl, char *err, size_t errlen)
+static int access_key(const rlt__access_line *al, int f, const char *name, rlt__trace_line *tl,
+                      char *err, size_t errlen)
 {
     if (f > al->nfield) {
         snprintf(err, errlen, "no field %d (--key %s): the line has %d", f, name, al->nfield);
@@ -284,6 +287,17 @@ static char *put_dec(char *o, int64_t v, int64_t unit)
     size_t n = rlt__dec_format(b, v, unit);
     *o++ = ' ';
     return put(o, b, n);
+}
+
+/* A calendar policy (fixed_window:N/1mo) needs Unix time: a log's times count from its first
+ * line's, so the policy's origin is that line's instant.  No key has a state yet. */
+static int set_origin(rlt_store *store, const opts *op, int64_t origin_s, int *id)
+{
+    rlt_policy p = op->policy;
+    rlt_policy_set_origin(&p, origin_s * RLT_NS_PER_S);
+    int rc = rlt_store_set_policy(store, "replay", &p, RLT_CHANGE_RESET, id);
+    if (rc) fprintf(stderr, "ratelimit " CMD ": cannot set up the store: %s\n", rlt_strerror(rc));
+    return rc;
 }
 
 static int replay(const opts *op)
@@ -320,6 +334,10 @@ static int replay(const opts *op)
                 if (!have_origin) {
                     origin = op->epoch ? 0 : al.epoch_s;
                     have_origin = 1;
+                    if (origin && op->policy.months && set_origin(store, op, origin, &id)) {
+                        status = 1;
+                        break;
+                    }
                 }
                 int64_t secs = al.epoch_s - origin;
                 if (__builtin_mul_overflow(secs, RLT_NS_PER_S, &tl.time)) {
@@ -329,8 +347,8 @@ static int replay(const opts *op)
                 tl.cost = 1;
                 if (pr == 1 &&
                     (access_key(&al, op->key_field, op->key_name, &tl, err, sizeof err) ||
-                     (op->cost_field && access_cost(&al, op->cost_field, op->cost_name, &tl.cost,
-                                                    err, sizeof err))))
+                     (op->cost_field &&
+                      access_cost(&al, op->cost_field, op->cost_name, &tl.cost, err, sizeof err))))
                     pr = -1;
             }
         } else {
