@@ -30,10 +30,8 @@ static void usage(FILE *f)
         "  --format combined  nginx/Apache combined or common access log: KEY is the client\n"
         "                   address, TIME the [timestamp] in seconds since the first line's\n"
         "                   (--epoch: since 1970-01-01 UTC), COST 1\n"
-        "  --key FIELD      combined: the field that is the KEY (default remote_addr): "
-        "remote_addr,\n"
-        "                   ident, user, time, request, status, bytes, referer, user_agent, or "
-        "its\n"
+        "  --key FIELD      combined: the field that is the KEY (default remote_addr): remote_addr,\n"
+        "                   ident, user, time, request, status, bytes, referer, user_agent, or its\n"
         "                   number 1..16 (10 and up: fields appended after the user agent)\n"
         "  --cost FIELD     combined: COST is this field's whole number ('-' is 0), e.g. bytes\n"
         "  --summary        instead of one line per request, per key: accepted, rejected and\n"
@@ -257,8 +255,8 @@ static int access_cost(const rlt__access_line *al, int f, const char *name, int6
 }
 
 /* The key in field `f` (1-based) of an access-log line. */
-static int access_key(const rlt__access_line *al, int f, const char *name, rlt__trace_line *tl,
-                      char *err, size_t errlen)
+static int access_key(const rlt__access_line *al, int f, const char *name,
+                      rlt__trace_line *tl, char *err, size_t errlen)
 {
     if (f > al->nfield) {
         snprintf(err, errlen, "no field %d (--key %s): the line has %d", f, name, al->nfield);
@@ -347,8 +345,8 @@ static int replay(const opts *op)
                 tl.cost = 1;
                 if (pr == 1 &&
                     (access_key(&al, op->key_field, op->key_name, &tl, err, sizeof err) ||
-                     (op->cost_field &&
-                      access_cost(&al, op->cost_field, op->cost_name, &tl.cost, err, sizeof err))))
+                     (op->cost_field && access_cost(&al, op->cost_field, op->cost_name, &tl.cost,
+                                                    err, sizeof err))))
                     pr = -1;
             }
         } else {
