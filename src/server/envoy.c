@@ -213,8 +213,9 @@ static int match_all(rlt__srv *s, const rlt__config *c, const rlt__envoy_req *r,
                 ls[i].rpu = ru->unit != NULL ? ru->requests_per_unit : ru->policy.limit;
                 ls[i].name = ru->rl_name;
                 ls[i].window = ru->block_all ? rlt__unit_ns(ls[i].unit)
-                               : ru->policy.algo == RLT_FIXED_WINDOW ? ru->policy.period
-                                                                     : 0;
+                               : ru->policy.algo == RLT_FIXED_WINDOW && ru->policy.months == 0
+                                   ? ru->policy.period
+                                   : 0; /* calendar windows: real months, no phase */
                 ls[i].phase = phase_of(ls[i].window);
             }
         }
