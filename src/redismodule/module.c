@@ -319,7 +319,10 @@ static void pcache_put(const char *t, size_t n, const rlt__mpol *m)
 static bool mpol_arg(RedisModuleCtx *ctx, const rlt_policy *p, lim *l)
 {
     int rc = rlt__mpol_init(&l->m, p);
-    if (rc == RLT_EINVAL)
+    if (rc == RLT_EINVAL && p->months != 0)
+        RM.ReplyWithError(ctx, "ERR policy cannot run inside Redis: calendar windows (mo, y) "
+                               "are decided by ratelimitd's local store only");
+    else if (rc == RLT_EINVAL)
         RM.ReplyWithError(ctx, "ERR policy cannot run inside Redis: its period must be a whole "
                                "number of microseconds");
     else if (rc)

@@ -113,3 +113,13 @@ TEST(unreachable_server_gives_the_fail_mode_decision_and_opens_the_breaker)
     ASSERT_EQ(st.decisions, 3);
     rlt_redis_close(r);
 }
+
+TEST(calendar_windows_are_refused_by_the_policy_check)
+{
+    rlt_policy p;
+    const char *text = "fixed_window:10/1y,tz=Australia/Lord_Howe";
+    ASSERT_EQ(rlt_policy_parse(&p, text, strlen(text), NULL, 0), RLT_OK);
+    ASSERT_EQ(rlt_redis_policy_check(&p), RLT_EINVAL);
+    ASSERT_EQ(rlt_policy_parse(&p, "fixed_window:10/30d", 19, NULL, 0), RLT_OK);
+    ASSERT_EQ(rlt_redis_policy_check(&p), RLT_OK);
+}
