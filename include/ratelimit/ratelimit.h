@@ -67,7 +67,10 @@ const char *rlt_strerror(int code);
  *                    accepted cost + c <= N.  Up to 2N in a span of W across a boundary.
  *                    limit N; remaining N - count; retry_after and reset_after: to the end of
  *                    the window.  A clock stepping back into an earlier window keeps counting
- *                    in the latest window seen.
+ *                    in the latest window seen.  Calendar windows (months > 0, "/1mo", "/1y"):
+ *                    the windows are K local months of p->zone at Unix time origin + now,
+ *                    each from the first instant whose local date is in its first month;
+ *                    retry_after and reset_after end at that real boundary.
  * RLT_SLIDING_LOG    exact: a timestamp t counts at now iff now - t < W, and the accepted cost
  *                    in any half-open span of length W never exceeds N.  limit N; retry_after:
  *                    until enough of the oldest timestamps expire; reset_after: until the
@@ -183,7 +186,9 @@ int rlt_policy_init(rlt_policy *p, rlt_algo algo, int64_t limit, rlt_ns period, 
  * at most once; for leaky_bucket, nginx's "burst=" is another name for queue=), with
  * ALGORITHM one of fixed_window sliding_log sliding_window token_bucket gcra leaky_bucket
  * concurrency (concurrency takes "concurrency:N[/TIMEOUT]") and PERIOD an integer with a unit
- * ns us ms s m h d (a bare unit means 1 of it: "100/s").  `len` is the text's length.
+ * ns us ms s m h d (a bare unit means 1 of it: "100/s"); fixed_window also takes calendar
+ * periods "Kmo" and "Ky" (1..1200 months) with ",tz=ZONE", a tz database name read here with
+ * rlt_zone_load (UTC without it).  `len` is the text's length.
  * On error returns RLT_EPARSE or RLT_ERANGE and, when `err` is not NULL, writes a
  * NUL-terminated message naming the offending part into err[0..errlen). */
 int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, size_t errlen);
@@ -352,7 +357,7 @@ int rlt_zone_offset(const rlt_zone *z, int64_t t, int32_t *off);
 /* The first Unix second whose local date under `z` is in month `month` (months since
  * 1970-01, local: 0 is January 1970; negative before): local midnight of the 1st, or, when
  * that midnight is skipped by a DST change, the change's instant; when it happens twice, the
- * first.  Returns RLT_OK, RLT_EINVAL, RLT_ERANGE for |month| beyond 2^40. */
+ * first.  Returns RLT_OK, RLT_EINVAL, RLT_ERANGE for |month| beyond 2^36. */
 int rlt_zone_month_start(const rlt_zone *z, int64_t month, int64_t *t);
 
 /* Sets a policy's origin: the Unix-epoch ns at which its `now` is 0 (the daemon: its clock's
