@@ -107,17 +107,24 @@ typedef struct change {
     int start; /* 1: into DST */
 } change;
 
-/* The six changes of the years y-1..y+1, sorted (an end before a start at the same second). */
-static void changes(const rlt_zone *z, int64_t y, change c[6])
+/* The changes of the years y-2..y+2, sorted (an end before a start at the same second): every
+ * change that can bear on an instant or a month start of the years y-1..y+1 (a change lies
+ * within 167 h + 25 h of its year), so one span answers a decision's few questions. */
+typedef struct span {
+    change c[10];
+} span;
+
+static void span_of(const rlt_zone *z, int64_t y, span *s)
 {
+    change *c = s->c;
     int n = 0;
-    for (int64_t yy = y - 1; yy <= y + 1; yy++) {
+    for (int64_t yy = y - 2; yy <= y + 2; yy++) {
         c[n++] = (change){rule_day(&z->start, yy) * DAY_S + clamp_secs(z->start.secs) - z->std_off,
                           z->dst_off, 1};
         c[n++] = (change){rule_day(&z->end, yy) * DAY_S + clamp_secs(z->end.secs) - z->dst_off,
                           z->std_off, 0};
     }
-    for (int i = 1; i < 6; i++)
+    for (int i = 1; i < 10; i++)
         for (int j = i; j > 0 && (c[j].at < c[j - 1].at ||
                                   (c[j].at == c[j - 1].at && c[j].start < c[j - 1].start));
              j--) {
@@ -134,16 +141,41 @@ static int64_t year_of(int64_t t)
     return y;
 }
 
+/* offset(t) from the span of t's year (y-2's changes all lie before t). */
+static int32_t span_offset(const rlt_zone *z, const span *s, int64_t t)
+{
+    int32_t off = z->std_off;
+    for (int i = 0; i < 10 && s->c[i].at <= t; i++)
+        off = s->c[i].off;
+    return off;
+}
+
+/* The start of `month`, whose year lies within the span's y-1..y+1.  The piece before the
+ * span's first change (in y-2, long before) cannot hold the answer, so its offset is moot. */
+static int64_t span_month_start(const rlt_zone *z, const span *s, int64_t month)
+{
+    int64_t y = 1970 + rlt__floor_div(month, 12);
+    int64_t T = days_from_civil(y, floor_mod(month, 12) + 1, 1) * DAY_S;
+    if (!z->has_dst) return T - z->std_off;
+    int64_t a = INT64_MIN;
+    int32_t o = z->std_off;
+    for (int i = 0; i <= 10; i++) {
+        int64_t b = i < 10 ? s->c[i].at : INT64_MAX;
+        int64_t u = T - o < a ? a : T - o;
+        if (u < b) return u;
+        a = b;
+        o = s->c[i].off;
+    }
+    return T - o; /* not reached: the last piece is unbounded */
+}
+
 /* offset(t) for |t| within TIME_LIMIT. */
 static int32_t offset_at(const rlt_zone *z, int64_t t)
 {
     if (!z->has_dst) return z->std_off;
-    change c[6];
-    changes(z, year_of(t + z->std_off), c);
-    int32_t off = z->std_off;
-    for (int i = 0; i < 6 && c[i].at <= t; i++)
-        off = c[i].off;
-    return off;
+    span s;
+    span_of(z, year_of(t + z->std_off), &s);
+    return span_offset(z, &s, t);
 }
 
 int rlt_zone_offset(const rlt_zone *z, int64_t t, int32_t *off)
@@ -157,21 +189,9 @@ int rlt_zone_offset(const rlt_zone *z, int64_t t, int32_t *off)
 /* The first Unix second of local month `month` (|month| within MONTH_LIMIT). */
 static int64_t month_start(const rlt_zone *z, int64_t month)
 {
-    int64_t y = 1970 + rlt__floor_div(month, 12);
-    int64_t T = days_from_civil(y, floor_mod(month, 12) + 1, 1) * DAY_S;
-    if (!z->has_dst) return T - z->std_off;
-    change c[6];
-    changes(z, y, c);
-    int64_t a = INT64_MIN;
-    int32_t o = offset_at(z, c[0].at - 1);
-    for (int i = 0; i <= 6; i++) {
-        int64_t b = i < 6 ? c[i].at : INT64_MAX;
-        int64_t u = T - o < a ? a : T - o;
-        if (u < b) return u;
-        a = b;
-        o = c[i].off;
-    }
-    return T - o; /* not reached: the last piece is unbounded */
+    span s;
+    if (z->has_dst) span_of(z, 1970 + rlt__floor_div(month, 12), &s);
+    return span_month_start(z, &s, month);
 }
 
 int rlt_zone_month_start(const rlt_zone *z, int64_t month, int64_t *t)
@@ -192,17 +212,33 @@ static int64_t s_to_ns(int64_t s)
 
 void rlt__calendar_window(const rlt_policy *p, rlt_ns now, int64_t *win, rlt_ns *end)
 {
+    const rlt_zone *z = &p->zone;
     int64_t u = rlt__sat_add(p->origin, now);
     int64_t t = rlt__floor_div(u, RLT_NS_PER_S);
+    span s;
+    if (z->has_dst) span_of(z, year_of(t + z->std_off), &s);
+    int32_t off = z->has_dst ? span_offset(z, &s, t) : z->std_off;
     int64_t y, m;
-    civil_from_days(rlt__floor_div(t + offset_at(&p->zone, t), DAY_S), &y, &m);
+    civil_from_days(rlt__floor_div(t + off, DAY_S), &y, &m);
     int64_t month = (y - 1970) * 12 + m - 1;
     /* The local date's month is the window's but for the instants between a repeated local
      * midnight's first and second occurrence: step to the month whose start bounds t. */
-    if (t < month_start(&p->zone, month)) month--;
-    if (t >= month_start(&p->zone, month + 1)) month++;
+    int64_t next;
+    int64_t here = span_month_start(z, &s, month);
+    if (t < here) {
+        next = here;
+        month--;
+    } else {
+        next = span_month_start(z, &s, month + 1);
+        if (t >= next) {
+            month++;
+            next = span_month_start(z, &s, month + 1);
+        }
+    }
     *win = rlt__floor_div(month, p->months);
-    *end = rlt__calendar_end(p, *win);
+    if (!end) return;
+    /* one-month windows end where the next month starts, already known */
+    *end = p->months == 1 ? rlt__sat_sub(s_to_ns(next), p->origin) : rlt__calendar_end(p, *win);
 }
 
 rlt_ns rlt__calendar_end(const rlt_policy *p, int64_t win)
@@ -448,9 +484,9 @@ int rlt_zone_load(rlt_zone *z, const char *name, size_t len, char *err, size_t e
         memset(z, 0, sizeof *z);
         if (err && errlen)
             snprintf(err, errlen,
-                     !found ? "unknown time zone \"%.*s\" (not in %s)"
-                     : rc == RLT_EPARSE     ? "time zone \"%.*s\" (in %s) has no usable rule"
-                                            : "time zone \"%.*s\" (in %s): damaged file",
+                     !found             ? "unknown time zone \"%.*s\" (not in %s)"
+                     : rc == RLT_EPARSE ? "time zone \"%.*s\" (in %s) has no usable rule"
+                                        : "time zone \"%.*s\" (in %s): damaged file",
                      (int)len, name, RLT_ZONEINFO_DIR);
         return rc == RLT_ECORRUPT ? RLT_EPARSE : rc;
     }

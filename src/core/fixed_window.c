@@ -10,37 +10,37 @@ typedef struct fw_state {
     int64_t count; /* accepted cost in that window */
 } fw_state;
 
-/* The window index of `now`. */
-static int64_t window_of(const rlt_policy *p, rlt_ns now)
+/* The window index of `now`; for calendar windows also that window's end (when `end`). */
+static int64_t window_of(const rlt_policy *p, rlt_ns now, rlt_ns *end)
 {
     if (p->months == 0) return rlt__floor_div(now, p->period);
     int64_t k;
-    rlt_ns end;
-    rlt__calendar_window(p, now, &k, &end);
+    rlt__calendar_window(p, now, &k, end);
     return k;
 }
 
-/* The state as of `now`: rolls to a later window, never to an earlier one. */
-static fw_state current(const rlt_policy *p, const void *st, rlt_ns now)
+/* The state as of `now`: rolls to a later window, never to an earlier one.  *k: now's window;
+ * *end (calendar windows, when not NULL): that window's end. */
+static fw_state current(const rlt_policy *p, const void *st, rlt_ns now, int64_t *k, rlt_ns *end)
 {
     fw_state s;
     memcpy(&s, st, sizeof s);
-    int64_t k = window_of(p, now);
-    if (s.count == 0 || k > s.win) {
-        s.win = k;
+    *k = window_of(p, now, end);
+    if (s.count == 0 || *k > s.win) {
+        s.win = *k;
         s.count = 0;
     }
     return s;
 }
 
-static rlt_ns until_end(const rlt_policy *p, int64_t win, rlt_ns now)
+/* Until the end of window `win`; `k` and `k_end` are now's window and its end (calendar). */
+static rlt_ns until_end(const rlt_policy *p, int64_t win, rlt_ns now, int64_t k, rlt_ns k_end)
 {
     __int128 end;
-    if (p->months == 0) {
+    if (p->months == 0)
         end = ((__int128)win + 1) * p->period; /* may pass INT64_MAX: saturate */
-    } else {
-        end = rlt__calendar_end(p, win); /* the kept window's, also after a step back */
-    }
+    else
+        end = win == k ? k_end : rlt__calendar_end(p, win); /* kept after a step back */
     __int128 left = end - now;
     return left > INT64_MAX ? INT64_MAX : (int64_t)left;
 }
@@ -48,18 +48,20 @@ static rlt_ns until_end(const rlt_policy *p, int64_t win, rlt_ns now)
 int rlt__fixed_window_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
                              rlt_decision *d, int commit)
 {
-    fw_state s = current(p, st, now);
+    int64_t k;
+    rlt_ns k_end = 0;
+    fw_state s = current(p, st, now, &k, &k_end);
     int64_t need = cost > 0 ? cost : 1;
     rlt__decision_clear(d, p->limit);
     if (need > p->limit) {
         d->retry_after = -1;
     } else {
         d->allowed = s.count <= p->limit - need;
-        if (!d->allowed) d->retry_after = until_end(p, s.win, now);
+        if (!d->allowed) d->retry_after = until_end(p, s.win, now, k, k_end);
     }
     int64_t after = s.count + (d->allowed && cost > 0 ? cost : 0);
     d->remaining = p->limit - after > 0 ? p->limit - after : 0;
-    d->reset_after = after > 0 ? until_end(p, s.win, now) : 0;
+    d->reset_after = after > 0 ? until_end(p, s.win, now, k, k_end) : 0;
     if (commit && d->allowed && cost > 0) {
         s.count = after;
         memcpy(st, &s, sizeof s);
@@ -69,7 +71,8 @@ int rlt__fixed_window_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t 
 
 bool rlt__fixed_window_fresh(const rlt_policy *p, const void *st, rlt_ns now)
 {
-    return current(p, st, now).count == 0;
+    int64_t k;
+    return current(p, st, now, &k, NULL).count == 0;
 }
 
 /* Windows stay aligned to the origin: the count moves to the window that holds the moved end
@@ -88,7 +91,8 @@ void rlt__fixed_window_shift(const rlt_policy *p, void *st, rlt_ns delta)
 
 int rlt__fixed_window_counts(const rlt_policy *p, void *st, rlt_ns now, int64_t *count, int set)
 {
-    fw_state s = current(p, st, now);
+    int64_t k;
+    fw_state s = current(p, st, now, &k, NULL);
     if (set) {
         s.count = *count;
         memcpy(st, &s, sizeof s);
