@@ -344,10 +344,12 @@ int rlt_zone_from_tzif(rlt_zone *z, const void *data, size_t len);
 
 /* Loads zone `name` ("Europe/Paris", "UTC") from the system tz database (RLT_ZONEINFO_DIR,
  * /usr/share/zoneinfo by default; the environment is not read) and names `z` after it.  The
- * name must be [A-Za-z0-9_+-] parts joined by '/', no "." or ".." part, at most
- * RLT_ZONE_NAME_MAX - 1 bytes.  Reads one file, once: call it at configuration time, never on
- * a decision path.  Returns RLT_OK; RLT_EINVAL for NULL; RLT_EPARSE for a bad name or a zone
- * that is not there, RLT_EIO, RLT_ECORRUPT as rlt_zone_from_tzif, with a message in err. */
+ * name must be [A-Za-z0-9_+-] parts joined by '/' (no '.': no "..", no absolute path), at
+ * most RLT_ZONE_NAME_MAX - 1 bytes.  Reads one file (of at most 1 MiB), once: call it when a
+ * configuration is read, never on a decision path.  Returns RLT_OK; RLT_EINVAL for NULL;
+ * RLT_ENOMEM; RLT_EPARSE for a bad name, a zone that is not there, or a file that is not a
+ * TZif v2+ zone with a rule, with a NUL-terminated message in err[0..errlen) (`z` is then
+ * all-zero). */
 int rlt_zone_load(rlt_zone *z, const char *name, size_t len, char *err, size_t errlen);
 
 /* The offset (seconds east of UTC) of `z` at Unix time `t` (seconds).  RLT_OK, RLT_EINVAL,

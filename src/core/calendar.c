@@ -469,16 +469,22 @@ int rlt_zone_load(rlt_zone *z, const char *name, size_t len, char *err, size_t e
     int rc = RLT_EPARSE;
     bool found = false;
     if (f) {
-        buf = malloc(TZIF_MAX);
-        if (!buf) {
-            fclose(f);
-            return RLT_ENOMEM;
+        /* the file's size, to read it whole in one buffer of that size (a few KiB) */
+        long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+        if (size > 0 && size <= TZIF_MAX && fseek(f, 0, SEEK_SET) == 0) {
+            buf = malloc((size_t)size);
+            if (!buf) {
+                fclose(f);
+                return RLT_ENOMEM;
+            }
+            n = fread(buf, 1, (size_t)size, f);
+            found = !ferror(f); /* a directory opens, and fails to read */
+            rc = found ? rlt_zone_from_tzif(z, buf, n) : RLT_EPARSE;
+            free(buf);
+        } else {
+            rc = RLT_EPARSE; /* empty, a directory, or too large to be a zone: not one */
         }
-        n = fread(buf, 1, TZIF_MAX, f);
-        found = !ferror(f); /* a directory opens, and fails to read */
-        rc = found ? rlt_zone_from_tzif(z, buf, n) : RLT_EPARSE;
         fclose(f);
-        free(buf);
     }
     if (rc != RLT_OK) {
         memset(z, 0, sizeof *z);

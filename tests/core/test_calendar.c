@@ -264,6 +264,15 @@ TEST(skipped_and_repeated_local_midnights_start_the_month_at_the_first_instant)
     ASSERT_EQ(rlt_decide(&p, st, utc(2025, 11, 1, 2, 45, 0) * S, 1, &d), RLT_OK);
     ASSERT(!d.allowed); /* still November's */
     ASSERT_EQ(d.retry_after, (utc(2025, 12, 1, 3, 0, 0) - utc(2025, 11, 1, 2, 45, 0)) * S);
+    /* A key first seen in that hour is counted in November, and one full from October is
+     * allowed again. */
+    unsigned char fresh[16] = {0}, full[16] = {0};
+    ASSERT_EQ(rlt_decide(&p, fresh, utc(2025, 11, 1, 2, 45, 0) * S, 1, &d), RLT_OK);
+    ASSERT(d.allowed);
+    ASSERT_EQ(d.reset_after, (utc(2025, 12, 1, 3, 0, 0) - utc(2025, 11, 1, 2, 45, 0)) * S);
+    ASSERT_EQ(rlt_decide(&p, full, utc(2025, 10, 31, 12, 0, 0) * S, 2, &d), RLT_OK);
+    ASSERT_EQ(rlt_decide(&p, full, utc(2025, 11, 1, 2, 45, 0) * S, 2, &d), RLT_OK);
+    ASSERT(d.allowed);
 }
 
 TEST(stepped_back_clock_never_mints_in_a_calendar_window)
@@ -555,4 +564,20 @@ TEST(converting_between_plain_and_calendar_windows_keeps_the_count)
     /* and the window rolls at the month's end, not at some plain window's */
     ASSERT_EQ(rlt_decide(&cal, st, utc(2025, 6, 30, 22, 0, 0) * S, 0, &d), RLT_OK);
     ASSERT_EQ(d.remaining, 10);
+}
+
+TEST(headers_give_the_nominal_month_and_the_seconds_to_the_real_month_end)
+{
+    rlt_policy p = cal_policy("fixed_window:10/1mo,tz=Europe/Paris");
+    unsigned char st[16] = {0};
+    rlt_decision d;
+    /* 2024-03-31 21:00 UTC: an hour before April starts in Paris */
+    ASSERT_EQ(rlt_decide(&p, st, utc(2024, 3, 31, 21, 0, 0) * S, 10, &d), RLT_OK);
+    ASSERT_EQ(rlt_decide(&p, st, utc(2024, 3, 31, 21, 0, 0) * S, 1, &d), RLT_OK);
+    char buf[512];
+    ASSERT(rlt_format_headers(buf, sizeof buf, "m", &p, &d, RLT_HDR_RETRY_AFTER | RLT_HDR_IETF) >
+           0);
+    ASSERT_STR_EQ(buf, "Retry-After: 3600\r\n"
+                       "RateLimit-Policy: \"m\";q=10;w=2629746\r\n"
+                       "RateLimit: \"m\";r=0;t=3600\r\n");
 }
