@@ -92,8 +92,7 @@ enum {
 /* Checks that `p` can run inside Redis: its period (and every derived number) must be a whole
  * number of microseconds and the scripts' arithmetic must stay below RLT_REDIS_NUM_MAX.
  * Returns RLT_OK; RLT_EINVAL for NULL, an uninitialised policy, or a period that is not a whole
- * number of microseconds or a calendar window (fixed_window:N/1mo, /1y: local only, see
- * docs/distributed.md); RLT_ERANGE when a number would reach 2^53 (e.g. burst x period too
+ * number of microseconds; RLT_ERANGE when a number would reach 2^53 (e.g. burst x period too
  * large).  Every other function here returns the same codes for such a policy. */
 int rlt_redis_policy_check(const rlt_policy *p);
 

@@ -320,8 +320,8 @@ static bool mpol_arg(RedisModuleCtx *ctx, const rlt_policy *p, lim *l)
 {
     int rc = rlt__mpol_init(&l->m, p);
     if (rc == RLT_EINVAL && p->months != 0)
-        RM.ReplyWithError(ctx, "ERR policy cannot run inside Redis: calendar windows (mo, y) "
-                               "are decided by ratelimitd's local store only");
+        RM.ReplyWithError(ctx, "ERR calendar windows (mo, y) are not module commands: "
+                               "libratelimit_redis runs them as its scripts");
     else if (rc == RLT_EINVAL)
         RM.ReplyWithError(ctx, "ERR policy cannot run inside Redis: its period must be a whole "
                                "number of microseconds");

@@ -413,13 +413,6 @@ static int check_policy(const rlt_policy *p, const char *what, const char *name,
     if (st == RLT_OK) return RLT_OK;
     char text[256] = "";
     rlt_policy_format(p, text, sizeof text);
-    if (p->months != 0) { /* calendar windows */
-        snprintf(err, errlen,
-                 "%s '%s' (%s) cannot run in Redis: calendar windows (mo, y) are decided by "
-                 "the local store only",
-                 what, name, text);
-        return -1;
-    }
     snprintf(err, errlen,
              "%s '%s' (%s) cannot run in Redis: %s (periods must be whole microseconds and "
              "numbers below 2^50)",

@@ -182,4 +182,5 @@ TEST(calendar_windows_are_refused_inside_redis)
     ASSERT_EQ(rlt__mpol_init(&m, &p), RLT_EINVAL);
     ASSERT_EQ(rlt_policy_parse(&p, "fixed_window:10/30d", 19, NULL, 0), RLT_OK);
     ASSERT_EQ(rlt__mpol_init(&m, &p), RLT_OK); /* envoy's 30-day MONTH runs there */
+    /* (libratelimit_redis runs calendar windows as scripts, on the same keys and values) */
 }
