@@ -25,6 +25,8 @@
  * times 1e6, plus the UTC-minus-monotonic offset taken when the zone was created, kept in the
  * zone: every worker and every reload share one origin, windows align on UTC, and a wall clock
  * step changes nothing.  The resolution is 1 ms and a decision sees the time of its loop turn.
+ * `now` is so Unix time: calendar windows (policy=fixed_window:N/1mo,tz=ZONE) take their
+ * months from it with the policy's origin 0 (the zone file is read with the configuration).
  */
 #include <ngx_config.h>
 #include <ngx_core.h>
@@ -428,9 +430,8 @@ static ngx_int_t rlt_ngx_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     z->sh->offset_ns =
         ((rlt_ns)tp->sec * 1000 + (rlt_ns)tp->msec - (rlt_ns)ngx_current_msec) * RLT_NS_PER_MS;
 
-    /* The header above is 128 bytes and the policy shares one block with the slab's log
-     * text: both fall in the 128-byte class of the nodes (zone names up to 25 bytes), so no page is
-     * spent on another class (limit_req's log text takes a page of 32-byte chunks). */
+    /* The policy shares one block with the slab's log text (limit_req's log text takes a page
+     * of 32-byte chunks of its own). */
     size_t len = sizeof(" in ratelimit zone \"\"") + shm_zone->shm.name.len;
     u_char *block = ngx_slab_alloc(z->shpool, sizeof(rlt_policy) + len);
     if (block == NULL) return NGX_ERROR;
@@ -870,13 +871,6 @@ static char *rlt_ngx_zone_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *co
                                  err, sizeof(err)) != RLT_OK) {
                 ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid policy \"%V\": %s",
                                    &z->policy_text, err);
-                return NGX_CONF_ERROR;
-            }
-            if (z->policy.months != 0) { /* nginx's clock is monotonic: no calendar months */
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "invalid policy \"%V\": calendar windows (mo, y) are not "
-                                   "supported in nginx (use ratelimitd)",
-                                   &z->policy_text);
                 return NGX_CONF_ERROR;
             }
             have_policy = 1;
