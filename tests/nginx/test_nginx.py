@@ -332,6 +332,17 @@ def test_calendar_months_end_at_the_real_local_month_end():
         assert abs(int(h["retry-after"]) - left()) <= 2, (h, left())
         assert h["ratelimit-policy"] == '"month";q=2;w=2629746', h
         c.close()
+        # A reload to another zone is another policy: the month now ends in New York.
+        n.write(http.replace("Europe/Paris", "America/New_York"))
+        n.reload()
+        s, h, _ = get(n.port)
+        ny = ZoneInfo("America/New_York")
+        now = datetime.now(ny)
+        m = now.year * 12 + now.month
+        left_ny = datetime(m // 12, m % 12 + 1, 1, tzinfo=ny).timestamp() - time.time()
+        assert s == 429 and abs(int(h["retry-after"]) - left_ny) <= 2, (h, left_ny)
+        assert 'now has policy "fixed_window:2/1mo,tz=America/New_York": 1 keys carried' \
+            in n.log()
 
 
 def test_headers_off_sends_none():
