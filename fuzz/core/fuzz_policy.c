@@ -23,7 +23,7 @@ static int same(const rlt_policy *a, const rlt_policy *b)
     return a->algo == b->algo && a->limit == b->limit && a->period == b->period &&
            a->burst == b->burst && a->queue == b->queue && a->delay == b->delay &&
            a->scale_ == b->scale_ && a->unit_ == b->unit_ && a->cap_ == b->cap_ &&
-           a->free_ == b->free_;
+           a->free_ == b->free_ && a->months == b->months && rlt_policy_calendar_equal(a, b);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

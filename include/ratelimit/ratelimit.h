@@ -67,7 +67,10 @@ const char *rlt_strerror(int code);
  *                    accepted cost + c <= N.  Up to 2N in a span of W across a boundary.
  *                    limit N; remaining N - count; retry_after and reset_after: to the end of
  *                    the window.  A clock stepping back into an earlier window keeps counting
- *                    in the latest window seen.
+ *                    in the latest window seen.  Calendar windows (months > 0, "/1mo", "/1y"):
+ *                    the windows are K local months of p->zone at Unix time origin + now,
+ *                    each from the first instant whose local date is in its first month;
+ *                    retry_after and reset_after end at that real boundary.
  * RLT_SLIDING_LOG    exact: a timestamp t counts at now iff now - t < W, and the accepted cost
  *                    in any half-open span of length W never exceeds N.  limit N; retry_after:
  *                    until enough of the oldest timestamps expire; reset_after: until the
@@ -117,6 +120,35 @@ typedef enum rlt_algo {
 /* Lease timeout of a concurrency policy written without a period. */
 #define RLT_CONCURRENCY_DEFAULT_TIMEOUT (60 * RLT_NS_PER_S)
 
+/* ---- Calendar windows (docs/algorithms.md "Calendar windows") ----------------------------
+ *
+ * A zone is the current rule of a time zone as POSIX TZ text (the footer of a TZif v2+ file,
+ * e.g. "CET-1CEST,M3.5.0,M10.5.0/3") parsed into integers: a plain, copyable value.  Only the
+ * current rule is kept: instants before a zone's last rule change (Europe/Paris 1996,
+ * America/New_York 2007, Australia/Lord_Howe 2008) use today's rule, not the historic one.
+ * An all-zero zone is UTC. */
+
+/* One DST transition date of a POSIX rule. */
+typedef struct rlt_zone_date {
+    int32_t kind;  /* 0 Jn (1..365, Feb 29 never counted), 1 n (0..365), 2 Mm.w.d */
+    int32_t day;   /* Jn: n; n: n; Mm.w.d: d (0 = Sunday .. 6) */
+    int32_t month; /* Mm.w.d: m (1..12) */
+    int32_t week;  /* Mm.w.d: w (1..5, 5 = the last) */
+    int32_t secs;  /* local time of day of the change, -167h..167h (RFC 8536), default 2h */
+} rlt_zone_date;
+
+/* Largest zone name (with its NUL) that a zone keeps. */
+#define RLT_ZONE_NAME_MAX 64
+
+/* A time zone's current rule.  Offsets are seconds east of UTC (local = UTC + offset). */
+typedef struct rlt_zone {
+    char name[RLT_ZONE_NAME_MAX]; /* "Europe/Paris"; "" for the all-zero UTC zone */
+    int32_t std_off;              /* standard time's offset */
+    int32_t dst_off;              /* daylight time's offset (has_dst only) */
+    int32_t has_dst;              /* 1: the rule switches between start and end */
+    rlt_zone_date start, end;     /* into DST (local standard time), out of it (local DST) */
+} rlt_zone;
+
 /* A policy: which algorithm, with which numbers.  Fill it with rlt_policy_init() or
  * rlt_policy_parse(); both validate and compute the derived fields, which the decision
  * functions rely on.  A policy is immutable after init and may be shared by any threads. */
@@ -143,6 +175,11 @@ typedef struct rlt_policy {
                              multiplies the block by this (1 = every block is `block` long) */
     rlt_ns block_max;     /* the longest block (equals `block` when block_factor is 1) */
     int64_t jitter;       /* percent (1..100) of retry_after added as a per-key spread; 0 = none */
+    /* Calendar windows (fixed_window only; all zero for every other policy).  `period` is
+     * then the nominal mean length (months x 2629746 s) that headers and rates report. */
+    int32_t months; /* window length in calendar months (12 = a year); 0: not calendar */
+    rlt_ns origin;  /* Unix-epoch ns at now = 0 (rlt_policy_set_origin); 0: now is Unix time */
+    rlt_zone zone;  /* the zone whose local months the windows follow (all-zero: UTC) */
 } rlt_policy;
 
 /* Validates the numbers and fills `p`.  burst <= 0 means "N"; queue and delay < 0 are
@@ -159,7 +196,9 @@ int rlt_policy_init(rlt_policy *p, rlt_algo algo, int64_t limit, rlt_ns period, 
  * rlt_policy_set_block, rlt_policy_set_jitter), with
  * ALGORITHM one of fixed_window sliding_log sliding_window token_bucket gcra leaky_bucket
  * concurrency (concurrency takes "concurrency:N[/TIMEOUT]") and PERIOD an integer with a unit
- * ns us ms s m h d (a bare unit means 1 of it: "100/s").  `len` is the text's length.
+ * ns us ms s m h d (a bare unit means 1 of it: "100/s"); fixed_window also takes calendar
+ * periods "Kmo" and "Ky" (1..1200 months) with ",tz=ZONE", a tz database name read here with
+ * rlt_zone_load (UTC without it).  `len` is the text's length.
  * On error returns RLT_EPARSE or RLT_ERANGE and, when `err` is not NULL, writes a
  * NUL-terminated message naming the offending part into err[0..errlen). */
 int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, size_t errlen);
@@ -331,6 +370,52 @@ enum {
  * of [A-Za-z0-9_.:-]{1,64}. */
 int rlt_format_headers(char *buf, size_t cap, const char *name, const rlt_policy *p,
                        const rlt_decision *d, unsigned which);
+
+/* ---- Calendar windows: zones and boundaries --------------------------------------------- */
+
+/* Parses POSIX TZ text "STD offset [DST [offset] ,start[/time],end[/time]]" (names alphabetic
+ * or <quoted>, times up to 167h as RFC 8536 allows) into `z` (name left empty).  A DST name
+ * without a rule is refused.  Returns RLT_OK, RLT_EINVAL for NULL, RLT_EPARSE otherwise. */
+int rlt_zone_parse_rule(rlt_zone *z, const char *rule, size_t len);
+
+/* Reads the current rule of `z` from the bytes of a TZif file (RFC 8536, version 2 or later:
+ * its footer).  Every count is checked against `len`.  Returns RLT_OK, RLT_EINVAL for NULL,
+ * RLT_ECORRUPT for a damaged or version-1 file, RLT_EPARSE for an empty or unusable footer. */
+int rlt_zone_from_tzif(rlt_zone *z, const void *data, size_t len);
+
+/* Loads zone `name` ("Europe/Paris", "UTC") from the system tz database (RLT_ZONEINFO_DIR,
+ * /usr/share/zoneinfo by default; the environment is not read) and names `z` after it.  The
+ * name must be [A-Za-z0-9_+-] parts joined by '/' (no '.': no "..", no absolute path), at
+ * most RLT_ZONE_NAME_MAX - 1 bytes.  Reads one file (of at most 1 MiB), once: call it when a
+ * configuration is read, never on a decision path.  Returns RLT_OK; RLT_EINVAL for NULL;
+ * RLT_ENOMEM; RLT_EPARSE for a bad name, a zone that is not there, or a file that is not a
+ * TZif v2+ zone with a rule, with a NUL-terminated message in err[0..errlen) (`z` is then
+ * all-zero). */
+int rlt_zone_load(rlt_zone *z, const char *name, size_t len, char *err, size_t errlen);
+
+/* The offset (seconds east of UTC) of `z` at Unix time `t` (seconds).  RLT_OK, RLT_EINVAL,
+ * RLT_ERANGE when t is beyond +-2^55 s. */
+int rlt_zone_offset(const rlt_zone *z, int64_t t, int32_t *off);
+
+/* The first Unix second whose local date under `z` is in month `month` (months since
+ * 1970-01, local: 0 is January 1970; negative before): local midnight of the 1st, or, when
+ * that midnight is skipped by a DST change, the change's instant; when it happens twice, the
+ * first.  Returns RLT_OK, RLT_EINVAL, RLT_ERANGE for |month| beyond 2^36. */
+int rlt_zone_month_start(const rlt_zone *z, int64_t month, int64_t *t);
+
+/* Sets a policy's origin: the Unix-epoch ns at which its `now` is 0 (the daemon: its clock's
+ * origin; replay: its trace's epoch).  Only calendar windows read it.  RLT_OK or RLT_EINVAL. */
+int rlt_policy_set_origin(rlt_policy *p, rlt_ns origin);
+
+/* Copies the calendar fields (months, origin, zone) of `src` into `dst`, a policy that
+ * rlt_policy_init has just filled from src's numbers (the store re-derives its policies so).
+ * Returns RLT_OK (nothing to do for a policy without calendar windows) or RLT_EINVAL when
+ * src's calendar fields are not valid for dst (not a fixed window, months out of range). */
+int rlt_policy_copy_calendar(rlt_policy *dst, const rlt_policy *src);
+
+/* True when a and b have the same calendar fields (months and zone; the origin aside):
+ * for callers that compare policies field by field. */
+bool rlt_policy_calendar_equal(const rlt_policy *a, const rlt_policy *b);
 
 /* ---- Duration text ---------------------------------------------------------------------- */
 

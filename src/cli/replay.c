@@ -22,6 +22,8 @@ static void usage(FILE *f)
         "Reads requests from stdin and decides each with one limiter state per key.\n"
         "  --policy SPEC    e.g. gcra:2/1s,burst=2  token_bucket:100/1m  "
         "leaky_bucket:10/1s,queue=5\n"
+        "                   fixed_window:1000/1mo,tz=Europe/Paris (calendar months: a trace's\n"
+        "                   TIME is then Unix time, a log's its own timestamps)\n"
         "  --unit U         unit of TIME and of the printed durations (default s)\n"
         "  --format trace   (default) lines 'TIME KEY [COST]': TIME a decimal (any sign, at most\n"
         "                   1 ns precise), KEY any non-blank token, COST a whole number >= 0\n"
@@ -110,7 +112,6 @@ static int rehash(summary *s, size_t nslots)
     s->nslots = nslots;
     return 0;
 }
-
 
 /* A key as one output column: quoted when it has blanks or quotes (a --key request or
  * user_agent field), as the access log writes it; backslash escapes are the log's own. */
@@ -308,6 +309,17 @@ static char *put_dec(char *o, int64_t v, int64_t unit)
     return put(o, b, n);
 }
 
+/* A calendar policy (fixed_window:N/1mo) needs Unix time: a log's times count from its first
+ * line's, so the policy's origin is that line's instant.  No key has a state yet. */
+static int set_origin(rlt_store *store, const opts *op, int64_t origin_s, int *id)
+{
+    rlt_policy p = op->policy;
+    rlt_policy_set_origin(&p, origin_s * RLT_NS_PER_S);
+    int rc = rlt_store_set_policy(store, "replay", &p, RLT_CHANGE_RESET, id);
+    if (rc) fprintf(stderr, "ratelimit " CMD ": cannot set up the store: %s\n", rlt_strerror(rc));
+    return rc;
+}
+
 static int replay(const opts *op)
 {
     rlt_store *store = NULL;
@@ -345,6 +357,10 @@ static int replay(const opts *op)
                 if (!have_origin) {
                     origin = op->epoch ? 0 : al.epoch_s;
                     have_origin = 1;
+                    if (origin && op->policy.months && set_origin(store, op, origin, &id)) {
+                        status = 1;
+                        break;
+                    }
                 }
                 int64_t secs = al.epoch_s - origin;
                 if (__builtin_mul_overflow(secs, RLT_NS_PER_S, &tl.time)) {

@@ -4,7 +4,8 @@
 static bool valid(const rlt_policy *p)
 {
     return p && p->algo >= RLT_FIXED_WINDOW && p->algo <= RLT_CONCURRENCY && p->scale_ > 0 &&
-           p->unit_ > 0 && p->limit > 0 && p->period > 0;
+           p->unit_ > 0 && p->limit > 0 && p->period > 0 &&
+           (p->months == 0 || rlt__calendar_valid(p));
 }
 
 static int dispatch_algo(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, rlt_decision *d,
@@ -188,6 +189,8 @@ int rlt_state_convert(const rlt_policy *from, const rlt_policy *to, void *state,
     case RLT_FIXED_WINDOW:
         rlt__fixed_window_counts(from, state, now, &v, 0);
         if ((rc = convert_count(from, to, how, &v))) return rc;
+        /* Window indices of calendar and plain windows do not compare: start afresh. */
+        if (!rlt_policy_calendar_equal(from, to)) memset(state, 0, 16);
         return rlt__fixed_window_counts(to, state, now, &v, 1);
     case RLT_SLIDING_WINDOW:
         rlt__sliding_window_counts(from, state, now, c, 0);

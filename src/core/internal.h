@@ -123,4 +123,15 @@ static inline int rlt__tat_shift(const rlt_policy *p, void *st, rlt_ns delta)
     return RLT_OK;
 }
 
+/* Calendar windows (calendar.c).  The window index of `now` under calendar policy `p` and the
+ * window's end in p's now (saturated); whether a policy's calendar fields are usable; a
+ * calendar period "Nmo"/"Ny" (0: not one; 1: months and the nominal period set; RLT_EPARSE,
+ * RLT_ERANGE); its text with the tz= option. */
+void rlt__calendar_window(const rlt_policy *p, rlt_ns now, int64_t *win, rlt_ns *end);
+rlt_ns rlt__calendar_end(const rlt_policy *p, int64_t win);
+bool rlt__calendar_valid(const rlt_policy *p);
+bool rlt__zone_valid(const rlt_zone *z);
+int rlt__calendar_period(const char *s, size_t len, int32_t *months, rlt_ns *nominal);
+int rlt__calendar_format(const rlt_policy *p, char *buf, size_t cap);
+
 #endif

@@ -221,6 +221,28 @@ static int parse_any_option(const char *o, size_t olen, any_opts *a, char *err, 
     return 0;
 }
 
+/* The tz=ZONE option of a calendar window: the zone is read here, once. */
+static int calendar_option(rlt_zone *zone, int32_t months, const char *v, size_t vlen, char *err,
+                           size_t errlen)
+{
+    if (months == 0)
+        return fail(err, errlen, RLT_EPARSE,
+                    "option \"tz=%.*s\" applies to calendar periods only (fixed_window:N/1mo "
+                    "or /1y)",
+                    v, vlen);
+    if (zone->name[0])
+        return fail(err, errlen, RLT_EPARSE, "option \"tz=%.*s\": given twice", v, vlen);
+    char zerr[160];
+    int rc = rlt_zone_load(zone, v, vlen, zerr, sizeof zerr);
+    if (rc == RLT_ENOMEM)
+        return fail(err, errlen, rc, "option \"tz=%.*s\": out of memory", v, vlen);
+    if (rc) {
+        if (err && errlen) snprintf(err, errlen, "option tz=: %s", zerr);
+        return RLT_EPARSE;
+    }
+    return RLT_OK;
+}
+
 int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, size_t errlen)
 {
     if (err && errlen) err[0] = '\0';
@@ -252,7 +274,22 @@ int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, siz
     if (rc || limit <= 0)
         return fail(err, errlen, RLT_EPARSE, "limit \"%.*s\": expected a positive integer", rate,
                     (size_t)(n_end - rate));
-    if (slash) {
+    int32_t months = 0; /* calendar windows: "/1mo", "/1y" (calendar.c) */
+    int cal =
+        slash ? rlt__calendar_period(slash + 1, (size_t)(rate_end - slash - 1), &months, &period)
+              : 0;
+    if (cal < 0)
+        return fail(err, errlen, cal,
+                    "period \"%.*s\": expected a calendar period of 1 to 1200 months, e.g. "
+                    "1mo, 3mo or 1y",
+                    slash + 1, (size_t)(rate_end - slash - 1));
+    if (cal > 0 && algo != RLT_FIXED_WINDOW)
+        return fail(err, errlen, RLT_EPARSE,
+                    "period \"%.*s\": calendar periods (mo, y) apply to fixed_window only",
+                    slash + 1, (size_t)(rate_end - slash - 1));
+    if (cal > 0) {
+        /* period: the nominal mean length, set above */
+    } else if (slash) {
         rc = rlt_duration_parse(slash + 1, (size_t)(rate_end - slash - 1), 0, &period);
         if (rc == RLT_ERANGE)
             return fail(err, errlen, rc, "period \"%.*s\" is too large", slash + 1,
@@ -269,6 +306,8 @@ int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, siz
 
     int64_t burst = 0, queue = 0, delay = 0;
     bool nodelay = false;
+    rlt_zone zone;
+    memset(&zone, 0, sizeof zone);
     unsigned seen = 0; /* each option once: 1 burst, 2 queue (or nginx's burst), 4 delay */
     any_opts any = {0};
     const char *opt = comma;
@@ -284,7 +323,11 @@ int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, siz
             opt = next;
             continue;
         }
-        if (!eq && olen == 7 && memcmp(o, "nodelay", 7) == 0 && algo == RLT_LEAKY_BUCKET) {
+        if (eq && eq - o == 2 && memcmp(o, "tz", 2) == 0) {
+            if ((rc =
+                     calendar_option(&zone, months, eq + 1, (size_t)(o_end - eq - 1), err, errlen)))
+                return rc;
+        } else if (!eq && olen == 7 && memcmp(o, "nodelay", 7) == 0 && algo == RLT_LEAKY_BUCKET) {
             if (seen & 4)
                 return fail(err, errlen, RLT_EPARSE,
                             "option \"%.*s\": give delay= or nodelay, once", o, olen);
@@ -343,6 +386,10 @@ int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, siz
         (any.has_jitter && rlt_policy_set_jitter(p, any.jitter)))
         return fail(err, errlen, RLT_EPARSE, "policy \"%.*s\": invalid block= or jitter=", text,
                     len);
+    if (months) {
+        p->months = months;
+        p->zone = zone;
+    }
     return RLT_OK;
 }
 
@@ -380,8 +427,11 @@ static int format_any_options(const rlt_policy *p, char *buf, size_t cap, size_t
 int rlt_policy_format(const rlt_policy *p, char *buf, size_t cap)
 {
     if (!p || !buf || p->scale_ <= 0) return RLT_EINVAL;
-    char period[32];
-    format_duration(period, sizeof period, p->period);
+    char period[32 + RLT_ZONE_NAME_MAX];
+    if (p->months == 0)
+        format_duration(period, sizeof period, p->period);
+    else if (rlt__calendar_format(p, period, sizeof period) < 0)
+        return RLT_EINVAL;
     int n;
     switch (p->algo) {
     case RLT_TOKEN_BUCKET:

@@ -25,6 +25,8 @@
  * times 1e6, plus the UTC-minus-monotonic offset taken when the zone was created, kept in the
  * zone: every worker and every reload share one origin, windows align on UTC, and a wall clock
  * step changes nothing.  The resolution is 1 ms and a decision sees the time of its loop turn.
+ * `now` is so Unix time: calendar windows (policy=fixed_window:N/1mo,tz=ZONE) take their
+ * months from it with the policy's origin 0 (the zone file is read with the configuration).
  */
 #include <ngx_config.h>
 #include <ngx_core.h>
@@ -344,7 +346,8 @@ static rlt_ngx_node_t *rlt_ngx_lookup(rlt_ngx_zone_t *z, uint32_t hash, u_char *
 static ngx_int_t rlt_ngx_policy_same(const rlt_policy *a, const rlt_policy *b)
 {
     return a->algo == b->algo && a->limit == b->limit && a->period == b->period &&
-           a->burst == b->burst && a->queue == b->queue && a->delay == b->delay;
+           a->burst == b->burst && a->queue == b->queue && a->delay == b->delay &&
+           rlt_policy_calendar_equal(a, b); /* tz=: another zone is another policy */
 }
 
 static size_t rlt_ngx_state_size(const rlt_policy *p)
@@ -428,9 +431,8 @@ static ngx_int_t rlt_ngx_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     z->sh->offset_ns =
         ((rlt_ns)tp->sec * 1000 + (rlt_ns)tp->msec - (rlt_ns)ngx_current_msec) * RLT_NS_PER_MS;
 
-    /* The header above is 128 bytes and the policy shares one block with the slab's log
-     * text: both fall in the 128-byte class of the nodes (zone names up to 25 bytes), so no page is
-     * spent on another class (limit_req's log text takes a page of 32-byte chunks). */
+    /* The policy shares one block with the slab's log text (limit_req's log text takes a page
+     * of 32-byte chunks of its own). */
     size_t len = sizeof(" in ratelimit zone \"\"") + shm_zone->shm.name.len;
     u_char *block = ngx_slab_alloc(z->shpool, sizeof(rlt_policy) + len);
     if (block == NULL) return NGX_ERROR;

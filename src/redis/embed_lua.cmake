@@ -4,7 +4,8 @@
 #
 #   multi            lib/*.lua + multi.lua: every algorithm, all-or-nothing over n limits
 #                    (rlt_redis_decide_multi) and the concurrency release
-#   one per algorithm fixed_window.lua, sliding_window.lua, token_bucket.lua, gcra.lua: alone
+#   one per algorithm fixed_window.lua (after lib/05_calendar.lua), sliding_window.lua,
+#                    token_bucket.lua, gcra.lua: alone
 #                    (compact replies that redis.c decodes); leaky bucket runs gcra.lua too
 #                    (the same state and test, other arguments);
 #                    sliding log and concurrency: lib/00_common.lua + their lib file +
@@ -15,7 +16,7 @@ set(lib ${LUA_DIR}/lib)
 file(GLOB all_lib ${lib}/*.lua)
 list(SORT all_lib)
 set(multi_parts ${all_lib} ${LUA_DIR}/multi.lua)
-set(fixed_window_parts ${LUA_DIR}/fixed_window.lua)
+set(fixed_window_parts ${lib}/05_calendar.lua ${LUA_DIR}/fixed_window.lua)
 set(sliding_log_parts ${lib}/00_common.lua ${lib}/20_sliding_log.lua "decide=sliding_log,2"
                       ${LUA_DIR}/single.lua)
 set(sliding_window_parts ${LUA_DIR}/sliding_window.lua)

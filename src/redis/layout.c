@@ -19,6 +19,17 @@ int rlt__rpol_from(const rlt_policy *p, rlt__rpol *o)
     o->B = p->burst;
     o->Q = p->queue;
     o->D = p->delay;
+    o->cal[0] = '\0';
+    if (p->months != 0) { /* the scripts never use W then: only the bounds of N */
+        if (p->algo != RLT_FIXED_WINDOW || o->N > RLT__LIM) return RLT_ERANGE;
+        const rlt_zone *z = &p->zone;
+        snprintf(o->cal, sizeof o->cal, "%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d", p->months,
+                 z->std_off, z->dst_off, z->has_dst, z->start.kind, z->start.day, z->start.month,
+                 z->start.week, z->start.secs, z->end.kind, z->end.day, z->end.month, z->end.week,
+                 z->end.secs);
+        o->scale = o->unit = 1;
+        return RLT_OK;
+    }
     if (o->N > RLT__LIM || o->W > RLT__LIM || o->B > RLT__LIM || o->Q > RLT__LIM) return RLT_ERANGE;
     int64_t g = rlt_gcd(o->N, o->W);
     o->scale = o->N / g;
@@ -43,9 +54,17 @@ int rlt__rpol_from(const rlt_policy *p, rlt__rpol *o)
 
 int rlt__key_tail(const rlt_policy *p, char tail[RLT__KEYTAIL_MAX])
 {
-    return snprintf(tail, RLT__KEYTAIL_MAX, ":%d:%lld:%lld:%lld:%lld:%lld", (int)p->algo,
-                    (long long)p->limit, (long long)p->period, (long long)p->burst,
-                    (long long)p->queue, (long long)p->delay);
+    int n = snprintf(tail, RLT__KEYTAIL_MAX, ":%d:%lld:%lld:%lld:%lld:%lld", (int)p->algo,
+                     (long long)p->limit, (long long)p->period, (long long)p->burst,
+                     (long long)p->queue, (long long)p->delay);
+    if (p->months == 0 || n < 0 || n >= RLT__KEYTAIL_MAX) return n;
+    const rlt_zone *z = &p->zone;
+    int32_t f[] = {z->std_off,     z->dst_off,    z->has_dst,    z->start.kind, z->start.day,
+                   z->start.month, z->start.week, z->start.secs, z->end.kind,   z->end.day,
+                   z->end.month,   z->end.week,   z->end.secs};
+    int m = snprintf(tail + n, (size_t)(RLT__KEYTAIL_MAX - n), ":cal%d:%s:%016llx", p->months,
+                     z->name, (unsigned long long)rlt_hash_fnv1a(f, sizeof f));
+    return m < 0 || m >= RLT__KEYTAIL_MAX - n ? RLT__KEYTAIL_MAX - 1 : n + m;
 }
 
 int rlt__key_name_tail(const char *prefix, size_t plen, const char *tail, size_t tl,

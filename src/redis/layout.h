@@ -12,7 +12,7 @@
 #define RLT__NOW_MAX (INT64_C(1) << 52)
 /* Longest Redis key name: prefix (<= 64) + {tag} (<= 512 + 2) + the escaped key (<= 3 x 512)
  * + the policy tail. */
-#define RLT__KEYNAME_MAX (64 + 2 + 512 + 3 * 512 + 128)
+#define RLT__KEYNAME_MAX (64 + 2 + 512 + 3 * 512 + 192)
 #define RLT__SLOTS 16384
 
 /* A policy at microsecond resolution, as the scripts take it: the rate N/W reduced to
@@ -20,19 +20,24 @@
 typedef struct rlt__rpol {
     int algo;
     int64_t N, W, B, Q, D, scale, unit; /* W in microseconds */
+    /* Calendar windows (fixed_window:N/1mo): "months,std_off,dst_off,has_dst,start kind,day,
+     * month,week,secs,end kind,day,month,week,secs" for the scripts (lib/05_calendar.lua);
+     * "" for every other policy.  W is then the nominal length, which the scripts ignore. */
+    char cal[128];
 } rlt__rpol;
 
 /* Converts `p` to microseconds with the scripts' bounds.  Returns RLT_OK; RLT_EINVAL for a NULL
  * or uninitialised policy, a period that is not a whole number of microseconds or a penalty box
- * (block=, whose state the Redis values do not hold); RLT_ERANGE
- * when a number would pass the 2^50 bound (rlt_redis_policy_check's contract). */
+ * (block=, whose state the Redis values do not hold); RLT_ERANGE when a number would pass the
+ * 2^50 bound (rlt_redis_policy_check's contract).  A calendar window's rule goes into o->cal. */
 int rlt__rpol_from(const rlt_policy *p, rlt__rpol *o);
 
 /* Writes the Redis key name of `key` under `p` into buf[0..cap):
  *     prefix + "{" + tag + "}" + key with '%' and ':' as %25 and %3A + ":algo:N:W:B:Q:D"
  * where tag is Redis Cluster's hash tag of the key (its own non-empty {tag}, else all of it),
  * so the name shares the key's slot, and the policy's numbers (W in ns) end it, so a changed
- * policy starts from fresh state.  Injective: two distinct (key, policy) pairs never share a
+ * policy starts from fresh state (a calendar window adds ":calK:ZONE:HASH", K its months, HASH
+ * the FNV-1a of its zone rule's integers).  Injective: two distinct (key, policy) pairs never share a
  * name ("x" and "{x}" share a slot, not a state).  Returns the length; RLT_EKEYLEN for an empty key or
  * one longer than 512 bytes; RLT_ENOSPC when it does not fit. */
 int rlt__key_name(const char *prefix, size_t plen, const rlt_policy *p, const void *key,
@@ -40,7 +45,7 @@ int rlt__key_name(const char *prefix, size_t plen, const rlt_policy *p, const vo
 
 /* The policy part of a key name, ":algo:N:W:B:Q:D", into tail[0..RLT__KEYTAIL_MAX) with a NUL;
  * returns its length.  rlt__key_name = rlt__key_name_tail(..., this tail, ...). */
-#define RLT__KEYTAIL_MAX 128
+#define RLT__KEYTAIL_MAX 192
 int rlt__key_tail(const rlt_policy *p, char tail[RLT__KEYTAIL_MAX]);
 
 /* rlt__key_name with the policy's tail already formatted (a caller that caches it). */

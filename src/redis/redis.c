@@ -15,7 +15,7 @@
 #define NOW_MAX RLT__NOW_MAX
 #define KEYNAME_MAX RLT__KEYNAME_MAX
 #define MULTI_MAX 64
-#define FIELDS 9                         /* script arguments per limit */
+#define FIELDS 10                        /* script arguments per limit (the last: calendar) */
 #define POLTEXT_MAX 160                  /* rlt_policy_format's text */
 #define TTL_FLOOR_MAX (INT64_C(1) << 40) /* ns: 12 days */
 
@@ -389,7 +389,7 @@ static const struct rlt__ptext *policy_texts(const rlt_redis *rc, const rlt_poli
         const rlt_policy *q = &r->ptext[i].p;
         if (r->ptext[i].used && q->algo == p->algo && q->limit == p->limit &&
             q->period == p->period && q->burst == p->burst && q->queue == p->queue &&
-            q->delay == p->delay)
+            q->delay == p->delay && rlt_policy_calendar_equal(q, p))
             return &r->ptext[i];
     }
     struct rlt__ptext *e = &r->ptext[r->ptext_next++ % RLT__PTEXT_CACHE];
@@ -437,12 +437,13 @@ static void build_script(call *c)
     bool multi = c->multi;
     int64_t floor_ms = rlt_retry_after_ms(r->opt.ttl_floor);
     if (c->script == RLT_FIXED_WINDOW || c->script == RLT_SLIDING_WINDOW) {
-        /* fixed_window.lua, sliding_window.lua: now N W cost [floor] */
+        /* fixed_window.lua, sliding_window.lua: now N W cost [floor [calendar]] */
         arg_num(c, now_us);
         arg_num(c, l[0].rp.N);
         arg_num(c, l[0].rp.W);
         arg_num(c, l[0].cost);
-        if (floor_ms > 0) arg_num(c, floor_ms);
+        if (floor_ms > 0 || l[0].rp.cal[0]) arg_num(c, floor_ms);
+        if (l[0].rp.cal[0]) arg(c, l[0].rp.cal, strlen(l[0].rp.cal));
         return;
     }
     if (c->script == RLT_GCRA || c->script == RLT_TOKEN_BUCKET) {
@@ -463,9 +464,11 @@ static void build_script(call *c)
     if (multi) arg_num(c, (int64_t)n);
     for (size_t i = 0; i < n; i++) {
         const rpol *p = &l[i].rp;
-        int64_t v[FIELDS] = {p->algo, l[i].cost, p->N, p->W, p->B, p->Q, p->D, p->scale, p->unit};
-        for (int f = multi ? 0 : 1; f < FIELDS; f++) /* a one-algorithm script knows its algo */
+        int64_t v[FIELDS - 1] = {p->algo, l[i].cost, p->N,     p->W,   p->B,
+                                 p->Q,    p->D,      p->scale, p->unit};
+        for (int f = multi ? 0 : 1; f < FIELDS - 1; f++) /* a one-algorithm script knows its algo */
             arg_num(c, v[f]);
+        if (multi) arg(c, p->cal, strlen(p->cal)); /* "" but for calendar windows */
     }
 }
 
@@ -493,7 +496,8 @@ static void build_module(call *c)
     marg_num(c, floor_ms);
     for (size_t i = 0; i < c->n; i++) {
         const struct rlt__ptext *t = policy_texts(r, c->l[i].p);
-        if (t->len < 0 || t->len > POLTEXT_MAX) {
+        /* calendar windows run as scripts: the module would read the zone inside Redis */
+        if (t->len < 0 || t->len > POLTEXT_MAX || c->l[i].p->months != 0) {
             c->module_ok = false; /* the scripts only */
             return;
         }

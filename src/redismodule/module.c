@@ -341,7 +341,10 @@ static bool mpol_arg(RedisModuleCtx *ctx, const rlt_policy *p, lim *l)
         return false;
     }
     int rc = rlt__mpol_init(&l->m, p);
-    if (rc == RLT_EINVAL)
+    if (rc == RLT_EINVAL && p->months != 0)
+        RM.ReplyWithError(ctx, "ERR calendar windows (mo, y) are not module commands: "
+                               "libratelimit_redis runs them as its scripts");
+    else if (rc == RLT_EINVAL)
         RM.ReplyWithError(ctx, "ERR policy cannot run inside Redis: its period must be a whole "
                                "number of microseconds");
     else if (rc)

@@ -60,6 +60,9 @@ static bool parse_fields(const char *s, size_t len, int64_t *v, int n)
 int rlt__mpol_init(rlt__mpol *m, const rlt_policy *p)
 {
     memset(m, 0, sizeof *m);
+    /* Calendar windows would read the zone's file inside Redis: the library sends them to
+     * the scripts instead (redis.c, build_module). */
+    if (p->months != 0) return RLT_EINVAL;
     int rc = rlt__rpol_from(p, &m->rp);
     if (rc) return rc;
     m->p = *p;

@@ -107,6 +107,7 @@ typedef struct limit {
     rlt_ns window; /* fixed window length (0: the limiter has no windows) */
     rlt_ns phase;
     int64_t cost;
+    const rlt_policy *calendar; /* the rule's policy when it has calendar windows, else NULL */
 } limit;
 
 /* Builds the store key: tenant prefix, then domain and every entry, length-prefixed so that
@@ -213,9 +214,11 @@ static int match_all(rlt__srv *s, const rlt__config *c, const rlt__envoy_req *r,
                 ls[i].rpu = ru->unit != NULL ? ru->requests_per_unit : ru->policy.limit;
                 ls[i].name = ru->rl_name;
                 ls[i].window = ru->block_all ? rlt__unit_ns(ls[i].unit)
-                               : ru->policy.algo == RLT_FIXED_WINDOW ? ru->policy.period
-                                                                     : 0;
+                               : ru->policy.algo == RLT_FIXED_WINDOW && ru->policy.months == 0
+                                   ? ru->policy.period
+                                   : 0; /* calendar windows: real months, no phase */
                 ls[i].phase = phase_of(ls[i].window);
+                ls[i].calendar = ru->policy.months != 0 ? &ru->policy : NULL;
             }
         }
         ls[i].cost = d->hits_addend >= 0 ? d->hits_addend : r->hits_addend;
@@ -251,6 +254,17 @@ static void count_rule(rlt__srv *s, int policy, int64_t hits, bool over, bool sh
     /* used >= 0.8 x limit, in integers */
     if (limit_n > 0 && (limit_n - remaining) * 5 >= limit_n * 4)
         rlt__mcount(&m->envoy.near_limit[i], h);
+}
+
+/* Until the end of the calendar window that holds `t` (a cost-1 decision on a fresh state
+ * reports exactly that), on the daemon's clock. */
+static rlt_ns calendar_left(const rlt_policy *p, rlt_ns t)
+{
+    rlt_policy q = *p;
+    rlt_policy_set_origin(&q, rlt__clock_origin());
+    unsigned char fresh[16] = {0};
+    rlt_decision d;
+    return rlt_decide(&q, fresh, t, 1, &d) == RLT_OK ? d.reset_after : 0;
 }
 
 /* The status of every descriptor, from its limit and (when charged or peeked) its decision;
@@ -289,6 +303,7 @@ static void fill_statuses(rlt__envoy_result *res, const rlt__envoy_req *r, const
         rlt_ns win = l->window;
         if (l->block_all) t = now + phase_of(win);
         if (win > 0 && reset <= 0) reset = win - ((t % win) + win) % win;
+        if (l->calendar && reset <= 0) reset = calendar_left(l->calendar, t);
         st->reset_s = rlt_retry_after_seconds(reset);
         if (st->reset_s < 0) st->reset_s = 0;
     }

@@ -69,6 +69,7 @@ int rlt__fallback_divide(const rlt_policy *p, unsigned fleet, rlt_policy *out)
     if (rc == RLT_OK && p->jitter > 0) rc = rlt_policy_set_jitter(out, p->jitter);
     if (rc == RLT_OK && p->block > 0)
         rc = rlt_policy_set_block(out, p->block, p->block_factor, p->block_max);
+    if (rc == RLT_OK) rc = rlt_policy_copy_calendar(out, p); /* a month stays the local month */
     return rc;
 }
 

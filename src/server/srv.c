@@ -3,6 +3,7 @@
 #include "server/srv.h"
 
 #include "server/backend.h"
+#include "server/clock.h"
 #include "server/config.h"
 #include "server/inline.h"
 #include "server/mem.h"
@@ -129,10 +130,17 @@ bool rlt__srv_gcra_needs_bucket(const rlt_policy *p)
 
 const rlt_policy *rlt__srv_runnable(const rlt_policy *p, bool redis, rlt_policy *tmp)
 {
+    if (p->months != 0) { /* calendar windows: the daemon's now starts at its clock's origin */
+        *tmp = *p;
+        rlt_policy_set_origin(tmp, rlt__clock_origin());
+        return tmp;
+    }
     if (redis || !rlt__srv_gcra_needs_bucket(p)) return p;
-    if (rlt_policy_init(tmp, RLT_TOKEN_BUCKET, p->limit, p->period, p->burst, 0, 0) != RLT_OK)
+    if (rlt_policy_init(tmp, RLT_TOKEN_BUCKET, p->limit, p->period, p->burst, 0, 0) != RLT_OK ||
+        rlt_policy_set_block(tmp, p->block, p->block_factor, p->block_max) != RLT_OK ||
+        rlt_policy_set_jitter(tmp, p->jitter) != RLT_OK)
         return p;
-    return tmp;
+    return tmp; /* the same decisions, with the options every algorithm takes kept */
 }
 
 static bool redis_mode(const rlt__config *c)
@@ -151,7 +159,8 @@ static bool policy_ok(const rlt_policy *p)
 {
     rlt_policy q;
     int64_t burst = p->algo == RLT_TOKEN_BUCKET || p->algo == RLT_GCRA ? p->burst : 0;
-    if (rlt_policy_init(&q, p->algo, p->limit, p->period, burst, p->queue, p->delay) != RLT_OK)
+    if (rlt_policy_init(&q, p->algo, p->limit, p->period, burst, p->queue, p->delay) != RLT_OK ||
+        rlt_policy_copy_calendar(&q, p) != RLT_OK)
         return false;
     size_t n = rlt_state_size(&q);
     return n > 0 && n <= UINT32_MAX;
@@ -284,7 +293,8 @@ static bool injected_failure(long *writes)
 static bool policy_same(const rlt_policy *a, const rlt_policy *b)
 {
     return a->algo == b->algo && a->limit == b->limit && a->period == b->period &&
-           a->burst == b->burst && a->queue == b->queue && a->delay == b->delay;
+           a->burst == b->burst && a->queue == b->queue && a->delay == b->delay &&
+           rlt_policy_calendar_equal(a, b);
 }
 
 /* How a write of policy `run` under `name` with change mode `change` touches the keys already

@@ -88,7 +88,9 @@ int rlt__srv_resolve(rlt__srv *s, const char *text, size_t len, const rlt__asker
 bool rlt__srv_gcra_needs_bucket(const rlt_policy *p);
 /* The policy the local store runs for p: p itself, or for such a GCRA policy (unless `redis`,
  * distributed mode) the token bucket with the same limit, period and burst, built in *tmp;
- * decisions are identical on a clock that never steps back (docs/server.md "Time"). */
+ * decisions are identical on a clock that never steps back (docs/server.md "Time").  A
+ * calendar window (fixed_window:N/1mo) is copied into *tmp with its origin set to the
+ * daemon's clock origin (rlt__clock_origin), so that its months are the real ones. */
 const rlt_policy *rlt__srv_runnable(const rlt_policy *p, bool redis, rlt_policy *tmp);
 /* Most state bytes per key an inline policy may keep (a sliding log of ~500 entries): larger
  * ones must be named in the config, so that no client can make one key cost megabytes. */

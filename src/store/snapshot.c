@@ -14,6 +14,10 @@
  *            2 tier        u16 index u8 nlen name u16 policy
  *            3 assignment  u16 klen key u16 tier
  *            4 entry       u16 policy u16 klen key state[rlt_state_size(policy)]
+ *            6 calendar    u16 policy i32 months i64 origin u8 nlen zone-name i32 std_off
+ *                          dst_off has_dst, then start and end: i32 kind day month week secs
+ *                          (right after its policy, only for calendar windows: a file
+ *                          without one reads as before)
  *            255 end       u64 number of records before it
  *   trailer  u32 CRC32C of every byte before it; the file ends there.
  * Ids and indexes must come dense and in order, so a file cannot name what it has not
@@ -42,6 +46,7 @@ enum {
     REC_ASSIGN = 3,
     REC_ENTRY = 4,
     REC_OPTIONS = 5,
+    REC_CALENDAR = 6,
     REC_END = 255
 };
 
@@ -84,6 +89,31 @@ static void put_uint(buf *b, uint64_t v, int bytes)
 #define PUT16(b, v) put_uint((b), (uint64_t)(v), 2)
 #define PUT32(b, v) put_uint((b), (uint64_t)(v), 4)
 #define PUT64(b, v) put_uint((b), (uint64_t)(v), 8)
+
+static int64_t sat_sub(int64_t a, int64_t b)
+{
+    int64_t x;
+    if (__builtin_sub_overflow(a, b, &x)) return b < 0 ? INT64_MAX : INT64_MIN;
+    return x;
+}
+
+/* The calendar record of policy `id` (the format above). */
+static void put_calendar(buf *b, uint32_t id, const rlt_policy *p)
+{
+    const rlt_zone *z = &p->zone;
+    size_t nlen = strnlen(z->name, sizeof z->name - 1);
+    PUT8(b, REC_CALENDAR);
+    PUT16(b, id);
+    PUT32(b, (uint32_t)p->months);
+    PUT64(b, p->origin);
+    PUT8(b, nlen);
+    put(b, z->name, nlen);
+    const int32_t f[] = {z->std_off,     z->dst_off,    z->has_dst,    z->start.kind, z->start.day,
+                         z->start.month, z->start.week, z->start.secs, z->end.kind,   z->end.day,
+                         z->end.month,   z->end.week,   z->end.secs};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        PUT32(b, (uint32_t)f[i]);
+}
 
 typedef struct writer {
     FILE *f;
@@ -192,6 +222,10 @@ int rlt_store_save(rlt_store *s, const char *path, rlt_ns now, int64_t wall_ns)
         PUT64(&b, P->p.queue);
         PUT64(&b, P->p.delay);
         w.records++;
+        if (P->p.months != 0) {
+            put_calendar(&b, i, &P->p);
+            w.records++;
+        }
     }
     for (uint32_t i = 0; i < s->ntier; i++) {
         const rlt__tier *t = &s->tiers[i];
@@ -272,6 +306,30 @@ static bool read_name(reader *r, char name[RLT_NAME_MAX + 1], size_t *len)
 }
 
 /* Reads records into the private store t.  Returns RLT_OK, RLT_ECORRUPT, RLT_ENOMEM. */
+/* A calendar window's fields onto policy `pid`, already read.  Its origin moves the other way
+ * from the instants (an instant x is x + delta on our clock, so origin + now stays the same
+ * Unix time); its states keep their month indices. */
+static int read_calendar(reader *r, rlt_store *t, rlt_ns delta)
+{
+    uint32_t pid = (uint32_t)get_uint(r, 2);
+    rlt_policy c;
+    memset(&c, 0, sizeof c);
+    c.months = (int32_t)(uint32_t)get_uint(r, 4);
+    c.origin = sat_sub((int64_t)get_uint(r, 8), delta);
+    size_t nlen = (size_t)get_uint(r, 1);
+    if (r->bad || pid >= t->npol || nlen >= sizeof c.zone.name) return RLT_ECORRUPT;
+    get(r, c.zone.name, nlen);
+    int32_t *f[] = {&c.zone.std_off,   &c.zone.dst_off,     &c.zone.has_dst,    &c.zone.start.kind,
+                    &c.zone.start.day, &c.zone.start.month, &c.zone.start.week, &c.zone.start.secs,
+                    &c.zone.end.kind,  &c.zone.end.day,     &c.zone.end.month,  &c.zone.end.week,
+                    &c.zone.end.secs};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        *f[i] = (int32_t)(uint32_t)get_uint(r, 4);
+    if (r->bad) return RLT_ECORRUPT;
+    /* validated like any policy: not a fixed window, a bad zone rule refuse the file */
+    return rlt_policy_copy_calendar(&t->pols[pid].p, &c) == RLT_OK ? RLT_OK : RLT_ECORRUPT;
+}
+
 static int read_records(reader *r, rlt_store *t, rlt_ns now, rlt_ns delta)
 {
     uint64_t records = 0;
@@ -316,6 +374,8 @@ static int read_records(reader *r, rlt_store *t, rlt_ns now, rlt_ns delta)
                 opts_pending = false;
             }
             if (r->bad || rlt__add_policy(t, name, nlen, &p) != RLT_OK) goto out;
+        } else if (type == REC_CALENDAR) {
+            if (read_calendar(r, t, delta) != RLT_OK) goto out;
         } else if (type == REC_TIER) {
             char name[RLT_NAME_MAX + 1];
             size_t nlen;

@@ -654,6 +654,7 @@ static int clean_policy(const rlt_policy *p, rlt_policy *q, uint32_t *ssz)
         rlt_policy_set_block(q, p->block, p->block_factor, p->block_max) ||
         rlt_policy_set_jitter(q, p->jitter))
         return RLT_EINVAL;
+    if (rlt_policy_copy_calendar(q, p)) return RLT_EINVAL; /* calendar windows keep theirs */
     size_t n = rlt_state_size(q);
     if (!n || n > UINT32_MAX) return RLT_EINVAL;
     *ssz = (uint32_t)n;

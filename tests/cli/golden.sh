@@ -105,6 +105,9 @@ run replay_api_summary.out "$ex/api.trace" replay --policy token_bucket:10/1s,bu
 run replay_api_summary_top1.out "$ex/api.trace" replay --policy gcra:1/1s --summary --top-keys 1
 run replay_api_summary_top0.out "$ex/api.trace" replay --policy gcra:1/1s --summary --top-keys 0
 run replay_combined.out "$ex/access.log" replay --policy token_bucket:2/1s --format combined
+run replay_month_end_paris.out "$ex/month_end.trace" replay --policy fixed_window:2/1mo,tz=Europe/Paris
+run replay_month_end_new_york.out "$ex/month_end.trace" replay --policy fixed_window:2/1mo,tz=America/New_York
+run replay_combined_calendar.out "$ex/access.log" replay --policy fixed_window:3/1mo,tz=Europe/Paris --format combined
 run replay_combined_epoch.out "$ex/access.log" replay --policy fixed_window:3/5s --format combined --epoch
 run replay_combined_summary.out "$ex/access.log" replay --policy token_bucket:2/1s --format combined --summary
 run replay_combined_key_user.out "$ex/access.log" replay --policy token_bucket:2/1s --format combined --key user

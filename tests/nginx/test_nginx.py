@@ -309,6 +309,42 @@ def test_headers_on_pass_and_on_rejection_with_retry_after_rounded_up():
         c.close()
 
 
+def test_calendar_months_end_at_the_real_local_month_end():
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+    zone = ZoneInfo("Europe/Paris")
+
+    def left():
+        now = datetime.now(zone)
+        m = now.year * 12 + now.month  # the next month, 0-based
+        return datetime(m // 12, m % 12 + 1, 1, tzinfo=zone).timestamp() - time.time()
+
+    if left() < 10:
+        time.sleep(left() + 1)
+    http = f"""
+    ratelimit_zone $binary_remote_addr zone=month:1m policy=fixed_window:2/1mo,tz=Europe/Paris;
+    server {{ listen 127.0.0.1:PORT; {STATUS} location / {{ ratelimit zone=month; }} }}"""
+    with Nginx(http).start() as n:
+        c = Client(n.port)
+        statuses = [c.get()[0] for _ in range(3)]
+        s, h, _ = c.get()
+        assert statuses == [200, 200, 429] and s == 429, statuses
+        assert abs(int(h["retry-after"]) - left()) <= 2, (h, left())
+        assert h["ratelimit-policy"] == '"month";q=2;w=2629746', h
+        c.close()
+        # A reload to another zone is another policy: the month now ends in New York.
+        n.write(http.replace("Europe/Paris", "America/New_York"))
+        n.reload()
+        s, h, _ = get(n.port)
+        ny = ZoneInfo("America/New_York")
+        now = datetime.now(ny)
+        m = now.year * 12 + now.month
+        left_ny = datetime(m // 12, m % 12 + 1, 1, tzinfo=ny).timestamp() - time.time()
+        assert s == 429 and abs(int(h["retry-after"]) - left_ny) <= 2, (h, left_ny)
+        assert 'now has policy "fixed_window:2/1mo,tz=America/New_York": 1 keys carried' \
+            in n.log()
+
+
 def test_headers_off_sends_none():
     http = """
     ratelimit_zone $binary_remote_addr zone=api:1m policy=gcra:1/1h;

@@ -136,6 +136,65 @@ TEST(redis_scripts_match_c_on_random_traces)
     rlt_redis_close(r);
 }
 
+/* Calendar windows: traces of Unix instants around the month starts of 2024-2026 (DST days,
+ * February 29, new year) and between them, with the clock stepping back at times, through the
+ * one-limit and the multi-limit scripts, against rlt_decide with origin 0. */
+TEST(redis_scripts_match_c_on_calendar_windows_around_month_ends)
+{
+    static const char *const texts[] = {
+        "fixed_window:3/1mo,tz=Europe/Paris",        "fixed_window:4/1mo,tz=America/New_York",
+        "fixed_window:2/1mo,tz=Australia/Lord_Howe", "fixed_window:5/3mo,tz=Europe/Paris",
+        "fixed_window:3/1y,tz=Australia/Lord_Howe",  "fixed_window:3/1mo"};
+    rlt_redis *r = rtest_open(
+        (rlt_redis_options){.timeout = 2 * RLT_NS_PER_S, .ttl_floor = 60 * RLT_NS_PER_S});
+    int compared = 0, step = 0;
+    const int64_t S = RLT_NS_PER_S;
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0] && !rlt_test_failed_now; i++) {
+        const char *text = texts[i];
+        rlt_policy p = rtest_policy(text);
+        int64_t starts[40];
+        for (int m = 0; m < 40; m++) /* months from 2023-12 */
+            ASSERT_EQ(rlt_zone_month_start(&p.zone, 647 + m, &starts[m]), RLT_OK);
+        for (uint64_t seed = 1; seed <= 3 && !rlt_test_failed_now; seed++) {
+            char key[64];
+            snprintf(key, sizeof key, "cal:%zu:%llu", i, (unsigned long long)seed);
+            ASSERT_EQ(rlt_redis_reset(r, &p, key, strlen(key)), RLT_OK);
+            unsigned char st[16] = {0};
+            uint64_t s = seed * 104729 + i;
+            int64_t t = starts[1] * S, cost = 0;
+            for (step = 0; step < 300; step++) {
+                int64_t pick = rtest_below(&s, 10);
+                if (pick < 4) /* next to a month start, to the microsecond */
+                    t = starts[1 + rtest_below(&s, 37)] * S +
+                        ((int64_t)rtest_below(&s, 4000001) - 2000000) * 1000;
+                else if (pick < 8)
+                    t += (int64_t)rtest_below(&s, 3 * 86400) * S +
+                         (int64_t)rtest_below(&s, 1000000) * 1000;
+                else
+                    t -= (int64_t)rtest_below(&s, 20 * 86400) * S; /* the clock steps back */
+                if (t < starts[1] * S) t = starts[1] * S;
+                if (t > starts[38] * S) t = starts[20] * S;
+                int64_t cpick = rtest_below(&s, 10);
+                cost = cpick < 1 ? 0 : cpick < 8 ? 1 : (int64_t)rtest_below(&s, p.limit + 2);
+                rlt_decision dc, dr;
+                int rc_c = rlt_decide(&p, st, t, cost, &dc);
+                bool multi = rtest_below(&s, 3) == 0;
+                int rc_r = redis_decide(r, &p, multi, key, cost, t, &dr);
+                SAME(rc_c, rc_r, "status");
+                if (rc_c) continue;
+                SAME(dc.allowed, dr.allowed, "allowed");
+                SAME(dc.remaining, dr.remaining, "remaining");
+                SAME(dc.retry_after, dr.retry_after, "retry_after");
+                SAME(dc.reset_after, dr.reset_after, "reset_after");
+                compared++;
+            }
+        }
+    }
+    (void)step;
+    ASSERT(compared > 5000);
+    rlt_redis_close(r);
+}
+
 TEST(redis_scripts_match_c_at_the_largest_instants)
 {
     /* Redis runs at instants near 2^52 us (its limit); C at the same trace shifted to a small

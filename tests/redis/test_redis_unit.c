@@ -113,3 +113,27 @@ TEST(unreachable_server_gives_the_fail_mode_decision_and_opens_the_breaker)
     ASSERT_EQ(st.decisions, 3);
     rlt_redis_close(r);
 }
+
+TEST(calendar_windows_run_in_redis_under_key_names_of_their_own)
+{
+    rlt_redis *r;
+    ASSERT_EQ(rlt_redis_open(&r, &(rlt_redis_options){.servers = "127.0.0.1:1"}), RLT_OK);
+    static const char *const texts[] = {"fixed_window:10/1y,tz=Australia/Lord_Howe",
+                                        "fixed_window:10/12mo,tz=Europe/Paris",
+                                        "fixed_window:10/1y", "fixed_window:10/31556952s",
+                                        "fixed_window:10/1y,tz=America/Argentina/ComodRivadavia"};
+    char names[5][1024];
+    for (int i = 0; i < 5; i++) {
+        rlt_policy p;
+        ASSERT_EQ(rlt_policy_parse(&p, texts[i], strlen(texts[i]), NULL, 0), RLT_OK);
+        ASSERT_EQ(rlt_redis_policy_check(&p), RLT_OK);
+        int n = rlt_redis_key_name(r, &p, "k", 1, names[i], sizeof names[i]);
+        ASSERT(n > 0);
+        names[i][n] = '\0';
+        for (int j = 0; j < i; j++)
+            if (strcmp(names[i], names[j]) == 0)
+                RLT_FAIL_("%s and %s share a key", texts[i], texts[j]);
+    }
+    ASSERT(strstr(names[0], ":cal12:Australia/Lord_Howe:") != NULL);
+    rlt_redis_close(r);
+}

@@ -172,3 +172,15 @@ TEST(policies_beyond_the_scripts_bounds_are_refused)
     ASSERT_EQ(rlt_policy_parse(&p, "token_bucket:1/1000s,burst=2000000", 34, NULL, 0), RLT_OK);
     ASSERT_EQ(rlt__mpol_init(&m, &p), RLT_ERANGE);
 }
+
+TEST(calendar_windows_are_refused_inside_redis)
+{
+    rlt_policy p;
+    rlt__mpol m;
+    const char *text = "fixed_window:10/1mo,tz=Europe/Paris";
+    ASSERT_EQ(rlt_policy_parse(&p, text, strlen(text), NULL, 0), RLT_OK);
+    ASSERT_EQ(rlt__mpol_init(&m, &p), RLT_EINVAL);
+    ASSERT_EQ(rlt_policy_parse(&p, "fixed_window:10/30d", 19, NULL, 0), RLT_OK);
+    ASSERT_EQ(rlt__mpol_init(&m, &p), RLT_OK); /* envoy's 30-day MONTH runs there */
+    /* (libratelimit_redis runs calendar windows as scripts, on the same keys and values) */
+}

@@ -295,6 +295,27 @@ def should_rate_limit_answers_envoy_statuses_in_order(tmp):
         cl.close()
 
 
+CAL_CFG = ("domain: billing\ndescriptors:\n  - key: account\n"
+           "    rate_limit: {policy: \"fixed_window:2/1mo,tz=Australia/Lord_Howe\"}\n")
+
+
+@test
+def should_rate_limit_counts_calendar_months_to_the_real_local_month_end(tmp):
+    left = it.local_period_end("Australia/Lord_Howe", 1) - time.time()
+    if left < 10:
+        time.sleep(left + 1)
+    with GDaemon(tmp, config=CAL_CFG) as d:
+        cl = d.client()
+        r = req("billing", [("account", "a")])
+        answers = [cl(r) for _ in range(3)]
+        assert [a.overall_code for a in answers] == [OK, OK, OVER], answers
+        left = it.local_period_end("Australia/Lord_Howe", 1) - time.time()
+        for a in answers:
+            got = a.statuses[0].duration_until_reset.seconds
+            assert abs(got - left) <= 2, (got, left)
+        cl.close()
+
+
 @test
 def json_and_grpc_count_one_limit_with_one_decision(tmp):
     with GDaemon(tmp, config=RL_CFG) as d:

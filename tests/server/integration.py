@@ -754,6 +754,92 @@ def envoy_minute_windows_end_on_the_utc_minute(tmp):
         d.stop()
 
 
+CALENDAR = """policies:
+  monthly: {policy: "fixed_window:2/1mo,tz=Europe/Paris"}
+domain: billing
+descriptors:
+  - key: account
+    rate_limit:
+      policy: "fixed_window:1/1y,tz=Australia/Lord_Howe"
+"""
+
+
+def local_period_end(zone, months):
+    """Unix seconds at which the current local month (months=1) or year (12) of `zone` ends,
+    from Python's own tz database reader (zoneinfo), independent of the daemon's."""
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+    z = ZoneInfo(zone)
+    now = datetime.now(z)
+    m = (now.year * 12 + now.month - 1) // months * months + months
+    return datetime(m // 12, m % 12 + 1, 1, tzinfo=z).timestamp()
+
+
+@test
+def calendar_windows_end_at_the_real_local_month_and_year_on_resp_http_and_envoy(tmp):
+    for zone, months in (("America/New_York", 1), ("Europe/Paris", 1),
+                         ("Australia/Lord_Howe", 12)):
+        if local_period_end(zone, months) - time.time() < 10:
+            time.sleep(11)  # a test right at a month's end: let it pass
+    d = Daemon(tmp, config=CALENDAR)
+    try:
+        # RESP, an inline policy
+        pol = "fixed_window:2/1mo,tz=America/New_York"
+        for _ in range(2):
+            assert ints(d.cli("RL.CHECK", "cal", pol))[0] == 1
+        r = ints(d.cli("RL.CHECK", "cal", pol))
+        left_ms = (local_period_end("America/New_York", 1) - time.time()) * 1000
+        assert r[0] == 0 and abs(r[3] - left_ms) <= 1500 and r[4] == r[3], (r, left_ms)
+        assert d.cli("RL.POLICY", "fixed_window:5/12mo,tz=Europe/Paris") == \
+            "fixed_window:5/1y,tz=Europe/Paris"
+        # HTTP, a named policy from the config
+        for _ in range(2):
+            assert d.curl("/v1/check?key=h&policy=monthly").startswith("HTTP/1.1 200")
+        out = d.curl("/v1/check?key=h&policy=monthly")
+        left_ms = (local_period_end("Europe/Paris", 1) - time.time()) * 1000
+        m = re.search(r'"retry_after_ms":(\d+)', out)
+        assert out.startswith("HTTP/1.1 429") and m, out
+        assert abs(int(m.group(1)) - left_ms) <= 1500, (out, left_ms)
+        ra = re.search(r"Retry-After: (\d+)", out)
+        assert ra and abs(int(ra.group(1)) - left_ms / 1000) <= 2, out
+        # Envoy's /json (the same decision as gRPC ShouldRateLimit), a descriptor's policy
+        body = '{"domain":"billing","descriptors":[{"entries":[{"key":"account","value":"a"}]}]}'
+        outs = [d.curl("/json", "-X", "POST", "--data", body) for _ in range(2)]
+        assert '"overallCode":"OK"' in outs[0] and '"overallCode":"OVER_LIMIT"' in outs[1], outs
+        left = local_period_end("Australia/Lord_Howe", 12) - time.time()
+        m = re.search(r'"durationUntilReset":"(\d+)s"', outs[1])
+        assert m and abs(int(m.group(1)) - left) <= 2, (outs[1], left)
+        # a fresh descriptor, only looked at: still the time to the window's end, as envoy's
+        fresh = body.replace('"a"}]', '"b"}],"hits_addend":0')
+        out = d.curl("/json", "-X", "POST", "--data", fresh)
+        m = re.search(r'"durationUntilReset":"(\d+)s"', out)
+        assert '"overallCode":"OK"' in out and m and abs(int(m.group(1)) - left) <= 2, (out, left)
+        # errors name the part that is wrong
+        e = d.cli("RL.CHECK", "x", "fixed_window:1/1mo,tz=Mars/Olympus_Mons")
+        assert "unknown time zone" in e, e
+        e = d.cli("RL.CHECK", "x", "gcra:1/1mo")
+        assert "fixed_window only" in e, e
+    finally:
+        assert d.stop() == 0
+    # the count survives a restart (snapshot), in the same month
+    d = Daemon(tmp, config=CALENDAR)
+    try:
+        r = ints(d.cli("RL.CHECK", "cal", "fixed_window:2/1mo,tz=America/New_York"))
+        assert r[0] == 0, r
+        assert d.curl("/v1/check?key=h&policy=monthly").startswith("HTTP/1.1 429")
+    finally:
+        d.stop()
+
+
+@test
+def calendar_policies_pass_the_config_check_in_redis_mode(tmp):
+    path = os.path.join(tmp, "redis.yaml")
+    with open(path, "w") as f:
+        f.write("redis: {address: '127.0.0.1:1'}\n" + CALENDAR)
+    r = run_bin(tmp, "--config", path, "--check-config")
+    assert r.returncode == 0 and "is valid" in r.stdout, r
+
+
 @test
 def kill_9_loses_at_most_what_came_after_the_last_snapshot(tmp):
     d = Daemon(tmp, "--snapshot-interval", "200ms")

@@ -334,6 +334,29 @@ def two_daemons_share_one_rl_check_limit_for_every_algorithm(tmp):
 
 
 @test("both")
+def two_daemons_share_one_calendar_month_that_ends_at_the_real_local_midnight(tmp):
+    # Decided by the scripts (also where the module is loaded) with Redis's clock.
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+    zone = "Australia/Lord_Howe"
+    p = "fixed_window:5/1mo,tz=" + zone
+
+    def month_end():
+        now = datetime.now(ZoneInfo(zone))
+        m = now.year * 12 + now.month  # the next month, 0-based
+        return datetime(m // 12, m % 12 + 1, 1, tzinfo=ZoneInfo(zone)).timestamp()
+
+    if month_end() - time.time() < 10:
+        time.sleep(11)
+    with Fleet(tmp, 2, args=redis_args()) as ds:
+        rs = hammer(ds, lambda j: ("RL.CHECK", "cal", p), 12)
+        assert sum(1 for r in rs if r[0] == 1) == 5, rs
+        r = ds[0].c.ok("RL.CHECK", "cal", p)
+        left_ms = (month_end() - time.time()) * 1000
+        assert r[0] == 0 and abs(r[3] - left_ms) <= 1500 and r[4] == r[3], (r, left_ms)
+
+
+@test("both")
 def named_policies_http_and_resp_share_the_limit(tmp):
     cfg = "policies:\n  api: fixed_window:5/1h\n" + redis_section()
     with Fleet(tmp, 2, config=cfg) as (a, b):

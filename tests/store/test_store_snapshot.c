@@ -138,6 +138,40 @@ TEST(snapshot_credits_downtime_from_the_wall_clock)
     rlt_store_close(s);
 }
 
+TEST(snapshot_keeps_calendar_windows_with_their_zone_and_the_unix_time_of_now)
+{
+    const char *path = tmp_path("calendar.snap");
+    const rlt_ns S = RLT_NS_PER_S;
+    const char *text = "fixed_window:3/1mo,tz=Europe/Paris";
+    rlt_policy p;
+    ASSERT_EQ(rlt_policy_parse(&p, text, strlen(text), NULL, 0), RLT_OK);
+    const int64_t origin = INT64_C(1733011200) * S; /* 2024-12-01 00:00 UTC: a daemon's start */
+    rlt_policy_set_origin(&p, origin);
+    rlt_store *s = tu_store(0, false, 0);
+    int id;
+    ASSERT_EQ(rlt_store_set_policy(s, "cal", &p, RLT_CHANGE_RESET, &id), RLT_OK);
+    rlt_decision d;
+    const rlt_ns now = 3600 * S;
+    for (int i = 0; i < 3; i++)
+        ASSERT_EQ(rlt_store_decide(s, id, "k", 1, now, 1, &d), RLT_OK);
+    /* January 2025 starts at December 31 23:00 UTC in Paris: 30 days and 22 hours away */
+    ASSERT_EQ(d.reset_after, (30 * 86400 + 22 * 3600) * S);
+    ASSERT_EQ(rlt_store_save(s, path, now, origin + now), RLT_OK);
+    /* Down 10 s; the new process's clock reads 5 s (another origin). */
+    rlt_store *b = tu_store(0, false, 0);
+    ASSERT_EQ(rlt_store_load(b, path, 5 * S, origin + now + 10 * S), RLT_OK);
+    rlt_policy q;
+    ASSERT_EQ(rlt_store_get_policy(b, id, &q), RLT_OK);
+    ASSERT_EQ(q.months, 1);
+    ASSERT(rlt_policy_calendar_equal(&p, &q));
+    ASSERT_EQ(q.origin + 5 * S, origin + now + 10 * S); /* now is the same Unix time */
+    ASSERT_EQ(rlt_store_decide(b, id, "k", 1, 5 * S, 1, &d), RLT_OK);
+    ASSERT(!d.allowed);
+    ASSERT_EQ(d.retry_after, (30 * 86400 + 22 * 3600 - 10) * S);
+    rlt_store_close(b);
+    rlt_store_close(s);
+}
+
 TEST(snapshot_with_wall_clock_gone_backwards_mints_nothing)
 {
     const char *path = tmp_path("back.snap");

@@ -10,6 +10,8 @@
 -- ARGV[1]  now in microseconds, or -1 for the server's clock (TIME)
 -- ARGV[2]  N, ARGV[3]  W in microseconds, ARGV[4]  cost (0 = a peek: nothing is written)
 -- ARGV[5]  optional: the least expiry in ms (the ttl_floor option)
+-- ARGV[6]  optional: a calendar window's zone (lib/05_calendar.lua, put before this file by
+--          embed_lua.cmake): w is then the calendar window's index and e runs to its real end
 --
 -- Reply: {a, e}: a = the count after the charge when allowed, -(count + 1) when denied; e =
 -- microseconds from now to the end of the counting window.
@@ -23,7 +25,10 @@ if now < 0 then
   now = t[1] * 1000000 + t[2]
 end
 local N, W, cost = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local win, count = math.floor(now / W), 0
+local cal = ARGV[6] and cal_parse(ARGV[6]) or nil
+local win, count, kend = 0, 0, nil
+if cal then win, kend = cal_window(cal, now) else win = math.floor(now / W) end
+local k = win
 local v = redis.call('GET', KEYS[1])
 if v then
   local c = string.find(v, ':', 1, true)
@@ -31,6 +36,7 @@ if v then
   if n ~= 0 and w >= win then win, count = w, n end
 end
 local e = (win + 1) * W - now
+if cal then e = (win == k and kend or cal_end(cal, win)) - now end
 local need = cost > 0 and cost or 1
 if need > N or count > N - need then return {-count - 1, e} end
 if cost == 0 then return {count, e} end

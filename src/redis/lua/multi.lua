@@ -1,5 +1,6 @@
 -- The entry point.  KEYS: one per limit, all distinct.  ARGV:
---   'd', now, floor, n, then per limit: algo cost N W B Q D scale unit
+--   'd', now, floor, n, then per limit: algo cost N W B Q D scale unit cal (cal: a calendar
+--                                        window's zone, lib/05_calendar.lua, or "")
 --                                                       (decide, all-or-nothing)
 --   'r', now, lease                                                  (concurrency release)
 -- now is in microseconds, or -1 for the server's clock (TIME).  A decide returns, per limit,
@@ -24,15 +25,16 @@ if ARGV[1] ~= 'd' then return redis.error_reply('ERR rlt: unknown operation') en
 
 local floor_ms = tonumber(ARGV[3]) or 0
 local n = tonumber(ARGV[4])
-if n == nil or n < 1 or #KEYS ~= n or #ARGV ~= 4 + 9 * n then
+if n == nil or n < 1 or #KEYS ~= n or #ARGV ~= 4 + 10 * n then
   return redis.error_reply('ERR rlt: bad arguments')
 end
 
 local function params(i)
-  local b = 4 + (i - 1) * 9
+  local b = 4 + (i - 1) * 10
   local pr = {algo = tonumber(ARGV[b + 1]), N = tonumber(ARGV[b + 3]), W = tonumber(ARGV[b + 4]),
               B = tonumber(ARGV[b + 5]), Q = tonumber(ARGV[b + 6]), D = tonumber(ARGV[b + 7]),
               scale = tonumber(ARGV[b + 8]), unit = tonumber(ARGV[b + 9])}
+  if ARGV[b + 10] ~= '' then pr.cal = cal_parse(ARGV[b + 10]) end
   return pr, tonumber(ARGV[b + 2])
 end
 
