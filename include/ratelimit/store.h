@@ -28,14 +28,15 @@ typedef struct rlt_store rlt_store;
 
 /* Options.  All-zero is a valid default: unbounded, evict-LRU-when-full, random secret. */
 typedef struct rlt_store_options {
-    size_t max_keys;         /* cap on live keys; 0 = none */
-    size_t max_bytes;        /* cap on bytes of keys + states + index; 0 = none */
-    bool fail_closed;        /* when full and no key is idle: refuse new keys (RLT_EFULL)
-                                instead of evicting the least recently used key */
-    bool has_secret;         /* use `secret` for the key hash instead of a random one */
-    uint8_t secret[16];      /* SipHash key; random (getrandom) unless has_secret */
-    unsigned shards;         /* lock shards, rounded up to a power of two; 0 = 64 */
-    size_t max_reservations; /* outstanding reservations (rlt_store_reserve); 0 = 65536 */
+    size_t max_keys;    /* cap on live keys; 0 = none */
+    size_t max_bytes;   /* cap on bytes of keys + states + index; 0 = none */
+    bool fail_closed;   /* when full and no key is idle: refuse new keys (RLT_EFULL)
+                           instead of evicting the least recently used key */
+    bool has_secret;    /* use `secret` for the key hash instead of a random one */
+    uint8_t secret[16]; /* SipHash key; random (getrandom) unless has_secret */
+    unsigned shards;    /* lock shards, rounded up to a power of two; 0 = 64 */
+    /* Outstanding reservations (rlt_store_reserve); 0 = 65536. */
+    size_t max_reservations;
 } rlt_store_options;
 
 /* What happens to keys' state when a policy is replaced under the same name. */
