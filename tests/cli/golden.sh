@@ -97,6 +97,9 @@ run replay_api_gcra_ms.out "$ex/api.trace" replay --policy gcra:10/1s,burst=5 --
 run replay_api_leaky.out "$ex/api.trace" replay --policy leaky_bucket:10/1s,queue=5
 run replay_api_summary.out "$ex/api.trace" replay --policy token_bucket:10/1s,burst=5 --summary
 run replay_combined.out "$ex/access.log" replay --policy token_bucket:2/1s --format combined
+# Charge after the response: reserve:NAME / settle:NAME (checked by hand: docs/cli.md).
+run replay_llm_token_bucket.out "$ex/llm.trace" replay --policy token_bucket:1000/1m
+run replay_llm_fixed_window.out "$ex/llm.trace" replay --policy fixed_window:1000/1m
 run replay_combined_epoch.out "$ex/access.log" replay --policy fixed_window:3/5s --format combined --epoch
 run replay_combined_summary.out "$ex/access.log" replay --policy token_bucket:2/1s --format combined --summary
 run replay_combined_key_user.out "$ex/access.log" replay --policy token_bucket:2/1s --format combined --key user
