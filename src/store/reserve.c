@@ -16,7 +16,11 @@
  *
  * Ids.  64 bits of SipHash-1-3 of a store-wide counter under a secret drawn from the store's
  * own (so ids say nothing about keys nor about each other), never 0, unique in their table.
- * A settle must also name the key and the policy the reservation was made for. */
+ * A settle must also name the key and the policy the reservation was made for.
+ *
+ * Policy changes.  Replacing a policy with other numbers (rlt_store_set_policy) ends its
+ * outstanding reservations, charged as estimated: a refund computed under the new numbers
+ * from an estimate charged under the old ones could mint. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,15 +93,28 @@ static void resv_delete(struct rlt__resv_table *t, resv *e)
     t->count--;
 }
 
-static void purge_expired(struct rlt__resv_table *t, rlt_ns now)
+/* Drops the reservations that expired at `now` (pid < 0) or belong to policy pid. */
+static void purge(struct rlt__resv_table *t, rlt_ns now, int pid)
 {
     for (uint32_t i = 0; i <= t->mask;) {
         resv *e = &t->slot[i];
-        if (e->id != 0 && now >= e->expires)
+        if (e->id != 0 && (pid < 0 ? now >= e->expires : e->policy == (uint32_t)pid))
             resv_delete(t, e); /* slot i now holds a shifted entry (or none): look again */
         else
             i++;
     }
+}
+
+void rlt__resv_drop_policy(rlt_store *s, int pid)
+{
+    for (uint32_t k = 0; k < s->nshards; k++)
+        if (s->shards[k].resv) purge(s->shards[k].resv, 0, pid);
+}
+
+bool rlt__policy_same(const rlt_policy *a, const rlt_policy *b)
+{
+    return a->algo == b->algo && a->limit == b->limit && a->period == b->period &&
+           a->burst == b->burst && a->queue == b->queue && a->delay == b->delay;
 }
 
 /* Room for one more reservation in sh's table: RLT_OK, RLT_EFULL or RLT_ENOMEM. */
@@ -111,7 +128,7 @@ static int make_room(const rlt_store *s, rlt__shard *sh, rlt_ns now)
         if (!sh->resv) return RLT_ENOMEM;
         sh->resv->mask = slots - 1;
     }
-    if (sh->resv->count >= s->resv_cap) purge_expired(sh->resv, now);
+    if (sh->resv->count >= s->resv_cap) purge(sh->resv, now, -1);
     return sh->resv->count >= s->resv_cap ? RLT_EFULL : RLT_OK;
 }
 

@@ -283,6 +283,11 @@ const rlt__assign *rlt__assign_find(const rlt__shard *sh, uint64_t h, const void
  * decision under a held shard lock, as rlt_store_decide makes it (store.c). */
 void rlt__resv_init(rlt_store *s, size_t max);
 void rlt__resv_free(rlt__shard *sh);
+/* Ends every outstanding reservation of policy `pid` (every shard lock held): its estimate
+ * was charged under numbers that changed, so refunding it under the new ones could mint.
+ * rlt__policy_same: whether two policies have the same numbers. */
+void rlt__resv_drop_policy(rlt_store *s, int pid);
+bool rlt__policy_same(const rlt_policy *a, const rlt_policy *b);
 int rlt__decide_in_shard(rlt_store *s, rlt__shard *sh, uint64_t h, int id, const void *key,
                          size_t klen, rlt_ns now, int64_t cost, rlt_decision *d);
 

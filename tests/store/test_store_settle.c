@@ -247,6 +247,27 @@ TEST(a_snapshot_load_ends_outstanding_reservations)
     rlt_store_close(s);
 }
 
+TEST(a_policy_change_ends_its_reservations_and_only_its)
+{
+    rlt_store *s = tu_store(0, false, 0);
+    int id = tu_add(s, "p", "token_bucket:10/10s"), other = tu_add(s, "q", "gcra:10/10s");
+    rlt_decision d;
+    uint64_t r, r2, r3;
+    ASSERT_EQ(rlt_store_reserve(s, id, "u", 1, 0, 9, 0, &d, &r), RLT_OK);
+    ASSERT_EQ(rlt_store_reserve(s, other, "u", 1, 0, 9, 0, &d, &r2), RLT_OK);
+    /* The same numbers again (a reload that changed nothing): kept. */
+    ASSERT_EQ(tu_add(s, "p", "token_bucket:10/10s"), id);
+    ASSERT_EQ(rlt_store_reservations(s, 0), 2);
+    ASSERT_EQ(rlt_store_reserve(s, id, "u", 1, 0, 1, 0, &d, &r3), RLT_OK);
+    rlt_policy p = tu_policy("token_bucket:20/10s");
+    ASSERT_EQ(rlt_store_set_policy(s, "p", &p, RLT_CHANGE_KEEP, NULL), RLT_OK);
+    ASSERT_EQ(rlt_store_settle(s, id, "u", 1, 0, r, 0, &d), RLT_ENOENT);
+    ASSERT_EQ(rlt_store_settle(s, id, "u", 1, 0, r3, 0, &d), RLT_ENOENT);
+    ASSERT_EQ(rlt_store_settle(s, other, "u", 1, 0, r2, 0, &d), RLT_OK);
+    ASSERT_EQ(d.remaining, 10);
+    rlt_store_close(s);
+}
+
 /* Threads reserving and settling on one key with the clock standing still (nothing refills):
  * what remains is exactly the limit minus every settled real cost, and each reservation
  * settles exactly once (its second settle finds nothing). */
