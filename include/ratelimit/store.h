@@ -190,9 +190,9 @@ int rlt_store_load(rlt_store *s, const char *path, rlt_ns now, int64_t wall_ns);
  * unguessable bits (SipHash of a counter under a secret drawn from the store's), never 0.
  * Denied: nothing is charged or recorded and *reservation is 0.  The reservation waits
  * `timeout` ns (0: RLT_RESERVE_DEFAULT_TIMEOUT) for rlt_store_settle; unsettled by then, it
- * expires and stays charged as estimated.  At most max_reservations (per shard, its share)
- * are outstanding: a full table first drops its expired ones, then refuses with RLT_EFULL,
- * charging nothing.  Reservations are not in snapshots: rlt_store_load ends every
+ * expires and stays charged as estimated.  At most max_reservations are outstanding in the
+ * store, whatever keys they are on: a full store first drops the expired ones, then refuses
+ * with RLT_EFULL, charging nothing.  Reservations are not in snapshots: rlt_store_load ends every
  * outstanding one (charged as estimated), and so do closing the store and replacing the
  * policy with other numbers (rlt_store_set_policy).
  * Thread-safe and linearizable with every decision on the key (the charge and the record are

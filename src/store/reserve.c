@@ -5,14 +5,17 @@
  * exactly the one lock a decision takes: reserve and settle are linearizable with every
  * decision on the key, with no second lock and no lock order to keep.  The table is open
  * addressing on the id (ids are SipHash outputs: their low bits are already uniform), linear
- * probing with backward-shift deletion, twice the shard's bound in slots (at most half full),
- * allocated at the shard's first reservation.  Each entry owns a heap copy of its key.
+ * probing with backward-shift deletion, at most half full: it starts at 16 slots with the
+ * shard's first reservation and doubles as needed.  Each entry owns a heap copy of its key.
  *
- * Bounds.  A shard holds at most resv_cap reservations (max_reservations / shards, rounded
- * up).  Expiry is lazy: an expired reservation is dropped when a settle finds it or when a
- * full table is purged before refusing; either way it stays charged as estimated, which never
- * mints.  When the purge frees nothing the reservation is refused (RLT_EFULL) before anything
- * is charged: state is never lost silently.
+ * Bounds.  At most resv_cap (max_reservations) are outstanding in the whole store, counted by
+ * one atomic that a reservation takes a ticket from before it decides (so two shards cannot
+ * both take the last one), whatever shards the keys fall in.  Expiry is lazy: an expired
+ * reservation is dropped when a settle finds it, or when the store is full: then every shard
+ * in turn (one lock at a time, none held) is purged of its expired ones before the request is
+ * refused; either way it stays charged as estimated, which never mints.  When the purge frees
+ * nothing the reservation is refused (RLT_EFULL) before anything is charged: state is never
+ * lost silently.
  *
  * Ids.  64 bits of SipHash-1-3 of a store-wide counter under a secret drawn from the store's
  * own (so ids say nothing about keys nor about each other), never 0, unique in their table.
@@ -46,9 +49,7 @@ struct rlt__resv_table {
 
 void rlt__resv_init(rlt_store *s, size_t max)
 {
-    size_t m = max ? max : DEFAULT_MAX;
-    size_t per = m / s->nshards + (m % s->nshards != 0);
-    s->resv_cap = per > (UINT32_C(1) << 24) ? UINT32_C(1) << 24 : (uint32_t)per;
+    s->resv_cap = max ? max : DEFAULT_MAX;
     /* A secret of its own, so that no id is a key hash under the key secret. */
     static const char a[] = "rlt reservation id a", b[] = "rlt reservation id b";
     uint64_t k0 = rlt__siphash13(s->secret, a, sizeof a),
@@ -57,12 +58,13 @@ void rlt__resv_init(rlt_store *s, size_t max)
     memcpy(s->resv_secret + 8, &k1, 8);
 }
 
-void rlt__resv_free(rlt__shard *sh)
+void rlt__resv_free(rlt_store *s, rlt__shard *sh)
 {
     struct rlt__resv_table *t = sh->resv;
     if (!t) return;
     for (uint32_t i = 0; i <= t->mask; i++)
         free(t->slot[i].key);
+    __atomic_fetch_sub(&s->resv_count, t->count, __ATOMIC_RELAXED);
     free(t);
     sh->resv = NULL;
 }
@@ -77,7 +79,7 @@ static resv *find(struct rlt__resv_table *t, uint64_t id)
 }
 
 /* Backward-shift deletion: no tombstones, probes stay short. */
-static void resv_delete(struct rlt__resv_table *t, resv *e)
+static void resv_delete(rlt_store *s, struct rlt__resv_table *t, resv *e)
 {
     free(e->key);
     uint32_t hole = (uint32_t)(e - t->slot);
@@ -91,15 +93,16 @@ static void resv_delete(struct rlt__resv_table *t, resv *e)
     }
     memset(&t->slot[hole], 0, sizeof t->slot[hole]);
     t->count--;
+    __atomic_fetch_sub(&s->resv_count, 1, __ATOMIC_RELAXED);
 }
 
 /* Drops the reservations that expired at `now` (pid < 0) or belong to policy pid. */
-static void purge(struct rlt__resv_table *t, rlt_ns now, int pid)
+static void purge(rlt_store *s, struct rlt__resv_table *t, rlt_ns now, int pid)
 {
-    for (uint32_t i = 0; i <= t->mask;) {
+    for (uint32_t i = 0; t && i <= t->mask;) {
         resv *e = &t->slot[i];
         if (e->id != 0 && (pid < 0 ? now >= e->expires : e->policy == (uint32_t)pid))
-            resv_delete(t, e); /* slot i now holds a shifted entry (or none): look again */
+            resv_delete(s, t, e); /* slot i now holds a shifted entry (or none): look again */
         else
             i++;
     }
@@ -108,7 +111,7 @@ static void purge(struct rlt__resv_table *t, rlt_ns now, int pid)
 void rlt__resv_drop_policy(rlt_store *s, int pid)
 {
     for (uint32_t k = 0; k < s->nshards; k++)
-        if (s->shards[k].resv) purge(s->shards[k].resv, 0, pid);
+        purge(s, s->shards[k].resv, 0, pid);
 }
 
 bool rlt__policy_same(const rlt_policy *a, const rlt_policy *b)
@@ -117,19 +120,45 @@ bool rlt__policy_same(const rlt_policy *a, const rlt_policy *b)
            a->burst == b->burst && a->queue == b->queue && a->delay == b->delay;
 }
 
-/* Room for one more reservation in sh's table: RLT_OK, RLT_EFULL or RLT_ENOMEM. */
-static int make_room(const rlt_store *s, rlt__shard *sh, rlt_ns now)
+/* One ticket of the store-wide bound, purging every shard's expired reservations (one shard
+ * lock at a time; the caller holds none) once when the store is full.  true: taken. */
+static bool take_ticket(rlt_store *s, rlt_ns now)
 {
-    if (!sh->resv) {
-        uint32_t slots = 16;
-        while (slots < 2 * s->resv_cap)
-            slots <<= 1;
-        sh->resv = calloc(1, sizeof *sh->resv + slots * sizeof(resv));
-        if (!sh->resv) return RLT_ENOMEM;
-        sh->resv->mask = slots - 1;
+    for (int round = 0;; round++) {
+        if (__atomic_fetch_add(&s->resv_count, 1, __ATOMIC_RELAXED) < s->resv_cap) return true;
+        __atomic_fetch_sub(&s->resv_count, 1, __ATOMIC_RELAXED);
+        if (round == 1) return false;
+        for (uint32_t k = 0; k < s->nshards; k++) {
+            rlt__shard *sh = &s->shards[k];
+            rlt__shard_lock(sh);
+            purge(s, sh->resv, rlt__effective_now(s, now), -1);
+            rlt__shard_unlock(sh);
+        }
     }
-    if (sh->resv->count >= s->resv_cap) purge(sh->resv, now, -1);
-    return sh->resv->count >= s->resv_cap ? RLT_EFULL : RLT_OK;
+}
+
+/* A free slot for one more reservation in sh's table (grown to stay at most half full). */
+static int make_room(rlt__shard *sh)
+{
+    struct rlt__resv_table *t = sh->resv;
+    uint32_t slots = t ? t->mask + 1 : 0;
+    if (t && (uint64_t)(t->count + 1) * 2 <= slots) return RLT_OK;
+    uint32_t ns = slots ? slots * 2 : 16;
+    if (ns == 0 || ns > (UINT32_C(1) << 30)) return RLT_EFULL;
+    struct rlt__resv_table *n = calloc(1, sizeof *n + ns * sizeof(resv));
+    if (!n) return RLT_ENOMEM;
+    n->mask = ns - 1;
+    for (uint32_t i = 0; i < slots; i++) {
+        if (t->slot[i].id == 0) continue;
+        uint32_t j = (uint32_t)t->slot[i].id & n->mask;
+        while (n->slot[j].id != 0)
+            j = (j + 1) & n->mask;
+        n->slot[j] = t->slot[i];
+        n->count++;
+    }
+    free(t);
+    sh->resv = n;
+    return RLT_OK;
 }
 
 static uint64_t new_id(rlt_store *s, struct rlt__resv_table *t)
@@ -155,8 +184,12 @@ int rlt_store_reserve(rlt_store *s, int id, const void *key, size_t klen, rlt_ns
     if (rc) return rc;
     if (!reservation || estimate < 0 || timeout < 0) return RLT_EINVAL;
     *reservation = 0;
+    if (!take_ticket(s, now)) return RLT_EFULL;
     uint8_t *kcopy = malloc(klen); /* before the charge: nothing to undo after it */
-    if (!kcopy) return RLT_ENOMEM;
+    if (!kcopy) {
+        __atomic_fetch_sub(&s->resv_count, 1, __ATOMIC_RELAXED);
+        return RLT_ENOMEM;
+    }
     memcpy(kcopy, key, klen);
     const uint64_t h = rlt__key_hash(s, key, klen);
     rlt__shard *sh = &s->shards[h & s->shard_mask];
@@ -166,7 +199,7 @@ int rlt_store_reserve(rlt_store *s, int id, const void *key, size_t klen, rlt_ns
         rc = RLT_ENOENT;
     } else if (!rlt_settle_supported(&s->pols[id].p)) {
         rc = RLT_EINVAL;
-    } else if ((rc = make_room(s, sh, eff)) == RLT_OK &&
+    } else if ((rc = make_room(sh)) == RLT_OK &&
                (rc = rlt__decide_in_shard(s, sh, h, id, key, klen, now, estimate, d)) == RLT_OK &&
                d->allowed) {
         struct rlt__resv_table *t = sh->resv;
@@ -190,7 +223,10 @@ int rlt_store_reserve(rlt_store *s, int id, const void *key, size_t klen, rlt_ns
         *reservation = rid;
     }
     rlt__shard_unlock(sh);
-    free(kcopy);
+    if (kcopy) { /* nothing recorded: give the ticket back */
+        free(kcopy);
+        __atomic_fetch_sub(&s->resv_count, 1, __ATOMIC_RELAXED);
+    }
     return rc;
 }
 
@@ -235,10 +271,10 @@ int rlt_store_settle(rlt_store *s, int id, const void *key, size_t klen, rlt_ns 
         memcmp(r->key, key, klen) != 0) {
         rc = RLT_ENOENT;
     } else if (eff >= r->expires) {
-        resv_delete(sh->resv, r); /* expired: charged as estimated */
+        resv_delete(s, sh->resv, r); /* expired: charged as estimated */
         rc = RLT_ENOENT;
     } else if ((rc = settle_state(s, sh, h, id, key, klen, eff, r, real_cost, d)) == RLT_OK) {
-        resv_delete(sh->resv, r);
+        resv_delete(s, sh->resv, r);
         rlt__from_effective(d, now, eff);
     }
     rlt__shard_unlock(sh);

@@ -591,7 +591,7 @@ void rlt__shard_free(rlt__shard *sh, const rlt_store *s)
         }
     }
     free(sh->abuckets);
-    rlt__resv_free(sh);
+    rlt__resv_free((rlt_store *)s, sh); /* its counter is not part of the logical state */
 }
 
 void rlt_store_close(rlt_store *s)
@@ -1519,7 +1519,7 @@ void rlt__store_swap(rlt_store *s, rlt_store *t, rlt_ns now)
         a->last_now = now; /* the loaded states live on the caller's clock now */
         /* Outstanding reservations were charged to states the load replaced: refunding them
          * from the loaded ones could mint, so they end here, charged as estimated. */
-        rlt__resv_free(a);
+        rlt__resv_free(s, a);
     }
 #undef SWAP
     s->sweep_shard = 0;

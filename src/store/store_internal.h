@@ -118,7 +118,8 @@ struct rlt_store {
     rlt_ns drop_floor;
     /* Reservations (reserve.c): the bound per shard, the key their ids are drawn under, and
      * the counter those ids hash (atomic). */
-    uint32_t resv_cap;
+    uint64_t resv_cap;   /* max_reservations */
+    uint64_t resv_count; /* outstanding (expired ones included until dropped); atomic */
     uint8_t resv_secret[16];
     uint64_t resv_next;
 };
@@ -278,11 +279,11 @@ int rlt__assign_set(const rlt_store *s, rlt__shard *sh, uint64_t h, const void *
                     uint32_t tier);
 const rlt__assign *rlt__assign_find(const rlt__shard *sh, uint64_t h, const void *key, size_t klen);
 
-/* Reservations (reserve.c).  init: sets the per-shard bound from `max` (0: the default) and
+/* Reservations (reserve.c).  init: sets the store-wide bound from `max` (0: the default) and
  * the id secret; free: frees a shard's table (its lock held or the shard private).  The
  * decision under a held shard lock, as rlt_store_decide makes it (store.c). */
 void rlt__resv_init(rlt_store *s, size_t max);
-void rlt__resv_free(rlt__shard *sh);
+void rlt__resv_free(rlt_store *s, rlt__shard *sh);
 /* Ends every outstanding reservation of policy `pid` (every shard lock held): its estimate
  * was charged under numbers that changed, so refunding it under the new ones could mint.
  * rlt__policy_same: whether two policies have the same numbers. */

@@ -4,6 +4,7 @@
  * before charging; a load ends them; threads reserving and settling on one key conserve
  * exactly (run under TSan: label threads). */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -185,6 +186,36 @@ TEST(full_reservation_table_refuses_before_charging)
     ASSERT_EQ(rlt_store_reserve(s, id, "u", 1, 0, 1, 10 * S, &d, &r[0]), RLT_OK);
     /* Expired ones make room. */
     ASSERT_EQ(rlt_store_reserve(s, id, "u", 1, 10 * S, 1, 10 * S, &d, &r[3]), RLT_OK);
+    ASSERT_EQ(rlt_store_reservations(s, 10 * S), 1);
+    rlt_store_close(s);
+}
+
+TEST(the_reservation_bound_is_store_wide_whatever_the_keys)
+{
+    rlt_store_options o;
+    memset(&o, 0, sizeof o);
+    o.shards = 8;
+    o.max_reservations = 40;
+    rlt_store *s = NULL;
+    ASSERT_EQ(rlt_store_open(&s, &o), RLT_OK);
+    int id = tu_add(s, "p", "fixed_window:1000/1h");
+    rlt_decision d;
+    uint64_t r[41];
+    /* All on one key (one shard): the whole bound is there for it. */
+    for (int i = 0; i < 40; i++)
+        ASSERT_EQ(rlt_store_reserve(s, id, "hot", 3, 0, 1, 10 * S, &d, &r[i]), RLT_OK);
+    ASSERT_EQ(rlt_store_reserve(s, id, "other", 5, 0, 1, 10 * S, &d, &r[40]), RLT_EFULL);
+    ASSERT_EQ(rlt_store_reservations(s, 0), 40);
+    for (int i = 0; i < 40; i++)
+        ASSERT_EQ(rlt_store_settle(s, id, "hot", 3, 0, r[i], 1, &d), RLT_OK);
+    /* Spread over many keys: still 40 in all; expired ones in other shards make room. */
+    for (int i = 0; i < 40; i++) {
+        char k[16];
+        int n = snprintf(k, sizeof k, "user:%d", i);
+        ASSERT_EQ(rlt_store_reserve(s, id, k, (size_t)n, 0, 1, 10 * S, &d, &r[i]), RLT_OK);
+    }
+    ASSERT_EQ(rlt_store_reserve(s, id, "hot", 3, 0, 1, 10 * S, &d, &r[40]), RLT_EFULL);
+    ASSERT_EQ(rlt_store_reserve(s, id, "hot", 3, 10 * S, 1, 10 * S, &d, &r[40]), RLT_OK);
     ASSERT_EQ(rlt_store_reservations(s, 10 * S), 1);
     rlt_store_close(s);
 }
