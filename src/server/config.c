@@ -40,6 +40,7 @@ void rlt__settings_default(rlt__settings *s)
     s->max_inline_policies = 1024;
     s->max_args = RLT__RESP_DEFAULT_MAX_ARGS;
     s->max_bulk = RLT__RESP_DEFAULT_MAX_BULK;
+    s->max_reservations = 65536;
 }
 
 /* A header name for gRPC metadata: 1..63 bytes of lower-case token characters (HTTP/2
@@ -112,6 +113,7 @@ static const setting settings[] = {
     {"max_bulk", SET_SIZE, S(max_bulk), 1024, RLT__MAX_INPUT / 2,
      "max_bulk"},
     {"shadow_mode", SET_BOOL, S(shadow_mode), 0, 0, "shadow_mode"},
+    {"max_reservations", SET_SIZE, S(max_reservations), 1, 1 << 24, "max_reservations"},
 };
 #undef S
 
