@@ -197,6 +197,27 @@ def http_settle_refuses_what_it_cannot_do(tmp):
         d.stop()
 
 
+@test
+def max_reservations_bounds_the_outstanding_ones_and_refuses_before_charging(tmp):
+    d = it.Daemon(tmp, config="server:\n  max_reservations: 2\n")
+    try:
+        pol = "fixed_window:100/h"
+        a = d.cli("RL.RESERVE", "m1", pol, 10).split("\n")
+        b = d.cli("RL.RESERVE", "m2", pol, 10).split("\n")
+        assert int(a[0]) == 1 and int(b[0]) == 1, (a, b)
+        e = d.cli("RL.RESERVE", "m3", pol, 10)
+        assert e.startswith("ERR reservation refused: too many outstanding"), e
+        r = d.curl("/v1/check?key=m3&policy=%s&cost=10&reserve=1" % pol)
+        assert status(r) == 503, r
+        p = d.cli("RL.PEEK", "m3", pol).split("\n")
+        assert int(p[2]) == 100, p  # the refused ones charged nothing
+        d.cli("RL.SETTLE", "m1", pol, a[5], 10)
+        c = d.cli("RL.RESERVE", "m3", pol, 10).split("\n")
+        assert int(c[0]) == 1 and len(c[5]) == 16, c
+    finally:
+        d.stop()
+
+
 def main():
     return it.run_tests(TESTS, sys.argv[2:], prefix="rltd-settle-")
 
