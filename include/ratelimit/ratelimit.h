@@ -316,6 +316,10 @@ bool rlt_settle_supported(const rlt_policy *p);
  *     while that window's count is in the estimate; sliding log, entries stamped no later
  *     than reserved_at that have not expired; token bucket and GCRA, at most
  *     estimate - elapsed x N/W units (elapsed = now - reserved_at), never past full.
+ * `now` must not be earlier than any instant the state was decided at since reserved_at: with
+ * a clock that stepped back, pass the latest instant seen (rlt_store_settle does).  A token
+ * bucket protects itself (it keeps that instant); a GCRA state cannot, and an earlier `now`
+ * would let its refund exceed what the reservation holds by the refill of the step.
  * The state afterwards is never more generous than had real_cost been charged at
  * reserved_at (src/core/settle.c has the proof).  Settling once per reservation is the
  * caller's duty (settling twice would refund twice; the store's rlt_store_settle keeps a

@@ -155,8 +155,10 @@ int rlt__bucket_set_used(const rlt_policy *p, void *st, rlt_ns now, int64_t used
  * The state is first brought to `now` (refill applied), then: an extra charge adds x x unit_
  * even past the capacity (debt: used > cap_, repaid by refill like any use); a refund takes
  * back R = min(k x unit_, max(0, e x unit_ - elapsed x scale_), used(now)) scaled units, with
- * elapsed = max(0, now - reserved_at): the refill since the reservation is assumed to have
- * repaid the reservation first, so only what it can still hold is given back. */
+ * elapsed = max(0, latest - reserved_at) and latest the latest instant the bucket has seen
+ * (token bucket: max(now, last); GCRA: now, see rlt_settle's contract): the refill since the
+ * reservation is assumed to have repaid the reservation first, so only what it can still hold
+ * is given back. */
 int rlt__bucket_settle(const rlt_policy *p, void *st, rlt_ns now, rlt_ns reserved_at,
                        int64_t estimate, int64_t real)
 {
@@ -173,7 +175,11 @@ int rlt__bucket_settle(const rlt_policy *p, void *st, rlt_ns now, rlt_ns reserve
     } else {
         int64_t k = (estimate - real) * p->unit_; /* <= estimate x unit_ <= cap_: no overflow */
         int64_t held = estimate * p->unit_, refilled;
-        rlt_ns elapsed = now > reserved_at ? rlt__sat_sub(now, reserved_at) : 0;
+        /* Refill since the reservation: up to the latest instant the bucket has seen (a token
+         * bucket remembers it; a GCRA word does not, so its caller passes it as `now`). */
+        rlt_ns latest = now;
+        if (p->algo == RLT_TOKEN_BUCKET && tb_load(st).last > latest) latest = tb_load(st).last;
+        rlt_ns elapsed = latest > reserved_at ? rlt__sat_sub(latest, reserved_at) : 0;
         if (__builtin_mul_overflow(elapsed, p->scale_, &refilled) || refilled >= held)
             held = 0;
         else

@@ -21,8 +21,12 @@
  *   subtracts, clamped at 0.  That map f is monotone and 1-Lipschitz, so the state's used
  *   minus REF's is at least k x unit minus the refill that REF wasted at 0.  REF can be at 0
  *   only after refill repaid all of r x unit charged at t_r, so the waste is at most
- *   max(0, elapsed x scale - r x unit), with elapsed = max(0, now - t_r) (a bucket's refill
- *   since t_r is at most that: its `last` is >= t_r after the charge).  Hence
+ *   max(0, elapsed x scale - r x unit), with elapsed = max(0, T - t_r) and T the latest
+ *   instant the state was decided at since t_r (refill since t_r is at most that).  A token
+ *   bucket keeps T (its `last`); a GCRA word does not, so rlt_settle takes `now` as T: with a
+ *   clock that stepped back since, the caller passes the latest instant it has seen (the
+ *   store passes its shard's), else a GCRA refund could exceed what is held by the step's
+ *   refill.  Hence
  *       used - used_REF >= min(k x unit, e x unit - elapsed x scale)  and  >= 0,
  *   and the refund R = min(k x unit, max(0, e x unit - elapsed x scale), used) leaves
  *   used - R >= used_REF.  (Without that cap, a reservation of 10 at t = 0 on 10/10s refunded

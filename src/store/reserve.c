@@ -273,9 +273,16 @@ int rlt_store_settle(rlt_store *s, int id, const void *key, size_t klen, rlt_ns 
     } else if (eff >= r->expires) {
         resv_delete(s, sh->resv, r); /* expired: charged as estimated */
         rc = RLT_ENOENT;
-    } else if ((rc = settle_state(s, sh, h, id, key, klen, eff, r, real_cost, d)) == RLT_OK) {
-        resv_delete(s, sh->resv, r);
-        rlt__from_effective(d, now, eff);
+    } else {
+        /* A GCRA word does not remember the latest instant it was decided at, which bounds
+         * the refill its refund must leave out (rlt_settle's contract): the shard's latest
+         * time does (a clock that stepped back since the reservation gets the refill of the
+         * step left out, never given back). */
+        const rlt_ns at = s->pols[id].p.algo == RLT_GCRA ? sh->last_now : eff;
+        if ((rc = settle_state(s, sh, h, id, key, klen, at, r, real_cost, d)) == RLT_OK) {
+            resv_delete(s, sh->resv, r);
+            rlt__from_effective(d, now, at);
+        }
     }
     rlt__shard_unlock(sh);
     return rc;

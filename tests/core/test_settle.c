@@ -229,6 +229,19 @@ TEST(refund_of_a_bucket_gives_back_only_what_refill_has_not_repaid)
     ASSERT_EQ(d.remaining, 7);
 }
 
+TEST(token_bucket_refund_after_the_clock_stepped_back_leaves_out_all_refill)
+{
+    /* Reserve 10 at 0 on 10/10s; 5 at 5 s (5 had refilled); the clock steps back to 2 s and
+     * the reservation settles at 0: charging 0 at 0 leaves 5 used, so at most 5 come back. */
+    rlt_policy p = parse_policy("token_bucket:10/10s");
+    int64_t st[2] = {0};
+    rlt_decision d;
+    ASSERT_EQ(rlt_decide(&p, st, 0, 10, &d), RLT_OK);
+    ASSERT_EQ(rlt_decide(&p, st, 5 * S, 5, &d), RLT_OK);
+    ASSERT_EQ(rlt_settle(&p, st, 2 * S, 0, 10, 0, &d), RLT_OK);
+    ASSERT_EQ(d.remaining, 5);
+}
+
 TEST(window_refund_only_while_the_charge_still_counts)
 {
     rlt_policy p = parse_policy("fixed_window:10/10s");

@@ -220,6 +220,28 @@ TEST(the_reservation_bound_is_store_wide_whatever_the_keys)
     rlt_store_close(s);
 }
 
+TEST(a_settle_after_the_clock_stepped_back_mints_nothing)
+{
+    /* 10 reserved at 0 on 10/10s, 5 allowed at 5 s, then the clock steps back to 2 s and the
+     * reservation settles at 0.  Charging 0 at 0 would leave, at 2 s, 8 used (GCRA: the 5 of
+     * 5 s look 3 s further off); the settle must not leave less. */
+    const char *texts2[] = {"gcra:10/10s", "token_bucket:10/10s"};
+    for (int i = 0; i < 2; i++) {
+        rlt_store *s = tu_store(0, false, 0);
+        int id = tu_add(s, "p", texts2[i]);
+        rlt_decision d;
+        uint64_t r;
+        ASSERT_EQ(rlt_store_reserve(s, id, "u", 1, 0, 10, 0, &d, &r), RLT_OK);
+        ASSERT_EQ(rlt_store_decide(s, id, "u", 1, 5 * S, 5, &d), RLT_OK);
+        ASSERT(d.allowed);
+        ASSERT_EQ(rlt_store_settle(s, id, "u", 1, 2 * S, r, 0, &d), RLT_OK);
+        ASSERT_LE(d.remaining, 5); /* (a GCRA settle answers as of the shard's 5 s) */
+        ASSERT_EQ(rlt_store_decide(s, id, "u", 1, 2 * S, 0, &d), RLT_OK);
+        ASSERT_LE(d.remaining, i == 0 ? 2 : 5); /* GCRA sees 8 used at 2 s; the bucket 5 */
+        rlt_store_close(s);
+    }
+}
+
 TEST(reserve_refuses_policies_that_cannot_settle_and_bad_arguments)
 {
     rlt_store *s = tu_store(0, false, 0);
