@@ -218,6 +218,21 @@ def max_reservations_bounds_the_outstanding_ones_and_refuses_before_charging(tmp
         d.stop()
 
 
+@test
+def outstanding_reservations_show_in_info_and_metrics(tmp):
+    d = it.Daemon(tmp)
+    try:
+        pol = "gcra:100/m"
+        rid = d.cli("RL.RESERVE", "i1", pol, 3).split("\n")[5]
+        d.cli("RL.RESERVE", "i2", pol, 3)
+        assert "reservations:2" in d.cli("INFO", "keyspace"), d.cli("INFO", "keyspace")
+        d.cli("RL.SETTLE", "i1", pol, rid, 3)
+        m = d.curl("/metrics")
+        assert "\nratelimitd_reservations 1\n" in m, m[-2000:]
+    finally:
+        d.stop()
+
+
 def main():
     return it.run_tests(TESTS, sys.argv[2:], prefix="rltd-settle-")
 
