@@ -2,7 +2,8 @@
  * forwards and backwards on a random policy that can settle, asserting after every step:
  * statuses (RLT_ERANGE leaves the state unchanged), rlt_state_valid, field ranges, and the
  * direction of every settle at its instant: a real cost above the estimate never raises
- * remaining, one below never lowers it, one equal changes no decision.
+ * remaining, one below never lowers it, one equal changes no decision; and a settled state
+ * (debt included) keeps retry_after exact.
  *
  * Input: 5 header bytes (algorithm, N, period, burst, origin), then 4 bytes per operation
  * (op, cost, 16-bit clock step). */
@@ -110,6 +111,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (real > v.estimate) FUZZ_CHECK(d.remaining <= before.remaining);
             if (real < v.estimate) FUZZ_CHECK(d.remaining >= before.remaining);
             if (real == v.estimate) FUZZ_CHECK(same_decision(&d, &before));
+            /* A debt keeps retry_after exact: denied 1 ns before it, allowed at it (a wait
+             * that saturated near INT64_MAX may be shorter: docs/algorithms.md, "Limits"). */
+            if (!d.allowed && d.retry_after > 0 && d.retry_after < INT64_MAX / 4 &&
+                now < INT64_MAX / 2) {
+                rlt_decision e;
+                memcpy(copy, st, sz);
+                if (rlt_decide(&p, copy, now + d.retry_after - 1, 1, &e) == RLT_OK)
+                    FUZZ_CHECK(!e.allowed);
+                memcpy(copy, st, sz);
+                if (rlt_decide(&p, copy, now + d.retry_after, 1, &e) == RLT_OK)
+                    FUZZ_CHECK(e.allowed);
+            }
         }
         FUZZ_CHECK(rlt_state_valid(&p, st));
     }
