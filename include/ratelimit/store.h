@@ -194,7 +194,7 @@ int rlt_store_load(rlt_store *s, const char *path, rlt_ns now, int64_t wall_ns);
  * store, whatever keys they are on: a full store first drops the expired ones, then refuses
  * with RLT_EFULL, charging nothing.  Reservations are not in snapshots: rlt_store_load ends every
  * outstanding one (charged as estimated), and so do closing the store and replacing the
- * policy with other numbers (rlt_store_set_policy).
+ * policy with other numbers or resetting its keys (rlt_store_set_policy).
  * Thread-safe and linearizable with every decision on the key (the charge and the record are
  * one step under the key's lock).  Returns RLT_OK (allowed or denied, see d->allowed);
  * RLT_EINVAL for NULL arguments, estimate or timeout < 0, or a policy that cannot settle

@@ -21,9 +21,10 @@
  * own (so ids say nothing about keys nor about each other), never 0, unique in their table.
  * A settle must also name the key and the policy the reservation was made for.
  *
- * Policy changes.  Replacing a policy with other numbers (rlt_store_set_policy) ends its
- * outstanding reservations, charged as estimated: a refund computed under the new numbers
- * from an estimate charged under the old ones could mint. */
+ * Policy changes.  Replacing a policy with other numbers, or resetting its keys
+ * (rlt_store_set_policy), ends its outstanding reservations, charged as estimated: a refund
+ * computed under the new numbers from an estimate charged under the old ones, or from a state
+ * that no longer holds the estimate, could mint. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -751,7 +751,7 @@ int rlt_store_set_policy(rlt_store *s, const char *name, const rlt_policy *p, rl
             if (s->shards[k].last_now > now) now = s->shards[k].last_now;
         rlt__note_drop(s, now); /* entries may be reset or dropped as of `now` */
         if (reset) convert_entries(s, pid, &old, how, true, now); /* under the old size */
-        if (!rlt__policy_same(&old, &q)) rlt__resv_drop_policy(s, pid);
+        if (reset || !rlt__policy_same(&old, &q)) rlt__resv_drop_policy(s, pid);
         P->p = q;
         P->ssz = ssz;
         P->hot_end = rlt__gcra_hot_end(&q);

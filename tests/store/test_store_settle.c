@@ -308,8 +308,9 @@ TEST(a_policy_change_ends_its_reservations_and_only_its)
     uint64_t r, r2, r3;
     ASSERT_EQ(rlt_store_reserve(s, id, "u", 1, 0, 9, 0, &d, &r), RLT_OK);
     ASSERT_EQ(rlt_store_reserve(s, other, "u", 1, 0, 9, 0, &d, &r2), RLT_OK);
-    /* The same numbers again (a reload that changed nothing): kept. */
-    ASSERT_EQ(tu_add(s, "p", "token_bucket:10/10s"), id);
+    /* The same numbers again, keeping the states (a reload that changed nothing): kept. */
+    rlt_policy same = tu_policy("token_bucket:10/10s");
+    ASSERT_EQ(rlt_store_set_policy(s, "p", &same, RLT_CHANGE_KEEP, NULL), RLT_OK);
     ASSERT_EQ(rlt_store_reservations(s, 0), 2);
     ASSERT_EQ(rlt_store_reserve(s, id, "u", 1, 0, 1, 0, &d, &r3), RLT_OK);
     rlt_policy p = tu_policy("token_bucket:20/10s");
@@ -318,6 +319,14 @@ TEST(a_policy_change_ends_its_reservations_and_only_its)
     ASSERT_EQ(rlt_store_settle(s, id, "u", 1, 0, r3, 0, &d), RLT_ENOENT);
     ASSERT_EQ(rlt_store_settle(s, other, "u", 1, 0, r2, 0, &d), RLT_OK);
     ASSERT_EQ(d.remaining, 10);
+    /* The same numbers with RESET: the states start over, so do their reservations. */
+    ASSERT_EQ(rlt_store_reserve(s, id, "v", 1, 0, 9, 0, &d, &r), RLT_OK);
+    ASSERT_EQ(d.remaining, 11);
+    ASSERT_EQ(rlt_store_set_policy(s, "p", &p, RLT_CHANGE_RESET, NULL), RLT_OK);
+    ASSERT_EQ(rlt_store_decide(s, id, "v", 1, 0, 5, &d), RLT_OK);
+    ASSERT_EQ(rlt_store_settle(s, id, "v", 1, 0, r, 0, &d), RLT_ENOENT); /* no refund of 9 */
+    ASSERT_EQ(rlt_store_decide(s, id, "v", 1, 0, 0, &d), RLT_OK);
+    ASSERT_EQ(d.remaining, 15);
     rlt_store_close(s);
 }
 
