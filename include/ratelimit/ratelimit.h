@@ -134,6 +134,15 @@ typedef struct rlt_policy {
     int64_t unit_;  /* W / gcd(N, W) */
     int64_t cap_;   /* B * unit_ (token bucket, GCRA); Q * unit_ (leaky); N * W (sliding) */
     int64_t free_;  /* D * unit_ (leaky bucket) */
+
+    /* Options every algorithm takes; all zero: none.  rlt_policy_init clears them; set them
+     * after it with rlt_policy_set_block and rlt_policy_set_jitter (or write them in the text:
+     * ",block=", ",jitter="). */
+    rlt_ns block;         /* penalty box: the first block's length; 0 = no penalty box */
+    int64_t block_factor; /* escalation: each breach within W of the last block's end
+                             multiplies the block by this (1 = every block is `block` long) */
+    rlt_ns block_max;     /* the longest block (equals `block` when block_factor is 1) */
+    int64_t jitter;       /* percent (1..100) of retry_after added as a per-key spread; 0 = none */
 } rlt_policy;
 
 /* Validates the numbers and fills `p`.  burst <= 0 means "N"; queue and delay < 0 are
@@ -144,8 +153,10 @@ typedef struct rlt_policy {
 int rlt_policy_init(rlt_policy *p, rlt_algo algo, int64_t limit, rlt_ns period, int64_t burst,
                     int64_t queue, int64_t delay);
 
-/* Parses policy text "ALGORITHM:N/PERIOD[,burst=B][,queue=Q][,delay=D|,nodelay]" (each option
- * at most once; for leaky_bucket, nginx's "burst=" is another name for queue=), with
+/* Parses policy text "ALGORITHM:N/PERIOD[,burst=B][,queue=Q][,delay=D|,nodelay]
+ * [,block=DURATION[*FACTOR..MAX]][,jitter=P%]" (each option at most once; for leaky_bucket,
+ * nginx's "burst=" is another name for queue=; block= and jitter= apply to every algorithm:
+ * rlt_policy_set_block, rlt_policy_set_jitter), with
  * ALGORITHM one of fixed_window sliding_log sliding_window token_bucket gcra leaky_bucket
  * concurrency (concurrency takes "concurrency:N[/TIMEOUT]") and PERIOD an integer with a unit
  * ns us ms s m h d (a bare unit means 1 of it: "100/s").  `len` is the text's length.
@@ -158,10 +169,39 @@ int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, siz
  * a NULL argument or a policy that rlt_policy_init did not fill. */
 int rlt_policy_format(const rlt_policy *p, char *buf, size_t cap);
 
+/* Penalty box (src/core/block.c has the state and the maths): once a request of cost >= 1 is
+ * denied by the algorithm (with a wait that can end: retry_after >= 0), every request of the
+ * key is denied for a block of `block` ns, with retry_after to the block's end (or the
+ * algorithm's own wait, if longer), and charges nothing.  A breach at t within the window
+ * W = p->period after the previous block's end e (e <= t < e + W) escalates: the block is
+ * block x factor^k after k consecutive such breaches, capped at block_max; a breach later
+ * than that starts over at `block`.  Peeks (cost 0) and rlt_when see a block but never start
+ * one; rlt_release still releases a concurrency lease while blocked.  The state grows by 16
+ * bytes, after the algorithm's, and all-zero is still fresh.
+ * block > 0 is required; factor 1 means no escalation (max is then ignored and set to block);
+ * factor >= 2 needs block_max >= block.  block 0 removes the penalty box.
+ * Returns RLT_OK; RLT_EINVAL for NULL, a policy rlt_policy_init did not fill, or numbers out
+ * of range (block < 0, factor < 1, max < block). */
+int rlt_policy_set_block(rlt_policy *p, rlt_ns block, int64_t factor, rlt_ns block_max);
+
+/* Jitter: a spread of retry_after over [exact, exact + floor(exact x percent / 100)], so that
+ * many clients told to wait the same time do not all come back at once.  0 removes it.
+ * Returns RLT_OK; RLT_EINVAL for NULL, an unfilled policy or percent outside 0..100. */
+int rlt_policy_set_jitter(rlt_policy *p, int64_t percent);
+
+/* The jittered wait for `exact` (a decision's retry_after) under policy `p`: a value in
+ * [exact, exact + floor(exact x p->jitter / 100)], a pure function of (key_hash, now, exact),
+ * so the same key at the same instant always gets the same value, on every backend.  Never
+ * below exact: a client that waits what it is told still succeeds.  key_hash is
+ * rlt_hash_fnv1a of the key's bytes (the one every part uses for this).  exact <= 0 (allowed,
+ * or -1: never) and a policy without jitter return exact unchanged; the sum saturates at
+ * INT64_MAX.  rlt_decide itself never jitters (it does not know the key): the store and the
+ * Redis library apply this to the decisions they return. */
+rlt_ns rlt_jitter(const rlt_policy *p, uint64_t key_hash, rlt_ns now, rlt_ns exact);
+
 /* The `limit` every decision under `p` reports: B for the token bucket and GCRA, Q + 1 for the
  * leaky bucket, N for the others.  0 for NULL. */
 int64_t rlt_policy_limit(const rlt_policy *p);
-
 
 /* 64-bit FNV-1a of n bytes (offset basis 14695981039346656037): a fast, stable, unkeyed hash
  * for names and caches the caller controls (policy names, cache slots).  Never for keys an
@@ -178,7 +218,8 @@ rlt_algo rlt_algo_from_name(const char *name, size_t len);
 
 /* Bytes of state one key needs under `p`: 8 for GCRA and leaky bucket, 16 for fixed window
  * and token bucket, 24 for the sliding window counter, 16 + 8N for the sliding log,
- * 16 + 16N for concurrency.  All-zero state is fresh.  0 for an invalid policy. */
+ * 16 + 16N for concurrency; 16 more with a penalty box (block=).  All-zero state is fresh.
+ * 0 for an invalid policy. */
 size_t rlt_state_size(const rlt_policy *p);
 
 /* A decision.  A denied request is not an error: the call returns RLT_OK. */

@@ -4,6 +4,7 @@
 #include "cli/cli.h"
 #include "cli/cliutil.h"
 #include "ratelimit/store.h"
+#include "ratelimit/topk.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,7 +16,7 @@
 static void usage(FILE *f)
 {
     fputs(
-        "usage: ratelimit replay --policy SPEC [--unit s|ms|us|ns] [--summary]\n"
+        "usage: ratelimit replay --policy SPEC [--unit s|ms|us|ns] [--summary [--top-keys K]]\n"
         "                        [--format trace|combined [--key FIELD] [--cost FIELD] [--epoch]]\n"
         "                        < INPUT\n"
         "Reads requests from stdin and decides each with one limiter state per key.\n"
@@ -40,7 +41,10 @@ static void usage(FILE *f)
         "                   as estimated\n"
         "  --summary        instead of one line per request, per key: accepted, rejected and\n"
         "                   the worst burst (largest accepted cost in any span of the period),\n"
-        "                   most rejected first\n"
+        "                   most rejected first; then the top denied keys as ratelimitd's\n"
+        "                   /v1/top finds them (the same sketch): KEY DENIED ERROR, at most 10\n"
+        "  --top-keys K     the sketch's counters, 1..100000 (default 100, the daemon's);\n"
+        "                   0 leaves the top denied keys out\n"
         "Output, one line per request (times and durations in --unit, exact, zeros trimmed):\n"
         "  TIME KEY COST VERDICT REMAINING RETRY_AFTER RESET_AFTER DELAY\n"
         "VERDICT is allow or deny (settle or unknown for settle:NAME); RETRY_AFTER is -1 when\n"
@@ -74,6 +78,7 @@ typedef struct summary {
     size_t nslots;
     event *ev;
     size_t nev, ev_cap;
+    rlt_topk *top; /* the top denied keys, as the daemon keeps them (NULL: --top-keys 0) */
 } summary;
 
 static uint64_t hash_bytes(const char *p, size_t n)
@@ -167,6 +172,9 @@ static int tally_cmp(const void *a, const void *b)
     return x->len < y->len ? -1 : x->len > y->len;
 }
 
+/* Lines of the top denied keys after a summary (as many as /metrics shows). */
+#define RLT__TOP_LINES 10
+
 static int print_summary(summary *s, const rlt_policy *p, int64_t unit, const char *unit_name)
 {
     /* Worst burst per key: sort accepted events by (key, time), slide a window of W. */
@@ -211,6 +219,18 @@ static int print_summary(summary *s, const rlt_policy *p, int64_t unit, const ch
         printf(" %lld %lld %lld\n", (long long)t->ok, (long long)t->rej, (long long)t->worst);
     }
     free(order);
+    if (s->top == NULL) return 0;
+    /* The daemon's sketch on the same denials: its estimate next to the exact counts above. */
+    rlt_topk_entry top[RLT__TOP_LINES];
+    size_t n = rlt_topk_list(s->top, top, RLT__TOP_LINES);
+    printf("# KEY DENIED ERROR (top denied, ratelimitd's sketch of %zu counters: DENIED - ERROR "
+           "<= true <= DENIED; any other key at most %llu)\n",
+           rlt_topk_capacity(s->top), (unsigned long long)rlt_topk_floor(s->top));
+    for (size_t i = 0; i < n; i++) {
+        char kb[2 * RLT_KEY_MAX + 2];
+        fwrite(kb, 1, (size_t)(put_key(kb, (const char *)top[i].key, top[i].klen) - kb), stdout);
+        printf(" %llu %llu\n", (unsigned long long)top[i].count, (unsigned long long)top[i].error);
+    }
     return 0;
 }
 
@@ -220,6 +240,7 @@ static void free_summary(summary *s)
     free(s->keys);
     free(s->slots);
     free(s->ev);
+    rlt_topk_close(s->top);
 }
 
 /* ---- Reservations of a trace: each NAME of reserve:NAME / settle:NAME to the store's id,
@@ -302,6 +323,7 @@ typedef struct opts {
     int64_t unit;
     const char *unit_name;
     int summary;
+    long top_keys; /* --top-keys: the summary's sketch; 0 = none */
     int combined;
     int epoch;
     int key_field;  /* combined: 1-based field number of the key (1: the client address) */
@@ -373,11 +395,14 @@ static int replay(const opts *op)
     summary sum;
     memset(&sum, 0, sizeof sum);
     resv_names names = {0};
-    if ((rc = rlt_store_open(&store, NULL)) != RLT_OK ||
+    rlt_topk_options to = {.k = (size_t)op->top_keys};
+    if ((op->summary && op->top_keys > 0 && (rc = rlt_topk_open(&sum.top, &to)) != RLT_OK) ||
+        (rc = rlt_store_open(&store, NULL)) != RLT_OK ||
         (rc = rlt_store_set_policy(store, "replay", &op->policy, RLT_CHANGE_RESET, &id)) !=
             RLT_OK) {
         fprintf(stderr, "ratelimit " CMD ": cannot set up the store: %s\n", rlt_strerror(rc));
         rlt_store_close(store);
+        rlt_topk_close(sum.top);
         return 1;
     }
     static char outbuf[1 << 16];
@@ -461,6 +486,13 @@ static int replay(const opts *op)
                 sum.ev[sum.nev++] = (event){k, sent, tl.cost};
             } else {
                 sum.keys[k].rej++;
+                /* As the daemon counts: denied requests that asked for something. */
+                if (sum.top != NULL && tl.cost > 0 &&
+                    (rc = rlt_topk_add(sum.top, id, tl.key, tl.klen, 1)) != RLT_OK) {
+                    fprintf(stderr, "ratelimit " CMD ": line %ld: %s\n", lineno, rlt_strerror(rc));
+                    status = 1;
+                    break;
+                }
             }
             continue;
         }
@@ -510,7 +542,8 @@ int rlt__cli_replay(int argc, char **argv)
     op.unit_name = "s";
     op.key_field = 1;
     op.key_name = "remote_addr";
-    int has_key = 0;
+    op.top_keys = 100;
+    int has_key = 0, has_top = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int m;
@@ -524,6 +557,13 @@ int rlt__cli_replay(int argc, char **argv)
         } else if ((m = rlt__opt(argc, argv, &i, CMD, "--policy", &v)) != 0) {
             if (m < 0 || rlt__opt_policy(CMD, v, &op.policy)) return 2;
             op.policy_text = v;
+        } else if ((m = rlt__opt(argc, argv, &i, CMD, "--top-keys", &v)) != 0) {
+            char *end;
+            if (m < 0) return 2;
+            op.top_keys = strtol(v, &end, 10);
+            if (*v < '0' || *v > '9' || *end != '\0' || op.top_keys > RLT_TOPK_MAX)
+                return fail_usage("--top-keys '%s': expected 0..%d", v, RLT_TOPK_MAX);
+            has_top = 1;
         } else if ((m = rlt__opt(argc, argv, &i, CMD, "--unit", &v)) != 0) {
             if (m < 0) return 2;
             if (!(op.unit = rlt__unit_ns(v)))
@@ -563,6 +603,7 @@ int rlt__cli_replay(int argc, char **argv)
     }
     if (!op.policy_text) return fail_usage("--policy is required");
     if (op.epoch && !op.combined) return fail_usage("--epoch applies to --format combined only");
+    if (has_top && !op.summary) return fail_usage("--top-keys applies to --summary only");
     if ((has_key || op.cost_field) && !op.combined)
         return fail_usage("--key and --cost apply to --format combined only (a trace has its "
                           "KEY and COST columns)");

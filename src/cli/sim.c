@@ -36,7 +36,7 @@ typedef struct run {
     int64_t n_ok, n_rej, worst;
     rlt_ns worst_t0; /* where the worst span of one window starts */
     rlt_ns max_delay;
-    int held;          /* the algorithm's own contract held on this run */
+    int held;           /* the algorithm's own contract held on this run */
     char contract[160]; /* that contract, in words */
     char state[256];
 } run;
@@ -54,7 +54,8 @@ typedef struct sim {
     int64_t width;
     const char *svg;
     int accuracy;
-    rlt_ns hold; /* how long a concurrency-limited request stays in flight */
+    rlt_ns hold;       /* how long a concurrency-limited request stays in flight */
+    const char *block; /* --block: a penalty box on every algorithm (policy text's block=) */
     req *r;
     size_t n, cap;
     run runs[NALGO];
@@ -66,7 +67,7 @@ static void usage(FILE *f)
     fputs("usage: ratelimit sim [--limit L] [--window W] [--pattern NAME | --at T,T,... | --trace "
           "FILE]\n"
           "                     [--rate R] [--seed S] [--duration D] [--until T] [--width COLS]\n"
-          "                     [--hold D] [--svg FILE] [--accuracy]\n"
+          "                     [--hold D] [--block SPEC] [--svg FILE] [--accuracy]\n"
           "Runs fixed window, sliding log, sliding window counter, token bucket, GCRA, leaky\n"
           "bucket and concurrency limiter over the same requests on a virtual clock (a tick is\n"
           "one second) and prints a table of their end states, with each algorithm's own\n"
@@ -87,6 +88,9 @@ static void usage(FILE *f)
           "  --until T       show the state at tick T (default: the last request's time)\n"
           "  --width COLS    timeline columns (default 60)\n"
           "  --hold D        ticks each request holds a concurrency slot (default W/2)\n"
+          "  --block SPEC    a penalty box on every algorithm, as the policy text's block=:\n"
+          "                  5s (every denial blocks the key 5 ticks) or 5s*2..1m (doubled on\n"
+          "                  each breach within W of the last block's end, at most 60)\n"
           "  --svg FILE      also write the timeline as an SVG picture (with --accuracy: the\n"
           "                  counter's errors over time)\n"
           "  --accuracy      instead of the table: sliding window counter vs the exact log\n",
@@ -325,6 +329,22 @@ static int64_t worst_span(const ev *e, size_t n, rlt_ns W, rlt_ns *at)
     return best;
 }
 
+/* --block SPEC onto policy p, through the policy text's own grammar for block=. */
+static int apply_block(const sim *s, rlt_policy *p)
+{
+    char text[160], err[256];
+    int n = snprintf(text, sizeof text, "gcra:1/1s,block=%s", s->block);
+    rlt_policy q;
+    if (n < 0 || (size_t)n >= sizeof text ||
+        rlt_policy_parse(&q, text, (size_t)n, err, sizeof err) != RLT_OK)
+        return fail_usage("--block '%s': expected DURATION or DURATION*FACTOR..MAX, e.g. 5s or "
+                          "5s*2..1m",
+                          s->block);
+    if (rlt_policy_set_block(p, q.block, q.block_factor, q.block_max) != RLT_OK)
+        return fail_usage("--block '%s': invalid", s->block);
+    return 0;
+}
+
 static int init_runs(sim *s)
 {
     static const struct {
@@ -347,6 +367,7 @@ static int init_runs(sim *s)
             return fail_usage("%s cannot take --limit %lld --window %s: %s", r->name,
                               (long long)s->limit, ticks(w, s->window), rlt_strerror(rc));
         }
+        if (s->block && (rc = apply_block(s, &r->p))) return rc;
         r->st = calloc(1, rlt_state_size(&r->p));
         r->ok = calloc(s->n ? s->n : 1, 1);
         r->delay = calloc(s->n ? s->n : 1, sizeof *r->delay);
@@ -456,8 +477,8 @@ static int run_all(sim *s)
         size_t m = 0;
         for (size_t i = 0; i < s->n; i++)
             if (r->ok[i])
-                evs[m++] = (ev){s->r[i].t + r->delay[i],
-                                a == CONC ? (s->r[i].cost > 0) : s->r[i].cost};
+                evs[m++] =
+                    (ev){s->r[i].t + r->delay[i], a == CONC ? (s->r[i].cost > 0) : s->r[i].cost};
         /* Arrivals are sorted and the shaper sends FIFO, so this is a cheap check. */
         for (size_t i = 1; i < m; i++)
             if (evs[i].t < evs[i - 1].t) {
@@ -715,7 +736,7 @@ out:
 #define SVG_PLOT 720
 #define SVG_TOP 56
 #define SVG_ROW 50
-#define SVG_LANES 4  /* stacked bars per row (queue waits, holds) before they share a lane */
+#define SVG_LANES 4 /* stacked bars per row (queue waits, holds) before they share a lane */
 #define SVG_LANE_DY 5
 
 /* Colours: accepted, rejected, waiting in the shaper's queue, in flight, over-L band. */
@@ -802,8 +823,9 @@ static void svg_axis(const sim *s, FILE *f, span sp, int y0, int y1)
                 "</text>\n",
                 px(a, x), y0, px(b, x), y1, px(c, x), y1 + 16, ticks(d, t));
     }
-    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">t (ticks); dashed lines: window "
-               "boundaries</text>\n",
+    fprintf(f,
+            "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">t (ticks); dashed lines: window "
+            "boundaries</text>\n",
             SVG_LEFT + SVG_PLOT / 2, y1 + 34);
 }
 
@@ -849,10 +871,10 @@ static void svg_marks(const sim *s, FILE *f, const run *r, span sp, int y)
                     "stroke-width=\"1\"/>\n",
                     px(a, x), y, C_OK);
         else
-            fprintf(f,
-                    "<path d=\"M%s %d L%s %d M%s %d L%s %d\" stroke=\"%s\" stroke-width=\"2.5\"/>\n",
-                    px(a, x - 400), y - 4, px(b, x + 400), y + 4, px(c, x - 400), y + 4,
-                    px(d, x + 400), y - 4, C_NO);
+            fprintf(
+                f, "<path d=\"M%s %d L%s %d M%s %d L%s %d\" stroke=\"%s\" stroke-width=\"2.5\"/>\n",
+                px(a, x - 400), y - 4, px(b, x + 400), y + 4, px(c, x - 400), y + 4, px(d, x + 400),
+                y - 4, C_NO);
     }
 }
 
@@ -867,8 +889,9 @@ static void svg_row(const sim *s, FILE *f, const run *r, span sp, int i)
         fprintf(f, "<rect x=\"0\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f8f8f8\"/>\n", top,
                 SVG_LEFT + SVG_PLOT + 20, SVG_ROW);
     fprintf(f, "<text x=\"10\" y=\"%d\" font-weight=\"bold\">%s</text>\n", top + 15, r->name);
-    fprintf(f, "<text x=\"10\" y=\"%d\" font-size=\"10\" fill=\"#444444\">ok %lld, rejected %lld"
-               "</text>\n",
+    fprintf(f,
+            "<text x=\"10\" y=\"%d\" font-size=\"10\" fill=\"#444444\">ok %lld, rejected %lld"
+            "</text>\n",
             top + 28, (long long)r->n_ok, (long long)r->n_rej);
     fprintf(f, "<text x=\"10\" y=\"%d\" font-size=\"10\" fill=\"%s\">", top + 41,
             r->held ? C_OK : C_NO);
@@ -906,9 +929,10 @@ static int write_svg(sim *s, FILE *f, const char *title)
     const int height = y_axis + 100;
     char h[RLT__DEC_BUF], w[RLT__DEC_BUF];
     svg_head(f, width, height, title);
-    fprintf(f, "<text x=\"10\" y=\"42\" font-size=\"11\" fill=\"#444444\">each algorithm with "
-               "limit %lld per %s ticks; concurrency: %lld in flight, each request held %s "
-               "ticks</text>\n",
+    fprintf(f,
+            "<text x=\"10\" y=\"42\" font-size=\"11\" fill=\"#444444\">each algorithm with "
+            "limit %lld per %s ticks; concurrency: %lld in flight, each request held %s "
+            "ticks</text>\n",
             (long long)s->limit, ticks(w, s->window), (long long)s->limit,
             ticks(h, s->hold < s->window ? s->hold : s->window));
     for (int i = 0; i < NALGO; i++)
@@ -956,7 +980,7 @@ enum { BOTH_OK, BOTH_NO, WRONG_OK, WRONG_NO };
 
 typedef struct accuracy {
     int64_t n[4], split;
-    __int128 err_sum; /* sum of |estimate - exact count| x W at each arrival */
+    __int128 err_sum;   /* sum of |estimate - exact count| x W at each arrival */
     unsigned char *cls; /* per request: BOTH_OK ... WRONG_NO */
 } accuracy;
 
@@ -997,7 +1021,7 @@ static void judge(const sim *s, accuracy *acc)
         __int128 diff = est - (__int128)exact * W;
         acc->err_sum += diff < 0 ? -diff : diff;
         int exact_ok = exact + s->r[i].cost <= L;
-        int c = sw->ok[i] && exact_ok    ? BOTH_OK
+        int c = sw->ok[i] && exact_ok     ? BOTH_OK
                 : !sw->ok[i] && !exact_ok ? BOTH_NO
                 : sw->ok[i]               ? WRONG_OK
                                           : WRONG_NO;
@@ -1076,12 +1100,13 @@ static int write_accuracy_svg(sim *s, FILE *f, const accuracy *acc, const char *
     svg_head(f, width, height, title);
     pct(p1, sizeof p1, acc->n[WRONG_OK], (int64_t)s->n);
     pct(p2, sizeof p2, acc->n[WRONG_NO], (int64_t)s->n);
-    fprintf(f,
-            "<text x=\"10\" y=\"44\" font-size=\"12\">%zu requests, limit %lld per %s ticks: wrongly "
-            "allowed <tspan fill=\"%s\" font-weight=\"bold\">%lld (%s%%)</tspan>, wrongly "
-            "rejected <tspan fill=\"%s\" font-weight=\"bold\">%lld (%s%%)</tspan></text>\n",
-            s->n, (long long)s->limit, ticks(w, s->window), C_NO,
-            (long long)acc->n[WRONG_OK], p1, C_HOLD, (long long)acc->n[WRONG_NO], p2);
+    fprintf(
+        f,
+        "<text x=\"10\" y=\"44\" font-size=\"12\">%zu requests, limit %lld per %s ticks: wrongly "
+        "allowed <tspan fill=\"%s\" font-weight=\"bold\">%lld (%s%%)</tspan>, wrongly "
+        "rejected <tspan fill=\"%s\" font-weight=\"bold\">%lld (%s%%)</tspan></text>\n",
+        s->n, (long long)s->limit, ticks(w, s->window), C_NO, (long long)acc->n[WRONG_OK], p1,
+        C_HOLD, (long long)acc->n[WRONG_NO], p2);
     fprintf(f, "<text x=\"10\" y=\"%d\">wrongly allowed</text>\n", top + ACC_H / 2);
     fprintf(f, "<text x=\"10\" y=\"%d\">(per bin, up)</text>\n", top + ACC_H / 2 + 14);
     fprintf(f, "<text x=\"10\" y=\"%d\">wrongly rejected</text>\n", mid + ACC_H / 2);
@@ -1102,8 +1127,8 @@ static int write_accuracy_svg(sim *s, FILE *f, const accuracy *acc, const char *
         if (down[b]) {
             int h = (int)(down[b] * ACC_H / peak);
             if (h < 1) h = 1;
-            fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"/>\n", x,
-                    mid, bw - 1, h, C_HOLD);
+            fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"/>\n", x, mid,
+                    bw - 1, h, C_HOLD);
         }
     }
     fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#555555\"/>\n", SVG_LEFT,
@@ -1126,9 +1151,10 @@ static int write_accuracy_svg(sim *s, FILE *f, const accuracy *acc, const char *
             "request judged by both rules on the counter's history</text>\n",
             SVG_LEFT + SVG_PLOT / 2, mid + ACC_H + 34, c);
     if (acc->n[WRONG_OK] + acc->n[WRONG_NO] == 0)
-        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#444444\">no "
-                   "disagreement: the counter decided every request as the exact log would"
-                   "</text>\n",
+        fprintf(f,
+                "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#444444\">no "
+                "disagreement: the counter decided every request as the exact log would"
+                "</text>\n",
                 SVG_LEFT + SVG_PLOT / 2, mid - 20);
     return svg_close(s, f);
 }
@@ -1198,6 +1224,9 @@ static int sim_main(sim *s, int argc, char **argv)
         } else if ((m = OPT("--svg"))) {
             if (m < 0) return 2;
             s->svg = v;
+        } else if ((m = OPT("--block"))) {
+            if (m < 0) return 2;
+            s->block = v;
         } else {
             return fail_usage("unknown option '%s'", o);
         }

@@ -31,12 +31,20 @@ static int dispatch_algo(const rlt_policy *p, void *st, rlt_ns now, int64_t cost
 
 /* A denial whose wait saturated to 0 at the end of int64 time can never be allowed: say -1,
  * since retry_after 0 means "allowed". */
-static int dispatch(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, rlt_decision *d,
-                    int commit)
+int rlt__decide_algo(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, rlt_decision *d,
+                     int commit)
 {
     int rc = dispatch_algo(p, st, now, cost, d, commit);
     if (rc == RLT_OK && !d->allowed && d->retry_after == 0) d->retry_after = -1;
     return rc;
+}
+
+/* The algorithm, inside the penalty box when the policy has one (block.c). */
+static int dispatch(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, rlt_decision *d,
+                    int commit)
+{
+    if (p->block > 0) return rlt__block_decide(p, st, now, cost, d, commit);
+    return rlt__decide_algo(p, st, now, cost, d, commit);
 }
 
 int rlt_decide(const rlt_policy *p, void *state, rlt_ns now, int64_t cost, rlt_decision *d)
@@ -69,9 +77,16 @@ int rlt_release(const rlt_policy *p, void *state, rlt_ns now, int64_t lease)
     return rlt__concurrency_release(p, state, now, lease);
 }
 
+static bool algo_fresh(const rlt_policy *p, const void *state, rlt_ns now);
+
 bool rlt_is_fresh(const rlt_policy *p, const void *state, rlt_ns now)
 {
     if (!valid(p) || !state) return false;
+    return algo_fresh(p, state, now) && (p->block <= 0 || rlt__block_fresh(p, state, now));
+}
+
+static bool algo_fresh(const rlt_policy *p, const void *state, rlt_ns now)
+{
     switch (p->algo) {
     case RLT_GCRA:
     case RLT_TOKEN_BUCKET:
@@ -91,9 +106,18 @@ bool rlt_is_fresh(const rlt_policy *p, const void *state, rlt_ns now)
     }
 }
 
+static int algo_shift(const rlt_policy *p, void *state, rlt_ns delta);
+
 int rlt_state_shift(const rlt_policy *p, void *state, rlt_ns delta)
 {
     if (!valid(p) || !state) return RLT_EINVAL;
+    int rc = algo_shift(p, state, delta);
+    if (rc == RLT_OK && p->block > 0) rlt__block_shift(p, state, delta);
+    return rc;
+}
+
+static int algo_shift(const rlt_policy *p, void *state, rlt_ns delta)
+{
     switch (p->algo) {
     case RLT_GCRA:
     case RLT_TOKEN_BUCKET:
@@ -141,6 +165,9 @@ int rlt_state_convert(const rlt_policy *from, const rlt_policy *to, void *state,
                       rlt_convert how)
 {
     if (!valid(from) || !valid(to) || !state || from->algo != to->algo) return RLT_EINVAL;
+    /* The penalty box's fields stay as they are (a block keeps its end under the new policy);
+     * a policy gaining or losing block= changes the state's size: the caller resets. */
+    if ((from->block > 0) != (to->block > 0)) return RLT_EINVAL;
     int64_t v, c[2];
     int rc;
     switch (from->algo) {
@@ -179,9 +206,16 @@ int rlt_state_convert(const rlt_policy *from, const rlt_policy *to, void *state,
 
 /* Invariants of each state layout (see the algorithm files).  Time values may be anything:
  * every instant is handled with saturating arithmetic; counts and indices may not. */
+static bool algo_valid(const rlt_policy *p, const void *state);
+
 bool rlt_state_valid(const rlt_policy *p, const void *state)
 {
     if (!valid(p) || !state) return false;
+    return algo_valid(p, state) && (p->block <= 0 || rlt__block_valid(p, state));
+}
+
+static bool algo_valid(const rlt_policy *p, const void *state)
+{
     const unsigned char *b = state;
     int64_t w[3];
     switch (p->algo) {

@@ -93,6 +93,17 @@ int rlt__sliding_window_settle(const rlt_policy *p, void *st, rlt_ns now, rlt_ns
                                int64_t estimate, int64_t real);
 int rlt__sliding_log_settle(const rlt_policy *p, void *st, rlt_ns now, rlt_ns reserved_at,
                             int64_t estimate, int64_t real);
+/* The penalty box (block.c), wrapped around the algorithm's own decision.  The algorithm's
+ * state comes first: rlt__algo_state_size(p) bytes (policy.c), then rlt__block_size(p). */
+size_t rlt__algo_state_size(const rlt_policy *p);
+size_t rlt__block_size(const rlt_policy *p);
+int rlt__decide_algo(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, rlt_decision *d,
+                     int commit); /* decide.c: the algorithm alone */
+int rlt__block_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, rlt_decision *d,
+                      int commit);
+bool rlt__block_fresh(const rlt_policy *p, const void *st, rlt_ns now);
+bool rlt__block_valid(const rlt_policy *p, const void *st);
+void rlt__block_shift(const rlt_policy *p, void *st, rlt_ns delta);
 
 /* GCRA and leaky bucket keep one word: the theoretical arrival time in scaled units
  * (ns x scale_), stored with its sign bit flipped so that an all-zero word is INT64_MIN,

@@ -77,6 +77,12 @@ int64_t rlt_policy_limit(const rlt_policy *p)
 
 size_t rlt_state_size(const rlt_policy *p)
 {
+    size_t n = rlt__algo_state_size(p);
+    return n ? n + rlt__block_size(p) : 0;
+}
+
+size_t rlt__algo_state_size(const rlt_policy *p)
+{
     if (!p || p->scale_ <= 0) return 0;
     switch (p->algo) {
     case RLT_GCRA:
@@ -158,6 +164,63 @@ static int fail(char *err, size_t errlen, int rc, const char *fmt, const char *p
     return rc;
 }
 
+/* ---- options every algorithm takes: block=, jitter= ----------------------------------- */
+
+typedef struct any_opts {
+    rlt_ns block, block_max;
+    int64_t factor, jitter;
+    bool has_block, has_jitter;
+} any_opts;
+
+/* "block=DURATION" or "block=DURATION*FACTOR..MAX"; "jitter=P%".  Returns 1 when the option at
+ * o[0..olen) is one of these (parsed into *a), 0 when it is not, or a negative status with the
+ * message in err. */
+static int parse_any_option(const char *o, size_t olen, any_opts *a, char *err, size_t errlen)
+{
+    if (olen >= 6 && memcmp(o, "block=", 6) == 0) {
+        const char *v = o + 6, *end = o + olen;
+        if (a->has_block)
+            return fail(err, errlen, RLT_EPARSE, "option \"%.*s\": given twice", o, olen);
+        a->has_block = true;
+        const char *star = memchr(v, '*', (size_t)(end - v));
+        const char *dots = NULL;
+        for (const char *q = star ? star : end; q && q + 1 < end; q++)
+            if (q[0] == '.' && q[1] == '.') {
+                dots = q;
+                break;
+            }
+        int rc = rlt_duration_parse(v, (size_t)((star ? star : end) - v), 0, &a->block);
+        a->factor = 1;
+        if (!rc && star) {
+            rc = dots ? parse_uint(star + 1, (size_t)(dots - star - 1), &a->factor) : RLT_EPARSE;
+            if (!rc) rc = rlt_duration_parse(dots + 2, (size_t)(end - dots - 2), 0, &a->block_max);
+            if (!rc && (a->factor < 2 || a->block_max < a->block)) rc = RLT_EPARSE;
+        }
+        if (rc == RLT_ERANGE)
+            return fail(err, errlen, rc, "option \"%.*s\": value too large", o, olen);
+        if (rc || a->block <= 0)
+            return fail(err, errlen, RLT_EPARSE,
+                        "option \"%.*s\": expected block=DURATION or block=DURATION*FACTOR..MAX "
+                        "(e.g. block=10m, block=1m*2..1h; FACTOR >= 2, MAX >= DURATION)",
+                        o, olen);
+        return 1;
+    }
+    if (olen >= 7 && memcmp(o, "jitter=", 7) == 0) {
+        if (a->has_jitter)
+            return fail(err, errlen, RLT_EPARSE, "option \"%.*s\": given twice", o, olen);
+        a->has_jitter = true;
+        int rc =
+            olen > 8 && o[olen - 1] == '%' ? parse_uint(o + 7, olen - 8, &a->jitter) : RLT_EPARSE;
+        if (rc || a->jitter < 1 || a->jitter > 100)
+            return fail(err, errlen, RLT_EPARSE,
+                        "option \"%.*s\": expected jitter=P%% with P an integer 1..100 "
+                        "(e.g. jitter=10%%)",
+                        o, olen);
+        return 1;
+    }
+    return 0;
+}
+
 int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, size_t errlen)
 {
     if (err && errlen) err[0] = '\0';
@@ -207,6 +270,7 @@ int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, siz
     int64_t burst = 0, queue = 0, delay = 0;
     bool nodelay = false;
     unsigned seen = 0; /* each option once: 1 burst, 2 queue (or nginx's burst), 4 delay */
+    any_opts any = {0};
     const char *opt = comma;
     while (opt && opt < end) {
         const char *o = opt + 1;
@@ -214,6 +278,12 @@ int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, siz
         const char *o_end = next ? next : end;
         const char *eq = memchr(o, '=', (size_t)(o_end - o));
         size_t olen = (size_t)(o_end - o);
+        int any_rc = parse_any_option(o, olen, &any, err, errlen);
+        if (any_rc < 0) return any_rc;
+        if (any_rc > 0) {
+            opt = next;
+            continue;
+        }
         if (!eq && olen == 7 && memcmp(o, "nodelay", 7) == 0 && algo == RLT_LEAKY_BUCKET) {
             if (seen & 4)
                 return fail(err, errlen, RLT_EPARSE,
@@ -254,7 +324,8 @@ int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, siz
             } else {
                 return fail(err, errlen, RLT_EPARSE,
                             "option \"%.*s\" does not apply to this algorithm (token_bucket and "
-                            "gcra take burst=; leaky_bucket takes queue=, delay=, nodelay)",
+                            "gcra take burst=; leaky_bucket takes queue=, delay=, nodelay; every "
+                            "algorithm takes block= and jitter=)",
                             o, olen);
             }
         }
@@ -268,6 +339,10 @@ int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, siz
                     "overflow)",
                     text, len);
     if (rc) return fail(err, errlen, RLT_EPARSE, "policy \"%.*s\": invalid numbers", text, len);
+    if ((any.has_block && rlt_policy_set_block(p, any.block, any.factor, any.block_max)) ||
+        (any.has_jitter && rlt_policy_set_jitter(p, any.jitter)))
+        return fail(err, errlen, RLT_EPARSE, "policy \"%.*s\": invalid block= or jitter=", text,
+                    len);
     return RLT_OK;
 }
 
@@ -278,6 +353,28 @@ static int format_duration(char *buf, size_t cap, rlt_ns d)
     while (u-- > 1)
         if (d % units[u].ns == 0) break;
     return snprintf(buf, cap, "%lld%s", (long long)(d / units[u].ns), units[u].name);
+}
+
+/* Appends ",block=..." and ",jitter=P%" to the n bytes of buf; the length or RLT_ENOSPC. */
+static int format_any_options(const rlt_policy *p, char *buf, size_t cap, size_t n)
+{
+    char b[32], m[32];
+    int k = 0;
+    if (p->block > 0) {
+        format_duration(b, sizeof b, p->block);
+        format_duration(m, sizeof m, p->block_max);
+        k = p->block_factor > 1
+                ? snprintf(buf + n, cap - n, ",block=%s*%lld..%s", b, (long long)p->block_factor, m)
+                : snprintf(buf + n, cap - n, ",block=%s", b);
+        if (k < 0 || (size_t)k >= cap - n) return RLT_ENOSPC;
+        n += (size_t)k;
+    }
+    if (p->jitter > 0) {
+        k = snprintf(buf + n, cap - n, ",jitter=%lld%%", (long long)p->jitter);
+        if (k < 0 || (size_t)k >= cap - n) return RLT_ENOSPC;
+        n += (size_t)k;
+    }
+    return (int)n;
 }
 
 int rlt_policy_format(const rlt_policy *p, char *buf, size_t cap)
@@ -309,5 +406,5 @@ int rlt_policy_format(const rlt_policy *p, char *buf, size_t cap)
         break;
     }
     if (n < 0 || (size_t)n >= cap) return RLT_ENOSPC;
-    return n;
+    return format_any_options(p, buf, cap, (size_t)n);
 }

@@ -647,12 +647,24 @@ static ngx_int_t rlt_ngx_handler(ngx_http_request_t *r)
         }
         p->rc = rlt_decide(sh->policy, p->work, now, p->cost, &p->d);
         if (p->rc == RLT_OK && !p->d.allowed) allowed = 0;
+        /* jitter=: the store's and the Redis library's spread, over the key's FNV-1a. */
+        if (p->rc == RLT_OK && sh->policy->jitter > 0)
+            p->d.retry_after = rlt_jitter(sh->policy, rlt_hash_fnv1a(p->key.data, p->key.len), now,
+                                          p->d.retry_after);
     }
     /* All or nothing: the copies go back only when every limit passed.  Dry run enforces
      * nothing, so a refused request consumes nothing there either. */
     if (allowed && n > 1) {
         for (ngx_uint_t i = 0; i < n; i++)
             if (pend[i].node && pend[i].rc == RLT_OK)
+                ngx_memcpy(rlt_ngx_node_state(pend[i].node), pend[i].work,
+                           pend[i].zone->sh->state_size);
+    } else if (n > 1) {
+        /* A refused request charges nothing, but a zone with block= that refused it keeps the
+         * block its decision started (its copy holds nothing else: a denial charges nothing). */
+        for (ngx_uint_t i = 0; i < n; i++)
+            if (pend[i].node && pend[i].rc == RLT_OK && !pend[i].d.allowed &&
+                pend[i].zone->sh->policy->block > 0)
                 ngx_memcpy(rlt_ngx_node_state(pend[i].node), pend[i].work,
                            pend[i].zone->sh->state_size);
     }

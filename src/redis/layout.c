@@ -12,6 +12,7 @@ int rlt__rpol_from(const rlt_policy *p, rlt__rpol *o)
         p->unit_ <= 0 || p->limit <= 0 || p->period <= 0)
         return RLT_EINVAL;
     if (p->period % RLT_NS_PER_US != 0) return RLT_EINVAL;
+    if (p->block > 0) return RLT_EINVAL; /* the penalty box runs in the local store only */
     o->algo = (int)p->algo;
     o->N = p->limit;
     o->W = p->period / RLT_NS_PER_US;

@@ -23,7 +23,8 @@ typedef struct rlt__rpol {
 } rlt__rpol;
 
 /* Converts `p` to microseconds with the scripts' bounds.  Returns RLT_OK; RLT_EINVAL for a NULL
- * or uninitialised policy or a period that is not a whole number of microseconds; RLT_ERANGE
+ * or uninitialised policy, a period that is not a whole number of microseconds or a penalty box
+ * (block=, whose state the Redis values do not hold); RLT_ERANGE
  * when a number would pass the 2^50 bound (rlt_redis_policy_check's contract). */
 int rlt__rpol_from(const rlt_policy *p, rlt__rpol *o);
 

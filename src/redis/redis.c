@@ -891,7 +891,6 @@ static int decide_call(rlt_redis *r, const limit *l, const rlt_redis_check *ck, 
 
 /* ---- local leases ------------------------------------------------------------------------ */
 
-
 static bool leasable(const rlt_policy *p)
 {
     return p->algo == RLT_FIXED_WINDOW || p->algo == RLT_SLIDING_LOG ||
@@ -990,8 +989,29 @@ static void lease_forget(rlt_redis *r, const char *name, size_t len)
 
 /* ---- public decisions -------------------------------------------------------------------- */
 
+/* The policy's jitter on a decision's wait: rlt_jitter of the key's FNV-1a at the caller's
+ * `now`, as the keyed store does, so both backends spread the same key alike.  Applied to
+ * every decision returned (Redis's, a lease's, a fail mode's). */
+static void jitter_out(const rlt_policy *p, const void *key, size_t klen, rlt_ns now,
+                       rlt_decision *d)
+{
+    if (p && p->jitter > 0 && d->retry_after > 0 && key)
+        d->retry_after = rlt_jitter(p, rlt_hash_fnv1a(key, klen), now, d->retry_after);
+}
+
+static int decide_one(rlt_redis *r, const rlt_policy *p, unsigned flags, const void *key,
+                      size_t klen, rlt_ns now, int64_t cost, rlt_decision *d);
+
 int rlt_redis_decide(rlt_redis *r, const rlt_policy *p, unsigned flags, const void *key,
                      size_t klen, rlt_ns now, int64_t cost, rlt_decision *d)
+{
+    int rc = decide_one(r, p, flags, key, klen, now, cost, d);
+    if (rc == RLT_OK || rc == RLT_EBACKEND || rc == RLT_ETIMEDOUT) jitter_out(p, key, klen, now, d);
+    return rc;
+}
+
+static int decide_one(rlt_redis *r, const rlt_policy *p, unsigned flags, const void *key,
+                      size_t klen, rlt_ns now, int64_t cost, rlt_decision *d)
 {
     if (!d) return RLT_EINVAL;
     memset(d, 0, sizeof *d);
@@ -1037,10 +1057,12 @@ int rlt_redis_decide_multi(rlt_redis *r, const rlt_redis_check *checks, size_t n
     if (rc) {
         /* The most restrictive policy's limit is unknown without Redis: report the first. */
         fail_decision(r, checks[0].policy, flags, retry_at, combined);
+        jitter_out(checks[0].policy, checks[0].key, checks[0].klen, now, combined);
         return rc;
     }
     for (size_t i = 0; i < n; i++) {
         if (!dec[i].allowed && refused && *refused < 0) *refused = (int)i;
+        jitter_out(checks[i].policy, checks[i].key, checks[i].klen, now, &dec[i]);
         rlt_decision_combine(combined, &dec[i], i == 0);
     }
     r->st.decisions++;
@@ -1161,6 +1183,9 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
         else
             r->st.errors++;
     }
+    for (size_t i = 0; i < n; i++)
+        if (status[i] == RLT_OK || status[i] == RLT_EBACKEND || status[i] == RLT_ETIMEDOUT)
+            jitter_out(checks[i].policy, checks[i].key, checks[i].klen, now, &out[i]);
     for (size_t i = 0; i < n && !first; i++)
         first = status[i];
     free(mods);

@@ -83,6 +83,7 @@ typedef struct lim {
     RedisModuleKey *key; /* string states: open from decide to the end of the command */
     rlt__mpol m;
     int64_t cost;
+    RedisModuleString *ukey; /* the user's key (RL.CHECK, RL.MULTI): jitter= spreads over it */
     rlt_decision d;
     bool write; /* the decision charged: the prepared edit below is applied on commit */
     char val[RLT__MVAL_MAX];
@@ -252,6 +253,20 @@ static void lims_close(RedisModuleCtx *ctx, lim *L, size_t n)
 /* Decides L[0..n) all-or-nothing, as the multi-limit script: charges every limit only when
  * every one allows; otherwise the limits that allowed report as they stand (a peek).  NULL or an
  * error message. */
+/* jitter= on the commands that take user keys, as libratelimit_redis and the keyed store do
+ * it: rlt_jitter of the user key's FNV-1a at this command's instant (in ns).  RL.DECIDE, the
+ * library's call, returns the exact wait: the library applies the jitter itself. */
+static void jitter_lims(lim *L, size_t n, int64_t now_us)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!L[i].ukey || L[i].m.p.jitter <= 0 || L[i].d.retry_after <= 0) continue;
+        size_t kl;
+        const char *k = RM.StringPtrLen(L[i].ukey, &kl);
+        L[i].d.retry_after = rlt_jitter(&L[i].m.p, rlt_hash_fnv1a(k, kl), now_us * RLT_NS_PER_US,
+                                        L[i].d.retry_after);
+    }
+}
+
 static const char *run(RedisModuleCtx *ctx, lim *L, size_t n, int64_t now, int64_t floor_ms)
 {
     bool all = true;
@@ -263,6 +278,7 @@ static const char *run(RedisModuleCtx *ctx, lim *L, size_t n, int64_t now, int64
     if (all) {
         for (size_t i = 0; i < n; i++)
             commit(ctx, &L[i], floor_ms);
+        jitter_lims(L, n, now);
         return NULL;
     }
     for (size_t i = 0; i < n; i++) {
@@ -276,6 +292,7 @@ static const char *run(RedisModuleCtx *ctx, lim *L, size_t n, int64_t now, int64
         L[i].d = keep;
         L[i].write = false;
     }
+    jitter_lims(L, n, now);
     return NULL;
 }
 
@@ -318,6 +335,11 @@ static void pcache_put(const char *t, size_t n, const rlt__mpol *m)
 /* Fills l->m from a policy; false after replying an error. */
 static bool mpol_arg(RedisModuleCtx *ctx, const rlt_policy *p, lim *l)
 {
+    if (p->block > 0) {
+        RM.ReplyWithError(ctx, "ERR block= (the penalty box) cannot run inside Redis: its state "
+                               "lives in the local store only");
+        return false;
+    }
     int rc = rlt__mpol_init(&l->m, p);
     if (rc == RLT_EINVAL)
         RM.ReplyWithError(ctx, "ERR policy cannot run inside Redis: its period must be a whole "
@@ -353,6 +375,7 @@ static bool name_arg(RedisModuleCtx *ctx, RedisModuleString *key, lim *l)
 {
     size_t kl;
     const char *k = RM.StringPtrLen(key, &kl);
+    l->ukey = key;
     char buf[RLT__KEYNAME_MAX];
     int len = rlt__key_name_tail(g.prefix, g.plen, l->m.tail, l->m.tl, k, kl, buf, sizeof buf);
     if (len < 0) {

@@ -5,9 +5,14 @@
  * handle's counters with atomic stores so INFO and /metrics can sum them.  Failure is a
  * decision: when Redis cannot answer within the timeout, the policy's fail mode (open: allow,
  * closed: deny) answers, the library's breaker short-circuits while Redis is down, and every
- * such decision is counted. */
+ * such decision is counted.  `fail: local` (fallback.h) asks the library for a fail-closed
+ * answer and replaces it with a decision on the fallback store at the node's share of the
+ * limit; see "the local fallback" below. */
 #include "server/backend.h"
 
+#include "server/fallback.h"
+#include "server/log.h"
+#include "server/mem.h"
 #include "server/metrics.h"
 #include "server/srv.h"
 
@@ -46,12 +51,16 @@ typedef struct pcache {
     bool have;
     int check; /* rlt_redis_policy_check's status */
     rlt_policy p;
+    bool lhave; /* the fallback's share of it (fail: local), looked up on first use */
+    int lcheck; /* rlt__fallback_policy's status */
+    int lid;    /* the share's id in the fallback store */
 } pcache;
 
 /* The counters one thread publishes (relaxed atomic stores by the owner, loads by readers). */
 typedef struct pubstats {
     uint64_t decisions, round_trips, fail_open, fail_closed, timeouts, errors, breaker_opened,
         short_circuited, connects, script_loads, redirects, lease_local, nodes, nodes_open;
+    uint64_t fail_local; /* library fail-closed answers replaced by a local decision */
 } pubstats;
 
 #define NODES_SHOWN 16 /* nodes listed in INFO */
@@ -60,6 +69,7 @@ typedef struct tctx {
     struct tctx *next; /* the backend's list of every thread's context */
     rlt_redis *r;
     pubstats pub;
+    uint64_t fail_local;    /* this thread's own count, published with the library's */
     const rlt__config *cfg; /* the config the caches below were built for */
     uint64_t pgen;          /* and the registry's policy generation (rlt__srv_policy_gen) */
     pcache *pol;            /* by policy id */
@@ -82,6 +92,9 @@ typedef struct redis_be {
     tctx *threads;
     uint64_t release_lost; /* releases Redis could not take (the lease expires by itself) */
     uint64_t multi_split;  /* cluster multi-limit checks decided one limit at a time */
+    rlt__fallback *fb;     /* the local fallback's store (fail: local) */
+    int in_local;          /* 1 while decisions fall back locally (atomic; logged on change) */
+    uint64_t local_entered; /* times the daemon entered local fallback */
 } redis_be;
 
 static uint64_t next_gen = 1;
@@ -135,6 +148,10 @@ static void publish(tctx *t)
 {
     rlt_redis_stats st;
     rlt_redis_stats_get(t->r, &st);
+    /* Under nodes_mu, as sum() reads: fail_local is subtracted from fail_closed, and a reader
+     * must see both from the same moment. */
+    pthread_mutex_lock(&t->nodes_mu);
+    __atomic_store_n(&t->pub.fail_local, t->fail_local, __ATOMIC_RELAXED);
 #define PUB(f) __atomic_store_n(&t->pub.f, (uint64_t)st.f, __ATOMIC_RELAXED)
     PUB(decisions);
     PUB(round_trips);
@@ -151,7 +168,6 @@ static void publish(tctx *t)
     PUB(nodes);
     PUB(nodes_open);
 #undef PUB
-    pthread_mutex_lock(&t->nodes_mu);
     t->nnodes = 0;
     for (unsigned i = 0; i < NODES_SHOWN && i < st.nodes; i++)
         if (rlt_redis_node_info_get(t->r, i, &t->nodes[t->nnodes]) == RLT_OK) t->nnodes++;
@@ -160,6 +176,8 @@ static void publish(tctx *t)
 
 /* Per policy id: the fail mode (RLT__FAIL_*) in the low bits, LEASE_BIT for `lease: true`. */
 #define LEASE_BIT 0x10
+/* In fail_flags' answer (never passed to the library): fail: local. */
+#define LOCAL_FLAG 0x100u
 
 static void set_fail(tctx *t, int id, int fail, bool lease)
 {
@@ -202,8 +220,12 @@ static unsigned fail_flags(const tctx *t, const rlt__config *c, int id)
 {
     int v = id >= 0 && (size_t)id < t->nfail ? t->fail[id] : RLT__FAIL_DEFAULT;
     int f = v & ~LEASE_BIT;
-    if (f == RLT__FAIL_DEFAULT) f = c->set.redis.fail_open ? RLT__FAIL_OPEN : RLT__FAIL_CLOSED;
-    return (f == RLT__FAIL_OPEN ? RLT_REDIS_FAIL_OPEN : 0) | (v & LEASE_BIT ? RLT_REDIS_LEASE : 0);
+    if (f == RLT__FAIL_DEFAULT)
+        f = c->set.redis.fail_local  ? RLT__FAIL_LOCAL
+            : c->set.redis.fail_open ? RLT__FAIL_OPEN
+                                     : RLT__FAIL_CLOSED;
+    return (f == RLT__FAIL_OPEN ? RLT_REDIS_FAIL_OPEN : 0) | (v & LEASE_BIT ? RLT_REDIS_LEASE : 0) |
+           (f == RLT__FAIL_LOCAL ? LOCAL_FLAG : 0);
 }
 
 /* Policy `id` (cached per thread).  Returns RLT_OK and *out, RLT_ENOENT, RLT_ENOMEM, or the
@@ -249,10 +271,83 @@ static int decided(int st)
     return st == RLT_EBACKEND || st == RLT_ETIMEDOUT ? RLT_OK : st;
 }
 
+/* ---- the local fallback (fail: local) ---------------------------------------------------
+ * A policy with fail: local is sent to Redis as fail-closed.  When the library answers
+ * without Redis (RLT_EBACKEND / RLT_ETIMEDOUT, a failed call or an open breaker), its denial
+ * is replaced by a decision on the fallback store under the node's share of the policy
+ * (fallback.c), keyed the same, at the daemon's clock; the library counted it as fail-closed,
+ * INFO and /metrics move it to fail_local.  When a share cannot be had (a concurrency policy,
+ * an inline policy too small to divide, the fallback store full or out of memory) the
+ * fail-closed denial stands: the fallback never admits what the fleet's limit would not.
+ * The first Redis answer after that goes back to Redis; the local counts are not carried
+ * into Redis (they expire with the fallback store's idle keys).  The daemon logs once when it
+ * enters local fallback and once when Redis answers again (in_local: with several worker
+ * threads, the line of one thread's recovery may be followed by another thread's still-open
+ * breaker entering again, at most once per thread and outage). */
+
+static unsigned fleet_of(const rlt__config *c)
+{
+    return c->set.redis.fleet_size ? c->set.redis.fleet_size : 1;
+}
+
+static void local_enter(redis_be *b, const rlt__config *c, int why)
+{
+    if (__atomic_exchange_n(&b->in_local, 1, __ATOMIC_RELAXED) != 0) return;
+    __atomic_fetch_add(&b->local_entered, 1, __ATOMIC_RELAXED);
+    rlt__log(RLT__LOG_WARN,
+             "redis unreachable (%s): fail: local policies decide on this node's store at "
+             "1/%u of each limit until Redis answers",
+             rlt_strerror(why), fleet_of(c));
+}
+
+/* Redis answered a call (not a lease held locally): leave local fallback if in it. */
+static void local_leave(redis_be *b)
+{
+    if (__atomic_load_n(&b->in_local, __ATOMIC_RELAXED) == 0 ||
+        __atomic_exchange_n(&b->in_local, 0, __ATOMIC_RELAXED) == 0)
+        return;
+    rlt__log(RLT__LOG_NOTICE, "redis answers again: fail: local policies decide in Redis "
+                              "(the local counts are not carried into it)");
+}
+
+/* The fallback store's id of policy `id`'s share (cached with the policy).  RLT_OK or why
+ * there is none. */
+static int local_id(redis_be *b, tctx *t, const rlt__config *c, int id, int *lid)
+{
+    if (id < 0 || (size_t)id >= t->npol || !t->pol[id].have) return RLT_ENOENT;
+    pcache *pc = &t->pol[id];
+    if (!pc->lhave) {
+        pc->lcheck = rlt__fallback_policy(b->fb, id, &pc->p, fleet_of(c), &pc->lid);
+        pc->lhave = true;
+    }
+    *lid = pc->lid;
+    return pc->lcheck;
+}
+
+/* After the library answered `st` with *d for policy `id` under `flags`: a Redis answer
+ * leaves local fallback; a fail-mode answer of a fail: local policy becomes a local decision
+ * when one can be made.  Returns st. */
+static int local_after(redis_be *b, tctx *t, const rlt__config *c, unsigned flags, int id,
+                       const void *key, size_t klen, rlt_ns now, int64_t cost, int st,
+                       rlt_decision *d)
+{
+    if (st == RLT_OK && !(flags & RLT_REDIS_LEASE)) local_leave(b);
+    if ((st != RLT_EBACKEND && st != RLT_ETIMEDOUT) || !(flags & LOCAL_FLAG)) return st;
+    int lid;
+    rlt_decision ld;
+    if (local_id(b, t, c, id, &lid) != RLT_OK ||
+        rlt_store_decide(rlt__fallback_store(b->fb), lid, key, klen, now, cost, &ld) != RLT_OK)
+        return st;
+    *d = ld;
+    t->fail_local++;
+    local_enter(b, c, st);
+    return st;
+}
+
 static int redis_decide(rlt__backend *be, int policy_id, const void *key, size_t klen, rlt_ns now,
                         int64_t cost, rlt_decision *d)
 {
-    (void)now; /* Redis's clock decides */
+    /* Redis's clock decides; `now` is the local fallback's */
     redis_be *b = (redis_be *)be;
     rlt__srv *s = be->s;
     const rlt__config *c;
@@ -264,7 +359,9 @@ static int redis_decide(rlt__backend *be, int policy_id, const void *key, size_t
         memset(d, 0, sizeof *d);
         return st;
     }
-    st = rlt_redis_decide(t->r, p, fail_flags(t, c, policy_id), key, klen, 0, cost, d);
+    unsigned f = fail_flags(t, c, policy_id);
+    st = rlt_redis_decide(t->r, p, f & ~LOCAL_FLAG, key, klen, 0, cost, d);
+    st = local_after(b, t, c, f, policy_id, key, klen, now, cost, st, d);
     publish(t);
     return decided(st);
 }
@@ -273,7 +370,6 @@ static void redis_decide_batch(rlt__backend *be, const int *policy, const rlt_ke
                                rlt_ns now, const int64_t *costs, rlt_decision *out, int *status)
 {
     enum { CHUNK = 256 };
-    (void)now;
     redis_be *b = (redis_be *)be;
     rlt__srv *s = be->s;
     const rlt__config *c;
@@ -298,8 +394,10 @@ static void redis_decide_batch(rlt__backend *be, const int *policy, const rlt_ke
             if ((f & RLT_REDIS_LEASE) && m == 0) {
                 /* A lease answers locally most of the time: decided on its own, in order
                  * (a pending run was sent first, below). */
-                status[i] = decided(rlt_redis_decide(t->r, p, f, keys[i].key, keys[i].klen,
-                                                     0, costs[i], &out[i]));
+                int ls = rlt_redis_decide(t->r, p, f & ~LOCAL_FLAG, keys[i].key, keys[i].klen, 0,
+                                          costs[i], &out[i]);
+                status[i] = decided(local_after(b, t, c, f, policy[i], keys[i].key, keys[i].klen,
+                                                now, costs[i], ls, &out[i]));
                 continue;
             }
             if (m > 0 && (f != flags || (f & RLT_REDIS_LEASE))) break;
@@ -311,20 +409,41 @@ static void redis_decide_batch(rlt__backend *be, const int *policy, const rlt_ke
         if (m == 0) continue;
         rlt_decision dd[CHUNK];
         int ds[CHUNK];
-        rlt_redis_decide_batch(t->r, checks, m, flags, 0, dd, ds);
+        rlt_redis_decide_batch(t->r, checks, m, flags & ~LOCAL_FLAG, 0, dd, ds);
         for (size_t k = 0; k < m; k++) {
-            out[idx[k]] = dd[k];
-            status[idx[k]] = decided(ds[k]);
+            size_t j = idx[k];
+            out[j] = dd[k];
+            status[j] = decided(local_after(b, t, c, flags, policy[j], keys[j].key, keys[j].klen,
+                                            now, costs[j], ds[k], &out[j]));
         }
     }
     if (t != NULL) publish(t);
+}
+
+/* A multi-limit check whose limits all fail local, after Redis failed with `st`: all or
+ * nothing on the fallback store under every limit's share, or the fail-closed answer
+ * stands. */
+static void local_multi(redis_be *b, tctx *t, const rlt__config *c, const rlt_check *checks,
+                        size_t n, rlt_ns now, int st, rlt_decision *combined, int *refused)
+{
+    rlt_check lc[64];
+    for (size_t i = 0; i < n; i++) {
+        lc[i] = checks[i];
+        if (local_id(b, t, c, checks[i].policy, &lc[i].policy) != RLT_OK) return;
+    }
+    rlt_decision d;
+    int r = -1;
+    if (rlt_store_decide_multi(rlt__fallback_store(b->fb), lc, n, now, &d, &r) != RLT_OK) return;
+    *combined = d;
+    if (refused != NULL) *refused = r;
+    t->fail_local++;
+    local_enter(b, c, st);
 }
 
 static int redis_decide_multi(rlt__backend *be, const rlt_check *checks, size_t n, rlt_ns now,
                               rlt_decision *combined, int *refused)
 {
     enum { MAX = 64 };
-    (void)now;
     redis_be *b = (redis_be *)be;
     rlt__srv *s = be->s;
     memset(combined, 0, sizeof *combined);
@@ -336,6 +455,7 @@ static int redis_decide_multi(rlt__backend *be, const rlt_check *checks, size_t 
     if (st != RLT_OK) return st;
     rlt_redis_check rc[MAX];
     unsigned flags = RLT_REDIS_FAIL_OPEN; /* open only when every limit fails open */
+    bool local = true;                    /* local only when every limit fails local */
     for (size_t i = 0; i < n; i++) {
         const rlt_policy *p;
         st = get_policy(t, s, checks[i].policy, &p);
@@ -343,9 +463,14 @@ static int redis_decide_multi(rlt__backend *be, const rlt_check *checks, size_t 
         if (p->algo == RLT_CONCURRENCY) return RLT_EINVAL;
         rc[i] = (rlt_redis_check){
             .policy = p, .key = checks[i].key, .klen = checks[i].klen, .cost = checks[i].cost};
-        if (fail_flags(t, c, checks[i].policy) == 0) flags = 0;
+        unsigned f = fail_flags(t, c, checks[i].policy);
+        if (!(f & RLT_REDIS_FAIL_OPEN)) flags = 0;
+        if (!(f & LOCAL_FLAG)) local = false;
     }
     st = rlt_redis_decide_multi(t->r, rc, n, flags, 0, combined, refused);
+    if (st == RLT_OK) local_leave(b);
+    if (local && (st == RLT_EBACKEND || st == RLT_ETIMEDOUT))
+        local_multi(b, t, c, checks, n, now, st, combined, refused);
     if (st == RLT_EINVAL && b->opt.cluster && n > 1) {
         /* On a cluster the keys of one script must share a hash slot.  Without a common hash
          * tag the limits are decided one at a time in order, stopping at the first that
@@ -355,8 +480,11 @@ static int redis_decide_multi(rlt__backend *be, const rlt_check *checks, size_t 
         st = RLT_OK;
         for (size_t i = 0; i < n && st == RLT_OK; i++) {
             rlt_decision x;
-            st = decided(rlt_redis_decide(t->r, rc[i].policy, fail_flags(t, c, checks[i].policy),
-                                          rc[i].key, rc[i].klen, 0, rc[i].cost, &x));
+            unsigned f = fail_flags(t, c, checks[i].policy);
+            st = rlt_redis_decide(t->r, rc[i].policy, f & ~LOCAL_FLAG, rc[i].key, rc[i].klen, 0,
+                                  rc[i].cost, &x);
+            st = decided(local_after(b, t, c, f, checks[i].policy, rc[i].key, rc[i].klen, now,
+                                     rc[i].cost, st, &x));
             if (st != RLT_OK) break;
             rlt_decision_combine(combined, &x, i == 0);
             if (!x.allowed) {
@@ -380,6 +508,9 @@ static int redis_reset(rlt__backend *be, int policy_id, const void *key, size_t 
     if (st == RLT_OK) st = get_policy(t, s, policy_id, &p);
     if (st != RLT_OK) return st;
     st = rlt_redis_reset(t->r, p, key, klen);
+    int lid;
+    if (local_id(b, t, c, policy_id, &lid) == RLT_OK) /* and its local share, if it has one */
+        (void)rlt_store_reset(rlt__fallback_store(b->fb), lid, key, klen);
     publish(t);
     return st; /* a reset that Redis did not take is an error for the client to see */
 }
@@ -413,11 +544,52 @@ static int check_policy(const rlt_policy *p, const char *what, const char *name,
     if (st == RLT_OK) return RLT_OK;
     char text[256] = "";
     rlt_policy_format(p, text, sizeof text);
+    if (p->block > 0) {
+        snprintf(err, errlen,
+                 "%s '%s' (%s) cannot run in Redis: block= (the penalty box) keeps its state in "
+                 "the local store only; remove block= or the redis: section",
+                 what, name, text);
+        return -1;
+    }
     snprintf(err, errlen,
              "%s '%s' (%s) cannot run in Redis: %s (periods must be whole microseconds and "
              "numbers below 2^50)",
              what, name, text, rlt_strerror(st));
     return -1;
+}
+
+/* Whether policy p, of fail mode `fail` (RLT__FAIL_*), fails local under c's default. */
+static bool fails_local(const rlt__config *c, int fail, const rlt_policy *p)
+{
+    bool local = fail == RLT__FAIL_LOCAL || (fail == RLT__FAIL_DEFAULT && c->set.redis.fail_local);
+    return local && p->algo != RLT_CONCURRENCY; /* concurrency fails closed (fallback.h) */
+}
+
+/* Every fail: local policy must have a share of at least 1 on each node of the fleet. */
+static int check_local_shares(const rlt__config *c, char *err, size_t errlen)
+{
+    unsigned fleet = fleet_of(c);
+    rlt_policy q;
+    char why[384];
+    for (size_t i = 0; i < c->nnamed; i++) {
+        const rlt__named *np = &c->named[i];
+        if (!fails_local(c, np->fail, &np->policy) ||
+            rlt__fallback_divide(&np->policy, fleet, &q) == RLT_OK)
+            continue;
+        rlt__fallback_explain(&np->policy, fleet, why, sizeof why);
+        snprintf(err, errlen, "policy '%s' (fail: local): %s", np->name, why);
+        return RLT_EINVAL;
+    }
+    for (size_t i = 0; i < c->nrules; i++) {
+        const rlt__rule *r2 = &c->rules[i];
+        if (r2->unlimited || r2->block_all || !fails_local(c, r2->fail, &r2->policy) ||
+            rlt__fallback_divide(&r2->policy, fleet, &q) == RLT_OK)
+            continue;
+        rlt__fallback_explain(&r2->policy, fleet, why, sizeof why);
+        snprintf(err, errlen, "rule '%s' (line %d, fail: local): %s", r2->path, r2->line, why);
+        return RLT_EINVAL;
+    }
+    return RLT_OK;
 }
 
 int rlt__backend_redis_check_config(const rlt__config *c, char *err, size_t errlen)
@@ -444,7 +616,7 @@ int rlt__backend_redis_check_config(const rlt__config *c, char *err, size_t errl
         if (r2->unlimited || r2->block_all) continue;
         if (check_policy(&r2->policy, "rule", r2->path, err, errlen) != RLT_OK) return RLT_EINVAL;
     }
-    return RLT_OK;
+    return check_local_shares(c, err, errlen);
 }
 
 static void redis_close(rlt__backend *be)
@@ -460,6 +632,7 @@ static void redis_close(rlt__backend *be)
         free(t);
     }
     pthread_mutex_destroy(&b->mu);
+    rlt__fallback_close(b->fb);
     free(b);
 }
 
@@ -471,6 +644,7 @@ static unsigned sum(redis_be *b, pubstats *out)
     pthread_mutex_lock(&b->mu);
     for (tctx *t = b->threads; t != NULL; t = t->next) {
         handles++;
+        pthread_mutex_lock(&t->nodes_mu); /* one moment of each thread (publish) */
 #define ADD(f) out->f += __atomic_load_n(&t->pub.f, __ATOMIC_RELAXED)
         ADD(decisions);
         ADD(round_trips);
@@ -486,7 +660,9 @@ static unsigned sum(redis_be *b, pubstats *out)
         ADD(lease_local);
         ADD(nodes);
         ADD(nodes_open);
+        ADD(fail_local);
 #undef ADD
+        pthread_mutex_unlock(&t->nodes_mu);
     }
     pthread_mutex_unlock(&b->mu);
     return handles;
@@ -531,6 +707,7 @@ static void redis_info(rlt__backend *be, rlt__obuf *o)
     pubstats t;
     unsigned handles = sum(b, &t);
     const rlt__config *c = rlt__srv_config(s);
+    uint64_t closed = t.fail_closed >= t.fail_local ? t.fail_closed - t.fail_local : 0;
     uint64_t without = t.fail_open + t.fail_closed;
     uint64_t in_redis =
         t.decisions >= without + t.lease_local ? t.decisions - without - t.lease_local : 0;
@@ -540,7 +717,10 @@ static void redis_info(rlt__backend *be, rlt__obuf *o)
          "redis_nodes:%" PRIu64 "\r\nredis_breaker:%s\r\nredis_breakers_open:%" PRIu64 "\r\n",
          b->servers, b->opt.cluster ? 1 : 0,
          (b->opt.timeout ? b->opt.timeout : RLT_REDIS_DEFAULT_TIMEOUT) / RLT_NS_PER_US,
-         c->set.redis.fail_open ? "open" : "closed", handles, t.nodes,
+         c->set.redis.fail_local  ? "local"
+         : c->set.redis.fail_open ? "open"
+                                  : "closed",
+         handles, t.nodes,
          t.nodes_open > 0 ? "open" : "closed", t.nodes_open);
     rlt__obuf_printf(o,
          "redis_decisions:%" PRIu64 "\r\nredis_decisions_without_redis:%" PRIu64
@@ -551,9 +731,14 @@ static void redis_info(rlt__backend *be, rlt__obuf *o)
          "\r\nredis_script_loads:%" PRIu64 "\r\nredis_redirects:%" PRIu64
          "\r\nredis_release_lost:%" PRIu64 "\r\nredis_multi_split:%" PRIu64
          "\r\nredis_lease_local:%" PRIu64 "\r\n",
-         in_redis, without, t.fail_open, t.fail_closed, t.timeouts, t.errors, t.breaker_opened,
+         in_redis, without, t.fail_open, closed, t.timeouts, t.errors, t.breaker_opened,
          t.short_circuited, t.connects, t.round_trips, t.script_loads, t.redirects,
          ld(&b->release_lost), ld(&b->multi_split), t.lease_local);
+    rlt__obuf_printf(o,
+                     "redis_fail_local:%" PRIu64 "\r\nredis_local_fallback:%d\r\n"
+                     "redis_local_fallback_entered:%" PRIu64 "\r\nredis_fleet_size:%u\r\n",
+                     t.fail_local, __atomic_load_n(&b->in_local, __ATOMIC_RELAXED),
+                     ld(&b->local_entered), fleet_of(c));
     node_lines(b, o);
 }
 
@@ -565,13 +750,24 @@ static void redis_prometheus(rlt__backend *be, rlt__obuf *o)
     uint64_t without = t.fail_open + t.fail_closed;
     uint64_t in_redis =
         t.decisions >= without + t.lease_local ? t.decisions - without - t.lease_local : 0;
+    uint64_t closed = t.fail_closed >= t.fail_local ? t.fail_closed - t.fail_local : 0;
     rlt__prom_family(o, "ratelimitd_redis_decisions_total", "counter",
-                     "Decisions by who made them: Redis, or the fail mode without Redis.");
+                     "Decisions by who made them: Redis, or the fail mode without Redis "
+                     "(fail_local: the node's share on its own store).");
     rlt__obuf_printf(o,
                      "ratelimitd_redis_decisions_total{by=\"redis\"} %" PRIu64 "\n"
                      "ratelimitd_redis_decisions_total{by=\"fail_open\"} %" PRIu64 "\n"
-                     "ratelimitd_redis_decisions_total{by=\"fail_closed\"} %" PRIu64 "\n",
-                     in_redis, t.fail_open, t.fail_closed);
+                     "ratelimitd_redis_decisions_total{by=\"fail_closed\"} %" PRIu64 "\n"
+                     "ratelimitd_redis_decisions_total{by=\"fail_local\"} %" PRIu64 "\n",
+                     in_redis, t.fail_open, closed, t.fail_local);
+    rlt__prom_family(o, "ratelimitd_redis_local_fallback", "gauge",
+                     "1 while fail: local policies decide on this node's store.");
+    rlt__obuf_printf(o, "ratelimitd_redis_local_fallback %d\n",
+                     __atomic_load_n(&b->in_local, __ATOMIC_RELAXED));
+    rlt__prom_family(o, "ratelimitd_redis_local_fallback_entered_total", "counter",
+                     "Times this node entered local fallback (Redis unreachable).");
+    rlt__obuf_printf(o, "ratelimitd_redis_local_fallback_entered_total %" PRIu64 "\n",
+                     ld(&b->local_entered));
     rlt__prom_family(o, "ratelimitd_redis_breaker_open", "gauge",
                      "Redis nodes whose circuit breaker is open (summed over worker handles).");
     rlt__obuf_printf(o, "ratelimitd_redis_breaker_open %" PRIu64 "\n", t.nodes_open);
@@ -623,6 +819,15 @@ int rlt__backend_redis_open(rlt__srv *s, rlt__backend **out, char *err, size_t e
     b->base.ops = &redis_ops;
     b->base.s = s;
     options_from(&c->set.redis, &b->opt, b->servers, b->password, b->prefix);
+    /* The fallback store, bounded like the local backend's: max_keys, and half the store's
+     * share of max_memory (in Redis mode the registry's store holds only policies and tier
+     * assignments). */
+    st = rlt__fallback_open(&b->fb, c->set.max_keys, rlt__mem_store_share(c->set.max_memory) / 2);
+    if (st != RLT_OK) {
+        snprintf(err, errlen, "cannot open the local fallback store: %s", rlt_strerror(st));
+        free(b);
+        return st;
+    }
     b->gen = __atomic_fetch_add(&next_gen, 1, __ATOMIC_RELAXED);
     pthread_mutex_init(&b->mu, NULL);
     *out = &b->base;

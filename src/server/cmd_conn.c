@@ -7,6 +7,7 @@
 
 #include "server/metrics.h"
 #include "server/srv.h"
+#include "server/top.h"
 
 #include <fnmatch.h>
 #include <stdio.h>
@@ -278,10 +279,12 @@ static void cmd_config(rlt__srv *s, const rlt__session *ss, const rlt__resp_arg 
 
 /* INFO [section ...]: every section (no argument, "all", "everything", "default"), or the named
  * ones ("# Stats" is section "stats"). */
-static void cmd_info(rlt__srv *s, const rlt__resp_arg *a, size_t n, rlt__obuf *o)
+static void cmd_info(rlt__srv *s, const rlt__session *ss, const rlt__resp_arg *a, size_t n,
+                     rlt__obuf *o)
 {
     rlt__obuf text = {0};
     rlt__metrics_info(s, &text);
+    if (s->top != NULL) rlt__top_info(s, ss, &text);
     bool all = n == 1;
     for (size_t k = 1; k < n; k++)
         all |= is(&a[k], "all") || is(&a[k], "everything") || is(&a[k], "default");
@@ -352,7 +355,7 @@ bool rlt__cmd_connection(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, 
         rlt_store_stats_get(s->store, &st);
         rlt__resp_int(o, (int64_t)st.keys);
     } else if (is(c, "INFO")) {
-        cmd_info(s, a, n, o);
+        cmd_info(s, ss, a, n, o);
     } else {
         return false;
     }

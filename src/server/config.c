@@ -4,6 +4,7 @@
 #include "server/config.h"
 
 #include "server/config_yaml.h"
+#include "server/top.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -41,6 +42,7 @@ void rlt__settings_default(rlt__settings *s)
     s->max_args = RLT__RESP_DEFAULT_MAX_ARGS;
     s->max_bulk = RLT__RESP_DEFAULT_MAX_BULK;
     s->max_reservations = 65536;
+    s->top_keys = 100;
 }
 
 /* A header name for gRPC metadata: 1..63 bytes of lower-case token characters (HTTP/2
@@ -114,6 +116,7 @@ static const setting settings[] = {
      "max_bulk"},
     {"shadow_mode", SET_BOOL, S(shadow_mode), 0, 0, "shadow_mode"},
     {"max_reservations", SET_SIZE, S(max_reservations), 1, 1 << 24, "max_reservations"},
+    {"top_keys", SET_SIZE, S(top_keys), 0, RLT__TOP_KEYS_MAX, "top_keys"},
 };
 #undef S
 
@@ -233,6 +236,10 @@ static int parse_redis(rlt__cy *x, yaml_node_t *n)
             int f = 0;
             r = rlt__cy_get_fail(x, v, &f);
             rs->fail_open = f == RLT__FAIL_OPEN;
+            rs->fail_local = f == RLT__FAIL_LOCAL;
+        } else if (rlt__cy_eq(key, kl, "fleet_size")) {
+            r = rlt__cy_get_int(x, v, 1, 65536, &i, "redis fleet_size");
+            rs->fleet_size = (unsigned)i;
         } else if (rlt__cy_eq(key, kl, "breaker_failures")) {
             r = rlt__cy_get_int(x, v, 1, 1000, &i, "redis breaker_failures");
             rs->breaker_failures = (unsigned)i;
@@ -261,7 +268,7 @@ static int parse_redis(rlt__cy *x, yaml_node_t *n)
             r = rlt__cy_fail(x, k,
                      "unknown redis setting '%.*s' (address, cluster, password, prefix, "
                      "timeout, fail, breaker_failures, backoff_min, backoff_max, lease_units, "
-                     "lease_ttl, engine)",
+                     "lease_ttl, engine, fleet_size)",
                      (int)(kl > 64 ? 64 : kl), key);
         if (r < 0) return RLT_EPARSE;
     }

@@ -32,10 +32,15 @@ typedef struct rlt__redis_settings {
     int64_t lease_units;         /* lease size for policies with `lease: true`; 0 = off */
     rlt_ns lease_ttl;            /* a lease is spent within it, then dropped; 0 = the library's */
     int engine;                  /* 0 auto (the module where loaded), 1 scripts, 2 module */
+    bool fail_local;             /* default fail mode is local (fail: local; then fail_open is
+                                    false): decide on this node's share of the limit */
+    unsigned fleet_size;         /* nodes sharing the Redis limit, for fail: local's share
+                                    (the limit divided by it); 0 = 1 */
 } rlt__redis_settings;
 
-/* Per-policy fail mode (a rule's or named policy's `fail:`). */
-enum { RLT__FAIL_DEFAULT = 0, RLT__FAIL_CLOSED = 1, RLT__FAIL_OPEN = 2 };
+/* Per-policy fail mode (a rule's or named policy's `fail:`).  LOCAL: decide on the node's
+ * own store at the limit divided by redis.fleet_size (fallback.h). */
+enum { RLT__FAIL_DEFAULT = 0, RLT__FAIL_CLOSED = 1, RLT__FAIL_OPEN = 2, RLT__FAIL_LOCAL = 3 };
 
 /* The response headers a gRPC ShouldRateLimit answer asks Envoy to add (server.*_headers). */
 typedef struct rlt__envoy_headers_cfg {
@@ -69,6 +74,7 @@ typedef struct rlt__settings {
     size_t max_bulk;             /* RESP bulk string bytes; default 65536 */
     bool shadow_mode;            /* global shadow mode: never deny, count would-be denials */
     size_t max_reservations;     /* outstanding RL.RESERVE reservations; default 65536 */
+    size_t top_keys;             /* top offenders' counters per thread (top.h); 0 = off; 100 */
     rlt__redis_settings redis;   /* the shared store; redis.address "" = off */
 } rlt__settings;
 

@@ -163,8 +163,10 @@ int rlt__cy_get_fail(rlt__cy *x, const yaml_node_t *n, int *out)
         *out = RLT__FAIL_OPEN;
     else if (s != NULL && rlt__cy_eq(s, len, "closed"))
         *out = RLT__FAIL_CLOSED;
+    else if (s != NULL && rlt__cy_eq(s, len, "local"))
+        *out = RLT__FAIL_LOCAL;
     else
-        return rlt__cy_fail(x, n, "fail must be open or closed");
+        return rlt__cy_fail(x, n, "fail must be open, closed or local");
     return RLT_OK;
 }
 

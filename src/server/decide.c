@@ -7,6 +7,7 @@
 #include "server/backend.h"
 #include "server/log.h"
 #include "server/srv.h"
+#include "server/top.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +95,7 @@ static void settle(rlt__srv *s, const rlt__config *c, int id, bool shadow, const
                    size_t klen, int64_t cost, rlt_ns now, rlt_decision *d)
 {
     bool shadowed = false;
+    if (!d->allowed && cost > 0) rlt__top_denied(s->top, id, key, klen);
     if (!d->allowed && cost > 0 && (shadow || c->set.shadow_mode)) {
         /* Would have been denied: report allowed, charge nothing (the store charged nothing
          * for the denial either), and say so in the log. */
@@ -151,6 +153,8 @@ int rlt__decide_multi(rlt__srv *s, const rlt_check *checks, size_t n, rlt_ns now
             count(s, checks[i].policy, true, false);
     } else if (refused != NULL && *refused >= 0 && (size_t)*refused < n) {
         count(s, checks[*refused].policy, false, false);
+        const rlt_check *r = &checks[*refused];
+        if (r->cost > 0) rlt__top_denied(s->top, r->policy, r->key, r->klen);
     }
     return RLT_OK;
 }

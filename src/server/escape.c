@@ -1,6 +1,14 @@
 /* Percent-encoding with a caller's rule for the bytes that stay as they are. */
 #include "server/escape.h"
 
+#include <string.h>
+
+bool rlt__info_plain(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c != '\0' && strchr("_./@#-()", c) != NULL);
+}
+
 void rlt__pct_encode(const char *in, char *out, size_t cap, bool (*plain)(unsigned char))
 {
     static const char hex[] = "0123456789ABCDEF";

@@ -9,4 +9,8 @@
  * written as %XX (upper-case hex), then a NUL; stops early rather than cut an escape in two. */
 void rlt__pct_encode(const char *in, char *out, size_t cap, bool (*plain)(unsigned char));
 
+/* The bytes INFO values keep as they are: [A-Za-z0-9_./@#()-], so that a value parses as k=v
+ * pairs in every client (redis-py splits on ',' and '='). */
+bool rlt__info_plain(unsigned char c);
+
 #endif

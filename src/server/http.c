@@ -6,6 +6,7 @@
  *                             response): 200, 404 for an unknown reservation
  *   POST /json                envoyproxy/ratelimit's JSON API (httpin.h)
  *   GET|HEAD /metrics         Prometheus text
+ *   GET|HEAD /v1/top          the top offenders (top.h) as JSON; ?n= bounds the list
  *   GET|HEAD /healthz         "OK" (also /healthcheck), never behind the bearer token
  * A password or tenants require "Authorization: Bearer <token>" (the same check as RESP AUTH).
  * Keep-alive and pipelining as RFC 9112 says; /v1/check decisions are staged in the worker's
@@ -20,6 +21,7 @@
 #include "server/proto.h"
 #include "server/resp.h"
 #include "server/srv.h"
+#include "server/top.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -309,6 +311,25 @@ static void handle_envoy(rlt__conn *c, const rlt__http_req *req, const rlt__sess
     rlt__obuf_free(&body);
 }
 
+/* /v1/top[?n=N]: 404 when server.top_keys is 0. */
+static void handle_top(rlt__conn *c, const rlt__http_req *req, const rlt__session *ss,
+                       unsigned flags)
+{
+    rlt__srv *s = rlt__conn_srv(c);
+    rlt__obuf *o = rlt__conn_out(c);
+    if (s->top == NULL)
+        return respond_error(o, 404, flags, NULL, "top offenders are off (server.top_keys: 0)");
+    size_t n;
+    char err[128];
+    if (rlt__top_query(req->query, req->query_len, rlt__top_k(s->top), &n, err, sizeof err) !=
+        RLT_OK)
+        return respond_error(o, 400, flags, NULL, err);
+    rlt__obuf body = {0};
+    rlt__top_json(s, ss, n, &body);
+    respond(o, 200, flags, "application/json", NULL, body.data ? body.data : "", body.len);
+    rlt__obuf_free(&body);
+}
+
 /* Authorization: Bearer <token>, when a password or tenants are configured. */
 static bool authorize(rlt__srv *s, const rlt__http_req *req, rlt__session *ss)
 {
@@ -336,7 +357,8 @@ static void route(rlt__conn *c, const rlt__http_req *req, unsigned flags, rlt_ns
     bool get = req->method == RLT__HTTP_GET || req->method == RLT__HTTP_HEAD;
     bool post = req->method == RLT__HTTP_POST;
     bool check = path_is(req, "/v1/check"), envoy = path_is(req, "/json");
-    bool metrics = path_is(req, "/metrics"), settle = path_is(req, "/v1/settle");
+    bool metrics = path_is(req, "/metrics") || path_is(req, "/v1/top");
+    bool settle = path_is(req, "/v1/settle");
     bool health = path_is(req, "/healthz") || path_is(req, "/healthcheck");
     rlt__session ss;
     if (check && (get || post) && authorize(s, req, &ss))
@@ -353,7 +375,8 @@ static void route(rlt__conn *c, const rlt__http_req *req, unsigned flags, rlt_ns
     }
     if (!check && !envoy && !metrics && !health)
         return respond_error(o, 404, flags, NULL,
-                             "no such endpoint (/v1/check, /v1/settle, /json, /metrics, /healthz)");
+                             "no such endpoint (/v1/check, /v1/settle, /json, /metrics, /v1/top, "
+                             "/healthz)");
     if (check ? !(get || post) : envoy ? !post : !get)
         return respond_error(o, 405, flags,
                              check   ? "Allow: GET, HEAD, POST\r\n"
@@ -363,8 +386,10 @@ static void route(rlt__conn *c, const rlt__http_req *req, unsigned flags, rlt_ns
     if (health) return respond(o, 200, flags, "text/plain", NULL, "OK\n", 3);
     if (!check && authorize(s, req, &ss)) {
         if (envoy) return handle_envoy(c, req, &ss, flags, now);
+        if (path_is(req, "/v1/top")) return handle_top(c, req, &ss, flags);
         rlt__obuf text = {0};
         rlt__metrics_prometheus(s, &text);
+        rlt__top_prometheus(s, &ss, &text);
         respond(o, 200, flags, "text/plain; version=0.0.4", NULL, text.data ? text.data : "",
                 text.len);
         rlt__obuf_free(&text);

@@ -11,6 +11,7 @@
 #include "server/proto.h"
 #include "server/resp.h"
 #include "server/srv.h"
+#include "server/top.h"
 
 #include <event2/event.h>
 #include <stddef.h>
@@ -29,9 +30,10 @@ static void usage(FILE *f)
           "                  [--grpc-port N] [--bind ADDR]\n"
           "                  [--threads N] [--password PW] [--snapshot FILE | --no-snapshot]\n"
           "                  [--snapshot-interval DURATION] [--max-keys N]\n"
-          "                  [--max-connections N] [--check-config]\n"
+          "                  [--max-connections N] [--top-keys N] [--check-config]\n"
           "                  [--redis HOST:PORT[,HOST:PORT...]] [--redis-cluster]\n"
-          "                  [--redis-fail open|closed] [--redis-timeout DURATION]\n"
+          "                  [--redis-fail open|closed|local] [--redis-timeout DURATION]\n"
+          "                  [--redis-fleet-size N]\n"
           "  --port / --http-port / --grpc-port: 0 picks a free port, -1 turns it off\n"
           "  defaults: 127.0.0.1, RESP 6380, HTTP 8080, gRPC 8081,\n"
           "            snapshot ./ratelimitd.snap every 5s\n"
@@ -47,8 +49,11 @@ typedef struct overrides {
     size_t nconfigs;
     const char *bind, *password, *snapshot, *interval;
     const char *redis, *redis_fail, *redis_timeout;
-    long port, http_port, grpc_port, threads, max_keys, max_conns;
+    long port, http_port, grpc_port, threads, max_keys, max_conns, top_keys;
     bool has_port, has_http, has_grpc, has_threads, has_keys, has_conns, no_snapshot, check_only;
+    long fleet_size; /* --redis-fleet-size */
+    bool has_fleet;
+    bool has_top;
     bool redis_cluster;
 } overrides;
 
@@ -78,9 +83,11 @@ static const option options[] = {
     {"--threads", OPT_LONG, O(threads), O(has_threads), 0, 64},
     {"--max-keys", OPT_LONG, O(max_keys), O(has_keys), 0, 1L << 40},
     {"--max-connections", OPT_LONG, O(max_conns), O(has_conns), 1, 1L << 24},
+    {"--top-keys", OPT_LONG, O(top_keys), O(has_top), 0, RLT__TOP_KEYS_MAX},
     {"--no-snapshot", OPT_FLAG, O(no_snapshot), 0, 0, 0},
     {"--check-config", OPT_FLAG, O(check_only), 0, 0, 0},
     {"--redis-cluster", OPT_FLAG, O(redis_cluster), 0, 0, 0},
+    {"--redis-fleet-size", OPT_LONG, O(fleet_size), O(has_fleet), 1, 65536},
 };
 #undef O
 
@@ -151,6 +158,7 @@ static int apply_overrides(rlt__settings *set, const overrides *o, char *err, si
     if (o->has_threads) set->threads = (int)o->threads;
     if (o->has_keys) set->max_keys = (size_t)o->max_keys;
     if (o->has_conns) set->max_connections = (size_t)o->max_conns;
+    if (o->has_top) set->top_keys = (size_t)o->top_keys;
     if (o->interval && (rlt_duration_parse(o->interval, strlen(o->interval), RLT_NS_PER_S,
                                            &set->snapshot_interval) != RLT_OK ||
                         set->snapshot_interval < 0)) {
@@ -168,12 +176,15 @@ static int apply_overrides(rlt__settings *set, const overrides *o, char *err, si
     }
     if (o->redis_cluster) rs->cluster = true;
     if (o->redis_fail != NULL) {
-        if (strcmp(o->redis_fail, "open") != 0 && strcmp(o->redis_fail, "closed") != 0) {
-            snprintf(err, errlen, "--redis-fail: open or closed, not %s", o->redis_fail);
+        if (strcmp(o->redis_fail, "open") != 0 && strcmp(o->redis_fail, "closed") != 0 &&
+            strcmp(o->redis_fail, "local") != 0) {
+            snprintf(err, errlen, "--redis-fail: open, closed or local, not %s", o->redis_fail);
             return -1;
         }
         rs->fail_open = strcmp(o->redis_fail, "open") == 0;
+        rs->fail_local = strcmp(o->redis_fail, "local") == 0;
     }
+    if (o->has_fleet) rs->fleet_size = (unsigned)o->fleet_size;
     if (o->redis_timeout != NULL &&
         (rlt_duration_parse(o->redis_timeout, strlen(o->redis_timeout), 0, &rs->timeout) !=
              RLT_OK ||
@@ -338,11 +349,17 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
     cfg->set.max_args = keep.max_args;
     cfg->set.max_inline_policies = keep.max_inline_policies;
     cfg->set.max_memory = keep.max_memory; /* the store's cap and the connections' are set */
+    cfg->set.top_keys = keep.top_keys;     /* the sketches are sized at start */
     snprintf(cfg->set.snapshot, sizeof cfg->set.snapshot, "%s", keep.snapshot);
-    /* The Redis connection stays as started too; only the fail modes follow the file. */
+    /* The Redis connection stays as started too; only the fail modes follow the file (and
+     * the fleet size that fail: local divides by). */
     bool fail_open = cfg->set.redis.fail_open;
+    bool fail_local = cfg->set.redis.fail_local;
+    unsigned fleet_size = cfg->set.redis.fleet_size;
     cfg->set.redis = keep.redis;
     cfg->set.redis.fail_open = fail_open;
+    cfg->set.redis.fail_local = fail_local;
+    cfg->set.redis.fleet_size = fleet_size;
     if (rlt__backend_redis_check_config(cfg, err, sizeof err) != RLT_OK) {
         __atomic_fetch_add(&m->s->metrics.reloads_failed, 1, __ATOMIC_RELAXED);
         rlt__log(RLT__LOG_ERR, "reload failed, keeping the old config: %s", err);
@@ -449,11 +466,14 @@ int main(int argc, char **argv)
     printf("\n");
     rlt__log_notify("READY=1");
     if (!s->be->ops->daemon_clock)
-        rlt__log(RLT__LOG_ERR, "deciding in Redis%s %s (timeout %lld us, fail %s)",
-                set->redis.cluster ? " Cluster" : "", set->redis.address,
-                (long long)((set->redis.timeout ? set->redis.timeout : RLT_REDIS_DEFAULT_TIMEOUT) /
-                            RLT_NS_PER_US),
-                set->redis.fail_open ? "open" : "closed");
+        rlt__log(RLT__LOG_ERR, "deciding in Redis%s %s (timeout %lld us, fail %s, fleet of %u)",
+                 set->redis.cluster ? " Cluster" : "", set->redis.address,
+                 (long long)((set->redis.timeout ? set->redis.timeout : RLT_REDIS_DEFAULT_TIMEOUT) /
+                             RLT_NS_PER_US),
+                 set->redis.fail_local  ? "local"
+                 : set->redis.fail_open ? "open"
+                                        : "closed",
+                 set->redis.fleet_size ? set->redis.fleet_size : 1);
     fflush(stdout);
 
     struct event *ev_term = evsignal_new(m.base, SIGTERM, on_stop, &m);

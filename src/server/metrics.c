@@ -266,17 +266,10 @@ void rlt__metrics_prometheus(rlt__srv *s, rlt__obuf *o)
     if (s->be != NULL) s->be->ops->prometheus(s->be, o);
 }
 
-/* A name for an INFO value: bytes other than [A-Za-z0-9_./@#()-] as %XX, so that the value
- * parses as k=v pairs in every client (redis-py splits on ',' and '='). */
-static bool info_plain(unsigned char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           (c != '\0' && strchr("_./@#-()", c) != NULL);
-}
-
+/* A name for an INFO value: bytes other than [A-Za-z0-9_./@#()-] as %XX (rlt__info_plain). */
 static void info_escape(char *out, size_t cap, const char *in)
 {
-    rlt__pct_encode(in, out, cap, info_plain);
+    rlt__pct_encode(in, out, cap, rlt__info_plain);
 }
 
 void rlt__metrics_info(rlt__srv *s, rlt__obuf *o)

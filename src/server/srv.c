@@ -6,6 +6,7 @@
 #include "server/config.h"
 #include "server/inline.h"
 #include "server/mem.h"
+#include "server/top.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -449,6 +450,11 @@ int rlt__srv_open(rlt__srv **out, rlt__config *cfg, rlt_ns now, int64_t wall_ns,
         rlt__srv_close(s);
         return RLT_EINVAL;
     }
+    if (rlt__top_open(&s->top, cfg->set.top_keys) != RLT_OK) {
+        snprintf(err, errlen, "cannot open the top offenders' sketches");
+        rlt__srv_close(s);
+        return RLT_ENOMEM;
+    }
     /* The backend, chosen once: Redis when `redis.address` is set, else the local store. */
     if (cfg->set.redis.address[0] != '\0') {
         st = rlt__backend_redis_open(s, &s->be, err, errlen);
@@ -475,6 +481,7 @@ void rlt__srv_close(rlt__srv *s)
         s->retired = n;
     }
     rlt__inline_close(&s->inl);
+    rlt__top_close(s->top);
     free(s->names);
     free(s->metrics.slots);
     pthread_mutex_destroy(&s->lock);

@@ -33,6 +33,7 @@ typedef struct rlt__srv {
                                      (an apply, a restore, an inline slot reused): caches of
                                      policies by id compare it (rlt__srv_policy_gen) */
     struct rlt__backend *be;      /* where decisions are made: chosen once (decide.h) */
+    struct rlt__top *top;         /* top offenders (top.h); NULL when server.top_keys is 0 */
 } rlt__srv;
 
 /* Opens a server context over a new store built from cfg->set, loads the snapshot

@@ -7,6 +7,10 @@
  *            bytes, so a file from another byte order is refused) i64 now_save i64 wall_save
  *   records  u8 type, then
  *            1 policy      u16 id u8 nlen name u32 algo i64 limit period burst queue delay
+ *            5 options     u16 id i64 block block_factor block_max jitter: the options every
+ *                          algorithm takes (penalty box, jitter), written just before policy
+ *                          record `id` and only when it has one (so files without them read as
+ *                          before; a reader that predates them refuses such a file whole)
  *            2 tier        u16 index u8 nlen name u16 policy
  *            3 assignment  u16 klen key u16 tier
  *            4 entry       u16 policy u16 klen key state[rlt_state_size(policy)]
@@ -32,7 +36,14 @@
 #define SNAP_ENDIAN 0x01020304u
 static const char magic[8] = {'R', 'L', 'T', 'S', 'T', 'O', 'R', 'E'};
 
-enum { REC_POLICY = 1, REC_TIER = 2, REC_ASSIGN = 3, REC_ENTRY = 4, REC_END = 255 };
+enum {
+    REC_POLICY = 1,
+    REC_TIER = 2,
+    REC_ASSIGN = 3,
+    REC_ENTRY = 4,
+    REC_OPTIONS = 5,
+    REC_END = 255
+};
 
 /* ---- writing -------------------------------------------------------------------------- */
 
@@ -161,6 +172,15 @@ int rlt_store_save(rlt_store *s, const char *path, rlt_ns now, int64_t wall_ns)
     pthread_mutex_lock(&s->pol_mu);
     for (uint32_t i = 0; i < s->npol; i++) {
         const rlt__pol *P = &s->pols[i];
+        if (P->p.block > 0 || P->p.jitter > 0) {
+            PUT8(&b, REC_OPTIONS);
+            PUT16(&b, i);
+            PUT64(&b, P->p.block);
+            PUT64(&b, P->p.block_factor);
+            PUT64(&b, P->p.block_max);
+            PUT64(&b, P->p.jitter);
+            w.records++;
+        }
         PUT8(&b, REC_POLICY);
         PUT16(&b, i);
         PUT8(&b, P->nlen);
@@ -259,12 +279,23 @@ static int read_records(reader *r, rlt_store *t, rlt_ns now, rlt_ns delta)
     uint8_t *state = NULL;
     size_t state_cap = 0;
     int rc = RLT_ECORRUPT;
+    rlt_policy opts = {0}; /* a REC_OPTIONS record waiting for its policy record */
+    bool opts_pending = false;
     for (;;) {
         unsigned type = (unsigned)get_uint(r, 1);
-        if (r->bad) goto out;
+        if (r->bad || (opts_pending && type != REC_POLICY)) goto out;
         if (type == REC_END) break;
         records++;
-        if (type == REC_POLICY) {
+        if (type == REC_OPTIONS) {
+            uint32_t id = (uint32_t)get_uint(r, 2);
+            if (opts_pending || id != t->npol) goto out;
+            opts.block = (int64_t)get_uint(r, 8);
+            opts.block_factor = (int64_t)get_uint(r, 8);
+            opts.block_max = (int64_t)get_uint(r, 8);
+            opts.jitter = (int64_t)get_uint(r, 8);
+            if (r->bad) goto out;
+            opts_pending = true;
+        } else if (type == REC_POLICY) {
             char name[RLT_NAME_MAX + 1];
             size_t nlen;
             uint32_t id = (uint32_t)get_uint(r, 2);
@@ -277,6 +308,13 @@ static int read_records(reader *r, rlt_store *t, rlt_ns now, rlt_ns delta)
             p.burst = (int64_t)get_uint(r, 8);
             p.queue = (int64_t)get_uint(r, 8);
             p.delay = (int64_t)get_uint(r, 8);
+            if (opts_pending) { /* rlt__add_policy validates them with the rest */
+                p.block = opts.block;
+                p.block_factor = opts.block_factor;
+                p.block_max = opts.block_max;
+                p.jitter = opts.jitter;
+                opts_pending = false;
+            }
             if (r->bad || rlt__add_policy(t, name, nlen, &p) != RLT_OK) goto out;
         } else if (type == REC_TIER) {
             char name[RLT_NAME_MAX + 1];

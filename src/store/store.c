@@ -653,7 +653,9 @@ static int clean_policy(const rlt_policy *p, rlt_policy *q, uint32_t *ssz)
 {
     if (!p) return RLT_EINVAL;
     int64_t burst = p->algo == RLT_TOKEN_BUCKET || p->algo == RLT_GCRA ? p->burst : 0;
-    if (rlt_policy_init(q, p->algo, p->limit, p->period, burst, p->queue, p->delay))
+    if (rlt_policy_init(q, p->algo, p->limit, p->period, burst, p->queue, p->delay) ||
+        rlt_policy_set_block(q, p->block, p->block_factor, p->block_max) ||
+        rlt_policy_set_jitter(q, p->jitter))
         return RLT_EINVAL;
     size_t n = rlt_state_size(q);
     if (!n || n > UINT32_MAX) return RLT_EINVAL;
@@ -701,15 +703,29 @@ int rlt__add_policy(rlt_store *s, const char *name, size_t nlen, const rlt_polic
  * fresh under the old policy carry nothing and are dropped first, so the result does not
  * depend on whether the store had dropped them lazily yet.  `now` is the latest time the
  * store has seen (set_policy takes no clock of its own). */
+/* Where a walk over a shard's table that deletes as it goes must start: at an empty slot.  A
+ * delete shifts later entries of its cluster back by one and never moves one across an empty
+ * slot, so a walk that starts at an empty slot and goes once around meets every entry exactly
+ * once.  A walk from slot 0 meets twice an entry that a delete near the end pulls back across
+ * the wrap, which converted one state twice (a change of policy could then mint allowance).
+ * The table is at most 80% full, so an empty slot exists whenever cap > 0. */
+static uint32_t walk_start(const rlt__shard *sh)
+{
+    for (uint32_t i = 0; i < sh->cap; i++)
+        if (!sh->tab[i].meta) return i;
+    return 0;
+}
+
 static void convert_entries(rlt_store *s, int pid, const rlt_policy *old, rlt_change how,
                             bool reset, rlt_ns now)
 {
     for (uint32_t k = 0; k < s->nshards; k++) {
         rlt__shard *sh = &s->shards[k];
-        for (uint32_t i = 0; i < sh->cap;) {
-            rlt__slot *e = &sh->tab[i];
+        const uint32_t start = walk_start(sh);
+        for (uint32_t n = 0; n < sh->cap;) {
+            rlt__slot *e = &sh->tab[(start + n) % sh->cap];
             if (!e->meta || e->policy != pid) {
-                i++;
+                n++;
                 continue;
             }
             if (!reset) {
@@ -718,11 +734,11 @@ static void convert_entries(rlt_store *s, int pid, const rlt_policy *old, rlt_ch
                 rlt_convert c = how == RLT_CHANGE_SCALE ? RLT_CONVERT_SCALE : RLT_CONVERT_KEEP;
                 if (!rlt_is_fresh(old, st, now) &&
                     rlt_state_convert(old, np, st, now, c) == RLT_OK) {
-                    i++;
+                    n++;
                     continue;
                 }
             }
-            rlt__delete(s, sh, e); /* a later entry may have moved into slot i */
+            rlt__delete(s, sh, e); /* a later entry may have moved into this slot: look again */
         }
     }
 }
@@ -965,6 +981,15 @@ static __attribute__((noinline)) int decide_general(rlt_store *s, rlt__shard *sh
     return RLT_OK;
 }
 
+/* The policy's jitter on a denied decision's wait (rlt_jitter: the key's FNV-1a, the caller's
+ * instant), so every front end of the store reports the same spread value. */
+static inline void jitter_decision(const rlt_policy *p, const void *key, size_t klen, rlt_ns now,
+                                   rlt_decision *d)
+{
+    if (p->jitter > 0 && d->retry_after > 0)
+        d->retry_after = rlt_jitter(p, rlt_hash_fnv1a(key, klen), now, d->retry_after);
+}
+
 /* The decision under the shard lock.  The common case, a GCRA request on a key already in the
  * table with its key and state inline, runs here in a few dozen instructions (see
  * rlt__gcra_hot for why that count matters); everything else goes to decide_general.  `tag`
@@ -1017,13 +1042,16 @@ decide_locked_tag(rlt_store *s, rlt__shard *sh, uint64_t h, uint32_t tag, int id
                     if (!(head & head_of(0, RLT__REF, 0))) e->meta |= RLT__REF;
                     rlt__from_effective(d, now, eff);
                     count_decision(sh, allowed);
+                    if (!allowed) jitter_decision(&P->p, key, klen, now, d);
                     return RLT_OK;
                 }
             }
             if (++i == cap) i = 0;
         }
     }
-    return decide_general(s, sh, h, id, key, klen, now, eff, cost, d);
+    int rc = decide_general(s, sh, h, id, key, klen, now, eff, cost, d);
+    if (!rc) jitter_decision(&P->p, key, klen, now, d);
+    return rc;
 }
 
 static inline __attribute__((always_inline)) int decide_locked(rlt_store *s, rlt__shard *sh,
@@ -1262,6 +1290,39 @@ static void load_copy(rlt_store *s, const rlt_check *c, mstate *m)
     m->existed = e != NULL;
 }
 
+/* A multi-limit check that is denied charges nothing, but a limit with a penalty box
+ * (block=) that denied starts its block: decide it again on the table's state and keep what
+ * the box wrote (a limit denied only because an earlier check of the same entry took the
+ * allowance is allowed on the table's state: nothing to keep).  The entries written are
+ * pinned until the end so that making room for one cannot evict another. */
+static int multi_blocks(rlt_store *s, const rlt_check *c, mstate *m, size_t n, rlt_ns now)
+{
+    int rc = RLT_OK;
+    for (size_t i = 0; i < n && !rc; i++) {
+        const rlt_policy *p = &s->pols[c[i].policy].p;
+        if (m[i].d.allowed || p->block <= 0 || c[i].cost <= 0) continue;
+        mstate *r = &m[m[i].root];
+        load_copy(s, &c[m[i].root], r);
+        rlt_decision d;
+        if ((rc = rlt_decide(p, r->st, now, c[i].cost, &d))) break;
+        if (d.allowed || rlt_is_fresh(p, r->st, now)) continue;
+        m[i].d = d;
+        rlt__shard *sh = &s->shards[r->shard];
+        rlt__slot *e = rlt__find(s, sh, r->h, c[i].policy, c[i].key, c[i].klen);
+        if (!e && (rc = rlt__insert(s, sh, r->h, c[i].policy, c[i].key, c[i].klen, now, NULL, &e)))
+            break;
+        memcpy(rlt__slot_state(s, e), r->st, s->pols[c[i].policy].ssz);
+        e->meta |= RLT__PIN | RLT__REF;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (s->pols[c[i].policy].p.block <= 0) continue;
+        rlt__slot *e =
+            rlt__find(s, &s->shards[m[i].shard], m[i].h, c[i].policy, c[i].key, c[i].klen);
+        if (e) e->meta = (uint16_t)(e->meta & ~RLT__PIN);
+    }
+    return rc;
+}
+
 static int multi_locked(rlt_store *s, const rlt_check *c, mstate *m, size_t n, rlt_ns now,
                         bool *all)
 {
@@ -1316,6 +1377,7 @@ static int multi_locked(rlt_store *s, const rlt_check *c, mstate *m, size_t n, r
             m[i].d.reset_after = peek.reset_after;
             m[i].d.retry_after = 0;
         }
+        rc = multi_blocks(s, c, m, n, now);
         goto out;
     }
     /* Commit.  Pin the entries involved so that making room for a new one cannot evict
@@ -1405,6 +1467,8 @@ int rlt_store_decide_multi(rlt_store *s, const rlt_check *checks, size_t n, rlt_
         int first_refused = -1;
         for (size_t i = 0; i < n; i++) {
             if (!m[i].d.allowed && first_refused < 0) first_refused = (int)i;
+            jitter_decision(&s->pols[checks[i].policy].p, checks[i].key, checks[i].klen, now,
+                            &m[i].d);
             rlt_decision_combine(cd, &m[i].d, i == 0);
         }
         assert(cd->allowed == all);

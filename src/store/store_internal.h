@@ -198,6 +198,7 @@ static inline void rlt__decision_put(rlt_decision *d, bool allowed, int64_t limi
 static inline uint64_t rlt__gcra_hot_end(const rlt_policy *p)
 {
     if (p->algo != RLT_GCRA || p->scale_ < 1 || p->cap_ < 0) return 0; /* never */
+    if (p->block > 0) return 0; /* the penalty box's state: rlt_decide's general path */
     return (uint64_t)((INT64_MAX - p->cap_) / p->scale_) + 1;
 }
 

@@ -34,6 +34,7 @@ expect sim_bad_limit 2 "--limit 'x': not a decimal number" "" sim --limit x
 expect sim_zero_limit 2 "--limit '0': must be between 1 and" "" sim --limit 0
 expect sim_fractional_limit 2 "--limit '2.5': not a whole number" "" sim --limit 2.5
 expect sim_bad_window 2 "--window '-1'" "" sim --window -1
+expect sim_bad_block 2 "--block '5s*1..1m': expected DURATION or DURATION*FACTOR..MAX" "" sim --block '5s*1..1m'
 expect sim_bad_pattern 2 "unknown --pattern 'zigzag'" "" sim --pattern zigzag
 expect sim_bad_at 2 "--at: bad time 'x'" "" sim --at 1,x,3
 expect sim_two_sources 2 "alternatives" "" sim --pattern steady --at 1
@@ -46,6 +47,9 @@ expect sim_trace_missing 1 "cannot open /nonexistent/trace" "" sim --trace /none
 expect replay_no_policy 2 "--policy is required" "" replay
 expect replay_bad_policy 2 "--policy 'gcra:2/1x'" "" replay --policy gcra:2/1x
 expect replay_bad_algo 2 "--policy 'frob:1/s'" "" replay --policy frob:1/s
+expect replay_top_keys_without_summary 2 "--top-keys applies to --summary only" "" replay --policy gcra:1/s --top-keys 5
+expect replay_top_keys_bad 2 "--top-keys '-1': expected 0..100000" "" replay --policy gcra:1/s --summary --top-keys -1
+expect replay_top_keys_too_many 2 "--top-keys '100001': expected 0..100000" "" replay --policy gcra:1/s --summary --top-keys 100001
 expect replay_bad_unit 2 "--unit 'h'" "" replay --policy gcra:1/s --unit h
 expect replay_bad_format 2 "--format 'json'" "" replay --policy gcra:1/s --format json
 expect replay_bad_key_field 2 "--key 'host'" "" replay --policy gcra:1/s --format combined --key host

@@ -52,6 +52,8 @@ run sim_accuracy.out /dev/null sim --pattern random --rate 0.45 --seed 2024 --du
 run sim_accuracy_large.out /dev/null sim --pattern random --rate 2 --seed 9 --limit 100 --window 60 --duration 20000 --accuracy
 run sim_svg.out /dev/null sim --svg "$tmp/sim_default.svg"
 check sim_default.svg "$tmp/sim_default.svg"
+# A penalty box on every algorithm (fixed window checked by hand: blocks of 4, 8, 16 ticks).
+run sim_block.out /dev/null sim --pattern steady --rate 1 --block '4s*2..20s'
 run sim_hold.out /dev/null sim --at 0,0.5,1,1.5,2,2.5,3,6 --hold 2.2 --limit 3 --window 4
 run sim_accuracy_svg.out /dev/null sim --pattern random --rate 0.45 --seed 7 --duration 3000 --accuracy --svg "$tmp/sim_accuracy.svg"
 check sim_accuracy.svg "$tmp/sim_accuracy.svg"
@@ -94,8 +96,14 @@ for p in fixed_window:4/10s sliding_log:4/10s sliding_window:4/10s token_bucket:
 done
 run replay_api_token_bucket.out "$ex/api.trace" replay --policy token_bucket:10/1s,burst=5
 run replay_api_gcra_ms.out "$ex/api.trace" replay --policy gcra:10/1s,burst=5 --unit ms
+# block= (checked by hand: the breach at 9.9 blocks until 13.9, the new window at 10 is still
+# blocked) and jitter= (each wait within [exact, exact x 1.5], per key and instant).
+run replay_block_fixed_window.out "$ex/boundary.trace" replay --policy 'fixed_window:3/10s,block=4s*2..20s'
+run replay_api_gcra_jitter.out "$ex/api.trace" replay --policy 'gcra:1/2s,jitter=50%'
 run replay_api_leaky.out "$ex/api.trace" replay --policy leaky_bucket:10/1s,queue=5
 run replay_api_summary.out "$ex/api.trace" replay --policy token_bucket:10/1s,burst=5 --summary
+run replay_api_summary_top1.out "$ex/api.trace" replay --policy gcra:1/1s --summary --top-keys 1
+run replay_api_summary_top0.out "$ex/api.trace" replay --policy gcra:1/1s --summary --top-keys 0
 run replay_combined.out "$ex/access.log" replay --policy token_bucket:2/1s --format combined
 # Charge after the response: reserve:NAME / settle:NAME (checked by hand: docs/cli.md).
 run replay_llm_token_bucket.out "$ex/llm.trace" replay --policy token_bucket:1000/1m

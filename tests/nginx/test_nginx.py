@@ -372,6 +372,44 @@ def test_several_directives_pass_all_or_consume_from_none():
         c.close()
 
 
+def test_penalty_box_and_jitter_with_one_and_with_several_directives():
+    # block=: after the breach every request is refused until the block's end, with Retry-After
+    # to it, though the window has room again; with two directives the zone that refused keeps
+    # its block and the other is charged nothing.  jitter=: Retry-After within [exact, +50%].
+    http = f"""
+    ratelimit_zone $http_x_key zone=box:1m policy=fixed_window:1/1s,block=1h;
+    ratelimit_zone $http_x_key zone=wide:1m policy=fixed_window:100/1h;
+    ratelimit_zone $http_x_key zone=jit:1m policy=gcra:1/1h,jitter=50%;
+    server {{ listen 127.0.0.1:PORT; {STATUS}
+             location / {{ ratelimit zone=box; }}
+             location /two/ {{ alias {{www}}/; ratelimit zone=box; ratelimit zone=wide; }}
+             location /jit/ {{ alias {{www}}/; ratelimit zone=jit; }} }}"""
+    with Nginx(http) as n:
+        n.write(http.replace("{www}", os.path.join(n.prefix, "www")))
+        n.start()
+        c = Client(n.port)
+        assert c.get(headers={"X-Key": "a"})[0] == 200
+        s, h, _ = c.get(headers={"X-Key": "a"})
+        assert s == 429 and 3599 <= int(h["retry-after"]) <= 3600, h
+        time.sleep(1.1)
+        s, h, _ = c.get(headers={"X-Key": "a"})
+        assert s == 429 and 3590 <= int(h["retry-after"]) <= 3600, h
+        assert c.get("/two/index.html", headers={"X-Key": "b"})[0] == 200
+        s, h, _ = c.get("/two/index.html", headers={"X-Key": "b"})
+        assert s == 429 and ietf(h, "wide") is None, h
+        time.sleep(1.1)
+        s, h, _ = c.get("/two/index.html", headers={"X-Key": "b"})
+        assert s == 429 and 3590 <= int(h["retry-after"]) <= 3600, h  # b's block was kept
+        waits = set()
+        for k in range(12):
+            assert c.get("/jit/index.html", headers={"X-Key": "j%d" % k})[0] == 200
+            s, h, _ = c.get("/jit/index.html", headers={"X-Key": "j%d" % k})
+            assert s == 429 and 3600 <= int(h["retry-after"]) <= 5400, h
+            waits.add(int(h["retry-after"]))
+        assert len(waits) >= 6, waits
+        c.close()
+
+
 def test_cost_from_a_variable():
     clear_of_boundary(3600)
     http = f"""

@@ -60,4 +60,74 @@ static void diff_batch_matches_single_calls(rlt_redis *r, const char *prefix)
     }
 }
 
+/* jitter= runs on every engine: each decision's retry_after is rlt_jitter of the key's FNV-1a
+ * at the caller's now over C's exact wait, through single, one-limit multi and batch calls, on
+ * traces of several keys that are often denied. */
+static void diff_jitter_is_rlt_jitter_of_the_exact_wait(rlt_redis *r)
+{
+    const char *texts[] = {"gcra:3/1s,jitter=10%",          "fixed_window:5/1s,jitter=100%",
+                           "sliding_window:5/1s,jitter=7%", "sliding_log:4/1s,jitter=50%",
+                           "token_bucket:3/1s,jitter=25%",  "leaky_bucket:3/1s,queue=2,jitter=10%",
+                           "concurrency:2/2s,jitter=10%"};
+    int jittered = 0;
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        rlt_policy p = rtest_policy(texts[i]);
+        enum { K = 4 };
+        void *st[K];
+        char keys[K][32];
+        for (int k = 0; k < K; k++) {
+            st[k] = calloc(1, rlt_state_size(&p));
+            snprintf(keys[k], sizeof keys[k], "jit:%zu:%d", i, k);
+            ASSERT_EQ(rlt_redis_reset(r, &p, keys[k], strlen(keys[k])), RLT_OK);
+        }
+        uint64_t s = 77 + i;
+        int64_t t = 3000000000;
+        for (int step = 0; step < 120; step++) {
+            t += (int64_t)rtest_below(&s, 200) * 1000000;
+            int k = (int)rtest_below(&s, K);
+            rlt_decision dc, dr;
+            ASSERT_EQ(rlt_decide(&p, st[k], t, 1, &dc), RLT_OK);
+            rlt_ns want =
+                rlt_jitter(&p, rlt_hash_fnv1a(keys[k], strlen(keys[k])), t, dc.retry_after);
+            rlt_redis_check ck = {&p, keys[k], strlen(keys[k]), 1};
+            int how = p.algo == RLT_CONCURRENCY ? 0 : (int)rtest_below(&s, 3), status, refused;
+            if (how == 0) {
+                ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, keys[k], strlen(keys[k]),
+                                           t, 1, &dr),
+                          RLT_OK);
+            } else if (how == 1) {
+                ASSERT_EQ(
+                    rlt_redis_decide_multi(r, &ck, 1, RLT_REDIS_CALLER_TIME, t, &dr, &refused),
+                    RLT_OK);
+            } else {
+                ASSERT_EQ(rlt_redis_decide_batch(r, &ck, 1, RLT_REDIS_CALLER_TIME, t, &dr, &status),
+                          RLT_OK);
+            }
+            ASSERT_EQ(dc.allowed, dr.allowed);
+            ASSERT_EQ(dr.retry_after, want);
+            ASSERT(dr.retry_after >= dc.retry_after);
+            if (want != dc.retry_after) jittered++;
+        }
+        for (int k = 0; k < K; k++)
+            free(st[k]);
+    }
+    ASSERT(jittered > 100); /* the check saw real spreads, not only pass-throughs */
+}
+
+/* block= (the penalty box) is refused with RLT_EINVAL by every call, never run without it. */
+static void diff_block_is_refused(rlt_redis *r)
+{
+    rlt_policy p = rtest_policy("gcra:3/1s,block=1m");
+    rlt_decision d;
+    ASSERT_EQ(rlt_redis_policy_check(&p), RLT_EINVAL);
+    ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, "blk", 3, 1000, 1, &d), RLT_EINVAL);
+    rlt_redis_check ck = {&p, "blk", 3, 1};
+    int refused, status;
+    ASSERT_EQ(rlt_redis_decide_multi(r, &ck, 1, RLT_REDIS_CALLER_TIME, 1000, &d, &refused),
+              RLT_EINVAL);
+    ASSERT_EQ(rlt_redis_decide_batch(r, &ck, 1, RLT_REDIS_CALLER_TIME, 1000, &d, &status),
+              RLT_EINVAL);
+    ASSERT_EQ(status, RLT_EINVAL);
+}
+
 #endif

@@ -217,8 +217,8 @@ TEST(redis_refuses_policies_beyond_2_pow_53)
     ASSERT_EQ(rlt_redis_decide(r, &p, 0, "k", 1, 0, 1, &d), RLT_ERANGE);
     ASSERT(!d.allowed);
     p = rtest_policy("gcra:3/1s");
-    ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, "k", 1, ((INT64_C(1) << 52) + 1) * 1000,
-                               1, &d),
+    ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, "k", 1,
+                               ((INT64_C(1) << 52) + 1) * 1000, 1, &d),
               RLT_ERANGE);
     ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, "k", 1, -5, 1, &d), RLT_ERANGE);
     ASSERT_EQ(rlt_redis_decide(r, &p, 0, "", 0, 0, 1, &d), RLT_EKEYLEN);
@@ -230,6 +230,20 @@ TEST(redis_huge_costs_never_fit_like_c)
 {
     rlt_redis *r = rtest_open((rlt_redis_options){0});
     diff_huge_costs_never_fit_like_c(r);
+    rlt_redis_close(r);
+}
+
+TEST(redis_scripts_jitter_is_rlt_jitter_of_the_exact_wait)
+{
+    rlt_redis *r = rtest_open((rlt_redis_options){.ttl_floor = 60 * RLT_NS_PER_S});
+    diff_jitter_is_rlt_jitter_of_the_exact_wait(r);
+    rlt_redis_close(r);
+}
+
+TEST(redis_refuses_the_penalty_box)
+{
+    rlt_redis *r = rtest_open((rlt_redis_options){0});
+    diff_block_is_refused(r);
     rlt_redis_close(r);
 }
 

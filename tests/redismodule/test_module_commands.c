@@ -127,6 +127,33 @@ TEST(rl_commands_answer_as_ratelimitd)
     redisFree(c);
 }
 
+/* RL.CHECK and RL.MULTI spread a denied wait by jitter= as the library does (rlt_jitter of the
+ * user key at the command's instant; the reply is in ms, rounded up); block= is refused with
+ * an error that names it. */
+TEST(rl_check_applies_jitter_and_refuses_the_penalty_box)
+{
+    redisContext *c = rtest_raw(0);
+    at(c, S(5));
+    rlt_policy p = rtest_policy("gcra:1/42s,jitter=10%");
+    for (int k = 0; k < 8; k++) {
+        char cmd[96], want[96];
+        snprintf(cmd, sizeof cmd, "RL.CHECK jit%d gcra:1/42s,jitter=10%%", k);
+        ASSERT_STR_EQ(text(c, cmd), "1 1 0 0 42000 0");
+        char key[16];
+        int kl = snprintf(key, sizeof key, "jit%d", k);
+        rlt_ns j = rlt_jitter(&p, rlt_hash_fnv1a(key, (size_t)kl), S(5) * 1000, 42 * RLT_NS_PER_S);
+        snprintf(want, sizeof want, "0 1 0 %lld 42000 0", (long long)rlt_retry_after_ms(j));
+        ASSERT_STR_EQ(text(c, cmd), want);
+        snprintf(cmd, sizeof cmd, "RL.MULTI jit%d gcra:1/42s,jitter=10%% 1", k);
+        snprintf(want, sizeof want, "0 1 0 %lld 42000 0 0", (long long)rlt_retry_after_ms(j));
+        ASSERT_STR_EQ(text(c, cmd), want);
+    }
+    const char *err = text(c, "RL.CHECK blk gcra:1/1s,block=1m");
+    if (!strstr(err, "block=")) RLT_FAIL_("RL.CHECK with block=: %s", err);
+    at(c, -1);
+    redisFree(c);
+}
+
 TEST(every_bad_argument_is_an_error_and_the_server_survives)
 {
     redisContext *c = rtest_raw(0);

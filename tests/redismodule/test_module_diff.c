@@ -187,6 +187,23 @@ TEST(module_huge_costs_never_fit_like_c)
     rlt_redis_close(r);
 }
 
+TEST(module_jitter_is_rlt_jitter_of_the_exact_wait)
+{
+    rlt_redis *r = open_engine(RLT_REDIS_ENGINE_MODULE);
+    diff_jitter_is_rlt_jitter_of_the_exact_wait(r);
+    rlt_redis_stats st;
+    rlt_redis_stats_get(r, &st);
+    ASSERT(st.module_calls >= 700); /* the module decided them */
+    rlt_redis_close(r);
+}
+
+TEST(module_engine_refuses_the_penalty_box)
+{
+    rlt_redis *r = open_engine(RLT_REDIS_ENGINE_MODULE);
+    diff_block_is_refused(r);
+    rlt_redis_close(r);
+}
+
 TEST(module_multi_limit_matches_the_scripts_multi_limit)
 {
     const char *texts[] = {"fixed_window:10/1s", "gcra:3/1s,burst=5", "sliding_window:20/10s",

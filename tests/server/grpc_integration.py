@@ -479,6 +479,25 @@ def response_headers_carry_ietf_fields_retry_after_and_the_x_trio(tmp):
 
 
 @test
+def a_penalty_box_rule_stays_over_limit_until_the_block_ends(tmp):
+    cfg = ("domain: d\ndescriptors:\n  - key: login\n    rate_limit: "
+           "{policy: \"fixed_window:1/1s,block=1h\"}\n")
+    with GDaemon(tmp, config=cfg) as d:
+        cl = d.client()
+        assert cl(req("d", [("login", "ip7")])).overall_code != OVER
+        a = cl(req("d", [("login", "ip7")]))
+        assert a.overall_code == OVER, a
+        time.sleep(1.1)  # a new window: without the box this would pass
+        a = cl(req("d", [("login", "ip7")]))
+        h = headers(a)
+        assert a.overall_code == OVER, a
+        assert 3590 <= a.statuses[0].duration_until_reset.seconds <= 3600, a
+        assert 3590 <= int(h["retry-after"]) <= 3600, h
+        assert cl(req("d", [("login", "ip8")])).overall_code != OVER  # per key
+        cl.close()
+
+
+@test
 def empty_domain_no_descriptors_and_malformed_messages_are_grpc_errors(tmp):
     with GDaemon(tmp, config=RL_CFG) as d:
         cl = d.client()

@@ -430,6 +430,61 @@ def http_check_answers_429_with_retry_after_and_ietf_fields(tmp):
 
 
 @test
+def penalty_box_denies_every_request_until_its_end_on_resp_and_http(tmp):
+    d = Daemon(tmp, config="policies:\n  login: fixed_window:2/1s,block=10m\n")
+    try:
+        # RESP: the third request in a second breaches; the key is then blocked for 10 minutes
+        # whatever the window says, with retry_after to the block's end; RL.RESET lifts it.
+        pol = "fixed_window:1/1s,block=10m"
+        assert ints(d.cli("RL.CHECK", "r1", pol))[0] == 1
+        a = ints(d.cli("RL.CHECK", "r1", pol))
+        assert a[0] == 0 and 599000 <= a[3] <= 600000 and a[2] == 0, a
+        time.sleep(1.1)  # a new window: without the box this would pass
+        b = ints(d.cli("RL.CHECK", "r1", pol))
+        assert b[0] == 0 and 597000 <= b[3] < a[3], (a, b)
+        assert ints(d.cli("RL.PEEK", "r1", pol))[0] == 0
+        assert d.cli("RL.RESET", "r1", pol) == "1"
+        assert ints(d.cli("RL.CHECK", "r1", pol))[0] == 1
+        # HTTP, a named policy: 429 with Retry-After to the block's end.
+        for _ in range(2):
+            assert d.curl("/v1/check?key=h1&policy=login").startswith("HTTP/1.1 200")
+        r = d.curl("/v1/check?key=h1&policy=login")
+        assert r.startswith("HTTP/1.1 429"), r
+        assert re.search(r"Retry-After: (599|600)\s", r), r
+        time.sleep(1.1)
+        r = d.curl("/v1/check?key=h1&policy=login")
+        assert r.startswith("HTTP/1.1 429") and re.search(r"Retry-After: 59\d\s", r), r
+    finally:
+        d.stop()
+
+
+@test
+def jitter_spreads_retry_after_per_key_never_below_the_exact_wait(tmp):
+    d = Daemon(tmp)
+    try:
+        # 40 clients told to retry a 42 s limit: with jitter=10% their waits spread over
+        # [exact, exact + 4.2 s] (exact a little under 42 s), per key.
+        waits, headers = [], set()
+        for k in range(40):
+            key = "j%d" % k
+            pol = "gcra:1/42s,jitter=10%"
+            assert ints(d.cli("RL.CHECK", key, pol))[0] == 1
+            a = ints(d.cli("RL.CHECK", key, pol))
+            assert a[0] == 0 and 41000 <= a[3] <= 46200, a
+            waits.append(a[3])
+            assert d.curl("/v1/check?key=h%d&policy=gcra:1/42s,jitter=10%%25" % k) \
+                .startswith("HTTP/1.1 200")
+            r = d.curl("/v1/check?key=h%d&policy=gcra:1/42s,jitter=10%%25" % k)
+            m = re.search(r"Retry-After: (\d+)\s", r)
+            assert r.startswith("HTTP/1.1 429") and m and 42 <= int(m.group(1)) <= 47, r
+            headers.add(int(m.group(1)))
+        assert max(waits) - min(waits) > 2000, waits  # spread, not one instant
+        assert len(headers) >= 3, headers
+    finally:
+        d.stop()
+
+
+@test
 def http_check_policy_fields_give_the_rate_not_the_burst(tmp):
     d = Daemon(tmp)
     try:

@@ -576,15 +576,116 @@ def killed_and_restarted_redis_recovers_without_errors_reaching_clients(tmp):
             assert i["redis_breaker"] == "closed", i
 
 
+def wait_for_redis(d, key, policy):
+    """Checks until Redis decides again (its decision count grows); returns that reply."""
+    deadline = time.monotonic() + 10
+    while True:
+        before = int(d.info()["redis_decisions"])
+        r = d.c.ok("RL.CHECK", key, policy)
+        if int(d.info()["redis_decisions"]) > before:
+            return r
+        assert time.monotonic() < deadline, "Redis never decided again"
+        time.sleep(0.05)
+
+
+@test("standalone")
+def fail_local_decides_at_the_nodes_share_while_redis_is_stopped_and_in_redis_again_after(tmp):
+    cfg = ("policies:\n  api: {policy: fixed_window:10/1h, fail: local}\n" +
+           redis_section("  timeout: 100ms\n  backoff_min: 100ms\n  backoff_max: 200ms\n"
+                         "  fleet_size: 2\n"))
+    pid = redis_pid()
+    with Fleet(tmp, 1, config=cfg) as (d,):
+        for _ in range(4):  # Redis decides under the whole limit
+            r = d.c.ok("RL.CHECK", "acct", "api")
+            assert r[0] == 1 and r[1] == 10, r
+        assert r[2] == 6, r
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            rs = [timed(d.c, "RL.CHECK", "acct", "api") for _ in range(12)]
+            # The node's own store at 10 / 2: exactly 5 admitted, every reply in time.
+            assert [r[0] for r, _ in rs] == [1] * 5 + [0] * 7, rs
+            assert all(r[1] == 5 for r, _ in rs), rs
+            assert all(dt < 0.1 + MARGIN for _, dt in rs), rs
+            assert all(r[3] >= 1 for r, _ in rs[5:]), rs  # denials say when to retry
+            st, body = d.http_get("/v1/check?key=acct&policy=api")  # the same key over HTTP
+            assert st == 429, (st, body)
+            i = d.info()
+            assert i["redis_fail_local"] == "13", i
+            assert i["redis_local_fallback"] == "1", i
+            assert i["redis_local_fallback_entered"] == "1", i
+            assert i["redis_fail_closed_denied"] == "0", i
+            assert i["redis_fleet_size"] == "2", i
+            _, metrics = d.http_get("/metrics")
+            assert 'ratelimitd_redis_decisions_total{by="fail_local"} 13\n' in metrics, metrics
+            assert "ratelimitd_redis_local_fallback 1\n" in metrics, metrics
+            r = subprocess.run(["promtool", "check", "metrics"], input=metrics,
+                               capture_output=True, text=True, timeout=30)
+            assert r.returncode == 0, (r.stdout, r.stderr)
+            assert d.stderr().count("redis unreachable") == 1, d.stderr()
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        # Back in Redis: its count resumes from what it held, the 4 before and this one, plus
+        # those of the calls that timed out and that Redis ran when it woke up (a timed-out
+        # call may have been applied; it is never resent); the local 5 are not carried.
+        r = wait_for_redis(d, "acct", "api")
+        timeouts = int(d.info()["redis_timeouts"])
+        assert timeouts >= 1
+        assert r[0] == 1 and r[1] == 10 and 5 - timeouts <= r[2] <= 5, (r, timeouts)
+        rs = [d.c.ok("RL.CHECK", "acct", "api") for _ in range(r[2] + 1)]
+        assert [x[0] for x in rs] == [1] * r[2] + [0], rs
+        i = d.info()
+        assert i["redis_local_fallback"] == "0" and i["redis_breaker"] == "closed", i
+        assert d.stderr().count("redis answers again") == 1, d.stderr()
+        assert d.stderr().count("redis unreachable") == 1, d.stderr()
+
+
+@test("standalone")
+def a_fleet_falling_back_locally_admits_no_more_than_the_shared_limit(tmp):
+    # Two daemons, fleet_size 2, Redis killed: each admits its 5 of 10, the fleet 10; after a
+    # restart (without persistence: fresh) they share Redis's 10 again.
+    cfg = ("policies:\n  api: {policy: gcra:10/1h, fail: local}\n" +
+           redis_section("  timeout: 100ms\n  backoff_min: 50ms\n  backoff_max: 200ms\n"
+                         "  fleet_size: 2\n"))
+    with Fleet(tmp, 2, config=cfg) as ds:
+        for d in ds:
+            assert d.c.ok("RL.CHECK", "warm", "api")[0] == 1
+        os.kill(redis_pid(), signal.SIGKILL)
+        time.sleep(0.1)
+        rs = hammer(ds, lambda j: ("RL.CHECK", "k", "api"), 40)
+        assert sum(r[0] for r in rs) == 10, rs
+        for d in ds:
+            i = d.info()
+            assert i["redis_fail_local"] == "20", i
+            assert i["redis_local_fallback"] == "1", i
+        subprocess.run(["sh", SH, "restart", os.path.join(BASE, "s0")], check=True,
+                       timeout=30)
+        time.sleep(0.5)  # past every handle's backoff: each one's next call is a trial
+        for d in ds:
+            wait_for_redis(d, "warm", "api")
+        rs = hammer(ds, lambda j: ("RL.CHECK", "k", "api"), 40)
+        assert sum(r[0] for r in rs) == 10, rs
+        for d in ds:
+            i = d.info()
+            assert i["redis_local_fallback"] == "0", i
+            assert i["redis_local_fallback_entered"] == "1", i
+            assert d.stderr().count("redis unreachable") == 1, d.stderr()
+            assert d.stderr().count("redis answers again") == 1, d.stderr()
+
+
 @test("standalone")
 def config_refuses_policies_redis_cannot_run_and_bad_settings(tmp):
     cases = [
         ("policies:\n  tiny: fixed_window:10/1500ns\n" + redis_section(), "cannot run in Redis"),
+        ("policies:\n  boxed: gcra:10/1s,block=1m\n" + redis_section(),
+         "block= (the penalty box) keeps its state in the local store only"),
         (redis_section("  colour: blue\n"), "unknown redis setting"),
-        (redis_section("  fail: maybe\n"), "fail must be open or closed"),
+        (redis_section("  fail: maybe\n"), "fail must be open, closed or local"),
         (redis_section("  timeout: 50\n"), "redis timeout must be a duration"),
-        ("policies:\n  p: {policy: gcra:1/1s, fail: sometimes}\n", "fail must be open or closed"),
+        ("policies:\n  p: {policy: gcra:1/1s, fail: sometimes}\n", "fail must be open, closed or local"),
         ("redis: {cluster: true}\n", "redis needs an address"),
+        (redis_section("  fleet_size: 0\n"), "redis fleet_size"),
+        ("policies:\n  p: {policy: fixed_window:1/1m, fail: local}\n" +
+         redis_section("  fleet_size: 2\n"), "leaves 0 per node"),
     ]
     for text, want in cases:
         path = os.path.join(tmp, "bad.yaml")
@@ -596,6 +697,13 @@ def config_refuses_policies_redis_cannot_run_and_bad_settings(tmp):
     r = subprocess.run([BIN, "--redis", "127.0.0.1:1", "--redis-fail", "sideways",
                         "--check-config"], capture_output=True, text=True, timeout=20)
     assert r.returncode == 2 and "--redis-fail" in r.stderr, r.stderr
+    r = subprocess.run([BIN, "--redis", "127.0.0.1:1", "--redis-fail", "local",
+                        "--redis-fleet-size", "2000", "--check-config"], capture_output=True,
+                       text=True, timeout=20)
+    assert r.returncode == 2 and "policy 'default' (fail: local)" in r.stderr, r.stderr
+    r = subprocess.run([BIN, "--redis", "127.0.0.1:1", "--redis-fleet-size", "0",
+                        "--check-config"], capture_output=True, text=True, timeout=20)
+    assert r.returncode == 2 and "--redis-fleet-size" in r.stderr, r.stderr
     path = os.path.join(tmp, "good.yaml")
     with open(path, "w") as f:
         f.write("policies:\n  p: {policy: gcra:1/1s, fail: open}\n" +

@@ -60,20 +60,39 @@ static void mdrop(mentry *e)
     memset(e, 0, sizeof *e);
 }
 
-static const char *texts[] = {
+static const char *plain_texts[] = {
     "gcra:5/100ms,burst=8", "token_bucket:7/50ms",
     "fixed_window:6/80ms",  "sliding_window:5/70ms",
     "sliding_log:4/60ms",   "leaky_bucket:5/100ms,queue=3,delay=1",
     "gcra:9/200ms",         "fixed_window:3/30ms",
     "sliding_log:4/90ms",   "token_bucket:3/20ms,burst=6",
+    "gcra:5/100ms",         "fixed_window:4/40ms",
+    "sliding_log:3/50ms",   "token_bucket:4/30ms,burst=6",
 };
-#define NTEXTS (sizeof texts / sizeof texts[0])
+
+/* The options every algorithm takes (penalty box, jitter), with a plain policy or two to
+ * change to and from. */
+static const char *option_texts[] = {
+    "gcra:5/100ms,block=30ms*2..200ms", "fixed_window:4/40ms,block=25ms,jitter=20%",
+    "sliding_log:3/50ms,jitter=100%",   "token_bucket:4/30ms,burst=6,block=10ms*3..1s,jitter=5%",
+    "sliding_window:5/70ms,block=50ms", "leaky_bucket:5/100ms,queue=3,block=40ms*2..1s,jitter=10%",
+    "gcra:9/200ms,block=1s,jitter=50%", "fixed_window:3/30ms",
+};
+
+static const char **texts = plain_texts;
+static size_t NTEXTS = sizeof plain_texts / sizeof plain_texts[0];
 
 static int same_decision(const rlt_decision *a, const rlt_decision *b)
 {
     return a->allowed == b->allowed && a->limit == b->limit && a->remaining == b->remaining &&
            a->retry_after == b->retry_after && a->reset_after == b->reset_after &&
            a->delay == b->delay;
+}
+
+/* The store's jitter: rlt_jitter over the key's FNV-1a at the caller's instant. */
+static rlt_ns jitter_of(const rlt_policy *p, int k, rlt_ns now, rlt_ns exact)
+{
+    return rlt_jitter(p, rlt_hash_fnv1a(keys[k], klens[k]), now, exact);
 }
 
 static void run_model(uint64_t seed, size_t max_keys_unused, int steps)
@@ -105,6 +124,7 @@ static void run_model(uint64_t seed, size_t max_keys_unused, int steps)
             int rc = rlt_store_decide(s, p, keys[k], klens[k], now, cost, &got);
             mentry *e = mfind(m, p, k);
             int wrc = rlt_decide(&m->pol[p], e->state, now, cost, &want);
+            want.retry_after = jitter_of(&m->pol[p], k, now, want.retry_after);
             if (now > m->last_now) m->last_now = now;
             if (rc != wrc || (rc == RLT_OK && !same_decision(&got, &want))) {
                 fprintf(stderr,
@@ -163,6 +183,25 @@ static void run_model(uint64_t seed, size_t max_keys_unused, int steps)
                     ds[i].remaining = pk.remaining;
                     ds[i].retry_after = 0;
                 }
+            }
+            /* A denied check charges nothing, but a limit with a penalty box that denies on
+             * the table's state keeps its block. */
+            for (size_t i = 0; i < n && !all; i++) {
+                if (ds[i].allowed || m->pol[ps[i]].block <= 0 || c[i].cost <= 0) continue;
+                mentry *e = mfind(m, ps[i], ks[i]);
+                size_t sz = rlt_state_size(&m->pol[ps[i]]);
+                uint8_t *tmp = malloc(sz);
+                memcpy(tmp, e->state, sz);
+                rlt_decision bd;
+                rlt_decide(&m->pol[ps[i]], tmp, now, c[i].cost, &bd);
+                if (!bd.allowed) {
+                    memcpy(e->state, tmp, sz);
+                    ds[i] = bd;
+                }
+                free(tmp);
+            }
+            for (size_t i = 0; i < n; i++) {
+                ds[i].retry_after = jitter_of(&m->pol[ps[i]], ks[i], now, ds[i].retry_after);
                 if (i == 0 || ds[i].remaining < minrem) minrem = ds[i].remaining;
                 if (ds[i].retry_after < 0) never = 1;
                 if (ds[i].retry_after > retry) retry = ds[i].retry_after;
@@ -224,6 +263,18 @@ static void run_model(uint64_t seed, size_t max_keys_unused, int steps)
     free(m);
     rlt_store_close(s);
     ASSERT(!failed);
+}
+
+TEST(store_with_block_and_jitter_policies_matches_naive_map_on_random_operations)
+{
+    texts = option_texts;
+    NTEXTS = sizeof option_texts / sizeof option_texts[0];
+    for (uint64_t seed = 1; seed <= 30; seed++) {
+        run_model(seed, 0, 4000);
+        if (rlt_test_failed_now) break;
+    }
+    texts = plain_texts;
+    NTEXTS = sizeof plain_texts / sizeof plain_texts[0];
 }
 
 TEST(store_matches_naive_map_on_random_operations)
