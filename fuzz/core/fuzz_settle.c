@@ -5,8 +5,8 @@
  * remaining, one below never lowers it, one equal changes no decision; and a settled state
  * (debt included) keeps retry_after exact.
  *
- * Input: 5 header bytes (algorithm, N, period, burst, origin), then 4 bytes per operation
- * (op, cost, 16-bit clock step). */
+ * Input: 5 header bytes (algorithm, N, period, burst and penalty box, origin), then 4 bytes per
+ * operation (op, cost, 16-bit clock step). */
 #include "ratelimit/ratelimit.h"
 
 #include <stdbool.h>
@@ -58,6 +58,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rlt_ns period = periods[data[2] % 8];
     rlt_policy p;
     if (rlt_policy_init(&p, algo, n, period, data[3] % 20, 0, 0) != RLT_OK) return 0;
+    /* A penalty box now and then: settle works on the algorithm's part of the state. */
+    if ((data[3] & 0x80) &&
+        rlt_policy_set_block(&p, 5 * period, 1 + (data[3] >> 5 & 1), 20 * period) != RLT_OK)
+        return 0;
     switch (data[4] % 4) {
     case 0:
         now = 0;

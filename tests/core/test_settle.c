@@ -273,6 +273,28 @@ TEST(window_refund_only_while_the_charge_still_counts)
     ASSERT(rlt_state_valid(&p, lg));
 }
 
+TEST(settle_on_a_penalty_box_policy_works_on_the_algorithm_and_starts_no_block)
+{
+    rlt_policy p = parse_policy("token_bucket:10/10s,block=1m");
+    void *st = new_state(&p);
+    rlt_decision d;
+    ASSERT_EQ(rlt_decide(&p, st, 0, 4, &d), RLT_OK);
+    ASSERT_EQ(rlt_settle(&p, st, 0, 0, 4, 1, &d), RLT_OK); /* refund: 9 left */
+    ASSERT_EQ(d.remaining, 9);
+    ASSERT(rlt_state_valid(&p, st));
+    ASSERT_EQ(rlt_settle(&p, st, 0, 0, 0, 15, &d), RLT_OK); /* debt: 16 used */
+    ASSERT(!d.allowed);
+    ASSERT_EQ(d.retry_after, 7 * S); /* the bucket's own wait, no block of 1 min */
+    ASSERT_EQ(rlt_decide(&p, st, 7 * S, 1, &d), RLT_OK);
+    ASSERT(d.allowed);
+    /* A request denied by the debt is a breach as any other: then the block applies. */
+    ASSERT_EQ(rlt_settle(&p, st, 7 * S, 7 * S, 1, 30, &d), RLT_OK);
+    ASSERT_EQ(rlt_decide(&p, st, 7 * S, 1, &d), RLT_OK);
+    ASSERT(!d.allowed);
+    ASSERT_EQ(d.retry_after, 60 * S);
+    free(st);
+}
+
 TEST(settle_refuses_what_cannot_settle)
 {
     rlt_decision d;
