@@ -299,7 +299,7 @@ static int replay_reservation(rlt_store *store, int id, resv_names *names, rlt_n
         if (!e) return RLT_ENOMEM;
         int rc =
             rlt_store_reserve(store, id, tl->key, tl->klen, tl->time, tl->cost, timeout, d, &e->id);
-        *verdict = d->allowed ? "allow" : "deny";
+        if (rc == RLT_OK) *verdict = d->allowed ? "allow" : "deny";
         return rc;
     }
     resv_name *e = name_find(names, tl->name, tl->nlen, 0);
@@ -417,7 +417,7 @@ static int replay(const opts *op)
     while ((len = getline(&line, &cap, stdin)) >= 0) {
         lineno++;
         if (len && line[len - 1] == '\n') len--;
-        rlt__trace_line tl;
+        rlt__trace_line tl = {.op = RLT__TRACE_REQUEST}; /* the access-log path sets no op */
         int pr;
         if (op->combined) {
             rlt__access_line al;
