@@ -41,6 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         rlt__check_req r;
         if (rlt__check_parse(body, len, &r, err, sizeof err) == RLT_OK) {
             if (r.klen == 0 || r.klen > RLT_KEY_MAX || r.plen == 0 || r.cost < 0) abort();
+            if (r.timeout_ms < 0 || r.timeout_ms > 86400000) abort();
         }
         return 0;
     }

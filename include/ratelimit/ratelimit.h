@@ -424,6 +424,39 @@ bool rlt_policy_calendar_equal(const rlt_policy *a, const rlt_policy *b);
  * overflow. */
 int rlt_duration_parse(const char *text, size_t len, rlt_ns default_unit, rlt_ns *out);
 
+/* ---- Charge after the response: settling a reservation --------------------------------- */
+
+/* Whether policy `p` can settle reservations: fixed window, sliding log, sliding window,
+ * token bucket and GCRA.  Not the leaky bucket (what was queued or sent cannot be taken
+ * back) nor concurrency (a lease has no cost).  False for NULL. */
+bool rlt_settle_supported(const rlt_policy *p);
+
+/* Settles a reservation: a request of cost `estimate` that rlt_decide allowed and charged to
+ * `state` at instant `reserved_at` turned out to cost `real_cost`.
+ *   real_cost > estimate: the difference is charged at `now`, even past the limit (debt:
+ *     token bucket and GCRA hold more than B used, fixed and sliding window count past N;
+ *     later requests are denied until it is repaid).  The sliding log has N slots: it
+ *     records at most N entries at `now`, dropping its oldest live ones to make room.
+ *   real_cost < estimate: the difference is refunded, but only what the reservation still
+ *     holds: fixed window, while `now` is in the window it was charged to; sliding window,
+ *     while that window's count is in the estimate; sliding log, entries stamped no later
+ *     than reserved_at that have not expired; token bucket and GCRA, at most
+ *     estimate - elapsed x N/W units (elapsed = now - reserved_at), never past full.
+ * `now` must not be earlier than any instant the state was decided at since reserved_at: with
+ * a clock that stepped back, pass the latest instant seen (rlt_store_settle does).  A token
+ * bucket protects itself (it keeps that instant); a GCRA state cannot, and an earlier `now`
+ * would let its refund exceed what the reservation holds by the refill of the step.
+ * The state afterwards is never more generous than had real_cost been charged at
+ * reserved_at (src/core/settle.c has the proof).  Settling once per reservation is the
+ * caller's duty (settling twice would refund twice; the store's rlt_store_settle keeps a
+ * table for that).  *d is a peek (cost 0) at `now` after the settle.
+ * Returns RLT_OK; RLT_EINVAL for NULL arguments, a policy that cannot settle
+ * (rlt_settle_supported), estimate or real_cost < 0, or an estimate above
+ * rlt_policy_limit(p) (no such request was ever allowed); RLT_ERANGE when the debt would
+ * leave int64 (the state is then unchanged). */
+int rlt_settle(const rlt_policy *p, void *state, rlt_ns now, rlt_ns reserved_at,
+               int64_t estimate, int64_t real_cost, rlt_decision *d);
+
 #ifdef __cplusplus
 }
 #endif

@@ -35,6 +35,8 @@ typedef struct rlt_store_options {
     bool has_secret;    /* use `secret` for the key hash instead of a random one */
     uint8_t secret[16]; /* SipHash key; random (getrandom) unless has_secret */
     unsigned shards;    /* lock shards, rounded up to a power of two; 0 = 64 */
+    /* Outstanding reservations (rlt_store_reserve); 0 = 65536. */
+    size_t max_reservations;
 } rlt_store_options;
 
 /* What happens to keys' state when a policy is replaced under the same name. */
@@ -176,6 +178,48 @@ int rlt_store_save(rlt_store *s, const char *path, rlt_ns now, int64_t wall_ns);
  * counts as no downtime, minting nothing).  A damaged, truncated or unknown-version file is
  * refused whole with RLT_ECORRUPT and leaves `s` unchanged; RLT_EIO when it cannot be read. */
 int rlt_store_load(rlt_store *s, const char *path, rlt_ns now, int64_t wall_ns);
+
+/* ---- Charge after the response: reservations ------------------------------------------ */
+
+/* How long a reservation waits for its settle when the caller gives no timeout. */
+#define RLT_RESERVE_DEFAULT_TIMEOUT (300 * RLT_NS_PER_S)
+
+/* Reserves `estimate` (>= 0) on `key` under policy `id` at `now`: decides it as
+ * rlt_store_decide does (estimate 0 asks whether a cost-1 request would be allowed and charges
+ * nothing) and, when allowed, records a reservation and sets *reservation to its id: 64
+ * unguessable bits (SipHash of a counter under a secret drawn from the store's), never 0.
+ * Denied: nothing is charged or recorded and *reservation is 0.  The reservation waits
+ * `timeout` ns (0: RLT_RESERVE_DEFAULT_TIMEOUT) for rlt_store_settle; unsettled by then, it
+ * expires and stays charged as estimated.  At most max_reservations are outstanding in the
+ * store, whatever keys they are on: a full store first drops the expired ones, then refuses
+ * with RLT_EFULL, charging nothing.  Reservations are not in snapshots: rlt_store_load ends every
+ * outstanding one (charged as estimated), and so do closing the store and replacing the
+ * policy with other numbers or resetting its keys (rlt_store_set_policy).
+ * Thread-safe and linearizable with every decision on the key (the charge and the record are
+ * one step under the key's lock).  Returns RLT_OK (allowed or denied, see d->allowed);
+ * RLT_EINVAL for NULL arguments, estimate or timeout < 0, or a policy that cannot settle
+ * (rlt_settle_supported: not the leaky bucket nor concurrency); RLT_EFULL (the reservation
+ * table, or a fail-closed store at its cap); RLT_ENOENT, RLT_EKEYLEN, RLT_ERANGE, RLT_ENOMEM
+ * as rlt_store_decide. */
+int rlt_store_reserve(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now,
+                      int64_t estimate, rlt_ns timeout, rlt_decision *d, uint64_t *reservation);
+
+/* Settles reservation `reservation` of `key` under policy `id` at its real cost `real_cost`
+ * (>= 0), at `now`, by rlt_settle (its contract: a higher cost is charged as debt past the
+ * limit, a lower one refunds only what the reservation still holds, never minting), and ends
+ * the reservation: a second settle of it finds nothing.  *d is a peek (cost 0) after it.
+ * Thread-safe, linearizable with every decision on the key.  Returns RLT_OK; RLT_ENOENT when
+ * no such reservation is outstanding for this key and policy (never made, already settled,
+ * expired, or ended by a load: nothing changes); RLT_EINVAL (NULL arguments, real_cost < 0);
+ * RLT_ERANGE when the debt would leave int64 (the reservation stays outstanding); RLT_EFULL
+ * when a debt needs a new entry in a fail-closed store at its cap (likewise); RLT_EKEYLEN,
+ * RLT_ENOMEM. */
+int rlt_store_settle(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now,
+                     uint64_t reservation, int64_t real_cost, rlt_decision *d);
+
+/* Outstanding reservations at `now` (expired ones not counted).  Locks each shard in turn:
+ * exact when nothing reserves or settles meanwhile.  0 for NULL. */
+size_t rlt_store_reservations(rlt_store *s, rlt_ns now);
 
 #ifdef __cplusplus
 }

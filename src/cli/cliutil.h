@@ -52,11 +52,19 @@ typedef struct rlt__trace_line {
     const char *key; /* points into the line */
     size_t klen;
     int64_t cost; /* >= 0; 1 when not written */
+    /* Charge after the response (replay only): "TIME KEY ESTIMATE reserve:NAME" reserves,
+     * "TIME KEY REAL settle:NAME" settles the reservation NAME (a trace-local token of at
+     * most RLT__TRACE_NAME_MAX bytes) at its real cost. */
+    enum { RLT__TRACE_REQUEST = 0, RLT__TRACE_RESERVE, RLT__TRACE_SETTLE } op;
+    const char *name; /* points into the line; NULL for a request */
+    size_t nlen;
 } rlt__trace_line;
+#define RLT__TRACE_NAME_MAX 64
 
 /* Parses one line (without its '\n'; a trailing '\r' is ignored) of blank-separated fields
  * TIME KEY [COST], TIME a decimal in units of `unit_ns` ns.  When `key_optional`, KEY may be
- * missing too (the simulator's traces: "TIME"), and then out->key is NULL.  Returns 1 for a
+ * missing too (the simulator's traces: "TIME"), and then out->key is NULL; otherwise a fourth
+ * field reserve:NAME or settle:NAME may follow COST (out->op, out->name).  Returns 1 for a
  * request, 0 for a blank line or a comment ('#' as the first non-blank), -1 for a malformed line
  * with a message (no line number) in err[0..errlen). */
 int rlt__trace_parse(const char *line, size_t len, int64_t unit_ns, int key_optional,

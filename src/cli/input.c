@@ -30,8 +30,8 @@ int rlt__trace_parse(const char *line, size_t len, int64_t unit_ns, int key_opti
                      rlt__trace_line *out, char *err, size_t errlen)
 {
     if (len && line[len - 1] == '\r') len--;
-    const char *f[4];
-    size_t fl[4];
+    const char *f[5];
+    size_t fl[5];
     int nf = 0;
     size_t i = 0;
     while (i < len) {
@@ -42,7 +42,11 @@ int rlt__trace_parse(const char *line, size_t len, int64_t unit_ns, int key_opti
         while (i < len && !is_blank(line[i]))
             i++;
         if (nf == 0 && line[start] == '#') return 0;
-        if (nf == 3) return errf(err, errlen, "too many fields (expected TIME KEY [COST])");
+        if (nf == (key_optional ? 3 : 4))
+            return errf(err, errlen,
+                        key_optional ? "too many fields (expected TIME KEY [COST])"
+                                     : "too many fields (expected TIME KEY [COST "
+                                       "[reserve:NAME|settle:NAME]])");
         f[nf] = line + start;
         fl[nf] = i - start;
         nf++;
@@ -57,6 +61,9 @@ int rlt__trace_parse(const char *line, size_t len, int64_t unit_ns, int key_opti
     out->key = NULL;
     out->klen = 0;
     out->cost = 1;
+    out->op = RLT__TRACE_REQUEST;
+    out->name = NULL;
+    out->nlen = 0;
     if (nf < 2) {
         if (key_optional) return 1;
         return errf(err, errlen, "missing KEY (expected TIME KEY [COST])");
@@ -65,7 +72,7 @@ int rlt__trace_parse(const char *line, size_t len, int64_t unit_ns, int key_opti
         return errf(err, errlen, "KEY is longer than %d bytes", (int)RLT_KEY_MAX);
     out->key = f[1];
     out->klen = fl[1];
-    if (nf == 3) {
+    if (nf >= 3) {
         int64_t c;
         rc = rlt__dec_parse(f[2], fl[2], 1, &c);
         if (rc == RLT__DEC_PRECISION)
@@ -75,6 +82,19 @@ int rlt__trace_parse(const char *line, size_t len, int64_t unit_ns, int key_opti
                         rlt__dec_strerror(rc));
         if (c < 0) return errf(err, errlen, "bad COST '%.*s': negative", SHOW(f[2], fl[2]));
         out->cost = c;
+    }
+    if (nf == 4) {
+        size_t p = fl[3] > 8 && memcmp(f[3], "reserve:", 8) == 0  ? 8
+                   : fl[3] > 7 && memcmp(f[3], "settle:", 7) == 0 ? 7
+                                                                  : 0;
+        if (p == 0 || fl[3] - p > RLT__TRACE_NAME_MAX)
+            return errf(err, errlen,
+                        "too many fields (expected TIME KEY [COST [reserve:NAME|settle:NAME]], "
+                        "NAME 1..%d bytes)",
+                        RLT__TRACE_NAME_MAX);
+        out->op = p == 8 ? RLT__TRACE_RESERVE : RLT__TRACE_SETTLE;
+        out->name = f[3] + p;
+        out->nlen = fl[3] - p;
     }
     return 1;
 }

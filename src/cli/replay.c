@@ -35,6 +35,12 @@ static void usage(FILE *f)
         "                   ident, user, time, request, status, bytes, referer, user_agent, or its\n"
         "                   number 1..16 (10 and up: fields appended after the user agent)\n"
         "  --cost FIELD     combined: COST is this field's whole number ('-' is 0), e.g. bytes\n"
+        "  reserve:NAME     a fourth trace field: 'TIME KEY ESTIMATE reserve:NAME' reserves\n"
+        "  settle:NAME      the estimate, 'TIME KEY REAL settle:NAME' settles it at its real\n"
+        "                   cost (charge after the response); the verdict of a settle is\n"
+        "                   'settle', or 'unknown' when NAME has nothing outstanding\n"
+        "  --settle-timeout D  a reservation not settled within D (default 5m) stays charged\n"
+        "                   as estimated\n"
         "  --summary        instead of one line per request, per key: accepted, rejected and\n"
         "                   the worst burst (largest accepted cost in any span of the period),\n"
         "                   most rejected first; then the top denied keys as ratelimitd's\n"
@@ -43,7 +49,8 @@ static void usage(FILE *f)
         "                   0 leaves the top denied keys out\n"
         "Output, one line per request (times and durations in --unit, exact, zeros trimmed):\n"
         "  TIME KEY COST VERDICT REMAINING RETRY_AFTER RESET_AFTER DELAY\n"
-        "VERDICT is allow or deny; RETRY_AFTER is -1 when the cost can never fit; DELAY is the\n"
+        "VERDICT is allow or deny (settle or unknown for settle:NAME); RETRY_AFTER is -1 when\n"
+        "the cost can never fit; DELAY is the\n"
         "leaky bucket's queueing delay (0 for the others).  A malformed line stops the replay\n"
         "with an error naming its line number (exit 1).\n",
         f);
@@ -237,6 +244,78 @@ static void free_summary(summary *s)
     rlt_topk_close(s->top);
 }
 
+/* ---- Reservations of a trace: each NAME of reserve:NAME / settle:NAME to the store's id,
+ * by open addressing over the names (a settled or denied name keeps its slot with id 0). */
+
+typedef struct resv_name {
+    char name[RLT__TRACE_NAME_MAX];
+    size_t nlen; /* 0: an empty slot */
+    uint64_t id; /* 0: nothing outstanding under this name */
+} resv_name;
+
+typedef struct resv_names {
+    resv_name *slot;
+    size_t n, cap; /* cap a power of two, at most half full */
+} resv_names;
+
+static resv_name *name_find(resv_names *r, const char *name, size_t nlen, int add)
+{
+    if (add && (r->n + 1) * 2 > r->cap) {
+        size_t ncap = r->cap ? r->cap * 2 : 64;
+        resv_name *ns = calloc(ncap, sizeof *ns);
+        if (!ns) return NULL;
+        for (size_t i = 0; i < r->cap; i++) {
+            if (!r->slot[i].nlen) continue;
+            size_t j = hash_bytes(r->slot[i].name, r->slot[i].nlen) & (ncap - 1);
+            while (ns[j].nlen)
+                j = (j + 1) & (ncap - 1);
+            ns[j] = r->slot[i];
+        }
+        free(r->slot);
+        r->slot = ns;
+        r->cap = ncap;
+    }
+    if (!r->cap) return NULL;
+    for (size_t j = hash_bytes(name, nlen) & (r->cap - 1);; j = (j + 1) & (r->cap - 1)) {
+        resv_name *e = &r->slot[j];
+        if (e->nlen == nlen && memcmp(e->name, name, nlen) == 0) return e;
+        if (!e->nlen) {
+            if (!add) return NULL;
+            memcpy(e->name, name, nlen);
+            e->nlen = nlen;
+            r->n++;
+            return e;
+        }
+    }
+}
+
+/* A reserve or settle line.  *verdict: "allow"/"deny" for a reservation; "settle", or
+ * "unknown" when NAME has nothing outstanding (never reserved, denied, settled, or expired:
+ * then the numbers are a peek).  Returns an RLT_* status. */
+static int replay_reservation(rlt_store *store, int id, resv_names *names, rlt_ns timeout,
+                              const rlt__trace_line *tl, rlt_decision *d, const char **verdict)
+{
+    if (tl->op == RLT__TRACE_RESERVE) {
+        resv_name *e = name_find(names, tl->name, tl->nlen, 1);
+        if (!e) return RLT_ENOMEM;
+        int rc =
+            rlt_store_reserve(store, id, tl->key, tl->klen, tl->time, tl->cost, timeout, d, &e->id);
+        if (rc == RLT_OK) *verdict = d->allowed ? "allow" : "deny";
+        return rc;
+    }
+    resv_name *e = name_find(names, tl->name, tl->nlen, 0);
+    int rc = e && e->id
+                 ? rlt_store_settle(store, id, tl->key, tl->klen, tl->time, e->id, tl->cost, d)
+                 : RLT_ENOENT;
+    if (e) e->id = 0; /* settled, or gone: the name has nothing outstanding now */
+    *verdict = "settle";
+    if (rc == RLT_ENOENT) {
+        *verdict = "unknown";
+        rc = rlt_store_decide(store, id, tl->key, tl->klen, tl->time, 0, d);
+    }
+    return rc;
+}
+
 /* ---- The replay loop ---- */
 
 typedef struct opts {
@@ -251,6 +330,7 @@ typedef struct opts {
     int key_field;  /* combined: 1-based field number of the key (1: the client address) */
     int cost_field; /* combined: 1-based field number of the cost, 0: cost 1 */
     const char *key_name, *cost_name;
+    rlt_ns settle_timeout; /* reserve:NAME waits this long for its settle:NAME (0: default) */
 } opts;
 
 /* The cost written in field `f` (1-based) of an access-log line: digits, or '-' for 0. */
@@ -326,6 +406,7 @@ static int replay(const opts *op)
     int id = -1, rc = RLT_OK, status = 0;
     summary sum;
     memset(&sum, 0, sizeof sum);
+    resv_names names = {0};
     rlt_topk_options to = {.k = (size_t)op->top_keys};
     if ((op->summary && op->top_keys > 0 && (rc = rlt_topk_open(&sum.top, &to)) != RLT_OK) ||
         (rc = rlt_store_open(&store, NULL)) != RLT_OK ||
@@ -348,7 +429,7 @@ static int replay(const opts *op)
     while ((len = getline(&line, &cap, stdin)) >= 0) {
         lineno++;
         if (len && line[len - 1] == '\n') len--;
-        rlt__trace_line tl;
+        rlt__trace_line tl = {.op = RLT__TRACE_REQUEST}; /* the access-log path sets no op */
         int pr;
         if (op->combined) {
             rlt__access_line al;
@@ -385,13 +466,27 @@ static int replay(const opts *op)
             break;
         }
         rlt_decision d;
-        rc = rlt_store_decide(store, id, tl.key, tl.klen, tl.time, tl.cost, &d);
+        const char *verdict = NULL;
+        if (tl.op != RLT__TRACE_REQUEST)
+            rc = replay_reservation(store, id, &names, op->settle_timeout, &tl, &d, &verdict);
+        else
+            rc = rlt_store_decide(store, id, tl.key, tl.klen, tl.time, tl.cost, &d);
+        if (rc == RLT_EINVAL && tl.op != RLT__TRACE_REQUEST) {
+            fflush(stdout);
+            fprintf(stderr,
+                    "ratelimit " CMD ": line %ld: reserve:/settle: need a fixed_window, "
+                    "sliding_window, sliding_log, token_bucket or gcra policy\n",
+                    lineno);
+            status = 1;
+            break;
+        }
         if (rc != RLT_OK) {
             fflush(stdout);
             fprintf(stderr, "ratelimit " CMD ": line %ld: %s\n", lineno, rlt_strerror(rc));
             status = 1;
             break;
         }
+        if (op->summary && tl.op == RLT__TRACE_SETTLE) continue; /* tallies count requests */
         if (op->summary) {
             size_t k = key_index(&sum, tl.key, tl.klen);
             if (k == (size_t)-1 ||
@@ -423,7 +518,12 @@ static int replay(const opts *op)
         *o++ = ' ';
         o = put_key(o, tl.key, tl.klen);
         o = put_dec(o, tl.cost, 1);
-        o = d.allowed ? put(o, " allow", 6) : put(o, " deny", 5);
+        if (verdict) {
+            *o++ = ' ';
+            o = put(o, verdict, strlen(verdict));
+        } else {
+            o = d.allowed ? put(o, " allow", 6) : put(o, " deny", 5);
+        }
         o = put_dec(o, d.remaining, 1);
         o = d.retry_after < 0 ? put(o, " -1", 3) : put_dec(o, d.retry_after, op->unit);
         o = put_dec(o, d.reset_after, op->unit);
@@ -444,6 +544,7 @@ static int replay(const opts *op)
         status = 1;
     }
     free(line);
+    free(names.slot);
     free_summary(&sum);
     rlt_store_close(store);
     return status;
@@ -499,6 +600,11 @@ int rlt__cli_replay(int argc, char **argv)
                                   "number 1..%d",
                                   v, RLT__ACCESS_FIELDS);
             op.cost_name = v;
+        } else if ((m = rlt__opt(argc, argv, &i, CMD, "--settle-timeout", &v)) != 0) {
+            if (m < 0) return 2;
+            if (rlt_duration_parse(v, strlen(v), 0, &op.settle_timeout) != RLT_OK ||
+                op.settle_timeout <= 0)
+                return fail_usage("--settle-timeout '%s': expected a duration such as 30s", v);
         } else if ((m = rlt__opt(argc, argv, &i, CMD, "--format", &v)) != 0) {
             if (m < 0) return 2;
             if (strcmp(v, "combined") == 0)

@@ -150,3 +150,54 @@ int rlt__bucket_set_used(const rlt_policy *p, void *st, rlt_ns now, int64_t used
     tb_store(st, (tb_state){used, now});
     return RLT_OK;
 }
+
+/* Settles a reservation (settle.c has the contract and the proof that a refund never mints).
+ * The state is first brought to `now` (refill applied), then: an extra charge adds x x unit_
+ * even past the capacity (debt: used > cap_, repaid by refill like any use); a refund takes
+ * back R = min(k x unit_, max(0, e x unit_ - elapsed x scale_), used(now)) scaled units, with
+ * elapsed = max(0, latest - reserved_at) and latest the latest instant the bucket has seen
+ * (token bucket: max(now, last); GCRA: now, see rlt_settle's contract): the refill since the
+ * reservation is assumed to have repaid the reservation first, so only what it can still hold
+ * is given back. */
+int rlt__bucket_settle(const rlt_policy *p, void *st, rlt_ns now, rlt_ns reserved_at,
+                       int64_t estimate, int64_t real)
+{
+    int64_t used, now_s = 0;
+    rlt_ns wait;
+    int rc = used_at(p, st, now, &used, &now_s, &wait);
+    if (rc) return rc;
+    int64_t after;
+    if (real > estimate) {
+        int64_t extra;
+        if (__builtin_mul_overflow(real - estimate, p->unit_, &extra) ||
+            __builtin_add_overflow(used, extra, &after))
+            return RLT_ERANGE;
+    } else {
+        int64_t k = (estimate - real) * p->unit_; /* <= estimate x unit_ <= cap_: no overflow */
+        int64_t held = estimate * p->unit_, refilled;
+        /* Refill since the reservation: up to the latest instant the bucket has seen (a token
+         * bucket remembers it; a GCRA word does not, so its caller passes it as `now`). */
+        rlt_ns latest = now;
+        if (p->algo == RLT_TOKEN_BUCKET && tb_load(st).last > latest) latest = tb_load(st).last;
+        rlt_ns elapsed = latest > reserved_at ? rlt__sat_sub(latest, reserved_at) : 0;
+        if (__builtin_mul_overflow(elapsed, p->scale_, &refilled) || refilled >= held)
+            held = 0;
+        else
+            held -= refilled;
+        int64_t r = k < held ? k : held;
+        if (r > used) r = used;
+        after = used - r;
+    }
+    if (p->algo == RLT_GCRA) {
+        int64_t tat;
+        if (__builtin_add_overflow(now_s, after, &tat)) return RLT_ERANGE;
+        /* A bucket refunded back to full is stored as fresh only if it was: keep the word. */
+        rlt__tat_store(st, tat);
+    } else {
+        tb_state s = tb_load(st);
+        s.used = after;
+        if (now > s.last) s.last = now;
+        tb_store(st, s);
+    }
+    return RLT_OK;
+}

@@ -227,13 +227,13 @@ static bool algo_valid(const rlt_policy *p, const void *state)
         return true; /* any tat is a time; backlog is computed with saturation */
     case RLT_TOKEN_BUCKET:
         memcpy(w, b, 16);
-        return w[0] >= 0 && w[0] <= p->cap_;
+        return w[0] >= 0; /* above cap_: a debt (rlt_settle) */
     case RLT_FIXED_WINDOW:
         memcpy(w, b, 16);
-        return w[1] >= 0 && w[1] <= p->limit;
+        return w[1] >= 0; /* above N: a debt (rlt_settle) */
     case RLT_SLIDING_WINDOW:
         memcpy(w, b, 24);
-        return w[1] >= 0 && w[1] <= p->limit && w[2] >= 0 && w[2] <= p->limit;
+        return w[1] >= 0 && w[2] >= 0; /* above N: a debt (rlt_settle) */
     case RLT_SLIDING_LOG: {
         memcpy(w, b, 16);
         int64_t head = w[0], count = w[1], prev = INT64_MIN, t;

@@ -101,3 +101,21 @@ int rlt__fixed_window_counts(const rlt_policy *p, void *st, rlt_ns now, int64_t 
     }
     return RLT_OK;
 }
+
+/* Settles a reservation (settle.c): an extra charge counts in the window `now` falls in, past
+ * N if need be (debt until that window ends); a refund is taken back only while `now` is still
+ * in the window the reservation was charged to, and never more than that window counts. */
+int rlt__fixed_window_settle(const rlt_policy *p, void *st, rlt_ns now, rlt_ns reserved_at,
+                             int64_t estimate, int64_t real)
+{
+    int64_t k;
+    fw_state s = current(p, st, now, &k, NULL);
+    if (real > estimate) {
+        if (__builtin_add_overflow(s.count, real - estimate, &s.count)) return RLT_ERANGE;
+    } else if (s.win == window_of(p, reserved_at, NULL)) { /* calendar windows too */
+        int64_t back = estimate - real;
+        s.count -= back < s.count ? back : s.count;
+    }
+    memcpy(st, &s, sizeof s);
+    return RLT_OK;
+}

@@ -82,6 +82,17 @@ int rlt__fixed_window_counts(const rlt_policy *p, void *st, rlt_ns now, int64_t 
 int rlt__sliding_window_counts(const rlt_policy *p, void *st, rlt_ns now, int64_t counts[2],
                                int set);
 
+/* Settling a reservation (settle.c): each algorithm's state at `now` after a request of
+ * `estimate` charged at `reserved_at` turns out to cost `real`.  RLT_OK or RLT_ERANGE (state
+ * unchanged). */
+int rlt__bucket_settle(const rlt_policy *p, void *st, rlt_ns now, rlt_ns reserved_at,
+                       int64_t estimate, int64_t real);
+int rlt__fixed_window_settle(const rlt_policy *p, void *st, rlt_ns now, rlt_ns reserved_at,
+                             int64_t estimate, int64_t real);
+int rlt__sliding_window_settle(const rlt_policy *p, void *st, rlt_ns now, rlt_ns reserved_at,
+                               int64_t estimate, int64_t real);
+int rlt__sliding_log_settle(const rlt_policy *p, void *st, rlt_ns now, rlt_ns reserved_at,
+                            int64_t estimate, int64_t real);
 /* The penalty box (block.c), wrapped around the algorithm's own decision.  The algorithm's
  * state comes first: rlt__algo_state_size(p) bytes (policy.c), then rlt__block_size(p). */
 size_t rlt__algo_state_size(const rlt_policy *p);

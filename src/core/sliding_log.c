@@ -86,3 +86,54 @@ void rlt__sliding_log_shift(const rlt_policy *p, void *st, rlt_ns delta)
         s->ts[j] = rlt__sat_add(s->ts[j], delta);
     }
 }
+
+/* Settles a reservation (settle.c).  A refund removes up to k of the newest live entries
+ * stamped no later than reserved_at (the reservation's own, when nothing was recorded at that
+ * instant since): an entry removed never expires later than one of the reservation's would
+ * have.  An extra charge records x entries at max(now, newest); the ring has N slots, so when
+ * live + x > N the oldest live entries make room (at most N are recorded): a log full of
+ * entries stamped at the settle is the most it can hold, and debt beyond it is not kept. */
+int rlt__sliding_log_settle(const rlt_policy *p, void *st, rlt_ns now, rlt_ns reserved_at,
+                            int64_t estimate, int64_t real)
+{
+    log_state *s = st;
+    int64_t gone = expired_prefix(p, s, now);
+    s->head = (s->head + gone) % p->limit;
+    s->count -= gone;
+    if (real > estimate) {
+        int64_t x = real - estimate;
+        if (x > p->limit) x = p->limit;
+        int64_t stamp = s->count > 0 ? at(p, s, s->count - 1) : now;
+        if (now > stamp) stamp = now;
+        int64_t drop = s->count + x - p->limit;
+        if (drop > 0) {
+            s->head = (s->head + drop) % p->limit;
+            s->count -= drop;
+        }
+        for (int64_t i = 0; i < x; i++) {
+            int64_t j = s->head + s->count++;
+            if (j >= p->limit) j -= p->limit;
+            s->ts[j] = stamp;
+        }
+        return RLT_OK;
+    }
+    /* Entries <= reserved_at form a prefix of the sorted live entries: [0, end). */
+    int64_t lo = 0, hi = s->count;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (at(p, s, mid) <= reserved_at)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    int64_t end = lo, k = estimate - real;
+    if (k > end) k = end;
+    if (k == 0) return RLT_OK;
+    /* Close the gap [end - k, end): move the later entries down by k, keeping the order. */
+    for (int64_t i = end; i < s->count; i++) {
+        int64_t from = (s->head + i) % p->limit, to = (s->head + i - k) % p->limit;
+        s->ts[to] = s->ts[from];
+    }
+    s->count -= k;
+    return RLT_OK;
+}

@@ -123,3 +123,23 @@ int rlt__sliding_window_counts(const rlt_policy *p, void *st, rlt_ns now, int64_
     }
     return RLT_OK;
 }
+
+/* Settles a reservation (settle.c): an extra charge counts in the current window (weight 1,
+ * at least the weight the reserved window has now); a refund comes off the count of the
+ * window the reservation was charged to while that count is still in the estimate (it is the
+ * current or the previous window), never more than that count holds. */
+int rlt__sliding_window_settle(const rlt_policy *p, void *st, rlt_ns now, rlt_ns reserved_at,
+                               int64_t estimate, int64_t real)
+{
+    int64_t e;
+    sw_state s = current(p, st, now, &e);
+    if (real > estimate) {
+        if (__builtin_add_overflow(s.curr, real - estimate, &s.curr)) return RLT_ERANGE;
+    } else {
+        int64_t k = estimate - real, kr = rlt__floor_div(reserved_at, p->period);
+        int64_t *c = s.win == kr ? &s.curr : (i128)s.win == (i128)kr + 1 ? &s.prev : NULL;
+        if (c) *c -= k < *c ? k : *c;
+    }
+    memcpy(st, &s, sizeof s);
+    return RLT_OK;
+}

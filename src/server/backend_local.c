@@ -48,6 +48,19 @@ static int local_release(rlt__backend *b, int policy_id, const void *key, size_t
     return rlt_store_release(store_of(b), policy_id, key, klen, now, lease);
 }
 
+static int local_reserve(rlt__backend *b, int policy_id, const void *key, size_t klen, rlt_ns now,
+                         int64_t estimate, rlt_ns timeout, rlt_decision *d, uint64_t *reservation)
+{
+    return rlt_store_reserve(store_of(b), policy_id, key, klen, now, estimate, timeout, d,
+                             reservation);
+}
+
+static int local_settle(rlt__backend *b, int policy_id, const void *key, size_t klen, rlt_ns now,
+                        uint64_t reservation, int64_t real_cost, rlt_decision *d)
+{
+    return rlt_store_settle(store_of(b), policy_id, key, klen, now, reservation, real_cost, d);
+}
+
 static void local_nothing(rlt__backend *b, rlt__obuf *out)
 {
     (void)b;
@@ -67,6 +80,8 @@ static const rlt__backend_ops local_ops = {
     .decide_multi = local_decide_multi,
     .reset = local_reset,
     .release = local_release,
+    .reserve = local_reserve,
+    .settle = local_settle,
     .info = local_nothing,
     .prometheus = local_nothing,
     .close = local_close,

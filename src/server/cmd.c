@@ -338,6 +338,77 @@ static void cmd_tier(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size
     rlt__resp_simple(o, "OK");
 }
 
+/* ---- charge after the response: RL.RESERVE and RL.SETTLE ------------------------------ */
+
+/* Longest settle timeout a client may ask for: a day (the table is bounded either way). */
+#define RESERVE_TIMEOUT_MAX_MS INT64_C(86400000)
+
+/* The reply for a failed RL.RESERVE / RL.SETTLE. */
+static void reserve_error(rlt__srv *s, int id, rlt_ns now, rlt__obuf *o, int st, bool settle)
+{
+    char buf[160];
+    rlt__resp_errorf(o, "ERR %s",
+                     rlt__decide_reserve_strerror(s, id, now, st, settle, buf, sizeof buf));
+}
+
+/* RL.RESERVE key policy estimate [TIMEOUT ms]: [allowed, limit, remaining, retry_after_ms,
+ * reset_after_ms, reservation] with the reservation's id as 16 hex digits, nil when denied. */
+static void cmd_reserve(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n, rlt_ns now,
+                        rlt__obuf *o)
+{
+    if (n != 4 && n != 6) return err_arity(o, &a[0]);
+    int64_t estimate, timeout_ms = 0;
+    if (!get_i64(&a[3], &estimate) || estimate < 0)
+        return rlt__resp_error(o, "ERR estimate must be an integer >= 0");
+    if (n == 6 && (!is(&a[4], "TIMEOUT") || !get_i64(&a[5], &timeout_ms) || timeout_ms < 1 ||
+                   timeout_ms > RESERVE_TIMEOUT_MAX_MS))
+        return rlt__resp_error(o, "ERR syntax: RL.RESERVE key policy estimate [TIMEOUT ms] "
+                                  "with 1 <= ms <= 86400000");
+    char kbuf[RLT_KEY_MAX];
+    rlt__target t;
+    if (target(s, ss, &a[1], &a[2], true, now, kbuf, &t, o) != RLT_OK) return;
+    rlt_decision d;
+    uint64_t rid;
+    int st = rlt__decide_reserve(s, t.policy_id, t.shadow, t.key, t.klen, now, estimate,
+                                 timeout_ms * RLT_NS_PER_MS, &d, &rid);
+    if (st != RLT_OK) return reserve_error(s, t.policy_id, now, o, st, false);
+    int64_t v[5] = {d.allowed ? 1 : 0, d.limit, d.remaining,
+                    d.allowed ? 0 : rlt_retry_after_ms(d.retry_after),
+                    rlt_retry_after_ms(d.reset_after)};
+    rlt__resp_array(o, 6);
+    for (int i = 0; i < 5; i++)
+        rlt__resp_int(o, v[i]);
+    if (rid == 0) return rlt__resp_null(o);
+    char hex[RLT__RESERVATION_HEX + 1];
+    rlt__reservation_format(rid, hex);
+    rlt__resp_bulk(o, hex, RLT__RESERVATION_HEX);
+}
+
+/* RL.SETTLE key policy reservation real_cost: [allowed, limit, remaining, retry_after_ms,
+ * reset_after_ms] of a cost-1 request after the settle (a peek). */
+static void cmd_settle(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n, rlt_ns now,
+                       rlt__obuf *o)
+{
+    if (n != 5) return err_arity(o, &a[0]);
+    uint64_t rid;
+    int64_t real;
+    if (!rlt__reservation_parse(a[3].ptr, a[3].len, &rid))
+        return rlt__resp_error(o, "ERR reservation must be the id RL.RESERVE returned "
+                                  "(1 to 16 hex digits)");
+    if (!get_i64(&a[4], &real) || real < 0)
+        return rlt__resp_error(o, "ERR real_cost must be an integer >= 0");
+    char kbuf[RLT_KEY_MAX];
+    rlt__target t;
+    if (target(s, ss, &a[1], &a[2], true, now, kbuf, &t, o) != RLT_OK) return;
+    rlt_decision d;
+    int st = rlt__decide_settle(s, t.policy_id, t.key, t.klen, now, rid, real, &d);
+    if (st != RLT_OK) return reserve_error(s, t.policy_id, now, o, st, true);
+    int64_t v[5] = {d.allowed ? 1 : 0, d.limit, d.remaining,
+                    d.allowed ? 0 : rlt_retry_after_ms(d.retry_after),
+                    rlt_retry_after_ms(d.reset_after)};
+    rlt__resp_ints(o, v, 5);
+}
+
 /* Every command but the three deciding ones. */
 static void exec_other(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n,
                        rlt_ns now, rlt__obuf *o)
@@ -348,6 +419,8 @@ static void exec_other(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, si
     if (is(c, "RL.ACQUIRE")) return cmd_keyop(s, ss, a, n, now, o, KEYOP_ACQUIRE);
     if (is(c, "RL.RELEASE")) return cmd_keyop(s, ss, a, n, now, o, KEYOP_RELEASE);
     if (is(c, "RL.TIER")) return cmd_tier(s, ss, a, n, o);
+    if (is(c, "RL.RESERVE")) return cmd_reserve(s, ss, a, n, now, o);
+    if (is(c, "RL.SETTLE")) return cmd_settle(s, ss, a, n, now, o);
     if (is(c, "RL.POLICY")) {
         if (n != 2) return err_arity(o, c);
         bool shadow;

@@ -41,6 +41,7 @@ void rlt__settings_default(rlt__settings *s)
     s->max_inline_policies = 1024;
     s->max_args = RLT__RESP_DEFAULT_MAX_ARGS;
     s->max_bulk = RLT__RESP_DEFAULT_MAX_BULK;
+    s->max_reservations = 65536;
     s->top_keys = 100;
 }
 
@@ -114,6 +115,7 @@ static const setting settings[] = {
     {"max_bulk", SET_SIZE, S(max_bulk), 1024, RLT__MAX_INPUT / 2,
      "max_bulk"},
     {"shadow_mode", SET_BOOL, S(shadow_mode), 0, 0, "shadow_mode"},
+    {"max_reservations", SET_SIZE, S(max_reservations), 1, 1 << 24, "max_reservations"},
     {"top_keys", SET_SIZE, S(top_keys), 0, RLT__TOP_KEYS_MAX, "top_keys"},
 };
 #undef S

@@ -76,6 +76,7 @@ typedef struct rlt__settings {
     size_t max_args;             /* RESP arguments per command; default 1024 */
     size_t max_bulk;             /* RESP bulk string bytes; default 65536 */
     bool shadow_mode;            /* global shadow mode: never deny, count would-be denials */
+    size_t max_reservations;     /* outstanding RL.RESERVE reservations; default 65536 */
     size_t top_keys;             /* top offenders' counters per thread (top.h); 0 = off; 100 */
     rlt__redis_settings redis;   /* the shared store; redis.address "" = off */
 } rlt__settings;

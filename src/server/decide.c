@@ -176,6 +176,31 @@ int rlt__decide_peek(rlt__srv *s, int policy_id, const void *key, size_t klen, r
     return s->be->ops->decide(s->be, policy_id, key, klen, now, 0, d);
 }
 
+bool rlt__decide_can_reserve(const rlt__srv *s)
+{
+    return s->be->ops->reserve != NULL && s->be->ops->settle != NULL;
+}
+
+int rlt__decide_reserve(rlt__srv *s, int policy_id, bool shadow, const void *key, size_t klen,
+                        rlt_ns now, int64_t estimate, rlt_ns timeout, rlt_decision *d,
+                        uint64_t *reservation)
+{
+    *reservation = 0;
+    if (!rlt__decide_can_reserve(s)) return RLT_EINVAL;
+    int st =
+        s->be->ops->reserve(s->be, policy_id, key, klen, now, estimate, timeout, d, reservation);
+    if (st != RLT_OK) return st;
+    settle(s, rlt__srv_config(s), policy_id, shadow, key, klen, estimate, now, d);
+    return RLT_OK;
+}
+
+int rlt__decide_settle(rlt__srv *s, int policy_id, const void *key, size_t klen, rlt_ns now,
+                       uint64_t reservation, int64_t real_cost, rlt_decision *d)
+{
+    if (!rlt__decide_can_reserve(s)) return RLT_EINVAL;
+    return s->be->ops->settle(s->be, policy_id, key, klen, now, reservation, real_cost, d);
+}
+
 /* Whether policy `id` cannot decide at all at `now`: its time scale times the clock leaves
  * int64 (GCRA, leaky bucket with a fine rate), whatever the cost. */
 static bool rate_out_of_range(rlt__srv *s, int id, rlt_ns now)
@@ -215,4 +240,29 @@ const char *rlt__decide_strerror(rlt__srv *s, int id, rlt_ns now, int st, char *
     }
     snprintf(buf, cap, "%s", rlt_strerror(st));
     return buf;
+}
+
+const char *rlt__decide_reserve_strerror(rlt__srv *s, int id, rlt_ns now, int st, bool settle,
+                                         char *buf, size_t cap)
+{
+    rlt_policy p;
+    if (!rlt__decide_can_reserve(s))
+        return settle ? "settling needs the local backend: reservations are not kept in Redis "
+                        "(docs/distributed.md)"
+                      : "reserving needs the local backend: reservations are not kept in Redis "
+                        "(docs/distributed.md)";
+    if (st == RLT_EINVAL && rlt_store_get_policy(s->store, id, &p) == RLT_OK &&
+        !rlt_settle_supported(&p))
+        return "reservations need a fixed_window, sliding_window, sliding_log, token_bucket or "
+               "gcra policy (not leaky_bucket nor concurrency)";
+    if (st == RLT_ENOENT && settle)
+        return "unknown reservation: never made for this key and policy, already settled, or "
+               "expired (charged as estimated)";
+    if (st == RLT_EFULL)
+        return settle ? "store is full (fail-closed): the debt needs a new key; the reservation "
+                        "is still outstanding"
+                      : "reservation refused: too many outstanding reservations, or the store "
+                        "is full (fail-closed); nothing was charged";
+    if (st == RLT_ERANGE && settle) return "real cost out of range: the debt would overflow";
+    return rlt__decide_strerror(s, id, now, st, buf, cap);
 }

@@ -42,6 +42,24 @@ int rlt__decide_release(struct rlt__srv *s, int policy_id, const void *key, size
 int rlt__decide_peek(struct rlt__srv *s, int policy_id, const void *key, size_t klen, rlt_ns now,
                      rlt_decision *d);
 
+/* Charge after the response.  Whether the backend holds reservations (the local store does;
+ * Redis does not: the commands refuse with a message saying so). */
+bool rlt__decide_can_reserve(const struct rlt__srv *s);
+/* A reservation of `estimate` (rlt_store_reserve), counted as a decision, shadow mode applied
+ * (a denial reported allowed has no reservation: *reservation 0).  RLT_EINVAL when the
+ * backend cannot reserve or the policy cannot settle. */
+int rlt__decide_reserve(struct rlt__srv *s, int policy_id, bool shadow, const void *key,
+                        size_t klen, rlt_ns now, int64_t estimate, rlt_ns timeout, rlt_decision *d,
+                        uint64_t *reservation);
+/* Settles a reservation at its real cost (rlt_store_settle); not counted as a decision. */
+int rlt__decide_settle(struct rlt__srv *s, int policy_id, const void *key, size_t klen, rlt_ns now,
+                       uint64_t reservation, int64_t real_cost, rlt_decision *d);
+
+/* The message (without "ERR ") for status `st` of a reservation (settle false) or a settle
+ * on policy `id`, naming what the client can change.  Returns a constant or buf. */
+const char *rlt__decide_reserve_strerror(struct rlt__srv *s, int id, rlt_ns now, int st,
+                                         bool settle, char *buf, size_t cap);
+
 /* The message (without "ERR ") for status `st` of a decision on policy `id` at `now`
  * (id -1: unknown): names what is out of range, the cost or the policy's rate.  Returns a
  * constant or buf. */

@@ -1,6 +1,9 @@
 /* HTTP/1.1 on the connection layer: the strict parser (http1.h) and ratelimitd's endpoints.
  *   GET|HEAD|POST /v1/check   200 or 429 with Retry-After and the IETF RateLimit fields; a
  *                             JSON body.  HEAD answers the same headers without charging.
+ *                             With reserve=1 a reservation: its id in the body.
+ *   POST /v1/settle           settles a reservation at its real cost (charge after the
+ *                             response): 200, 404 for an unknown reservation
  *   POST /json                envoyproxy/ratelimit's JSON API (httpin.h)
  *   GET|HEAD /metrics         Prometheus text
  *   GET|HEAD /v1/top          the top offenders (top.h) as JSON; ?n= bounds the list
@@ -117,8 +120,9 @@ static void field_name(const char *policy, size_t len, char *out, size_t cap)
     out[len] = '\0';
 }
 
-static void reply_check(rlt__srv *s, const rlt__pipe_reply *r, int id, int64_t cost, rlt_ns now,
-                        int st, const rlt_decision *d)
+/* /v1/check's response; `more` (may be NULL) is JSON members added to the body. */
+static void render_check(rlt__srv *s, const rlt__pipe_reply *r, int id, int64_t cost, rlt_ns now,
+                         int st, const rlt_decision *d, const char *more)
 {
     char err[200];
     if (st != RLT_OK) {
@@ -155,11 +159,21 @@ static void reply_check(rlt__srv *s, const rlt__pipe_reply *r, int id, int64_t c
         put_num(&body, d->limit);
         put_str(&body, " at once\"");
     }
+    if (more) put_str(&body, more);
     put_str(&body, "}\n");
     size_t n = body.len;
     respond(r->out, d->allowed ? 200 : (int)(r->arg ? r->arg : 429), r->flags, "application/json",
             hdr, bb, n);
 }
+
+static void reply_check(rlt__srv *s, const rlt__pipe_reply *r, int id, int64_t cost, rlt_ns now,
+                        int st, const rlt_decision *d)
+{
+    render_check(s, r, id, cost, now, st, d, NULL);
+}
+
+static void handle_reserve(rlt__conn *c, const rlt__check_req *cr, const rlt__target *t,
+                           const rlt__pipe_reply *r, rlt_ns now);
 
 static void handle_check(rlt__conn *c, const rlt__http_req *req, const rlt__session *ss,
                          unsigned flags, rlt_ns now)
@@ -183,8 +197,93 @@ static void handle_check(rlt__conn *c, const rlt__http_req *req, const rlt__sess
     }
     rlt__pipe_reply r = {.out = o, .fn = reply_check, .flags = flags, .arg = cr.deny_status};
     field_name(cr.policy, cr.plen, r.name, sizeof r.name);
+    if (cr.reserve || cr.reservation || cr.timeout_ms) return handle_reserve(c, &cr, &t, &r, now);
     /* HEAD shows where the key stands and charges nothing. */
     rlt__pipe_add(rlt__conn_pipe(c), s, now, &t, flags & HF_HEAD ? 0 : cr.cost, &r);
+}
+
+/* ---- charge after the response: reserve=1 on /v1/check, and /v1/settle ------------------- */
+
+/* /v1/check with reserve=1: decided at once (a reservation is not a batch item), after the
+ * staged checks; the body adds "reservation": its id in hex, or null when denied. */
+static void handle_reserve(rlt__conn *c, const rlt__check_req *cr, const rlt__target *t,
+                           const rlt__pipe_reply *r, rlt_ns now)
+{
+    rlt__srv *s = rlt__conn_srv(c);
+    rlt__pipe_flush(rlt__conn_pipe(c), s);
+    char err[200];
+    if (!cr->reserve || cr->reservation)
+        return respond_error(r->out, 400, r->flags, NULL,
+                             cr->reservation ? "reservation belongs to POST /v1/settle"
+                                             : "timeout_ms needs reserve=1");
+    if (r->flags & HF_HEAD)
+        return respond_error(r->out, 400, r->flags, NULL, "reserve=1 takes GET or POST");
+    rlt_decision d;
+    uint64_t rid;
+    int st = rlt__decide_reserve(s, t->policy_id, t->shadow, t->key, t->klen, now, cr->cost,
+                                 cr->timeout_ms * RLT_NS_PER_MS, &d, &rid);
+    if (st != RLT_OK) {
+        int code = !rlt__decide_can_reserve(s) ? 501 : st == RLT_EFULL ? 503 : 400;
+        return respond_error(
+            r->out, code, r->flags, NULL,
+            rlt__decide_reserve_strerror(s, t->policy_id, now, st, false, err, sizeof err));
+    }
+    char more[48] = ",\"reservation\":null";
+    if (rid != 0) {
+        char hex[RLT__RESERVATION_HEX + 1];
+        rlt__reservation_format(rid, hex);
+        snprintf(more, sizeof more, ",\"reservation\":\"%s\"", hex);
+    }
+    render_check(s, r, t->policy_id, cr->cost, now, RLT_OK, &d, more);
+}
+
+/* POST /v1/settle key=K&policy=P&reservation=HEX&cost=REAL: 200 with where the key stands
+ * after the settle (a peek: would a cost-1 request pass) and the IETF RateLimit fields; 404
+ * for an unknown reservation. */
+static void handle_settle(rlt__conn *c, const rlt__http_req *req, const rlt__session *ss,
+                          unsigned flags, rlt_ns now)
+{
+    rlt__srv *s = rlt__conn_srv(c);
+    rlt__obuf *o = rlt__conn_out(c);
+    const char *q = req->body_len > 0 ? req->body : req->query ? req->query : "";
+    size_t qlen = req->body_len > 0 ? req->body_len : req->query_len;
+    rlt__check_req cr;
+    char err[300], kbuf[RLT_KEY_MAX];
+    rlt__target t;
+    if (rlt__check_parse(q, qlen, &cr, err, sizeof err) != RLT_OK ||
+        rlt__target_resolve(s, ss, cr.key, cr.klen, cr.policy, cr.plen, false, now, kbuf, &t, err,
+                            sizeof err) != RLT_OK)
+        return respond_error(o, 400, flags, NULL, err);
+    if (!cr.reservation || !cr.has_cost || cr.reserve || cr.timeout_ms || cr.deny_status)
+        return respond_error(o, 400, flags, NULL,
+                             "POST /v1/settle takes key, policy, reservation (the id the "
+                             "reservation returned) and cost (the real cost)");
+    rlt_decision d;
+    int st = rlt__decide_settle(s, t.policy_id, t.key, t.klen, now, cr.reservation, cr.cost, &d);
+    if (st != RLT_OK) {
+        int code = !rlt__decide_can_reserve(s) ? 501
+                   : st == RLT_ENOENT          ? 404
+                   : st == RLT_EFULL           ? 503
+                                               : 400;
+        return respond_error(
+            o, code, flags, NULL,
+            rlt__decide_reserve_strerror(s, t.policy_id, now, st, true, err, sizeof err));
+    }
+    char name[RLT_NAME_MAX + 1], hdr[1024];
+    field_name(cr.policy, cr.plen, name, sizeof name);
+    rlt_policy p;
+    int hl = -1;
+    if (rlt_store_get_policy(s->store, t.policy_id, &p) == RLT_OK)
+        hl = rlt_format_headers(hdr, sizeof hdr, name, &p, &d, RLT_HDR_IETF);
+    if (hl < 0) hdr[0] = '\0';
+    char body[256];
+    int n = snprintf(body, sizeof body,
+                     "{\"settled\":true,\"allowed\":%s,\"limit\":%lld,\"remaining\":%lld,"
+                     "\"retry_after_ms\":%lld,\"reset_after_ms\":%lld}\n",
+                     d.allowed ? "true" : "false", (long long)d.limit, (long long)d.remaining,
+                     (long long)(d.allowed ? 0 : rlt_retry_after_ms(d.retry_after)),
+                     (long long)rlt_retry_after_ms(d.reset_after));
+    respond(o, 200, flags, "application/json", hdr, body, (size_t)n);
 }
 
 /* ---- the other endpoints ---------------------------------------------------------------- */
@@ -259,15 +358,25 @@ static void route(rlt__conn *c, const rlt__http_req *req, unsigned flags, rlt_ns
     bool post = req->method == RLT__HTTP_POST;
     bool check = path_is(req, "/v1/check"), envoy = path_is(req, "/json");
     bool metrics = path_is(req, "/metrics") || path_is(req, "/v1/top");
+    bool settle = path_is(req, "/v1/settle");
     bool health = path_is(req, "/healthz") || path_is(req, "/healthcheck");
     rlt__session ss;
     if (check && (get || post) && authorize(s, req, &ss))
         return handle_check(c, req, &ss, flags, now); /* staged: no flush */
     /* Everything else answers at once: what is staged goes first, in order. */
     rlt__pipe_flush(rlt__conn_pipe(c), s);
+    if (settle) {
+        if (!post)
+            return respond_error(o, 405, flags, "Allow: POST\r\n", "POST the settle's parameters");
+        if (authorize(s, req, &ss)) return handle_settle(c, req, &ss, flags, now);
+        rlt__mcount(&ms->errors, 1);
+        return respond_error(o, 401, flags, "WWW-Authenticate: Bearer realm=\"ratelimitd\"\r\n",
+                             "missing or wrong bearer token");
+    }
     if (!check && !envoy && !metrics && !health)
         return respond_error(o, 404, flags, NULL,
-                             "no such endpoint (/v1/check, /json, /metrics, /v1/top, /healthz)");
+                             "no such endpoint (/v1/check, /v1/settle, /json, /metrics, /v1/top, "
+                             "/healthz)");
     if (check ? !(get || post) : envoy ? !post : !get)
         return respond_error(o, 405, flags,
                              check   ? "Allow: GET, HEAD, POST\r\n"

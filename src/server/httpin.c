@@ -97,6 +97,28 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
                 return RLT_EINVAL;
             }
             have_cost = true;
+            r->has_cost = true;
+        } else if (nl == 7 && memcmp(name, "reserve", 7) == 0) {
+            if (vl != 1 || (val[0] != '0' && val[0] != '1')) {
+                snprintf(err, errlen, "reserve must be 0 or 1");
+                return RLT_EINVAL;
+            }
+            r->reserve = val[0] == '1';
+        } else if (nl == 10 && memcmp(name, "timeout_ms", 10) == 0) {
+            char num[32];
+            long d = r->timeout_ms ? -1 : url_decode(val, vl, num, sizeof num);
+            if (d <= 0 || !rlt__resp_parse_i64(num, (size_t)d, &r->timeout_ms) ||
+                r->timeout_ms < 1 || r->timeout_ms > 86400000) {
+                snprintf(err, errlen, "timeout_ms must be given once, 1..86400000");
+                return RLT_EINVAL;
+            }
+        } else if (nl == 11 && memcmp(name, "reservation", 11) == 0) {
+            if (r->reservation != 0 || !rlt__reservation_parse(val, vl, &r->reservation)) {
+                snprintf(err, errlen,
+                         "reservation must be given once: the id a reservation "
+                         "returned (1 to 16 hex digits)");
+                return RLT_EINVAL;
+            }
         } else if (nl == 11 && memcmp(name, "deny_status", 11) == 0) {
             /* nginx's auth_request denies only on 401/403: a proxy in front asks for 403. */
             char num[8];
@@ -108,7 +130,9 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
             }
             r->deny_status = (int)v;
         } else {
-            snprintf(err, errlen, "unknown parameter '%.*s' (key, policy, cost, deny_status)",
+            snprintf(err, errlen,
+                     "unknown parameter '%.*s' (key, policy, cost, deny_status, reserve, "
+                     "timeout_ms, reservation)",
                      (int)(nl > 32 ? 32 : nl), name);
             return RLT_EINVAL;
         }

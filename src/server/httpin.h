@@ -29,10 +29,18 @@ typedef struct rlt__check_req {
     size_t plen;
     int64_t cost;
     int deny_status; /* the status of a denial: 429 (default, 0 here), or 403 for auth_request */
+    bool has_cost;
+    /* Charge after the response: reserve=1 on /v1/check (timeout_ms: how long it waits for
+     * its settle, 0 = the store's default); reservation (the id, hex) on /v1/settle. */
+    bool reserve;
+    int64_t timeout_ms;
+    uint64_t reservation;
 } rlt__check_req;
 
-/* Parses "key=K&policy=P&cost=N[&deny_status=403]" (URL-encoded; policy defaults to
- * "default", cost to 1, deny_status to 0: the default 429).
+/* Parses "key=K&policy=P&cost=N[&deny_status=403][&reserve=1][&timeout_ms=T]
+ * [&reservation=HEX]" (URL-encoded; policy defaults to "default", cost to 1, deny_status to
+ * 0: the default 429; reserve takes 0 or 1, timeout_ms 1..86400000).  Which endpoint takes
+ * which is the caller's check.
  * Returns RLT_OK, or RLT_EINVAL with a message in err. */
 int rlt__check_parse(const char *query, size_t len, rlt__check_req *r, char *err, size_t errlen);
 

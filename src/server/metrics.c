@@ -215,6 +215,10 @@ void rlt__metrics_prometheus(rlt__srv *s, rlt__obuf *o)
     rlt__prom_family(o, "ratelimitd_refused_full_total", "counter",
                      "New keys refused because the store was full (fail_closed).");
     rlt__obuf_printf(o, "ratelimitd_refused_full_total %" PRIu64 "\n", st.refused_full);
+    rlt__prom_family(o, "ratelimitd_reservations", "gauge",
+                     "Outstanding reservations (RL.RESERVE, reserve=1) waiting for their settle.");
+    rlt__obuf_printf(o, "ratelimitd_reservations %zu\n",
+                     rlt_store_reservations(s->store, rlt__now()));
     rlt__prom_family(o, "ratelimitd_connections", "gauge", "Open client connections.");
     rlt__obuf_printf(o, "ratelimitd_connections %" PRId64 "\n",
                      __atomic_load_n(&m->connections_current, __ATOMIC_RELAXED));
@@ -313,11 +317,12 @@ void rlt__metrics_info(rlt__srv *s, rlt__obuf *o)
                      c->set.fail_closed ? "noeviction" : "volatile-lru");
     rlt__obuf_printf(o,
          "\r\n# Keyspace\r\nkeys:%" PRIu64 "\r\nstore_bytes:%" PRIu64 "\r\nevicted_idle:%" PRIu64
-         "\r\nevicted_forced:%" PRIu64 "\r\nrefused_full:%" PRIu64
+         "\r\nevicted_forced:%" PRIu64 "\r\nrefused_full:%" PRIu64 "\r\nreservations:%zu"
          "\r\n\r\n# Persistence\r\nsnapshot_path:%s\r\nsnapshots_ok:%" PRIu64
          "\r\nsnapshots_failed:%" PRIu64 "\r\nreloads_ok:%" PRIu64 "\r\nreloads_failed:%" PRIu64
          "\r\n",
-         st.keys, st.bytes, st.evicted_idle, st.evicted_forced, st.refused_full, c->set.snapshot,
+         st.keys, st.bytes, st.evicted_idle, st.evicted_forced, st.refused_full,
+         rlt_store_reservations(s->store, rlt__now()), c->set.snapshot,
          ld(&m->snapshots_ok), ld(&m->snapshots_failed), ld(&m->reloads_ok),
          ld(&m->reloads_failed));
     /* One line per policy, as Redis's "db0:keys=1,expires=0": the field is policy<id>, the

@@ -139,3 +139,28 @@ bad_key:
              RLT_KEY_MAX);
     return RLT_EKEYLEN;
 }
+
+void rlt__reservation_format(uint64_t id, char out[RLT__RESERVATION_HEX + 1])
+{
+    static const char hex[] = "0123456789abcdef";
+    for (int i = RLT__RESERVATION_HEX - 1; i >= 0; i--, id >>= 4)
+        out[i] = hex[id & 15];
+    out[RLT__RESERVATION_HEX] = '\0';
+}
+
+bool rlt__reservation_parse(const char *p, size_t n, uint64_t *id)
+{
+    if (n == 0 || n > RLT__RESERVATION_HEX) return false;
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        int d = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
+        if (d < 0) return false;
+        v = v << 4 | (uint64_t)d;
+    }
+    *id = v;
+    return v != 0;
+}

@@ -86,4 +86,11 @@ int rlt__target_resolve(struct rlt__srv *s, const rlt__session *ss, const char *
                         const char *policy, size_t plen, bool allow_tier, rlt_ns now, char *kbuf,
                         rlt__target *t, char *err, size_t errlen);
 
+/* A reservation id (rlt_store_reserve) as every front end carries it: 16 lowercase hex
+ * digits, since a JSON number would lose the bits above 2^53.  format writes them and a NUL;
+ * parse reads 1..16 hex digits of either case and returns false for anything else or 0. */
+#define RLT__RESERVATION_HEX 16
+void rlt__reservation_format(uint64_t id, char out[RLT__RESERVATION_HEX + 1]);
+bool rlt__reservation_parse(const char *p, size_t n, uint64_t *id);
+
 #endif

@@ -429,7 +429,8 @@ int rlt__srv_open(rlt__srv **out, rlt__config *cfg, rlt_ns now, int64_t wall_ns,
     s->metrics.slots = calloc(RLT__METRIC_SLOTS, sizeof *s->metrics.slots);
     rlt_store_options opt = {.max_keys = cfg->set.max_keys,
                              .max_bytes = rlt__mem_store_share(cfg->set.max_memory),
-                             .fail_closed = cfg->set.fail_closed};
+                             .fail_closed = cfg->set.fail_closed,
+                             .max_reservations = cfg->set.max_reservations};
     int st = s->metrics.slots ? rlt_store_open(&s->store, &opt) : RLT_ENOMEM;
     if (st != RLT_OK) {
         snprintf(err, errlen, "cannot open the store: %s", rlt_strerror(st));

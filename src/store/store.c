@@ -566,8 +566,10 @@ int rlt_store_open(rlt_store **out, const rlt_store_options *opt)
             got += (size_t)r;
         }
     }
-    return store_alloc(out, n, o.max_keys ? o.max_keys / n : UINT64_MAX,
-                       o.max_bytes ? o.max_bytes / n : UINT64_MAX, o.fail_closed, secret);
+    int rc = store_alloc(out, n, o.max_keys ? o.max_keys / n : UINT64_MAX,
+                         o.max_bytes ? o.max_bytes / n : UINT64_MAX, o.fail_closed, secret);
+    if (rc == RLT_OK) rlt__resv_init(*out, o.max_reservations);
+    return rc;
 }
 
 int rlt__store_new_like(const rlt_store *s, rlt_store **out)
@@ -589,6 +591,7 @@ void rlt__shard_free(rlt__shard *sh, const rlt_store *s)
         }
     }
     free(sh->abuckets);
+    rlt__resv_free((rlt_store *)s, sh); /* its counter is not part of the logical state */
 }
 
 void rlt_store_close(rlt_store *s)
@@ -765,6 +768,7 @@ int rlt_store_set_policy(rlt_store *s, const char *name, const rlt_policy *p, rl
             if (s->shards[k].last_now > now) now = s->shards[k].last_now;
         rlt__note_drop(s, now); /* entries may be reset or dropped as of `now` */
         if (reset) convert_entries(s, pid, &old, how, true, now); /* under the old size */
+        if (reset || !rlt__policy_same(&old, &q)) rlt__resv_drop_policy(s, pid);
         P->p = q;
         P->ssz = ssz;
         P->hot_end = rlt__gcra_hot_end(&q);
@@ -1074,6 +1078,12 @@ int rlt_store_decide(rlt_store *s, int id, const void *key, size_t klen, rlt_ns 
     rc = decide_locked_tag(s, sh, h, tag, id, key, klen, now, cost, d);
     rlt__shard_unlock(sh);
     return rc;
+}
+
+int rlt__decide_in_shard(rlt_store *s, rlt__shard *sh, uint64_t h, int id, const void *key,
+                         size_t klen, rlt_ns now, int64_t cost, rlt_decision *d)
+{
+    return decide_locked(s, sh, h, id, key, klen, now, cost, d);
 }
 
 /* ---- batches -------------------------------------------------------------------------- */
@@ -1572,6 +1582,9 @@ void rlt__store_swap(rlt_store *s, rlt_store *t, rlt_ns now)
         RLT__STAT_ADD(a->evicted_forced, b->evicted_forced);
         RLT__STAT_ADD(a->refused_full, b->refused_full);
         a->last_now = now; /* the loaded states live on the caller's clock now */
+        /* Outstanding reservations were charged to states the load replaced: refunding them
+         * from the loaded ones could mint, so they end here, charged as estimated. */
+        rlt__resv_free(s, a);
     }
 #undef SWAP
     s->sweep_shard = 0;

@@ -70,6 +70,7 @@ typedef struct rlt__shard {
     _Alignas(64) rlt__assign **abuckets;
     uint32_t anb, acount; /* assignment buckets (power of two) and entries */
     uint64_t evicted_idle, evicted_forced, refused_full;
+    struct rlt__resv_table *resv; /* outstanding reservations of the shard's keys (reserve.c) */
 } rlt__shard;
 
 /* The value xored into a key's hash for policy `id`: a fixed function of the id, so a call
@@ -115,6 +116,12 @@ struct rlt_store {
      * Calls with an earlier `now` are decided at this instant instead (atomic; written before
      * the drop under the shard lock, read under the shard lock). */
     rlt_ns drop_floor;
+    /* Reservations (reserve.c): the bound per shard, the key their ids are drawn under, and
+     * the counter those ids hash (atomic). */
+    uint64_t resv_cap;   /* max_reservations */
+    uint64_t resv_count; /* outstanding (expired ones included until dropped); atomic */
+    uint8_t resv_secret[16];
+    uint64_t resv_next;
 };
 
 /* Records that an entry fresh at `now` is about to be dropped. */
@@ -272,6 +279,19 @@ void rlt__shard_free(rlt__shard *sh, const rlt_store *s);
 int rlt__assign_set(const rlt_store *s, rlt__shard *sh, uint64_t h, const void *key, size_t klen,
                     uint32_t tier);
 const rlt__assign *rlt__assign_find(const rlt__shard *sh, uint64_t h, const void *key, size_t klen);
+
+/* Reservations (reserve.c).  init: sets the store-wide bound from `max` (0: the default) and
+ * the id secret; free: frees a shard's table (its lock held or the shard private).  The
+ * decision under a held shard lock, as rlt_store_decide makes it (store.c). */
+void rlt__resv_init(rlt_store *s, size_t max);
+void rlt__resv_free(rlt_store *s, rlt__shard *sh);
+/* Ends every outstanding reservation of policy `pid` (every shard lock held): its estimate
+ * was charged under numbers that changed, so refunding it under the new ones could mint.
+ * rlt__policy_same: whether two policies have the same numbers. */
+void rlt__resv_drop_policy(rlt_store *s, int pid);
+bool rlt__policy_same(const rlt_policy *a, const rlt_policy *b);
+int rlt__decide_in_shard(rlt_store *s, rlt__shard *sh, uint64_t h, int id, const void *key,
+                         size_t klen, rlt_ns now, int64_t cost, rlt_decision *d);
 
 /* A new, empty store with the same shards, caps, mode and secret as `s`, for building a
  * table off to the side (snapshot load).  RLT_OK or RLT_ENOMEM. */

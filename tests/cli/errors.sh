@@ -66,6 +66,9 @@ expect replay_bad_cost 1 "line 1: bad COST 'x'" "0 a x\n" replay --policy gcra:2
 expect replay_negative_cost 1 "line 1: bad COST '-2': negative" "0 a -2\n" replay --policy gcra:2/1s
 expect replay_too_precise 1 "line 1: bad TIME '0.5': more precise than 1 ns" "0.5 a\n" replay --policy gcra:2/1s --unit ns
 expect replay_extra_field 1 "line 2: too many fields" "0 a\n0 a 1 1\n" replay --policy gcra:2/1s
+expect replay_reserve_needs_a_settling_policy 1 "line 1: reserve:/settle: need a fixed_window" "0 a 1 reserve:x\n" replay --policy leaky_bucket:2/1s
+expect replay_bad_reservation_field 1 "line 1: too many fields (expected TIME KEY [COST [reserve:NAME|settle:NAME]]" "0 a 1 hold:x\n" replay --policy gcra:2/1s
+expect replay_bad_settle_timeout 2 "--settle-timeout 'x'" "" replay --policy gcra:2/1s --settle-timeout x
 expect replay_time_range 1 "line 1: bad TIME '99999999999': out of range" "99999999999 a\n" replay --policy gcra:2/1s
 expect replay_combined_bad 1 "line 2: bad timestamp" '1.2.3.4 - - [10/Oct/2000:13:55:36 -0700] "GET /" 200 1\n1.2.3.4 - - [10/Oct/2000:25:55:36 -0700] "GET /" 200 1\n' replay --policy gcra:2/1s --format combined
 expect replay_epoch_needs_combined 2 "--epoch applies to --format combined" "" replay --policy gcra:1/s --epoch

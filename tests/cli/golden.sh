@@ -108,6 +108,9 @@ run replay_combined.out "$ex/access.log" replay --policy token_bucket:2/1s --for
 run replay_month_end_paris.out "$ex/month_end.trace" replay --policy fixed_window:2/1mo,tz=Europe/Paris
 run replay_month_end_new_york.out "$ex/month_end.trace" replay --policy fixed_window:2/1mo,tz=America/New_York
 run replay_combined_calendar.out "$ex/access.log" replay --policy fixed_window:3/1mo,tz=Europe/Paris --format combined
+# Charge after the response: reserve:NAME / settle:NAME (checked by hand: docs/cli.md).
+run replay_llm_token_bucket.out "$ex/llm.trace" replay --policy token_bucket:1000/1m
+run replay_llm_fixed_window.out "$ex/llm.trace" replay --policy fixed_window:1000/1m
 run replay_combined_epoch.out "$ex/access.log" replay --policy fixed_window:3/5s --format combined --epoch
 run replay_combined_summary.out "$ex/access.log" replay --policy token_bucket:2/1s --format combined --summary
 run replay_combined_key_user.out "$ex/access.log" replay --policy token_bucket:2/1s --format combined --key user

@@ -73,6 +73,32 @@ TEST(trace_malformed_lines_say_what_is_wrong)
     ASSERT_EQ(rlt__trace_parse("1 a\0b", 5, RLT_NS_PER_S, 0, &t, err, 200), -1);
 }
 
+TEST(trace_reserve_and_settle_fields_name_a_reservation)
+{
+    rlt__trace_line t;
+    char err[200];
+    ASSERT_EQ(trace("1 alice 500 reserve:r1", RLT_NS_PER_S, &t, err), 1);
+    ASSERT_EQ(t.op, RLT__TRACE_RESERVE);
+    ASSERT_EQ(t.cost, 500);
+    ASSERT_EQ(t.nlen, 2);
+    ASSERT(memcmp(t.name, "r1", 2) == 0);
+    ASSERT_EQ(trace("2 alice 0 settle:r1", RLT_NS_PER_S, &t, err), 1);
+    ASSERT_EQ(t.op, RLT__TRACE_SETTLE);
+    ASSERT_EQ(t.cost, 0);
+    ASSERT_EQ(trace("2 alice 3", RLT_NS_PER_S, &t, err), 1);
+    ASSERT_EQ(t.op, RLT__TRACE_REQUEST);
+    ASSERT(t.name == NULL);
+    ASSERT_EQ(trace("2 alice 3 settle:", RLT_NS_PER_S, &t, err), -1); /* no name */
+    ASSERT(strstr(err, "too many fields") != NULL);
+    ASSERT_EQ(trace("2 alice 3 reserve:x y", RLT_NS_PER_S, &t, err), -1);
+    char lng[128] = "2 a 3 settle:";
+    memset(lng + 13, 'n', RLT__TRACE_NAME_MAX + 1);
+    lng[13 + RLT__TRACE_NAME_MAX + 1] = '\0';
+    ASSERT_EQ(trace(lng, RLT_NS_PER_S, &t, err), -1);
+    /* The simulator's traces have no fourth field. */
+    ASSERT_EQ(rlt__trace_parse("1 a 1 reserve:x", 15, RLT_NS_PER_S, 1, &t, err, 200), -1);
+}
+
 TEST(trace_key_optional_for_the_simulator)
 {
     rlt__trace_line t;

@@ -46,17 +46,17 @@ TEST(damaged_counts_and_indices_are_invalid)
     st[3] = 11;
     ASSERT(rlt_state_valid(&p, st));
 
-    int64_t fw[2] = {0, 6};
+    int64_t fw[2] = {0, 6}; /* a count above N is a settled debt (rlt_settle) */
     ASSERT_EQ(rlt_policy_parse(&p, "fixed_window:5/10s", 18, NULL, 0), RLT_OK);
-    ASSERT(!rlt_state_valid(&p, fw));
+    ASSERT(rlt_state_valid(&p, fw));
     fw[1] = -1;
     ASSERT(!rlt_state_valid(&p, fw));
 
     int64_t tb[2] = {-1, 0};
     ASSERT_EQ(rlt_policy_parse(&p, "token_bucket:5/10s", 18, NULL, 0), RLT_OK);
     ASSERT(!rlt_state_valid(&p, tb));
-    tb[0] = p.cap_ + 1;
-    ASSERT(!rlt_state_valid(&p, tb));
+    tb[0] = p.cap_ + 1; /* more than the capacity used: a settled debt */
+    ASSERT(rlt_state_valid(&p, tb));
     tb[0] = p.cap_;
     ASSERT(rlt_state_valid(&p, tb));
 }

@@ -745,6 +745,18 @@ def key_prefix_and_redis_time_are_used(tmp):
         assert "fleet1:{pfx}pfx:" in keys, keys
 
 
+@test("standalone")
+def reservations_are_refused_with_a_clear_error_on_redis(tmp):
+    # Charge after the response keeps its reservations in the local store only: on Redis the
+    # commands say so and charge nothing.
+    with Fleet(tmp, 1, args=redis_args()) as (d,):
+        r = d.c("RL.RESERVE", "llm", "gcra:10/1m", 5)
+        assert isinstance(r, Resp.Err) and "needs the local backend" in r, r
+        r = d.c("RL.SETTLE", "llm", "gcra:10/1m", "00ff", 1)
+        assert isinstance(r, Resp.Err) and "needs the local backend" in r, r
+        assert d.c.ok("RL.PEEK", "llm", "gcra:10/1m")[2] == 10
+
+
 def main():
     if not SERVERS:
         print("redis_integration.py must run under tests/redis/redis-servers.sh")

@@ -423,6 +423,30 @@ TEST(check_query_errors_name_bad_escapes_and_unknown_parameters)
     ASSERT(strstr(err, "unknown parameter 'polcy'") != NULL);
 }
 
+TEST(check_query_takes_the_reservation_parameters)
+{
+    rlt__check_req r;
+    char err[200];
+    const char *q = "key=a&cost=40&reserve=1&timeout_ms=30000";
+    ASSERT_EQ(rlt__check_parse(q, strlen(q), &r, err, sizeof err), RLT_OK);
+    ASSERT(r.reserve && r.has_cost);
+    ASSERT_EQ(r.timeout_ms, 30000);
+    ASSERT_EQ(r.reservation, 0);
+    q = "key=a&reservation=00Ff&cost=0";
+    ASSERT_EQ(rlt__check_parse(q, strlen(q), &r, err, sizeof err), RLT_OK);
+    ASSERT_EQ(r.reservation, 255);
+    ASSERT(!r.reserve && r.has_cost && r.cost == 0);
+    ASSERT_EQ(rlt__check_parse("key=a", 5, &r, err, sizeof err), RLT_OK);
+    ASSERT(!r.has_cost && !r.reserve);
+    const char *bad[] = {"key=a&reserve=yes",   "key=a&reserve=",
+                         "key=a&timeout_ms=0",  "key=a&timeout_ms=86400001",
+                         "key=a&reservation=0", "key=a&reservation=12345678901234567",
+                         "key=a&reservation=xy", "key=a&reservation=1&reservation=2"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (rlt__check_parse(bad[i], strlen(bad[i]), &r, err, sizeof err) != RLT_EINVAL)
+            RLT_FAIL_("case %zu (%s) accepted", i, bad[i]);
+}
+
 TEST(a_truncated_flow_node_is_reported_on_the_last_line)
 {
     rlt__config *c = NULL;

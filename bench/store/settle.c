@@ -1,0 +1,67 @@
+/* store_settle: what charge after the response costs in the store.  One thread, `keys` keys
+ * "user:<n>" under token_bucket:1000000/1s (nothing is ever denied), time advancing 1 us per
+ * operation: first `ops` plain rlt_store_decide calls of cost 5, then `ops` pairs of
+ * rlt_store_reserve(5) + rlt_store_settle(3) 0.5 us later (each reservation settled at once,
+ * so the table holds one at a time per key at most).
+ * Usage: store_settle [keys=1000] [ops=2000000]. */
+#include "ratelimit/store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int main(int argc, char **argv)
+{
+    long nkeys = argc > 1 ? atol(argv[1]) : 1000, ops = argc > 2 ? atol(argv[2]) : 2000000;
+    if (nkeys < 1 || ops < 1) {
+        fprintf(stderr, "usage: store_settle [keys >= 1] [ops >= 1]\n");
+        return 2;
+    }
+    rlt_store *s;
+    rlt_policy p;
+    int id;
+    const char *text = "token_bucket:1000000/1s";
+    if (rlt_store_open(&s, NULL) || rlt_policy_parse(&p, text, strlen(text), NULL, 0) ||
+        rlt_store_set_policy(s, "p", &p, RLT_CHANGE_RESET, &id))
+        return 1;
+    char(*keys)[24] = malloc((size_t)nkeys * sizeof *keys);
+    size_t *klen = malloc((size_t)nkeys * sizeof *klen);
+    if (!keys || !klen) return 1;
+    for (long i = 0; i < nkeys; i++)
+        klen[i] = (size_t)snprintf(keys[i], sizeof keys[i], "user:%ld", i);
+    rlt_decision d;
+    rlt_ns t = 0;
+    long bad = 0;
+    int64_t a = mono_ns();
+    for (long i = 0; i < ops; i++) {
+        t += RLT_NS_PER_US;
+        bad += rlt_store_decide(s, id, keys[i % nkeys], klen[i % nkeys], t, 5, &d) != RLT_OK;
+    }
+    int64_t b = mono_ns();
+    for (long i = 0; i < ops; i++) {
+        t += RLT_NS_PER_US;
+        uint64_t r;
+        const char *k = keys[i % nkeys];
+        size_t kl = klen[i % nkeys];
+        if (rlt_store_reserve(s, id, k, kl, t, 5, 0, &d, &r) != RLT_OK || r == 0) {
+            bad++;
+            continue;
+        }
+        bad += rlt_store_settle(s, id, k, kl, t + RLT_NS_PER_US / 2, r, 3, &d) != RLT_OK;
+    }
+    int64_t c = mono_ns();
+    printf("keys=%ld ops=%ld decide_ns=%.1f reserve_settle_pair_ns=%.1f failures=%ld\n", nkeys, ops,
+           (double)(b - a) / (double)ops, (double)(c - b) / (double)ops, bad);
+    free(keys);
+    free(klen);
+    rlt_store_close(s);
+    return bad != 0;
+}

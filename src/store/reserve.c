@@ -1,0 +1,305 @@
+/* Reservations of the keyed store: charge after the response (rlt_store_reserve / _settle).
+ *
+ * Layout.  Each shard keeps the outstanding reservations of its keys in its own table, so a
+ * reservation lives under the same lock as the state it was charged to and settling takes
+ * exactly the one lock a decision takes: reserve and settle are linearizable with every
+ * decision on the key, with no second lock and no lock order to keep.  The table is open
+ * addressing on the id (ids are SipHash outputs: their low bits are already uniform), linear
+ * probing with backward-shift deletion, at most half full: it starts at 16 slots with the
+ * shard's first reservation and doubles as needed.  Each entry owns a heap copy of its key.
+ *
+ * Bounds.  At most resv_cap (max_reservations) are outstanding in the whole store, counted by
+ * one atomic that a reservation takes a ticket from before it decides (so two shards cannot
+ * both take the last one), whatever shards the keys fall in.  Expiry is lazy: an expired
+ * reservation is dropped when a settle finds it, or when the store is full: then every shard
+ * in turn (one lock at a time, none held) is purged of its expired ones before the request is
+ * refused; either way it stays charged as estimated, which never mints.  When the purge frees
+ * nothing the reservation is refused (RLT_EFULL) before anything is charged: state is never
+ * lost silently.
+ *
+ * Ids.  64 bits of SipHash-1-3 of a store-wide counter under a secret drawn from the store's
+ * own (so ids say nothing about keys nor about each other), never 0, unique in their table.
+ * A settle must also name the key and the policy the reservation was made for.
+ *
+ * Policy changes.  Replacing a policy with other numbers, or resetting its keys
+ * (rlt_store_set_policy), ends its outstanding reservations, charged as estimated: a refund
+ * computed under the new numbers from an estimate charged under the old ones, or from a state
+ * that no longer holds the estimate, could mint. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/store_internal.h"
+
+#define DEFAULT_MAX 65536u
+
+typedef struct resv {
+    uint64_t id; /* 0: an empty slot */
+    rlt_ns at;   /* the effective instant of the reservation */
+    rlt_ns expires;
+    int64_t estimate;
+    uint32_t policy;
+    uint32_t klen;
+    uint8_t *key;
+} resv;
+
+struct rlt__resv_table {
+    uint32_t mask; /* slots - 1 (a power of two) */
+    uint32_t count;
+    resv slot[];
+};
+
+void rlt__resv_init(rlt_store *s, size_t max)
+{
+    s->resv_cap = max ? max : DEFAULT_MAX;
+    /* A secret of its own, so that no id is a key hash under the key secret. */
+    static const char a[] = "rlt reservation id a", b[] = "rlt reservation id b";
+    uint64_t k0 = rlt__siphash13(s->secret, a, sizeof a),
+             k1 = rlt__siphash13(s->secret, b, sizeof b);
+    memcpy(s->resv_secret, &k0, 8);
+    memcpy(s->resv_secret + 8, &k1, 8);
+}
+
+void rlt__resv_free(rlt_store *s, rlt__shard *sh)
+{
+    struct rlt__resv_table *t = sh->resv;
+    if (!t) return;
+    for (uint32_t i = 0; i <= t->mask; i++)
+        free(t->slot[i].key);
+    __atomic_fetch_sub(&s->resv_count, t->count, __ATOMIC_RELAXED);
+    free(t);
+    sh->resv = NULL;
+}
+
+static resv *find(struct rlt__resv_table *t, uint64_t id)
+{
+    if (!t || id == 0) return NULL;
+    for (uint32_t i = (uint32_t)id & t->mask;; i = (i + 1) & t->mask) {
+        if (t->slot[i].id == id) return &t->slot[i];
+        if (t->slot[i].id == 0) return NULL;
+    }
+}
+
+/* Backward-shift deletion: no tombstones, probes stay short. */
+static void resv_delete(rlt_store *s, struct rlt__resv_table *t, resv *e)
+{
+    free(e->key);
+    uint32_t hole = (uint32_t)(e - t->slot);
+    for (uint32_t j = (hole + 1) & t->mask; t->slot[j].id != 0; j = (j + 1) & t->mask) {
+        uint32_t home = (uint32_t)t->slot[j].id & t->mask;
+        /* Move j into the hole unless its home lies cyclically in (hole, j]. */
+        if (((j - home) & t->mask) >= ((j - hole) & t->mask)) {
+            t->slot[hole] = t->slot[j];
+            hole = j;
+        }
+    }
+    memset(&t->slot[hole], 0, sizeof t->slot[hole]);
+    t->count--;
+    __atomic_fetch_sub(&s->resv_count, 1, __ATOMIC_RELAXED);
+}
+
+/* Drops the reservations that expired at `now` (pid < 0) or belong to policy pid. */
+static void purge(rlt_store *s, struct rlt__resv_table *t, rlt_ns now, int pid)
+{
+    for (uint32_t i = 0; t && i <= t->mask;) {
+        resv *e = &t->slot[i];
+        if (e->id != 0 && (pid < 0 ? now >= e->expires : e->policy == (uint32_t)pid))
+            resv_delete(s, t, e); /* slot i now holds a shifted entry (or none): look again */
+        else
+            i++;
+    }
+}
+
+void rlt__resv_drop_policy(rlt_store *s, int pid)
+{
+    for (uint32_t k = 0; k < s->nshards; k++)
+        purge(s, s->shards[k].resv, 0, pid);
+}
+
+bool rlt__policy_same(const rlt_policy *a, const rlt_policy *b)
+{
+    return a->algo == b->algo && a->limit == b->limit && a->period == b->period &&
+           a->burst == b->burst && a->queue == b->queue && a->delay == b->delay;
+}
+
+/* One ticket of the store-wide bound, purging every shard's expired reservations (one shard
+ * lock at a time; the caller holds none) once when the store is full.  true: taken. */
+static bool take_ticket(rlt_store *s, rlt_ns now)
+{
+    for (int round = 0;; round++) {
+        if (__atomic_fetch_add(&s->resv_count, 1, __ATOMIC_RELAXED) < s->resv_cap) return true;
+        __atomic_fetch_sub(&s->resv_count, 1, __ATOMIC_RELAXED);
+        if (round == 1) return false;
+        for (uint32_t k = 0; k < s->nshards; k++) {
+            rlt__shard *sh = &s->shards[k];
+            rlt__shard_lock(sh);
+            purge(s, sh->resv, rlt__effective_now(s, now), -1);
+            rlt__shard_unlock(sh);
+        }
+    }
+}
+
+/* A free slot for one more reservation in sh's table (grown to stay at most half full). */
+static int make_room(rlt__shard *sh)
+{
+    struct rlt__resv_table *t = sh->resv;
+    uint32_t slots = t ? t->mask + 1 : 0;
+    if (t && (uint64_t)(t->count + 1) * 2 <= slots) return RLT_OK;
+    uint32_t ns = slots ? slots * 2 : 16;
+    if (ns == 0 || ns > (UINT32_C(1) << 30)) return RLT_EFULL;
+    struct rlt__resv_table *n = calloc(1, sizeof *n + ns * sizeof(resv));
+    if (!n) return RLT_ENOMEM;
+    n->mask = ns - 1;
+    for (uint32_t i = 0; i < slots; i++) {
+        if (t->slot[i].id == 0) continue;
+        uint32_t j = (uint32_t)t->slot[i].id & n->mask;
+        while (n->slot[j].id != 0)
+            j = (j + 1) & n->mask;
+        n->slot[j] = t->slot[i];
+        n->count++;
+    }
+    free(t);
+    sh->resv = n;
+    return RLT_OK;
+}
+
+static uint64_t new_id(rlt_store *s, struct rlt__resv_table *t)
+{
+    for (;;) {
+        uint64_t n = __atomic_fetch_add(&s->resv_next, 1, __ATOMIC_RELAXED);
+        uint64_t id = rlt__siphash13(s->resv_secret, &n, sizeof n);
+        if (id != 0 && !find(t, id)) return id;
+    }
+}
+
+static int check_args(const rlt_store *s, const void *key, size_t klen, const rlt_decision *d)
+{
+    if (!s || !d) return RLT_EINVAL;
+    if (klen == 0 || klen > RLT_KEY_MAX) return RLT_EKEYLEN;
+    return key ? RLT_OK : RLT_EINVAL;
+}
+
+int rlt_store_reserve(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now,
+                      int64_t estimate, rlt_ns timeout, rlt_decision *d, uint64_t *reservation)
+{
+    int rc = check_args(s, key, klen, d);
+    if (rc) return rc;
+    if (!reservation || estimate < 0 || timeout < 0) return RLT_EINVAL;
+    *reservation = 0;
+    if (!take_ticket(s, now)) return RLT_EFULL;
+    uint8_t *kcopy = malloc(klen); /* before the charge: nothing to undo after it */
+    if (!kcopy) {
+        __atomic_fetch_sub(&s->resv_count, 1, __ATOMIC_RELAXED);
+        return RLT_ENOMEM;
+    }
+    memcpy(kcopy, key, klen);
+    const uint64_t h = rlt__key_hash(s, key, klen);
+    rlt__shard *sh = &s->shards[h & s->shard_mask];
+    rlt__shard_lock(sh);
+    const rlt_ns eff = rlt__effective_now(s, now);
+    if (id < 0 || (uint32_t)id >= s->npol) {
+        rc = RLT_ENOENT;
+    } else if (!rlt_settle_supported(&s->pols[id].p)) {
+        rc = RLT_EINVAL;
+    } else if ((rc = make_room(sh)) == RLT_OK &&
+               (rc = rlt__decide_in_shard(s, sh, h, id, key, klen, now, estimate, d)) == RLT_OK &&
+               d->allowed) {
+        struct rlt__resv_table *t = sh->resv;
+        uint64_t rid = new_id(s, t);
+        uint32_t i = (uint32_t)rid & t->mask;
+        while (t->slot[i].id != 0)
+            i = (i + 1) & t->mask;
+        rlt_ns expires =
+            __builtin_add_overflow(eff, timeout ? timeout : RLT_RESERVE_DEFAULT_TIMEOUT, &expires)
+                ? INT64_MAX
+                : expires;
+        t->slot[i] = (resv){.id = rid,
+                            .at = eff,
+                            .expires = expires,
+                            .estimate = estimate,
+                            .policy = (uint32_t)id,
+                            .klen = (uint32_t)klen,
+                            .key = kcopy};
+        t->count++;
+        kcopy = NULL;
+        *reservation = rid;
+    }
+    rlt__shard_unlock(sh);
+    if (kcopy) { /* nothing recorded: give the ticket back */
+        free(kcopy);
+        __atomic_fetch_sub(&s->resv_count, 1, __ATOMIC_RELAXED);
+    }
+    return rc;
+}
+
+/* rlt_settle on the key's state, or on a fresh one when the entry is gone (dropped as fresh or
+ * evicted): a refund then finds nothing to give back, a debt makes the entry again. */
+static int settle_state(rlt_store *s, rlt__shard *sh, uint64_t h, int id, const void *key,
+                        size_t klen, rlt_ns now, const resv *r, int64_t real, rlt_decision *d)
+{
+    const rlt__pol *P = &s->pols[id];
+    rlt__slot *e = rlt__find(s, sh, h, id, key, klen);
+    if (e) {
+        e->meta |= RLT__REF;
+        return rlt_settle(&P->p, rlt__slot_state(s, e), now, r->at, r->estimate, real, d);
+    }
+    const size_t ssz = (P->ssz + 7) & ~(size_t)7;
+    const bool inl = P->ssz + klen <= RLT__INLINE;
+    uint8_t *block = calloc(1, ssz + klen);
+    if (!block) return RLT_ENOMEM;
+    int rc = rlt_settle(&P->p, block, now, r->at, r->estimate, real, d);
+    if (rc == RLT_OK && !rlt_is_fresh(&P->p, block, now)) {
+        rc = rlt__insert(s, sh, h, id, key, klen, now, inl ? NULL : block, &e);
+        if (rc == RLT_OK && inl) memcpy(rlt__slot_state(s, e), block, P->ssz);
+        if (rc == RLT_OK && !inl) block = NULL; /* the entry owns it */
+    }
+    free(block);
+    return rc;
+}
+
+int rlt_store_settle(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now,
+                     uint64_t reservation, int64_t real_cost, rlt_decision *d)
+{
+    int rc = check_args(s, key, klen, d);
+    if (rc) return rc;
+    if (real_cost < 0) return RLT_EINVAL;
+    const uint64_t h = rlt__key_hash(s, key, klen);
+    rlt__shard *sh = &s->shards[h & s->shard_mask];
+    rlt__shard_lock(sh);
+    const rlt_ns eff = rlt__effective_now(s, now);
+    if (eff > sh->last_now) sh->last_now = eff;
+    resv *r = find(sh->resv, reservation);
+    if (id < 0 || (uint32_t)id >= s->npol || !r || r->policy != (uint32_t)id || r->klen != klen ||
+        memcmp(r->key, key, klen) != 0) {
+        rc = RLT_ENOENT;
+    } else if (eff >= r->expires) {
+        resv_delete(s, sh->resv, r); /* expired: charged as estimated */
+        rc = RLT_ENOENT;
+    } else {
+        /* A GCRA word does not remember the latest instant it was decided at, which bounds
+         * the refill its refund must leave out (rlt_settle's contract): the shard's latest
+         * time does (a clock that stepped back since the reservation gets the refill of the
+         * step left out, never given back). */
+        const rlt_ns at = s->pols[id].p.algo == RLT_GCRA ? sh->last_now : eff;
+        if ((rc = settle_state(s, sh, h, id, key, klen, at, r, real_cost, d)) == RLT_OK) {
+            resv_delete(s, sh->resv, r);
+            rlt__from_effective(d, now, at);
+        }
+    }
+    rlt__shard_unlock(sh);
+    return rc;
+}
+
+size_t rlt_store_reservations(rlt_store *s, rlt_ns now)
+{
+    if (!s) return 0;
+    size_t n = 0;
+    for (uint32_t i = 0; i < s->nshards; i++) {
+        rlt__shard *sh = &s->shards[i];
+        rlt__shard_lock(sh);
+        const struct rlt__resv_table *t = sh->resv;
+        for (uint32_t j = 0; t && j <= t->mask; j++)
+            n += t->slot[j].id != 0 && now < t->slot[j].expires;
+        rlt__shard_unlock(sh);
+    }
+    return n;
+}
