@@ -146,6 +146,7 @@ const uint8_t *rlt__slot_key(const rlt_store *s, const rlt__slot *e)
 
 static inline uint64_t key_hash(const rlt_store *s, const void *key, size_t klen)
 {
+    if (__builtin_expect(s->use_aes, 1)) return rlt__aeshash(&s->aes, key, klen);
     return rlt__siphash(&s->sip, key, klen, 1, 3);
 }
 
@@ -505,7 +506,7 @@ int rlt__assign_set(const rlt_store *s, rlt__shard *sh, uint64_t h, const void *
 /* ---- lifecycle ------------------------------------------------------------------------ */
 
 static int store_alloc(rlt_store **out, uint32_t nshards, uint64_t key_cap, uint64_t byte_cap,
-                       bool fail_closed, const uint8_t secret[16])
+                       bool fail_closed, const uint8_t secret[16], bool use_aes)
 {
     rlt_store *s = calloc(1, sizeof *s);
     if (!s) return RLT_ENOMEM;
@@ -529,6 +530,8 @@ static int store_alloc(rlt_store **out, uint32_t nshards, uint64_t key_cap, uint
     s->fail_closed = fail_closed;
     memcpy(s->secret, secret, 16);
     rlt__sipkey_init(&s->sip, secret);
+    rlt__aeskey_init(&s->aes, secret);
+    s->use_aes = use_aes;
     pthread_mutex_init(&s->pol_mu, NULL);
     pthread_mutex_init(&s->sweep_mu, NULL);
     *out = s;
@@ -536,6 +539,11 @@ static int store_alloc(rlt_store **out, uint32_t nshards, uint64_t key_cap, uint
 }
 
 int rlt_store_open(rlt_store **out, const rlt_store_options *opt)
+{
+    return rlt__store_open_hash(out, opt, RLT__HASH_AUTO);
+}
+
+int rlt__store_open_hash(rlt_store **out, const rlt_store_options *opt, int hash)
 {
     if (!out) return RLT_EINVAL;
     *out = NULL;
@@ -554,6 +562,9 @@ int rlt_store_open(rlt_store **out, const rlt_store_options *opt)
         n >>= 1;
     while (n > 1 && o.max_bytes && o.max_bytes / n < 65536)
         n >>= 1;
+    const bool aes_ok = rlt__aeshash_supported();
+    if (hash == RLT__HASH_AES ? !aes_ok : hash != RLT__HASH_AUTO && hash != RLT__HASH_SIP)
+        return RLT_EINVAL;
     uint8_t secret[16];
     if (o.has_secret) {
         memcpy(secret, o.secret, 16);
@@ -567,12 +578,14 @@ int rlt_store_open(rlt_store **out, const rlt_store_options *opt)
         }
     }
     return store_alloc(out, n, o.max_keys ? o.max_keys / n : UINT64_MAX,
-                       o.max_bytes ? o.max_bytes / n : UINT64_MAX, o.fail_closed, secret);
+                       o.max_bytes ? o.max_bytes / n : UINT64_MAX, o.fail_closed, secret,
+                       hash != RLT__HASH_SIP && aes_ok);
 }
 
 int rlt__store_new_like(const rlt_store *s, rlt_store **out)
 {
-    return store_alloc(out, s->nshards, s->key_cap, s->byte_cap, s->fail_closed, s->secret);
+    return store_alloc(out, s->nshards, s->key_cap, s->byte_cap, s->fail_closed, s->secret,
+                       s->use_aes);
 }
 
 void rlt__shard_free(rlt__shard *sh, const rlt_store *s)
