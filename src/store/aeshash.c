@@ -48,8 +48,7 @@ void rlt__aeskey_init(rlt__aeskey *k, const uint8_t secret[16])
     }
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
+#if RLT__AESHASH_X86
 
 bool rlt__aeshash_supported(void)
 {
@@ -57,57 +56,9 @@ bool rlt__aeshash_supported(void)
     return __builtin_cpu_supports("aes") && __builtin_cpu_supports("sse4.1");
 }
 
-#define AESHASH_TARGET __attribute__((target("aes,sse4.1")))
-
-static inline AESHASH_TARGET uint64_t load64(const uint8_t *p)
+RLT__AESHASH_TARGET uint64_t rlt__aeshash(const rlt__aeskey *k, const void *data, size_t len)
 {
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
-
-static inline AESHASH_TARGET uint32_t load32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
-static inline AESHASH_TARGET __m128i rk(const rlt__aeskey *k, int i)
-{
-    return _mm_load_si128((const __m128i *)(const void *)k->k[i]);
-}
-
-uint64_t AESHASH_TARGET rlt__aeshash(const rlt__aeskey *k, const void *data, size_t len)
-{
-    const uint8_t *m = data;
-    const __m128i k1 = rk(k, 1), k2 = rk(k, 2);
-    __m128i x = _mm_xor_si128(rk(k, 0), _mm_cvtsi64_si128((long long)len));
-    __m128i b;
-    if (len > 16) {
-        const uint8_t *last = m + len - 16;
-        for (; m < last; m += 16) {
-            b = _mm_loadu_si128((const __m128i *)(const void *)m);
-            x = _mm_aesenc_si128(_mm_aesenc_si128(_mm_xor_si128(x, b), k1), k2);
-        }
-        b = _mm_loadu_si128((const __m128i *)(const void *)last);
-    } else if (len == 16) {
-        b = _mm_loadu_si128((const __m128i *)(const void *)m);
-    } else if (len >= 8) {
-        b = _mm_set_epi64x((long long)load64(m + len - 8), (long long)load64(m));
-    } else if (len >= 4) {
-        b = _mm_cvtsi64_si128((long long)((uint64_t)load32(m + len - 4) << 32 | load32(m)));
-    } else if (len > 0) {
-        b = _mm_cvtsi32_si128(
-            (int)((uint32_t)m[0] | (uint32_t)m[len / 2] << 8 | (uint32_t)m[len - 1] << 16));
-    } else {
-        b = _mm_setzero_si128();
-    }
-    x = _mm_aesenc_si128(_mm_xor_si128(x, b), k1);
-    x = _mm_aesenc_si128(x, k2);
-    x = _mm_aesenc_si128(x, rk(k, 3));
-    x = _mm_aesenc_si128(x, rk(k, 4));
-    return (uint64_t)_mm_cvtsi128_si64(x);
+    return rlt__aeshash_inline(k, data, len);
 }
 
 #else

@@ -74,7 +74,9 @@ static __attribute__((noinline)) void shard_lock_wait(rlt__shard *sh)
 }
 #endif
 
-void rlt__shard_lock(rlt__shard *sh)
+/* Inline for the decision paths (a call there costs a spill of the caller's live values);
+ * rlt__shard_lock / rlt__shard_unlock are the same for the other files. */
+static inline __attribute__((always_inline)) void shard_lock(rlt__shard *sh)
 {
 #ifdef RLT_STORE_USE_MUTEX
     pthread_mutex_lock(&sh->lock);
@@ -84,13 +86,23 @@ void rlt__shard_lock(rlt__shard *sh)
 #endif
 }
 
-void rlt__shard_unlock(rlt__shard *sh)
+static inline __attribute__((always_inline)) void shard_unlock(rlt__shard *sh)
 {
 #ifdef RLT_STORE_USE_MUTEX
     pthread_mutex_unlock(&sh->lock);
 #else
     __atomic_store_n(&sh->lock, 0, __ATOMIC_RELEASE);
 #endif
+}
+
+void rlt__shard_lock(rlt__shard *sh)
+{
+    shard_lock(sh);
+}
+
+void rlt__shard_unlock(rlt__shard *sh)
+{
+    shard_unlock(sh);
 }
 
 void rlt__lock_all(rlt_store *s)
@@ -1072,20 +1084,54 @@ static inline __attribute__((always_inline)) int decide_locked(rlt_store *s, rlt
     return decide_locked_tag(s, sh, h, tag, id, key, klen, now, cost, d);
 }
 
-int rlt_store_decide(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now, int64_t cost,
-                     rlt_decision *d)
+/* One call once its key is hashed (h): inlined into the two entry points below, so that each
+ * has its key hash unrolled into it and no call before the slot's address is known. */
+static inline __attribute__((always_inline)) int decide_hashed(rlt_store *s, int id,
+                                                               const void *key, size_t klen,
+                                                               rlt_ns now, int64_t cost,
+                                                               rlt_decision *d, uint64_t h)
+{
+    rlt__shard *sh = shard_of(s, h);
+    const uint32_t tag = (uint32_t)((h ^ rlt__pol_mix((uint32_t)id)) >> 32);
+    prefetch_slot(sh, tag);
+    shard_lock(sh);
+    int rc = decide_locked_tag(s, sh, h, tag, id, key, klen, now, cost, d);
+    shard_unlock(sh);
+    return rc;
+}
+
+#if RLT__AESHASH_X86
+static __attribute__((noinline)) RLT__AESHASH_TARGET int decide_aes(rlt_store *s, int id,
+                                                                    const void *key, size_t klen,
+                                                                    rlt_ns now, int64_t cost,
+                                                                    rlt_decision *d)
+{
+    if (!d || cost < 0) return RLT_EINVAL;
+    int rc = check_key(key, klen);
+    if (rc) return rc;
+    return decide_hashed(s, id, key, klen, now, cost, d, rlt__aeshash_inline(&s->aes, key, klen));
+}
+#endif
+
+static __attribute__((noinline)) int decide_sip(rlt_store *s, int id, const void *key, size_t klen,
+                                                rlt_ns now, int64_t cost, rlt_decision *d)
 {
     if (!s || !d || cost < 0) return RLT_EINVAL;
     int rc = check_key(key, klen);
     if (rc) return rc;
-    const uint64_t h = key_hash(s, key, klen);
-    rlt__shard *sh = shard_of(s, h);
-    const uint32_t tag = (uint32_t)((h ^ rlt__pol_mix((uint32_t)id)) >> 32);
-    prefetch_slot(sh, tag);
-    rlt__shard_lock(sh);
-    rc = decide_locked_tag(s, sh, h, tag, id, key, klen, now, cost, d);
-    rlt__shard_unlock(sh);
-    return rc;
+    return decide_hashed(s, id, key, klen, now, cost, d, rlt__siphash(&s->sip, key, klen, 1, 3));
+}
+
+/* A dispatcher of a few instructions: each path is a function of its own, so that this one
+ * saves no registers before it jumps. */
+int rlt_store_decide(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now, int64_t cost,
+                     rlt_decision *d)
+{
+#if RLT__AESHASH_X86
+    /* use_aes is set at open only where the CPU runs AES-NI. */
+    if (__builtin_expect(s && s->use_aes, 1)) return decide_aes(s, id, key, klen, now, cost, d);
+#endif
+    return decide_sip(s, id, key, klen, now, cost, d);
 }
 
 /* ---- batches -------------------------------------------------------------------------- */
