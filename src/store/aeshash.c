@@ -1,4 +1,4 @@
-/* A keyed hash of the store's keys from AES rounds, for CPUs with AES-NI: about a dozen
+/* A keyed hash of the store's keys from AES rounds, for CPUs with AES-NI: about fifteen
  * instructions for a key of up to 16 bytes where SipHash-1-3 takes ~100, so that the next
  * call's slot address exists sooner (docs/performance.md, "Where the time goes").
  *

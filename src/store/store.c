@@ -1,12 +1,14 @@
 /* The keyed store: sharded open-addressing tables of 32-byte slots, named policies and tiers,
  * single, batched and multi-limit decisions, CLOCK eviction and the idle sweep.
  *
- * Layout.  A key's SipHash-1-3 under the store's secret (h) is computed once per call; its low
- * bits pick the shard, so every policy of one key (and its tier assignment) lives in one shard.
- * Inside the shard the entry hash is h ^ mix(policy); its top 32 bits are the slot tag and
- * pick the home slot by multiply-shift (any table size works, so tables grow by 1.5x and stay
- * between 53% and 80% full).  Linear probing with backward-shift deletion: no tombstones, and
- * a hit usually costs the one cache miss of its home slot.
+ * Layout.  A key's keyed hash under the store's secret (h) is computed once per call: AES rounds
+ * keyed from the secret where the CPU has AES-NI (aeshash.c, chosen at open; its opening
+ * comment gives the security argument), SipHash-1-3 elsewhere.  Its low bits pick the shard, so
+ * every policy of one key (and its tier assignment) lives in one shard. Inside the shard the entry
+ * hash is h ^ mix(policy); its top 32 bits are the slot tag and pick the home slot by
+ * multiply-shift (any table size works, so tables grow by 1.5x and stay between 53% and 80% full).
+ * Linear probing with backward-shift deletion: no tombstones, and a hit usually costs the one cache
+ * miss of its home slot.
  *
  * Decisions.  A GCRA request on a key already in the table (key and state inline) takes a hot
  * path of a few dozen instructions after the hash (decide_locked_tag, rlt__gcra_hot); every
