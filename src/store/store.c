@@ -1,12 +1,14 @@
 /* The keyed store: sharded open-addressing tables of 32-byte slots, named policies and tiers,
  * single, batched and multi-limit decisions, CLOCK eviction and the idle sweep.
  *
- * Layout.  A key's SipHash-1-3 under the store's secret (h) is computed once per call; its low
- * bits pick the shard, so every policy of one key (and its tier assignment) lives in one shard.
- * Inside the shard the entry hash is h ^ mix(policy); its top 32 bits are the slot tag and
- * pick the home slot by multiply-shift (any table size works, so tables grow by 1.5x and stay
- * between 53% and 80% full).  Linear probing with backward-shift deletion: no tombstones, and
- * a hit usually costs the one cache miss of its home slot.
+ * Layout.  A key's keyed hash under the store's secret (h) is computed once per call: AES rounds
+ * keyed from the secret where the CPU has AES-NI (aeshash.c, chosen at open; its opening
+ * comment gives the security argument), SipHash-1-3 elsewhere.  Its low bits pick the shard, so
+ * every policy of one key (and its tier assignment) lives in one shard. Inside the shard the entry
+ * hash is h ^ mix(policy); its top 32 bits are the slot tag and pick the home slot by
+ * multiply-shift (any table size works, so tables grow by 1.5x and stay between 53% and 80% full).
+ * Linear probing with backward-shift deletion: no tombstones, and a hit usually costs the one cache
+ * miss of its home slot.
  *
  * Decisions.  A GCRA request on a key already in the table (key and state inline) takes a hot
  * path of a few dozen instructions after the hash (decide_locked_tag, rlt__gcra_hot); every
@@ -74,7 +76,9 @@ static __attribute__((noinline)) void shard_lock_wait(rlt__shard *sh)
 }
 #endif
 
-void rlt__shard_lock(rlt__shard *sh)
+/* Inline for the decision paths (a call there costs a spill of the caller's live values);
+ * rlt__shard_lock / rlt__shard_unlock are the same for the other files. */
+static inline __attribute__((always_inline)) void shard_lock(rlt__shard *sh)
 {
 #ifdef RLT_STORE_USE_MUTEX
     pthread_mutex_lock(&sh->lock);
@@ -84,13 +88,23 @@ void rlt__shard_lock(rlt__shard *sh)
 #endif
 }
 
-void rlt__shard_unlock(rlt__shard *sh)
+static inline __attribute__((always_inline)) void shard_unlock(rlt__shard *sh)
 {
 #ifdef RLT_STORE_USE_MUTEX
     pthread_mutex_unlock(&sh->lock);
 #else
     __atomic_store_n(&sh->lock, 0, __ATOMIC_RELEASE);
 #endif
+}
+
+void rlt__shard_lock(rlt__shard *sh)
+{
+    shard_lock(sh);
+}
+
+void rlt__shard_unlock(rlt__shard *sh)
+{
+    shard_unlock(sh);
 }
 
 void rlt__lock_all(rlt_store *s)
@@ -146,6 +160,7 @@ const uint8_t *rlt__slot_key(const rlt_store *s, const rlt__slot *e)
 
 static inline uint64_t key_hash(const rlt_store *s, const void *key, size_t klen)
 {
+    if (__builtin_expect(s->use_aes, 1)) return rlt__aeshash(&s->aes, key, klen);
     return rlt__siphash(&s->sip, key, klen, 1, 3);
 }
 
@@ -505,7 +520,7 @@ int rlt__assign_set(const rlt_store *s, rlt__shard *sh, uint64_t h, const void *
 /* ---- lifecycle ------------------------------------------------------------------------ */
 
 static int store_alloc(rlt_store **out, uint32_t nshards, uint64_t key_cap, uint64_t byte_cap,
-                       bool fail_closed, const uint8_t secret[16])
+                       bool fail_closed, const uint8_t secret[16], bool use_aes)
 {
     rlt_store *s = calloc(1, sizeof *s);
     if (!s) return RLT_ENOMEM;
@@ -529,6 +544,8 @@ static int store_alloc(rlt_store **out, uint32_t nshards, uint64_t key_cap, uint
     s->fail_closed = fail_closed;
     memcpy(s->secret, secret, 16);
     rlt__sipkey_init(&s->sip, secret);
+    rlt__aeskey_init(&s->aes, secret);
+    s->use_aes = use_aes;
     pthread_mutex_init(&s->pol_mu, NULL);
     pthread_mutex_init(&s->sweep_mu, NULL);
     *out = s;
@@ -536,6 +553,11 @@ static int store_alloc(rlt_store **out, uint32_t nshards, uint64_t key_cap, uint
 }
 
 int rlt_store_open(rlt_store **out, const rlt_store_options *opt)
+{
+    return rlt__store_open_hash(out, opt, RLT__HASH_AUTO);
+}
+
+int rlt__store_open_hash(rlt_store **out, const rlt_store_options *opt, int hash)
 {
     if (!out) return RLT_EINVAL;
     *out = NULL;
@@ -554,6 +576,9 @@ int rlt_store_open(rlt_store **out, const rlt_store_options *opt)
         n >>= 1;
     while (n > 1 && o.max_bytes && o.max_bytes / n < 65536)
         n >>= 1;
+    const bool aes_ok = rlt__aeshash_supported();
+    if (hash == RLT__HASH_AES ? !aes_ok : hash != RLT__HASH_AUTO && hash != RLT__HASH_SIP)
+        return RLT_EINVAL;
     uint8_t secret[16];
     if (o.has_secret) {
         memcpy(secret, o.secret, 16);
@@ -567,14 +592,16 @@ int rlt_store_open(rlt_store **out, const rlt_store_options *opt)
         }
     }
     int rc = store_alloc(out, n, o.max_keys ? o.max_keys / n : UINT64_MAX,
-                         o.max_bytes ? o.max_bytes / n : UINT64_MAX, o.fail_closed, secret);
+                         o.max_bytes ? o.max_bytes / n : UINT64_MAX, o.fail_closed, secret,
+                         hash != RLT__HASH_SIP && aes_ok);
     if (rc == RLT_OK) rlt__resv_init(*out, o.max_reservations);
     return rc;
 }
 
 int rlt__store_new_like(const rlt_store *s, rlt_store **out)
 {
-    return store_alloc(out, s->nshards, s->key_cap, s->byte_cap, s->fail_closed, s->secret);
+    return store_alloc(out, s->nshards, s->key_cap, s->byte_cap, s->fail_closed, s->secret,
+                       s->use_aes);
 }
 
 void rlt__shard_free(rlt__shard *sh, const rlt_store *s)
@@ -1064,20 +1091,54 @@ static inline __attribute__((always_inline)) int decide_locked(rlt_store *s, rlt
     return decide_locked_tag(s, sh, h, tag, id, key, klen, now, cost, d);
 }
 
-int rlt_store_decide(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now, int64_t cost,
-                     rlt_decision *d)
+/* One call once its key is hashed (h): inlined into the two entry points below, so that each
+ * has its key hash unrolled into it and no call before the slot's address is known. */
+static inline __attribute__((always_inline)) int decide_hashed(rlt_store *s, int id,
+                                                               const void *key, size_t klen,
+                                                               rlt_ns now, int64_t cost,
+                                                               rlt_decision *d, uint64_t h)
+{
+    rlt__shard *sh = shard_of(s, h);
+    const uint32_t tag = (uint32_t)((h ^ rlt__pol_mix((uint32_t)id)) >> 32);
+    prefetch_slot(sh, tag);
+    shard_lock(sh);
+    int rc = decide_locked_tag(s, sh, h, tag, id, key, klen, now, cost, d);
+    shard_unlock(sh);
+    return rc;
+}
+
+#if RLT__AESHASH_X86
+static __attribute__((noinline)) RLT__AESHASH_TARGET int decide_aes(rlt_store *s, int id,
+                                                                    const void *key, size_t klen,
+                                                                    rlt_ns now, int64_t cost,
+                                                                    rlt_decision *d)
+{
+    if (!d || cost < 0) return RLT_EINVAL;
+    int rc = check_key(key, klen);
+    if (rc) return rc;
+    return decide_hashed(s, id, key, klen, now, cost, d, rlt__aeshash_inline(&s->aes, key, klen));
+}
+#endif
+
+static __attribute__((noinline)) int decide_sip(rlt_store *s, int id, const void *key, size_t klen,
+                                                rlt_ns now, int64_t cost, rlt_decision *d)
 {
     if (!s || !d || cost < 0) return RLT_EINVAL;
     int rc = check_key(key, klen);
     if (rc) return rc;
-    const uint64_t h = key_hash(s, key, klen);
-    rlt__shard *sh = shard_of(s, h);
-    const uint32_t tag = (uint32_t)((h ^ rlt__pol_mix((uint32_t)id)) >> 32);
-    prefetch_slot(sh, tag);
-    rlt__shard_lock(sh);
-    rc = decide_locked_tag(s, sh, h, tag, id, key, klen, now, cost, d);
-    rlt__shard_unlock(sh);
-    return rc;
+    return decide_hashed(s, id, key, klen, now, cost, d, rlt__siphash(&s->sip, key, klen, 1, 3));
+}
+
+/* A dispatcher of a few instructions: each path is a function of its own, so that this one
+ * saves no registers before it jumps. */
+int rlt_store_decide(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now, int64_t cost,
+                     rlt_decision *d)
+{
+#if RLT__AESHASH_X86
+    /* use_aes is set at open only where the CPU runs AES-NI. */
+    if (__builtin_expect(s && s->use_aes, 1)) return decide_aes(s, id, key, klen, now, cost, d);
+#endif
+    return decide_sip(s, id, key, klen, now, cost, d);
 }
 
 int rlt__decide_in_shard(rlt_store *s, rlt__shard *sh, uint64_t h, int id, const void *key,

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ratelimit/store.h"
+#include "store/aeshash.h"
 #include "store/siphash.h"
 
 /* SipHash-c-d (c compression rounds, d finalisation rounds) with a 128-bit key: the store uses
@@ -98,6 +99,8 @@ typedef struct rlt__tier {
 
 struct rlt_store {
     rlt__sipkey sip; /* the secret, expanded for the key hash */
+    rlt__aeskey aes; /* the secret, expanded for the AES key hash */
+    bool use_aes;    /* keys hash with rlt__aeshash (AES-NI, chosen at open), else SipHash-1-3 */
     uint8_t secret[16];
     uint32_t nshards, shard_mask;
     uint64_t key_cap;  /* per shard; UINT64_MAX = none */
@@ -293,7 +296,13 @@ bool rlt__policy_same(const rlt_policy *a, const rlt_policy *b);
 int rlt__decide_in_shard(rlt_store *s, rlt__shard *sh, uint64_t h, int id, const void *key,
                          size_t klen, rlt_ns now, int64_t cost, rlt_decision *d);
 
-/* A new, empty store with the same shards, caps, mode and secret as `s`, for building a
+/* Which keyed hash a store opened by rlt__store_open_hash uses for its keys. */
+enum { RLT__HASH_AUTO = 0, RLT__HASH_SIP = 1, RLT__HASH_AES = 2 };
+/* rlt_store_open with the key hash chosen: RLT__HASH_AUTO (what rlt_store_open does: AES
+ * where the CPU has AES-NI, else SipHash-1-3), RLT__HASH_SIP (the fallback, forced: for tests)
+ * or RLT__HASH_AES (RLT_EINVAL where the CPU lacks it).  Returns as rlt_store_open. */
+int rlt__store_open_hash(rlt_store **out, const rlt_store_options *opt, int hash);
+/* A new, empty store with the same shards, caps, mode, secret and key hash as `s`, for building a
  * table off to the side (snapshot load).  RLT_OK or RLT_ENOMEM. */
 int rlt__store_new_like(const rlt_store *s, rlt_store **out);
 /* Appends a policy / tier to a store nobody else can see yet (no locks).  RLT_OK, RLT_EINVAL

@@ -6,6 +6,9 @@
 #include <string.h>
 
 #include "ratelimit/store.h"
+#ifdef TU_FORCE_SIPHASH
+#include "store/store_internal.h"
+#endif
 
 static inline uint64_t tu_rand(uint64_t *x)
 {
@@ -20,7 +23,9 @@ static inline uint64_t tu_below(uint64_t *x, uint64_t n)
     return tu_rand(x) % n;
 }
 
-/* A store with a fixed secret so runs are reproducible. */
+/* A store with a fixed secret so runs are reproducible.  Built with TU_FORCE_SIPHASH (the
+ * *_siphash test executables), it hashes keys with the SipHash-1-3 fallback instead of the AES
+ * hash a CPU with AES-NI gets. */
 static inline rlt_store *tu_store(size_t max_keys, bool fail_closed, unsigned shards)
 {
     rlt_store_options o;
@@ -32,7 +37,11 @@ static inline rlt_store *tu_store(size_t max_keys, bool fail_closed, unsigned sh
     for (int i = 0; i < 16; i++)
         o.secret[i] = (uint8_t)(i * 7 + 1);
     rlt_store *s = NULL;
+#ifdef TU_FORCE_SIPHASH
+    if (rlt__store_open_hash(&s, &o, RLT__HASH_SIP) != RLT_OK) return NULL;
+#else
     if (rlt_store_open(&s, &o) != RLT_OK) return NULL;
+#endif
     return s;
 }
 

@@ -2,6 +2,9 @@
  * policies and their changes (keep / reset / scale), tiers, multi-limit answers, stats. */
 #include "test.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "store/store_internal.h"
 #include "store_test_util.h"
 
@@ -95,6 +98,118 @@ TEST(inline_siphash_matches_a_bytewise_reference_at_every_length)
     for (int i = 0; i < 15; i++)
         m[i] = (uint8_t)i;
     ASSERT_EQ(siphash_ref(k, m, 15, 2, 4), 0xa129ca6149be45e5ULL);
+}
+
+/* The AES hash (src/store/aeshash.c).  Where the CPU has no AES-NI these return at once: the
+ * store then runs SipHash, which the tests above and the *_siphash executables cover. */
+TEST(aeshash_depends_on_every_bit_the_length_and_the_secret)
+{
+    if (!rlt__aeshash_supported()) return;
+    uint8_t s1[16], s2[16], msg[81];
+    for (int i = 0; i < 16; i++)
+        s1[i] = s2[i] = (uint8_t)(i * 13 + 5);
+    s2[15] ^= 0x80;
+    for (size_t i = 0; i < sizeof msg; i++)
+        msg[i] = (uint8_t)(i * 31 + 7);
+    rlt__aeskey k1, k2;
+    rlt__aeskey_init(&k1, s1);
+    rlt__aeskey_init(&k2, s2);
+    for (size_t len = 0; len <= 80; len++) {
+        const uint64_t base = rlt__aeshash(&k1, msg, len);
+        ASSERT_NE(base, rlt__aeshash(&k2, msg, len));
+        ASSERT_NE(base, rlt__aeshash(&k1, msg, len + 1));
+        uint8_t save = msg[len];
+        msg[len] = 0; /* a zero byte more is another key */
+        ASSERT_NE(base, rlt__aeshash(&k1, msg, len + 1));
+        msg[len] = save;
+        for (size_t i = 0; i < len; i++) {
+            for (int b = 0; b < 8; b++) {
+                msg[i] ^= (uint8_t)(1u << b);
+                ASSERT_NE(base, rlt__aeshash(&k1, msg, len));
+                msg[i] ^= (uint8_t)(1u << b);
+            }
+        }
+    }
+}
+
+TEST(aeshash_reads_only_the_key_bytes_at_any_alignment)
+{
+    if (!rlt__aeshash_supported()) return;
+    uint8_t secret[16] = {9, 8, 7};
+    rlt__aeskey k;
+    rlt__aeskey_init(&k, secret);
+    uint8_t big[128];
+    for (size_t len = 1; len <= 80; len++) {
+        /* Exactly len bytes on the heap: ASan reports any read past them. */
+        uint8_t *m = malloc(len);
+        ASSERT(m != NULL);
+        for (size_t i = 0; i < len; i++)
+            m[i] = (uint8_t)(len * 3 + i);
+        const uint64_t h = rlt__aeshash(&k, m, len);
+        for (size_t off = 1; off < 16; off++) {
+            memset(big, 0xa5, sizeof big);
+            memcpy(big + off, m, len);
+            ASSERT_EQ(rlt__aeshash(&k, big + off, len), h);
+        }
+        free(m);
+    }
+}
+
+TEST(aeshash_spreads_similar_keys_evenly_over_shards_and_tags)
+{
+    if (!rlt__aeshash_supported()) return;
+    uint8_t secret[16] = {1, 2, 3, 4};
+    rlt__aeskey k;
+    rlt__aeskey_init(&k, secret);
+    /* 65,536 keys "user:<n>" into 64 shards (the low bits) and 64 tag ranges (the top bits):
+     * 1,024 expected each, standard deviation 32; a bucket outside 800..1,250 is a flaw. */
+    enum { N = 65536 };
+    unsigned lo[64] = {0}, hi[64] = {0};
+    for (unsigned n = 0; n < N; n++) {
+        char key[32];
+        int len = snprintf(key, sizeof key, "user:%u", n);
+        uint64_t h = rlt__aeshash(&k, key, (size_t)len);
+        lo[h & 63]++;
+        hi[h >> 58]++;
+    }
+    for (int i = 0; i < 64; i++) {
+        ASSERT(lo[i] >= 800 && lo[i] <= 1250);
+        ASSERT(hi[i] >= 800 && hi[i] <= 1250);
+    }
+}
+
+TEST(store_hashes_with_aes_where_the_cpu_has_it_and_both_hashes_decide_alike)
+{
+    rlt_store_options o;
+    memset(&o, 0, sizeof o);
+    rlt_store *a = NULL, *b = NULL, *c = NULL;
+    ASSERT_EQ(rlt_store_open(&a, &o), RLT_OK);
+    ASSERT_EQ(a->use_aes, rlt__aeshash_supported());
+    ASSERT_EQ(rlt__store_open_hash(&b, &o, RLT__HASH_SIP), RLT_OK);
+    ASSERT(!b->use_aes);
+    ASSERT_EQ(rlt__store_open_hash(&c, &o, RLT__HASH_AES),
+              rlt__aeshash_supported() ? RLT_OK : RLT_EINVAL);
+    ASSERT_EQ(c != NULL, rlt__aeshash_supported());
+    rlt_store_close(c);
+    ASSERT_EQ(rlt__store_open_hash(&c, &o, 7), RLT_EINVAL);
+    ASSERT(c == NULL);
+    int ia = tu_add(a, "g", "gcra:5/1s,burst=3"), ib = tu_add(b, "g", "gcra:5/1s,burst=3");
+    ASSERT(ia >= 0 && ib >= 0);
+    uint64_t x = 42;
+    for (int i = 0; i < 20000; i++) {
+        char key[16];
+        int len = snprintf(key, sizeof key, "k%u", (unsigned)tu_below(&x, 300));
+        rlt_ns now = (rlt_ns)i * 1000000;
+        rlt_decision da, db;
+        ASSERT_EQ(rlt_store_decide(a, ia, key, (size_t)len, now, 1, &da), RLT_OK);
+        ASSERT_EQ(rlt_store_decide(b, ib, key, (size_t)len, now, 1, &db), RLT_OK);
+        ASSERT_EQ(da.allowed, db.allowed);
+        ASSERT_EQ(da.remaining, db.remaining);
+        ASSERT_EQ(da.retry_after, db.retry_after);
+        ASSERT_EQ(da.reset_after, db.reset_after);
+    }
+    rlt_store_close(a);
+    rlt_store_close(b);
 }
 
 TEST(crc32c_matches_check_value)
