@@ -632,6 +632,13 @@ int rlt__backend_redis_check_config(const rlt__config *c, char *err, size_t errl
         const rlt__rule *r2 = &c->rules[i];
         if (r2->unlimited || r2->block_all) continue;
         if (check_policy(&r2->policy, "rule", r2->path, err, errlen) != RLT_OK) return RLT_EINVAL;
+        if (r2->drain) {
+            snprintf(err, errlen,
+                     "rule '%s': drain_over_limit charges through a settle, which only the local "
+                     "store holds (Redis mode refuses reservations and settles)",
+                     r2->path);
+            return RLT_EINVAL;
+        }
     }
     return check_local_shares(c, err, errlen);
 }

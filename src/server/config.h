@@ -95,6 +95,8 @@ typedef struct rlt__rule {
     int fail;       /* RLT__FAIL_*: without Redis, allow or deny (rate_limit.fail) */
     rlt_change change; /* what a reload does to used allowance (rate_limit.change) */
     bool lease;        /* Redis: local leases for hot keys (rate_limit.lease) */
+    bool drain;        /* rate_limit.drain_over_limit: every hit is charged, debt past the
+                          limit included (Envoy's apply_on_stream_done cost; envoy.c) */
     int64_t requests_per_unit;
     const char *unit; /* "SECOND" ... "DAY" for the envoy reply; NULL if not envoy */
     int policy_id;    /* filled by rlt__srv_apply_config */

@@ -146,6 +146,17 @@ static int get_policy_opt(rlt__cy *x, const char *kk, size_t kl, const yaml_node
     return RLT_ENOENT;
 }
 
+/* drain_over_limit charges through a settle (rlt_settle): the policy must be able to. */
+static int drain_ok(rlt__cy *x, const yaml_node_t *where, const rlt__rule *rule)
+{
+    if (rule->drain && !rlt_settle_supported(&rule->policy))
+        return rlt__cy_fail(x, where,
+                            "drain_over_limit: %s cannot carry a debt (fixed_window, "
+                            "sliding_window, sliding_log, token_bucket or gcra can)",
+                            rlt_algo_name(rule->policy.algo));
+    return RLT_OK;
+}
+
 static int parse_rate_limit(rlt__cy *x, yaml_node_t *n, rlt__rule *rule)
 {
     if (rlt__cy_need_map(x, n, "rate_limit") < 0) return RLT_EPARSE;
@@ -207,6 +218,8 @@ static int parse_rate_limit(rlt__cy *x, yaml_node_t *n, rlt__rule *rule)
             r = rlt__cy_get_int(x, v, 1, INT32_MAX, &burst, "burst");
         } else if (rlt__cy_eq(key, kl, "policy")) {
             r = rlt__cy_get_str(x, v, text, sizeof text, "policy");
+        } else if (rlt__cy_eq(key, kl, "drain_over_limit")) {
+            r = rlt__cy_get_bool(x, v, &rule->drain, "drain_over_limit");
         } else if (rlt__cy_eq(key, kl, "fail") || rlt__cy_eq(key, kl, "change") ||
                    rlt__cy_eq(key, kl, "lease")) {
             policy_opts o = {.fail = rule->fail, .change = rule->change, .lease = rule->lease};
@@ -220,6 +233,10 @@ static int parse_rate_limit(rlt__cy *x, yaml_node_t *n, rlt__rule *rule)
         if (r < 0) return RLT_EPARSE;
     }
     rule->line = (int)where->start_mark.line + 1;
+    if (rule->drain && (rule->unlimited || rpu == 0))
+        return rlt__cy_fail(x, where,
+                            "drain_over_limit needs a limit to charge (not unlimited, not "
+                            "requests_per_unit: 0)");
     if (rule->unlimited) return RLT_OK;
     if (algo == RLT_CONCURRENCY)
         return rlt__cy_fail(x, where, "concurrency is not a descriptor algorithm (use RL.ACQUIRE)");
@@ -230,7 +247,7 @@ static int parse_rate_limit(rlt__cy *x, yaml_node_t *n, rlt__rule *rule)
         if (rule->policy.algo == RLT_CONCURRENCY)
             return rlt__cy_fail(x, where, "concurrency is not a descriptor algorithm (use RL.ACQUIRE)");
         rule->requests_per_unit = rule->policy.limit;
-        return RLT_OK;
+        return drain_ok(x, where, rule);
     }
     if (rpu < 0) return rlt__cy_fail(x, where, "rate_limit needs requests_per_unit (or unlimited: true)");
     if (period == 0) return rlt__cy_fail(x, where, "rate_limit needs a unit");
@@ -241,7 +258,7 @@ static int parse_rate_limit(rlt__cy *x, yaml_node_t *n, rlt__rule *rule)
     }
     int st = rlt_policy_init(&rule->policy, algo, rpu, period, burst, 0, 0);
     if (st != RLT_OK) return rlt__cy_fail(x, where, "invalid rate limit: %s", rlt_strerror(st));
-    return RLT_OK;
+    return drain_ok(x, where, rule);
 }
 
 void rlt__cy_free_descs(rlt__desc *d, size_t n)

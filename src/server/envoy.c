@@ -31,10 +31,10 @@ static const struct {
     const char *name;
     int64_t seconds;
 } units[] = {
-    [RLT__UNIT_UNKNOWN] = {"UNKNOWN", 0},      [RLT__UNIT_SECOND] = {"SECOND", 1},
-    [RLT__UNIT_MINUTE] = {"MINUTE", 60},       [RLT__UNIT_HOUR] = {"HOUR", 3600},
-    [RLT__UNIT_DAY] = {"DAY", 86400},          [RLT__UNIT_MONTH] = {"MONTH", 30 * 86400},
-    [RLT__UNIT_YEAR] = {"YEAR", 365 * 86400},  [RLT__UNIT_WEEK] = {"WEEK", 7 * 86400},
+    [RLT__UNIT_UNKNOWN] = {"UNKNOWN", 0},     [RLT__UNIT_SECOND] = {"SECOND", 1},
+    [RLT__UNIT_MINUTE] = {"MINUTE", 60},      [RLT__UNIT_HOUR] = {"HOUR", 3600},
+    [RLT__UNIT_DAY] = {"DAY", 86400},         [RLT__UNIT_MONTH] = {"MONTH", 30 * 86400},
+    [RLT__UNIT_YEAR] = {"YEAR", 365 * 86400}, [RLT__UNIT_WEEK] = {"WEEK", 7 * 86400},
 };
 #define NUNITS (sizeof units / sizeof units[0])
 
@@ -96,11 +96,12 @@ void rlt__envoy_desc_init(rlt__envoy_desc *d)
 
 /* What limits one descriptor. */
 typedef struct limit {
-    int rule;         /* config rule, -1 none, -2 replaced, -3 the request's override */
-    int policy;       /* store policy id (-1: none) */
-    bool block_all;   /* OVER_LIMIT without counting */
+    int rule;       /* config rule, -1 none, -2 replaced, -3 the request's override */
+    int policy;     /* store policy id (-1: none) */
+    bool block_all; /* OVER_LIMIT without counting */
     bool unlimited;
     bool shadow;
+    bool drain; /* drain_over_limit: charged in full, decided apart */
     int64_t rpu;
     int unit;
     const char *name;
@@ -173,8 +174,13 @@ static int override_limit(rlt__srv *s, const rlt__envoy_desc *d, size_t i, limit
         snprintf(err, errlen, "descriptor %zu: the limit override needs a known unit", i);
         return RLT_EINVAL;
     }
-    *l = (limit){.rule = -3, .policy = -1, .rpu = d->limit_rpu, .unit = d->limit_unit,
-                 .name = "", .window = w, .phase = phase_of(w)};
+    *l = (limit){.rule = -3,
+                 .policy = -1,
+                 .rpu = d->limit_rpu,
+                 .unit = d->limit_unit,
+                 .name = "",
+                 .window = w,
+                 .phase = phase_of(w)};
     if (d->limit_rpu == 0) {
         l->block_all = true;
         return RLT_OK;
@@ -210,6 +216,7 @@ static int match_all(rlt__srv *s, const rlt__config *c, const rlt__envoy_req *r,
                 ls[i].block_all = ru->block_all;
                 ls[i].unlimited = ru->unlimited;
                 ls[i].shadow = ru->shadow || c->set.shadow_mode;
+                ls[i].drain = ru->drain;
                 ls[i].unit = rule_unit(ru);
                 ls[i].rpu = ru->unit != NULL ? ru->requests_per_unit : ru->policy.limit;
                 ls[i].name = ru->rl_name;
@@ -309,6 +316,35 @@ static void fill_statuses(rlt__envoy_result *res, const rlt__envoy_req *r, const
     }
 }
 
+/* A drain_over_limit rule (gubernator's DRAIN_OVER_LIMIT): the charge-after-the-response half
+ * of a settle for Envoy, whose stream-end call (apply_on_stream_done) carries the response's
+ * real cost and ignores the answer.  Every hit is charged in full, past the limit as a debt
+ * (a reservation of 0 settled at the cost: rlt_settle never mints), and the descriptor is
+ * OVER_LIMIT when the cost did not fit what was left: with hits_addend 0, when the quota is
+ * used up (a request-time check that charges nothing).  Decided apart from the all-or-nothing
+ * charge of the other descriptors, as a shadowed one is. */
+static int drain(rlt__srv *s, const limit *l, const char *key, size_t klen, rlt_ns at,
+                 rlt_decision *d)
+{
+    rlt_decision pk;
+    int e = rlt__decide_peek(s, l->policy, key, klen, at, &pk);
+    if (e != RLT_OK) return e;
+    bool fits = l->cost == 0 ? pk.allowed : pk.allowed && l->cost <= pk.remaining;
+    if (l->cost > 0) {
+        uint64_t id = 0;
+        e = rlt__decide_reserve(s, l->policy, false, key, klen, at, 0, 0, d, &id);
+        if (e == RLT_OK) e = rlt__decide_settle(s, l->policy, key, klen, at, id, l->cost, d);
+        if (e != RLT_OK) return e;
+    } else {
+        *d = pk;
+    }
+    count_rule(s, l->policy, l->cost, !fits, false, d->limit, d->remaining);
+    d->allowed = fits;
+    if (!fits && d->retry_after <= 0) d->retry_after = d->reset_after;
+    if (fits) d->retry_after = 0;
+    return RLT_OK;
+}
+
 int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const rlt__session *ss, rlt_ns now,
                       rlt__envoy_result *res, char *err, size_t errlen)
 {
@@ -341,6 +377,16 @@ int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const rlt__session *
             snprintf(err, errlen, "descriptor %zu is longer than %d bytes", i, RLT_KEY_MAX);
             return RLT_EKEYLEN;
         }
+        if (l->drain) {
+            e = drain(s, l, keys[i], klen, now + l->phase, &dec[i]);
+            if (e != RLT_OK) return fail(s, l->policy, now, e, (long)i, err, errlen);
+            if (!dec[i].allowed && !l->shadow) {
+                over = true;
+                res->st[i].code = RLT__CODE_OVER_LIMIT;
+            }
+            charged[i] = true;
+            continue;
+        }
         if (l->cost == 0) {
             /* hits_addend 0 only looks, as envoyproxy/ratelimit's "limit after an increase of
              * 0 > limit" never holds for a count that stops at the limit: OK, as it stands. */
@@ -355,9 +401,9 @@ int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const rlt__session *
             /* The seam reports a shadowed denial as allowed: a peek first tells whether it
              * would have been one (for envoy's per-rule shadow_mode count). */
             rlt_decision pk, d;
-            bool would = rlt__decide_peek(s, l->policy, keys[i], klen, now + l->phase, &pk) ==
-                             RLT_OK &&
-                         (!pk.allowed || l->cost > pk.remaining);
+            bool would =
+                rlt__decide_peek(s, l->policy, keys[i], klen, now + l->phase, &pk) == RLT_OK &&
+                (!pk.allowed || l->cost > pk.remaining);
             e = rlt__decide(s, l->policy, true, keys[i], klen, now + l->phase, l->cost, &d);
             if (e != RLT_OK) return fail(s, l->policy, now, e, (long)i, err, errlen);
             count_rule(s, l->policy, l->cost, false, would, d.limit, d.remaining);
@@ -367,8 +413,8 @@ int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const rlt__session *
         }
         map[n] = i;
         if (l->phase < phase) phase = l->phase;
-        checks[n++] = (rlt_check){.policy = l->policy, .key = keys[i], .klen = klen,
-                                  .cost = l->cost};
+        checks[n++] =
+            (rlt_check){.policy = l->policy, .key = keys[i], .klen = klen, .cost = l->cost};
     }
     if (n == 0) phase = 0;
     rlt_ns at = now + phase;
@@ -395,8 +441,8 @@ int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const rlt__session *
          * was allowed, untouched when refused). */
         for (size_t k = 0; k < n; k++) {
             size_t i = map[k];
-            if (rlt__decide_peek(s, checks[k].policy, checks[k].key, checks[k].klen, at,
-                                 &dec[i]) != RLT_OK)
+            if (rlt__decide_peek(s, checks[k].policy, checks[k].key, checks[k].klen, at, &dec[i]) !=
+                RLT_OK)
                 memset(&dec[i], 0, sizeof dec[i]);
             if (over && (int)k == refused) {
                 dec[i].allowed = false;
@@ -489,8 +535,8 @@ void rlt__envoy_render_json(const rlt__envoy_result *res, rlt__obuf *out)
     putj(out, "]}");
 }
 
-int rlt__envoy_decide_json(rlt__srv *s, const rlt__envoy_req *r, const rlt__session *ss,
-                           rlt_ns now, rlt__obuf *out, int *http_status, char *err, size_t errlen)
+int rlt__envoy_decide_json(rlt__srv *s, const rlt__envoy_req *r, const rlt__session *ss, rlt_ns now,
+                           rlt__obuf *out, int *http_status, char *err, size_t errlen)
 {
     static __thread rlt__envoy_result res;
     int st = rlt__envoy_decide(s, r, ss, now, &res, err, errlen);
@@ -538,7 +584,8 @@ void rlt__envoy_headers(rlt__srv *s, const rlt__envoy_result *res,
     for (size_t i = 0; i < res->n; i++) {
         const rlt__envoy_status *st = &res->st[i];
         if (!st->has_limit) continue;
-        if (pick == NULL || (st->code == RLT__CODE_OVER_LIMIT) > (pick->code == RLT__CODE_OVER_LIMIT) ||
+        if (pick == NULL ||
+            (st->code == RLT__CODE_OVER_LIMIT) > (pick->code == RLT__CODE_OVER_LIMIT) ||
             ((st->code == RLT__CODE_OVER_LIMIT) == (pick->code == RLT__CODE_OVER_LIMIT) &&
              st->remaining < pick->remaining))
             pick = st;
@@ -547,15 +594,16 @@ void rlt__envoy_headers(rlt__srv *s, const rlt__envoy_result *res,
     char name[64], v[256];
     token_of(pick->name, name, sizeof name);
     rlt_policy p;
-    bool have_policy = pick->policy_id >= 0 &&
-                       rlt_store_get_policy(s->store, pick->policy_id, &p) == RLT_OK;
+    bool have_policy =
+        pick->policy_id >= 0 && rlt_store_get_policy(s->store, pick->policy_id, &p) == RLT_OK;
     bool over = pick->code == RLT__CODE_OVER_LIMIT;
     int64_t window_s = rlt__unit_ns(pick->unit) / RLT_NS_PER_S;
     if (have_policy) window_s = rlt_retry_after_seconds(p.period);
     int64_t quota = have_policy ? rlt_policy_limit(&p) : pick->requests_per_unit;
     int64_t reset = pick->reset_s;
-    int64_t retry = over ? (pick->d.retry_after > 0 ? rlt_retry_after_seconds(pick->d.retry_after)
-                                                    : pick->d.retry_after < 0 ? -1 : reset)
+    int64_t retry = over ? (pick->d.retry_after > 0   ? rlt_retry_after_seconds(pick->d.retry_after)
+                            : pick->d.retry_after < 0 ? -1
+                                                      : reset)
                          : 0;
     if (over && retry > reset) reset = retry;
     /* Built with memcpy and one integer formatter: this runs on every gRPC call. */

@@ -519,6 +519,55 @@ def a_penalty_box_rule_stays_over_limit_until_the_block_ends(tmp):
 
 
 @test
+def drain_over_limit_charges_every_hit_past_the_limit_and_says_when_it_did_not_fit(tmp):
+    # Envoy's apply_on_stream_done sends the response's real cost and ignores the answer: a
+    # drain_over_limit rule charges it all, as a debt past the limit; a request-time check
+    # with hits_addend 0 is OVER_LIMIT once the quota is used up.  A plain rule refuses and
+    # charges nothing.
+    cfg = ("domain: d\ndescriptors:\n"
+           "  - key: llm\n    rate_limit: {unit: hour, requests_per_unit: 10, drain_over_limit: true}\n"
+           "  - key: plain\n    rate_limit: {unit: hour, requests_per_unit: 10}\n")
+    with GDaemon(tmp, config=cfg) as d:
+        cl = d.client()
+        look = {"entries": [("llm", "u1")], "hits_addend": 0}
+        assert statuses(cl(req("d", look))) == [(OK, 10, 10)]
+        assert statuses(cl(req("d", [("llm", "u1")], hits=8))) == [(OK, 10, 2)]
+        a = cl(req("d", [("llm", "u1")], hits=5))  # 5 > 2 left: charged anyway, said so
+        assert a.overall_code == OVER and statuses(a) == [(OVER, 10, 0)], a
+        a = cl(req("d", look))
+        assert a.overall_code == OVER, a  # 13 of 10 used: the next request may not start
+        assert 1 <= a.statuses[0].duration_until_reset.seconds <= 3600, a
+        m = d.metrics()
+        assert re.search(r'ratelimitd_envoy_total_hits_total\{rule="d.llm"\} 13\b', m), m
+        # over_limit counts hits, as envoyproxy/ratelimit does: the 5 that did not fit
+        assert re.search(r'ratelimitd_envoy_over_limit_total\{rule="d.llm"\} 5\b', m), m
+        assert statuses(cl(req("d", [("plain", "u1")], hits=8))) == [(OK, 10, 2)]
+        a = cl(req("d", [("plain", "u1")], hits=5))
+        assert statuses(a) == [(OVER, 10, 2)], a  # refused and not charged
+        cl.close()
+    bad = os.path.join(tmp, "bad.yaml")
+    for text, want in [
+        ("  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 0, drain_over_limit: true}\n",
+         "drain_over_limit needs a limit"),
+        ("  - key: k\n    rate_limit: {policy: \"leaky_bucket:5/1s\", drain_over_limit: true}\n",
+         "cannot carry a debt"),
+        ("  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5, drain_over_limit: 2}\n",
+         "drain_over_limit"),
+    ]:
+        with open(bad, "w") as f:
+            f.write("domain: d\ndescriptors:\n" + text)
+        p = subprocess.run([sys.argv[1], "--check-config", "--config", bad],
+                           capture_output=True, text=True, timeout=20)
+        assert p.returncode != 0 and want in p.stderr, (text, p.returncode, p.stderr)
+    with open(bad, "w") as f:
+        f.write("redis: \"127.0.0.1:1\"\ndomain: d\ndescriptors:\n"
+                "  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5, drain_over_limit: true}\n")
+    p = subprocess.run([sys.argv[1], "--check-config", "--config", bad],
+                       capture_output=True, text=True, timeout=20)
+    assert p.returncode != 0 and "only the local store" in p.stderr, (p.returncode, p.stderr)
+
+
+@test
 def empty_domain_no_descriptors_and_malformed_messages_are_grpc_errors(tmp):
     with GDaemon(tmp, config=RL_CFG) as d:
         cl = d.client()
