@@ -326,7 +326,8 @@ typedef enum rlt_convert {
 } rlt_convert;
 
 /* Carries `state` from policy `from` to policy `to` at `now`.  Rounding never mints: the used
- * amount is rounded up.  Supported when both policies have the same algorithm and, for the
+ * amount is rounded up.  Used allowance within the old capacity is capped at the new one; a
+ * debt beyond it (rlt_settle) carries over on top, converted the same way, never forgiven.  Supported when both policies have the same algorithm and, for the
  * sliding log and concurrency, the same N (state size); otherwise returns RLT_EINVAL and the
  * caller resets the state instead.  Returns RLT_OK, RLT_EINVAL, RLT_ERANGE. */
 int rlt_state_convert(const rlt_policy *from, const rlt_policy *to, void *state, rlt_ns now,
@@ -416,6 +417,12 @@ int rlt_policy_copy_calendar(rlt_policy *dst, const rlt_policy *src);
 /* True when a and b have the same calendar fields (months and zone; the origin aside):
  * for callers that compare policies field by field. */
 bool rlt_policy_calendar_equal(const rlt_policy *a, const rlt_policy *b);
+
+/* True when a and b decide alike: the same algorithm, numbers (limit, period, burst, queue,
+ * delay), options every algorithm takes (block=, jitter=) and calendar fields (months, zone,
+ * origin).  Every part that asks "did this policy change?" (a reload, a store's policy
+ * replacement, the nginx module's zones) asks this one function.  Two NULLs are equal. */
+bool rlt_policy_equal(const rlt_policy *a, const rlt_policy *b);
 
 /* ---- Duration text ---------------------------------------------------------------------- */
 

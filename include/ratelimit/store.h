@@ -55,7 +55,10 @@ void rlt_store_close(rlt_store *s);
 
 /* Adds or replaces the policy called `name` (1..RLT_NAME_MAX bytes).  Replacing keeps the id;
  * `how` says what happens to existing keys' state (if the algorithm or the state size changes,
- * KEEP and SCALE fall back to RESET).  Sets *id (may be NULL) to the policy's id (>= 0).
+ * KEEP and SCALE fall back to RESET; replacing a policy by an equal one, rlt_policy_equal,
+ * with KEEP or SCALE changes nothing).  States are converted as of the latest `now` the store
+ * has seen; a debt left by a settle carries over (rlt_state_convert).  Sets *id (may be NULL)
+ * to the policy's id (>= 0).
  * Returns RLT_OK, RLT_EINVAL (bad name or policy), RLT_ENOMEM. */
 int rlt_store_set_policy(rlt_store *s, const char *name, const rlt_policy *p, rlt_change how,
                          int *id);

@@ -97,7 +97,7 @@ int rlt__block_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, r
         int rc = rlt__decide_algo(p, st, now, cost, d, 0);
         if (rc) return rc;
         if (!d->allowed && d->retry_after < 0) return RLT_OK; /* can never fit: still -1 */
-        rlt_ns left = s.until - now, mem = rlt__sat_sub(memory_end(p, s), now);
+        rlt_ns left = rlt__sat_sub(s.until, now), mem = rlt__sat_sub(memory_end(p, s), now);
         d->allowed = false;
         if (left > d->retry_after) d->retry_after = left;
         if (mem > d->reset_after) d->reset_after = mem;

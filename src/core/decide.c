@@ -153,13 +153,29 @@ static int scale_up(int64_t v, int64_t num, int64_t den, int64_t *out)
     return RLT_OK;
 }
 
+/* Carries used amount `v` (0 <= v; above from_cap it is a debt left by rlt_settle) scaled by
+ * num/den, rounded up: the part within the old capacity is capped at the new one (a policy
+ * change never leaves a key more than full), and a debt carries over on top of it, scaled the
+ * same way: a change of policy forgives no debt (and a reload of the same policy changes no
+ * state at all: rlt_store_set_policy skips it). */
+static int carry(int64_t v, int64_t from_cap, int64_t to_cap, int64_t num, int64_t den,
+                 int64_t *out)
+{
+    int64_t debt = v > from_cap ? v - from_cap : 0, in, owed;
+    int rc = scale_up(v - debt, num, den, &in);
+    if (!rc) rc = scale_up(debt, num, den, &owed);
+    if (rc) return rc;
+    if (in > to_cap) in = to_cap;
+    return __builtin_add_overflow(in, owed, out) ? RLT_ERANGE : RLT_OK;
+}
+
 /* One count (window algorithms): keep the amount, or keep the share of N. */
 static int convert_count(const rlt_policy *from, const rlt_policy *to, rlt_convert how,
                          int64_t *count)
 {
-    int rc = how == RLT_CONVERT_SCALE ? scale_up(*count, to->limit, from->limit, count) : 0;
-    if (!rc && *count > to->limit) *count = to->limit;
-    return rc;
+    return how == RLT_CONVERT_SCALE
+               ? carry(*count, from->limit, to->limit, to->limit, from->limit, count)
+               : carry(*count, from->limit, to->limit, 1, 1, count);
 }
 
 int rlt_state_convert(const rlt_policy *from, const rlt_policy *to, void *state, rlt_ns now,
@@ -175,10 +191,10 @@ int rlt_state_convert(const rlt_policy *from, const rlt_policy *to, void *state,
     case RLT_GCRA:
     case RLT_TOKEN_BUCKET:
         if ((rc = rlt__bucket_used(from, state, now, &v))) return rc;
-        rc = how == RLT_CONVERT_SCALE ? scale_up(v, to->cap_, from->cap_, &v)
-                                      : scale_up(v, to->unit_, from->unit_, &v);
+        rc = how == RLT_CONVERT_SCALE ? carry(v, from->cap_, to->cap_, to->cap_, from->cap_, &v)
+                                      : carry(v, from->cap_, to->cap_, to->unit_, from->unit_, &v);
         if (rc) return rc;
-        return rlt__bucket_set_used(to, state, now, v > to->cap_ ? to->cap_ : v);
+        return rlt__bucket_set_used(to, state, now, v);
     case RLT_LEAKY_BUCKET:
         if ((rc = rlt__leaky_backlog(from, state, now, &v))) return rc;
         rc = how == RLT_CONVERT_SCALE

@@ -61,6 +61,16 @@ int rlt_policy_init(rlt_policy *p, rlt_algo algo, int64_t limit, rlt_ns period, 
     return RLT_OK;
 }
 
+bool rlt_policy_equal(const rlt_policy *a, const rlt_policy *b)
+{
+    if (!a || !b) return a == b;
+    return a->algo == b->algo && a->limit == b->limit && a->period == b->period &&
+           a->burst == b->burst && a->queue == b->queue && a->delay == b->delay &&
+           a->block == b->block && a->block_factor == b->block_factor &&
+           a->block_max == b->block_max && a->jitter == b->jitter && a->origin == b->origin &&
+           rlt_policy_calendar_equal(a, b);
+}
+
 int64_t rlt_policy_limit(const rlt_policy *p)
 {
     if (!p) return 0;

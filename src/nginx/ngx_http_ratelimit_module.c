@@ -345,9 +345,7 @@ static rlt_ngx_node_t *rlt_ngx_lookup(rlt_ngx_zone_t *z, uint32_t hash, u_char *
 
 static ngx_int_t rlt_ngx_policy_same(const rlt_policy *a, const rlt_policy *b)
 {
-    return a->algo == b->algo && a->limit == b->limit && a->period == b->period &&
-           a->burst == b->burst && a->queue == b->queue && a->delay == b->delay &&
-           rlt_policy_calendar_equal(a, b); /* tz=: another zone is another policy */
+    return rlt_policy_equal(a, b); /* block=, jitter=, tz=: another policy too */
 }
 
 static size_t rlt_ngx_state_size(const rlt_policy *p)

@@ -129,8 +129,7 @@ void rlt__fallback_close(rlt__fallback *f)
 
 static bool same_policy(const rlt_policy *a, const rlt_policy *b)
 {
-    return a->algo == b->algo && a->limit == b->limit && a->period == b->period &&
-           a->burst == b->burst && a->queue == b->queue && a->delay == b->delay;
+    return rlt_policy_equal(a, b); /* a new jitter= or tz= is a new share too */
 }
 
 int rlt__fallback_policy(rlt__fallback *f, int id, const rlt_policy *p, unsigned fleet, int *lid)

@@ -292,9 +292,7 @@ static bool injected_failure(long *writes)
  * lock.  After validate_config only running out of memory can fail here. */
 static bool policy_same(const rlt_policy *a, const rlt_policy *b)
 {
-    return a->algo == b->algo && a->limit == b->limit && a->period == b->period &&
-           a->burst == b->burst && a->queue == b->queue && a->delay == b->delay &&
-           rlt_policy_calendar_equal(a, b);
+    return rlt_policy_equal(a, b);
 }
 
 /* How a write of policy `run` under `name` with change mode `change` touches the keys already
@@ -308,7 +306,10 @@ static rlt_change effective_change(rlt__srv *s, const char *name, const rlt_poli
     int id = rlt_store_policy_id(s->store, name);
     bool exists = id >= 0 && rlt_store_get_policy(s->store, id, &old) == RLT_OK;
     if (!exists || policy_same(&old, run)) change = RLT_CHANGE_KEEP;
-    *destructive = change != RLT_CHANGE_KEEP;
+    /* A new algorithm or state size (block= added or removed) resets the keys whatever the
+     * mode (rlt_store_set_policy): destructive, so it runs after every undoable write. */
+    bool resized = exists && (old.algo != run->algo || rlt_state_size(&old) != rlt_state_size(run));
+    *destructive = change != RLT_CHANGE_KEEP || resized;
     return change;
 }
 

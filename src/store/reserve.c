@@ -21,6 +21,13 @@
  * own (so ids say nothing about keys nor about each other), never 0, unique in their table.
  * A settle must also name the key and the policy the reservation was made for.
  *
+ * Resets and evictions.  A state reset (rlt_store_reset) or evicted for room takes the
+ * reservation's charge with it, and new requests may make the key again: a refund from that
+ * new state would give back what the reservation never took there.  Each shard counts such
+ * drops (resv_epoch); a reservation made before the latest one refunds nothing (its real cost
+ * is charged when higher).  Drops of fresh states need no such care: a state is fresh only
+ * once the charge no longer counts, and then rlt_settle's bounds refund nothing.
+ *
  * Policy changes.  Replacing a policy with other numbers, or resetting its keys
  * (rlt_store_set_policy), ends its outstanding reservations, charged as estimated: a refund
  * computed under the new numbers from an estimate charged under the old ones, or from a state
@@ -40,6 +47,7 @@ typedef struct resv {
     uint32_t policy;
     uint32_t klen;
     uint8_t *key;
+    uint64_t epoch; /* the shard's resv_epoch when it was made */
 } resv;
 
 struct rlt__resv_table {
@@ -117,8 +125,7 @@ void rlt__resv_drop_policy(rlt_store *s, int pid)
 
 bool rlt__policy_same(const rlt_policy *a, const rlt_policy *b)
 {
-    return a->algo == b->algo && a->limit == b->limit && a->period == b->period &&
-           a->burst == b->burst && a->queue == b->queue && a->delay == b->delay;
+    return rlt_policy_equal(a, b); /* numbers, block=, jitter= and calendar fields */
 }
 
 /* One ticket of the store-wide bound, purging every shard's expired reservations (one shard
@@ -218,7 +225,8 @@ int rlt_store_reserve(rlt_store *s, int id, const void *key, size_t klen, rlt_ns
                             .estimate = estimate,
                             .policy = (uint32_t)id,
                             .klen = (uint32_t)klen,
-                            .key = kcopy};
+                            .key = kcopy,
+                            .epoch = sh->resv_epoch};
         t->count++;
         kcopy = NULL;
         *reservation = rid;
@@ -280,6 +288,10 @@ int rlt_store_settle(rlt_store *s, int id, const void *key, size_t klen, rlt_ns 
          * time does (a clock that stepped back since the reservation gets the refill of the
          * step left out, never given back). */
         const rlt_ns at = s->pols[id].p.algo == RLT_GCRA ? sh->last_now : eff;
+        /* A state of this shard was reset or evicted since the reservation: the key's state
+         * may be a new one that never held the estimate, so nothing is refunded (a higher real
+         * cost is still charged). */
+        if (r->epoch != sh->resv_epoch && real_cost < r->estimate) real_cost = r->estimate;
         if ((rc = settle_state(s, sh, h, id, key, klen, at, r, real_cost, d)) == RLT_OK) {
             resv_delete(s, sh->resv, r);
             rlt__from_effective(d, now, at);

@@ -381,6 +381,7 @@ static bool make_room(rlt_store *s, rlt__shard *sh, rlt_ns now)
                 /* The least recently used key leaves, and its tier assignment with it. */
                 assign_drop(s, sh, rlt__slot_key(s, e), e->meta & RLT__KLEN_MASK);
                 rlt__delete(s, sh, e);
+                sh->resv_epoch++; /* its reservations' charges went with it (reserve.c) */
                 RLT__STAT_ADD(sh->evicted_forced, 1);
                 sh->hand = i;
                 return true;
@@ -790,6 +791,14 @@ int rlt_store_set_policy(rlt_store *s, const char *name, const rlt_policy *p, rl
         rlt__pol *P = &s->pols[pid];
         rlt_policy old = P->p;
         bool reset = how == RLT_CHANGE_RESET || old.algo != q.algo || P->ssz != ssz;
+        if (!reset && rlt_policy_equal(&old, &q)) {
+            /* The same policy again (a reload, a restart's config over its snapshot): every
+             * state and reservation stands as it is; a conversion would cap debts. */
+            rlt__unlock_all(s);
+            pthread_mutex_unlock(&s->pol_mu);
+            if (id) *id = pid;
+            return RLT_OK;
+        }
         rlt_ns now = INT64_MIN;
         for (uint32_t k = 0; k < s->nshards; k++)
             if (s->shards[k].last_now > now) now = s->shards[k].last_now;
@@ -1280,7 +1289,10 @@ int rlt_store_reset(rlt_store *s, int id, const void *key, size_t klen)
         rc = RLT_ENOENT;
     } else {
         rlt__slot *e = rlt__find(s, sh, h, id, key, klen);
-        if (e) rlt__delete(s, sh, e);
+        if (e) {
+            rlt__delete(s, sh, e);
+            sh->resv_epoch++; /* a reservation's charge went with it (reserve.c) */
+        }
     }
     rlt__shard_unlock(sh);
     return rc;

@@ -72,6 +72,8 @@ typedef struct rlt__shard {
     uint32_t anb, acount; /* assignment buckets (power of two) and entries */
     uint64_t evicted_idle, evicted_forced, refused_full;
     struct rlt__resv_table *resv; /* outstanding reservations of the shard's keys (reserve.c) */
+    uint64_t resv_epoch; /* bumped when a state that may hold a reservation's charge is
+                            dropped (reset, forced eviction): older reservations refund nothing */
 } rlt__shard;
 
 /* The value xored into a key's hash for policy `id`: a fixed function of the id, so a call

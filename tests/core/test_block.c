@@ -309,6 +309,26 @@ TEST(penalty_box_state_size_zero_fresh_validity_and_shift)
     }
 }
 
+/* A block that ends at the end of int64 time, asked about from its far past: the wait
+ * saturates (no signed overflow: UBSan runs this) and the request stays denied. */
+TEST(penalty_box_at_the_ends_of_int64_time_saturates)
+{
+    rlt_policy p = parse_policy("gcra:1/1s,block=10m");
+    uint64_t st[4] = {0};
+    rlt_decision d;
+    const rlt_ns end = INT64_MAX - RLT_NS_PER_S;
+    ASSERT_EQ(rlt_decide(&p, st, end, 1, &d), RLT_OK);
+    ASSERT(d.allowed);
+    ASSERT_EQ(rlt_decide(&p, st, end, 1, &d), RLT_OK); /* the breach: blocked to INT64_MAX */
+    ASSERT(!d.allowed);
+    int rc = rlt_decide(&p, st, INT64_MIN + 1, 1, &d);
+    ASSERT(rc == RLT_OK || rc == RLT_ERANGE);
+    if (rc == RLT_OK) {
+        ASSERT(!d.allowed);
+        ASSERT_EQ(d.retry_after, INT64_MAX);
+    }
+}
+
 TEST(penalty_box_clock_stepping_back_sees_a_longer_block_never_a_shorter_one)
 {
     rlt_policy p = parse_policy("gcra:1/1s,block=10s");

@@ -638,6 +638,25 @@ def test_a_delay_is_not_held_in_dry_run():
         assert got == ["PASSED"] * 4 + ["REJECTED_DRY_RUN"], got
 
 
+def test_a_reload_that_adds_a_penalty_box_or_jitter_takes_effect():
+    # Only block= or jitter= changes: still another policy, adopted by the zone at the reload.
+    http = f"""
+    ratelimit_zone $http_x_key zone=r:1m policy=fixed_window:1/1s;
+    server {{ listen 127.0.0.1:PORT; {STATUS} location / {{ ratelimit zone=r; }} }}"""
+    with Nginx(http).start() as n:
+        c = Client(n.port)
+        assert [c.get(headers={"X-Key": "a"})[0] for _ in range(2)] == [200, 429]
+        n.write(http.replace("fixed_window:1/1s", "fixed_window:1/1s,block=1h"))
+        n.reload()
+        c.close()
+        c = Client(n.port)
+        assert c.get(headers={"X-Key": "b"})[0] == 200
+        s, h, _ = c.get(headers={"X-Key": "b"})
+        assert s == 429 and 3599 <= int(h["retry-after"]) <= 3600, h
+        c.close()
+        assert 'now has policy "fixed_window:1/1s,block=1h"' in n.log(), n.log()
+
+
 def test_a_reload_to_another_algorithm_drops_the_zone_keys():
     http = f"""
     ratelimit_zone $binary_remote_addr zone=r:1m policy=gcra:1/1h;

@@ -243,7 +243,9 @@ TEST(unreachable_redis_answers_with_each_policys_fail_mode_and_counts_it)
      * it cannot take is an error. */
     char err[256];
     int conc = -1;
-    ASSERT_EQ(rlt__srv_resolve(s, "concurrency:2/10s", 17, NULL, &conc, &(bool){false}, err, sizeof err), RLT_OK);
+    ASSERT_EQ(
+        rlt__srv_resolve(s, "concurrency:2/10s", 17, NULL, &conc, &(bool){false}, err, sizeof err),
+        RLT_OK);
     ASSERT_EQ(rlt__decide_release(s, conc, "k", 1, 0, 5), RLT_ENOENT);
     ASSERT(rlt__decide_reset(s, shut, "k", 1) != RLT_OK);
 
@@ -270,13 +272,15 @@ TEST(inline_policies_redis_cannot_run_are_refused_per_request)
     ASSERT(s != NULL);
     char err[256];
     int id = -1;
-    ASSERT_EQ(rlt__srv_resolve(s, "gcra:1/1500ns", 13, NULL, &id, &(bool){false}, err, sizeof err), RLT_OK);
+    ASSERT_EQ(rlt__srv_resolve(s, "gcra:1/1500ns", 13, NULL, &id, &(bool){false}, err, sizeof err),
+              RLT_OK);
     rlt_decision d;
     ASSERT_EQ(rlt__decide(s, id, false, "k", 1, 0, 1, &d), RLT_EINVAL);
     ASSERT_EQ(rlt__decide(s, 999, false, "k", 1, 0, 1, &d), RLT_ENOENT);
     int conc = -1;
-    ASSERT_EQ(rlt__srv_resolve(s, "concurrency:2/10s", 17, NULL, &conc, &(bool){false}, err, sizeof err),
-              RLT_OK);
+    ASSERT_EQ(
+        rlt__srv_resolve(s, "concurrency:2/10s", 17, NULL, &conc, &(bool){false}, err, sizeof err),
+        RLT_OK);
     rlt_check ch[1] = {{.policy = conc, .key = "a", .klen = 1, .cost = 1}};
     ASSERT_EQ(rlt__decide_multi(s, ch, 1, 0, &d, NULL), RLT_EINVAL);
     close_srv(s);
@@ -337,7 +341,8 @@ TEST(each_thread_gets_its_own_handle_and_counters_sum_up)
 TEST(lease_mode_needs_redis_and_a_lease_size)
 {
     char err[600];
-    rlt__config *c = parse("policies:\n  hot: {policy: gcra:10/1s, lease: true}\n", err, sizeof err);
+    rlt__config *c =
+        parse("policies:\n  hot: {policy: gcra:10/1s, lease: true}\n", err, sizeof err);
     ASSERT(c != NULL);
     ASSERT_EQ(rlt__backend_redis_check_config(c, err, sizeof err), RLT_EINVAL);
     ASSERT_STR_EQ(err, "policy 'hot': lease: true needs the redis: section (leases are local "
@@ -452,6 +457,26 @@ TEST(a_nodes_share_divides_every_algorithm_and_the_fleet_never_admits_more)
     ASSERT_EQ(rlt_policy_parse(&g, "gcra:5/1s,burst=10", 18, NULL, 0), RLT_OK);
     ASSERT_EQ(rlt__fallback_divide(&g, 10, &q), RLT_OK);
     ASSERT(q.limit == 1 && q.period == 2 * RLT_NS_PER_S && q.burst == 1);
+}
+
+TEST(a_nodes_share_follows_a_change_of_jitter_or_zone_alone)
+{
+    rlt__fallback *f = NULL;
+    ASSERT_EQ(rlt__fallback_open(&f, 1000, 1 << 20), RLT_OK);
+    static const char *const texts[] = {"fixed_window:100/1mo,tz=Europe/Paris",
+                                        "fixed_window:100/1mo,tz=Asia/Tokyo",
+                                        "fixed_window:100/1mo,tz=Asia/Tokyo,jitter=10%"};
+    for (size_t i = 0; i < 3; i++) {
+        rlt_policy p, got, want;
+        char err[128];
+        ASSERT_EQ(rlt_policy_parse(&p, texts[i], strlen(texts[i]), err, sizeof err), RLT_OK);
+        int lid = -1;
+        ASSERT_EQ(rlt__fallback_policy(f, 1, &p, 2, &lid), RLT_OK);
+        ASSERT_EQ(rlt_store_get_policy(rlt__fallback_store(f), lid, &got), RLT_OK);
+        ASSERT_EQ(rlt__fallback_divide(&p, 2, &want), RLT_OK);
+        ASSERT(rlt_policy_equal(&got, &want)); /* the new share, not the one before */
+    }
+    rlt__fallback_close(f);
 }
 
 TEST(fail_local_and_fleet_size_parse_and_bad_fleet_sizes_are_refused)

@@ -110,7 +110,6 @@ TEST(a_config_with_a_tier_naming_a_missing_policy_is_refused_before_the_store)
     rlt__config_free(c);
 }
 
-
 /* The third integer of an RL.CHECK reply: remaining. */
 static long remaining_of(const char *reply)
 {
@@ -168,9 +167,9 @@ TEST(a_failed_reload_undoes_exactly_even_with_reset_and_scale_policies)
 {
     char err[600];
     rlt__srv *s = NULL;
-    ASSERT_EQ(rlt__srv_open(&s, parse("policies:\n  api: fixed_window:10/1h\n"), 0, 0, err,
-                            sizeof err),
-              RLT_OK);
+    ASSERT_EQ(
+        rlt__srv_open(&s, parse("policies:\n  api: fixed_window:10/1h\n"), 0, 0, err, sizeof err),
+        RLT_OK);
     for (int k = 0; k < 4; k++)
         run(s, "RL.CHECK u api");
     /* The reset of api comes after every other write; the new rule's write fails before it. */
@@ -178,11 +177,38 @@ TEST(a_failed_reload_undoes_exactly_even_with_reset_and_scale_policies)
                            "domain: edge\ndescriptors:\n  - key: path\n    rate_limit: "
                            "{unit: minute, requests_per_unit: 2}\n");
     ASSERT(b != NULL);
-    rlt__srv_fail_apply_after = 1; /* writes: 0 default, 1 the rule (api waits for the second pass) */
+    rlt__srv_fail_apply_after =
+        1; /* writes: 0 default, 1 the rule (api waits for the second pass) */
     ASSERT(rlt__srv_apply_config(s, b, err, sizeof err) != RLT_OK);
     ASSERT(strstr(err, "the previous policies were restored") != NULL);
     rlt__config_free(b);
     /* 4 of 10 still used: the 5th check leaves 5. */
     ASSERT_EQ(remaining_of(run(s, "RL.CHECK u api")), 5);
+    rlt__srv_close(s);
+}
+
+/* Adding block= grows the state: the store resets the policy's keys whatever its change mode,
+ * so the write is destructive and waits for the second pass; a reload that fails before it
+ * leaves the used allowance exactly as it was. */
+TEST(a_failed_reload_that_adds_a_penalty_box_leaves_the_keys_as_they_were)
+{
+    char err[600];
+    rlt__srv *s = NULL;
+    ASSERT_EQ(
+        rlt__srv_open(&s, parse("policies:\n  api: fixed_window:10/1h\n"), 0, 0, err, sizeof err),
+        RLT_OK);
+    for (int k = 0; k < 4; k++)
+        run(s, "RL.CHECK u api");
+    rlt__config *b = parse("policies:\n  api: fixed_window:10/1h,block=1m\n"
+                           "domain: edge\ndescriptors:\n  - key: path\n    rate_limit: "
+                           "{unit: minute, requests_per_unit: 2}\n");
+    ASSERT(b != NULL);
+    /* Writes: 0 default, 1 the rule, then (pass 2) api: the failure is api's own write; had
+     * api been written in pass 1 (its keys reset), the rule's write would fail after it. */
+    rlt__srv_fail_apply_after = 2;
+    ASSERT(rlt__srv_apply_config(s, b, err, sizeof err) != RLT_OK);
+    ASSERT(strstr(err, "the previous policies were restored") != NULL);
+    rlt__config_free(b);
+    ASSERT_EQ(remaining_of(run(s, "RL.CHECK u api")), 5); /* 4 of 10 were still used */
     rlt__srv_close(s);
 }

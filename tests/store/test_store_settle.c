@@ -343,6 +343,79 @@ typedef struct targ {
     int64_t settled_real, settled_ok, errors;
 } targ;
 
+/* Every algorithm that settles, in debt after a settle far above its estimate. */
+static const char *const debt_texts[] = {"token_bucket:10/10s", "gcra:10/10s",
+                                         "fixed_window:10/10s", "sliding_window:10/10s"};
+
+TEST(a_debt_survives_the_same_policy_set_again_and_carries_through_a_change)
+{
+    for (size_t t = 0; t < sizeof debt_texts / sizeof debt_texts[0]; t++) {
+        rlt_store *s = tu_store(0, false, 0);
+        int id = tu_add(s, "p", debt_texts[t]);
+        rlt_decision d;
+        rlt_ns before, after; /* when the next request may pass */
+        uint64_t r;
+        ASSERT_EQ(rlt_store_reserve(s, id, "u", 1, 0, 10, 0, &d, &r), RLT_OK);
+        ASSERT_EQ(rlt_store_settle(s, id, "u", 1, 0, r, 40, &d), RLT_OK); /* 30 in debt */
+        ASSERT_EQ(rlt_store_when(s, id, "u", 1, 0, 1, &before), RLT_OK);
+        ASSERT(before >= 10 * RLT_NS_PER_S); /* buckets: 31 s; windows: their end at least */
+        /* A reload or a restart over a snapshot sets the same policy again: nothing changes. */
+        rlt_policy same = tu_policy(debt_texts[t]);
+        ASSERT_EQ(rlt_store_set_policy(s, "p", &same, RLT_CHANGE_KEEP, NULL), RLT_OK);
+        ASSERT_EQ(rlt_store_when(s, id, "u", 1, 0, 1, &after), RLT_OK);
+        ASSERT_EQ(after, before);
+        /* Another limit: the debt carries over on top of the new capacity, not forgiven. */
+        rlt_policy wider = tu_policy(t < 2 ? "token_bucket:20/10s" : "fixed_window:20/10s");
+        if (t == 1) wider = tu_policy("gcra:20/10s");
+        if (t == 3) wider = tu_policy("sliding_window:20/10s");
+        ASSERT_EQ(rlt_store_set_policy(s, "p", &wider, RLT_CHANGE_KEEP, NULL), RLT_OK);
+        ASSERT_EQ(rlt_store_decide(s, id, "u", 1, 0, 1, &d), RLT_OK);
+        ASSERT(!d.allowed); /* 40 used of 20: still owed */
+        rlt_store_close(s);
+    }
+}
+
+TEST(a_reset_or_eviction_after_a_reservation_leaves_nothing_to_refund)
+{
+    for (size_t t = 0; t < sizeof debt_texts / sizeof debt_texts[0]; t++) {
+        rlt_store *s = tu_store(0, false, 0);
+        int id = tu_add(s, "p", debt_texts[t]);
+        rlt_decision d;
+        uint64_t r;
+        ASSERT_EQ(rlt_store_reserve(s, id, "u", 1, 0, 10, 0, &d, &r), RLT_OK);
+        ASSERT_EQ(rlt_store_reset(s, id, "u", 1), RLT_OK);
+        int allowed = 0;
+        for (int i = 0; i < 10; i++) {
+            ASSERT_EQ(rlt_store_decide(s, id, "u", 1, 0, 1, &d), RLT_OK);
+            allowed += d.allowed;
+        }
+        ASSERT_EQ(allowed, 10);
+        /* The reservation's charge went with the reset: settling at 0 gives nothing back. */
+        ASSERT_EQ(rlt_store_settle(s, id, "u", 1, 0, r, 0, &d), RLT_OK);
+        ASSERT_EQ(rlt_store_decide(s, id, "u", 1, 0, 1, &d), RLT_OK);
+        ASSERT(!d.allowed);
+        rlt_store_close(s);
+    }
+    /* Evicted for room (one key at most): the same. */
+    rlt_store *s = tu_store(1, false, 1);
+    int id = tu_add(s, "p", "token_bucket:10/10s");
+    rlt_decision d;
+    uint64_t r;
+    ASSERT_EQ(rlt_store_reserve(s, id, "u", 1, 0, 10, 0, &d, &r), RLT_OK);
+    ASSERT_EQ(rlt_store_decide(s, id, "v", 1, 0, 1, &d), RLT_OK); /* evicts u */
+    ASSERT(d.allowed);
+    int allowed = 0;
+    for (int i = 0; i < 10; i++) {
+        ASSERT_EQ(rlt_store_decide(s, id, "u", 1, 0, 1, &d), RLT_OK); /* u anew: 10 */
+        allowed += d.allowed;
+    }
+    ASSERT_EQ(allowed, 10);
+    ASSERT_EQ(rlt_store_settle(s, id, "u", 1, 0, r, 0, &d), RLT_OK);
+    ASSERT_EQ(rlt_store_decide(s, id, "u", 1, 0, 1, &d), RLT_OK);
+    ASSERT(!d.allowed);
+    rlt_store_close(s);
+}
+
 static pthread_barrier_t barrier;
 
 static void *reserver(void *p)
