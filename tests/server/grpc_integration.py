@@ -564,7 +564,8 @@ def drain_over_limit_charges_every_hit_past_the_limit_and_says_when_it_did_not_f
                 "  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5, drain_over_limit: true}\n")
     p = subprocess.run([sys.argv[1], "--check-config", "--config", bad],
                        capture_output=True, text=True, timeout=20)
-    assert p.returncode != 0 and "only the local store" in p.stderr, (p.returncode, p.stderr)
+    # Redis mode settles in Redis too (rlt_redis_settle): the rule is accepted there.
+    assert p.returncode == 0, (p.returncode, p.stderr)
 
 
 @test
