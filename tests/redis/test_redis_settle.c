@@ -3,8 +3,9 @@
  * time, whole microseconds, the clock stepping back at times) replayed through rlt_decide +
  * rlt_settle in C, with an exact table of outstanding reservations, and through Redis must give
  * identical decisions and statuses, for every algorithm that can settle.  Then: a settle at
- * most once, expiry (an unsettled reservation stays charged; its key goes), the fail modes
- * without Redis, and the reservation's key in its limit's hash slot. */
+ * most once, expiry (an unsettled reservation stays charged; its key goes) and the fail modes
+ * without Redis.  test_redis_settle_module runs it all again with the module loaded: its
+ * RL.DECIDE and the settle script on the same values (debts included). */
 #define RTEST_KIND "standalone"
 #include "rtest.h"
 #include "test.h"
@@ -127,6 +128,9 @@ TEST(redis_reserve_and_settle_match_c_on_random_traces)
     rlt_redis_stats_get(r, &st);
     ASSERT_EQ(st.fail_open + st.fail_closed, 0);
     ASSERT(compared > 12000);
+    /* test_redis_settle_module: the decisions ran on the module, the settles on the script */
+    const char *extra = getenv("RLT_REDIS_EXTRA_ARGS");
+    if (extra && strstr(extra, "--loadmodule")) ASSERT(st.module_calls > 1000);
     rlt_redis_close(r);
 }
 
