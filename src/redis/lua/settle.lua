@@ -134,8 +134,13 @@ local function sliding_log_settle(key, pr, now, rat, est, real)
   end
   return function()
     redis.call('DEL', key)
+    local vals = {}
     for i = 1, #ts do
-      if cs[i] > 0 then redis.call('RPUSH', key, S(ts[i]) .. ':' .. S(cs[i])) end
+      if cs[i] > 0 then vals[#vals + 1] = S(ts[i]) .. ':' .. S(cs[i]) end
+      if #vals == 1000 or (i == #ts and #vals > 0) then -- RPUSH in chunks (Lua's unpack)
+        redis.call('RPUSH', key, unpack(vals))
+        vals = {}
+      end
     end
   end
 end
