@@ -176,6 +176,53 @@ TEST(redis_settle_happens_at_most_once)
     rlt_redis_close(r);
 }
 
+/* A sliding log of 2500 runs (more than one RPUSH chunk of the settle's rewrite) settles as
+ * the core does, refund and debt alike. */
+TEST(redis_sliding_log_settle_keeps_a_long_log_exact)
+{
+    rlt_redis *r = rtest_open(
+        (rlt_redis_options){.timeout = 2 * RLT_NS_PER_S, .ttl_floor = 60 * RLT_NS_PER_S});
+    rlt_policy p = rtest_policy("sliding_log:3000/10s");
+    void *st = calloc(1, rlt_state_size(&p));
+    const char *key = "longlog";
+    ASSERT_EQ(rlt_redis_reset(r, &p, key, strlen(key)), RLT_OK);
+    rlt_decision dc, dr;
+    int64_t t = RLT_NS_PER_S;
+    for (int i = 0; i < 2500; i++, t += 1000) {
+        ASSERT_EQ(rlt_decide(&p, st, t, 1, &dc), RLT_OK);
+        ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, key, strlen(key), t, 1, &dr),
+                  RLT_OK);
+    }
+    uint64_t id = 0;
+    int64_t at = t;
+    ASSERT_EQ(rlt_decide(&p, st, at, 400, &dc), RLT_OK);
+    ASSERT_EQ(
+        rlt_redis_reserve(r, &p, RLT_REDIS_CALLER_TIME, key, strlen(key), at, 400, 0, &dr, &id),
+        RLT_OK);
+    ASSERT(dr.allowed && id != 0);
+    t += 5000;
+    ASSERT_EQ(rlt_settle(&p, st, t, at, 400, 1000, &dc), RLT_OK); /* debt: 600 more */
+    ASSERT_EQ(rlt_redis_settle(r, &p, RLT_REDIS_CALLER_TIME, key, strlen(key), t, id, 1000, &dr),
+              RLT_OK);
+    ASSERT_EQ(dc.remaining, dr.remaining);
+    ASSERT_EQ(dc.retry_after, dr.retry_after);
+    ASSERT_EQ(dc.reset_after, dr.reset_after);
+    ASSERT_EQ(rlt_decide(&p, st, t, 300, &dc), RLT_OK);
+    ASSERT_EQ(
+        rlt_redis_reserve(r, &p, RLT_REDIS_CALLER_TIME, key, strlen(key), t, 300, 0, &dr, &id),
+        RLT_OK);
+    ASSERT_EQ(dc.allowed, dr.allowed);
+    for (int64_t probe = t; probe < t + 11 * RLT_NS_PER_S; probe += 997 * RLT_NS_PER_MS) {
+        ASSERT_EQ(rlt_decide(&p, st, probe, 0, &dc), RLT_OK);
+        ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, key, strlen(key), probe, 0, &dr),
+                  RLT_OK);
+        ASSERT_EQ(dc.remaining, dr.remaining);
+        ASSERT_EQ(dc.retry_after, dr.retry_after);
+    }
+    free(st);
+    rlt_redis_close(r);
+}
+
 /* An unsettled reservation stays charged as estimated; its key is gone after the timeout and
  * a late settle is unknown. */
 TEST(redis_reservation_expires_charged_as_estimated)
