@@ -231,6 +231,48 @@ typedef struct rlt_redis_node_info {
  * not a node. */
 int rlt_redis_node_info_get(const rlt_redis *r, unsigned i, rlt_redis_node_info *out);
 
+/* ---- Charge after the response: reserve and settle in Redis ---------------------------- */
+
+/* How long a reservation waits for its settle when the caller gives no timeout (the keyed
+ * store's RLT_RESERVE_DEFAULT_TIMEOUT). */
+#define RLT_REDIS_RESERVE_DEFAULT_TIMEOUT (300 * RLT_NS_PER_S)
+
+/* Reserves `estimate` (>= 0) on `key` under `p` inside Redis, as rlt_store_reserve does
+ * locally: one script decides it as rlt_redis_decide would (estimate 0 asks whether a cost-1
+ * request would be allowed and charges nothing) and, when allowed, charges it and creates the
+ * reservation, atomically.  The reservation is its own Redis key beside the limit's (the
+ * limit's name + ":r:" + the id in hex: the same hash tag, so the same Cluster slot) holding
+ * reserved_at (the Redis clock, or the caller's with RLT_REDIS_CALLER_TIME) and the estimate,
+ * with an expiry of `timeout` ns (0: RLT_REDIS_RESERVE_DEFAULT_TIMEOUT) rounded up to the ms:
+ * unsettled by then it is gone and stays charged as estimated.  *reservation gets its id, 64
+ * bits from getrandom(2), never 0, when allowed; 0 when denied or on failure.  Reserves and
+ * settles always run the script, also on nodes with the module loaded (the same values).
+ * `flags`: RLT_REDIS_FAIL_OPEN, RLT_REDIS_CALLER_TIME (RLT_REDIS_LEASE is ignored).
+ * Returns RLT_OK (allowed or denied); RLT_EINVAL for NULL arguments, estimate or timeout < 0,
+ * or a policy that cannot settle (rlt_settle_supported); RLT_ERANGE, RLT_EKEYLEN as
+ * rlt_redis_decide; RLT_EBACKEND or RLT_ETIMEDOUT when Redis could not answer (or no random
+ * id could be drawn), with *d the fail-mode decision as rlt_redis_decide's and no
+ * reservation (a fail-open allow has nothing to settle). */
+int rlt_redis_reserve(rlt_redis *r, const rlt_policy *p, unsigned flags, const void *key,
+                      size_t klen, rlt_ns now, int64_t estimate, rlt_ns timeout, rlt_decision *d,
+                      uint64_t *reservation);
+
+/* Settles reservation `reservation` of `key` under `p` at `real_cost` (0..2^50), in one
+ * script that reads and deletes the reservation's key (at most once: a second settle finds
+ * nothing) and applies rlt_settle's maths to the limit's state at `now` (the Redis clock, or
+ * the caller's with RLT_REDIS_CALLER_TIME): a higher cost is charged past the limit as a
+ * debt, a lower one refunds only what the reservation still holds; never mints.  *d is a
+ * peek (cost 0) after it.  Returns RLT_OK; RLT_ENOENT when no such reservation is
+ * outstanding (never made, already settled, expired: nothing changes); RLT_EINVAL for NULL
+ * arguments, real_cost < 0 or a policy that cannot settle; RLT_ERANGE for real_cost > 2^50
+ * or a debt that would pass the scripts' 2^52 (the reservation stays outstanding);
+ * RLT_EKEYLEN; RLT_EBACKEND or RLT_ETIMEDOUT when Redis could not answer: *d is zeroed but
+ * for its limit and nothing changes locally (a timed-out settle may or may not have been
+ * applied; it is never sent twice, and a retry of it finds RLT_ENOENT if it was). */
+int rlt_redis_settle(rlt_redis *r, const rlt_policy *p, unsigned flags, const void *key,
+                     size_t klen, rlt_ns now, uint64_t reservation, int64_t real_cost,
+                     rlt_decision *d);
+
 #ifdef __cplusplus
 }
 #endif

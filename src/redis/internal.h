@@ -14,7 +14,8 @@
 typedef enum rlt__script_id {
     RLT__S_MULTI = 0,
     /* 1..7: RLT_FIXED_WINDOW .. RLT_CONCURRENCY */
-    RLT__NSCRIPTS = 8
+    RLT__S_SETTLE = 8, /* reserve and settle (lua/settle.lua) */
+    RLT__NSCRIPTS = 9
 } rlt__script_id;
 
 typedef struct rlt__script {

@@ -183,10 +183,11 @@ static int bucket_decide(const rlt__mpol *m, const char *val, size_t vlen, int64
     int64_t s[2] = {0, 0}; /* used, last ^ 2^63; zero = never charged */
     if (val) {
         int64_t v[2];
-        if (!parse_fields(val, vlen, v, 2) || v[0] < 0 || v[0] > m->rp.B * m->rp.unit ||
+        /* used above B x unit: a debt a settle charged (the settle script, rlt_settle) */
+        if (!parse_fields(val, vlen, v, 2) || v[0] < 0 || v[0] > RLT__NUM_VAL_MAX ||
             v[1] < -RLT__NUM_VAL_MAX || v[1] > RLT__NUM_VAL_MAX)
             return RLT_ECORRUPT;
-        s[0] = v[0] * m->fac;
+        if (__builtin_mul_overflow(v[0], m->fac, &s[0])) return RLT_ERANGE;
         s[1] = (int64_t)((uint64_t)(v[1] * RLT_NS_PER_US) ^ SIGN);
     }
     int rc = rlt_decide(&m->p, s, now_us * RLT_NS_PER_US, cost, d);
@@ -211,8 +212,8 @@ static int window_decide(const rlt__mpol *m, const char *val, size_t vlen, int64
         /* a window's instants stay within the scripts' 2^53 us */
         if (s[0] > RLT__NUM_VAL_MAX / m->rp.W || s[0] < -RLT__NUM_VAL_MAX / m->rp.W)
             return RLT_ECORRUPT;
-        for (int i = 1; i < n; i++)
-            if (s[i] < 0 || s[i] > m->p.limit) return RLT_ECORRUPT;
+        for (int i = 1; i < n; i++) /* above N: a debt a settle charged (rlt_settle) */
+            if (s[i] < 0 || s[i] > RLT__NUM_VAL_MAX / m->rp.W) return RLT_ECORRUPT;
     }
     /* Fixed window in us (its replies are whole us), sliding window in ns (exact retry). */
     int rc = sliding ? rlt_decide(&m->p, s, now_us * RLT_NS_PER_US, cost, d)

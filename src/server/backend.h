@@ -37,8 +37,8 @@ typedef struct rlt__backend_ops {
     int (*reset)(rlt__backend *b, int policy_id, const void *key, size_t klen);
     int (*release)(rlt__backend *b, int policy_id, const void *key, size_t klen, rlt_ns now,
                    int64_t lease);
-    /* Charge after the response (rlt_store_reserve / rlt_store_settle's contracts); NULL
-     * when the backend cannot hold reservations (Redis). */
+    /* Charge after the response (rlt_store_reserve / rlt_store_settle's contracts; Redis:
+     * rlt_redis_reserve / rlt_redis_settle); NULL when a backend cannot hold reservations. */
     int (*reserve)(rlt__backend *b, int policy_id, const void *key, size_t klen, rlt_ns now,
                    int64_t estimate, rlt_ns timeout, rlt_decision *d, uint64_t *reservation);
     int (*settle)(rlt__backend *b, int policy_id, const void *key, size_t klen, rlt_ns now,

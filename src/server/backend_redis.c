@@ -552,6 +552,50 @@ static int redis_release(rlt__backend *be, int policy_id, const void *key, size_
     return st;
 }
 
+/* Charge after the response in Redis (rlt_redis_reserve / rlt_redis_settle): the reservation
+ * is a Redis key beside the limit's, so any daemon of the fleet can settle it.  Redis's clock
+ * decides; `now` is the local fallback's.  A reserve without Redis is the policy's fail mode
+ * (fail: local decides on the fallback store) and makes no reservation; a settle without
+ * Redis is RLT_EBACKEND for the client to see (the reservation expires charged as
+ * estimated if it is never settled). */
+static int redis_reserve(rlt__backend *be, int policy_id, const void *key, size_t klen, rlt_ns now,
+                         int64_t estimate, rlt_ns timeout, rlt_decision *d, uint64_t *reservation)
+{
+    redis_be *b = (redis_be *)be;
+    const rlt__config *c;
+    int st;
+    *reservation = 0;
+    memset(d, 0, sizeof *d);
+    tctx *t = enter(b, &c, &st);
+    const rlt_policy *p = NULL;
+    if (st == RLT_OK) st = get_policy(t, be->s, policy_id, &p);
+    if (st != RLT_OK) return st;
+    unsigned f = fail_flags(t, c, policy_id) & ~RLT_REDIS_LEASE;
+    st = rlt_redis_reserve(t->r, p, f & ~LOCAL_FLAG, key, klen, 0, estimate, timeout, d,
+                           reservation);
+    st = local_after(b, t, c, f, policy_id, key, klen, now, estimate, st, d);
+    publish(t);
+    return decided(st);
+}
+
+static int redis_settle(rlt__backend *be, int policy_id, const void *key, size_t klen, rlt_ns now,
+                        uint64_t reservation, int64_t real_cost, rlt_decision *d)
+{
+    (void)now;
+    redis_be *b = (redis_be *)be;
+    const rlt__config *c;
+    int st;
+    memset(d, 0, sizeof *d);
+    tctx *t = enter(b, &c, &st);
+    const rlt_policy *p = NULL;
+    if (st == RLT_OK) st = get_policy(t, be->s, policy_id, &p);
+    if (st != RLT_OK) return st;
+    st = rlt_redis_settle(t->r, p, 0, key, klen, 0, reservation, real_cost, d);
+    if (st == RLT_OK) local_leave(b);
+    publish(t);
+    return st;
+}
+
 static int check_policy(const rlt_policy *p, const char *what, const char *name, char *err,
                         size_t errlen)
 {
@@ -632,13 +676,6 @@ int rlt__backend_redis_check_config(const rlt__config *c, char *err, size_t errl
         const rlt__rule *r2 = &c->rules[i];
         if (r2->unlimited || r2->block_all) continue;
         if (check_policy(&r2->policy, "rule", r2->path, err, errlen) != RLT_OK) return RLT_EINVAL;
-        if (r2->drain) {
-            snprintf(err, errlen,
-                     "rule '%s': drain_over_limit charges through a settle, which only the local "
-                     "store holds (Redis mode refuses reservations and settles)",
-                     r2->path);
-            return RLT_EINVAL;
-        }
     }
     return check_local_shares(c, err, errlen);
 }
@@ -833,6 +870,8 @@ static const rlt__backend_ops redis_ops = {
     .decide_multi = redis_decide_multi,
     .reset = redis_reset,
     .release = redis_release,
+    .reserve = redis_reserve,
+    .settle = redis_settle,
     .info = redis_info,
     .prometheus = redis_prometheus,
     .close = redis_close,

@@ -264,5 +264,8 @@ const char *rlt__decide_reserve_strerror(rlt__srv *s, int id, rlt_ns now, int st
                       : "reservation refused: too many outstanding reservations, or the store "
                         "is full (fail-closed); nothing was charged";
     if (st == RLT_ERANGE && settle) return "real cost out of range: the debt would overflow";
+    if ((st == RLT_EBACKEND || st == RLT_ETIMEDOUT) && settle)
+        return "Redis could not answer: not settled (the reservation, if still there, can be "
+               "settled again, or expires charged as estimated)";
     return rlt__decide_strerror(s, id, now, st, buf, cap);
 }

@@ -264,6 +264,8 @@ static void handle_settle(rlt__conn *c, const rlt__http_req *req, const rlt__ses
         int code = !rlt__decide_can_reserve(s) ? 501
                    : st == RLT_ENOENT          ? 404
                    : st == RLT_EFULL           ? 503
+                   : st == RLT_EBACKEND        ? 503 /* Redis could not answer */
+                   : st == RLT_ETIMEDOUT       ? 503
                                                : 400;
         return respond_error(
             o, code, flags, NULL,

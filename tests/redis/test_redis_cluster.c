@@ -1,6 +1,7 @@
 /* Redis Cluster: keys are routed by hash slot to all three nodes, decisions there are the
  * C library's, multi-limit checks work on keys sharing a hash tag (and are refused across
- * slots), and a slot moved to another node is followed through MOVED. */
+ * slots), reservations live in their limit's slot, and a slot moved to another node is
+ * followed through MOVED. */
 #define RTEST_KIND "cluster"
 #include "rtest.h"
 #include "test.h"
@@ -42,6 +43,44 @@ TEST(cluster_keys_spread_over_all_nodes_with_c_decisions)
     rlt_redis_stats_get(r, &st);
     ASSERT_EQ(st.nodes, 3);
     ASSERT_EQ(st.fail_open + st.fail_closed, 0);
+    rlt_redis_close(r);
+}
+
+/* A reservation's key shares its limit's hash tag, so reserve and settle run on the key's node
+ * in one script (no CROSSSLOT) for keys spread over every node, and match the core. */
+TEST(cluster_reserve_and_settle_run_on_the_limits_node)
+{
+    rlt_redis *r = rtest_open((rlt_redis_options){.timeout = 2 * RLT_NS_PER_S});
+    rlt_policy p = rtest_policy("token_bucket:10/1s");
+    for (int k = 0; k < 60; k++) {
+        char key[24];
+        snprintf(key, sizeof key, k % 2 ? "res%d" : "{t%d}res", k);
+        void *st = calloc(1, rlt_state_size(&p));
+        rlt_ns t = 1000000000;
+        rlt_decision dc, dr;
+        uint64_t id = 0;
+        ASSERT_EQ(rlt_redis_reset(r, &p, key, strlen(key)), RLT_OK);
+        ASSERT_EQ(rlt_decide(&p, st, t, 6, &dc), RLT_OK);
+        ASSERT_EQ(
+            rlt_redis_reserve(r, &p, RLT_REDIS_CALLER_TIME, key, strlen(key), t, 6, 0, &dr, &id),
+            RLT_OK);
+        ASSERT(dr.allowed && id != 0);
+        ASSERT_EQ(dc.remaining, dr.remaining);
+        t += 100000000;
+        ASSERT_EQ(rlt_settle(&p, st, t, 1000000000, 6, (int64_t)(k % 9), &dc), RLT_OK);
+        ASSERT_EQ(rlt_redis_settle(r, &p, RLT_REDIS_CALLER_TIME, key, strlen(key), t, id,
+                                   (int64_t)(k % 9), &dr),
+                  RLT_OK);
+        ASSERT_EQ(dc.remaining, dr.remaining);
+        ASSERT_EQ(dc.reset_after, dr.reset_after);
+        ASSERT_EQ(rlt_redis_settle(r, &p, RLT_REDIS_CALLER_TIME, key, strlen(key), t, id, 0, &dr),
+                  RLT_ENOENT);
+        free(st);
+    }
+    rlt_redis_stats st;
+    rlt_redis_stats_get(r, &st);
+    ASSERT_EQ(st.fail_open + st.fail_closed, 0);
+    ASSERT_EQ(st.errors, 0);
     rlt_redis_close(r);
 }
 

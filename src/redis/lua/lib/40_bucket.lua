@@ -85,6 +85,7 @@ local function bucket(key, pr, now, cost)
   if used == nil then -- far more than the bucket holds
     d.ru, d.rn = ceil_minus(uq, uf, cap - need_s, scale)
     d.su, d.sn = ceil_minus(uq, uf, 0, scale)
+    d.ru, d.su = d.ru + wait, d.su + wait -- a settle's debt behind a clock that stepped back
     return d
   end
   d.allowed = used <= cap - need_s
