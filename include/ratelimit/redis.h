@@ -238,8 +238,8 @@ int rlt_redis_node_info_get(const rlt_redis *r, unsigned i, rlt_redis_node_info 
 #define RLT_REDIS_RESERVE_DEFAULT_TIMEOUT (300 * RLT_NS_PER_S)
 
 /* Reserves `estimate` (>= 0) on `key` under `p` inside Redis, as rlt_store_reserve does
- * locally: one script decides it as rlt_redis_decide would (estimate 0 asks whether a cost-1
- * request would be allowed and charges nothing) and, when allowed, charges it and creates the
+ * locally: one script decides it as rlt_redis_decide would (an estimate of 0 charges nothing
+ * and is recorded whatever the decision, as locally) and, when allowed, charges it and creates the
  * reservation, atomically.  The reservation is its own Redis key beside the limit's (the
  * limit's name + ":r:" + the id in hex: the same hash tag, so the same Cluster slot) holding
  * reserved_at (the Redis clock, or the caller's with RLT_REDIS_CALLER_TIME) and the estimate,

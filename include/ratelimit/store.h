@@ -188,8 +188,9 @@ int rlt_store_load(rlt_store *s, const char *path, rlt_ns now, int64_t wall_ns);
 #define RLT_RESERVE_DEFAULT_TIMEOUT (300 * RLT_NS_PER_S)
 
 /* Reserves `estimate` (>= 0) on `key` under policy `id` at `now`: decides it as
- * rlt_store_decide does (estimate 0 asks whether a cost-1 request would be allowed and charges
- * nothing) and, when allowed, records a reservation and sets *reservation to its id: 64
+ * rlt_store_decide does and, when allowed, records a reservation (an estimate of 0 charges
+ * nothing, *d says whether a cost-1 request would be allowed, and it is recorded either way:
+ * its settle charges the whole real cost, as a debt if the limit is used up) and sets *reservation to its id: 64
  * unguessable bits (SipHash of a counter under a secret drawn from the store's), never 0.
  * Denied: nothing is charged or recorded and *reservation is 0.  The reservation waits
  * `timeout` ns (0: RLT_RESERVE_DEFAULT_TIMEOUT) for rlt_store_settle; unsettled by then, it

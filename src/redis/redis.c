@@ -1478,7 +1478,7 @@ int rlt_redis_reserve(rlt_redis *r, const rlt_policy *p, unsigned flags, const v
         return rc;
     }
     r->st.decisions++;
-    if (d->allowed) *reservation = id;
+    if (d->allowed || estimate == 0) *reservation = id; /* 0 charged: recorded (the script) */
     jitter_out(p, key, klen, now, d);
     return RLT_OK;
 }

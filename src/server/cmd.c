@@ -352,7 +352,8 @@ static void reserve_error(rlt__srv *s, int id, rlt_ns now, rlt__obuf *o, int st,
 }
 
 /* RL.RESERVE key policy estimate [TIMEOUT ms]: [allowed, limit, remaining, retry_after_ms,
- * reset_after_ms, reservation] with the reservation's id as 16 hex digits, nil when denied. */
+ * reset_after_ms, reservation] with the reservation's id as 16 hex digits, nil when denied
+ * (an estimate of 0 charges nothing and always gets one). */
 static void cmd_reserve(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n, rlt_ns now,
                         rlt__obuf *o)
 {

@@ -209,7 +209,10 @@ int rlt_store_reserve(rlt_store *s, int id, const void *key, size_t klen, rlt_ns
         rc = RLT_EINVAL;
     } else if ((rc = make_room(sh)) == RLT_OK &&
                (rc = rlt__decide_in_shard(s, sh, h, id, key, klen, now, estimate, d)) == RLT_OK &&
-               d->allowed) {
+               (d->allowed || estimate == 0)) {
+        /* An estimate of 0 charges nothing, so it is recorded whatever *d says (whether a
+         * cost-1 request would pass now): on a limit already used up its settle still charges
+         * the whole real cost, as a debt (Envoy's drain_over_limit does exactly this). */
         struct rlt__resv_table *t = sh->resv;
         uint64_t rid = new_id(s, t);
         uint32_t i = (uint32_t)rid & t->mask;

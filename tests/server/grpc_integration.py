@@ -537,10 +537,12 @@ def drain_over_limit_charges_every_hit_past_the_limit_and_says_when_it_did_not_f
         a = cl(req("d", look))
         assert a.overall_code == OVER, a  # 13 of 10 used: the next request may not start
         assert 1 <= a.statuses[0].duration_until_reset.seconds <= 3600, a
+        a = cl(req("d", [("llm", "u1")], hits=3))  # a stream end on a used-up limit: charged
+        assert a.overall_code == OVER and statuses(a) == [(OVER, 10, 0)], a
         m = d.metrics()
-        assert re.search(r'ratelimitd_envoy_total_hits_total\{rule="d.llm"\} 13\b', m), m
-        # over_limit counts hits, as envoyproxy/ratelimit does: the 5 that did not fit
-        assert re.search(r'ratelimitd_envoy_over_limit_total\{rule="d.llm"\} 5\b', m), m
+        assert re.search(r'ratelimitd_envoy_total_hits_total\{rule="d.llm"\} 16\b', m), m
+        # over_limit counts hits, as envoyproxy/ratelimit does: the 5 + 3 that did not fit
+        assert re.search(r'ratelimitd_envoy_over_limit_total\{rule="d.llm"\} 8\b', m), m
         assert statuses(cl(req("d", [("plain", "u1")], hits=8))) == [(OK, 10, 2)]
         a = cl(req("d", [("plain", "u1")], hits=5))
         assert statuses(a) == [(OVER, 10, 2)], a  # refused and not charged

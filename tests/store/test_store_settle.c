@@ -74,7 +74,7 @@ TEST(store_reserve_and_settle_match_the_core_on_random_traces)
                 ASSERT_EQ(rlt_store_reserve(s, ids[i], key, 2, now, e, timeout, &ds, &rid), RLT_OK);
                 ASSERT_EQ(rlt_decide(&p[i], model[i][k], now, e, &dm), RLT_OK);
                 ASSERT(same_decision(&ds, &dm));
-                ASSERT_EQ(rid != 0, ds.allowed);
+                ASSERT_EQ(rid != 0, ds.allowed || e == 0); /* 0 charges nothing: recorded */
                 if (rid) open[nopen++] = (open_resv){rid, i, k, now, e, now + timeout};
             } else if (nopen > 0) {
                 int j = (int)tu_below(&x, (uint64_t)nopen);
@@ -279,6 +279,12 @@ TEST(estimate_zero_charges_only_at_the_settle)
     ASSERT_EQ(d.remaining, 0);
     ASSERT(!d.allowed);
     ASSERT_EQ(d.retry_after, 18600 * RLT_NS_PER_MS); /* 130 used: 31 to repay at 0.6 s each */
+    /* Used up: a cost-1 request would be refused, and the estimate of 0 is still recorded, so
+     * the response's real cost is charged on top of the debt. */
+    ASSERT_EQ(rlt_store_reserve(s, id, "u", 1, 0, 0, 0, &d, &r), RLT_OK);
+    ASSERT(!d.allowed && r != 0);
+    ASSERT_EQ(rlt_store_settle(s, id, "u", 1, 0, r, 10, &d), RLT_OK);
+    ASSERT_EQ(d.retry_after, 24600 * RLT_NS_PER_MS); /* 140 used: 41 to repay */
     rlt_store_close(s);
 }
 

@@ -229,8 +229,9 @@ if op == 'v' then
   if timeout_ms == nil or timeout_ms < 1 then return redis.error_reply('ERR rlt: bad arguments') end
   if redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
   local d = algos[pr.algo](KEYS[1], pr, now, amount)
-  if d.allowed then
-    if d.write then
+  -- An estimate of 0 charges nothing: recorded whatever d says (rlt_store_reserve's rule).
+  if d.allowed or amount == 0 then
+    if d.allowed and d.write then
       d.write()
       expire(d)
     end
