@@ -93,13 +93,17 @@ TEST(values_that_are_no_state_of_the_policy_are_refused)
     const char *gcra_bad[] = {"", "x", "1:", ":1", "1:2:3", "1:7", "1:-1", "-0", "1.5"};
     for (size_t i = 0; i < sizeof gcra_bad / sizeof gcra_bad[0]; i++)
         ASSERT_EQ(dec("gcra:7/3s", gcra_bad[i], 1000, 1, &d, out, &ol), RLT_ECORRUPT);
-    ASSERT_EQ(dec("fixed_window:5/1s", "1:6", 1000, 1, &d, out, &ol), RLT_ECORRUPT);
+    /* A count above N is a settle's debt (rlt_settle), a state; a negative one is none. */
+    ASSERT_EQ(dec("fixed_window:5/1s", "1:6", 1000, 1, &d, out, &ol), RLT_OK);
+    ASSERT(!d.allowed);
     ASSERT_EQ(dec("fixed_window:5/1s", "1:-1", 1000, 1, &d, out, &ol), RLT_ECORRUPT);
     ASSERT_EQ(dec("sliding_window:5/1s", "1:2", 1000, 1, &d, out, &ol), RLT_ECORRUPT);
     /* a window whose instants pass 2^53 us (found by fuzz_state) */
     ASSERT_EQ(dec("fixed_window:5/1s", "100001500000:2", 1000, 1, &d, out, &ol), RLT_ECORRUPT);
     ASSERT_EQ(dec("sliding_window:5/1s", "-100001500000:0:2", 1000, 1, &d, out, &ol), RLT_ECORRUPT);
-    ASSERT_EQ(dec("token_bucket:3/1s", "3000001:0", 1000, 1, &d, out, &ol), RLT_ECORRUPT);
+    ASSERT_EQ(dec("token_bucket:3/1s", "3000001:0", 1000, 1, &d, out, &ol), RLT_OK); /* a debt */
+    ASSERT(!d.allowed);
+    ASSERT_EQ(dec("token_bucket:3/1s", "-1:0", 1000, 1, &d, out, &ol), RLT_ECORRUPT);
     ASSERT_EQ(dec("token_bucket:3/1s", "1:99999999999999999", 1000, 1, &d, out, &ol), RLT_ECORRUPT);
 }
 
