@@ -529,7 +529,7 @@ static void build_module(call *c)
     for (size_t i = 0; i < c->n; i++) {
         const struct rlt__ptext *t = policy_texts(r, c->l[i].p);
         /* calendar windows run as scripts: the module would read the zone inside Redis */
-        if (t->len < 0 || t->len > POLTEXT_MAX || c->l[i].p->months != 0 || c->l[i].p->block > 0) {
+        if (t->len < 0 || t->len > POLTEXT_MAX || c->l[i].p->months != 0) {
             c->module_ok = false; /* the scripts only */
             return;
         }

@@ -58,6 +58,13 @@ static void replay(rlt_redis *h[2], const char *text, uint64_t seed, int steps, 
         t += dt * 1000;
         if (t < 0) t = 0;
         int64_t tr = t + offset_us * 1000;
+        if (p.block > 0 && rtest_below(&s, 40) == 0) { /* a reset lifts a block (either side) */
+            memset(st, 0, rlt_state_size(&p));
+            ASSERT_EQ(rlt_redis_reset(h[side], &p, key, strlen(key)), RLT_OK);
+            memset(leases, 0, sizeof leases);
+            memset(leases_r, 0, sizeof leases_r);
+            continue;
+        }
         if (p.algo == RLT_CONCURRENCY && rtest_below(&s, 3) == 0) {
             int k = (int)rtest_below(&s, 8);
             int64_t rc_c = leases[k] ? rlt_release(&p, st, t, leases[k]) : RLT_ENOENT;
@@ -197,6 +204,30 @@ TEST(module_jitter_is_rlt_jitter_of_the_exact_wait)
     rlt_redis_close(r);
 }
 
+TEST(module_penalty_box_matches_c_and_scripts_alternating_on_one_key)
+{
+    /* block= on every algorithm: blocks, escalations, restarts, resets and clock steps, each
+     * request through the scripts or the module at random, both reading the companion key the
+     * other wrote; and near 2^52 us on the module alone. */
+    rlt_redis *h[2] = {open_engine(RLT_REDIS_ENGINE_SCRIPTS), open_engine(RLT_REDIS_ENGINE_MODULE)};
+    int compared = 0;
+    for (size_t i = 0; i < NBPOL && !rlt_test_failed_now; i++) {
+        for (uint64_t seed = 1; seed <= 3 && !rlt_test_failed_now; seed++)
+            replay(h, block_policies[i], seed * 4099 + i, 300, 1000000, 0, 2, true, &compared);
+        rlt_policy p = rtest_policy(block_policies[i]);
+        int64_t W = p.period / 1000, offset = ((INT64_C(1) << 52) / W - 50000) * W;
+        if (!rlt_test_failed_now)
+            replay(h, block_policies[i], 777 + i, 200, 0, offset, 1, false, &compared);
+    }
+    rlt_redis_stats st;
+    rlt_redis_stats_get(h[1], &st);
+    ASSERT(st.module_calls > 3000);
+    ASSERT_EQ(st.fail_open + st.fail_closed, 0);
+    ASSERT(compared > 8000);
+    rlt_redis_close(h[0]);
+    rlt_redis_close(h[1]);
+}
+
 TEST(module_engine_penalty_box_blocks_escalates_and_resets_like_c)
 {
     rlt_redis *r = open_engine(RLT_REDIS_ENGINE_MODULE);
@@ -206,8 +237,14 @@ TEST(module_engine_penalty_box_blocks_escalates_and_resets_like_c)
 
 TEST(module_multi_limit_matches_the_scripts_multi_limit)
 {
-    const char *texts[] = {"fixed_window:10/1s", "gcra:3/1s,burst=5", "sliding_window:20/10s",
-                           "token_bucket:5/2s",  "sliding_log:8/3s",  "leaky_bucket:4/1s,queue=3"};
+    const char *texts[] = {"fixed_window:10/1s",
+                           "gcra:3/1s,burst=5",
+                           "sliding_window:20/10s",
+                           "token_bucket:5/2s",
+                           "sliding_log:8/3s",
+                           "leaky_bucket:4/1s,queue=3",
+                           "fixed_window:4/1s,block=2s*2..10s",
+                           "sliding_log:3/1s,block=1500ms"};
     enum { NP = sizeof texts / sizeof texts[0] };
     rlt_policy p[NP];
     for (int i = 0; i < NP; i++)
