@@ -134,19 +134,27 @@ static const char *array_items(RedisModuleCallReply *rep, const char ***ptrs, si
 }
 
 /* Decides l->cost (or `cost` for a peek) at `now`; prepares the write.  NULL or an error. */
+/* The penalty box's companion key of `name` under m (layout.h, rlt__block_tail): the name
+ * followed by m's block tail.  RL.DECIDE's names come from the caller: any length. */
+static RedisModuleString *block_name(RedisModuleCtx *ctx, RedisModuleString *name,
+                                     const rlt__mpol *m)
+{
+    size_t nl;
+    const char *n = RM.StringPtrLen(name, &nl);
+    char *buf = RM.Alloc(nl + m->btl);
+    memcpy(buf, n, nl);
+    memcpy(buf + nl, m->btail, m->btl);
+    RedisModuleString *b = RM.CreateString(ctx, buf, nl + m->btl);
+    RM.Free(buf);
+    return b;
+}
+
 /* Reads the penalty box's companion key into l->blk (block= only).  NULL or an error. */
 static const char *read_block(RedisModuleCtx *ctx, lim *l)
 {
     l->bwrite = false;
     if (l->m.btl == 0) return NULL;
-    if (!l->bname) {
-        size_t nl;
-        const char *n = RM.StringPtrLen(l->name, &nl);
-        char buf[RLT__KEYNAME_MAX + RLT__BLKTAIL_MAX];
-        memcpy(buf, n, nl);
-        memcpy(buf + nl, l->m.btail, l->m.btl);
-        l->bname = RM.CreateString(ctx, buf, nl + l->m.btl);
-    }
+    if (!l->bname) l->bname = block_name(ctx, l->name, &l->m);
     RedisModuleCallReply *rep = RM.Call(ctx, "GET", "s", l->bname);
     if (!rep) return RLT_RM_WRONGTYPE;
     int type = RM.CallReplyType(rep);
@@ -622,12 +630,7 @@ static int cmd_reset(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     if (!policy_arg(ctx, argv[2], &l) || !name_arg(ctx, argv[1], &l)) return RLT_RM_OK;
     call_free(RM.Call(ctx, "DEL", "!s", l.name));
     if (l.m.btl > 0) { /* and the penalty box's companion key */
-        size_t nl;
-        const char *nm = RM.StringPtrLen(l.name, &nl);
-        char buf[RLT__KEYNAME_MAX + RLT__BLKTAIL_MAX];
-        memcpy(buf, nm, nl);
-        memcpy(buf + nl, l.m.btail, l.m.btl);
-        l.bname = RM.CreateString(ctx, buf, nl + l.m.btl);
+        l.bname = block_name(ctx, l.name, &l.m);
         call_free(RM.Call(ctx, "DEL", "!s", l.bname));
     }
     lims_close(ctx, &l, 1);

@@ -162,6 +162,20 @@ TEST(rl_check_applies_jitter_and_runs_the_penalty_box)
     if (strncmp(m, "0 ", 2) != 0 || !strstr(m, " 120000 ")) RLT_FAIL_("RL.MULTI: %s", m);
     ASSERT_STR_EQ(text(c, "RL.PEEK {u}a gcra:5/1s"), "1 5 5 0 0 0");
     ASSERT_STR_EQ(text(c, "RL.PEEK {u}b fixed_window:1/1m,block=2m"), "0 1 0 120000 120000 0");
+    /* RL.DECIDE takes full names from the caller, of any length: the companion key's name is
+     * that name + the block tail (here 30000 bytes + the tail). */
+    enum { LONG = 30000 };
+    char *name = malloc(LONG);
+    memset(name, 'n', LONG);
+    const char *pol = "gcra:1/1s,block=1m";
+    for (int i = 0; i < 2; i++) {
+        redisReply *r = redisCommand(c, "RL.DECIDE -1 0 %b %s 1", name, (size_t)LONG, pol);
+        ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 1);
+        ASSERT_STR_EQ(r->element[0]->str,
+                      i == 0 ? "1 1 0 0 1000000000 0 0" : "0 1 0 60000000000 60000000000 0 0");
+        freeReplyObject(r);
+    }
+    free(name);
     at(c, -1);
     redisFree(c);
 }
