@@ -39,7 +39,8 @@ static const char *const texts[] = {"fixed_window:5/1s",
                                     "gcra:7/3s,burst=2,block=1s",
                                     "sliding_log:5/1s,block=3s*3..1h",
                                     "concurrency:3/2s,block=1s*2..8s",
-                                    "token_bucket:10/7s,burst=25,block=500ms*10..1d"};
+                                    "token_bucket:10/7s,burst=25,block=500ms*10..1d",
+                                    "gcra:999999/1s,block=9000d*2..13000d"};
 #define NT (sizeof texts / sizeof texts[0])
 
 static void check_decision(const rlt__mpol *m, const rlt_decision *d)

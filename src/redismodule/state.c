@@ -160,7 +160,8 @@ int rlt__mblk_parse(const char *val, size_t vlen, rlt__mblk *b)
     *b = (rlt__mblk){false, 0, 0};
     if (!val) return RLT_OK;
     int64_t v[2];
-    if (!parse_fields(val, vlen, v, 2) || v[0] < 0 || v[0] > RLT__NUM_VAL_MAX || v[1] < 0 ||
+    /* until <= now + the longest block: at most 2^52 + 2^50 us (and + W still x 1000 in int64) */
+    if (!parse_fields(val, vlen, v, 2) || v[0] < 0 || v[0] > RLT__NOW_MAX + RLT__LIM || v[1] < 0 ||
         v[1] > 64)
         return RLT_ECORRUPT;
     *b = (rlt__mblk){true, v[0], v[1]};
@@ -206,6 +207,45 @@ static void tat_huge(const rlt__mpol *m, i128 used, int64_t cost, rlt_decision *
     d->retry_after = ceil_div128(used - room, p->scale_);
 }
 
+/* The penalty box around tat_huge's decision, where the core cannot hold the state: the rule of
+ * src/core/block.c (its header has the maths) in microseconds, as lib/60_block.lua runs it. */
+static void tat_huge_block(const rlt__mpol *m, int64_t now_us, int64_t cost, rlt_decision *d,
+                           rlt__mblk *b, bool *bch)
+{
+    const rlt__rpol *r = &m->rp;
+    if (r->blk <= 0 || !b) return;
+    int64_t W = r->bfac > 1 ? r->W : 0;
+    if (b->set && now_us < b->until) {
+        if (d->retry_after < 0) return; /* can never fit: still -1 */
+        int64_t left = (b->until - now_us) * RLT_NS_PER_US;
+        int64_t mem = (b->until + W - now_us) * RLT_NS_PER_US;
+        if (left > d->retry_after) d->retry_after = left;
+        if (mem > d->reset_after) d->reset_after = mem;
+        d->remaining = d->delay = d->lease = 0;
+        return;
+    }
+    if (d->retry_after >= 0 && cost > 0) { /* always denied here: a breach */
+        int64_t k = 0;
+        if (b->set && now_us < b->until + r->W) {
+            int64_t len = r->blk;
+            for (int64_t i = 0; i < b->level && len < r->bmax; i++)
+                len = len > r->bmax / r->bfac ? r->bmax : len * r->bfac;
+            k = len >= r->bmax || b->level >= 64 ? b->level : b->level + 1;
+        }
+        int64_t len = r->blk;
+        for (int64_t i = 0; i < k && len < r->bmax; i++)
+            len = len > r->bmax / r->bfac ? r->bmax : len * r->bfac;
+        *b = (rlt__mblk){true, now_us + len, k};
+        *bch = true;
+        if (len * RLT_NS_PER_US > d->retry_after) d->retry_after = len * RLT_NS_PER_US;
+        d->remaining = 0;
+    }
+    if (b->set) {
+        int64_t mem = (b->until + W - now_us) * RLT_NS_PER_US;
+        if (mem > d->reset_after) d->reset_after = mem;
+    }
+}
+
 static int tat_decide(const rlt__mpol *m, const char *val, size_t vlen, int64_t now_us,
                       int64_t cost, rlt_decision *d, char *out, size_t *outlen, rlt__mblk *b,
                       bool *bch)
@@ -222,6 +262,7 @@ static int tat_decide(const rlt__mpol *m, const char *val, size_t vlen, int64_t 
     i128 uc = used * m->fac;
     if (uc > INT64_MAX) {
         tat_huge(m, uc, cost, d);
+        tat_huge_block(m, now_us, cost, d, b, bch);
         return RLT_OK;
     }
     uint64_t w[3] = {(uint64_t)(int64_t)uc ^ SIGN, 0, 0}; /* tat; the penalty box's 16 bytes */

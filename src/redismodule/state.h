@@ -97,7 +97,8 @@ typedef struct rlt__mblk {
     int64_t level; /* 0..64 */
 } rlt__mblk;
 
-/* Parses a companion value into *b (NULL val: no key).  RLT_OK or RLT_ECORRUPT. */
+/* Parses a companion value into *b (NULL val: no key): until in [0, 2^52 + 2^50], level in
+ * [0, 64].  RLT_OK or RLT_ECORRUPT. */
 int rlt__mblk_parse(const char *val, size_t vlen, rlt__mblk *b);
 
 /* Writes b's value ("until:level") into out; returns its length. */

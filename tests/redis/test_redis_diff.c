@@ -240,8 +240,13 @@ TEST(gcra_and_leaky_bucket_match_c_after_the_clock_steps_back_decades)
      * units, which the scripts carry as (whole us, fraction) and the client widens. */
     rlt_redis *r = rtest_open(
         (rlt_redis_options){.timeout = 2 * RLT_NS_PER_S, .ttl_floor = 60 * RLT_NS_PER_S});
-    const char *texts[] = {"gcra:13/997us,burst=4", "gcra:3/1s", "gcra:1000/1s,burst=50",
-                           "leaky_bucket:7/3s,queue=3", "token_bucket:13/997us,burst=4"};
+    const char *texts[] = {"gcra:13/997us,burst=4",
+                           "gcra:3/1s",
+                           "gcra:1000/1s,burst=50",
+                           "leaky_bucket:7/3s,queue=3",
+                           "token_bucket:13/997us,burst=4",
+                           "gcra:3/1s,block=1d*2..1000d",
+                           "leaky_bucket:7/3s,queue=3,block=1h"};
     const int64_t year = INT64_C(365) * 86400 * RLT_NS_PER_S;
     const int64_t times[] = {20 * year, 20 * year + 5000, RLT_NS_PER_S, 0, 3 * year, 20 * year};
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {

@@ -157,9 +157,12 @@ TEST(module_matches_c_at_the_largest_instants)
 TEST(module_matches_c_after_the_clock_steps_back_decades)
 {
     rlt_redis *r = open_engine(RLT_REDIS_ENGINE_MODULE);
-    const char *texts[] = {"gcra:13/997us,burst=4",         "gcra:3/1s",
-                           "gcra:1000/1s,burst=50",         "leaky_bucket:7/3s,queue=3",
-                           "token_bucket:13/997us,burst=4", "gcra:999999/1s"};
+    const char *texts[] = {"gcra:13/997us,burst=4", "gcra:3/1s", "gcra:1000/1s,burst=50",
+                           "leaky_bucket:7/3s,queue=3", "token_bucket:13/997us,burst=4",
+                           "gcra:999999/1s",
+                           /* a box around the 128-bit path: blocked, breached, escalated */
+                           "gcra:3/1s,block=1d*2..1000d", "leaky_bucket:7/3s,queue=3,block=1h",
+                           "gcra:999999/1s,block=10950d*2..13000d"};
     const int64_t year = INT64_C(365) * 86400 * RLT_NS_PER_S;
     const int64_t times[] = {20 * year, 20 * year + 5000, RLT_NS_PER_S, 0, 3 * year, 20 * year};
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
@@ -185,6 +188,47 @@ TEST(module_matches_c_after_the_clock_steps_back_decades)
         free(st);
     }
     rlt_redis_close(r);
+}
+
+/* Beyond the core's int64 (GCRA at 999999/s after the clock stepped back 20 years: C refuses
+ * the instant, the module runs the 128-bit path), the module's penalty box still answers as
+ * the scripts: a block longer than the algorithm's wait shows in retry_after and reset_after. */
+TEST(module_and_scripts_agree_on_the_penalty_box_beyond_the_cores_int64)
+{
+    rlt_redis *h[2] = {open_engine(RLT_REDIS_ENGINE_SCRIPTS), open_engine(RLT_REDIS_ENGINE_MODULE)};
+    const char *texts[] = {"gcra:999999/1s,block=9000d*2..13000d",
+                           "leaky_bucket:999999/1s,queue=3,block=9000d"};
+    const int64_t year = INT64_C(365) * 86400 * RLT_NS_PER_S;
+    const int64_t times[] = {20 * year, 20 * year + 5000, RLT_NS_PER_S, 0,
+                             3 * year,  20 * year,        26 * year,    26 * year + 1000};
+    int longer = 0;
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        rlt_policy p = rtest_policy(texts[i]);
+        const char *keys[2] = {"huge:s", "huge:m"};
+        for (int e = 0; e < 2; e++)
+            ASSERT_EQ(rlt_redis_reset(h[0], &p, keys[e], 6), RLT_OK);
+        for (size_t k = 0; k < sizeof times / sizeof times[0]; k++) {
+            for (int64_t cost = 0; cost <= 2; cost++) {
+                rlt_decision d[2];
+                for (int e = 0; e < 2; e++)
+                    ASSERT_EQ(rlt_redis_decide(h[e], &p, RLT_REDIS_CALLER_TIME, keys[e], 6,
+                                               times[k], cost, &d[e]),
+                              RLT_OK);
+                ASSERT_EQ(d[0].allowed, d[1].allowed);
+                ASSERT_EQ(d[0].remaining, d[1].remaining);
+                ASSERT_EQ(d[0].retry_after, d[1].retry_after);
+                ASSERT_EQ(d[0].reset_after, d[1].reset_after);
+                ASSERT_EQ(d[0].delay, d[1].delay);
+                if (times[k] < 20 * year && d[1].retry_after > 20 * year - times[k]) longer++;
+            }
+        }
+    }
+    ASSERT(longer > 4); /* the block, not the algorithm, set those waits */
+    rlt_redis_stats st;
+    rlt_redis_stats_get(h[1], &st);
+    ASSERT(st.module_calls >= 40);
+    rlt_redis_close(h[0]);
+    rlt_redis_close(h[1]);
 }
 
 TEST(module_huge_costs_never_fit_like_c)
