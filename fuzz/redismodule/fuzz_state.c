@@ -6,7 +6,9 @@
  * is accepted again and decides as the state it encodes.
  *
  * Input: byte 0 picks a policy, byte 1 the cost, bytes 2..9 the instant; the rest is the value
- * (lists and hashes: items separated by '\n'). */
+ * (lists and hashes: items separated by '\n').  A policy with block= takes the penalty box's
+ * companion value first, up to the first '\n' (none: no companion key): a block it writes
+ * was started by a denied cost >= 1, parses again, and denies a peek to its end. */
 #include "redismodule/state.h"
 
 #include <stdio.h>
@@ -23,11 +25,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
         }                                                                                          \
     } while (0)
 
-static const char *const texts[] = {
-    "fixed_window:5/1s", "sliding_window:7/3s",   "token_bucket:10/7s,burst=25",
-    "gcra:7/3s,burst=2", "gcra:13/997us,burst=4", "leaky_bucket:3/1s,queue=5,delay=2",
-    "sliding_log:5/1s",  "concurrency:3/2s",      "gcra:1000000/1s",
-    "token_bucket:3/1s"};
+static const char *const texts[] = {"fixed_window:5/1s",
+                                    "sliding_window:7/3s",
+                                    "token_bucket:10/7s,burst=25",
+                                    "gcra:7/3s,burst=2",
+                                    "gcra:13/997us,burst=4",
+                                    "leaky_bucket:3/1s,queue=5,delay=2",
+                                    "sliding_log:5/1s",
+                                    "concurrency:3/2s",
+                                    "gcra:1000000/1s",
+                                    "token_bucket:3/1s",
+                                    "fixed_window:5/1s,block=2s*2..1m",
+                                    "gcra:7/3s,burst=2,block=1s",
+                                    "sliding_log:5/1s,block=3s*3..1h",
+                                    "concurrency:3/2s,block=1s*2..8s",
+                                    "token_bucket:10/7s,burst=25,block=500ms*10..1d",
+                                    "gcra:999999/1s,block=9000d*2..13000d"};
 #define NT (sizeof texts / sizeof texts[0])
 
 static void check_decision(const rlt__mpol *m, const rlt_decision *d)
@@ -35,6 +48,30 @@ static void check_decision(const rlt__mpol *m, const rlt_decision *d)
     FUZZ_CHECK(d->remaining >= 0 && d->remaining <= rlt_policy_limit(&m->p));
     FUZZ_CHECK(d->allowed == (d->retry_after == 0));
     FUZZ_CHECK(d->retry_after >= -1 && d->reset_after >= 0 && d->delay >= 0);
+}
+
+/* A block written: started by a denied cost >= 1 at now, for at least the first length; its
+ * value parses back; a peek at now on a fresh algorithm state is denied to its end. */
+static void check_block(const rlt__mpol *m, const rlt_decision *d, int64_t cost, int64_t now,
+                        const rlt__mblk *b, bool changed)
+{
+    if (!changed) return;
+    FUZZ_CHECK(!d->allowed && cost > 0 && b->set && b->level >= 0 && b->level <= 64);
+    FUZZ_CHECK(b->until >= now + m->rp.blk && b->until <= now + m->rp.bmax);
+    FUZZ_CHECK(d->retry_after >= (b->until - now) * RLT_NS_PER_US);
+    char v[48];
+    size_t vl = rlt__mblk_format(b, v);
+    rlt__mblk b2;
+    FUZZ_CHECK(rlt__mblk_parse(v, vl, &b2) == RLT_OK && b2.until == b->until &&
+               b2.level == b->level);
+    FUZZ_CHECK(rlt__mblk_ttl_ms(m, b, now, 0) >= (b->until - now + 999) / 1000);
+    if (!rlt__mpol_is_string(m)) return;
+    rlt_decision p;
+    char out[RLT__MVAL_MAX];
+    size_t ol;
+    bool ch;
+    FUZZ_CHECK(rlt__mstr_decide_blk(m, NULL, 0, now, 0, &p, out, &ol, &b2, &ch) == RLT_OK);
+    FUZZ_CHECK(!p.allowed && !ch && ol == 0 && p.retry_after == (b->until - now) * RLT_NS_PER_US);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -52,14 +89,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int64_t now = (int64_t)(u % ((uint64_t)RLT__NOW_MAX + 2));
     const char *val = (const char *)data + 10;
     size_t vlen = size - 10;
+    rlt__mblk b = {false, 0, 0};
+    bool bch = false;
+    if (m.btl > 0) {
+        const char *nl = memchr(val, '\n', vlen);
+        if (nl && rlt__mblk_parse(val, (size_t)(nl - val), &b) != RLT_OK) return 0;
+        if (nl) vlen -= (size_t)(nl + 1 - val), val = nl + 1;
+    }
     rlt_decision d;
     if (rlt__mpol_is_string(&m)) {
         char out[RLT__MVAL_MAX];
         size_t ol;
-        int rc = rlt__mstr_decide(&m, val, vlen, now, cost, &d, out, &ol);
+        int rc = rlt__mstr_decide_blk(&m, val, vlen, now, cost, &d, out, &ol, &b, &bch);
         FUZZ_CHECK(rc == RLT_OK || rc == RLT_ECORRUPT || rc == RLT_ERANGE);
         if (rc) return 0;
         check_decision(&m, &d);
+        check_block(&m, &d, cost, now, &b, bch);
         FUZZ_CHECK(ol == 0 || (d.allowed && cost > 0));
         if (ol > 0) {
             rlt_decision d2;
@@ -85,20 +130,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (p.algo == RLT_SLIDING_LOG) {
         rlt__mlog_edit e;
         bool w;
-        rc = rlt__mlog_decide(&m, items, lens, n, now, cost, scratch, &d, &e, &w);
+        rc = rlt__mlog_decide_blk(&m, items, lens, n, now, cost, scratch, &d, &e, &w, &b, &bch);
         FUZZ_CHECK(rc == RLT_OK || rc == RLT_ECORRUPT || rc == RLT_ERANGE);
         if (!rc) {
             check_decision(&m, &d);
+            check_block(&m, &d, cost, now, &b, bch);
             FUZZ_CHECK(!w || (d.allowed && cost > 0 && e.ilen > 0 && e.trim >= 0));
         }
     } else {
         int64_t slot;
         char v[48];
         size_t vl;
-        rc = rlt__mcc_decide(&m, items, lens, n / 2, now, cost, scratch, &d, &slot, v, &vl);
+        rc = rlt__mcc_decide_blk(&m, items, lens, n / 2, now, cost, scratch, &d, &slot, v, &vl, &b,
+                                 &bch);
         FUZZ_CHECK(rc == RLT_OK || rc == RLT_ECORRUPT || rc == RLT_ERANGE);
         if (!rc) {
             check_decision(&m, &d);
+            check_block(&m, &d, cost, now, &b, bch);
             FUZZ_CHECK(slot < m.p.limit && (slot >= 0) == (d.lease > 0));
         }
         rc = rlt__mcc_release(&m, items, lens, n / 2, now, (int64_t)(u >> 8), scratch, &slot);

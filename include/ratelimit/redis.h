@@ -110,10 +110,10 @@ enum {
 
 /* Checks that `p` can run inside Redis: its period (and every derived number) must be a whole
  * number of microseconds and the scripts' arithmetic must stay below RLT_REDIS_NUM_MAX.
- * Returns RLT_OK; RLT_EINVAL for NULL, an uninitialised policy, or a period that is not a whole
- * number of microseconds, or a penalty box (block=: the scripts and the module do not keep its
- * state; use the local store); RLT_ERANGE when a number would reach 2^53 (e.g. burst x period
- * too large).  Every other function here returns the same codes for such a policy.  jitter= is
+ * Returns RLT_OK; RLT_EINVAL for NULL, an uninitialised policy, or a period or block= duration
+ * that is not a whole number of microseconds; RLT_ERANGE when a number would reach 2^53 (e.g.
+ * burst x period too large, or block='s max or factor above 2^50).  block= (the penalty box)
+ * runs as in the core, its state in a companion key in the limit's slot (docs/distributed.md).  Every other function here returns the same codes for such a policy.  jitter= is
  * supported: every decision function here returns retry_after as rlt_jitter of the key at the
  * caller's `now` (whatever the clock flag), as the keyed store does. */
 int rlt_redis_policy_check(const rlt_policy *p);

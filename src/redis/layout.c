@@ -12,7 +12,15 @@ int rlt__rpol_from(const rlt_policy *p, rlt__rpol *o)
         p->unit_ <= 0 || p->limit <= 0 || p->period <= 0)
         return RLT_EINVAL;
     if (p->period % RLT_NS_PER_US != 0) return RLT_EINVAL;
-    if (p->block > 0) return RLT_EINVAL; /* the penalty box runs in the local store only */
+    o->blk = o->bfac = o->bmax = 0;
+    if (p->block > 0) { /* the penalty box: whole microseconds, within the scripts' bounds */
+        if (p->block % RLT_NS_PER_US != 0 || p->block_max % RLT_NS_PER_US != 0) return RLT_EINVAL;
+        if (p->block_max / RLT_NS_PER_US > RLT__LIM || p->block_factor > RLT__LIM)
+            return RLT_ERANGE;
+        o->blk = p->block / RLT_NS_PER_US;
+        o->bfac = p->block_factor;
+        o->bmax = p->block_max / RLT_NS_PER_US;
+    }
     o->algo = (int)p->algo;
     o->N = p->limit;
     o->W = p->period / RLT_NS_PER_US;
@@ -65,6 +73,15 @@ int rlt__key_tail(const rlt_policy *p, char tail[RLT__KEYTAIL_MAX])
     int m = snprintf(tail + n, (size_t)(RLT__KEYTAIL_MAX - n), ":cal%d:%s:%016llx", p->months,
                      z->name, (unsigned long long)rlt_hash_fnv1a(f, sizeof f));
     return m < 0 || m >= RLT__KEYTAIL_MAX - n ? RLT__KEYTAIL_MAX - 1 : n + m;
+}
+
+int rlt__block_tail(const rlt_policy *p, char tail[RLT__BLKTAIL_MAX])
+{
+    tail[0] = '\0';
+    if (p->block <= 0) return 0;
+    int n = snprintf(tail, RLT__BLKTAIL_MAX, ":blk:%lld:%lld:%lld", (long long)p->block,
+                     (long long)p->block_factor, (long long)p->block_max);
+    return n < 0 || n >= RLT__BLKTAIL_MAX ? 0 : n;
 }
 
 int rlt__key_name_tail(const char *prefix, size_t plen, const char *tail, size_t tl,

@@ -24,12 +24,15 @@ typedef struct rlt__rpol {
      * month,week,secs,end kind,day,month,week,secs" for the scripts (lib/05_calendar.lua);
      * "" for every other policy.  W is then the nominal length, which the scripts ignore. */
     char cal[128];
+    /* The penalty box (block=, src/core/block.c) in microseconds: the first block, the factor,
+     * the longest block; blk 0 = none.  Its state is a companion key (rlt__block_tail). */
+    int64_t blk, bfac, bmax;
 } rlt__rpol;
 
 /* Converts `p` to microseconds with the scripts' bounds.  Returns RLT_OK; RLT_EINVAL for a NULL
- * or uninitialised policy, a period that is not a whole number of microseconds or a penalty box
- * (block=, whose state the Redis values do not hold); RLT_ERANGE when a number would pass the
- * 2^50 bound (rlt_redis_policy_check's contract).  A calendar window's rule goes into o->cal. */
+ * or uninitialised policy, or a period or block= duration that is not a whole number of
+ * microseconds; RLT_ERANGE when a number would pass the 2^50 bound (rlt_redis_policy_check's
+ * contract).  A calendar window's rule goes into o->cal.  A penalty box goes into blk..bmax. */
 int rlt__rpol_from(const rlt_policy *p, rlt__rpol *o);
 
 /* Writes the Redis key name of `key` under `p` into buf[0..cap):
@@ -47,6 +50,15 @@ int rlt__key_name(const char *prefix, size_t plen, const rlt_policy *p, const vo
  * returns its length.  rlt__key_name = rlt__key_name_tail(..., this tail, ...). */
 #define RLT__KEYTAIL_MAX 192
 int rlt__key_tail(const rlt_policy *p, char tail[RLT__KEYTAIL_MAX]);
+
+/* The penalty box's companion key (block=): the policy's key name followed by
+ * ":blk:BLOCK:FACTOR:MAX" (ns), into tail[0..RLT__BLKTAIL_MAX) with a NUL; returns its length
+ * (0 and "" for a policy without block=).  The name keeps the key's hash tag, so both keys
+ * share a slot; no algorithm's name ends so (their tails have 6 or 9 fields, the 7th "calK"). The
+ * value is "until:level": the latest block's end in us (exclusive) and its level; no key =
+ * never blocked. */
+#define RLT__BLKTAIL_MAX 80
+int rlt__block_tail(const rlt_policy *p, char tail[RLT__BLKTAIL_MAX]);
 
 /* rlt__key_name with the policy's tail already formatted (a caller that caches it). */
 int rlt__key_name_tail(const char *prefix, size_t plen, const char *tail, size_t tl,

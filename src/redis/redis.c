@@ -17,6 +17,7 @@
 #define KEYNAME_MAX RLT__KEYNAME_MAX
 #define MULTI_MAX 64
 #define FIELDS 10                        /* script arguments per limit (the last: calendar) */
+#define BFIELDS 3                        /* and with a penalty box (op 'b'): blk fac max */
 #define POLTEXT_MAX 160                  /* rlt_policy_format's text */
 #define TTL_FLOOR_MAX (INT64_C(1) << 40) /* ns: 12 days */
 
@@ -261,27 +262,28 @@ typedef struct call {
     size_t n;
     int64_t now_us;
     bool multi, script_done, module_done, module_ok;
+    bool boxed; /* a limit has block=: multi.lua's op 'b', with the companion keys after */
 } call;
 
 static size_t call_size(size_t cap)
 {
-    size_t args = 3 + cap + 4 + FIELDS * cap + 3 + 3 * cap; /* script's, then RL.DECIDE's */
-    return sizeof(call) + args * (sizeof(char *) + sizeof(size_t)) + cap * KEYNAME_MAX +
-           (4 + FIELDS * cap + 1 + 2 + cap) * 24 + cap * POLTEXT_MAX;
+    size_t args = 3 + 2 * cap + 4 + (FIELDS + BFIELDS) * cap + 3 + 3 * cap; /* script, module */
+    return sizeof(call) + args * (sizeof(char *) + sizeof(size_t)) + 2 * cap * KEYNAME_MAX +
+           (4 + (FIELDS + BFIELDS) * cap + 1 + 2 + cap) * 24 + cap * POLTEXT_MAX;
 }
 
 /* Lays out a call for `cap` limits in mem[0..call_size(cap)). */
 static call *call_init(void *mem, size_t cap)
 {
     call *c = mem;
-    size_t args = 3 + cap + 4 + FIELDS * cap;
+    size_t args = 3 + 2 * cap + 4 + (FIELDS + BFIELDS) * cap;
     char *p = (char *)(c + 1);
     c->argv = (const char **)(void *)p, p += args * sizeof(char *);
     c->lens = (size_t *)(void *)p, p += args * sizeof(size_t);
     size_t margs = 3 + 3 * cap;
     c->margv = (const char **)(void *)p, p += margs * sizeof(char *);
     c->mlens = (size_t *)(void *)p, p += margs * sizeof(size_t);
-    c->keys = (char(*)[KEYNAME_MAX])p, p += cap * KEYNAME_MAX;
+    c->keys = (char(*)[KEYNAME_MAX])p, p += 2 * cap * KEYNAME_MAX; /* [cap..): block= keys */
     c->pols = (char(*)[POLTEXT_MAX])p, p += cap * POLTEXT_MAX;
     c->nums = (char(*)[24])p;
     c->margc = 0;
@@ -291,6 +293,7 @@ static call *call_init(void *mem, size_t cap)
     c->argc = c->nnums = 0;
     c->slot = 0;
     c->script = RLT__S_MULTI;
+    c->boxed = false;
     return c;
 }
 
@@ -390,7 +393,8 @@ static const struct rlt__ptext *policy_texts(const rlt_redis *rc, const rlt_poli
         const rlt_policy *q = &r->ptext[i].p;
         if (r->ptext[i].used && q->algo == p->algo && q->limit == p->limit &&
             q->period == p->period && q->burst == p->burst && q->queue == p->queue &&
-            q->delay == p->delay && rlt_policy_calendar_equal(q, p))
+            q->delay == p->delay && q->block == p->block && q->block_factor == p->block_factor &&
+            q->block_max == p->block_max && rlt_policy_calendar_equal(q, p))
             return &r->ptext[i];
     }
     struct rlt__ptext *e = &r->ptext[r->ptext_next++ % RLT__PTEXT_CACHE];
@@ -401,6 +405,23 @@ static const struct rlt__ptext *policy_texts(const rlt_redis *rc, const rlt_poli
     return e;
 }
 
+/* The penalty boxes' companion keys (rlt__block_tail) of the n names of build_names, as
+ * KEYS[n + 1..2n] (a limit without block= gets one too, never touched). */
+static int block_names(call *c, const limit *l, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char tail[RLT__BLKTAIL_MAX];
+        int tl = rlt__block_tail(l[i].p, tail);
+        if (tl == 0) tl = snprintf(tail, sizeof tail, ":blk:0:0:0");
+        size_t len = c->lens[3 + i];
+        if (len + (size_t)tl > KEYNAME_MAX) return RLT_EKEYLEN;
+        memcpy(c->keys[n + i], c->keys[i], len);
+        memcpy(c->keys[n + i] + len, tail, (size_t)tl);
+        arg(c, c->keys[n + i], len + (size_t)tl);
+    }
+    return RLT_OK;
+}
+
 /* The head both forms share: "EVALSHA sha n" and the key names (in c->keys, c->lens[3..]). */
 static int build_names(const rlt_redis *r, call *c, const limit *l, const rlt_redis_check *ck,
                        size_t n, bool multi)
@@ -408,10 +429,14 @@ static int build_names(const rlt_redis *r, call *c, const limit *l, const rlt_re
     assert(multi || n == 1);
     c->argc = 0;
     c->nnums = 0;
-    c->script = multi ? RLT__S_MULTI : l[0].rp.algo;
+    c->boxed = false;
+    for (size_t i = 0; i < n; i++)
+        c->boxed = c->boxed || l[i].p->block > 0;
+    /* block= runs in multi.lua only (lib/60_block.lua), even for one limit */
+    c->script = multi || c->boxed ? RLT__S_MULTI : l[0].rp.algo;
     arg(c, "EVALSHA", 7);
     arg(c, rlt__redis_scripts[c->script].sha, 40);
-    arg_num(c, (int64_t)n);
+    arg_num(c, (int64_t)(c->boxed ? 2 * n : n));
     for (size_t i = 0; i < n; i++) {
         const struct rlt__ptext *t = policy_texts(r, l[i].p);
         int len = rlt__key_name_tail(r->prefix, r->prefix_len, t->tail, (size_t)t->tl, ck[i].key,
@@ -425,6 +450,7 @@ static int build_names(const rlt_redis *r, call *c, const limit *l, const rlt_re
                 return RLT_EINVAL; /* the same limit twice */
         arg(c, c->keys[i], (size_t)len);
     }
+    if (c->boxed) return block_names(c, l, n);
     return RLT_OK;
 }
 
@@ -459,7 +485,8 @@ static void build_script(call *c)
         if (floor_ms > 0) arg_num(c, floor_ms);
         return;
     }
-    if (multi) arg(c, "d", 1);
+    multi = multi || c->boxed;
+    if (multi) arg(c, c->boxed ? "b" : "d", 1);
     arg_num(c, now_us);
     arg_num(c, floor_ms);
     if (multi) arg_num(c, (int64_t)n);
@@ -470,6 +497,11 @@ static void build_script(call *c)
         for (int f = multi ? 0 : 1; f < FIELDS - 1; f++) /* a one-algorithm script knows its algo */
             arg_num(c, v[f]);
         if (multi) arg(c, p->cal, strlen(p->cal)); /* "" but for calendar windows */
+        if (c->boxed) {
+            arg_num(c, p->blk);
+            arg_num(c, p->bfac);
+            arg_num(c, p->bmax);
+        }
     }
 }
 
@@ -892,6 +924,10 @@ static int parse_sliding(const limit *l, const redisReply *e, rlt_decision *d)
 /* A one-limit script's reply. */
 static int parse_single(const limit *l, const redisReply *e, rlt_decision *d)
 {
+    if (l->p->block > 0) { /* multi.lua's reply of one limit (build_names) */
+        if (e->type != REDIS_REPLY_ARRAY || e->elements != 1) return RLT_EBACKEND;
+        return parse_decision(e->element[0], d);
+    }
     if (l->rp.algo == RLT_GCRA || l->rp.algo == RLT_TOKEN_BUCKET) return parse_bucket(l, e, d);
     if (l->rp.algo == RLT_FIXED_WINDOW) return parse_fixed(l, e, d);
     if (l->rp.algo == RLT_SLIDING_WINDOW) return parse_sliding(l, e, d);
@@ -986,8 +1022,10 @@ static int decide_call(rlt_redis *r, const limit *l, const rlt_redis_check *ck, 
 
 static bool leasable(const rlt_policy *p)
 {
-    return p->algo == RLT_FIXED_WINDOW || p->algo == RLT_SLIDING_LOG ||
-           p->algo == RLT_SLIDING_WINDOW || p->algo == RLT_TOKEN_BUCKET || p->algo == RLT_GCRA;
+    /* Not with block=: a denied big lease would start a block that the cost alone escapes. */
+    return p->block == 0 &&
+           (p->algo == RLT_FIXED_WINDOW || p->algo == RLT_SLIDING_LOG ||
+            p->algo == RLT_SLIDING_WINDOW || p->algo == RLT_TOKEN_BUCKET || p->algo == RLT_GCRA);
 }
 
 /* Decides from (or refills) the local lease of one key.  Returns RLT_OK with *d, or the
@@ -1354,6 +1392,17 @@ int rlt_redis_reset(rlt_redis *r, const rlt_policy *p, const void *key, size_t k
     c->slot = rlt__key_slot(c->keys[0], (size_t)len);
     arg(c, "DEL", 3);
     arg(c, c->keys[0], (size_t)len);
+    if (p->block > 0) { /* and the penalty box's companion key (same slot) */
+        char tail[RLT__BLKTAIL_MAX];
+        int tl = rlt__block_tail(p, tail);
+        if ((size_t)len + (size_t)tl > KEYNAME_MAX) {
+            free(c);
+            return RLT_EKEYLEN;
+        }
+        memcpy(c->keys[1], c->keys[0], (size_t)len);
+        memcpy(c->keys[1] + len, tail, (size_t)tl);
+        arg(c, c->keys[1], (size_t)len + (size_t)tl);
+    }
     redisReply *rep = NULL;
     int64_t retry_at = 0;
     bool mod;

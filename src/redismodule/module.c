@@ -92,6 +92,10 @@ typedef struct lim {
     int64_t slot;
     char ccval[48];
     size_t cclen;
+    /* block=: the penalty box's companion key (layout.h, rlt__block_tail) and its state */
+    RedisModuleString *bname;
+    rlt__mblk blk;
+    bool bwrite; /* a breach started a block: written whatever the other limits say */
 } lim;
 
 static const char *const E_CORRUPT =
@@ -130,10 +134,45 @@ static const char *array_items(RedisModuleCallReply *rep, const char ***ptrs, si
 }
 
 /* Decides l->cost (or `cost` for a peek) at `now`; prepares the write.  NULL or an error. */
+/* The penalty box's companion key of `name` under m (layout.h, rlt__block_tail): the name
+ * followed by m's block tail.  RL.DECIDE's names come from the caller: any length. */
+static RedisModuleString *block_name(RedisModuleCtx *ctx, RedisModuleString *name,
+                                     const rlt__mpol *m)
+{
+    size_t nl;
+    const char *n = RM.StringPtrLen(name, &nl);
+    char *buf = RM.Alloc(nl + m->btl);
+    memcpy(buf, n, nl);
+    memcpy(buf + nl, m->btail, m->btl);
+    RedisModuleString *b = RM.CreateString(ctx, buf, nl + m->btl);
+    RM.Free(buf);
+    return b;
+}
+
+/* Reads the penalty box's companion key into l->blk (block= only).  NULL or an error. */
+static const char *read_block(RedisModuleCtx *ctx, lim *l)
+{
+    l->bwrite = false;
+    if (l->m.btl == 0) return NULL;
+    if (!l->bname) l->bname = block_name(ctx, l->name, &l->m);
+    RedisModuleCallReply *rep = RM.Call(ctx, "GET", "s", l->bname);
+    if (!rep) return RLT_RM_WRONGTYPE;
+    int type = RM.CallReplyType(rep);
+    size_t vl = 0;
+    const char *v = type == RLT_RM_REPLY_STRING ? RM.CallReplyStringPtr(rep, &vl) : NULL;
+    int rc = type == RLT_RM_REPLY_STRING || type == RLT_RM_REPLY_NULL
+                 ? rlt__mblk_parse(v, vl, &l->blk)
+                 : RLT_ECORRUPT;
+    RM.FreeCallReply(rep);
+    return rc ? E_CORRUPT : NULL;
+}
+
 static const char *decide(RedisModuleCtx *ctx, lim *l, int64_t now, int64_t cost)
 {
     l->write = false;
     int rc;
+    const char *berr = read_block(ctx, l);
+    if (berr) return berr;
     if (rlt__mpol_is_string(&l->m)) {
         /* Read only: a key opened for writing counts as modified when closed (WATCH, client
          * tracking), and a denied request must change nothing.  commit() reopens it. */
@@ -143,7 +182,8 @@ static const char *decide(RedisModuleCtx *ctx, lim *l, int64_t now, int64_t cost
         const char *v = NULL;
         size_t vl = 0;
         if (type == RLT_RM_KEYTYPE_STRING) v = RM.StringDMA(l->key, &vl, RLT_RM_READ);
-        rc = rlt__mstr_decide(&l->m, v, vl, now, cost, &l->d, l->val, &l->vlen);
+        rc = rlt__mstr_decide_blk(&l->m, v, vl, now, cost, &l->d, l->val, &l->vlen, &l->blk,
+                                  &l->bwrite);
         if (rc) return status_msg(rc);
         l->write = l->vlen > 0;
         return NULL;
@@ -161,10 +201,10 @@ static const char *decide(RedisModuleCtx *ctx, lim *l, int64_t now, int64_t cost
     const char *err = array_items(rep, &items, &lens, &n);
     void *scratch = err ? NULL : RM.Alloc(rlt__mpol_scratch(&l->m));
     if (!err) {
-        rc = log ? rlt__mlog_decide(&l->m, items, lens, n, now, cost, scratch, &l->d, &l->e,
-                                    &l->write)
-                 : rlt__mcc_decide(&l->m, items, lens, n / 2, now, cost, scratch, &l->d, &l->slot,
-                                   l->ccval, &l->cclen);
+        rc = log ? rlt__mlog_decide_blk(&l->m, items, lens, n, now, cost, scratch, &l->d, &l->e,
+                                        &l->write, &l->blk, &l->bwrite)
+                 : rlt__mcc_decide_blk(&l->m, items, lens, n / 2, now, cost, scratch, &l->d,
+                                       &l->slot, l->ccval, &l->cclen, &l->blk, &l->bwrite);
         if (rc) err = status_msg(rc);
         if (!log && !rc) l->write = l->slot >= 0;
     }
@@ -240,9 +280,22 @@ static void commit(RedisModuleCtx *ctx, lim *l, int64_t floor_ms)
     expire_at(ctx, l->name, abs_ms);
 }
 
+/* Writes the block a breach of l started (SET with its expiry, replicated as such). */
+static void commit_block(RedisModuleCtx *ctx, lim *l, int64_t now, int64_t floor_ms)
+{
+    if (!l->bwrite) return;
+    char v[48];
+    size_t vl = rlt__mblk_format(&l->blk, v);
+    long long abs_ms = RM.Milliseconds() + rlt__mblk_ttl_ms(&l->m, &l->blk, now, floor_ms);
+    call_free(RM.Call(ctx, "SET", "!sbcl", l->bname, v, vl, "PXAT", abs_ms));
+    l->bwrite = false;
+}
+
 static void lims_close(RedisModuleCtx *ctx, lim *L, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
+        if (L[i].bname) RM.FreeString(ctx, L[i].bname);
+        L[i].bname = NULL;
         if (L[i].key) RM.CloseKey(L[i].key);
         if (L[i].own_name && L[i].name) RM.FreeString(ctx, L[i].name);
         L[i].key = NULL;
@@ -275,6 +328,10 @@ static const char *run(RedisModuleCtx *ctx, lim *L, size_t n, int64_t now, int64
         if (err) return err;
         all = all && L[i].d.allowed;
     }
+    /* block=: the limits that denied start their blocks; the others are charged nothing (the
+     * keyed store's rule).  Only a denial breaches, so with `all` there is none. */
+    for (size_t i = 0; i < n; i++)
+        commit_block(ctx, &L[i], now, floor_ms);
     if (all) {
         for (size_t i = 0; i < n; i++)
             commit(ctx, &L[i], floor_ms);
@@ -335,18 +392,13 @@ static void pcache_put(const char *t, size_t n, const rlt__mpol *m)
 /* Fills l->m from a policy; false after replying an error. */
 static bool mpol_arg(RedisModuleCtx *ctx, const rlt_policy *p, lim *l)
 {
-    if (p->block > 0) {
-        RM.ReplyWithError(ctx, "ERR block= (the penalty box) cannot run inside Redis: its state "
-                               "lives in the local store only");
-        return false;
-    }
     int rc = rlt__mpol_init(&l->m, p);
     if (rc == RLT_EINVAL && p->months != 0)
         RM.ReplyWithError(ctx, "ERR calendar windows (mo, y) are not module commands: "
                                "libratelimit_redis runs them as its scripts");
     else if (rc == RLT_EINVAL)
-        RM.ReplyWithError(ctx, "ERR policy cannot run inside Redis: its period must be a whole "
-                               "number of microseconds");
+        RM.ReplyWithError(ctx, "ERR policy cannot run inside Redis: its period and block= "
+                               "durations must be whole numbers of microseconds");
     else if (rc)
         RM.ReplyWithError(ctx, "ERR policy cannot run inside Redis: a number passes 2^50 "
                                "(burst x period, limit x period or the rate)");
@@ -577,6 +629,10 @@ static int cmd_reset(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     lim l = {0};
     if (!policy_arg(ctx, argv[2], &l) || !name_arg(ctx, argv[1], &l)) return RLT_RM_OK;
     call_free(RM.Call(ctx, "DEL", "!s", l.name));
+    if (l.m.btl > 0) { /* and the penalty box's companion key */
+        l.bname = block_name(ctx, l.name, &l.m);
+        call_free(RM.Call(ctx, "DEL", "!s", l.bname));
+    }
     lims_close(ctx, &l, 1);
     return RM.ReplyWithLongLong(ctx, 1);
 }

@@ -24,6 +24,8 @@ typedef struct rlt__mpol {
     int64_t fac;   /* core scaled units per script scaled unit: 1000 x p.scale_ / rp.scale */
     char tail[RLT__KEYTAIL_MAX]; /* the key name's policy part (layout.h) */
     size_t tl;
+    char btail[RLT__BLKTAIL_MAX]; /* block=: the companion key's suffix (rlt__block_tail) */
+    size_t btl;                   /* 0: no penalty box */
 } rlt__mpol;
 
 /* Prepares `m` from a policy.  Returns RLT_OK; RLT_EINVAL or RLT_ERANGE as
@@ -81,6 +83,41 @@ int rlt__mcc_decide(const rlt__mpol *m, const char *const *kv, const size_t *kvl
  * RLT_OK when it was live, RLT_ENOENT when unknown or expired, RLT_ECORRUPT. */
 int rlt__mcc_release(const rlt__mpol *m, const char *const *kv, const size_t *kvlen, size_t npairs,
                      int64_t now_us, int64_t lease, void *scratch, int64_t *slot);
+
+/* ---- the penalty box (block=) --------------------------------------------------------------
+ * Its state is the companion key (layout.h, rlt__block_tail): "until:level", until in us.  The
+ * functions below are the ones above with that state in and out: they put it into the core's
+ * state block (the 16 bytes of src/core/block.c after the algorithm's) in the algorithm's own
+ * time base, decide with rlt_decide, and take it back; *b is updated and *bchanged says
+ * whether the companion key must be written (a breach started a block).  With a policy
+ * without block=, b is ignored and they are the functions above. */
+typedef struct rlt__mblk {
+    bool set;      /* the companion key exists: blocked at least once */
+    int64_t until; /* the latest block's end, us (exclusive) */
+    int64_t level; /* 0..64 */
+} rlt__mblk;
+
+/* Parses a companion value into *b (NULL val: no key): until in [0, 2^52 + 2^50], level in
+ * [0, 64].  RLT_OK or RLT_ECORRUPT. */
+int rlt__mblk_parse(const char *val, size_t vlen, rlt__mblk *b);
+
+/* Writes b's value ("until:level") into out; returns its length. */
+size_t rlt__mblk_format(const rlt__mblk *b, char out[48]);
+
+/* The companion key's expiry after a write at now_us: the block's end, plus the policy's period
+ * when the factor escalates (the memory of src/core/block.c), rounded up to the ms, at least 1
+ * and at least floor_ms (the script's rule, lib/60_block.lua). */
+int64_t rlt__mblk_ttl_ms(const rlt__mpol *m, const rlt__mblk *b, int64_t now_us, int64_t floor_ms);
+
+int rlt__mstr_decide_blk(const rlt__mpol *m, const char *val, size_t vlen, int64_t now_us,
+                         int64_t cost, rlt_decision *d, char out[RLT__MVAL_MAX], size_t *outlen,
+                         rlt__mblk *b, bool *bchanged);
+int rlt__mlog_decide_blk(const rlt__mpol *m, const char *const *items, const size_t *lens, size_t n,
+                         int64_t now_us, int64_t cost, void *scratch, rlt_decision *d,
+                         rlt__mlog_edit *e, bool *write, rlt__mblk *b, bool *bchanged);
+int rlt__mcc_decide_blk(const rlt__mpol *m, const char *const *kv, const size_t *kvlen,
+                        size_t npairs, int64_t now_us, int64_t cost, void *scratch, rlt_decision *d,
+                        int64_t *slot, char val[48], size_t *vlen, rlt__mblk *b, bool *bchanged);
 
 /* Strict decimal integer: optional '-', digits, no leading zero, no "-0", no overflow. */
 bool rlt__mparse_i64(const char *s, size_t len, int64_t *out);

@@ -603,16 +603,9 @@ static int check_policy(const rlt_policy *p, const char *what, const char *name,
     if (st == RLT_OK) return RLT_OK;
     char text[256] = "";
     rlt_policy_format(p, text, sizeof text);
-    if (p->block > 0) {
-        snprintf(err, errlen,
-                 "%s '%s' (%s) cannot run in Redis: block= (the penalty box) keeps its state in "
-                 "the local store only; remove block= or the redis: section",
-                 what, name, text);
-        return -1;
-    }
     snprintf(err, errlen,
-             "%s '%s' (%s) cannot run in Redis: %s (periods must be whole microseconds and "
-             "numbers below 2^50)",
+             "%s '%s' (%s) cannot run in Redis: %s (periods and block= durations must be whole "
+             "microseconds and numbers below 2^50)",
              what, name, text, rlt_strerror(st));
     return -1;
 }

@@ -114,20 +114,73 @@ static void diff_jitter_is_rlt_jitter_of_the_exact_wait(rlt_redis *r)
     ASSERT(jittered > 100); /* the check saw real spreads, not only pass-throughs */
 }
 
-/* block= (the penalty box) is refused with RLT_EINVAL by every call, never run without it. */
-static void diff_block_is_refused(rlt_redis *r)
+/* block= (the penalty box): a breach blocks every request to the block's end whatever the
+ * algorithm says, with that retry_after; a breach within W after a block's end escalates (x2,
+ * capped at 1m); peeks see the block; a reset lifts it.  Every call kind (single, one-limit
+ * multi, batch) against rlt_decide on the same trace, and the companion key expires. */
+static void diff_block_runs_like_c(rlt_redis *r)
 {
-    rlt_policy p = rtest_policy("gcra:3/1s,block=1m");
-    rlt_decision d;
-    ASSERT_EQ(rlt_redis_policy_check(&p), RLT_EINVAL);
-    ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, "blk", 3, 1000, 1, &d), RLT_EINVAL);
-    rlt_redis_check ck = {&p, "blk", 3, 1};
-    int refused, status;
-    ASSERT_EQ(rlt_redis_decide_multi(r, &ck, 1, RLT_REDIS_CALLER_TIME, 1000, &d, &refused),
-              RLT_EINVAL);
-    ASSERT_EQ(rlt_redis_decide_batch(r, &ck, 1, RLT_REDIS_CALLER_TIME, 1000, &d, &status),
-              RLT_EINVAL);
-    ASSERT_EQ(status, RLT_EINVAL);
+    rlt_policy p = rtest_policy("fixed_window:1/1s,block=10s*2..1m");
+    ASSERT_EQ(rlt_redis_policy_check(&p), RLT_OK);
+    void *st = calloc(1, rlt_state_size(&p));
+    const char *key = "blk:run";
+    ASSERT_EQ(rlt_redis_reset(r, &p, key, strlen(key)), RLT_OK);
+    const int64_t S = RLT_NS_PER_S, t0 = 1000 * S;
+    /* instant, cost, expected allowed, expected retry_after (ns) */
+    const struct {
+        int64_t t, cost;
+        bool allowed;
+        int64_t retry;
+    } steps[] = {
+        {t0, 1, true, 0},
+        {t0 + S / 2, 1, false, 10 * S},                 /* breach: a 10 s block */
+        {t0 + 5 * S, 0, false, 5500 * S / 1000},        /* a peek sees it */
+        {t0 + 5 * S, 1, false, 5500 * S / 1000},        /* the window has room, the block says no */
+        {t0 + 10 * S + S / 2, 1, true, 0},              /* the block ended (exclusive end) */
+        {t0 + 10 * S + S / 2 + 1000, 1, false, 20 * S}, /* within W of its end: escalates */
+        {t0 + 31 * S, 1, true, 0},
+        {t0 + 31 * S + 1000, 1, false, 40 * S},
+        {t0 + 71 * S + S / 2, 1, true, 0},
+        {t0 + 71 * S + S / 2 + 1000, 1, false, 60 * S}, /* 80 s, capped */
+        {t0 + 200 * S, 1, true, 0},
+        {t0 + 200 * S + 1000, 1, false, 10 * S}, /* long after: starts over */
+    };
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        rlt_decision dc, dr;
+        ASSERT_EQ(rlt_decide(&p, st, steps[i].t, steps[i].cost, &dc), RLT_OK);
+        rlt_redis_check ck = {&p, key, strlen(key), steps[i].cost};
+        int refused, status;
+        if (i % 3 == 0)
+            ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, key, strlen(key), steps[i].t,
+                                       steps[i].cost, &dr),
+                      RLT_OK);
+        else if (i % 3 == 1)
+            ASSERT_EQ(
+                rlt_redis_decide_multi(r, &ck, 1, RLT_REDIS_CALLER_TIME, steps[i].t, &dr, &refused),
+                RLT_OK);
+        else
+            ASSERT_EQ(
+                rlt_redis_decide_batch(r, &ck, 1, RLT_REDIS_CALLER_TIME, steps[i].t, &dr, &status),
+                RLT_OK);
+        ASSERT_EQ(dc.allowed, steps[i].allowed);
+        ASSERT_EQ(dc.retry_after, steps[i].retry);
+        ASSERT_EQ(dr.allowed, dc.allowed);
+        ASSERT_EQ(dr.retry_after, dc.retry_after);
+        ASSERT_EQ(dr.remaining, dc.remaining);
+        ASSERT_EQ(dr.reset_after, dc.reset_after);
+    }
+    /* Blocked again, then a reset lifts the block on both. */
+    rlt_decision dr;
+    ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, key, strlen(key), t0 + 200 * S + 2000,
+                               1, &dr),
+              RLT_OK);
+    ASSERT(!dr.allowed);
+    ASSERT_EQ(rlt_redis_reset(r, &p, key, strlen(key)), RLT_OK);
+    ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, key, strlen(key), t0 + 200 * S + 3000,
+                               1, &dr),
+              RLT_OK);
+    ASSERT(dr.allowed);
+    free(st);
 }
 
 #endif

@@ -30,4 +30,21 @@ static const char *const policies[] = {
 };
 #define NPOL (sizeof policies / sizeof policies[0])
 
+/* The penalty box (block=) on every algorithm: blocks shorter and longer than the window, with
+ * and without escalation, capped early and late, so traces see blocks end, escalate and
+ * restart. */
+static const char *const block_policies[] = {
+    "fixed_window:3/1s,block=2s*2..10s",
+    "fixed_window:2/7ms,block=5ms",
+    "sliding_log:4/1s,block=1500ms*3..1m",
+    "sliding_window:5/1s,block=700ms*2..3s",
+    "token_bucket:3/1s,block=2s",
+    "token_bucket:13/997us,burst=4,block=3ms*2..1s",
+    "gcra:3/1s,block=1s*2..4s",
+    "gcra:7/3s,burst=2,block=10s*10..1h",
+    "leaky_bucket:3/1s,queue=2,delay=1,block=2s*2..5s",
+    "concurrency:2/2s,block=3s*2..12s",
+};
+#define NBPOL (sizeof block_policies / sizeof block_policies[0])
+
 #endif

@@ -84,6 +84,63 @@ TEST(cluster_reserve_and_settle_run_on_the_limits_node)
     rlt_redis_close(r);
 }
 
+/* block= on a cluster: each key's companion key shares its slot (else the script would fail
+ * with CROSSSLOT), so blocks, escalations and resets run on whichever node holds the key, and
+ * a multi-limit check on one hash tag starts the denying limit's block. */
+TEST(cluster_penalty_box_keys_stay_in_their_limits_slot_with_c_decisions)
+{
+    rlt_redis *r = rtest_open(
+        (rlt_redis_options){.timeout = 2 * RLT_NS_PER_S, .ttl_floor = 60 * RLT_NS_PER_S});
+    rlt_policy p = rtest_policy("gcra:2/1s,block=300ms*2..2s");
+    for (int k = 0; k < 30; k++) {
+        char key[16];
+        snprintf(key, sizeof key, "boxed%d", k);
+        ASSERT_EQ(rlt_redis_reset(r, &p, key, strlen(key)), RLT_OK);
+        void *st = calloc(1, rlt_state_size(&p));
+        for (int i = 0; i < 12; i++) {
+            rlt_ns t = 1000000000 + (rlt_ns)i * 150000000;
+            if (i == 9) {
+                memset(st, 0, rlt_state_size(&p));
+                ASSERT_EQ(rlt_redis_reset(r, &p, key, strlen(key)), RLT_OK);
+            }
+            rlt_decision dc, dr;
+            ASSERT_EQ(rlt_decide(&p, st, t, 1, &dc), RLT_OK);
+            ASSERT_EQ(rlt_redis_decide(r, &p, RLT_REDIS_CALLER_TIME, key, strlen(key), t, 1, &dr),
+                      RLT_OK);
+            ASSERT_EQ(dc.allowed, dr.allowed);
+            ASSERT_EQ(dc.remaining, dr.remaining);
+            ASSERT_EQ(dc.retry_after, dr.retry_after);
+            ASSERT_EQ(dc.reset_after, dr.reset_after);
+        }
+        free(st);
+    }
+    rlt_policy a = rtest_policy("fixed_window:1/1m,block=10m"), b = rtest_policy("gcra:5/1h");
+    rlt_redis_check ck[2] = {{&a, "{acct9}:login", 13, 1}, {&b, "{acct9}:api", 11, 1}};
+    for (int i = 0; i < 2; i++)
+        ASSERT_EQ(rlt_redis_reset(r, ck[i].policy, ck[i].key, ck[i].klen), RLT_OK);
+    rlt_decision d;
+    int refused;
+    ASSERT_EQ(rlt_redis_decide_multi(r, ck, 2, RLT_REDIS_CALLER_TIME, RLT_NS_PER_S, &d, &refused),
+              RLT_OK);
+    ASSERT(d.allowed);
+    ASSERT_EQ(
+        rlt_redis_decide_multi(r, ck, 2, RLT_REDIS_CALLER_TIME, 2 * RLT_NS_PER_S, &d, &refused),
+        RLT_OK);
+    ASSERT(!d.allowed);
+    ASSERT_EQ(refused, 0);
+    ASSERT_EQ(d.retry_after, 600 * RLT_NS_PER_S);
+    /* gcra charged once only; login blocked for 10 minutes though its window would not say so */
+    ASSERT_EQ(
+        rlt_redis_decide(r, &b, RLT_REDIS_CALLER_TIME, "{acct9}:api", 11, 2 * RLT_NS_PER_S, 0, &d),
+        RLT_OK);
+    ASSERT_EQ(d.remaining, 4);
+    ASSERT_EQ(rlt_redis_decide(r, &a, RLT_REDIS_CALLER_TIME, "{acct9}:login", 13,
+                               3601 * RLT_NS_PER_S / 6, 0, &d),
+              RLT_OK);
+    ASSERT(!d.allowed);
+    rlt_redis_close(r);
+}
+
 TEST(cluster_multi_limit_needs_a_shared_hash_tag)
 {
     rlt_redis *r = rtest_open((rlt_redis_options){0});

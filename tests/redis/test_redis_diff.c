@@ -61,6 +61,13 @@ static void replay_mix(rlt_redis *r, const char *text, uint64_t seed, int steps,
         if (t < 0) t = 0;
         int64_t rc_c, rc_r;
         rlt_decision dc, dr;
+        if (p.block > 0 && rtest_below(&s, 40) == 0) { /* a reset lifts a block */
+            memset(st, 0, rlt_state_size(&p));
+            ASSERT_EQ(rlt_redis_reset(r, &p, key, strlen(key)), RLT_OK);
+            memset(leases_c, 0, sizeof leases_c);
+            memset(leases_r, 0, sizeof leases_r);
+            continue;
+        }
         if (p.algo == RLT_CONCURRENCY && rtest_below(&s, 3) == 0) {
             /* release a lease we hold (or a bogus one): both sides must agree */
             int k = (int)rtest_below(&s, 8);
@@ -233,8 +240,13 @@ TEST(gcra_and_leaky_bucket_match_c_after_the_clock_steps_back_decades)
      * units, which the scripts carry as (whole us, fraction) and the client widens. */
     rlt_redis *r = rtest_open(
         (rlt_redis_options){.timeout = 2 * RLT_NS_PER_S, .ttl_floor = 60 * RLT_NS_PER_S});
-    const char *texts[] = {"gcra:13/997us,burst=4", "gcra:3/1s", "gcra:1000/1s,burst=50",
-                           "leaky_bucket:7/3s,queue=3", "token_bucket:13/997us,burst=4"};
+    const char *texts[] = {"gcra:13/997us,burst=4",
+                           "gcra:3/1s",
+                           "gcra:1000/1s,burst=50",
+                           "leaky_bucket:7/3s,queue=3",
+                           "token_bucket:13/997us,burst=4",
+                           "gcra:3/1s,block=1d*2..1000d",
+                           "leaky_bucket:7/3s,queue=3,block=1h"};
     const int64_t year = INT64_C(365) * 86400 * RLT_NS_PER_S;
     const int64_t times[] = {20 * year, 20 * year + 5000, RLT_NS_PER_S, 0, 3 * year, 20 * year};
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
@@ -299,17 +311,38 @@ TEST(redis_scripts_jitter_is_rlt_jitter_of_the_exact_wait)
     rlt_redis_close(r);
 }
 
-TEST(redis_refuses_the_penalty_box)
+TEST(redis_penalty_box_matches_c_on_random_traces)
 {
-    rlt_redis *r = rtest_open((rlt_redis_options){0});
-    diff_block_is_refused(r);
+    /* Blocks, escalations, restarts, resets and clock steps, through the one-limit and the
+     * one-limit multi calls (both run multi.lua with the companion key), at small instants
+     * and near 2^52 us. */
+    rlt_redis *r = rtest_open(
+        (rlt_redis_options){.timeout = 2 * RLT_NS_PER_S, .ttl_floor = 60 * RLT_NS_PER_S});
+    int compared = 0;
+    for (size_t i = 0; i < NBPOL && !rlt_test_failed_now; i++) {
+        for (uint64_t seed = 1; seed <= 4 && !rlt_test_failed_now; seed++)
+            replay_mix(r, block_policies[i], seed * 6007 + i, 300, 1000000, 0, true, &compared);
+        rlt_policy p = rtest_policy(block_policies[i]);
+        int64_t W = p.period / 1000, offset = ((INT64_C(1) << 52) / W - 50000) * W;
+        if (!rlt_test_failed_now) replay(r, block_policies[i], 5150 + i, 200, 0, offset, &compared);
+    }
+    ASSERT(compared > 10000);
+    rlt_redis_close(r);
+}
+
+TEST(redis_penalty_box_blocks_escalates_and_resets_like_c)
+{
+    rlt_redis *r = rtest_open((rlt_redis_options){.ttl_floor = 60 * RLT_NS_PER_S});
+    diff_block_runs_like_c(r);
     rlt_redis_close(r);
 }
 
 TEST(redis_multi_limit_matches_the_store)
 {
-    const char *texts[] = {"fixed_window:10/1s", "gcra:3/1s,burst=5", "sliding_window:20/10s",
-                           "token_bucket:5/2s", "sliding_log:8/3s"};
+    const char *texts[] = {"fixed_window:10/1s",    "gcra:3/1s,burst=5",
+                           "sliding_window:20/10s", "token_bucket:5/2s",
+                           "sliding_log:8/3s",      "fixed_window:4/1s,block=2s*2..10s",
+                           "gcra:2/1s,block=1500ms"};
     enum { NP = sizeof texts / sizeof texts[0] };
     rlt_policy p[NP];
     rlt_store *s;

@@ -73,3 +73,50 @@ TEST(a_key_expires_only_when_its_state_is_fresh_again)
     redisFree(raw);
     rlt_redis_close(r);
 }
+
+/* block=: the companion key of a breach lives exactly as long as the block can still matter:
+ * to the block's end plus W when it escalates (the next breach within W doubles it), to the
+ * end alone without a factor; after that the next breach starts over at the first length. */
+TEST(a_penalty_box_key_lives_to_the_block_end_plus_its_escalation_window)
+{
+    rlt_redis *r = rtest_open((rlt_redis_options){.timeout = 2 * RLT_NS_PER_S, .prefix = "bx:"});
+    redisContext *raw = rtest_raw(0);
+    const char *boxes[] = {"gcra:1/200ms,block=300ms*2..1s", "gcra:1/200ms,block=300ms"};
+    const long long want[] = {500, 300};
+    for (int i = 0; i < 2; i++) {
+        rlt_policy p = rtest_policy(boxes[i]);
+        char key[8];
+        snprintf(key, sizeof key, "b%d", i);
+        rlt_decision d;
+        ASSERT_EQ(rlt_redis_reset(r, &p, key, strlen(key)), RLT_OK);
+        ASSERT_EQ(rlt_redis_decide(r, &p, 0, key, strlen(key), 0, 1, &d), RLT_OK);
+        ASSERT(d.allowed);
+        ASSERT_EQ(rlt_redis_decide(r, &p, 0, key, strlen(key), 0, 1, &d), RLT_OK);
+        ASSERT(!d.allowed);
+        ASSERT_EQ(d.retry_after, 300 * RLT_NS_PER_MS);
+        ASSERT_EQ(d.reset_after, want[i] * RLT_NS_PER_MS);
+        char name[1024];
+        int n = rlt_redis_key_name(r, &p, key, strlen(key), name, sizeof name);
+        ASSERT(n > 0);
+        /* the companion's documented name: the key's + ":blk:B:F:M" (ns) */
+        snprintf(name + n, sizeof name - (size_t)n, ":blk:%lld:%lld:%lld", (long long)p.block,
+                 (long long)p.block_factor, (long long)p.block_max);
+        redisReply *rep = redisCommand(raw, "PTTL %s", name);
+        ASSERT(rep && rep->type == REDIS_REPLY_INTEGER);
+        ASSERT_LE(rep->integer, want[i]);
+        ASSERT(rep->integer >= want[i] - 100);
+        freeReplyObject(rep);
+        usleep((useconds_t)(want[i] + 30) * 1000);
+        rep = redisCommand(raw, "EXISTS %s", name);
+        ASSERT(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 0);
+        freeReplyObject(rep);
+        /* A breach now is no escalation: the first length again. */
+        ASSERT_EQ(rlt_redis_decide(r, &p, 0, key, strlen(key), 0, 1, &d), RLT_OK);
+        ASSERT(d.allowed);
+        ASSERT_EQ(rlt_redis_decide(r, &p, 0, key, strlen(key), 0, 1, &d), RLT_OK);
+        ASSERT(!d.allowed);
+        ASSERT_EQ(d.retry_after, 300 * RLT_NS_PER_MS);
+    }
+    redisFree(raw);
+    rlt_redis_close(r);
+}

@@ -67,6 +67,23 @@ TEST(the_library_routes_module_calls_across_the_cluster)
     ASSERT_EQ(rlt_redis_decide_multi(r, ck, 2, 0, 0, &d, &refused), RLT_OK);
     ASSERT(!d.allowed);
     ASSERT_EQ(refused, 1);
+    /* block= on every node: each key's companion key lives in its slot, on its node */
+    rlt_policy b = rtest_policy("gcra:1/1s,block=10m*2..1h");
+    int lifted = 0;
+    for (int k = 0; k < 20; k++) {
+        char key[32];
+        snprintf(key, sizeof key, "bx%d", k);
+        ASSERT_EQ(rlt_redis_decide(r, &b, 0, key, strlen(key), 0, 1, &d), RLT_OK);
+        ASSERT(d.allowed);
+        ASSERT_EQ(rlt_redis_decide(r, &b, 0, key, strlen(key), 0, 1, &d), RLT_OK);
+        ASSERT(!d.allowed);
+        ASSERT_EQ(d.retry_after, 600 * RLT_NS_PER_S);
+        ASSERT_EQ(d.reset_after, 601 * RLT_NS_PER_S); /* the block's end + W: it escalates */
+        ASSERT_EQ(rlt_redis_reset(r, &b, key, strlen(key)), RLT_OK);
+        ASSERT_EQ(rlt_redis_decide(r, &b, 0, key, strlen(key), 0, 1, &d), RLT_OK);
+        lifted += d.allowed;
+    }
+    ASSERT_EQ(lifted, 20); /* each reset lifted its key's block (and its bucket) */
     rlt_redis_close(r);
 }
 

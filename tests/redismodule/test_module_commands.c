@@ -128,9 +128,10 @@ TEST(rl_commands_answer_as_ratelimitd)
 }
 
 /* RL.CHECK and RL.MULTI spread a denied wait by jitter= as the library does (rlt_jitter of the
- * user key at the command's instant; the reply is in ms, rounded up); block= is refused with
- * an error that names it. */
-TEST(rl_check_applies_jitter_and_refuses_the_penalty_box)
+ * user key at the command's instant; the reply is in ms, rounded up); block= runs: a breach
+ * blocks the key to the block's end whatever the algorithm says, RL.RESET lifts it, and in
+ * RL.MULTI the limit that denied starts its block while the others are charged nothing. */
+TEST(rl_check_applies_jitter_and_runs_the_penalty_box)
 {
     redisContext *c = rtest_raw(0);
     at(c, S(5));
@@ -148,8 +149,33 @@ TEST(rl_check_applies_jitter_and_refuses_the_penalty_box)
         snprintf(want, sizeof want, "0 1 0 %lld 42000 0 0", (long long)rlt_retry_after_ms(j));
         ASSERT_STR_EQ(text(c, cmd), want);
     }
-    const char *err = text(c, "RL.CHECK blk gcra:1/1s,block=1m");
-    if (!strstr(err, "block=")) RLT_FAIL_("RL.CHECK with block=: %s", err);
+    ASSERT_STR_EQ(text(c, "RL.CHECK blk gcra:1/1s,block=1m"), "1 1 0 0 1000 0");
+    ASSERT_STR_EQ(text(c, "RL.CHECK blk gcra:1/1s,block=1m"), "0 1 0 60000 60000 0");
+    at(c, S(35));
+    ASSERT_STR_EQ(text(c, "RL.PEEK blk gcra:1/1s,block=1m"), "0 1 0 30000 30000 0");
+    ASSERT_STR_EQ(text(c, "RL.CHECK blk gcra:1/1s,block=1m"), "0 1 0 30000 30000 0");
+    ASSERT_STR_EQ(text(c, "RL.RESET blk gcra:1/1s,block=1m"), "1");
+    ASSERT_STR_EQ(text(c, "RL.CHECK blk gcra:1/1s,block=1m"), "1 1 0 0 1000 0");
+    /* RL.MULTI: {u}b is full, so it breaches and blocks; {u}a allowed but charged nothing. */
+    ASSERT_STR_EQ(text(c, "RL.CHECK {u}b fixed_window:1/1m,block=2m"), "1 1 0 0 25000 0");
+    const char *m = text(c, "RL.MULTI {u}a gcra:5/1s 1 {u}b fixed_window:1/1m,block=2m 1");
+    if (strncmp(m, "0 ", 2) != 0 || !strstr(m, " 120000 ")) RLT_FAIL_("RL.MULTI: %s", m);
+    ASSERT_STR_EQ(text(c, "RL.PEEK {u}a gcra:5/1s"), "1 5 5 0 0 0");
+    ASSERT_STR_EQ(text(c, "RL.PEEK {u}b fixed_window:1/1m,block=2m"), "0 1 0 120000 120000 0");
+    /* RL.DECIDE takes full names from the caller, of any length: the companion key's name is
+     * that name + the block tail (here 30000 bytes + the tail). */
+    enum { LONG = 30000 };
+    char *name = malloc(LONG);
+    memset(name, 'n', LONG);
+    const char *pol = "gcra:1/1s,block=1m";
+    for (int i = 0; i < 2; i++) {
+        redisReply *r = redisCommand(c, "RL.DECIDE -1 0 %b %s 1", name, (size_t)LONG, pol);
+        ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 1);
+        ASSERT_STR_EQ(r->element[0]->str,
+                      i == 0 ? "1 1 0 0 1000000000 0 0" : "0 1 0 60000000000 60000000000 0 0");
+        freeReplyObject(r);
+    }
+    free(name);
     at(c, -1);
     redisFree(c);
 }

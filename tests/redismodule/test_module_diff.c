@@ -58,6 +58,13 @@ static void replay(rlt_redis *h[2], const char *text, uint64_t seed, int steps, 
         t += dt * 1000;
         if (t < 0) t = 0;
         int64_t tr = t + offset_us * 1000;
+        if (p.block > 0 && rtest_below(&s, 40) == 0) { /* a reset lifts a block (either side) */
+            memset(st, 0, rlt_state_size(&p));
+            ASSERT_EQ(rlt_redis_reset(h[side], &p, key, strlen(key)), RLT_OK);
+            memset(leases, 0, sizeof leases);
+            memset(leases_r, 0, sizeof leases_r);
+            continue;
+        }
         if (p.algo == RLT_CONCURRENCY && rtest_below(&s, 3) == 0) {
             int k = (int)rtest_below(&s, 8);
             int64_t rc_c = leases[k] ? rlt_release(&p, st, t, leases[k]) : RLT_ENOENT;
@@ -150,9 +157,12 @@ TEST(module_matches_c_at_the_largest_instants)
 TEST(module_matches_c_after_the_clock_steps_back_decades)
 {
     rlt_redis *r = open_engine(RLT_REDIS_ENGINE_MODULE);
-    const char *texts[] = {"gcra:13/997us,burst=4",         "gcra:3/1s",
-                           "gcra:1000/1s,burst=50",         "leaky_bucket:7/3s,queue=3",
-                           "token_bucket:13/997us,burst=4", "gcra:999999/1s"};
+    const char *texts[] = {"gcra:13/997us,burst=4", "gcra:3/1s", "gcra:1000/1s,burst=50",
+                           "leaky_bucket:7/3s,queue=3", "token_bucket:13/997us,burst=4",
+                           "gcra:999999/1s",
+                           /* a box around the 128-bit path: blocked, breached, escalated */
+                           "gcra:3/1s,block=1d*2..1000d", "leaky_bucket:7/3s,queue=3,block=1h",
+                           "gcra:999999/1s,block=10950d*2..13000d"};
     const int64_t year = INT64_C(365) * 86400 * RLT_NS_PER_S;
     const int64_t times[] = {20 * year, 20 * year + 5000, RLT_NS_PER_S, 0, 3 * year, 20 * year};
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
@@ -180,6 +190,47 @@ TEST(module_matches_c_after_the_clock_steps_back_decades)
     rlt_redis_close(r);
 }
 
+/* Beyond the core's int64 (GCRA at 999999/s after the clock stepped back 20 years: C refuses
+ * the instant, the module runs the 128-bit path), the module's penalty box still answers as
+ * the scripts: a block longer than the algorithm's wait shows in retry_after and reset_after. */
+TEST(module_and_scripts_agree_on_the_penalty_box_beyond_the_cores_int64)
+{
+    rlt_redis *h[2] = {open_engine(RLT_REDIS_ENGINE_SCRIPTS), open_engine(RLT_REDIS_ENGINE_MODULE)};
+    const char *texts[] = {"gcra:999999/1s,block=9000d*2..13000d",
+                           "leaky_bucket:999999/1s,queue=3,block=9000d"};
+    const int64_t year = INT64_C(365) * 86400 * RLT_NS_PER_S;
+    const int64_t times[] = {20 * year, 20 * year + 5000, RLT_NS_PER_S, 0,
+                             3 * year,  20 * year,        26 * year,    26 * year + 1000};
+    int longer = 0;
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        rlt_policy p = rtest_policy(texts[i]);
+        const char *keys[2] = {"huge:s", "huge:m"};
+        for (int e = 0; e < 2; e++)
+            ASSERT_EQ(rlt_redis_reset(h[0], &p, keys[e], 6), RLT_OK);
+        for (size_t k = 0; k < sizeof times / sizeof times[0]; k++) {
+            for (int64_t cost = 0; cost <= 2; cost++) {
+                rlt_decision d[2];
+                for (int e = 0; e < 2; e++)
+                    ASSERT_EQ(rlt_redis_decide(h[e], &p, RLT_REDIS_CALLER_TIME, keys[e], 6,
+                                               times[k], cost, &d[e]),
+                              RLT_OK);
+                ASSERT_EQ(d[0].allowed, d[1].allowed);
+                ASSERT_EQ(d[0].remaining, d[1].remaining);
+                ASSERT_EQ(d[0].retry_after, d[1].retry_after);
+                ASSERT_EQ(d[0].reset_after, d[1].reset_after);
+                ASSERT_EQ(d[0].delay, d[1].delay);
+                if (times[k] < 20 * year && d[1].retry_after > 20 * year - times[k]) longer++;
+            }
+        }
+    }
+    ASSERT(longer > 4); /* the block, not the algorithm, set those waits */
+    rlt_redis_stats st;
+    rlt_redis_stats_get(h[1], &st);
+    ASSERT(st.module_calls >= 40);
+    rlt_redis_close(h[0]);
+    rlt_redis_close(h[1]);
+}
+
 TEST(module_huge_costs_never_fit_like_c)
 {
     rlt_redis *r = open_engine(RLT_REDIS_ENGINE_MODULE);
@@ -197,17 +248,47 @@ TEST(module_jitter_is_rlt_jitter_of_the_exact_wait)
     rlt_redis_close(r);
 }
 
-TEST(module_engine_refuses_the_penalty_box)
+TEST(module_penalty_box_matches_c_and_scripts_alternating_on_one_key)
+{
+    /* block= on every algorithm: blocks, escalations, restarts, resets and clock steps, each
+     * request through the scripts or the module at random, both reading the companion key the
+     * other wrote; and near 2^52 us on the module alone. */
+    rlt_redis *h[2] = {open_engine(RLT_REDIS_ENGINE_SCRIPTS), open_engine(RLT_REDIS_ENGINE_MODULE)};
+    int compared = 0;
+    for (size_t i = 0; i < NBPOL && !rlt_test_failed_now; i++) {
+        for (uint64_t seed = 1; seed <= 3 && !rlt_test_failed_now; seed++)
+            replay(h, block_policies[i], seed * 4099 + i, 300, 1000000, 0, 2, true, &compared);
+        rlt_policy p = rtest_policy(block_policies[i]);
+        int64_t W = p.period / 1000, offset = ((INT64_C(1) << 52) / W - 50000) * W;
+        if (!rlt_test_failed_now)
+            replay(h, block_policies[i], 777 + i, 200, 0, offset, 1, false, &compared);
+    }
+    rlt_redis_stats st;
+    rlt_redis_stats_get(h[1], &st);
+    ASSERT(st.module_calls > 3000);
+    ASSERT_EQ(st.fail_open + st.fail_closed, 0);
+    ASSERT(compared > 8000);
+    rlt_redis_close(h[0]);
+    rlt_redis_close(h[1]);
+}
+
+TEST(module_engine_penalty_box_blocks_escalates_and_resets_like_c)
 {
     rlt_redis *r = open_engine(RLT_REDIS_ENGINE_MODULE);
-    diff_block_is_refused(r);
+    diff_block_runs_like_c(r);
     rlt_redis_close(r);
 }
 
 TEST(module_multi_limit_matches_the_scripts_multi_limit)
 {
-    const char *texts[] = {"fixed_window:10/1s", "gcra:3/1s,burst=5", "sliding_window:20/10s",
-                           "token_bucket:5/2s",  "sliding_log:8/3s",  "leaky_bucket:4/1s,queue=3"};
+    const char *texts[] = {"fixed_window:10/1s",
+                           "gcra:3/1s,burst=5",
+                           "sliding_window:20/10s",
+                           "token_bucket:5/2s",
+                           "sliding_log:8/3s",
+                           "leaky_bucket:4/1s,queue=3",
+                           "fixed_window:4/1s,block=2s*2..10s",
+                           "sliding_log:3/1s,block=1500ms"};
     enum { NP = sizeof texts / sizeof texts[0] };
     rlt_policy p[NP];
     for (int i = 0; i < NP; i++)

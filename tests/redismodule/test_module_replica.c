@@ -9,11 +9,17 @@
 #include "test.h"
 
 static const char *const policies[] = {
-    "fixed_window:50/1h",          "sliding_log:20/1h",
-    "sliding_window:70/1h",        "token_bucket:30/1h",
-    "token_bucket:10/7h,burst=25", "gcra:30/1h",
-    "gcra:7/3h,burst=20",          "leaky_bucket:3/1h,queue=50,delay=2",
+    "fixed_window:50/1h",
+    "sliding_log:20/1h",
+    "sliding_window:70/1h",
+    "token_bucket:30/1h",
+    "token_bucket:10/7h,burst=25",
+    "gcra:30/1h",
+    "gcra:7/3h,burst=20",
+    "leaky_bucket:3/1h,queue=50,delay=2",
     "concurrency:30/1h",
+    "fixed_window:2/1h,block=10m*2..1h", /* breached: a companion key (SET ... PXAT) */
+    "gcra:2/1h,block=30m",
 };
 #define NPOL (sizeof policies / sizeof policies[0])
 
@@ -82,6 +88,10 @@ static bool same(const snap *a, const snap *b, const char *what)
 {
     if (a->n != b->n) {
         fprintf(stderr, "%s: %d keys, then %d\n", what, a->n, b->n);
+        for (int i = 0; i < a->n; i++)
+            fprintf(stderr, "  before %s\n", a->lines[i]);
+        for (int i = 0; i < b->n; i++)
+            fprintf(stderr, "  after  %s\n", b->lines[i]);
         return false;
     }
     for (int i = 0; i < a->n; i++)

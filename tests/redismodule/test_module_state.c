@@ -188,3 +188,59 @@ TEST(calendar_windows_are_refused_inside_redis)
     ASSERT_EQ(rlt__mpol_init(&m, &p), RLT_OK); /* envoy's 30-day MONTH runs there */
     /* (libratelimit_redis runs calendar windows as scripts, on the same keys and values) */
 }
+
+/* block=: the companion value is "until:level" and nothing else; the string algorithms carry
+ * it through the core in their own time bases (GCRA at origin now, token bucket in ns, fixed
+ * window in us): a breach at t starts [t, t + len) and escalates within W of its end, for each
+ * of them alike; the key lives to the block's end (+ W when it escalates). */
+TEST(penalty_box_values_round_trip_through_the_core_in_every_time_base)
+{
+    rlt__mblk b;
+    const char *bad[] = {"x", "1", "-1:0", "5:65", "5:-1", "5:1:2", "05:1", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ASSERT_EQ(rlt__mblk_parse(bad[i], strlen(bad[i]), &b), RLT_ECORRUPT);
+    ASSERT_EQ(rlt__mblk_parse(NULL, 0, &b), RLT_OK);
+    ASSERT(!b.set);
+    ASSERT_EQ(rlt__mblk_parse("7000000:3", 9, &b), RLT_OK);
+    ASSERT(b.set && b.until == 7000000 && b.level == 3);
+    char v[48];
+    ASSERT_EQ(rlt__mblk_format(&b, v), 9);
+    ASSERT_STR_EQ(v, "7000000:3");
+    const char *texts[] = {"gcra:1/1s,block=2s*3..1m", "token_bucket:1/1s,block=2s*3..1m",
+                           "fixed_window:1/1s,block=2s*3..1m",
+                           "sliding_window:1/1s,block=2s*3..1m"};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        rlt__mpol m = mpol(texts[i]);
+        ASSERT(m.btl > 0);
+        rlt__mblk k = {false, 0, 0};
+        rlt_decision d;
+        char out[RLT__MVAL_MAX], val[RLT__MVAL_MAX];
+        size_t ol = 0, vl = 0;
+        bool ch;
+        int64_t t = 10000000; /* 10 s, in us */
+        ASSERT_EQ(rlt__mstr_decide_blk(&m, NULL, 0, t, 1, &d, out, &ol, &k, &ch), RLT_OK);
+        ASSERT(d.allowed && ol > 0 && !ch && !k.set);
+        memcpy(val, out, ol), vl = ol;
+        ASSERT_EQ(rlt__mstr_decide_blk(&m, val, vl, t + 1, 1, &d, out, &ol, &k, &ch), RLT_OK);
+        ASSERT(!d.allowed && ol == 0 && ch);
+        ASSERT(k.set && k.until == t + 1 + 2000000 && k.level == 0);
+        ASSERT_EQ(d.retry_after, 2 * RLT_NS_PER_S);
+        ASSERT_EQ(rlt__mblk_ttl_ms(&m, &k, t + 1, 0), 3000); /* end + W - now, in ms */
+        /* blocked: denied with the block's wait, nothing changes */
+        ASSERT_EQ(rlt__mstr_decide_blk(&m, val, vl, t + 1000000, 1, &d, out, &ol, &k, &ch), RLT_OK);
+        ASSERT(!d.allowed && ol == 0 && !ch);
+        ASSERT_EQ(d.retry_after, (2000000 - 999999) * RLT_NS_PER_US);
+        /* after its end, a breach within W escalates: 6 s */
+        int64_t e = k.until;
+        ASSERT_EQ(rlt__mstr_decide_blk(&m, val, vl, e, 1, &d, out, &ol, &k, &ch), RLT_OK);
+        ASSERT(d.allowed && !ch);
+        memcpy(val, out, ol), vl = ol;
+        ASSERT_EQ(rlt__mstr_decide_blk(&m, val, vl, e, 1, &d, out, &ol, &k, &ch), RLT_OK);
+        ASSERT(!d.allowed && ch && k.level == 1 && k.until == e + 6000000);
+        ASSERT_EQ(d.retry_after, 6 * RLT_NS_PER_S);
+    }
+    rlt_policy p;
+    ASSERT_EQ(rlt_policy_parse(&p, "gcra:1/1s,block=1500ns", 22, NULL, 0), RLT_OK);
+    rlt__mpol m;
+    ASSERT_EQ(rlt__mpol_init(&m, &p), RLT_EINVAL); /* not whole microseconds */
+}

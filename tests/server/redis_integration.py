@@ -383,6 +383,51 @@ def named_policies_http_and_resp_share_the_limit(tmp):
 
 
 @test("both")
+def a_penalty_box_in_redis_blocks_on_both_daemons_on_resp_and_http(tmp):
+    # The block lives in Redis (a companion key in the limit's slot): a breach on one daemon
+    # blocks the key on the other, on RESP and HTTP, with Retry-After to the block's end
+    # whatever the window says; a breach soon after the block escalates; RL.RESET lifts it.
+    cfg = "policies:\n  login: fixed_window:2/1s,block=10m*2..1h\n" + redis_section()
+    with Fleet(tmp, 2, config=cfg) as (a, b):
+        time.sleep(1.02 - time.time() % 1)  # windows are Redis's UTC seconds: start of one
+        for _ in range(2):
+            assert a.c.ok("RL.CHECK", "u1", "login")[0] == 1
+        r = a.c.ok("RL.CHECK", "u1", "login")
+        assert r[0] == 0 and r[2] == 0 and 599000 <= r[3] <= 600000, r
+        time.sleep(1.1)  # a new window: without the box this would pass
+        r = b.c.ok("RL.CHECK", "u1", "login")
+        assert r[0] == 0 and 597000 <= r[3] < 599000, r
+        assert b.c.ok("RL.PEEK", "u1", "login")[0] == 0
+        st, body = b.http_get("/v1/check?key=u1&policy=login")
+        assert st == 429, (st, body)
+        time.sleep(1.02 - time.time() % 1)
+        with urllib.request.urlopen("http://127.0.0.1:%d/v1/check?key=u2&policy=login" % b.http,
+                                    timeout=10) as h:
+            assert h.status == 200
+        import http.client
+        conn = http.client.HTTPConnection("127.0.0.1", a.http, timeout=10)
+        for want in (200, 429, 429):
+            conn.request("GET", "/v1/check?key=u2&policy=login")
+            h = conn.getresponse()
+            h.read()
+            assert h.status == want, (h.status, want)
+        assert re.match(r"^(59[89]|600)$", h.getheader("Retry-After")), h.getheaders()
+        conn.close()
+        # RESP's RL.RESET on one daemon lifts the block for both.
+        assert a.c.ok("RL.RESET", "u1", "login") == 1
+        assert b.c.ok("RL.CHECK", "u1", "login")[0] == 1
+        # Inline policies too; and a new block at once after a reset starts at the first length.
+        pol = "gcra:1/1s,block=2s*3..1m"
+        assert a.c.ok("RL.CHECK", "g", pol)[0] == 1
+        r = b.c.ok("RL.CHECK", "g", pol)
+        assert r[0] == 0 and 1900 <= r[3] <= 2000, r
+        time.sleep(2.1)  # the block ended; the bucket has room again
+        assert a.c.ok("RL.CHECK", "g", pol)[0] == 1
+        r = b.c.ok("RL.CHECK", "g", pol)  # within W of the end: 3 x 2 s
+        assert r[0] == 0 and 5900 <= r[3] <= 6000, r
+
+
+@test("both")
 def a_policy_with_lease_mode_answers_hot_keys_from_local_leases(tmp):
     # lease: true with 50-unit leases: most of 400 checks on one hot key are answered without
     # a Redis call, and the fleet admits at most N + S x (k - 1) (docs/distributed.md).
@@ -701,8 +746,8 @@ def a_fleet_falling_back_locally_admits_no_more_than_the_shared_limit(tmp):
 def config_refuses_policies_redis_cannot_run_and_bad_settings(tmp):
     cases = [
         ("policies:\n  tiny: fixed_window:10/1500ns\n" + redis_section(), "cannot run in Redis"),
-        ("policies:\n  boxed: gcra:10/1s,block=1m\n" + redis_section(),
-         "block= (the penalty box) keeps its state in the local store only"),
+        ("policies:\n  boxed: gcra:10/1s,block=1500ns\n" + redis_section(),
+         "block= durations must be whole microseconds"),
         (redis_section("  colour: blue\n"), "unknown redis setting"),
         (redis_section("  fail: maybe\n"), "fail must be open, closed or local"),
         (redis_section("  timeout: 50\n"), "redis timeout must be a duration"),
