@@ -845,10 +845,18 @@ static void redis_prometheus(rlt__backend *be, rlt__obuf *o)
         {"ratelimitd_redis_round_trips_total", "Round trips to Redis (a pipeline is one)."},
         {"ratelimitd_redis_release_lost_total", "Concurrency releases Redis could not take "
                                                 "(the lease expires by itself)."},
+        {"ratelimitd_redis_tryagain_total", "TRYAGAIN replies from a Cluster slot being "
+                                            "migrated (retried with a short backoff)."},
+        {"ratelimitd_redis_topology_reads_total", "Reads of the Cluster slot map or of the "
+                                                  "Sentinel master (after a failure, a MOVED, "
+                                                  "or periodically)."},
+        {"ratelimitd_redis_master_switches_total", "Times the Sentinel master changed "
+                                                   "(+switch-master or a new answer)."},
     };
-    const uint64_t values[] = {t.timeouts,       t.errors,        t.breaker_opened,
-                               t.short_circuited, t.connects,     t.round_trips,
-                               ld(&b->release_lost)};
+    const uint64_t values[] = {t.timeouts,       t.errors,         t.breaker_opened,
+                               t.short_circuited, t.connects,      t.round_trips,
+                               ld(&b->release_lost), t.tryagain,  t.topology_reads,
+                               t.master_switches};
     for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
         rlt__prom_family(o, counters[i].name, "counter", counters[i].help);
         rlt__obuf_printf(o, "%s %" PRIu64 "\n", counters[i].name, values[i]);

@@ -14,6 +14,7 @@ Runs under tests/redis/redis-servers.sh (which starts the servers and always sto
 
 Prints "ok NAME" / "FAIL NAME" per test, the measured windows, and "N passed, N failed"."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -92,6 +93,14 @@ def two_daemons_follow_a_sentinel_failover_without_restart(tmp):
             assert int(i["redis_master_switches"]) >= 1, i
             assert i["redis_node0"].startswith("addr=127.0.0.1:%d," % port_of(1)), i
             assert int(i["redis_fail_closed_denied"]) >= 1, i
+            _, metrics = d.http_get("/metrics")  # the same counters for a scraper
+            m = re.search(r"ratelimitd_redis_master_switches_total (\d+)", metrics)
+            assert m and int(m.group(1)) >= 1, metrics
+            m = re.search(r"ratelimitd_redis_topology_reads_total (\d+)", metrics)
+            assert m and int(m.group(1)) >= 1, metrics
+            r = subprocess.run(["promtool", "check", "metrics"], input=metrics,
+                               capture_output=True, text=True)
+            assert r.returncode == 0, r.stdout + r.stderr
         print("  sentinel failover through 2 daemons: sentinels switched %.0f ms after the "
               "kill; both daemons decided in the new master %.0f ms after the kill (%.0f ms "
               "after the switch)" % ((t_switch - t_kill) * 1000, (t_all - t_kill) * 1000,
