@@ -201,10 +201,12 @@ static int get_sentinels(rlt__cy *x, yaml_node_t *v, rlt__redis_settings *rs)
         size_t used = strlen(rs->address);
         if (rlt__cy_get_str(x, rlt__cy_node(x, *it), one, sizeof one, "a sentinel address") < 0)
             return RLT_EPARSE;
-        if (used + strlen(one) + 2 > sizeof rs->address)
+        size_t n = strlen(one);
+        if (used + n + 2 > sizeof rs->address)
             return rlt__cy_fail(x, v, "redis sentinels are longer than %zu bytes",
                                 sizeof rs->address - 1);
-        snprintf(rs->address + used, sizeof rs->address - used, "%s%s", used ? "," : "", one);
+        if (used) rs->address[used++] = ',';
+        memcpy(rs->address + used, one, n + 1); /* fits: checked above */
     }
     return RLT_OK;
 }
