@@ -89,7 +89,8 @@ TEST(killed_master_fails_over_to_its_replica_and_the_other_keys_stay_exact)
     long s0_slot = -1;
     for (int k = 0; k < NK && s0_slot < 0; k++)
         if (ks[k].home == 0) s0_slot = ks[k].slot;
-    for (int i = 0; !t_all && rtest_mono_ns() - t_kill < 20 * RLT_NS_PER_S; i++) {
+    /* 20 s is what the issue watched; a loaded machine's election may take longer: 40 s. */
+    for (int i = 0; !t_all && rtest_mono_ns() - t_kill < 40 * RLT_NS_PER_S; i++) {
         round_of(h[i % 2], i % 2, &pa, &pb, true);
         int64_t now = rtest_mono_ns();
         bool all = true, any = false;
@@ -106,6 +107,20 @@ TEST(killed_master_fails_over_to_its_replica_and_the_other_keys_stay_exact)
                 if (rc_serves(m, s0_slot)) t_promoted = now;
         }
         usleep(5000);
+    }
+    if (!t_all) { /* say where it stood: promoted or not, and which handle did not follow */
+        int back0 = 0, back1 = 0, home0 = 0;
+        for (int k = 0; k < NK; k++)
+            if (ks[k].home == 0) {
+                home0++;
+                back0 += ks[k].back[0];
+                back1 += ks[k].back[1];
+            }
+        fprintf(stderr,
+                "failover: after %.1f s, replica promoted: %s (%.0f ms after the kill); keys of "
+                "the killed master back in Redis: handle 0 %d/%d, handle 1 %d/%d\n",
+                (double)(rtest_mono_ns() - t_kill) / 1e9, t_promoted ? "yes" : "no",
+                t_promoted ? (double)(t_promoted - t_kill) / 1e6 : 0.0, back0, home0, back1, home0);
     }
     ASSERT(t_all > 0);
     for (int i = 0; i < 10; i++)
