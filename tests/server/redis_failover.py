@@ -299,31 +299,7 @@ def main():
     if not ri.BASE:
         print("redis_failover.py must run under tests/redis/redis-servers.sh")
         return 1
-    passed = failed = 0
-    import shutil
-    import tempfile
-    import traceback
-    for t in TESTS:
-        tmp = tempfile.mkdtemp(prefix="rltd-failover-")
-        t0 = time.monotonic()
-        try:
-            t(tmp)
-            print("ok   %s (%s, %.1fs)" % (t.__name__, KIND, time.monotonic() - t0))
-            passed += 1
-        except Exception:
-            print("FAIL %s (%s)" % (t.__name__, KIND))
-            traceback.print_exc()
-            for d in sorted(os.listdir(tmp)):
-                p = os.path.join(tmp, d, "stderr")
-                if os.path.exists(p):
-                    print("--- %s stderr:\n%s" % (d, open(p).read()[-3000:]))
-            failed += 1
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        sys.stdout.flush()
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed or passed == 0 else 0
-
+    return ri.run_all(TESTS, "rltd-failover-")
 
 if __name__ == "__main__":
     sys.exit(main())

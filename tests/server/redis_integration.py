@@ -893,16 +893,15 @@ def an_unsettled_redis_reservation_expires_charged_as_estimated(tmp):
         assert d.c.ok("RL.PEEK", "exp", "fixed_window:10/1h")[2] == 4
 
 
-def main():
-    if not SERVERS:
-        print("redis_integration.py must run under tests/redis/redis-servers.sh")
-        return 1
-    wanted = sys.argv[3:]
+def run_all(tests, prefix, wanted=()):
+    """Runs each test (all, or those named in `wanted`) in its own temporary folder, printing
+    ok/FAIL with the daemons' stderr on failure.  Returns the exit status: 1 when any failed
+    or none ran.  redis_failover.py runs its tests through this too."""
     passed = failed = 0
-    for t in TESTS:
+    for t in tests:
         if wanted and t.__name__ not in wanted:
             continue
-        tmp = tempfile.mkdtemp(prefix="rltd-redis-")
+        tmp = tempfile.mkdtemp(prefix=prefix)
         t0 = time.monotonic()
         try:
             t(tmp)
@@ -920,8 +919,14 @@ def main():
             shutil.rmtree(tmp, ignore_errors=True)
         sys.stdout.flush()
     print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return 1 if failed or passed == 0 else 0
 
+
+def main():
+    if not SERVERS:
+        print("redis_integration.py must run under tests/redis/redis-servers.sh")
+        return 1
+    return run_all(TESTS, "rltd-redis-", sys.argv[3:])
 
 if __name__ == "__main__":
     sys.exit(main())
