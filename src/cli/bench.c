@@ -40,7 +40,7 @@ static const char usage[] =
     "  --zipf-s X      zipf exponent (default 1.0)\n"
     "  --key-len L     key length in bytes, 8..512 (default 16)\n"
     "  --cost C        cost of each request (default 1)\n"
-    "  --shards N      store lock shards (default: the store's, 64)\n"
+    "  --shards N      store lock shards (default: the store's, 1024)\n"
     "  --seed N        key stream seed (default 1)\n"
     "  --stream N      pregenerated requests per thread (default 4M; cycled)\n"
     "  --batch N       requests per store call (1, 2, 4, ... 1024): 1 (default) calls\n"

@@ -67,8 +67,6 @@ rlt__aeshash_inline(const rlt__aeskey *k, const void *data, size_t len)
             x = _mm_aesenc_si128(_mm_aesenc_si128(_mm_xor_si128(x, b), k1), k2);
         }
         b = _mm_loadu_si128((const __m128i *)(const void *)last);
-    } else if (len == 16) {
-        b = _mm_loadu_si128((const __m128i *)(const void *)m);
     } else if (len >= 8) {
         b = _mm_set_epi64x((long long)rlt__aes_load64(m + len - 8), (long long)rlt__aes_load64(m));
     } else if (len >= 4) {

@@ -570,7 +570,7 @@ int rlt__store_open_hash(rlt_store **out, const rlt_store_options *opt, int hash
     if (o.shards > 65536) return RLT_EINVAL;
     if (o.max_bytes && o.max_bytes < 4096) return RLT_EINVAL;
     uint32_t n = 1;
-    while (n < (o.shards ? o.shards : 64))
+    while (n < (o.shards ? o.shards : 1024))
         n <<= 1;
     /* Small caps get fewer shards, so that a per-shard cap stays meaningful. */
     while (n > 1 && o.max_keys && o.max_keys / n < 64)
@@ -939,16 +939,17 @@ static inline void prefetch_home(const rlt_store *s, uint64_t h, uint64_t mix)
     if (tab) prefetch_w(&tab[home((uint32_t)((h ^ mix) >> 32), cap)]);
 }
 
-/* Single calls prefetch only in shards whose table has this many slots (256 KiB) or more:
- * there the slot is a cache miss worth starting early, and the shard line probably sits in
- * another core's cache if other threads use the store; in small hot tables both are in L1 or
- * L2 and the prefetch is a dozen instructions for nothing. */
-#define PREFETCH_CAP 8192u
+/* Single calls prefetch only in stores whose tables hold this many slots in all (16 MiB) or
+ * more: there the slot is a cache miss worth starting early, and the shard line probably sits
+ * in another core's cache if other threads use the store; in small hot tables both are in L1
+ * or L2 and the prefetch is a dozen instructions for nothing.  The size is the shard's table
+ * times the shard count (shards fill evenly: the keyed hash spreads keys over them). */
+#define PREFETCH_SLOTS (UINT64_C(1) << 19)
 
-static inline void prefetch_slot(const rlt__shard *sh, uint32_t tag)
+static inline void prefetch_slot(const rlt_store *s, const rlt__shard *sh, uint32_t tag)
 {
     uint32_t cap = __atomic_load_n(&sh->cap, __ATOMIC_RELAXED);
-    if (cap < PREFETCH_CAP) return;
+    if ((uint64_t)cap * (s->shard_mask + UINT64_C(1)) < PREFETCH_SLOTS) return;
     rlt__slot *tab = __atomic_load_n(&sh->tab, __ATOMIC_RELAXED);
     prefetch_w(&tab[home(tag, cap)]);
     prefetch_w(sh);
@@ -1109,7 +1110,7 @@ static inline __attribute__((always_inline)) int decide_hashed(rlt_store *s, int
 {
     rlt__shard *sh = shard_of(s, h);
     const uint32_t tag = (uint32_t)((h ^ rlt__pol_mix((uint32_t)id)) >> 32);
-    prefetch_slot(sh, tag);
+    prefetch_slot(s, sh, tag);
     shard_lock(sh);
     int rc = decide_locked_tag(s, sh, h, tag, id, key, klen, now, cost, d);
     shard_unlock(sh);

@@ -148,7 +148,7 @@ TEST(batch_decides_every_item_as_sequential_single_calls)
 {
     static const model_cfg cfgs[] = {
         {"gcra:5/100ms,burst=8", 0, false, 4}, /* unbounded, inline and long keys */
-        {"token_bucket:7/50ms", 0, false, 0},  /* 64 shards */
+        {"token_bucket:7/50ms", 0, false, 0},  /* the default shards (1,024) */
         {"sliding_log:4/60ms", 0, false, 2},   /* large states out of line */
         {"sliding_window:5/70ms", 0, false, 1},
         {"leaky_bucket:5/100ms,queue=3,delay=1", 0, false, 4},
