@@ -957,6 +957,16 @@ static inline void prefetch_slot(const rlt_store *s, const rlt__shard *sh, uint3
 
 /* ---- decisions ------------------------------------------------------------------------ */
 
+/* Records `now` as the shard's latest instant, with a store and no branch: a call's `now` is
+ * newer than its shard's on the first call to that shard after each clock tick, which no
+ * predictor can learn, and the branch this replaced mispredicted often enough to cost ~20% of
+ * a hot call at 1,000 keys (docs/performance.md, round 4). */
+static inline void note_now(rlt__shard *sh, rlt_ns now)
+{
+    const rlt_ns last = sh->last_now;
+    sh->last_now = now > last ? now : last;
+}
+
 static inline void count_decision(rlt__shard *sh, bool allowed)
 {
     if (allowed)
@@ -1043,13 +1053,16 @@ decide_locked_tag(rlt_store *s, rlt__shard *sh, uint64_t h, uint32_t tag, int id
 {
     if ((uint32_t)id >= s->npol) return RLT_ENOENT; /* a negative id too */
     const rlt__pol *P = &s->pols[id];
-    const rlt_ns eff = rlt__effective_now(s, now);
-    if (eff > sh->last_now) sh->last_now = eff;
-    /* hot_end > 0 only for GCRA, whose 8-byte state keeps keys up to 16 bytes inline. */
-    if ((uint64_t)eff < P->hot_end && (uint64_t)(cost - 1) < (uint64_t)P->p.burst &&
+    const rlt_ns floor = __atomic_load_n(&s->drop_floor, __ATOMIC_ACQUIRE);
+    /* hot_end > 0 only for GCRA, whose 8-byte state keeps keys up to 16 bytes inline.  The hot
+     * path takes calls at or after every drop (rlt__effective_now is then `now` itself, and
+     * the decision needs no re-expression): a call with a lagging clock takes the general
+     * path, and the hot one has two live values fewer. */
+    if (now >= floor && (uint64_t)now < P->hot_end && (uint64_t)(cost - 1) < (uint64_t)P->p.burst &&
         klen <= RLT__INLINE - 8 && sh->cap) {
         assert(P->ssz == 8);
-        rlt__gcra_req q = rlt__gcra_prepare(&P->p, eff, cost);
+        note_now(sh, now);
+        rlt__gcra_req q = rlt__gcra_prepare(&P->p, now, cost);
         uint64_t want = head_of(tag, (uint32_t)klen, (uint32_t)id);
         rlt__slot *tab = sh->tab;
         const uint32_t cap = sh->cap;
@@ -1078,7 +1091,6 @@ decide_locked_tag(rlt_store *s, rlt__shard *sh, uint64_t h, uint32_t tag, int id
                 if (same) {
                     const bool allowed = rlt__gcra_apply(&q, e->u.inl, d);
                     if (!(head & head_of(0, RLT__REF, 0))) e->meta |= RLT__REF;
-                    rlt__from_effective(d, now, eff);
                     count_decision(sh, allowed);
                     if (!allowed) jitter_decision(&P->p, key, klen, now, d);
                     return RLT_OK;
@@ -1087,6 +1099,8 @@ decide_locked_tag(rlt_store *s, rlt__shard *sh, uint64_t h, uint32_t tag, int id
             if (++i == cap) i = 0;
         }
     }
+    const rlt_ns eff = now < floor ? floor : now;
+    note_now(sh, eff);
     int rc = decide_general(s, sh, h, id, key, klen, now, eff, cost, d);
     if (!rc) jitter_decision(&P->p, key, klen, now, d);
     return rc;
@@ -1360,7 +1374,7 @@ int rlt_store_release(rlt_store *s, int id, const void *key, size_t klen, rlt_ns
     } else {
         const rlt__pol *P = &s->pols[id];
         now = rlt__effective_now(s, now);
-        if (now > sh->last_now) sh->last_now = now;
+        note_now(sh, now);
         rlt__slot *e = rlt__find(s, sh, h, id, key, klen);
         if (!e) {
             rc = RLT_ENOENT;
@@ -1474,7 +1488,7 @@ static int multi_locked(rlt_store *s, const rlt_check *c, mstate *m, size_t n, r
         m[i].st = arena + off;
         off += pad8(s->pols[c[i].policy].ssz);
         rlt__shard *sh = &s->shards[m[i].shard];
-        if (now > sh->last_now) sh->last_now = now;
+        note_now(sh, now);
         load_copy(s, &c[i], &m[i]);
     }
     /* Decide every limit on the copies; nothing in the table changes yet. */
@@ -1614,7 +1628,7 @@ size_t rlt_store_sweep(rlt_store *s, rlt_ns now, size_t budget)
     for (uint32_t visited = 0; budget > 0 && visited <= s->nshards;) {
         rlt__shard *sh = &s->shards[s->sweep_shard];
         rlt__shard_lock(sh);
-        if (now > sh->last_now) sh->last_now = now;
+        note_now(sh, now);
         /* Hold the lock for a bounded chunk so decisions are not stalled for long. */
         for (unsigned chunk = 0; budget > 0 && s->sweep_slot < sh->cap && chunk < 1024; chunk++) {
             rlt__slot *e = &sh->tab[s->sweep_slot];
