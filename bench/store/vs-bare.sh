@@ -12,6 +12,13 @@
 # a copy of the anchor so the slot address depends on it): what the store's keyed hash alone
 # costs the bare table.
 #
+# With WIDE=1, the cases w1m1 and w1m2 also run the store against the bare table with its
+# 16-byte slots padded to the store's 32 (a patched copy of the anchor, nothing else changed):
+# the same table with the store's footprint per slot, 64 MiB at 1M keys where the plain one is
+# 32 MiB (the store's own: ~45 MB).  On a machine whose last-level cache holds 32 MiB, the
+# plain table's 1M-key figure is a cache-fit figure; this one says what is left once the
+# footprint is the store's (docs/performance.md, round 4).
+#
 # usage: bench/store/vs-bare.sh [BUILD_DIR=build/release] [ROUNDS=3] [SECONDS=3]
 #   env GCRA_BENCH=path  an already built gcra_bench (default: built from $ANCHORS here)
 #   env ANCHORS=dir      where gcra_bench.c lives (default: ../shared/anchors from the repo)
@@ -23,6 +30,7 @@ ROUNDS=${2:-3}
 SECS=${3:-3}
 CASES=${CASES:-"1m1 1m2 1k1"}
 [ "${SIP:-0}" = 1 ] && CASES="$CASES sip1m sip1k"
+[ "${WIDE:-0}" = 1 ] && CASES="$CASES w1m1 w1m2"
 B=$BUILD/src/cli/ratelimit
 [ -x "$B" ] || { echo "vs-bare: no $B (cmake --preset release && cmake --build --preset release)" >&2; exit 2; }
 [ -x /usr/bin/time ] || { echo "vs-bare: needs /usr/bin/time for the table's CPU time (apt-get install time)" >&2; exit 2; }
@@ -43,6 +51,16 @@ if [ "${SIP:-0}" = 1 ]; then
         -e "s/$line/uint64_t id = splitmix(x % g_n) | 1, kb_[2] = {id, ~id}, h = hash64(id) + (rlt__siphash(\&sip_, kb_, 16, 1, 3) == 1);/" \
         "$src" >"$BUILD/gcra_bench_siphash.c"
     gcc -O2 -pthread -Isrc -o "$GS" "$BUILD/gcra_bench_siphash.c"
+fi
+
+if [ "${WIDE:-0}" = 1 ]; then
+    GW=$BUILD/gcra_bench_wide
+    src=$(realpath "${ANCHORS:-../shared/anchors}")/gcra_bench.c
+    line='typedef struct { uint64_t key; _Atomic int64_t tat; } slot_t;'
+    grep -qF "$line" "$src" || { echo "vs-bare: $src has changed; cannot widen its slots" >&2; exit 2; }
+    sed -e "s/$line/typedef struct { uint64_t key; _Atomic int64_t tat; uint64_t pad_[2]; } slot_t;/" \
+        "$src" >"$BUILD/gcra_bench_wide.c"
+    gcc -O2 -pthread -o "$GW" "$BUILD/gcra_bench_wide.c"
 fi
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
@@ -73,6 +91,8 @@ for c in $CASES; do
     1k1) keys=1000 th=1 ;;
     sip1m) keys=1000000 th=1 ;;
     sip1k) keys=1000 th=1 ;;
+    w1m1) keys=1000000 th=1 ;;
+    w1m2) keys=1000000 th=2 ;;
     *) echo "vs-bare: unknown case $c" >&2; exit 2 ;;
     esac
     if [ "${c#sip}" != "$c" ]; then # the table with SipHash against the plain table
@@ -91,11 +111,13 @@ for c in $CASES; do
             'BEGIN {printf "%-5s median table+SipHash %.2fM/s  table %.2fM/s  ratio %.2fx\n", c, s / 1e6, t / 1e6, s / t}'
         continue
     fi
+    tb=$G
+    [ "${c#w}" != "$c" ] && tb=$GW # the table with 32-byte slots
     s_all=() t_all=() sc_all=() tc_all=()
     for ((r = 1; r <= ROUNDS; r++)); do
         read -r w cpu < <(store_run $keys $th)
         s_all+=("$w") sc_all+=("$cpu")
-        read -r w cpu < <(table_run $keys $th)
+        read -r w cpu < <(table_run $keys $th "$tb")
         t_all+=("$w") tc_all+=("$cpu")
     done
     med[$c.s]=$(printf '%s\n' "${s_all[@]}" | median)
@@ -109,9 +131,12 @@ for c in $CASES; do
         'BEGIN {printf "%-4s median store %.2fM/s  table %.2fM/s  store/table %.2fx   (per CPU-second: store %.2fM  table %.2fM  %.2fx)\n",
                 c, s / 1e6, t / 1e6, s / t, sc / 1e6, tc / 1e6, sc / tc}'
 done
-if [ -n "${med[1m1.s]:-}" ] && [ -n "${med[1m2.s]:-}" ]; then
-    awk -v s1="${med[1m1.s]}" -v s2="${med[1m2.s]}" -v t1="${med[1m1.t]}" -v t2="${med[1m2.t]}" \
-        -v c1="${med[1m1.sc]}" -v c2="${med[1m2.sc]}" -v d1="${med[1m1.tc]}" -v d2="${med[1m2.tc]}" \
-        'BEGIN {printf "scaling 2/1 threads: store %.2fx  table %.2fx  store/table %.2fx   (per CPU-second: store %.2fx  table %.2fx  %.2fx)\n",
-                s2 / s1, t2 / t1, (s2 / s1) / (t2 / t1), c2 / c1, d2 / d1, (c2 / c1) / (d2 / d1)}'
-fi
+for p in 1m w1m; do
+    [ -n "${med[${p}1.s]:-}" ] && [ -n "${med[${p}2.s]:-}" ] || continue
+    what="table"
+    [ "$p" = w1m ] && what="table with 32-byte slots"
+    awk -v s1="${med[${p}1.s]}" -v s2="${med[${p}2.s]}" -v t1="${med[${p}1.t]}" -v t2="${med[${p}2.t]}" \
+        -v c1="${med[${p}1.sc]}" -v c2="${med[${p}2.sc]}" -v d1="${med[${p}1.tc]}" -v d2="${med[${p}2.tc]}" -v w="$what" \
+        'BEGIN {printf "scaling 2/1 threads against the %s: store %.2fx  table %.2fx  store/table %.2fx   (per CPU-second: store %.2fx  table %.2fx  %.2fx)\n",
+                w, s2 / s1, t2 / t1, (s2 / s1) / (t2 / t1), c2 / c1, d2 / d1, (c2 / c1) / (d2 / d1)}'
+done
