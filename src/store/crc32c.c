@@ -2,7 +2,7 @@
  * burst error up to 32 bits, so any single flipped or truncated byte run is refused. */
 #include <pthread.h>
 
-#include "store/store_internal.h"
+#include "store/crc32c.h"
 
 static uint32_t table[256];
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/reserve.h"
 #include "store/store_internal.h"
 
 #define DEFAULT_MAX 65536u

@@ -34,6 +34,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "store/crc32c.h"
 #include "store/store_internal.h"
 
 #define SNAP_VERSION 1u

@@ -35,6 +35,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 
+#include "store/reserve.h"
 #include "store/store_internal.h"
 
 #define MAX_POLICIES 65535u

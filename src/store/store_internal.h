@@ -1,5 +1,6 @@
-/* Internals of the keyed store shared by store.c (tables, policies, decisions) and
- * snapshot.c (save/load): the slot layout, the shard, and the rlt__ helpers between them. */
+/* Internals of the keyed store: the slot layout, the shard, the store, and store.c's rlt__
+ * helpers for the part's other files (snapshot.c, reserve.c).  Each of those files declares
+ * its own internal functions in its own header (reserve.h, crc32c.h, siphash.h, aeshash.h). */
 #ifndef RLT_STORE_INTERNAL_H
 #define RLT_STORE_INTERNAL_H
 
@@ -12,14 +13,6 @@
 #include "ratelimit/store.h"
 #include "store/aeshash.h"
 #include "store/siphash.h"
-
-/* SipHash-c-d (c compression rounds, d finalisation rounds) with a 128-bit key: the store uses
- * 1-3 for keys; 2-4 is there so the tests can check the reference vectors. */
-uint64_t rlt__siphash13(const uint8_t key[16], const void *data, size_t len);
-uint64_t rlt__siphash24(const uint8_t key[16], const void *data, size_t len);
-
-/* CRC32C (Castagnoli), streaming: crc = rlt__crc32c(crc, buf, len), starting from 0. */
-uint32_t rlt__crc32c(uint32_t crc, const void *buf, size_t len);
 
 /* One table slot: 32 bytes, two per cache line.  An empty slot has meta == 0 (the empty key is
  * invalid, so a live slot's key length is never 0).  The payload holds the state followed by
@@ -285,16 +278,7 @@ int rlt__assign_set(const rlt_store *s, rlt__shard *sh, uint64_t h, const void *
                     uint32_t tier);
 const rlt__assign *rlt__assign_find(const rlt__shard *sh, uint64_t h, const void *key, size_t klen);
 
-/* Reservations (reserve.c).  init: sets the store-wide bound from `max` (0: the default) and
- * the id secret; free: frees a shard's table (its lock held or the shard private).  The
- * decision under a held shard lock, as rlt_store_decide makes it (store.c). */
-void rlt__resv_init(rlt_store *s, size_t max);
-void rlt__resv_free(rlt_store *s, rlt__shard *sh);
-/* Ends every outstanding reservation of policy `pid` (every shard lock held): its estimate
- * was charged under numbers that changed, so refunding it under the new ones could mint.
- * rlt__policy_same: whether two policies have the same numbers. */
-void rlt__resv_drop_policy(rlt_store *s, int pid);
-bool rlt__policy_same(const rlt_policy *a, const rlt_policy *b);
+/* The decision under a held shard lock, as rlt_store_decide makes it (for reserve.c). */
 int rlt__decide_in_shard(rlt_store *s, rlt__shard *sh, uint64_t h, int id, const void *key,
                          size_t klen, rlt_ns now, int64_t cost, rlt_decision *d);
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "store/crc32c.h"
 #include "store/store_internal.h"
 #include "store_test_util.h"
 

@@ -1,0 +1,26 @@
+/* The reservations' internal entry points for the rest of the store (store.c): the public
+ * rlt_store_reserve / rlt_store_settle are in include/ratelimit/store.h. */
+#ifndef RLT_STORE_RESERVE_H
+#define RLT_STORE_RESERVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "store/store_internal.h"
+
+/* Sets the store-wide bound on outstanding reservations from `max` (0: the default, 65536)
+ * and draws the secret their ids are made under.  At open, before the store is shared. */
+void rlt__resv_init(rlt_store *s, size_t max);
+
+/* Frees a shard's reservation table (its lock held, or the shard private). */
+void rlt__resv_free(rlt_store *s, rlt__shard *sh);
+
+/* Ends every outstanding reservation of policy `pid` (every shard lock held): its estimate
+ * was charged under numbers that changed, so refunding it under the new ones could mint. */
+void rlt__resv_drop_policy(rlt_store *s, int pid);
+
+/* Whether two policies have the same numbers (a reservation made under one may be settled
+ * under the other). */
+bool rlt__policy_same(const rlt_policy *a, const rlt_policy *b);
+
+#endif
