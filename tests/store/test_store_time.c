@@ -96,3 +96,45 @@ TEST(without_drops_a_stepping_back_clock_gets_the_algorithms_answers)
         rlt_store_close(s);
     }
 }
+
+/* A key still in the table, decided at an instant before a drop made for another key, is
+ * decided at the drop's instant too, with its waits counted from the caller's instant: the
+ * GCRA hot path takes only calls at or after every drop, and this one must go the general
+ * way and still give the algorithm's answer at the drop's instant.  Keys of 1, 8 and 16 bytes
+ * (the hot path compares the last two as words). */
+TEST(a_kept_key_called_before_another_keys_drop_is_decided_at_the_drop)
+{
+    static const char *const keys[] = {"b", "user:b:8", "tenant:b:16bytes"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        rlt_store *s;
+        rlt_policy p;
+        int id = open_with(&s, &p, "gcra:1/10s,burst=3");
+        ASSERT(id >= 0);
+        const size_t kl = strlen(keys[i]);
+        unsigned char ref[64] = {0};
+        rlt_decision d, want;
+        ASSERT_EQ(rlt_store_decide(s, id, "a", 1, 0, 1, &d), RLT_OK);      /* fresh again at 10 s */
+        ASSERT_EQ(rlt_store_decide(s, id, keys[i], kl, 0, 3, &d), RLT_OK); /* until 30 s */
+        ASSERT_EQ(rlt_decide(&p, ref, 0, 3, &want), RLT_OK);
+        ASSERT(d.allowed && want.allowed);
+        ASSERT_EQ(rlt_store_sweep(s, 20 * S, 1u << 20), 1); /* drops "a" only */
+        rlt_store_stats st;
+        rlt_store_stats_get(s, &st);
+        ASSERT_EQ(st.keys, 1);
+        ASSERT_EQ(rlt_store_decide(s, id, keys[i], kl, 2 * S, 1, &d), RLT_OK);
+        ASSERT_EQ(rlt_decide(&p, ref, 20 * S, 1, &want), RLT_OK);
+        ASSERT_EQ(d.allowed, want.allowed);
+        ASSERT_EQ(d.remaining, want.remaining);
+        ASSERT_EQ(d.reset_after, want.reset_after + 18 * S);
+        /* denied at 2 s as at 20 s: the wait counts from 2 s */
+        ASSERT_EQ(rlt_store_decide(s, id, keys[i], kl, 2 * S, 3, &d), RLT_OK);
+        ASSERT_EQ(rlt_decide(&p, ref, 20 * S, 3, &want), RLT_OK);
+        ASSERT(!d.allowed && !want.allowed);
+        ASSERT_EQ(d.retry_after, want.retry_after + 18 * S);
+        /* and at or after the drop, the hot path's answers are the algorithm's */
+        ASSERT_EQ(rlt_store_decide(s, id, keys[i], kl, 25 * S, 1, &d), RLT_OK);
+        ASSERT_EQ(rlt_decide(&p, ref, 25 * S, 1, &want), RLT_OK);
+        ASSERT(memcmp(&d, &want, sizeof d) == 0);
+        rlt_store_close(s);
+    }
+}
