@@ -922,14 +922,23 @@ static inline void prefetch_w(const void *p)
 #endif
 }
 
+/* Prefetches the lines a lookup from home slot e reads: e's, and those of e + 1 and e + 3,
+ * which are the next line (and, for a home that is a line's second slot, the one after): a
+ * third of the keys are displaced from their home at the table's 71% load, and without these
+ * their lookup takes a second miss after the first (round 4 in docs/performance.md: +5-7% for
+ * single calls at 1M keys with e + 1, +3-8% more with e + 3; +17% for batches of 16).  Past the
+ * table's end it is a prefetch of nothing, which never faults. */
+static inline void prefetch_probe(const rlt__slot *e)
+{
+    prefetch_w(e);
+    prefetch_w(e + 1);
+    prefetch_w(e + 3);
+}
+
 /* Prefetches, before the lock is taken, the shard's first line (the lock: with other threads
- * it may be in another core's cache), the home slot of (h, policy mix) (with millions of keys,
- * a DRAM miss) and the slot after it, all for writing.  The slot after is in the home's line
- * when the home is a line's first slot, and otherwise the next line, where a third of the
- * keys homed on a line's second slot wait at 71% load: without it their lookup takes a second
- * miss after the first (round 4 in docs/performance.md: +5-7% for single calls at 1M keys,
- * +17% for batches of 16).  Past the table's end it is a prefetch of nothing, which never
- * faults.  Everything it needs is known once the key is hashed,
+ * it may be in another core's cache) and the lines of the probe from the home slot of
+ * (h, policy mix) (with millions of keys, DRAM misses), all for writing.  Everything it needs
+ * is known once the key is hashed,
  * so the out-of-order core starts both misses early: a single call overlaps the slot's miss
  * with the lock line's hand-off from another core, and with the tail of the previous call
  * (locked instructions do not wait for prefetches); a batch overlaps the misses of the items
@@ -942,11 +951,7 @@ static inline void prefetch_home(const rlt_store *s, uint64_t h, uint64_t mix)
     prefetch_w(sh);
     uint32_t cap = __atomic_load_n(&sh->cap, __ATOMIC_RELAXED);
     rlt__slot *tab = __atomic_load_n(&sh->tab, __ATOMIC_RELAXED);
-    if (tab) {
-        rlt__slot *const e = &tab[home((uint32_t)((h ^ mix) >> 32), cap)];
-        prefetch_w(e);
-        prefetch_w(e + 1);
-    }
+    if (tab) prefetch_probe(&tab[home((uint32_t)((h ^ mix) >> 32), cap)]);
 }
 
 /* Single calls prefetch only in stores whose tables hold this many slots in all (16 MiB) or
@@ -961,9 +966,7 @@ static inline void prefetch_slot(const rlt_store *s, const rlt__shard *sh, uint3
     uint32_t cap = __atomic_load_n(&sh->cap, __ATOMIC_RELAXED);
     if ((uint64_t)cap * (s->shard_mask + UINT64_C(1)) < PREFETCH_SLOTS) return;
     rlt__slot *tab = __atomic_load_n(&sh->tab, __ATOMIC_RELAXED);
-    rlt__slot *const e = &tab[home(tag, cap)];
-    prefetch_w(e);
-    prefetch_w(e + 1); /* see prefetch_home */
+    prefetch_probe(&tab[home(tag, cap)]);
     prefetch_w(sh);
 }
 
