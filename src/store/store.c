@@ -930,9 +930,12 @@ static inline void prefetch_w(const void *p)
  * table's end it is a prefetch of nothing, which never faults. */
 static inline void prefetch_probe(const rlt__slot *e)
 {
+    /* Addresses as integers: e + 3 may lie past the table, where pointer arithmetic would be
+     * undefined; a prefetch of any address is not. */
+    const uintptr_t a = (uintptr_t)e;
     prefetch_w(e);
-    prefetch_w(e + 1);
-    prefetch_w(e + 3);
+    prefetch_w((const void *)(a + sizeof *e));
+    prefetch_w((const void *)(a + 3 * sizeof *e));
 }
 
 /* Prefetches, before the lock is taken, the shard's first line (the lock: with other threads
