@@ -112,7 +112,7 @@ for c in $CASES; do
         continue
     fi
     tb=$G
-    [ "${c#w}" != "$c" ] && tb=$GW # the table with 32-byte slots
+    [ "${c#w}" != "$c" ] && tb=${GW:?the w cases need WIDE=1} # the table with 32-byte slots
     s_all=() t_all=() sc_all=() tc_all=()
     for ((r = 1; r <= ROUNDS; r++)); do
         read -r w cpu < <(store_run $keys $th)

@@ -34,7 +34,8 @@ typedef struct rlt_store_options {
                            instead of evicting the least recently used key */
     bool has_secret;    /* use `secret` for the key hash instead of a random one */
     uint8_t secret[16]; /* SipHash key; random (getrandom) unless has_secret */
-    unsigned shards;    /* lock shards, rounded up to a power of two; 0 = 1024 */
+    unsigned shards;    /* lock shards, rounded up to a power of two; 0 = 1024, fewer for a
+                           capped store (16,384 keys or 1 MiB per shard, down to 64) */
     /* Outstanding reservations (rlt_store_reserve); 0 = 65536. */
     size_t max_reservations;
 } rlt_store_options;

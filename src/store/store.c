@@ -573,6 +573,13 @@ int rlt__store_open_hash(rlt_store **out, const rlt_store_options *opt, int hash
     uint32_t n = 1;
     while (n < (o.shards ? o.shards : 1024))
         n <<= 1;
+    /* A capped store keeps 16,384 keys (and 1 MiB) per shard or more, down to 64 shards: keys
+     * fill the shards unevenly, and with fewer per shard the first is full well before the
+     * store is (at max_keys 1M, random keys: at 86-90% of it with 1,024 shards, 98% with 64). */
+    while (!o.shards && n > 64 && o.max_keys && o.max_keys / n < 16384)
+        n >>= 1;
+    while (!o.shards && n > 64 && o.max_bytes && o.max_bytes / n < (UINT64_C(1) << 20))
+        n >>= 1;
     /* Small caps get fewer shards, so that a per-shard cap stays meaningful. */
     while (n > 1 && o.max_keys && o.max_keys / n < 64)
         n >>= 1;
@@ -922,20 +929,21 @@ static inline void prefetch_w(const void *p)
 #endif
 }
 
-/* Prefetches the lines a lookup from home slot e reads: e's, and those of e + 1 and e + 3,
- * which are the next line (and, for a home that is a line's second slot, the one after): a
- * third of the keys are displaced from their home at the table's 71% load, and without these
- * their lookup takes a second miss after the first (round 4 in docs/performance.md: +5-7% for
- * single calls at 1M keys with e + 1, +3-8% more with e + 3; +17% for batches of 16).  Past the
- * table's end it is a prefetch of nothing, which never faults. */
-static inline void prefetch_probe(const rlt__slot *e)
+/* Prefetches the lines a lookup from slot i of `tab` reads: slot i's, and those of slots
+ * i + 1 and i + 3, which are the next line (and, for a home that is a line's second slot, the
+ * one after): a third of the keys are displaced from their home at the table's 71% load, and
+ * without these their lookup takes a second miss after the first (round 4 in
+ * docs/performance.md: +5-7% for single calls at 1M keys with i + 1, +3-8% more with i + 3;
+ * +17% for batches of 16).  The addresses are formed as integers: slot i + 3 may lie past
+ * the table, and `tab` and `i` may come from different tables (read unlocked while a grow
+ * swaps them), where pointer arithmetic would be undefined; a prefetch of any address is
+ * not, and never faults. */
+static inline void prefetch_probe(const rlt__slot *tab, uint32_t i)
 {
-    /* Addresses as integers: e + 3 may lie past the table, where pointer arithmetic would be
-     * undefined; a prefetch of any address is not. */
-    const uintptr_t a = (uintptr_t)e;
-    prefetch_w(e);
-    prefetch_w((const void *)(a + sizeof *e));
-    prefetch_w((const void *)(a + 3 * sizeof *e));
+    const uintptr_t a = (uintptr_t)tab + (uintptr_t)i * sizeof *tab;
+    prefetch_w((const void *)a);
+    prefetch_w((const void *)(a + sizeof *tab));
+    prefetch_w((const void *)(a + 3 * sizeof *tab));
 }
 
 /* Prefetches, before the lock is taken, the shard's first line (the lock: with other threads
@@ -954,7 +962,7 @@ static inline void prefetch_home(const rlt_store *s, uint64_t h, uint64_t mix)
     prefetch_w(sh);
     uint32_t cap = __atomic_load_n(&sh->cap, __ATOMIC_RELAXED);
     rlt__slot *tab = __atomic_load_n(&sh->tab, __ATOMIC_RELAXED);
-    if (tab) prefetch_probe(&tab[home((uint32_t)((h ^ mix) >> 32), cap)]);
+    if (tab) prefetch_probe(tab, home((uint32_t)((h ^ mix) >> 32), cap));
 }
 
 /* Single calls prefetch only in stores whose tables hold this many slots in all (16 MiB) or
@@ -969,7 +977,7 @@ static inline void prefetch_slot(const rlt_store *s, const rlt__shard *sh, uint3
     uint32_t cap = __atomic_load_n(&sh->cap, __ATOMIC_RELAXED);
     if ((uint64_t)cap * (s->shard_mask + UINT64_C(1)) < PREFETCH_SLOTS) return;
     rlt__slot *tab = __atomic_load_n(&sh->tab, __ATOMIC_RELAXED);
-    prefetch_probe(&tab[home(tag, cap)]);
+    prefetch_probe(tab, home(tag, cap));
     prefetch_w(sh);
 }
 

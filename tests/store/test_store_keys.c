@@ -558,3 +558,38 @@ TEST(null_store_calls_are_safe)
     ASSERT_EQ(rlt_store_open(&s, NULL), RLT_OK);
     rlt_store_close(s);
 }
+
+/* The shard count: 1,024 by default; a capped store keeps 16,384 keys (1 MiB) per shard down to
+ * 64 shards, so that uneven filling leaves the cap nearly usable; small caps go lower (64 keys,
+ * 64 KiB per shard); an explicit count is kept unless the cap is small. */
+TEST(the_default_shard_count_follows_the_caps)
+{
+    static const struct {
+        size_t max_keys, max_bytes;
+        unsigned shards, want;
+    } cases[] = {
+        {0, 0, 0, 1024},
+        {(size_t)1 << 25, 0, 0, 1024}, /* 32M keys: 32,768 a shard */
+        {(size_t)1 << 24, 0, 0, 1024}, /* 16M keys: 16,384 a shard */
+        {1000000, 0, 0, 64},           /* the daemon's default max_keys */
+        {100000, 0, 0, 64},
+        {1000, 0, 0, 8},               /* at least 64 keys a shard */
+        {0, (size_t)64 << 20, 0, 64},  /* 64 MiB: 1 MiB a shard */
+        {0, (size_t)4 << 30, 0, 1024}, /* 4 GiB */
+        {0, 1 << 20, 0, 16},           /* 1 MiB: at least 64 KiB a shard */
+        {1000000, 0, 256, 256},        /* explicit */
+        {1000, 0, 256, 8},             /* explicit, but the cap is small */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rlt_store_options o;
+        memset(&o, 0, sizeof o);
+        o.max_keys = cases[i].max_keys;
+        o.max_bytes = cases[i].max_bytes;
+        o.shards = cases[i].shards;
+        rlt_store *s = NULL;
+        ASSERT_EQ(rlt_store_open(&s, &o), RLT_OK);
+        if (s->nshards != cases[i].want)
+            RLT_FAIL_("case %zu: %u shards, want %u", i, s->nshards, cases[i].want);
+        rlt_store_close(s);
+    }
+}
