@@ -234,7 +234,11 @@ TEST(redis_reservation_expires_charged_as_estimated)
     snprintf(key, sizeof key, "expiry:%lld", (long long)rtest_mono_ns());
     rlt_decision d;
     uint64_t id = 0;
-    ASSERT_EQ(rlt_redis_reserve(r, &p, 0, key, strlen(key), 0, 6, 200 * RLT_NS_PER_MS, &d, &id),
+    /* On the caller's clock, 1 s into the first minute for every call: on Redis's own clock
+     * the 300 ms below could cross a minute boundary and start a new window. */
+    const unsigned ct = RLT_REDIS_CALLER_TIME;
+    const rlt_ns t = RLT_NS_PER_S;
+    ASSERT_EQ(rlt_redis_reserve(r, &p, ct, key, strlen(key), t, 6, 200 * RLT_NS_PER_MS, &d, &id),
               RLT_OK);
     ASSERT(d.allowed && id != 0);
     char name[4096];
@@ -250,8 +254,10 @@ TEST(redis_reservation_expires_charged_as_estimated)
     rep = redisCommand(raw, "EXISTS %s", name);
     ASSERT(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 0);
     freeReplyObject(rep);
-    ASSERT_EQ(rlt_redis_settle(r, &p, 0, key, strlen(key), 0, id, 0, &d), RLT_ENOENT);
-    ASSERT_EQ(rlt_redis_decide(r, &p, 0, key, strlen(key), 0, 0, &d), RLT_OK);
+    ASSERT_EQ(rlt_redis_settle(r, &p, ct, key, strlen(key), t + 300 * RLT_NS_PER_MS, id, 0, &d),
+              RLT_ENOENT);
+    ASSERT_EQ(rlt_redis_decide(r, &p, ct, key, strlen(key), t + 300 * RLT_NS_PER_MS, 0, &d),
+              RLT_OK);
     ASSERT_EQ(d.remaining, 4); /* still charged at its estimate */
     redisFree(raw);
     rlt_redis_close(r);
