@@ -14,32 +14,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_trace.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define FUZZ_CHECK(c)                                                                              \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: invariant failed: %s (op %zu, now %lld)\n", __FILE__,          \
-                    __LINE__, #c, op, (long long)now);                                             \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
-
-static const rlt_ns periods[] = {
-    1, 3, 7, 1000, 999983, RLT_NS_PER_MS, RLT_NS_PER_S, 7 * RLT_NS_PER_S};
 
 static bool same_decision(const rlt_decision *a, const rlt_decision *b)
 {
     return a->allowed == b->allowed && a->limit == b->limit && a->remaining == b->remaining &&
            a->retry_after == b->retry_after && a->reset_after == b->reset_after &&
            a->delay == b->delay;
-}
-
-static rlt_ns sat_add(rlt_ns a, rlt_ns b)
-{
-    rlt_ns r;
-    if (__builtin_add_overflow(a, b, &r)) return b > 0 ? INT64_MAX : INT64_MIN;
-    return r;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
