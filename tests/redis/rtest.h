@@ -1,7 +1,8 @@
 /* Helpers of the Redis tests: each test executable runs itself under redis-servers.sh (which
  * starts private servers on ephemeral loopback ports and always stops them), then reaches the
  * servers through the environment that script exports.  Define RTEST_KIND ("standalone",
- * "cluster", "cluster6" or "sentinel") before including, and RTEST_SERVER_ARGS for extra redis-server arguments. */
+ * "cluster", "cluster6" or "sentinel") before including, and RTEST_SERVER_ARGS for extra
+ * redis-server arguments. */
 #ifndef RLT_RTEST_H
 #define RLT_RTEST_H
 
@@ -159,6 +160,19 @@ static inline uint64_t rtest_rand(uint64_t *s)
 static inline int64_t rtest_below(uint64_t *s, int64_t n)
 {
     return n <= 0 ? 0 : (int64_t)(rtest_rand(s) % (uint64_t)n);
+}
+
+/* The differential traces' next clock step, in microseconds, for a window of W us and a
+ * request gap of `gap` us: 35% none, 35% within two gaps, 20% within a window, 5% one to three
+ * windows, 5% back by up to a gap (the clock steps back a little). */
+static inline int64_t rtest_trace_dt(uint64_t *s, int64_t W, int64_t gap)
+{
+    int64_t pick = rtest_below(s, 100);
+    if (pick < 35) return 0;
+    if (pick < 70) return rtest_below(s, 2 * gap + 1);
+    if (pick < 90) return rtest_below(s, W + 1);
+    if (pick < 95) return W + rtest_below(s, 2 * W);
+    return -rtest_below(s, gap + 1);
 }
 
 #endif

@@ -46,17 +46,7 @@ static void replay_mix(rlt_redis *r, const char *text, uint64_t seed, int steps,
     int64_t leases_c[8] = {0}, leases_r[8] = {0};
     uint64_t s = seed;
     for (int step = 0; step < steps; step++) {
-        int64_t pick = rtest_below(&s, 100), dt;
-        if (pick < 35)
-            dt = 0;
-        else if (pick < 70)
-            dt = rtest_below(&s, 2 * gap + 1);
-        else if (pick < 90)
-            dt = rtest_below(&s, W + 1);
-        else if (pick < 95)
-            dt = W + rtest_below(&s, 2 * W);
-        else
-            dt = -rtest_below(&s, gap + 1); /* the clock steps back a little */
+        int64_t dt = rtest_trace_dt(&s, W, gap);
         t += dt * 1000;
         if (t < 0) t = 0;
         int64_t rc_c, rc_r;

@@ -47,17 +47,7 @@ static void replay(rlt_redis *r, const char *text, uint64_t seed, int steps, int
     res tab[6] = {{0}};
     uint64_t s = seed;
     for (int step = 0; step < steps; step++) {
-        int64_t pick = rtest_below(&s, 100), dt;
-        if (pick < 35)
-            dt = 0;
-        else if (pick < 70)
-            dt = rtest_below(&s, 2 * gap + 1);
-        else if (pick < 90)
-            dt = rtest_below(&s, W + 1);
-        else if (pick < 95)
-            dt = W + rtest_below(&s, 2 * W);
-        else
-            dt = -rtest_below(&s, gap + 1); /* the clock steps back a little */
+        int64_t dt = rtest_trace_dt(&s, W, gap);
         t += dt * 1000;
         int op = (int)rtest_below(&s, 3); /* 0 decide, 1 reserve, 2 settle */
         int k = (int)rtest_below(&s, 6);

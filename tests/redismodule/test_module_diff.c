@@ -44,17 +44,7 @@ static void replay(rlt_redis *h[2], const char *text, uint64_t seed, int steps, 
     uint64_t s = seed;
     for (int step = 0; step < steps; step++) {
         int side = route == 2 ? (int)rtest_below(&s, 2) : route;
-        int64_t pick = rtest_below(&s, 100), dt;
-        if (pick < 35)
-            dt = 0;
-        else if (pick < 70)
-            dt = rtest_below(&s, 2 * gap + 1);
-        else if (pick < 90)
-            dt = rtest_below(&s, W + 1);
-        else if (pick < 95)
-            dt = W + rtest_below(&s, 2 * W);
-        else
-            dt = -rtest_below(&s, gap + 1);
+        int64_t dt = rtest_trace_dt(&s, W, gap);
         t += dt * 1000;
         if (t < 0) t = 0;
         int64_t tr = t + offset_us * 1000;
