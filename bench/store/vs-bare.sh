@@ -42,25 +42,31 @@ if [ -z "$G" ]; then
     gcc -O2 -pthread -o "$G" "$A/gcra_bench.c"
 fi
 POLICY=gcra:1000/1s,burst=1000
+# A patched copy of the anchor: patched NAME WHAT LINE SED_EXPR... builds $BUILD/gcra_bench_NAME
+# from gcra_bench.c with the sed expressions applied, after checking that LINE, which they
+# rewrite, is still in it (WHAT names the patch in the error).
+patched() {
+    local name=$1 what=$2 line=$3 src
+    shift 3
+    src=$(realpath "${ANCHORS:-../shared/anchors}")/gcra_bench.c
+    grep -qF "$line" "$src" || { echo "vs-bare: $src has changed; cannot $what" >&2; exit 2; }
+    local args=()
+    for e in "$@"; do args+=(-e "$e"); done
+    sed "${args[@]}" "$src" >"$BUILD/gcra_bench_$name.c"
+    gcc -O2 -pthread -Isrc -o "$BUILD/gcra_bench_$name" "$BUILD/gcra_bench_$name.c"
+}
 if [ "${SIP:-0}" = 1 ]; then
     GS=$BUILD/gcra_bench_siphash
-    src=$(realpath "${ANCHORS:-../shared/anchors}")/gcra_bench.c
     line='uint64_t id = splitmix(x % g_n) | 1, h = hash64(id);'
-    grep -qF "$line" "$src" || { echo "vs-bare: $src has changed; cannot add the SipHash" >&2; exit 2; }
-    sed -e "s/^#include <sys\/mman.h>/&\n#include \"store\/siphash.h\"\nstatic rlt__sipkey sip_;/" \
-        -e "s/$line/uint64_t id = splitmix(x % g_n) | 1, kb_[2] = {id, ~id}, h = hash64(id) + (rlt__siphash(\&sip_, kb_, 16, 1, 3) == 1);/" \
-        "$src" >"$BUILD/gcra_bench_siphash.c"
-    gcc -O2 -pthread -Isrc -o "$GS" "$BUILD/gcra_bench_siphash.c"
+    patched siphash "add the SipHash" "$line" \
+        "s/^#include <sys\/mman.h>/&\n#include \"store\/siphash.h\"\nstatic rlt__sipkey sip_;/" \
+        "s/$line/uint64_t id = splitmix(x % g_n) | 1, kb_[2] = {id, ~id}, h = hash64(id) + (rlt__siphash(\&sip_, kb_, 16, 1, 3) == 1);/"
 fi
-
 if [ "${WIDE:-0}" = 1 ]; then
     GW=$BUILD/gcra_bench_wide
-    src=$(realpath "${ANCHORS:-../shared/anchors}")/gcra_bench.c
     line='typedef struct { uint64_t key; _Atomic int64_t tat; } slot_t;'
-    grep -qF "$line" "$src" || { echo "vs-bare: $src has changed; cannot widen its slots" >&2; exit 2; }
-    sed -e "s/$line/typedef struct { uint64_t key; _Atomic int64_t tat; uint64_t pad_[2]; } slot_t;/" \
-        "$src" >"$BUILD/gcra_bench_wide.c"
-    gcc -O2 -pthread -o "$GW" "$BUILD/gcra_bench_wide.c"
+    patched wide "widen its slots" "$line" \
+        "s/$line/typedef struct { uint64_t key; _Atomic int64_t tat; uint64_t pad_[2]; } slot_t;/"
 fi
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
