@@ -323,7 +323,27 @@ static void table_free(rlt__slot *tab, uint32_t cap)
         munmap(tab, n);
 }
 
-static int grow(rlt__shard *sh, uint32_t ncap)
+/* Single calls prefetch only in stores whose tables hold this many slots in all (16 MiB) or
+ * more: there the slot is a cache miss worth starting early, and the shard line probably sits
+ * in another core's cache if other threads use the store; in small hot tables both are in L1
+ * or L2 and the prefetch is a dozen instructions for nothing.  A store is big from the first
+ * time a shard's table times the shard count reaches the size (shards fill evenly: the keyed
+ * hash spreads keys over them), and stays big; the flag sits in the store's read-only lines,
+ * so a small store's call touches no line for it that it does not touch anyway. */
+#define PREFETCH_SLOTS (UINT64_C(1) << 19)
+
+/* Publishes the shard's (tab, cap) to the prefetch (caller holds the shard lock). */
+static void publish_table(rlt_store *s, const rlt__shard *sh)
+{
+    rlt__hint *hint = &s->hints[sh - s->shards];
+    __atomic_store_n(&hint->tab, sh->tab, __ATOMIC_RELAXED);
+    __atomic_store_n(&hint->cap, sh->cap, __ATOMIC_RELAXED);
+    if ((uint64_t)sh->cap * s->nshards >= PREFETCH_SLOTS &&
+        !__atomic_load_n(&s->big, __ATOMIC_RELAXED))
+        __atomic_store_n(&s->big, true, __ATOMIC_RELAXED);
+}
+
+static int grow(rlt_store *s, rlt__shard *sh, uint32_t ncap)
 {
     assert(ncap > sh->cap);
     rlt__slot *nt = table_alloc(ncap);
@@ -338,8 +358,9 @@ static int grow(rlt__shard *sh, uint32_t ncap)
     }
     table_free(sh->tab, sh->cap);
     RLT__STAT_ADD(sh->bytes, (uint64_t)table_bytes(ncap) - table_bytes(sh->cap));
-    __atomic_store_n(&sh->tab, nt, __ATOMIC_RELAXED); /* read unlocked by the prefetch hint */
-    __atomic_store_n(&sh->cap, ncap, __ATOMIC_RELAXED);
+    sh->tab = nt;
+    sh->cap = ncap;
+    publish_table(s, sh);
     sh->hand = 0;
     return RLT_OK;
 }
@@ -417,7 +438,7 @@ int rlt__insert(rlt_store *s, rlt__shard *sh, uint64_t h, int pid, const void *k
             if (want <= sh->cap || want * 4 < (uint64_t)(sh->count + 1) * 5) {
                 full = true;
             } else {
-                int rc = grow(sh, (uint32_t)want);
+                int rc = grow(s, sh, (uint32_t)want);
                 if (rc) return rc;
             }
         }
@@ -532,6 +553,13 @@ static int store_alloc(rlt_store **out, uint32_t nshards, uint64_t key_cap, uint
         return RLT_ENOMEM;
     }
     memset(s->shards, 0, nshards * sizeof(rlt__shard));
+    s->hints = aligned_alloc(64, ((nshards * sizeof(rlt__hint) + 63) & ~(size_t)63));
+    if (!s->hints) {
+        free(s->shards);
+        free(s);
+        return RLT_ENOMEM;
+    }
+    memset(s->hints, 0, nshards * sizeof(rlt__hint));
     for (uint32_t i = 0; i < nshards; i++)
         s->shards[i].last_now = INT64_MIN;
     s->drop_floor = INT64_MIN;
@@ -640,6 +668,7 @@ void rlt_store_close(rlt_store *s)
 #endif
     }
     free(s->shards);
+    free(s->hints);
     free(s->pols);
     free(s->tiers);
     pthread_mutex_destroy(&s->pol_mu);
@@ -953,32 +982,26 @@ static inline void prefetch_probe(const rlt__slot *tab, uint32_t i)
  * so the out-of-order core starts both misses early: a single call overlaps the slot's miss
  * with the lock line's hand-off from another core, and with the tail of the previous call
  * (locked instructions do not wait for prefetches); a batch overlaps the misses of the items
- * ahead.  The table is read without the lock through relaxed atomics (grow and swap store
- * these fields atomically); a stale cap or tab only prefetches a useless line, as prefetches
- * never fault and nothing reads through the address. */
+ * ahead.  The table is read without the lock from the shard's hint (rlt__hint: a line no
+ * decision writes); a stale cap or tab only prefetches a useless line, as prefetches never
+ * fault and nothing reads through the address. */
 static inline void prefetch_home(const rlt_store *s, uint64_t h, uint64_t mix)
 {
-    const rlt__shard *sh = shard_of(s, h);
-    prefetch_w(sh);
-    uint32_t cap = __atomic_load_n(&sh->cap, __ATOMIC_RELAXED);
-    rlt__slot *tab = __atomic_load_n(&sh->tab, __ATOMIC_RELAXED);
+    prefetch_w(shard_of(s, h));
+    const rlt__hint *hint = &s->hints[h & s->shard_mask];
+    uint32_t cap = __atomic_load_n(&hint->cap, __ATOMIC_RELAXED);
+    rlt__slot *tab = __atomic_load_n(&hint->tab, __ATOMIC_RELAXED);
     if (tab) prefetch_probe(tab, home((uint32_t)((h ^ mix) >> 32), cap));
 }
 
-/* Single calls prefetch only in stores whose tables hold this many slots in all (16 MiB) or
- * more: there the slot is a cache miss worth starting early, and the shard line probably sits
- * in another core's cache if other threads use the store; in small hot tables both are in L1
- * or L2 and the prefetch is a dozen instructions for nothing.  The size is the shard's table
- * times the shard count (shards fill evenly: the keyed hash spreads keys over them). */
-#define PREFETCH_SLOTS (UINT64_C(1) << 19)
-
-static inline void prefetch_slot(const rlt_store *s, const rlt__shard *sh, uint32_t tag)
+static inline void prefetch_slot(const rlt_store *s, uint64_t h, uint32_t tag)
 {
-    uint32_t cap = __atomic_load_n(&sh->cap, __ATOMIC_RELAXED);
-    if ((uint64_t)cap * (s->shard_mask + UINT64_C(1)) < PREFETCH_SLOTS) return;
-    rlt__slot *tab = __atomic_load_n(&sh->tab, __ATOMIC_RELAXED);
+    if (!__atomic_load_n(&s->big, __ATOMIC_RELAXED)) return;
+    prefetch_w(shard_of(s, h));
+    const rlt__hint *hint = &s->hints[h & s->shard_mask];
+    const uint32_t cap = __atomic_load_n(&hint->cap, __ATOMIC_RELAXED);
+    rlt__slot *tab = __atomic_load_n(&hint->tab, __ATOMIC_RELAXED);
     prefetch_probe(tab, home(tag, cap));
-    prefetch_w(sh);
 }
 
 /* ---- decisions ------------------------------------------------------------------------ */
@@ -1150,7 +1173,7 @@ static inline __attribute__((always_inline)) int decide_hashed(rlt_store *s, int
 {
     rlt__shard *sh = shard_of(s, h);
     const uint32_t tag = (uint32_t)((h ^ rlt__pol_mix((uint32_t)id)) >> 32);
-    prefetch_slot(s, sh, tag);
+    prefetch_slot(s, h, tag);
     shard_lock(sh);
     int rc = decide_locked_tag(s, sh, h, tag, id, key, klen, now, cost, d);
     shard_unlock(sh);
@@ -1724,10 +1747,12 @@ void rlt__store_swap(rlt_store *s, rlt_store *t, rlt_ns now)
         rlt__shard *a = &s->shards[i], *b = &t->shards[i];
         rlt__slot *tab = a->tab;
         uint32_t cap = a->cap;
-        __atomic_store_n(&a->tab, b->tab, __ATOMIC_RELAXED);
-        __atomic_store_n(&a->cap, b->cap, __ATOMIC_RELAXED);
+        a->tab = b->tab;
+        a->cap = b->cap;
         b->tab = tab;
         b->cap = cap;
+        publish_table(s, a);
+        publish_table(t, b);
         SWAP(a->hand, b->hand);
         SWAP(a->abuckets, b->abuckets);
         SWAP(a->anb, b->anb);

@@ -47,7 +47,8 @@ typedef struct rlt__assign {
  * relaxed atomic stores under the lock so rlt_store_stats_get may read them without it.
  * Layout: everything a decision reads or writes (the lock, the table, the clock, the decision
  * counters) shares the first cache line, so a decision dirties one line of the shard and two
- * threads trading a shard trade one line, not two.  Rarely written fields come after. */
+ * threads trading a shard trade one line, not two.  Rarely written fields come after.  The
+ * prefetch reads the table from the store's hints (rlt__hint), not from here. */
 typedef struct rlt__shard {
 #ifdef RLT_STORE_USE_MUTEX
     _Alignas(64) pthread_mutex_t lock;
@@ -68,6 +69,19 @@ typedef struct rlt__shard {
     uint64_t resv_epoch; /* bumped when a state that may hold a reservation's charge is
                             dropped (reset, forced eviction): older reservations refund nothing */
 } rlt__shard;
+
+/* A shard's table as the slot prefetch sees it: a copy of (tab, cap), written under the shard
+ * lock wherever those change (grow, swap) and read without it.  The copies of all shards sit
+ * in one dense array apart from the shards, so a call forms its slot's address from a line
+ * that no decision writes: it is clean in every core's cache, while the shard's own line
+ * (lock, clock, counters) is modified by whichever core decided last.  Reading (tab, cap)
+ * from that line made the prefetch wait for its hand-off from the other core, and then the
+ * lock's exchange wait a second time to own it.  Only prefetches read the copy: a stale one
+ * fetches a useless line, and decisions read the shard's own fields under its lock. */
+typedef struct rlt__hint {
+    rlt__slot *tab;
+    uint32_t cap;
+} rlt__hint;
 
 /* The value xored into a key's hash for policy `id`: a fixed function of the id, so a call
  * can form slot addresses to prefetch before it takes the lock that guards the policy array. */
@@ -102,6 +116,8 @@ struct rlt_store {
     uint64_t byte_cap; /* per shard; UINT64_MAX = none */
     bool fail_closed;
     rlt__shard *shards;
+    rlt__hint *hints; /* per shard: its (tab, cap) for the prefetch (relaxed atomics) */
+    bool big; /* some shard's table has grown to a size where single calls prefetch (atomic) */
     pthread_mutex_t pol_mu; /* policies and tiers (writers also take every shard lock) */
     rlt__pol *pols;
     uint32_t npol, polcap;
