@@ -2,7 +2,8 @@
  * "user:<n>" under token_bucket:1000000/1s (nothing is ever denied), time advancing 1 us per
  * operation: first `ops` plain rlt_store_decide calls of cost 5, then `ops` pairs of
  * rlt_store_reserve(5) + rlt_store_settle(3) 0.5 us later (each reservation settled at once,
- * so the table holds one at a time per key at most).
+ * so the table holds one at a time per key at most); then, with the reservation bound filled by
+ * reservations an hour long, ops / 100 reserves that the full bound refuses.
  * Usage: store_settle [keys=1000] [ops=2000000]. */
 #include "ratelimit/store.h"
 
@@ -58,8 +59,33 @@ int main(int argc, char **argv)
         bad += rlt_store_settle(s, id, k, kl, t + RLT_NS_PER_US / 2, r, 3, &d) != RLT_OK;
     }
     int64_t c = mono_ns();
-    printf("keys=%ld ops=%ld decide_ns=%.1f reserve_settle_pair_ns=%.1f failures=%ld\n", nkeys, ops,
-           (double)(b - a) / (double)ops, (double)(c - b) / (double)ops, bad);
+    /* The bound full: max_reservations (the default) outstanding for an hour, then refused
+     * reserves (what a client holding the bound costs everyone else). */
+    long held = 0;
+    for (long i = 0;; i++) {
+        uint64_t r;
+        const char *k = keys[i % nkeys];
+        int rc = rlt_store_reserve(s, id, k, klen[i % nkeys], t, 1, 3600 * RLT_NS_PER_S, &d, &r);
+        if (rc == RLT_EFULL) break;
+        if (rc != RLT_OK) {
+            bad++;
+            break;
+        }
+        held++;
+    }
+    const long refused_ops = ops / 100 > 0 ? ops / 100 : 1;
+    int64_t e = mono_ns();
+    for (long i = 0; i < refused_ops; i++) {
+        t += RLT_NS_PER_US;
+        uint64_t r;
+        bad += rlt_store_reserve(s, id, keys[i % nkeys], klen[i % nkeys], t, 1, 0, &d, &r) !=
+               RLT_EFULL;
+    }
+    int64_t f = mono_ns();
+    printf("keys=%ld ops=%ld decide_ns=%.1f reserve_settle_pair_ns=%.1f held=%ld "
+           "refused_reserve_ns=%.1f failures=%ld\n",
+           nkeys, ops, (double)(b - a) / (double)ops, (double)(c - b) / (double)ops, held,
+           (double)(f - e) / (double)refused_ops, bad);
     free(keys);
     free(klen);
     rlt_store_close(s);

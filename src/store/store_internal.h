@@ -134,6 +134,7 @@ struct rlt_store {
      * the counter those ids hash (atomic). */
     uint64_t resv_cap;   /* max_reservations */
     uint64_t resv_count; /* outstanding (expired ones included until dropped); atomic */
+    rlt_ns resv_expiry;  /* at most the earliest expiry among them (INT64_MAX: none); atomic */
     uint8_t resv_secret[16];
     uint64_t resv_next;
 };

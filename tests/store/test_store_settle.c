@@ -220,6 +220,47 @@ TEST(the_reservation_bound_is_store_wide_whatever_the_keys)
     rlt_store_close(s);
 }
 
+TEST(a_full_bound_makes_room_at_each_expiry_and_no_sooner)
+{
+    /* The bound (40, over 8 shards) held by reservations on 40 keys expiring 10 s, 11 s, ...
+     * 49 s.  A full store refuses without purging until the earliest expiry it knows of, so
+     * that instant must follow every change: a purge that kept reservations, and a new one
+     * that expires before all of them. */
+    rlt_store_options o;
+    memset(&o, 0, sizeof o);
+    o.shards = 8;
+    o.max_reservations = 40;
+    rlt_store *s = NULL;
+    ASSERT_EQ(rlt_store_open(&s, &o), RLT_OK);
+    int id = tu_add(s, "p", "fixed_window:1000/1h");
+    rlt_decision d;
+    uint64_t r;
+    for (int i = 0; i < 40; i++) {
+        char k[16];
+        int n = snprintf(k, sizeof k, "user:%d", (i * 7) % 40); /* expiries not in key order */
+        ASSERT_EQ(rlt_store_reserve(s, id, k, (size_t)n, 0, 1, (10 + i) * S, &d, &r), RLT_OK);
+    }
+    ASSERT_EQ(rlt_store_reserve(s, id, "x", 1, 0, 1, 0, &d, &r), RLT_EFULL);
+    ASSERT_EQ(rlt_store_reserve(s, id, "x", 1, 10 * S - 1, 1, 0, &d, &r), RLT_EFULL);
+    /* 10 s: one expired; the purge keeps 39, the earliest at 11 s. */
+    ASSERT_EQ(rlt_store_reserve(s, id, "x", 1, 10 * S, 1, S / 2, &d, &r), RLT_OK);
+    ASSERT_EQ(rlt_store_reserve(s, id, "y", 1, 10 * S, 1, 0, &d, &r), RLT_EFULL);
+    /* The one just made expires at 10.5 s, before the 39 kept. */
+    ASSERT_EQ(rlt_store_reserve(s, id, "y", 1, 10 * S + S / 2, 1, 100 * S, &d, &r), RLT_OK);
+    ASSERT_EQ(rlt_store_reserve(s, id, "z", 1, 10 * S + S / 2, 1, 0, &d, &r), RLT_EFULL);
+    ASSERT_EQ(rlt_store_reserve(s, id, "z", 1, 11 * S - 1, 1, 0, &d, &r), RLT_EFULL);
+    ASSERT_EQ(rlt_store_reserve(s, id, "z", 1, 11 * S, 1, 100 * S, &d, &r), RLT_OK);
+    /* 49 s: the rest (37) expired at once; 2 kept, 38 free. */
+    for (int i = 0; i < 38; i++) {
+        char k[16];
+        int n = snprintf(k, sizeof k, "late:%d", i);
+        ASSERT_EQ(rlt_store_reserve(s, id, k, (size_t)n, 49 * S, 1, 0, &d, &r), RLT_OK);
+    }
+    ASSERT_EQ(rlt_store_reserve(s, id, "w", 1, 49 * S, 1, 0, &d, &r), RLT_EFULL);
+    ASSERT_EQ(rlt_store_reservations(s, 49 * S), 40);
+    rlt_store_close(s);
+}
+
 TEST(a_settle_after_the_clock_stepped_back_mints_nothing)
 {
     /* 10 reserved at 0 on 10/10s, 5 allowed at 5 s, then the clock steps back to 2 s and the
@@ -475,5 +516,71 @@ TEST(threads_reserving_and_settling_one_key_conserve_exactly)
     ASSERT_EQ(rlt_store_decide(s, id, "hot", 3, 0, 0, &d), RLT_OK);
     ASSERT_EQ(d.remaining, 1000000 - real);
     ASSERT_EQ(rlt_store_reservations(s, 0), 0);
+    rlt_store_close(s);
+}
+
+/* Threads reserving on a small bound with short timeouts, never settling: the bound is full
+ * most of the time and refusals race with purges and with new reservations.  Whatever the
+ * interleaving, once every reservation has expired the store must purge them all and make
+ * room again: a lost "earliest expiry" would refuse forever. */
+#define BOUND 8
+
+static void *expirer(void *p)
+{
+    targ *a = p;
+    rlt_decision d;
+    pthread_barrier_wait(&barrier);
+    for (int i = 0; i < PER; i++) {
+        uint64_t r;
+        char k[16];
+        int n = snprintf(k, sizeof k, "k%d", (int)tu_below(&a->seed, 64));
+        rlt_ns now = (rlt_ns)(i / 4) * RLT_NS_PER_MS;
+        rlt_ns timeout = (rlt_ns)(1 + tu_below(&a->seed, 3)) * RLT_NS_PER_MS;
+        int rc = rlt_store_reserve(a->s, a->id, k, (size_t)n, now, 1, timeout, &d, &r);
+        if (rc == RLT_OK)
+            a->settled_ok++;
+        else if (rc != RLT_EFULL)
+            a->errors++;
+    }
+    return NULL;
+}
+
+TEST(threads_racing_a_full_reservation_bound_free_it_once_all_expired)
+{
+    rlt_store_options o;
+    memset(&o, 0, sizeof o);
+    o.shards = 4;
+    o.max_reservations = BOUND;
+    rlt_store *s = NULL;
+    ASSERT_EQ(rlt_store_open(&s, &o), RLT_OK);
+    int id = tu_add(s, "p", "token_bucket:1000000/1s");
+    targ a[NT];
+    memset(a, 0, sizeof a);
+    for (int i = 0; i < NT; i++)
+        a[i] = (targ){.s = s, .id = id, .seed = 991 + (uint64_t)i};
+    pthread_t t[NT];
+    pthread_barrier_init(&barrier, NULL, NT);
+    for (int i = 0; i < NT; i++)
+        ASSERT_EQ(pthread_create(&t[i], NULL, expirer, &a[i]), 0);
+    for (int i = 0; i < NT; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&barrier);
+    int64_t ok = 0;
+    for (int i = 0; i < NT; i++) {
+        ASSERT_EQ(a[i].errors, 0);
+        ok += a[i].settled_ok;
+    }
+    ASSERT(ok >= BOUND); /* each thread's clock passes every expiry: the bound was refilled */
+    /* All expired by 1 s: the whole bound is free again, and no more. */
+    const rlt_ns later = RLT_NS_PER_S;
+    rlt_decision d;
+    uint64_t r;
+    for (int i = 0; i < BOUND; i++) {
+        char k[16];
+        int n = snprintf(k, sizeof k, "after%d", i);
+        ASSERT_EQ(rlt_store_reserve(s, id, k, (size_t)n, later, 1, 0, &d, &r), RLT_OK);
+    }
+    ASSERT_EQ(rlt_store_reserve(s, id, "one more", 8, later, 1, 0, &d, &r), RLT_EFULL);
+    ASSERT_EQ(rlt_store_reservations(s, later), BOUND);
     rlt_store_close(s);
 }
