@@ -1709,7 +1709,7 @@ void rlt_store_stats_get(const rlt_store *s, rlt_store_stats *out)
     if (!out) return;
     memset(out, 0, sizeof *out);
     if (!s) return;
-    out->bytes = sizeof *s + s->nshards * sizeof(rlt__shard);
+    out->bytes = sizeof *s + s->nshards * (sizeof(rlt__shard) + sizeof(rlt__hint));
     for (uint32_t i = 0; i < s->nshards; i++) {
         const rlt__shard *sh = &s->shards[i];
         out->keys += __atomic_load_n(&sh->count, __ATOMIC_RELAXED);
