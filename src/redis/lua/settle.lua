@@ -32,15 +32,8 @@ end
 -- Fixed window: an extra charge counts in now's window (past N: a debt until its end); a
 -- refund only while now is in the reservation's window, never more than it counts.
 local function fixed_window_settle(key, pr, now, rat, est, real)
-  local win, count = 0, 0
-  local v = redis.call('GET', key)
-  if v then
-    local c = string.find(v, ':', 1, true)
-    win, count = tonumber(string.sub(v, 1, c - 1)), tonumber(string.sub(v, c + 1))
-  end
-  local k, kr
-  if pr.cal then k = cal_window(pr.cal, now) else k = idivq(now, pr.W) end
-  if count == 0 or k > win then win = k; count = 0 end
+  local win, count = fw_load(key, pr, now)
+  local kr
   if real > est then
     count = count + (real - est)
     if count > SETTLE_MAX then return nil end
@@ -54,22 +47,8 @@ end
 -- Sliding window counter: an extra charge counts in the current window; a refund comes off
 -- the reservation's window while it is the current or the previous one.
 local function sliding_window_settle(key, pr, now, rat, est, real)
-  local win, prev, curr = 0, 0, 0
-  local v = redis.call('GET', key)
-  if v then
-    local a = string.find(v, ':', 1, true)
-    local b = string.find(v, ':', a + 1, true)
-    win, prev, curr = tonumber(string.sub(v, 1, a - 1)), tonumber(string.sub(v, a + 1, b - 1)),
-                      tonumber(string.sub(v, b + 1))
-  end
+  local win, prev, curr = sw_load(key, pr, now)
   local W = pr.W
-  local k = idivq(now, W)
-  if prev == 0 and curr == 0 then win = k end
-  if k == win + 1 then
-    prev, curr, win = curr, 0, k
-  elseif k > win + 1 then
-    prev, curr, win = 0, 0, k
-  end
   if real > est then
     curr = curr + (real - est)
     if curr * W > SETTLE_MAX then return nil end

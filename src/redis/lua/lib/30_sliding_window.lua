@@ -27,7 +27,9 @@ local function sw_earliest(pr, win, prev, curr, e, need)
   return nil
 end
 
-local function sliding_window(key, pr, now, cost)
+-- The key's window and counts rolled to now's window k (the previous window's count moves
+-- back, an older one is gone): what the decision and settle.lua start from.
+local function sw_load(key, pr, now)
   local win, prev, curr = 0, 0, 0
   local v = redis.call('GET', key)
   if v then
@@ -36,14 +38,19 @@ local function sliding_window(key, pr, now, cost)
     win, prev, curr = tonumber(string.sub(v, 1, a - 1)), tonumber(string.sub(v, a + 1, b - 1)),
                       tonumber(string.sub(v, b + 1))
   end
-  local N, W = pr.N, pr.W
-  local k = idivq(now, W)
+  local k = idivq(now, pr.W)
   if prev == 0 and curr == 0 then win = k end
   if k == win + 1 then
     prev, curr, win = curr, 0, k
   elseif k > win + 1 then
     prev, curr, win = 0, 0, k
   end
+  return win, prev, curr, k
+end
+
+local function sliding_window(key, pr, now, cost)
+  local win, prev, curr, k = sw_load(key, pr, now)
+  local N, W = pr.N, pr.W
   local e = 0
   if k == win then e = now - k * W end
   local need = cost > 0 and cost or 1
