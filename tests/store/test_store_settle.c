@@ -165,14 +165,21 @@ TEST(unsettled_reservation_expires_charged_as_estimated)
     rlt_store_close(s);
 }
 
-TEST(full_reservation_table_refuses_before_charging)
+/* A store of `shards` shards with at most `max` outstanding reservations. */
+static rlt_store *resv_store(unsigned shards, size_t max)
 {
     rlt_store_options o;
     memset(&o, 0, sizeof o);
-    o.shards = 1;
-    o.max_reservations = 3;
+    o.shards = shards;
+    o.max_reservations = max;
     rlt_store *s = NULL;
-    ASSERT_EQ(rlt_store_open(&s, &o), RLT_OK);
+    return rlt_store_open(&s, &o) == RLT_OK ? s : NULL;
+}
+
+TEST(full_reservation_table_refuses_before_charging)
+{
+    rlt_store *s = resv_store(1, 3);
+    ASSERT(s);
     int id = tu_add(s, "p", "gcra:100/s");
     rlt_decision d;
     uint64_t r[4];
@@ -192,12 +199,8 @@ TEST(full_reservation_table_refuses_before_charging)
 
 TEST(the_reservation_bound_is_store_wide_whatever_the_keys)
 {
-    rlt_store_options o;
-    memset(&o, 0, sizeof o);
-    o.shards = 8;
-    o.max_reservations = 40;
-    rlt_store *s = NULL;
-    ASSERT_EQ(rlt_store_open(&s, &o), RLT_OK);
+    rlt_store *s = resv_store(8, 40);
+    ASSERT(s);
     int id = tu_add(s, "p", "fixed_window:1000/1h");
     rlt_decision d;
     uint64_t r[41];
@@ -226,12 +229,8 @@ TEST(a_full_bound_makes_room_at_each_expiry_and_no_sooner)
      * 49 s.  A full store refuses without purging until the earliest expiry it knows of, so
      * that instant must follow every change: a purge that kept reservations, and a new one
      * that expires before all of them. */
-    rlt_store_options o;
-    memset(&o, 0, sizeof o);
-    o.shards = 8;
-    o.max_reservations = 40;
-    rlt_store *s = NULL;
-    ASSERT_EQ(rlt_store_open(&s, &o), RLT_OK);
+    rlt_store *s = resv_store(8, 40);
+    ASSERT(s);
     int id = tu_add(s, "p", "fixed_window:1000/1h");
     rlt_decision d;
     uint64_t r;
@@ -547,12 +546,8 @@ static void *expirer(void *p)
 
 TEST(threads_racing_a_full_reservation_bound_free_it_once_all_expired)
 {
-    rlt_store_options o;
-    memset(&o, 0, sizeof o);
-    o.shards = 4;
-    o.max_reservations = BOUND;
-    rlt_store *s = NULL;
-    ASSERT_EQ(rlt_store_open(&s, &o), RLT_OK);
+    rlt_store *s = resv_store(4, BOUND);
+    ASSERT(s);
     int id = tu_add(s, "p", "token_bucket:1000000/1s");
     targ a[NT];
     memset(a, 0, sizeof a);
