@@ -118,24 +118,29 @@ struct rlt_store {
     rlt__shard *shards;
     rlt__hint *hints; /* per shard: its (tab, cap) for the prefetch (relaxed atomics) */
     bool big; /* some shard's table has grown to a size where single calls prefetch (atomic) */
-    pthread_mutex_t pol_mu; /* policies and tiers (writers also take every shard lock) */
     rlt__pol *pols;
     uint32_t npol, polcap;
     rlt__tier *tiers;
     uint32_t ntier, tiercap;
-    pthread_mutex_t sweep_mu; /* the sweep cursor */
-    uint32_t sweep_shard, sweep_slot;
     /* The latest `now` at which a non-fresh-looking drop could matter: every drop of a fresh
      * entry happens at some `now`, and the entry is equivalent to fresh only from then on.
      * Calls with an earlier `now` are decided at this instant instead (atomic; written before
      * the drop under the shard lock, read under the shard lock). */
     rlt_ns drop_floor;
-    /* Reservations (reserve.c): the bound per shard, the key their ids are drawn under, and
-     * the counter those ids hash (atomic). */
-    uint64_t resv_cap;   /* max_reservations */
-    uint64_t resv_count; /* outstanding (expired ones included until dropped); atomic */
-    rlt_ns resv_expiry;  /* at most the earliest expiry among them (INT64_MAX: none); atomic */
+    /* Reservations (reserve.c): the bound, and the key their ids are drawn under. */
+    uint64_t resv_cap; /* max_reservations */
     uint8_t resv_secret[16];
+    /* Everything above is read by decisions and written rarely.  What other threads write
+     * often (a sweep's mutex and cursor, a reservation's counters) starts on a line of its
+     * own: on the lines above, each of those writes would cost every deciding core a miss. */
+    _Alignas(64) pthread_mutex_t pol_mu; /* policies and tiers (writers also take every shard
+                                            lock) */
+    pthread_mutex_t sweep_mu; /* the sweep cursor */
+    uint32_t sweep_shard, sweep_slot;
+    /* Reservations: how many are outstanding, a lower bound on their expiries, and the
+     * counter their ids hash (atomics). */
+    _Alignas(64) uint64_t resv_count; /* expired ones included until dropped */
+    rlt_ns resv_expiry;               /* at most the earliest expiry among them (INT64_MAX: none) */
     uint64_t resv_next;
 };
 
