@@ -2,30 +2,43 @@
 # Two builds of `ratelimit` alternated on the same cases, for a change's before and after:
 #   bash bench/store/ab.sh BEFORE AFTER [ROUNDS] [SECONDS]
 # BEFORE and AFTER are `ratelimit` binaries (copy build/release/src/cli/ratelimit aside before
-# the change).  Each round runs every case with BEFORE then AFTER; the script prints each
-# case's figures, the medians and AFTER/BEFORE.  On a shared machine, compare the pairs as
-# well as the medians: a change that is ahead in every pair is ahead.
+# the change).  Each round runs every case with both, BEFORE first in odd rounds and AFTER
+# first in even ones (so neither always gets the warmer or the quieter turn); the script
+# prints each case's figures in round order, the medians and AFTER/BEFORE.  On a shared
+# machine, compare the pairs as well as the medians: a change ahead in every pair is ahead.
 #   env CASES="KEYS:THREADS ..."  (default "1000:1 1000000:1 1000000:2")
 #   env POLICY=...                (default gcra:1000/1s,burst=1000, as vs-bare.sh)
-set -euo pipefail
+set -uo pipefail
 [ $# -ge 2 ] || { echo "usage: ab.sh BEFORE AFTER [ROUNDS] [SECONDS]" >&2; exit 2; }
 A=$1 B=$2 ROUNDS=${3:-5} SECS=${4:-2}
 for x in "$A" "$B"; do [ -x "$x" ] || { echo "ab.sh: $x is not an executable" >&2; exit 2; }; done
 POLICY=${POLICY:-gcra:1000/1s,burst=1000}
 CASES=${CASES:-1000:1 1000000:1 1000000:2}
-run() { # binary keys threads
-    "$1" bench --policy "$POLICY" --keys "$2" --threads "$3" --seconds "$SECS" |
-        awk -F'[= ]' '/^decisions_per_sec=/ {printf "%.2f\n", $2 / 1e6}'
+run() { # binary keys threads: prints M decisions/s, or fails with the bench's output
+    local out
+    if ! out=$("$1" bench --policy "$POLICY" --keys "$2" --threads "$3" --seconds "$SECS" 2>&1); then
+        echo "ab.sh: $1 bench --keys $2 --threads $3 failed:" >&2
+        echo "$out" >&2
+        exit 1
+    fi
+    awk -F'[= ]' '/^decisions_per_sec=/ {printf "%.2f\n", $2 / 1e6}' <<<"$out"
 }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+echo "# $(date -u +%FT%TZ) load: $(cut -d' ' -f1-3 /proc/loadavg); $ROUNDS rounds of ${SECS} s; M decisions/s"
 declare -A fig
 for ((r = 1; r <= ROUNDS; r++)); do
     for c in $CASES; do
-        fig[$c.a]+="$(run "$A" "${c%:*}" "${c#*:}") "
-        fig[$c.b]+="$(run "$B" "${c%:*}" "${c#*:}") "
+        k=${c%:*} t=${c#*:}
+        if ((r % 2)); then
+            a=$(run "$A" "$k" "$t") || exit 1
+            b=$(run "$B" "$k" "$t") || exit 1
+        else
+            b=$(run "$B" "$k" "$t") || exit 1
+            a=$(run "$A" "$k" "$t") || exit 1
+        fi
+        fig[$c.a]+="$a " fig[$c.b]+="$b "
     done
 done
-echo "# $(date -u +%FT%TZ) load: $(cut -d' ' -f1-3 /proc/loadavg); $ROUNDS rounds of ${SECS} s; M decisions/s"
 for c in $CASES; do
     ma=$(tr ' ' '\n' <<<"${fig[$c.a]}" | grep . | median)
     mb=$(tr ' ' '\n' <<<"${fig[$c.b]}" | grep . | median)

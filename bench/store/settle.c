@@ -65,9 +65,10 @@ int main(int argc, char **argv)
     for (long i = 0;; i++) {
         uint64_t r;
         const char *k = keys[i % nkeys];
+        t += RLT_NS_PER_US; /* refills what each reservation takes: none is denied */
         int rc = rlt_store_reserve(s, id, k, klen[i % nkeys], t, 1, 3600 * RLT_NS_PER_S, &d, &r);
         if (rc == RLT_EFULL) break;
-        if (rc != RLT_OK) {
+        if (rc != RLT_OK || r == 0) { /* an error, or denied: the bound cannot be filled */
             bad++;
             break;
         }

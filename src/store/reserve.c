@@ -18,9 +18,11 @@
  * is charged: state is never lost silently.  "May have expired" is kept by one more atomic,
  * resv_expiry, at most the earliest expiry outstanding: a reservation lowers it to its own,
  * a purge sets it to the earliest it left.  So a full store refuses in a few instructions
- * until that instant, and purges at most once per expiry: a purge of every shard on every
- * refused call (a 64Ki bound in 1,024 shards: 0.67 ms each, bench/store/settle.c) would let
- * one client holding the bound stall every other.
+ * until that instant, and purges only when a reservation may have expired (a few threads
+ * refused at the same instant may each purge once; a reservation settled early leaves the
+ * bound low, which costs one purge that frees nothing).  A purge of every shard on every
+ * refused call (a 64Ki bound in 1,024 shards: 0.67 ms each, bench/store/settle.c with the
+ * code before this) would let one client holding the bound stall every other.
  *
  * Ids.  64 bits of SipHash-1-3 of a store-wide counter under a secret drawn from the store's
  * own (so ids say nothing about keys nor about each other), never 0, unique in their table.

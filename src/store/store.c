@@ -542,6 +542,12 @@ int rlt__assign_set(const rlt_store *s, rlt__shard *sh, uint64_t h, const void *
 
 /* ---- lifecycle ------------------------------------------------------------------------ */
 
+/* The hint array's allocation: whole cache lines. */
+static size_t hints_bytes(uint32_t nshards)
+{
+    return ((size_t)nshards * sizeof(rlt__hint) + 63) & ~(size_t)63;
+}
+
 static int store_alloc(rlt_store **out, uint32_t nshards, uint64_t key_cap, uint64_t byte_cap,
                        bool fail_closed, const uint8_t secret[16], bool use_aes)
 {
@@ -555,7 +561,7 @@ static int store_alloc(rlt_store **out, uint32_t nshards, uint64_t key_cap, uint
         return RLT_ENOMEM;
     }
     memset(s->shards, 0, nshards * sizeof(rlt__shard));
-    s->hints = aligned_alloc(64, ((nshards * sizeof(rlt__hint) + 63) & ~(size_t)63));
+    s->hints = aligned_alloc(64, hints_bytes(nshards));
     if (!s->hints) {
         free(s->shards);
         free(s);
@@ -1003,7 +1009,7 @@ static inline void prefetch_slot(const rlt_store *s, uint64_t h, uint32_t tag)
     const rlt__hint *hint = &s->hints[h & s->shard_mask];
     const uint32_t cap = __atomic_load_n(&hint->cap, __ATOMIC_RELAXED);
     rlt__slot *tab = __atomic_load_n(&hint->tab, __ATOMIC_RELAXED);
-    prefetch_probe(tab, home(tag, cap));
+    if (tab) prefetch_probe(tab, home(tag, cap));
 }
 
 /* ---- decisions ------------------------------------------------------------------------ */
@@ -1711,7 +1717,7 @@ void rlt_store_stats_get(const rlt_store *s, rlt_store_stats *out)
     if (!out) return;
     memset(out, 0, sizeof *out);
     if (!s) return;
-    out->bytes = sizeof *s + s->nshards * (sizeof(rlt__shard) + sizeof(rlt__hint));
+    out->bytes = sizeof *s + s->nshards * sizeof(rlt__shard) + hints_bytes(s->nshards);
     for (uint32_t i = 0; i < s->nshards; i++) {
         const rlt__shard *sh = &s->shards[i];
         out->keys += __atomic_load_n(&sh->count, __ATOMIC_RELAXED);
