@@ -559,12 +559,12 @@ static void *expirer(void *p)
 
 /* The earliest expiry among the store's outstanding reservations (INT64_MAX: none), from
  * rlt_store_reservations (those not expired at an instant): the last instant at which all
- * of them count, plus one. */
+ * of them count, plus one.  Every expiry in this test is after 0 (timeouts of 1 ms and up). */
 static rlt_ns earliest_outstanding(rlt_store *s)
 {
-    const size_t all = rlt_store_reservations(s, -1); /* every expiry is >= 0 */
+    const size_t all = rlt_store_reservations(s, 0);
     if (all == 0) return INT64_MAX;
-    rlt_ns lo = -1, hi = INT64_MAX; /* all count at lo, not at hi */
+    rlt_ns lo = 0, hi = INT64_MAX; /* all count at lo, not at hi (hi - lo never overflows) */
     while (hi - lo > 1) {
         const rlt_ns mid = lo + (hi - lo) / 2;
         if (rlt_store_reservations(s, mid) == all)
