@@ -7,20 +7,13 @@
  * sit on a line the decider reads: the decider's rate beside it shows whether it does.  The
  * two threads' keys fall in the same shards, so some slowdown is the shard locks' own.
  * Usage: store_beside [keys=1000] [seconds=2]. */
-#include "ratelimit/store.h"
+#include "bench_store.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 typedef struct other {
     rlt_store *s;
@@ -53,12 +46,12 @@ static void *other_run(void *arg)
 }
 
 /* Decisions per second of the calling thread for `ns`, keys cycled with a stride. */
-static double decide_rate(rlt_store *s, int id, char (*keys)[24], const size_t *klen, long n,
+static double decide_rate(rlt_store *s, int id, bs_key *keys, const size_t *klen, long n,
                           int64_t ns, rlt_ns *now, long *bad)
 {
     rlt_decision d;
     long done = 0;
-    const int64_t t0 = mono_ns();
+    const int64_t t0 = bs_mono_ns();
     int64_t el = 0;
     while (el < ns) {
         for (int j = 0; j < 1024; j++) {
@@ -67,7 +60,7 @@ static double decide_rate(rlt_store *s, int id, char (*keys)[24], const size_t *
             *bad += rlt_store_decide(s, id, keys[i], klen[i], *now, 1, &d) != RLT_OK;
         }
         done += 1024;
-        el = mono_ns() - t0;
+        el = bs_mono_ns() - t0;
     }
     return (double)done / ((double)el / 1e9);
 }
@@ -81,17 +74,10 @@ int main(int argc, char **argv)
         return 2;
     }
     rlt_store *s;
-    rlt_policy p;
     int id;
-    const char *text = "token_bucket:1000000000/1s";
-    if (rlt_store_open(&s, NULL) || rlt_policy_parse(&p, text, strlen(text), NULL, 0) ||
-        rlt_store_set_policy(s, "p", &p, RLT_CHANGE_RESET, &id))
-        return 1;
-    char(*keys)[24] = malloc((size_t)nkeys * sizeof *keys);
-    size_t *klen = malloc((size_t)nkeys * sizeof *klen);
-    if (!keys || !klen) return 1;
-    for (long i = 0; i < nkeys; i++)
-        klen[i] = (size_t)snprintf(keys[i], sizeof keys[i], "user:%ld", i);
+    bs_key *keys;
+    size_t *klen;
+    if (bs_store("token_bucket:1000000000/1s", &s, &id) || bs_keys(nkeys, &keys, &klen)) return 1;
     const int64_t ns = (int64_t)(secs * 1e9);
     rlt_ns now = 0;
     long bad = 0;

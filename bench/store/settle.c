@@ -5,19 +5,12 @@
  * so the table holds one at a time per key at most); then, with the reservation bound filled by
  * reservations an hour long, ops / 100 reserves that the full bound refuses.
  * Usage: store_settle [keys=1000] [ops=2000000]. */
-#include "ratelimit/store.h"
+#include "bench_store.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 int main(int argc, char **argv)
 {
@@ -27,26 +20,19 @@ int main(int argc, char **argv)
         return 2;
     }
     rlt_store *s;
-    rlt_policy p;
     int id;
-    const char *text = "token_bucket:1000000/1s";
-    if (rlt_store_open(&s, NULL) || rlt_policy_parse(&p, text, strlen(text), NULL, 0) ||
-        rlt_store_set_policy(s, "p", &p, RLT_CHANGE_RESET, &id))
-        return 1;
-    char(*keys)[24] = malloc((size_t)nkeys * sizeof *keys);
-    size_t *klen = malloc((size_t)nkeys * sizeof *klen);
-    if (!keys || !klen) return 1;
-    for (long i = 0; i < nkeys; i++)
-        klen[i] = (size_t)snprintf(keys[i], sizeof keys[i], "user:%ld", i);
+    bs_key *keys;
+    size_t *klen;
+    if (bs_store("token_bucket:1000000/1s", &s, &id) || bs_keys(nkeys, &keys, &klen)) return 1;
     rlt_decision d;
     rlt_ns t = 0;
     long bad = 0;
-    int64_t a = mono_ns();
+    int64_t a = bs_mono_ns();
     for (long i = 0; i < ops; i++) {
         t += RLT_NS_PER_US;
         bad += rlt_store_decide(s, id, keys[i % nkeys], klen[i % nkeys], t, 5, &d) != RLT_OK;
     }
-    int64_t b = mono_ns();
+    int64_t b = bs_mono_ns();
     for (long i = 0; i < ops; i++) {
         t += RLT_NS_PER_US;
         uint64_t r;
@@ -58,7 +44,7 @@ int main(int argc, char **argv)
         }
         bad += rlt_store_settle(s, id, k, kl, t + RLT_NS_PER_US / 2, r, 3, &d) != RLT_OK;
     }
-    int64_t c = mono_ns();
+    int64_t c = bs_mono_ns();
     /* The bound full: max_reservations (the default) outstanding for an hour, then refused
      * reserves (what a client holding the bound costs everyone else). */
     long held = 0;
@@ -75,14 +61,14 @@ int main(int argc, char **argv)
         held++;
     }
     const long refused_ops = ops / 100 > 0 ? ops / 100 : 1;
-    int64_t e = mono_ns();
+    int64_t e = bs_mono_ns();
     for (long i = 0; i < refused_ops; i++) {
         t += RLT_NS_PER_US;
         uint64_t r;
         bad += rlt_store_reserve(s, id, keys[i % nkeys], klen[i % nkeys], t, 1, 0, &d, &r) !=
                RLT_EFULL;
     }
-    int64_t f = mono_ns();
+    int64_t f = bs_mono_ns();
     printf("keys=%ld ops=%ld decide_ns=%.1f reserve_settle_pair_ns=%.1f held=%ld "
            "refused_reserve_ns=%.1f failures=%ld\n",
            nkeys, ops, (double)(b - a) / (double)ops, (double)(c - b) / (double)ops, held,

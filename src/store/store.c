@@ -985,7 +985,7 @@ static inline void prefetch_probe(const rlt__slot *tab, uint32_t i)
 
 /* Prefetches, before the lock is taken, the shard's first line (the lock: with other threads
  * it may be in another core's cache) and the lines of the probe from the home slot of
- * (h, policy mix) (with millions of keys, DRAM misses), all for writing.  Everything it needs
+ * the entry tag `tag` (with millions of keys, DRAM misses), all for writing.  Everything it needs
  * is known once the key is hashed,
  * so the out-of-order core starts both misses early: a single call overlaps the slot's miss
  * with the lock line's hand-off from another core, and with the tail of the previous call
@@ -993,23 +993,26 @@ static inline void prefetch_probe(const rlt__slot *tab, uint32_t i)
  * ahead.  The table is read without the lock from the shard's hint (rlt__hint: a line no
  * decision writes); a stale cap or tab only prefetches a useless line, as prefetches never
  * fault and nothing reads through the address. */
-static inline void prefetch_home(const rlt_store *s, uint64_t h, uint64_t mix)
+static inline void prefetch_tag(const rlt_store *s, uint64_t h, uint32_t tag)
 {
-    prefetch_w(shard_of(s, h));
-    const rlt__hint *hint = &s->hints[h & s->shard_mask];
-    uint32_t cap = __atomic_load_n(&hint->cap, __ATOMIC_RELAXED);
-    rlt__slot *tab = __atomic_load_n(&hint->tab, __ATOMIC_RELAXED);
-    if (tab) prefetch_probe(tab, home((uint32_t)((h ^ mix) >> 32), cap));
-}
-
-static inline void prefetch_slot(const rlt_store *s, uint64_t h, uint32_t tag)
-{
-    if (!__atomic_load_n(&s->big, __ATOMIC_RELAXED)) return;
     prefetch_w(shard_of(s, h));
     const rlt__hint *hint = &s->hints[h & s->shard_mask];
     const uint32_t cap = __atomic_load_n(&hint->cap, __ATOMIC_RELAXED);
     rlt__slot *tab = __atomic_load_n(&hint->tab, __ATOMIC_RELAXED);
     if (tab) prefetch_probe(tab, home(tag, cap));
+}
+
+/* The same for a batch item: (h, policy mix), whatever the store's size. */
+static inline void prefetch_home(const rlt_store *s, uint64_t h, uint64_t mix)
+{
+    prefetch_tag(s, h, (uint32_t)((h ^ mix) >> 32));
+}
+
+/* The same for a single call, in big stores only. */
+static inline void prefetch_slot(const rlt_store *s, uint64_t h, uint32_t tag)
+{
+    if (!__atomic_load_n(&s->big, __ATOMIC_RELAXED)) return;
+    prefetch_tag(s, h, tag);
 }
 
 /* ---- decisions ------------------------------------------------------------------------ */
