@@ -133,6 +133,12 @@ def ints(text):
     return [int(x) for x in text.split()]
 
 
+def start_of_a_second():
+    """Sleep to 20 ms past the next UTC second: fixed windows of 1 s are UTC seconds, and
+    requests meant to share one must not straddle its edge (slow under TSan)."""
+    time.sleep(1.02 - time.time() % 1)
+
+
 # ---------------------------------------------------------------------------------------------
 
 @test
@@ -436,6 +442,7 @@ def penalty_box_denies_every_request_until_its_end_on_resp_and_http(tmp):
         # RESP: the third request in a second breaches; the key is then blocked for 10 minutes
         # whatever the window says, with retry_after to the block's end; RL.RESET lifts it.
         pol = "fixed_window:1/1s,block=10m"
+        start_of_a_second()
         assert ints(d.cli("RL.CHECK", "r1", pol))[0] == 1
         a = ints(d.cli("RL.CHECK", "r1", pol))
         assert a[0] == 0 and 599000 <= a[3] <= 600000 and a[2] == 0, a
@@ -446,6 +453,7 @@ def penalty_box_denies_every_request_until_its_end_on_resp_and_http(tmp):
         assert d.cli("RL.RESET", "r1", pol) == "1"
         assert ints(d.cli("RL.CHECK", "r1", pol))[0] == 1
         # HTTP, a named policy: 429 with Retry-After to the block's end.
+        start_of_a_second()
         for _ in range(2):
             assert d.curl("/v1/check?key=h1&policy=login").startswith("HTTP/1.1 200")
         r = d.curl("/v1/check?key=h1&policy=login")
