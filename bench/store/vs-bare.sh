@@ -19,6 +19,14 @@
 # plain table's 1M-key figure is a cache-fit figure; this one says what is left once the
 # footprint is the store's (docs/performance.md, round 4).
 #
+# With LAYOUT=1, the case lay1m runs, interleaved with the store and the table at 1M keys on
+# 1 thread, bench/store/layout.c (store_layout): the store's table layout (32-byte slots at 71%
+# load, the AES key hash, the 16-byte key stream, a library-style call returning the whole
+# decision) with nothing of the store's call on top; again at 48% load (the table's); and at
+# 71% with 8 rounds of padding (~32 more instructions a call).  Layout/table says what the
+# layout costs; store/layout what the store's call does on top of it (docs/performance.md,
+# round 6).
+#
 # usage: bench/store/vs-bare.sh [BUILD_DIR=build/release] [ROUNDS=3] [SECONDS=3]
 #   env GCRA_BENCH=path  an already built gcra_bench (default: built from $ANCHORS here)
 #   env ANCHORS=dir      where gcra_bench.c lives (default: ../shared/anchors from the repo)
@@ -31,6 +39,7 @@ SECS=${3:-3}
 CASES=${CASES:-"1m1 1m2 1k1"}
 [ "${SIP:-0}" = 1 ] && CASES="$CASES sip1m sip1k"
 [ "${WIDE:-0}" = 1 ] && CASES="$CASES w1m1 w1m2"
+[ "${LAYOUT:-0}" = 1 ] && CASES="$CASES lay1m"
 B=$BUILD/src/cli/ratelimit
 [ -x "$B" ] || { echo "vs-bare: no $B (cmake --preset release && cmake --build --preset release)" >&2; exit 2; }
 [ -x /usr/bin/time ] || { echo "vs-bare: needs /usr/bin/time for the table's CPU time (apt-get install time)" >&2; exit 2; }
@@ -88,6 +97,10 @@ table_run() { # keys threads [binary]
                    /^cpu / {c = t * t * 40e6 / ($2 + $3)} END {printf "%.0f %.0f\n", w, c}' <<<"$out"
 }
 
+layout_run() { # load pad: decisions per second
+    "$BUILD/bench/store/store_layout" 1000000 "$1" "$SECS" "$2" | sed -n 's/.*decisions_per_sec=//p'
+}
+
 declare -A med
 echo "# $(date -u +%FT%TZ) load: $(cut -d' ' -f1-3 /proc/loadavg); store: $B; table: $G"
 for c in $CASES; do
@@ -99,6 +112,7 @@ for c in $CASES; do
     sip1k) keys=1000 th=1 ;;
     w1m1) keys=1000000 th=1 ;;
     w1m2) keys=1000000 th=2 ;;
+    lay1m) keys=1000000 th=1 ;;
     *) echo "vs-bare: unknown case $c" >&2; exit 2 ;;
     esac
     if [ "${c#sip}" != "$c" ]; then # the table with SipHash against the plain table
@@ -115,6 +129,30 @@ for c in $CASES; do
             "$(printf '%s ' "${t_all[@]}" | awk '{for (i = 1; i <= NF; i++) printf "%.2fM ", $i / 1e6}')"
         awk -v c="$c" -v s="$a" -v t="$b" \
             'BEGIN {printf "%-5s median table+SipHash %.2fM/s  table %.2fM/s  ratio %.2fx\n", c, s / 1e6, t / 1e6, s / t}'
+        continue
+    fi
+    if [ "$c" = lay1m ]; then # the store, the table and the layout alone, in turn
+        [ -x "$BUILD/bench/store/store_layout" ] || { echo "vs-bare: no $BUILD/bench/store/store_layout" >&2; exit 2; }
+        declare -A all=()
+        for ((r = 1; r <= ROUNDS; r++)); do
+            read -r w cpu < <(store_run $keys $th)
+            all[store]+="$w "
+            read -r w cpu < <(table_run $keys $th)
+            all[table]+="$w "
+            all[layout71]+="$(layout_run 0.71 0) "
+            all[layout48]+="$(layout_run 0.48 0) "
+            all[layout71pad8]+="$(layout_run 0.71 8) "
+        done
+        for k in store table layout71 layout48 layout71pad8; do
+            med[$c.$k]=$(tr ' ' '\n' <<<"${all[$k]}" | grep . | median)
+            printf '%-5s %-12s %s median %.2fM\n' "$c" "$k" \
+                "$(awk '{for (i = 1; i <= NF; i++) printf "%.2fM ", $i / 1e6}' <<<"${all[$k]}")" \
+                "$(awk -v m="${med[$c.$k]}" 'BEGIN {print m / 1e6}')"
+        done
+        awk -v s="${med[$c.store]}" -v t="${med[$c.table]}" -v l="${med[$c.layout71]}" \
+            -v h="${med[$c.layout48]}" -v p="${med[$c.layout71pad8]}" \
+            'BEGIN {printf "lay1m layout(71%%)/table %.2fx  layout(48%%)/table %.2fx  store/layout(71%%) %.2fx  padded/layout %.2fx  store/table %.2fx\n",
+                    l / t, h / t, s / l, p / l, s / t}'
         continue
     fi
     tb=$G
