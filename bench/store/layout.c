@@ -11,9 +11,11 @@
  * round 6).  `pad=N` adds N rounds of two independent adds to each call (4 instructions a
  * round with the loop's own), to measure what one more instruction per call costs when every
  * call misses the cache.  `twochoice` puts each key in the emptier of two 2-slot lines
- * (cuckoo moves when both are full) and checks the four slots without a branch per slot.
+ * (cuckoo moves when both are full) and checks the four slots without a branch per slot;
+ * `fp` probes a byte array of slot fingerprints and reads a slot only on a match, as the
+ * store's big tables do since round 6 (the bytes are not counted in bytes_per_key).
  *
- * Usage: store_layout [keys=1000000] [load=0.71] [seconds=2] [pad=0] [linear|twochoice]
+ * Usage: store_layout [keys=1000000] [load=0.71] [seconds=2] [pad=0] [linear|fp|twochoice]
  * The last line: layout keys=... load=... mode=... pad=... decisions_per_sec=... */
 #define _GNU_SOURCE
 #include <stdatomic.h>
@@ -37,7 +39,8 @@ typedef struct slot {
 typedef struct shard {
     slot *t;
     uint32_t cap;  /* slots; even */
-    uint32_t used; /* linear mode: occupied slots, at most cap - 1 */
+    uint32_t used; /* linear modes: occupied slots, at most cap - 1 */
+    uint8_t *fp;   /* fp mode: a fingerprint byte per slot, 0 for empty */
 } shard;
 
 typedef struct {
@@ -51,7 +54,7 @@ typedef struct result {
 
 static shard shards[NSHARDS];
 static spin locks[NSHARDS];
-static bool twochoice;
+static bool twochoice, usefp;
 static long pad;
 static const int64_t T = 1000000, TAU = 1000 * 1000000; /* gcra:1000/1s,burst=1000 */
 
@@ -83,6 +86,12 @@ static inline uint32_t range(uint32_t x, uint32_t n)
 static inline uint64_t head_of(uint64_t h)
 {
     return (h >> 32 << 32) | (uint32_t)(h >> 10) | 1; /* bits 0..9 pick the shard */
+}
+
+/* A slot's fingerprint (fp mode): a byte of the head that does not pick the home slot. */
+static inline uint8_t fp_of(uint64_t head)
+{
+    return (uint8_t)((head >> 24) | 1);
 }
 
 /* The two lines of a two-choice key: from the head's two halves, never the same line. */
@@ -132,6 +141,7 @@ static bool insert(uint64_t k0, uint64_t k1)
         for (uint32_t i = range((uint32_t)(v.head >> 32), sh->cap);; i = i + 1 == sh->cap ? 0 : i + 1)
             if (!sh->t[i].head) {
                 sh->t[i] = v;
+                sh->fp[i] = fp_of(v.head);
                 sh->used++;
                 return true;
             }
@@ -157,6 +167,17 @@ static bool insert(uint64_t k0, uint64_t k1)
 static inline slot *find(const shard *sh, uint64_t head, uint64_t k0, uint64_t k1)
 {
     if (!twochoice) {
+        if (usefp) { /* the store's probe in big stores: the fingerprints, then the slot */
+            const uint8_t f = fp_of(head);
+            for (uint32_t i = range((uint32_t)(head >> 32), sh->cap);; i = i + 1 == sh->cap ? 0 : i + 1) {
+                const uint8_t g = sh->fp[i];
+                if (!g) return NULL;
+                if (g == f) {
+                    slot *e = &sh->t[i];
+                    if (e->head == head && e->k0 == k0 && e->k1 == k1) return e;
+                }
+            }
+        }
         /* Ends: insert leaves every shard an empty slot. */
         for (uint32_t i = range((uint32_t)(head >> 32), sh->cap);; i = i + 1 == sh->cap ? 0 : i + 1) {
             slot *e = &sh->t[i];
@@ -187,6 +208,7 @@ static __attribute__((noinline)) int decide(const void *key, size_t klen, int64_
     } else {
         /* The store's probe prefetch: the home slot's line and the next one or two. */
         const uint32_t i = range((uint32_t)(head >> 32), sh->cap);
+        if (usefp) __builtin_prefetch(&sh->fp[i], 0, 3);
         prefetch(&sh->t[i]);
         prefetch(&sh->t[i + 1 < sh->cap ? i + 1 : 0]);
         prefetch(&sh->t[i + 3 < sh->cap ? i + 3 : 0]);
@@ -230,9 +252,14 @@ int main(int argc, char **argv)
     const double load = argc > 2 ? atof(argv[2]) : 0.71, secs = argc > 3 ? atof(argv[3]) : 2;
     pad = argc > 4 ? atol(argv[4]) : 0;
     twochoice = argc > 5 && strcmp(argv[5], "twochoice") == 0;
+    usefp = argc > 5 && strcmp(argv[5], "fp") == 0;
+    if (argc > 5 && !twochoice && !usefp && strcmp(argv[5], "linear") != 0) {
+        fprintf(stderr, "store_layout: mode is linear, fp or twochoice\n");
+        return 2;
+    }
     if (n < NSHARDS || load <= 0 || load >= 1 || secs <= 0 || pad < 0) {
         fprintf(stderr, "usage: store_layout [keys>=1024] [0<load<1] [seconds] [pad] "
-                        "[linear|twochoice]\n");
+                        "[linear|fp|twochoice]\n");
         return 2;
     }
 #if RLT__AESHASH_X86
@@ -250,6 +277,8 @@ int main(int argc, char **argv)
         shards[i].t = aligned_alloc(64, (size_t)cap * sizeof(slot));
         if (!shards[i].t) return 1;
         memset(shards[i].t, 0, (size_t)cap * sizeof(slot));
+        shards[i].fp = calloc(cap, 1);
+        if (!shards[i].fp) return 1;
         bytes += (size_t)cap * sizeof(slot);
     }
     uint64_t *stream = malloc(STREAM * 16), unstored = 0;
@@ -278,11 +307,13 @@ int main(int argc, char **argv)
     }
     const double el = (double)(now - t0) / 1e9;
     free(stream);
-    for (int i = 0; i < NSHARDS; i++)
+    for (int i = 0; i < NSHARDS; i++) {
         free(shards[i].t);
+        free(shards[i].fp);
+    }
     printf("layout keys=%llu load=%.2f mode=%s pad=%ld hash=%s unstored=%llu missing=%llu "
            "allowed=%.4f bytes_per_key=%.2f decisions_per_sec=%.0f\n",
-           (unsigned long long)n, load, twochoice ? "twochoice" : "linear", pad,
+           (unsigned long long)n, load, twochoice ? "twochoice" : usefp ? "fp" : "linear", pad,
 #if RLT__AESHASH_X86
            use_aes ? "aes" : "splitmix",
 #else

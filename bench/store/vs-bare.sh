@@ -23,7 +23,8 @@
 # 1 thread, bench/store/layout.c (store_layout): the store's table layout (32-byte slots at 71%
 # load, the AES key hash, the 16-byte key stream, a library-style call returning the whole
 # decision) with nothing of the store's call on top; again at 48% load (the table's); and at
-# 71% with 8 rounds of padding (~32 more instructions a call).  Layout/table says what the
+# 71% with 8 rounds of padding (~40 more instructions a call); and at 71% probing fingerprints
+# first, as the store's big tables do.  Layout/table says what the
 # layout costs; store/layout what the store's call does on top of it (docs/performance.md,
 # round 6).
 #
@@ -97,8 +98,8 @@ table_run() { # keys threads [binary]
                    /^cpu / {c = t * t * 40e6 / ($2 + $3)} END {printf "%.0f %.0f\n", w, c}' <<<"$out"
 }
 
-layout_run() { # load pad: decisions per second
-    "$BUILD/bench/store/store_layout" 1000000 "$1" "$SECS" "$2" | sed -n 's/.*decisions_per_sec=//p'
+layout_run() { # load pad [mode]: decisions per second
+    "$BUILD/bench/store/store_layout" 1000000 "$1" "$SECS" "$2" ${3:-} | sed -n 's/.*decisions_per_sec=//p'
 }
 
 declare -A med
@@ -142,17 +143,18 @@ for c in $CASES; do
             all[layout71]+="$(layout_run 0.71 0) "
             all[layout48]+="$(layout_run 0.48 0) "
             all[layout71pad8]+="$(layout_run 0.71 8) "
+            all[layout71fp]+="$(layout_run 0.71 0 fp) "
         done
-        for k in store table layout71 layout48 layout71pad8; do
+        for k in store table layout71 layout48 layout71pad8 layout71fp; do
             med[$c.$k]=$(tr ' ' '\n' <<<"${all[$k]}" | grep . | median)
             printf '%-5s %-12s %s median %.2fM\n' "$c" "$k" \
                 "$(awk '{for (i = 1; i <= NF; i++) printf "%.2fM ", $i / 1e6}' <<<"${all[$k]}")" \
                 "$(awk -v m="${med[$c.$k]}" 'BEGIN {print m / 1e6}')"
         done
         awk -v s="${med[$c.store]}" -v t="${med[$c.table]}" -v l="${med[$c.layout71]}" \
-            -v h="${med[$c.layout48]}" -v p="${med[$c.layout71pad8]}" \
-            'BEGIN {printf "lay1m layout(71%%)/table %.2fx  layout(48%%)/table %.2fx  store/layout(71%%) %.2fx  padded/layout %.2fx  store/table %.2fx\n",
-                    l / t, h / t, s / l, p / l, s / t}'
+            -v h="${med[$c.layout48]}" -v p="${med[$c.layout71pad8]}" -v f="${med[$c.layout71fp]}" \
+            'BEGIN {printf "lay1m layout(71%%)/table %.2fx  layout(48%%)/table %.2fx  store/layout(71%%) %.2fx  padded/layout %.2fx  fingerprints/layout %.2fx  store/table %.2fx\n",
+                    l / t, h / t, s / l, p / l, f / l, s / t}'
         continue
     fi
     tb=$G

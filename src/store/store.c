@@ -137,6 +137,26 @@ static inline uint32_t home(uint32_t tag, uint32_t cap)
     return (uint32_t)(((uint64_t)tag * cap) >> 32);
 }
 
+/* A slot's fingerprint: one byte per slot in an array after the table's slots (0: empty),
+ * from the tag's low bits (the home slot comes from its high ones).  The hot path's probe
+ * reads these bytes, not the slots: 1M keys' fingerprints are 1.4 MB, so the probe's branches
+ * wait for a cached line instead of the slot's DRAM miss, and the core runs on to the next
+ * call while that miss is outstanding (docs/performance.md, round 6).  Only big stores' hot
+ * path reads them, and only to find a slot faster: a probe that ends on a 0 or never matches
+ * goes to decide_general, whose probe reads the slots themselves, so a wrong byte would cost
+ * time, never an answer (tests check the bytes directly: rlt__store_fps_consistent).  Every
+ * write that fills, moves or empties a slot writes its byte. */
+static inline uint8_t fp_of(uint32_t tag)
+{
+    const uint8_t f = (uint8_t)tag;
+    return f ? f : 1;
+}
+
+static inline uint8_t *fps_of(rlt__slot *tab, uint32_t cap)
+{
+    return (uint8_t *)(tab + cap);
+}
+
 static inline uint32_t tag_of(const rlt_store *s, uint64_t h, int pid)
 {
     return (uint32_t)((h ^ s->pols[pid].mix) >> 32);
@@ -264,6 +284,7 @@ void rlt__delete(const rlt_store *s, rlt__shard *sh, rlt__slot *e)
     RLT__STAT_ADD(sh->count, -1u);
     /* Backward shift: pull later members of the run into the hole unless their home lies
      * cyclically in (hole, their position]. */
+    uint8_t *const fp = fps_of(sh->tab, cap);
     uint32_t j = i;
     for (;;) {
         if (++j == cap) j = 0;
@@ -273,9 +294,11 @@ void rlt__delete(const rlt_store *s, rlt__shard *sh, rlt__slot *e)
         bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
         if (stays) continue;
         sh->tab[i] = *f;
+        fp[i] = fp[j];
         i = j;
     }
     memset(&sh->tab[i], 0, sizeof sh->tab[i]);
+    fp[i] = 0;
 }
 
 /* Tables of 2 MiB and more are 2 MiB aligned and asked to be backed by huge pages: a random
@@ -284,7 +307,7 @@ void rlt__delete(const rlt_store *s, rlt__shard *sh, rlt__slot *e)
 
 static size_t table_bytes(uint32_t cap)
 {
-    size_t n = (size_t)cap * sizeof(rlt__slot);
+    size_t n = (size_t)cap * (sizeof(rlt__slot) + 1); /* the slots, then their fingerprints */
     if (n < HUGE) return (n + 63) & ~(size_t)63; /* whole cache lines */
     return (n + 4095) & ~(size_t)4095; /* whole pages; the tail of the last 2 MiB stays in small
                                           pages */
@@ -348,6 +371,7 @@ static int grow(rlt_store *s, rlt__shard *sh, uint32_t ncap)
     assert(ncap > sh->cap);
     rlt__slot *nt = table_alloc(ncap);
     if (!nt) return RLT_ENOMEM;
+    uint8_t *const nfp = fps_of(nt, ncap);
     for (uint32_t i = 0; i < sh->cap; i++) {
         const rlt__slot *e = &sh->tab[i];
         if (!e->meta) continue;
@@ -355,6 +379,7 @@ static int grow(rlt_store *s, rlt__shard *sh, uint32_t ncap)
         while (nt[j].meta)
             if (++j == ncap) j = 0;
         nt[j] = *e;
+        nfp[j] = fp_of(e->tag);
     }
     table_free(sh->tab, sh->cap);
     RLT__STAT_ADD(sh->bytes, (uint64_t)table_bytes(ncap) - table_bytes(sh->cap));
@@ -458,6 +483,7 @@ int rlt__insert(rlt_store *s, rlt__shard *sh, uint64_t h, int pid, const void *k
         if (++i == sh->cap) i = 0;
     rlt__slot *e = &sh->tab[i];
     memset(e, 0, sizeof *e);
+    fps_of(sh->tab, sh->cap)[i] = fp_of(tag);
     e->tag = tag;
     e->policy = (uint16_t)pid;
     e->meta = (uint16_t)klen;
@@ -975,9 +1001,10 @@ static inline void prefetch_w(const void *p)
  * the table, and `tab` and `i` may come from different tables (read unlocked while a grow
  * swaps them), where pointer arithmetic would be undefined; a prefetch of any address is
  * not, and never faults. */
-static inline void prefetch_probe(const rlt__slot *tab, uint32_t i)
+static inline void prefetch_probe(const rlt__slot *tab, uint32_t cap, uint32_t i)
 {
     const uintptr_t a = (uintptr_t)tab + (uintptr_t)i * sizeof *tab;
+    __builtin_prefetch((const void *)((uintptr_t)tab + (uintptr_t)cap * sizeof *tab + i), 0, 3);
     prefetch_w((const void *)a);
     prefetch_w((const void *)(a + sizeof *tab));
     prefetch_w((const void *)(a + 3 * sizeof *tab));
@@ -999,7 +1026,7 @@ static inline void prefetch_tag(const rlt_store *s, uint64_t h, uint32_t tag)
     const rlt__hint *hint = &s->hints[h & s->shard_mask];
     const uint32_t cap = __atomic_load_n(&hint->cap, __ATOMIC_RELAXED);
     rlt__slot *tab = __atomic_load_n(&hint->tab, __ATOMIC_RELAXED);
-    if (tab) prefetch_probe(tab, home(tag, cap));
+    if (tab) prefetch_probe(tab, cap, home(tag, cap));
 }
 
 /* The same for a batch item: (h, policy mix), whatever the store's size. */
@@ -1098,6 +1125,19 @@ static inline void jitter_decision(const rlt_policy *p, const void *key, size_t 
         d->retry_after = rlt_jitter(p, rlt_hash_fnv1a(key, klen), now, d->retry_after);
 }
 
+/* Whether inline slot e, whose head matched, holds the key: as two overlapping words (k0,
+ * k1: the key's first and last 8 bytes) for keys of 8..16 bytes, bytewise below. */
+static inline __attribute__((always_inline)) bool slot_key_is(const rlt__slot *e, size_t klen,
+                                                              bool words, uint64_t k0,
+                                                              uint64_t k1, const void *key)
+{
+    if (!words) return key_eq(e->u.inl + 8, key, klen);
+    uint64_t e0, e1;
+    memcpy(&e0, e->u.inl + 8, 8);
+    memcpy(&e1, e->u.inl + klen, 8); /* the key's last 8 bytes */
+    return ((e0 ^ k0) | (e1 ^ k1)) == 0;
+}
+
 /* The decision under the shard lock.  The common case, a GCRA request on a key already in the
  * table with its key and state inline, runs here in a few dozen instructions (see
  * rlt__gcra_hot for why that count matters); everything else goes to decide_general.  `tag`
@@ -1124,7 +1164,7 @@ decide_locked_tag(rlt_store *s, rlt__shard *sh, uint64_t h, uint32_t tag, int id
         note_now(sh, now);
         rlt__gcra_req q = rlt__gcra_prepare(&P->p, now, cost);
         uint64_t want = head_of(tag, (uint32_t)klen, (uint32_t)id);
-        rlt__slot *tab = sh->tab;
+        rlt__slot *const tab = sh->tab, *e;
         const uint32_t cap = sh->cap;
         uint32_t i = home(tag, cap);
         /* Keys of 8..16 bytes (the common ones) are compared as two overlapping words. */
@@ -1134,31 +1174,38 @@ decide_locked_tag(rlt_store *s, rlt__shard *sh, uint64_t h, uint32_t tag, int id
             memcpy(&k0, key, 8);
             memcpy(&k1, (const uint8_t *)key + klen - 8, 8);
         }
-        for (;;) {
-            rlt__slot *e = &tab[i];
-            const uint64_t head = slot_head(e);
-            if (!(head & head_of(0, UINT16_MAX, 0))) break; /* empty: a new key */
-            if ((head & HEAD_MASK) == want) {
-                bool same;
-                if (words) {
-                    uint64_t e0, e1;
-                    memcpy(&e0, e->u.inl + 8, 8);
-                    memcpy(&e1, e->u.inl + klen, 8); /* the key's last 8 bytes */
-                    same = ((e0 ^ k0) | (e1 ^ k1)) == 0;
-                } else {
-                    same = key_eq(e->u.inl + 8, key, klen);
-                }
-                if (same) {
-                    const bool allowed = rlt__gcra_apply(&q, e->u.inl, d);
-                    if (!(head & head_of(0, RLT__REF, 0))) e->meta |= RLT__REF;
-                    count_decision(sh, allowed);
-                    if (!allowed) jitter_decision(&P->p, key, klen, now, d);
-                    return RLT_OK;
-                }
+        uint64_t head;
+        if (__atomic_load_n(&s->big, __ATOMIC_RELAXED)) {
+            /* Millions of keys: the probe walks the fingerprints, and only a match reads the
+             * slot, so the branch on each step waits for the fingerprint's (cached) line, not
+             * for the slot's DRAM miss; the slot's check after a match is all but always true,
+             * and predicted. */
+            const uint8_t *const fp = fps_of(tab, cap), f = fp_of(tag);
+            for (;; i = i + 1 == cap ? 0 : i + 1) {
+                const uint8_t g = fp[i];
+                if (!g) goto general; /* empty: a new key */
+                e = &tab[i];
+                if (g == f && ((head = slot_head(e)) & HEAD_MASK) == want &&
+                    slot_key_is(e, klen, words, k0, k1, key))
+                    goto found;
             }
-            if (++i == cap) i = 0;
         }
+        /* A small store's table is in the core's caches: one load a step, from the slot. */
+        for (;; i = i + 1 == cap ? 0 : i + 1) {
+            e = &tab[i];
+            head = slot_head(e);
+            if (!(head & head_of(0, UINT16_MAX, 0))) goto general; /* empty: a new key */
+            if ((head & HEAD_MASK) == want && slot_key_is(e, klen, words, k0, k1, key))
+                goto found;
+        }
+    found:;
+        const bool allowed = rlt__gcra_apply(&q, e->u.inl, d);
+        if (!(head & head_of(0, RLT__REF, 0))) e->meta |= RLT__REF;
+        count_decision(sh, allowed);
+        if (!allowed) jitter_decision(&P->p, key, klen, now, d);
+        return RLT_OK;
     }
+general:;
     const rlt_ns eff = now < floor ? floor : now;
     note_now(sh, eff);
     int rc = decide_general(s, sh, h, id, key, klen, now, eff, cost, d);
@@ -1223,6 +1270,25 @@ int rlt_store_decide(rlt_store *s, int id, const void *key, size_t klen, rlt_ns 
     if (__builtin_expect(s && s->use_aes, 1)) return decide_aes(s, id, key, klen, now, cost, d);
 #endif
     return decide_sip(s, id, key, klen, now, cost, d);
+}
+
+void rlt__store_force_big(rlt_store *s)
+{
+    __atomic_store_n(&s->big, true, __ATOMIC_RELAXED);
+}
+
+bool rlt__store_fps_consistent(rlt_store *s)
+{
+    bool ok = true;
+    for (uint32_t k = 0; k < s->nshards && ok; k++) {
+        rlt__shard *sh = &s->shards[k];
+        shard_lock(sh);
+        const uint8_t *fp = sh->cap ? fps_of(sh->tab, sh->cap) : NULL;
+        for (uint32_t i = 0; i < sh->cap && ok; i++)
+            ok = fp[i] == (sh->tab[i].meta ? fp_of(sh->tab[i].tag) : 0);
+        shard_unlock(sh);
+    }
+    return ok;
 }
 
 int rlt__decide_in_shard(rlt_store *s, rlt__shard *sh, uint64_t h, int id, const void *key,

@@ -320,6 +320,12 @@ int rlt__add_tier(rlt_store *s, const char *name, size_t nlen, int policy);
 /* Exchanges the contents (policies, tiers, tables) of `s` with the private store `t`.  Takes
  * every lock of `s`. */
 void rlt__store_swap(rlt_store *s, rlt_store *t, rlt_ns now);
+/* For tests: makes `s` take the big-store paths (the single call's prefetch, the probe over
+ * the fingerprints) whatever its size, as a store of millions of keys does. */
+void rlt__store_force_big(rlt_store *s);
+/* For tests: true when every slot's fingerprint byte is its tag's (0 for an empty slot) in
+ * every shard.  Takes each shard's lock in turn. */
+bool rlt__store_fps_consistent(rlt_store *s);
 bool rlt__valid_name(const char *name, size_t len);
 
 /* Relaxed counter update for fields read lock-free by the stats. */

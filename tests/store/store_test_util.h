@@ -6,9 +6,7 @@
 #include <string.h>
 
 #include "ratelimit/store.h"
-#ifdef TU_FORCE_SIPHASH
 #include "store/store_internal.h"
-#endif
 
 static inline uint64_t tu_rand(uint64_t *x)
 {
@@ -25,7 +23,8 @@ static inline uint64_t tu_below(uint64_t *x, uint64_t n)
 
 /* A store with a fixed secret so runs are reproducible.  Built with TU_FORCE_SIPHASH (the
  * *_siphash test executables), it hashes keys with the SipHash-1-3 fallback instead of the AES
- * hash a CPU with AES-NI gets. */
+ * hash a CPU with AES-NI gets; with TU_FORCE_BIG (the *_big ones), it takes the paths of a
+ * store of millions of keys (the prefetch, the probe over the fingerprints) at any size. */
 static inline rlt_store *tu_store(size_t max_keys, bool fail_closed, unsigned shards)
 {
     rlt_store_options o;
@@ -41,6 +40,9 @@ static inline rlt_store *tu_store(size_t max_keys, bool fail_closed, unsigned sh
     if (rlt__store_open_hash(&s, &o, RLT__HASH_SIP) != RLT_OK) return NULL;
 #else
     if (rlt_store_open(&s, &o) != RLT_OK) return NULL;
+#endif
+#ifdef TU_FORCE_BIG
+    rlt__store_force_big(s);
 #endif
     return s;
 }

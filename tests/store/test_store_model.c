@@ -115,6 +115,13 @@ static void run_model(uint64_t seed, size_t max_keys_unused, int steps)
     m->last_now = INT64_MIN;
     int failed = 0;
     for (int step = 0; step < steps && !failed; step++) {
+        /* Every slot's fingerprint is its tag's, through inserts, evictions, deletes' shifts,
+         * growth and policy changes. */
+        if (step % 64 == 0 && !rlt__store_fps_consistent(s)) {
+            fprintf(stderr, "seed %llu step %d: a fingerprint disagrees with its slot\n",
+                    (unsigned long long)seed, step);
+            failed = 1;
+        }
         now += (rlt_ns)tu_below(&rng, 4) * (rlt_ns)tu_below(&rng, 5 * RLT_NS_PER_MS);
         uint64_t op = tu_below(&rng, 100);
         if (op < 60) { /* decide */
@@ -258,6 +265,7 @@ static void run_model(uint64_t seed, size_t max_keys_unused, int steps)
             m->pol[p] = np;
         }
     }
+    ASSERT(rlt__store_fps_consistent(s));
     for (int i = 0; i < MAXE; i++)
         if (m->e[i].used) mdrop(&m->e[i]);
     free(m);
