@@ -8,7 +8,9 @@
  * hash is h ^ mix(policy); its top 32 bits are the slot tag and pick the home slot by
  * multiply-shift (any table size works, so tables grow by 1.5x and stay between 53% and 80% full).
  * Linear probing with backward-shift deletion: no tombstones, and a hit usually costs the one cache
- * miss of its home slot.
+ * miss of its home slot.  After its slots each table keeps one fingerprint byte per slot (the
+ * tag's low byte, 0 when empty), which big stores' hot path probes before it reads a slot
+ * (fp_of).
  *
  * Decisions.  A GCRA request on a key already in the table (key and state inline) takes a hot
  * path of a few dozen instructions after the hash (decide_locked_tag, rlt__gcra_hot); every
