@@ -107,6 +107,17 @@ start_sentinel() {
     die "cannot start redis-server --sentinel (see $dir/log)"
 }
 
+# cluster6_settled: until every node of a cluster6 says cluster_state:ok and every replica
+# (s3-s5) is in sync with its master, so that a test can kill one.
+cluster6_settled() {
+    for k in 0 1 2 3 4 5; do
+        wait_for "$(cat "$base/s$k/port")" cluster_state ok cluster info
+    done
+    for k in 3 4 5; do
+        wait_for "$(cat "$base/s$k/port")" master_link_status up info replication
+    done
+}
+
 # wait_for PORT FIELD VALUE COMMAND...: until `redis-cli -p PORT COMMAND` prints FIELD:VALUE
 # (INFO style) or FIELD then VALUE on consecutive lines (SENTINEL MASTER style), 20 s at most.
 wait_for() {
@@ -208,13 +219,7 @@ cmd_run() {
         # shellcheck disable=SC2046
         redis-cli --cluster create $(echo "$servers" | tr ',' ' ') --cluster-replicas 1 \
             --cluster-yes >"$base/create.log" 2>&1 || { cat "$base/create.log" >&2; die "cluster create failed"; }
-        for k in 0 1 2 3 4 5; do
-            wait_for "$(cat "$base/s$k/port")" cluster_state ok cluster info
-        done
-        # Every replica in sync with its master before a test kills one.
-        for k in 3 4 5; do
-            wait_for "$(cat "$base/s$k/port")" master_link_status up info replication
-        done
+        cluster6_settled
         # The tests kill s0-s2 as masters.  On a loaded machine a master can miss the 1 s node
         # timeout while the cluster forms, and its replica takes its slots over: give them back
         # (a manual failover, run on the node that should be master), and wait again.
@@ -227,14 +232,7 @@ cmd_run() {
                 moved=1
             fi
         done
-        if [ -n "$moved" ]; then
-            for k in 0 1 2 3 4 5; do
-                wait_for "$(cat "$base/s$k/port")" cluster_state ok cluster info
-            done
-            for k in 3 4 5; do
-                wait_for "$(cat "$base/s$k/port")" master_link_status up info replication
-            done
-        fi
+        [ -z "$moved" ] || cluster6_settled
         servers=$(echo "$servers" | cut -d, -f1-3) # the masters are the seeds
         ;;
     sentinel)

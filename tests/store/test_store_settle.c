@@ -465,6 +465,23 @@ TEST(a_reset_or_eviction_after_a_reservation_leaves_nothing_to_refund)
 
 static pthread_barrier_t barrier;
 
+/* Runs fn on NT threads, thread i on the i-th of the NT arguments of `size` bytes at `args`,
+ * released together by `barrier`, and joins them.  A thread that cannot start aborts the run:
+ * the others would wait at the barrier for ever. */
+static void run_threads(void *(*fn)(void *), void *args, size_t size)
+{
+    pthread_t t[NT];
+    pthread_barrier_init(&barrier, NULL, NT);
+    for (int i = 0; i < NT; i++)
+        if (pthread_create(&t[i], NULL, fn, (char *)args + (size_t)i * size)) {
+            fprintf(stderr, "run_threads: pthread_create failed\n");
+            abort();
+        }
+    for (int i = 0; i < NT; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&barrier);
+}
+
 static void *reserver(void *p)
 {
     targ *a = p;
@@ -498,13 +515,7 @@ TEST(threads_reserving_and_settling_one_key_conserve_exactly)
     memset(a, 0, sizeof a);
     for (int i = 0; i < NT; i++)
         a[i] = (targ){.s = s, .id = id, .seed = 77 + (uint64_t)i};
-    pthread_t t[NT];
-    pthread_barrier_init(&barrier, NULL, NT);
-    for (int i = 0; i < NT; i++)
-        ASSERT_EQ(pthread_create(&t[i], NULL, reserver, &a[i]), 0);
-    for (int i = 0; i < NT; i++)
-        pthread_join(t[i], NULL);
-    pthread_barrier_destroy(&barrier);
+    run_threads(reserver, a, sizeof a[0]);
     int64_t real = 0, ok = 0;
     for (int i = 0; i < NT; i++) {
         ASSERT_EQ(a[i].errors, 0);
@@ -587,13 +598,7 @@ TEST(threads_racing_a_full_reservation_bound_keep_its_earliest_expiry)
         for (int i = 0; i < NT; i++)
             a[i] = (eargs){.t = {.s = s, .id = id, .seed = 991 + (uint64_t)(burst * NT + i)},
                            .base = (rlt_ns)burst * RLT_NS_PER_S};
-        pthread_t t[NT];
-        pthread_barrier_init(&barrier, NULL, NT);
-        for (int i = 0; i < NT; i++)
-            ASSERT_EQ(pthread_create(&t[i], NULL, expirer, &a[i]), 0);
-        for (int i = 0; i < NT; i++)
-            pthread_join(t[i], NULL);
-        pthread_barrier_destroy(&barrier);
+        run_threads(expirer, a, sizeof a[0]);
         for (int i = 0; i < NT; i++) {
             ASSERT_EQ(a[i].t.errors, 0);
             ok += a[i].t.settled_ok;
