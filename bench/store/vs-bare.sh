@@ -28,6 +28,9 @@
 # layout costs; store/layout what the store's call does on top of it (docs/performance.md,
 # round 6).
 #
+# With PIN=1, the store's threads run pinned (`ratelimit bench --pin`: thread t on the t-th CPU),
+# as the table always pins its own (thread t on CPU t mod 2).
+#
 # usage: bench/store/vs-bare.sh [BUILD_DIR=build/release] [ROUNDS=3] [SECONDS=3]
 #   env GCRA_BENCH=path  an already built gcra_bench (default: built from $ANCHORS here)
 #   env ANCHORS=dir      where gcra_bench.c lives (default: ../shared/anchors from the repo)
@@ -52,6 +55,8 @@ if [ -z "$G" ]; then
     gcc -O2 -pthread -o "$G" "$A/gcra_bench.c"
 fi
 POLICY=gcra:1000/1s,burst=1000
+PINARG=
+[ "${PIN:-0}" = 1 ] && PINARG=--pin
 # A patched copy of the anchor: patched NAME WHAT LINE SED_EXPR... builds $BUILD/gcra_bench_NAME
 # from gcra_bench.c with the sed expressions applied, after checking that LINE, which they
 # rewrite, is still in it (WHAT names the patch in the error).
@@ -85,7 +90,7 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+
 # compared), and per CPU-second the process got (what the code does on a core of its own: on
 # a shared machine a descheduled thread loses wall time but no CPU time).
 store_run() { # keys threads
-    "$B" bench --policy "$POLICY" --keys "$1" --threads "$2" --seconds "$SECS" |
+    "$B" bench --policy "$POLICY" --keys "$1" --threads "$2" --seconds "$SECS" $PINARG |
         awk -F'[= ]' '/^cpu_decisions_per_sec=/ {c = $2} /^decisions_per_sec=/ {w = $2} END {print w, c}'
 }
 # The table runs 40M decisions per thread; its CPU time comes from time(1), and like the
@@ -103,7 +108,7 @@ layout_run() { # load pad [mode]: decisions per second
 }
 
 declare -A med
-echo "# $(date -u +%FT%TZ) load: $(cut -d' ' -f1-3 /proc/loadavg); store: $B; table: $G"
+echo "# $(date -u +%FT%TZ) load: $(cut -d' ' -f1-3 /proc/loadavg); store: $B${PINARG:+ (pinned)}; table: $G"
 for c in $CASES; do
     case $c in
     1m1) keys=1000000 th=1 ;;

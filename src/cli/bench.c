@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,7 @@
 static const char usage[] =
     "usage: ratelimit bench [--policy SPEC] [--keys N] [--threads T] [--seconds S]\n"
     "                       [--dist uniform|zipf] [--zipf-s X] [--key-len L] [--cost C]\n"
-    "                       [--shards N] [--seed N] [--stream N] [--batch N] [--fill]\n"
+    "                       [--shards N] [--seed N] [--stream N] [--batch N] [--pin] [--fill]\n"
     "Drives the keyed store with pregenerated keys and prints a table that ends with\n"
     "  decisions_per_sec=<n> ns_per_decision=<n> bytes_per_key=<n>\n"
     "  --policy SPEC   policy text (default gcra:100/s)\n"
@@ -45,6 +46,8 @@ static const char usage[] =
     "  --stream N      pregenerated requests per thread (default 4M; cycled)\n"
     "  --batch N       requests per store call (1, 2, 4, ... 1024): 1 (default) calls\n"
     "                  rlt_store_decide per request; N > 1 calls rlt_store_decide_batch\n"
+    "  --pin           pin thread t to the t-th CPU this process may run on (modulo their\n"
+    "                  count), as the anchor's bare table pins its threads\n"
     "  --fill          insert the keys, print the memory figures, skip the timed run\n"
     "  ns_per_decision is 1e9 / decisions_per_sec (aggregate over threads, wall clock).\n"
     "  cpu_decisions_per_sec sums each thread's decisions per CPU-second it got.\n";
@@ -59,6 +62,7 @@ typedef struct bench_cfg {
     size_t key_len;
     int64_t cost;
     int fill;
+    int pin;
     unsigned batch;
 } bench_cfg;
 
@@ -73,6 +77,7 @@ typedef struct worker {
     double cpu; /* the thread's CPU seconds during the run */
     pthread_barrier_t *barrier;
     int64_t t0;
+    int cpu_pin; /* the CPU to pin the thread to, or -1 */
 } worker;
 
 static int64_t mono_ns(void)
@@ -201,6 +206,10 @@ static int parse_args(int argc, char **argv, bench_cfg *c)
             c->fill = 1;
             continue;
         }
+        if (strcmp(a, "--pin") == 0) {
+            c->pin = 1;
+            continue;
+        }
         if (i + 1 >= argc || strncmp(a, "--", 2) != 0)
             return strncmp(a, "--", 2) ? bad("unexpected argument", a)
                                        : bad("missing value for", a);
@@ -301,6 +310,18 @@ static void *run_worker(void *arg)
     for (int j = 0; j < ROUND; j++)
         costs[j] = c->cost;
     const int64_t *cost_arg = c->cost == 1 ? NULL : costs;
+    if (w->cpu_pin >= 0) {
+        /* Before the barrier, so every thread runs the whole timed loop on its CPU. */
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(w->cpu_pin, &one);
+        int prc = pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+        if (prc) {
+            fprintf(stderr, "ratelimit bench: cannot pin a thread to CPU %d: %s\n", w->cpu_pin,
+                    strerror(prc));
+            exit(1); /* the barrier would wait forever */
+        }
+    }
     pthread_barrier_wait(w->barrier);
     const int64_t start = mono_ns(), cpu0 = thread_cpu_ns();
     int64_t el = 0;
@@ -421,6 +442,20 @@ int rlt__cli_bench(int argc, char **argv)
                 cdf[i] /= sum;
             cdf[c.keys - 1] = 1.0;
         }
+        /* --pin: the CPUs this process may run on, in order; thread t gets the t-th (mod). */
+        int cpus[CPU_SETSIZE], ncpu = 0;
+        if (c.pin) {
+            cpu_set_t mine;
+            if (sched_getaffinity(0, sizeof mine, &mine)) {
+                fprintf(stderr, "ratelimit bench: --pin: cannot read the CPU affinity: %s\n",
+                        strerror(errno));
+                free(ws);
+                rlt_store_close(s);
+                return 1;
+            }
+            for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+                if (CPU_ISSET(cpu, &mine)) cpus[ncpu++] = cpu;
+        }
         pthread_barrier_t barrier;
         pthread_barrier_init(&barrier, NULL, c.threads);
         for (unsigned t = 0; t < c.threads; t++) {
@@ -442,6 +477,7 @@ int rlt__cli_bench(int argc, char **argv)
             ws[t].pid = pid;
             ws[t].barrier = &barrier;
             ws[t].t0 = t0;
+            ws[t].cpu_pin = ncpu ? cpus[t % (unsigned)ncpu] : -1;
             if (pthread_create(&ws[t].tid, NULL, run_worker, &ws[t])) {
                 fprintf(stderr, "ratelimit bench: cannot start thread %u\n", t);
                 exit(1); /* the barrier would wait forever */
@@ -472,7 +508,14 @@ int rlt__cli_bench(int argc, char **argv)
     printf("store keys      %" PRIu64 "\n", keys_now);
     printf("store bytes     %" PRIu64 "\n", bytes_now);
     if (!c.fill) {
-        printf("threads         %u\n", c.threads);
+        printf("threads         %u", c.threads);
+        if (c.pin) {
+            printf(" (pinned to CPU");
+            for (unsigned t = 0; t < c.threads; t++)
+                printf("%s%d", t ? "," : " ", ws[t].cpu_pin);
+            printf(")");
+        }
+        printf("\n");
         printf("batch           %u%s\n", c.batch,
                c.batch == 1 ? " (rlt_store_decide per request)" : " (rlt_store_decide_batch)");
         printf("dist            %s", c.zipf ? "zipf" : "uniform");

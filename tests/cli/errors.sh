@@ -81,6 +81,24 @@ out=$(printf '0 a\n0.1 a\n# comment\n\nbad\n' | "$rl" replay --policy gcra:2/1s 
 if [ "$(printf '%s\n' "$out" | wc -l)" = 2 ]; then echo "ok   replay_answers_lines_before_the_error"; ok=$((ok + 1))
 else echo "FAIL replay_answers_lines_before_the_error: got: $out"; fail=$((fail + 1)); fi
 
+# bench --pin: thread t runs on the t-th CPU the process may use, cycling; a stray value is an
+# error, not a silent run.
+expect bench_pin_takes_no_value 2 "unexpected argument: 3" "" bench --keys 10 --seconds 0.05 --pin 3
+last_cpu=$(( $(nproc) - 1 ))
+line=$(taskset -c "$last_cpu" "$rl" bench --keys 10 --threads 3 --seconds 0.05 --pin 2>&1 | grep '^threads')
+if [ "$line" = "threads         3 (pinned to CPU $last_cpu,$last_cpu,$last_cpu)" ]; then
+  echo "ok   bench_pin_follows_the_process_affinity"; ok=$((ok + 1))
+else echo "FAIL bench_pin_follows_the_process_affinity: got '$line'"; fail=$((fail + 1)); fi
+if [ "$(nproc)" -ge 2 ]; then
+  line=$(taskset -c 0,1 "$rl" bench --keys 10 --threads 3 --seconds 0.05 --pin 2>&1 | grep '^threads')
+  if [ "$line" = "threads         3 (pinned to CPU 0,1,0)" ]; then
+    echo "ok   bench_pin_cycles_through_the_cpus"; ok=$((ok + 1))
+  else echo "FAIL bench_pin_cycles_through_the_cpus: got '$line'"; fail=$((fail + 1)); fi
+fi
+line=$("$rl" bench --keys 10 --threads 2 --seconds 0.05 2>&1 | grep '^threads')
+if [ "$line" = "threads         2" ]; then echo "ok   bench_unpinned_says_nothing_of_cpus"; ok=$((ok + 1))
+else echo "FAIL bench_unpinned_says_nothing_of_cpus: got '$line'"; fail=$((fail + 1)); fi
+
 # --help and --version succeed on stdout.
 for args in "--help" "--version" "sim --help" "replay --help" "headers --help"; do
   # shellcheck disable=SC2086
