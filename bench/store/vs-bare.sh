@@ -28,8 +28,14 @@
 # layout costs; store/layout what the store's call does on top of it (docs/performance.md,
 # round 6).
 #
-# With PIN=1, the store's threads run pinned (`ratelimit bench --pin`: thread t on the t-th CPU),
-# as the table always pins its own (thread t on CPU t mod 2).
+# PIN=1 (the default) runs the store's threads pinned as the table pins its own: thread t on
+# CPU t (`ratelimit bench --pin`; the table: CPU t mod 2), so that in each case both sides run
+# on the same CPUs (1 thread: CPU 0).  On this machine's VM the two vCPUs are not alike over
+# time: for minutes at a time one of them runs the store's code at about half speed
+# (bench_core's GCRA 11.9 against 5.6 ns) and the table's hot loop at 0.75x
+# (docs/performance.md, round 7); a store left to the scheduler and a table pinned to CPU 0
+# were often compared on different CPUs.  (The table re-pins its threads itself, so taskset
+# cannot move it off CPU 0.)  PIN=0 runs the store unpinned, as rounds 1-6 did.
 #
 # usage: bench/store/vs-bare.sh [BUILD_DIR=build/release] [ROUNDS=3] [SECONDS=3]
 #   env GCRA_BENCH=path  an already built gcra_bench (default: built from $ANCHORS here)
@@ -56,7 +62,7 @@ if [ -z "$G" ]; then
 fi
 POLICY=gcra:1000/1s,burst=1000
 PINARG=
-[ "${PIN:-0}" = 1 ] && PINARG=--pin
+[ "${PIN:-1}" = 1 ] && PINARG=--pin
 # A patched copy of the anchor: patched NAME WHAT LINE SED_EXPR... builds $BUILD/gcra_bench_NAME
 # from gcra_bench.c with the sed expressions applied, after checking that LINE, which they
 # rewrite, is still in it (WHAT names the patch in the error).
@@ -108,7 +114,7 @@ layout_run() { # load pad [mode]: decisions per second
 }
 
 declare -A med
-echo "# $(date -u +%FT%TZ) load: $(cut -d' ' -f1-3 /proc/loadavg); store: $B${PINARG:+ (pinned)}; table: $G"
+echo "# $(date -u +%FT%TZ) load: $(cut -d' ' -f1-3 /proc/loadavg); store: $B${PINARG:+ (pinned as the table)}; table: $G"
 for c in $CASES; do
     case $c in
     1m1) keys=1000000 th=1 ;;
