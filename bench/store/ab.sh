@@ -8,15 +8,19 @@
 # machine, compare the pairs as well as the medians: a change ahead in every pair is ahead.
 #   env CASES="KEYS:THREADS ..."  (default "1000:1 1000000:1 1000000:2")
 #   env POLICY=...                (default gcra:1000/1s,burst=1000, as vs-bare.sh)
+#   env PIN=0|1                   (default 1: `bench --pin`, both builds' thread t on CPU t, so
+#                                  a pair never compares two CPUs; see vs-bare.sh)
 set -uo pipefail
 [ $# -ge 2 ] || { echo "usage: ab.sh BEFORE AFTER [ROUNDS] [SECONDS]" >&2; exit 2; }
 A=$1 B=$2 ROUNDS=${3:-5} SECS=${4:-2}
 for x in "$A" "$B"; do [ -x "$x" ] || { echo "ab.sh: $x is not an executable" >&2; exit 2; }; done
 POLICY=${POLICY:-gcra:1000/1s,burst=1000}
 CASES=${CASES:-1000:1 1000000:1 1000000:2}
+PINARG=
+[ "${PIN:-1}" = 1 ] && PINARG=--pin
 run() { # binary keys threads: prints M decisions/s, or fails with the bench's output
     local out
-    if ! out=$("$1" bench --policy "$POLICY" --keys "$2" --threads "$3" --seconds "$SECS" 2>&1); then
+    if ! out=$("$1" bench --policy "$POLICY" --keys "$2" --threads "$3" --seconds "$SECS" $PINARG 2>&1); then
         echo "ab.sh: $1 bench --keys $2 --threads $3 failed:" >&2
         echo "$out" >&2
         exit 1
