@@ -84,14 +84,18 @@ else echo "FAIL replay_answers_lines_before_the_error: got: $out"; fail=$((fail 
 # bench --pin: thread t runs on the t-th CPU the process may use, cycling; a stray value is an
 # error, not a silent run.
 expect bench_pin_takes_no_value 2 "unexpected argument: 3" "" bench --keys 10 --seconds 0.05 --pin 3
-last_cpu=$(( $(nproc) - 1 ))
+# The CPUs this script may run on, in order (Cpus_allowed_list: "0-3,8,10-11").
+mapfile -t cpus < <(awk -F'\t' '/^Cpus_allowed_list/ {print $2}' /proc/self/status | tr ',' '\n' |
+  awk -F- '{for (c = $1; c <= ($2 == "" ? $1 : $2); c++) print c}')
+last_cpu=${cpus[${#cpus[@]} - 1]}
 line=$(taskset -c "$last_cpu" "$rl" bench --keys 10 --threads 3 --seconds 0.05 --pin 2>&1 | grep '^threads')
 if [ "$line" = "threads         3 (pinned to CPU $last_cpu,$last_cpu,$last_cpu)" ]; then
   echo "ok   bench_pin_follows_the_process_affinity"; ok=$((ok + 1))
 else echo "FAIL bench_pin_follows_the_process_affinity: got '$line'"; fail=$((fail + 1)); fi
-if [ "$(nproc)" -ge 2 ]; then
-  line=$(taskset -c 0,1 "$rl" bench --keys 10 --threads 3 --seconds 0.05 --pin 2>&1 | grep '^threads')
-  if [ "$line" = "threads         3 (pinned to CPU 0,1,0)" ]; then
+if [ "${#cpus[@]}" -ge 2 ]; then
+  a=${cpus[0]} b=${cpus[1]}
+  line=$(taskset -c "$a,$b" "$rl" bench --keys 10 --threads 3 --seconds 0.05 --pin 2>&1 | grep '^threads')
+  if [ "$line" = "threads         3 (pinned to CPU $a,$b,$a)" ]; then
     echo "ok   bench_pin_cycles_through_the_cpus"; ok=$((ok + 1))
   else echo "FAIL bench_pin_cycles_through_the_cpus: got '$line'"; fail=$((fail + 1)); fi
 fi
