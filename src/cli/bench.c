@@ -450,6 +450,7 @@ int rlt__cli_bench(int argc, char **argv)
                 fprintf(stderr, "ratelimit bench: --pin: cannot read the CPU affinity: %s\n",
                         strerror(errno));
                 free(ws);
+                free(cdf);
                 rlt_store_close(s);
                 return 1;
             }
