@@ -34,7 +34,10 @@
 #define MONTHS_MAX 1200                  /* 100 years */
 #define MONTH_LIMIT (INT64_C(1) << 36)
 #define TIME_LIMIT (INT64_C(1) << 55)
-#define RULE_SECS_MAX (167 * 3600)
+/* A rule's transition time, as the grammar takes it (RFC 8536 3.3.1: hours -167..167, then
+ * minutes and seconds): up to 167:59:59 either way.  The parser and rlt__zone_valid share it,
+ * so a zone the parser accepts is one a policy runs on. */
+#define RULE_SECS_MAX (167 * 3600 + 59 * 60 + 59)
 
 #ifndef RLT_ZONEINFO_DIR
 #define RLT_ZONEINFO_DIR "/usr/share/zoneinfo"
