@@ -503,6 +503,17 @@ int main(int argc, char **argv)
         rlt__srv_close(s);
         return 1;
     }
+    /* The signals' handlers before the start line and READY=1: whoever reads either may stop
+     * or reload the daemon at once, and a SIGTERM before the handler would kill it without
+     * its final snapshot (libevent queues a signal that comes before the loop runs). */
+    struct event *ev_term = evsignal_new(m.base, SIGTERM, on_stop, &m);
+    struct event *ev_int = evsignal_new(m.base, SIGINT, on_stop, &m);
+    struct event *ev_hup = evsignal_new(m.base, SIGHUP, on_reload, &m);
+    struct event *ev_snap = event_new(m.base, -1, EV_PERSIST, on_snapshot, &m);
+    struct event *ev_sweep = event_new(m.base, -1, EV_PERSIST, on_sweep, &m);
+    evsignal_add(ev_term, NULL);
+    evsignal_add(ev_int, NULL);
+    evsignal_add(ev_hup, NULL);
     /* The start line: "ratelimitd: resp 127.0.0.1:6380 http 127.0.0.1:8080 grpc
      * 127.0.0.1:8081" (tests and
      * scripts read the ports from it). */
@@ -528,14 +539,6 @@ int main(int argc, char **argv)
                  set->redis.fleet_size ? set->redis.fleet_size : 1);
     fflush(stdout);
 
-    struct event *ev_term = evsignal_new(m.base, SIGTERM, on_stop, &m);
-    struct event *ev_int = evsignal_new(m.base, SIGINT, on_stop, &m);
-    struct event *ev_hup = evsignal_new(m.base, SIGHUP, on_reload, &m);
-    struct event *ev_snap = event_new(m.base, -1, EV_PERSIST, on_snapshot, &m);
-    struct event *ev_sweep = event_new(m.base, -1, EV_PERSIST, on_sweep, &m);
-    evsignal_add(ev_term, NULL);
-    evsignal_add(ev_int, NULL);
-    evsignal_add(ev_hup, NULL);
     if (set->snapshot[0] != '\0' && set->snapshot_interval > 0) {
         struct timeval tv = {.tv_sec = set->snapshot_interval / RLT_NS_PER_S,
                              .tv_usec = (set->snapshot_interval % RLT_NS_PER_S) / 1000};

@@ -310,6 +310,41 @@ def tier_assignments_are_bounded_by_max_keys(tmp):
 
 
 @test
+def a_sigterm_the_moment_it_is_ready_stops_it_cleanly_with_its_final_snapshot(tmp):
+    # systemd may stop a service as soon as it reports READY=1: the handlers must be in place
+    # by then, or the default action of SIGTERM kills the daemon without its final snapshot
+    # (seen under TSan, where the window was long enough to hit).
+    path = os.path.join(tmp, "notify")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    srv.bind(path)
+    srv.settimeout(10 * it.SCALE)
+    env = dict(os.environ, NOTIFY_SOCKET=path)
+    try:
+        for i in range(5):
+            snap = os.path.join(tmp, "final%d.snap" % i)
+            with open(os.path.join(tmp, "stderr%d" % i), "w+") as err:
+                p = subprocess.Popen([it.BIN, "--port", "0", "--http-port", "0", "--grpc-port",
+                                      "0", "--bind", "127.0.0.1", "--snapshot", snap], cwd=tmp,
+                                     env=env, stdout=subprocess.DEVNULL, stderr=err)
+                try:
+                    assert srv.recv(64) == b"READY=1"
+                    p.send_signal(signal.SIGTERM)  # at once: no wait for the start line
+                    assert p.wait(20 * it.SCALE) == 0, p.returncode
+                finally:
+                    if p.poll() is None:
+                        p.kill()
+                        p.wait()
+                assert srv.recv(64) == b"STOPPING=1"
+                err.seek(0)
+                log = err.read()
+                assert "ratelimitd: stopped" in log, log
+                assert not it.SANITIZER_REPORT.search(log), log
+            assert os.path.getsize(snap) > 0, snap
+    finally:
+        srv.close()
+
+
+@test
 def under_systemd_it_reports_readiness_and_logs_with_priorities(tmp):
     # Type=notify: READY=1 on $NOTIFY_SOCKET once listening, STOPPING=1 at stop; with
     # JOURNAL_STREAM set every log line starts with its syslog priority (<3> errors, <6> info).
