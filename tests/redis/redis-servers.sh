@@ -30,21 +30,37 @@ need_tools() {
 
 alive() { [ -f "$1/pid" ] && kill -0 "$(cat "$1/pid")" 2>/dev/null; }
 
+# answers_as_ours DIR PORT: 0 when the server answering on PORT is the one whose pid is in
+# DIR/pid.  A PONG alone is not enough: when the port is already another test's server (or
+# sentinel), that one answers while ours is still failing to bind, and a test would run on
+# a stranger's server (a replica or a sentinel refuses every write: the test fails at once).
+answers_as_ours() {
+    [ -f "$1/pid" ] || return 1
+    got=$(redis-cli -h 127.0.0.1 -p "$2" info server 2>/dev/null | tr -d '\r' |
+        sed -n 's/^process_id://p')
+    [ "$got" = "$(cat "$1/pid")" ]
+}
+
+# bind_failed DIR: 0 when the server's log says it could not listen (the port was taken).
+bind_failed() { grep -qs 'Could not create server TCP listening socket' "$1/log"; }
+
 # start DIR PORT ARGS...: one attempt; 0 when the server answers PING.
 start_on() {
     dir=$1 port=$2
     shift 2
     mkdir -p "$dir"
+    rm -f "$dir/pid" "$dir/log" # a failed try's: neither may speak for this one
     printf '%s\n' "$*" >"$dir/args"
     # shellcheck disable=SC2086
     redis-server --bind 127.0.0.1 --port "$port" --dir "$dir" --save "" --appendonly no \
         --daemonize yes --pidfile "$dir/pid" --logfile "$dir/log" $* >/dev/null 2>&1 || return 1
     i=0
     while [ $i -lt 100 ]; do
-        if redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null | grep -q PONG; then
+        if answers_as_ours "$dir" "$port"; then
             echo "$port" >"$dir/port"
             return 0
         fi
+        bind_failed "$dir" && return 1
         [ -f "$dir/pid" ] && ! alive "$dir" && return 1
         sleep 0.05
         i=$((i + 1))
@@ -81,7 +97,7 @@ start_sentinel() {
     tries=0
     while [ $tries -lt 20 ]; do
         port=$(( ($(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 12000) + 20000 ))
-        rm -f "$dir/pid"
+        rm -f "$dir/pid" "$dir/log"
         printf '%s\n' "port $port" "bind 127.0.0.1" "dir $dir" \
             "sentinel monitor mymaster 127.0.0.1 $mport 2" \
             "sentinel down-after-milliseconds mymaster 1000" \
@@ -92,10 +108,11 @@ start_sentinel() {
             --logfile "$dir/log" >/dev/null 2>&1; then
             i=0
             while [ $i -lt 100 ]; do
-                if redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null | grep -q PONG; then
+                if answers_as_ours "$dir" "$port"; then
                     echo "$port" >"$dir/port"
                     return 0
                 fi
+                bind_failed "$dir" && break
                 [ -f "$dir/pid" ] && ! alive "$dir" && break
                 sleep 0.05
                 i=$((i + 1))
