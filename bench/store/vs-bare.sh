@@ -37,6 +37,12 @@
 # were often compared on different CPUs.  (The table re-pins its threads itself, so taskset
 # cannot move it off CPU 0.)  PIN=0 runs the store unpinned, as rounds 1-6 did.
 #
+# PROBE=1 (the default) measures each CPU before every case and after the last: the store on
+# 1,000 keys for 0.3 s under `taskset -c N` (arithmetic-bound, so it shows a vCPU running at
+# part speed), printed as "cpus: 0 64.1M 1 43.9M", and ends with the slowest probe against
+# the fastest over the whole run.  Under 0.85x the machine was uneven while it ran: a case's
+# figures then depend on which CPU each side met (docs/performance.md, rounds 7 and 8).
+#
 # usage: bench/store/vs-bare.sh [BUILD_DIR=build/release] [ROUNDS=3] [SECONDS=3]
 #   env GCRA_BENCH=path  an already built gcra_bench (default: built from $ANCHORS here)
 #   env ANCHORS=dir      where gcra_bench.c lives (default: ../shared/anchors from the repo)
@@ -113,9 +119,29 @@ layout_run() { # load pad [mode]: decisions per second
     "$BUILD/bench/store/store_layout" 1000000 "$1" "$SECS" "$2" ${3:-} | sed -n 's/.*decisions_per_sec=//p'
 }
 
+# The speed of each CPU now: "N RATE" per CPU, RATE in decisions/s of the 1,000-key store.
+cpu_probe() {
+    local cpus cpu out
+    cpus=$(awk '/^Cpus_allowed_list:/ {print $2}' /proc/self/status | tr ',' ' ')
+    for cpu in $(for r in $cpus; do case $r in *-*) seq "${r%-*}" "${r#*-}" ;; *) echo "$r" ;; esac; done); do
+        out=$(taskset -c "$cpu" "$B" bench --policy "$POLICY" --keys 1000 --seconds 0.3 | sed -n 's/^decisions_per_sec=\([0-9]*\).*/\1/p')
+        echo "$cpu ${out:-0}"
+    done
+}
+probe_lo=0 probe_hi=0
+probe() { # prints the probe's line and keeps the slowest and fastest figures
+    [ "${PROBE:-1}" = 1 ] || return 0
+    local line
+    line=$(cpu_probe)
+    printf 'cpus: %s\n' "$(awk '{printf "%s %.1fM ", $1, $2 / 1e6}' <<<"$line")"
+    read -r probe_lo probe_hi < <(awk -v lo="$probe_lo" -v hi="$probe_hi" \
+        '{if (lo == 0 || $2 < lo) lo = $2; if ($2 > hi) hi = $2} END {print lo, hi}' <<<"$line")
+}
+
 declare -A med
 echo "# $(date -u +%FT%TZ) load: $(cut -d' ' -f1-3 /proc/loadavg); store: $B${PINARG:+ (pinned as the table)}; table: $G"
 for c in $CASES; do
+    probe
     case $c in
     1m1) keys=1000000 th=1 ;;
     1m2) keys=1000000 th=2 ;;
@@ -197,3 +223,9 @@ for p in 1m w1m; do
         'BEGIN {printf "scaling 2/1 threads against the %s: store %.2fx  table %.2fx  store/table %.2fx   (per CPU-second: store %.2fx  table %.2fx  %.2fx)\n",
                 w, s2 / s1, t2 / t1, (s2 / s1) / (t2 / t1), c2 / c1, d2 / d1, (c2 / c1) / (d2 / d1)}'
 done
+if [ "${PROBE:-1}" = 1 ]; then
+    probe
+    awk -v lo="$probe_lo" -v hi="$probe_hi" 'BEGIN {r = hi > 0 ? lo / hi : 0;
+        printf "cpus: slowest probe / fastest %.2fx: %s\n", r,
+               r < 0.85 ? "uneven, a CPU ran at part speed during the run (figures depend on which CPU each side met)" : "even"}'
+fi
