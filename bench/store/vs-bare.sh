@@ -37,11 +37,16 @@
 # were often compared on different CPUs.  (The table re-pins its threads itself, so taskset
 # cannot move it off CPU 0.)  PIN=0 runs the store unpinned, as rounds 1-6 did.
 #
-# PROBE=1 (the default) measures each CPU before every case and after the last: the store on
-# 1,000 keys for 0.3 s under `taskset -c N` (arithmetic-bound, so it shows a vCPU running at
-# part speed), printed as "cpus: 0 64.1M 1 43.9M", and ends with the slowest probe against
-# the fastest over the whole run.  Under 0.85x the machine was uneven while it ran: a case's
-# figures then depend on which CPU each side met (docs/performance.md, rounds 7 and 8).
+# PROBE=1 (the default) measures the CPUs' speed: the store on 1,000 keys for 0.3 s under
+# `taskset -c N` (arithmetic-bound, so it shows a vCPU running at part speed).  On this VM a
+# vCPU runs for seconds to minutes at about 0.6x (docs/performance.md, rounds 7 and 8), and a
+# case's figures then depend on which CPU state each side met.  So each pair (store, table)
+# of the 1m1, 1m2 and 1k1 cases is bracketed by a probe of the CPUs it runs on (CPU 0, or 0
+# and 1), before and after; a pair is quiet when every one of those probes is at least 0.85x
+# the fastest probe of the whole run.  Each case prints all its pairs (a quiet one marked *)
+# and, beside the medians of all pairs, the medians of its quiet pairs ("quiet: ..."), and
+# the scaling line says the same of the quiet pairs.  The rule is fixed before the figures
+# and the same for both sides.  The run ends with its slowest probe against its fastest.
 #
 # usage: bench/store/vs-bare.sh [BUILD_DIR=build/release] [ROUNDS=3] [SECONDS=3]
 #   env GCRA_BENCH=path  an already built gcra_bench (default: built from $ANCHORS here)
@@ -119,23 +124,36 @@ layout_run() { # load pad [mode]: decisions per second
     "$BUILD/bench/store/store_layout" 1000000 "$1" "$SECS" "$2" ${3:-} | sed -n 's/.*decisions_per_sec=//p'
 }
 
-# The speed of each CPU now: "N RATE" per CPU, RATE in decisions/s of the 1,000-key store.
+# The speed of the first N CPUs of this process (all of them without N), a line "CPU RATE"
+# each, RATE in decisions/s of the 1,000-key store; keeps the run's slowest and fastest.
+probe_lo=0 probe_hi=0
 cpu_probe() {
-    local cpus cpu out
+    local cpus cpu out n=0
     cpus=$(awk '/^Cpus_allowed_list:/ {print $2}' /proc/self/status | tr ',' ' ')
     for cpu in $(for r in $cpus; do case $r in *-*) seq "${r%-*}" "${r#*-}" ;; *) echo "$r" ;; esac; done); do
+        [ -n "${1:-}" ] && [ "$n" -ge "$1" ] && break
+        n=$((n + 1))
         out=$(taskset -c "$cpu" "$B" bench --policy "$POLICY" --keys 1000 --seconds 0.3 | sed -n 's/^decisions_per_sec=\([0-9]*\).*/\1/p')
         echo "$cpu ${out:-0}"
     done
 }
-probe_lo=0 probe_hi=0
-probe() { # prints the probe's line and keeps the slowest and fastest figures
+probe_keep() { # LINES: folds the probe's figures into the run's slowest and fastest
+    read -r probe_lo probe_hi < <(awk -v lo="$probe_lo" -v hi="$probe_hi" \
+        '{if (lo == 0 || $2 < lo) lo = $2; if ($2 > hi) hi = $2} END {print lo, hi}' <<<"$1")
+}
+probe() { # all CPUs: prints "cpus: 0 64.1M 1 43.9M"
     [ "${PROBE:-1}" = 1 ] || return 0
     local line
     line=$(cpu_probe)
+    probe_keep "$line"
     printf 'cpus: %s\n' "$(awk '{printf "%s %.1fM ", $1, $2 / 1e6}' <<<"$line")"
-    read -r probe_lo probe_hi < <(awk -v lo="$probe_lo" -v hi="$probe_hi" \
-        '{if (lo == 0 || $2 < lo) lo = $2; if ($2 > hi) hi = $2} END {print lo, hi}' <<<"$line")
+}
+pair_probe() { # THREADS: the slowest of the CPUs a pair runs on, now (0 when PROBE=0)
+    [ "${PROBE:-1}" = 1 ] || { echo 0; return 0; }
+    local line
+    line=$(cpu_probe "$1")
+    probe_keep "$line"
+    awk 'NR == 1 || $2 < lo {lo = $2} END {print lo + 0}' <<<"$line"
 }
 
 declare -A med
@@ -196,24 +214,50 @@ for c in $CASES; do
     fi
     tb=$G
     [ "${c#w}" != "$c" ] && tb=${GW:?the w cases need WIDE=1} # the table with 32-byte slots
-    s_all=() t_all=() sc_all=() tc_all=()
+    s_all=() t_all=() sc_all=() tc_all=() p_all=()
     for ((r = 1; r <= ROUNDS; r++)); do
+        before=$(pair_probe $th)
         read -r w cpu < <(store_run $keys $th)
         s_all+=("$w") sc_all+=("$cpu")
         read -r w cpu < <(table_run $keys $th "$tb")
         t_all+=("$w") tc_all+=("$cpu")
+        after=$(pair_probe $th)
+        p_all+=("$((before < after ? before : after))")
     done
     med[$c.s]=$(printf '%s\n' "${s_all[@]}" | median)
     med[$c.t]=$(printf '%s\n' "${t_all[@]}" | median)
     med[$c.sc]=$(printf '%s\n' "${sc_all[@]}" | median)
     med[$c.tc]=$(printf '%s\n' "${tc_all[@]}" | median)
+    # Quiet pairs: both probes at least 0.85x the fastest probe so far.
+    qs=() qt=() marks=()
+    for ((r = 0; r < ROUNDS; r++)); do
+        if [ "${PROBE:-1}" = 1 ] && awk -v p="${p_all[$r]}" -v hi="$probe_hi" 'BEGIN {exit !(p >= 0.85 * hi)}'; then
+            qs+=("${s_all[$r]}") qt+=("${t_all[$r]}") marks+=("*")
+        else
+            marks+=("")
+        fi
+    done
     printf '%-4s keys=%-7s threads=%s store: %s  table: %s\n' "$c" "$keys" "$th" \
-        "$(printf '%s ' "${s_all[@]}" | awk '{for (i = 1; i <= NF; i++) printf "%.2fM ", $i / 1e6}')" \
-        "$(printf '%s ' "${t_all[@]}" | awk '{for (i = 1; i <= NF; i++) printf "%.2fM ", $i / 1e6}')"
+        "$(for ((r = 0; r < ROUNDS; r++)); do awk -v v="${s_all[$r]}" -v m="${marks[$r]}" 'BEGIN {printf "%.2fM%s ", v / 1e6, m}'; done)" \
+        "$(for ((r = 0; r < ROUNDS; r++)); do awk -v v="${t_all[$r]}" -v m="${marks[$r]}" 'BEGIN {printf "%.2fM%s ", v / 1e6, m}'; done)"
     awk -v c="$c" -v s="${med[$c.s]}" -v t="${med[$c.t]}" -v sc="${med[$c.sc]}" -v tc="${med[$c.tc]}" \
         'BEGIN {printf "%-4s median store %.2fM/s  table %.2fM/s  store/table %.2fx   (per CPU-second: store %.2fM  table %.2fM  %.2fx)\n",
                 c, s / 1e6, t / 1e6, s / t, sc / 1e6, tc / 1e6, sc / tc}'
+    if [ "${PROBE:-1}" = 1 ]; then
+        if [ ${#qs[@]} -gt 0 ]; then
+            med[$c.qs]=$(printf '%s\n' "${qs[@]}" | median)
+            med[$c.qt]=$(printf '%s\n' "${qt[@]}" | median)
+            awk -v c="$c" -v n="${#qs[@]}" -v r="$ROUNDS" -v s="${med[$c.qs]}" -v t="${med[$c.qt]}" \
+                'BEGIN {printf "%-4s quiet: %d of %d pairs, median store %.2fM/s  table %.2fM/s  store/table %.2fx\n", c, n, r, s / 1e6, t / 1e6, s / t}'
+        else
+            printf '%-4s quiet: 0 of %d pairs\n' "$c" "$ROUNDS"
+        fi
+    fi
 done
+if [ -n "${med[1m1.qs]:-}" ] && [ -n "${med[1m2.qs]:-}" ]; then
+    awk -v s1="${med[1m1.qs]}" -v s2="${med[1m2.qs]}" -v t1="${med[1m1.qt]}" -v t2="${med[1m2.qt]}" \
+        'BEGIN {printf "scaling 2/1 threads, quiet pairs: store %.2fx  table %.2fx  store/table %.2fx\n", s2 / s1, t2 / t1, (s2 / s1) / (t2 / t1)}'
+fi
 for p in 1m w1m; do
     [ -n "${med[${p}1.s]:-}" ] && [ -n "${med[${p}2.s]:-}" ] || continue
     what="table"
