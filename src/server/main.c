@@ -273,8 +273,7 @@ typedef struct mainctx {
 /* Why a snapshot could not be written, as the operator needs it: the store says only
  * "input/output error", so look at the path: a missing or unwritable directory, a full disk,
  * else the errno the failing call left. */
-static const char *snapshot_cause(const char *path, int saved_errno, int st, char *buf,
-                                  size_t cap)
+static const char *snapshot_cause(const char *path, int saved_errno, int st, char *buf, size_t cap)
 {
     char dir[RLT__STR_MAX];
     snprintf(dir, sizeof dir, "%s", path);
@@ -316,7 +315,7 @@ static void snapshot(mainctx *m, const char *why)
         __atomic_fetch_add(&m->s->metrics.snapshots_failed, 1, __ATOMIC_RELAXED);
         char cause[RLT__STR_MAX + 128];
         rlt__log(RLT__LOG_ERR, "%s snapshot to %s failed: %s", why, c->set.snapshot,
-                snapshot_cause(c->set.snapshot, errno, st, cause, sizeof cause));
+                 snapshot_cause(c->set.snapshot, errno, st, cause, sizeof cause));
     }
 }
 
@@ -340,19 +339,18 @@ static const rlt__tenant *tenant_named(const rlt__config *c, const char *name)
 static void log_identity_changes(const rlt__config *old, const rlt__config *now)
 {
     if (strcmp(old->set.password, now->set.password) != 0)
-        rlt__log(RLT__LOG_INFO, "reload: the server password %s: admin sessions must AUTH "
-                        "again",
-                old->set.password[0] == '\0' ? "was set"
-                : now->set.password[0] == '\0' ? "was removed"
+        rlt__log(RLT__LOG_INFO, "reload: the server password %s: admin sessions must AUTH again",
+                 old->set.password[0] == '\0'   ? "was set"
+                 : now->set.password[0] == '\0' ? "was removed"
                                                 : "changed");
     for (size_t i = 0; i < old->ntenants; i++) {
         const rlt__tenant *t = &old->tenants[i], *n = tenant_named(now, t->name);
         if (n == NULL)
-            rlt__log(RLT__LOG_INFO, "reload: tenant '%s' removed: its sessions are logged "
-                            "out", t->name);
+            rlt__log(RLT__LOG_INFO, "reload: tenant '%s' removed: its sessions are logged out",
+                     t->name);
         else if (strcmp(t->password, n->password) != 0 || strcmp(t->prefix, n->prefix) != 0)
-            rlt__log(RLT__LOG_INFO, "reload: tenant '%s' changed: its sessions are "
-                            "checked again", t->name);
+            rlt__log(RLT__LOG_INFO, "reload: tenant '%s' changed: its sessions are checked again",
+                     t->name);
     }
     for (size_t i = 0; i < now->ntenants; i++)
         if (tenant_named(old, now->tenants[i].name) == NULL)
@@ -381,8 +379,7 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
          * truncated write, and it would drop every password, tenant and policy (nginx refuses
          * an empty configuration too). */
         __atomic_fetch_add(&m->s->metrics.reloads_failed, 1, __ATOMIC_RELAXED);
-        rlt__log(RLT__LOG_ERR, "reload failed, keeping the old config: %s is empty",
-                m->o->config);
+        rlt__log(RLT__LOG_ERR, "reload failed, keeping the old config: %s is empty", m->o->config);
         rlt__config_free(cfg);
         return;
     }
@@ -418,9 +415,10 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
     }
     if (!rlt__is_loopback(cfg->set.bind) && cfg->set.password[0] == '\0' && cfg->ntenants == 0) {
         __atomic_fetch_add(&m->s->metrics.reloads_failed, 1, __ATOMIC_RELAXED);
-        rlt__log(RLT__LOG_ERR, "reload failed, keeping the old config: %s would leave a "
-                "non-loopback bind without a password",
-                m->o->config);
+        rlt__log(RLT__LOG_ERR,
+                 "reload failed, keeping the old config: %s would leave a "
+                 "non-loopback bind without a password",
+                 m->o->config);
         rlt__config_free(cfg);
         return;
     }
@@ -462,16 +460,18 @@ int main(int argc, char **argv)
         return 2;
     }
     if (!rlt__bind_valid(cfg->set.bind)) {
-        rlt__log(RLT__LOG_ERR, "invalid address '%s' to bind (an IPv4/IPv6 address or a "
-                "host name)",
-                cfg->set.bind);
+        rlt__log(RLT__LOG_ERR,
+                 "invalid address '%s' to bind (an IPv4/IPv6 address or a "
+                 "host name)",
+                 cfg->set.bind);
         rlt__config_free(cfg);
         return 2;
     }
     if (!rlt__is_loopback(cfg->set.bind) && cfg->set.password[0] == '\0' && cfg->ntenants == 0) {
-        rlt__log(RLT__LOG_ERR, "refusing to listen on %s without a password: set "
-                "--password or server.password (or tenants), or bind 127.0.0.1",
-                cfg->set.bind);
+        rlt__log(RLT__LOG_ERR,
+                 "refusing to listen on %s without a password: set "
+                 "--password or server.password (or tenants), or bind 127.0.0.1",
+                 cfg->set.bind);
         rlt__config_free(cfg);
         return 2;
     }
@@ -527,8 +527,7 @@ int main(int argc, char **argv)
     printf("\n");
     rlt__log_notify("READY=1");
     if (!s->be->ops->daemon_clock)
-        rlt__log(RLT__LOG_ERR,
-                 "deciding in Redis%s%s%s %s (timeout %lld us, fail %s, fleet of %u)",
+        rlt__log(RLT__LOG_ERR, "deciding in Redis%s%s%s %s (timeout %lld us, fail %s, fleet of %u)",
                  set->redis.cluster ? " Cluster" : "", set->redis.master_name[0] ? " master " : "",
                  set->redis.master_name, set->redis.address,
                  (long long)((set->redis.timeout ? set->redis.timeout : RLT_REDIS_DEFAULT_TIMEOUT) /
