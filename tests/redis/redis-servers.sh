@@ -44,7 +44,24 @@ answers_as_ours() {
 # bind_failed DIR: 0 when the server's log says it could not listen (the port was taken).
 bind_failed() { grep -qs 'Could not create server TCP listening socket' "$1/log"; }
 
-# start DIR PORT ARGS...: one attempt; 0 when the server answers PING.
+# came_up DIR PORT: waits (5 s at most) for the server just started in DIR to answer on PORT as
+# itself, and records the port; 1 as soon as it cannot (the port was taken, or it died).
+came_up() {
+    i=0
+    while [ $i -lt 100 ]; do
+        if answers_as_ours "$1" "$2"; then
+            echo "$2" >"$1/port"
+            return 0
+        fi
+        bind_failed "$1" && return 1
+        [ -f "$1/pid" ] && ! alive "$1" && return 1
+        sleep 0.05
+        i=$((i + 1))
+    done
+    return 1
+}
+
+# start DIR PORT ARGS...: one attempt; 0 when the server answers as itself.
 start_on() {
     dir=$1 port=$2
     shift 2
@@ -54,18 +71,7 @@ start_on() {
     # shellcheck disable=SC2086
     redis-server --bind 127.0.0.1 --port "$port" --dir "$dir" --save "" --appendonly no \
         --daemonize yes --pidfile "$dir/pid" --logfile "$dir/log" $* >/dev/null 2>&1 || return 1
-    i=0
-    while [ $i -lt 100 ]; do
-        if answers_as_ours "$dir" "$port"; then
-            echo "$port" >"$dir/port"
-            return 0
-        fi
-        bind_failed "$dir" && return 1
-        [ -f "$dir/pid" ] && ! alive "$dir" && return 1
-        sleep 0.05
-        i=$((i + 1))
-    done
-    return 1
+    came_up "$dir" "$port"
 }
 
 cmd_start() {
@@ -106,17 +112,7 @@ start_sentinel() {
         echo "sentinel" >"$dir/args"
         if redis-server "$dir/sentinel.conf" --sentinel --daemonize yes --pidfile "$dir/pid" \
             --logfile "$dir/log" >/dev/null 2>&1; then
-            i=0
-            while [ $i -lt 100 ]; do
-                if answers_as_ours "$dir" "$port"; then
-                    echo "$port" >"$dir/port"
-                    return 0
-                fi
-                bind_failed "$dir" && break
-                [ -f "$dir/pid" ] && ! alive "$dir" && break
-                sleep 0.05
-                i=$((i + 1))
-            done
+            came_up "$dir" "$port" && return 0
             cmd_stop "$dir"
         fi
         tries=$((tries + 1))
