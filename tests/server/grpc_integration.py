@@ -131,15 +131,6 @@ class Client:
         self.ch.close()
 
 
-def room_in_the_minute(need=3.0):
-    """Envoy's minute rules are UTC minutes: a test's requests meant to share one must not
-    straddle its edge (each test's take well under `need` seconds, TSan included).  With less
-    than `need` seconds left, sleep to 20 ms past the next minute."""
-    left = 60 - time.time() % 60
-    if left < need:
-        time.sleep(left + 0.02)
-
-
 class GDaemon(it.Daemon):
     def __init__(self, tmp, *args, config=None, files=(), configs=()):
         """files: (name, text) written under tmp; configs: names given as --config."""
@@ -158,7 +149,9 @@ class GDaemon(it.Daemon):
         return Client(self.grpc, token)
 
     def __enter__(self):
-        room_in_the_minute()
+        # Envoy's minute rules are UTC minutes: a test's requests (well under 3 s each, TSan
+        # included) must not straddle a minute's edge.
+        it.away_from_edge(60)
         return self
 
     def __exit__(self, *exc):
