@@ -393,7 +393,9 @@ int rlt_zone_parse_rule(rlt_zone *z, const char *rule, size_t len)
     c.s++;
     if (!rule_date(&c, &z->end) || peek(&c) >= 0) return RLT_EPARSE;
     z->has_dst = 1;
-    return RLT_OK;
+    /* Each field is in its own range, but a default daylight offset (standard + 1 h) can
+     * leave the zones' +-25 h: what the policy check would refuse, the parser refuses. */
+    return rlt__zone_valid(z) ? RLT_OK : RLT_EPARSE;
 }
 
 /* ---- TZif files (RFC 8536) ------------------------------------------------------------- */

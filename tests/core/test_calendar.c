@@ -472,7 +472,8 @@ static const char *const good_rules[] = {"CET-1CEST,M3.5.0,M10.5.0/3",
                                          "EST5EDT,J7,M1.1.5/167:3",
                                          "EST5EDT,J7/167:59:59,M1.1.5/-167:59:59",
                                          "EST5EDT,M3.2.0/-167:59:59,M11.1.0/167:59:59",
-                                         "EST5EDT,0/167,365/-167"};
+                                         "EST5EDT,0/167,365/-167",
+                                         "<+24>-24<+25>,M3.5.0,M10.5.0"};
 
 TEST(posix_rules_parse_and_bad_ones_are_refused)
 {
@@ -492,6 +493,7 @@ TEST(posix_rules_parse_and_bad_ones_are_refused)
                                       "CET-1CEST,J0,J365",
                                       "CET-1CEST,366,0",
                                       "CET-25",
+                                      "<+1030>-24:30<+11>,M12.1.0,M4.5.0", /* DST +25:30 */
                                       "<+05",
                                       "CET-1CEST,M3.5.0",
                                       "CET-1CEST,M3.5.0,M10.5.0,"};
