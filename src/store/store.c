@@ -1037,13 +1037,6 @@ static inline void prefetch_home(const rlt_store *s, uint64_t h, uint64_t mix)
     prefetch_tag(s, h, (uint32_t)((h ^ mix) >> 32));
 }
 
-/* The same for a single call, in big stores only. */
-static inline void prefetch_slot(const rlt_store *s, uint64_t h, uint32_t tag)
-{
-    if (!__atomic_load_n(&s->big, __ATOMIC_RELAXED)) return;
-    prefetch_tag(s, h, tag);
-}
-
 /* ---- decisions ------------------------------------------------------------------------ */
 
 /* Records `now` as the shard's latest instant, with a store and no branch: a call's `now` is
@@ -1140,6 +1133,24 @@ static inline __attribute__((always_inline)) bool slot_key_is(const rlt__slot *e
     return ((e0 ^ k0) | (e1 ^ k1)) == 0;
 }
 
+/* The decision under the shard lock when the hot path below does not take it: any algorithm,
+ * a new key, a lagging clock, a cost outside 1..burst.  Out of line, and reading the drop floor
+ * and the policy itself, so that the hot path keeps none of what only this path needs. */
+static __attribute__((noinline)) int decide_locked_general(rlt_store *s, rlt__shard *sh,
+                                                           uint64_t h, int id, const void *key,
+                                                           size_t klen, rlt_ns now, int64_t cost,
+                                                           rlt_decision *d)
+{
+    if (cost < 0) return RLT_EINVAL; /* decide_aes's fast entry leaves this check to here */
+    const rlt__pol *P = &s->pols[id];
+    const rlt_ns floor = __atomic_load_n(&s->drop_floor, __ATOMIC_ACQUIRE);
+    const rlt_ns eff = now < floor ? floor : now;
+    note_now(sh, eff);
+    int rc = decide_general(s, sh, h, id, key, klen, now, eff, cost, d);
+    if (!rc) jitter_decision(&P->p, key, klen, now, d);
+    return rc;
+}
+
 /* The decision under the shard lock.  The common case, a GCRA request on a key already in the
  * table with its key and state inline, runs here in a few dozen instructions (see
  * rlt__gcra_hot for why that count matters); everything else goes to decide_general.  `tag`
@@ -1148,10 +1159,13 @@ static inline __attribute__((always_inline)) bool slot_key_is(const rlt__slot *e
  * With millions of keys the first read of the slot waits ~100-200 ns for DRAM, and the core
  * can only run ahead to the next call's hash and prefetch (and overlap the two misses) if
  * everything between this wait and that prefetch fits its window of in-flight instructions:
- * the fewer instructions per call, the more calls overlap (docs/performance.md measures it). */
+ * the fewer instructions per call, the more calls overlap (docs/performance.md measures it).
+ * `big` is the store's big flag as the caller read it for its prefetch (it only ever turns
+ * on, and either value decides right); `k816` tells that the key has 8..16 bytes, which the
+ * AES entry checks before it hashes, so that the inlined copy drops the length's tests. */
 static inline __attribute__((always_inline)) int
 decide_locked_tag(rlt_store *s, rlt__shard *sh, uint64_t h, uint32_t tag, int id, const void *key,
-                  size_t klen, rlt_ns now, int64_t cost, rlt_decision *d)
+                  size_t klen, rlt_ns now, int64_t cost, rlt_decision *d, bool big, bool k816)
 {
     if ((uint32_t)id >= s->npol) return RLT_ENOENT; /* a negative id too */
     const rlt__pol *P = &s->pols[id];
@@ -1161,23 +1175,24 @@ decide_locked_tag(rlt_store *s, rlt__shard *sh, uint64_t h, uint32_t tag, int id
      * the decision needs no re-expression): a call with a lagging clock takes the general
      * path, and the hot one has two live values fewer. */
     if (now >= floor && (uint64_t)now < P->hot_end && (uint64_t)(cost - 1) < (uint64_t)P->p.burst &&
-        klen <= RLT__INLINE - 8 && sh->cap) {
+        (k816 || klen <= RLT__INLINE - 8) && sh->cap) {
         assert(P->ssz == 8);
         note_now(sh, now);
-        rlt__gcra_req q = rlt__gcra_prepare(&P->p, now, cost);
+        const rlt__gcra_req q = rlt__gcra_prepare(&P->p, now, cost);
+        rlt__gcra_put_fixed(&q, d);
         uint64_t want = head_of(tag, (uint32_t)klen, (uint32_t)id);
         rlt__slot *const tab = sh->tab, *e;
         const uint32_t cap = sh->cap;
         uint32_t i = home(tag, cap);
         /* Keys of 8..16 bytes (the common ones) are compared as two overlapping words. */
-        const bool words = klen >= 8;
+        const bool words = k816 || klen >= 8;
         uint64_t k0 = 0, k1 = 0;
         if (words) {
             memcpy(&k0, key, 8);
             memcpy(&k1, (const uint8_t *)key + klen - 8, 8);
         }
         uint64_t head;
-        if (__atomic_load_n(&s->big, __ATOMIC_RELAXED)) {
+        if (big) {
             /* Millions of keys: the probe walks the fingerprints, and only a match reads the
              * slot, so the branch on each step waits for the fingerprint's (cached) line, not
              * for the slot's DRAM miss; the slot's check after a match is all but always true,
@@ -1201,18 +1216,14 @@ decide_locked_tag(rlt_store *s, rlt__shard *sh, uint64_t h, uint32_t tag, int id
                 goto found;
         }
     found:;
-        const bool allowed = rlt__gcra_apply(&q, e->u.inl, d);
+        const bool allowed = rlt__gcra_apply_state(&q, e->u.inl, d);
         if (!(head & head_of(0, RLT__REF, 0))) e->meta |= RLT__REF;
         count_decision(sh, allowed);
         if (!allowed) jitter_decision(&P->p, key, klen, now, d);
         return RLT_OK;
     }
-general:;
-    const rlt_ns eff = now < floor ? floor : now;
-    note_now(sh, eff);
-    int rc = decide_general(s, sh, h, id, key, klen, now, eff, cost, d);
-    if (!rc) jitter_decision(&P->p, key, klen, now, d);
-    return rc;
+general:
+    return decide_locked_general(s, sh, h, id, key, klen, now, cost, d);
 }
 
 static inline __attribute__((always_inline)) int decide_locked(rlt_store *s, rlt__shard *sh,
@@ -1221,7 +1232,8 @@ static inline __attribute__((always_inline)) int decide_locked(rlt_store *s, rlt
                                                                int64_t cost, rlt_decision *d)
 {
     const uint32_t tag = (uint32_t)((h ^ rlt__pol_mix((uint32_t)id)) >> 32);
-    return decide_locked_tag(s, sh, h, tag, id, key, klen, now, cost, d);
+    return decide_locked_tag(s, sh, h, tag, id, key, klen, now, cost, d,
+                             __atomic_load_n(&s->big, __ATOMIC_RELAXED), false);
 }
 
 /* One call once its key is hashed (h): inlined into the two entry points below, so that each
@@ -1229,27 +1241,48 @@ static inline __attribute__((always_inline)) int decide_locked(rlt_store *s, rlt
 static inline __attribute__((always_inline)) int decide_hashed(rlt_store *s, int id,
                                                                const void *key, size_t klen,
                                                                rlt_ns now, int64_t cost,
-                                                               rlt_decision *d, uint64_t h)
+                                                               rlt_decision *d, uint64_t h,
+                                                               bool k816)
 {
     rlt__shard *sh = shard_of(s, h);
     const uint32_t tag = (uint32_t)((h ^ rlt__pol_mix((uint32_t)id)) >> 32);
-    prefetch_slot(s, h, tag);
+    const bool big = __atomic_load_n(&s->big, __ATOMIC_RELAXED);
+    if (big) prefetch_tag(s, h, tag);
     shard_lock(sh);
-    int rc = decide_locked_tag(s, sh, h, tag, id, key, klen, now, cost, d);
+    int rc = decide_locked_tag(s, sh, h, tag, id, key, klen, now, cost, d, big, k816);
     shard_unlock(sh);
     return rc;
 }
 
 #if RLT__AESHASH_X86
+/* The AES path for any arguments: the checks, then the hash of any length. */
+static __attribute__((noinline)) RLT__AESHASH_TARGET int decide_aes_any(rlt_store *s, int id,
+                                                                        const void *key,
+                                                                        size_t klen, rlt_ns now,
+                                                                        int64_t cost,
+                                                                        rlt_decision *d)
+{
+    if (!d || cost < 0) return RLT_EINVAL;
+    int rc = check_key(key, klen);
+    if (rc) return rc;
+    return decide_hashed(s, id, key, klen, now, cost, d, rlt__aeshash_inline(&s->aes, key, klen),
+                         false);
+}
+
+/* The AES path's entry: a key of 8..16 bytes (the common one) with a decision to write goes
+ * straight to the hash of that length; anything else goes to decide_aes_any, which checks it
+ * all.  A negative cost is refused on the general path under the lock, before anything is
+ * read or written (the hot path takes costs of 1..burst only).  Every instruction here runs on
+ * every call and ahead of the slot's prefetch: round 9 in docs/performance.md. */
 static __attribute__((noinline)) RLT__AESHASH_TARGET int decide_aes(rlt_store *s, int id,
                                                                     const void *key, size_t klen,
                                                                     rlt_ns now, int64_t cost,
                                                                     rlt_decision *d)
 {
-    if (!d || cost < 0) return RLT_EINVAL;
-    int rc = check_key(key, klen);
-    if (rc) return rc;
-    return decide_hashed(s, id, key, klen, now, cost, d, rlt__aeshash_inline(&s->aes, key, klen));
+    if (__builtin_expect(!d || !key || klen - 8 > 8, 0))
+        return decide_aes_any(s, id, key, klen, now, cost, d);
+    return decide_hashed(s, id, key, klen, now, cost, d, rlt__aeshash_8to16(&s->aes, key, klen),
+                         true);
 }
 #endif
 
@@ -1259,7 +1292,8 @@ static __attribute__((noinline)) int decide_sip(rlt_store *s, int id, const void
     if (!s || !d || cost < 0) return RLT_EINVAL;
     int rc = check_key(key, klen);
     if (rc) return rc;
-    return decide_hashed(s, id, key, klen, now, cost, d, rlt__siphash(&s->sip, key, klen, 1, 3));
+    return decide_hashed(s, id, key, klen, now, cost, d, rlt__siphash(&s->sip, key, klen, 1, 3),
+                         false);
 }
 
 /* A dispatcher of a few instructions: each path is a function of its own, so that this one

@@ -177,12 +177,20 @@ static inline void rlt__from_effective(rlt_decision *d, rlt_ns now, rlt_ns eff)
         d->delay = __builtin_add_overflow(d->delay, lag, &d->delay) ? INT64_MAX : d->delay;
 }
 
-/* Writes a decision without a delay or lease, padding included (as rlt_decide's memset does),
- * with one store per word: every store before the next call's locked exchange is one more the
- * exchange waits for (it drains the store buffer), and a decision built on the stack and
- * copied costs three times as many memory operations. */
-static inline void rlt__decision_put(rlt_decision *d, bool allowed, int64_t limit,
-                                     int64_t remaining, rlt_ns retry_after, rlt_ns reset_after)
+/* A decision without a delay or lease, padding included (as rlt_decide's memset does), is
+ * written in two parts with one store per word (a decision built on the stack and copied costs
+ * three times as many memory operations): rlt__decision_put_fixed writes what does not depend
+ * on the key's state (limit, delay, lease), which the hot path writes before it reads the
+ * slot, and rlt__decision_put_state the rest.  Together they write every field. */
+static inline void rlt__decision_put_fixed(rlt_decision *d, int64_t limit)
+{
+    d->limit = limit;
+    d->delay = 0;
+    d->lease = 0;
+}
+
+static inline void rlt__decision_put_state(rlt_decision *d, bool allowed, int64_t remaining,
+                                           rlt_ns retry_after, rlt_ns reset_after)
 {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     _Static_assert(offsetof(rlt_decision, allowed) == 0 && offsetof(rlt_decision, limit) == 8 &&
@@ -194,14 +202,15 @@ static inline void rlt__decision_put(rlt_decision *d, bool allowed, int64_t limi
     memset(d, 0, offsetof(rlt_decision, limit));
     d->allowed = allowed;
 #endif
-    d->limit = limit;
     d->remaining = remaining;
     d->retry_after = retry_after;
     d->reset_after = reset_after;
-    d->delay = 0;
-    d->lease = 0;
-    _Static_assert(sizeof(rlt_decision) == offsetof(rlt_decision, lease) + sizeof(int64_t),
-                   "rlt__decision_put writes every field");
+    _Static_assert(offsetof(rlt_decision, remaining) == 16 &&
+                       offsetof(rlt_decision, retry_after) == 24 &&
+                       offsetof(rlt_decision, reset_after) == 32 &&
+                       offsetof(rlt_decision, delay) == 40 && offsetof(rlt_decision, lease) == 48 &&
+                       sizeof(rlt_decision) == 56,
+                   "the two rlt__decision_put parts write every field and no padding is left");
 }
 
 /* The store's hot path for GCRA: a request of cost 1..burst on an existing entry at a `now`
@@ -241,8 +250,17 @@ static inline rlt__gcra_req rlt__gcra_prepare(const rlt_policy *p, rlt_ns now, i
     return q;
 }
 
-/* Decides on the state at `st` into *d and returns d->allowed. */
-static inline bool rlt__gcra_apply(const rlt__gcra_req *q, void *st, rlt_decision *d)
+/* Writes the fields of the decision that do not depend on the state (limit, delay, lease).
+ * The hot path writes them before it reads the slot: the fewer instructions a call runs after
+ * the slot's miss, the further the core runs ahead into the next call (see above). */
+static inline void rlt__gcra_put_fixed(const rlt__gcra_req *q, rlt_decision *d)
+{
+    rlt__decision_put_fixed(d, q->p->burst);
+}
+
+/* Decides on the state at `st`, writes the fields of *d that depend on it (allowed and its
+ * padding, remaining, retry_after, reset_after) and returns d->allowed. */
+static inline bool rlt__gcra_apply_state(const rlt__gcra_req *q, void *st, rlt_decision *d)
 {
     const int64_t scale = q->p->scale_, cap = q->p->cap_;
     uint64_t w;
@@ -262,13 +280,20 @@ static inline bool rlt__gcra_apply(const rlt__gcra_req *q, void *st, rlt_decisio
             retry = over / scale + (over % scale != 0);
         }
     }
-    rlt__decision_put(d, allowed, q->p->burst, after >= cap ? 0 : (cap - after) / q->p->unit_,
-                      retry, reset);
+    rlt__decision_put_state(d, allowed, after >= cap ? 0 : (cap - after) / q->p->unit_, retry,
+                            reset);
     if (allowed) {
         w = (uint64_t)(q->now_s + after) ^ (UINT64_C(1) << 63);
         memcpy(st, &w, sizeof w);
     }
     return allowed;
+}
+
+/* Decides on the state at `st` into *d (every field) and returns d->allowed. */
+static inline bool rlt__gcra_apply(const rlt__gcra_req *q, void *st, rlt_decision *d)
+{
+    rlt__gcra_put_fixed(q, d);
+    return rlt__gcra_apply_state(q, st, d);
 }
 
 static inline void rlt__gcra_hot(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,

@@ -156,6 +156,38 @@ TEST(aeshash_reads_only_the_key_bytes_at_any_alignment)
     }
 }
 
+#if RLT__AESHASH_X86
+static RLT__AESHASH_TARGET uint64_t aeshash_8to16(const rlt__aeskey *k, const void *m, size_t len)
+{
+    return rlt__aeshash_8to16(k, m, len);
+}
+#endif
+
+/* The single call's entry hashes keys of 8..16 bytes with rlt__aeshash_8to16: it must give
+ * rlt__aeshash's value for every such key and secret (a different one would put the key in
+ * another slot than the batch, reserve and snapshot paths do), and read only the key's bytes. */
+TEST(aeshash_of_8_to_16_bytes_is_the_general_hash)
+{
+#if RLT__AESHASH_X86
+    if (!rlt__aeshash_supported()) return;
+    uint64_t r = 0x243F6A8885A308D3u;
+    for (int round = 0; round < 2000; round++) {
+        uint8_t secret[16];
+        for (int i = 0; i < 16; i++)
+            secret[i] = (uint8_t)((r = r * 6364136223846793005u + 1442695040888963407u) >> 56);
+        rlt__aeskey k;
+        rlt__aeskey_init(&k, secret);
+        const size_t len = 8 + (size_t)(round % 9);
+        uint8_t *m = malloc(len); /* exactly len bytes: ASan reports a read past them */
+        ASSERT(m != NULL);
+        for (size_t i = 0; i < len; i++)
+            m[i] = (uint8_t)((r = r * 6364136223846793005u + 1442695040888963407u) >> 56);
+        ASSERT_EQ(aeshash_8to16(&k, m, len), rlt__aeshash(&k, m, len));
+        free(m);
+    }
+#endif
+}
+
 TEST(aeshash_spreads_similar_keys_evenly_over_shards_and_tags)
 {
     if (!rlt__aeshash_supported()) return;
@@ -238,6 +270,63 @@ TEST(empty_and_too_long_keys_are_refused_with_ekeylen)
     ASSERT_EQ(rlt_store_assign_tier(s, "", 0, "x"), RLT_EKEYLEN);
     ASSERT_EQ(rlt_store_decide(s, id, "a", 1, 0, -1, &d), RLT_EINVAL);
     rlt_store_close(s);
+}
+
+/* Bad arguments on every entry of the single call (the AES entry's fast path for keys of
+ * 8..16 bytes, its general path for other lengths, SipHash; small and big stores): a negative
+ * cost, a NULL decision or key is refused with RLT_EINVAL and changes nothing: no key is
+ * stored, no decision counted, and the next good call decides as in a store that never saw the
+ * bad ones. */
+TEST(bad_arguments_are_refused_on_every_entry_and_change_nothing)
+{
+    static const char *const pols[] = {"gcra:10/s", "fixed_window:3/m"};
+    static const size_t lens[] = {5, 8, 12, 16, 20};
+    const uint8_t key[20] = "0123456789abcdefghij", other[20] = "ABCDEFGHIJKLMNOPQRST";
+    for (int mode = 0; mode < 3; mode++) {
+        for (size_t pi = 0; pi < 2; pi++) {
+            for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+                rlt_store *st[2];
+                for (int k = 0; k < 2; k++) {
+                    st[k] = tu_store(0, false, 0);
+                    ASSERT(st[k] != NULL);
+                    if (mode == 1) rlt__store_force_big(st[k]);
+                    if (mode == 2) {
+                        rlt_store_close(st[k]);
+                        rlt_store_options o;
+                        memset(&o, 0, sizeof o);
+                        ASSERT_EQ(rlt__store_open_hash(&st[k], &o, RLT__HASH_SIP), RLT_OK);
+                    }
+                    ASSERT_EQ(tu_add(st[k], "p", pols[pi]), 0);
+                }
+                const size_t len = lens[li];
+                rlt_decision a, b;
+                const int64_t t0 = 5 * RLT_NS_PER_S;
+                ASSERT_EQ(rlt_store_decide(st[0], 0, key, len, t0, 1, &a), RLT_OK);
+                ASSERT_EQ(rlt_store_decide(st[1], 0, key, len, t0, 1, &b), RLT_OK);
+                rlt_store_stats before, after;
+                rlt_store_stats_get(st[0], &before);
+                /* Only st[0] sees the bad calls, on the stored key and on a new one. */
+                memset(&a, 0x5a, sizeof a);
+                ASSERT_EQ(rlt_store_decide(st[0], 0, key, len, t0 + 1, -1, &a), RLT_EINVAL);
+                ASSERT_EQ(rlt_store_decide(st[0], 0, other, len, t0 + 1, -1, &a), RLT_EINVAL);
+                ASSERT_EQ(rlt_store_decide(st[0], 0, key, len, t0 + 1, INT64_MIN, &a), RLT_EINVAL);
+                ASSERT_EQ(rlt_store_decide(st[0], 0, key, len, t0 + 1, 1, NULL), RLT_EINVAL);
+                ASSERT_EQ(rlt_store_decide(st[0], 0, other, len, t0 + 1, 1, NULL), RLT_EINVAL);
+                ASSERT_EQ(rlt_store_decide(st[0], 0, NULL, len, t0 + 1, 1, &a), RLT_EINVAL);
+                rlt_store_stats_get(st[0], &after);
+                ASSERT_EQ(after.keys, before.keys);
+                ASSERT_EQ(after.allowed, before.allowed);
+                ASSERT_EQ(after.denied, before.denied);
+                for (int step = 1; step <= 4; step++) {
+                    ASSERT_EQ(rlt_store_decide(st[0], 0, key, len, t0 + step, 1, &a), RLT_OK);
+                    ASSERT_EQ(rlt_store_decide(st[1], 0, key, len, t0 + step, 1, &b), RLT_OK);
+                    ASSERT_EQ(memcmp(&a, &b, sizeof a), 0);
+                }
+                rlt_store_close(st[0]);
+                rlt_store_close(st[1]);
+            }
+        }
+    }
 }
 
 TEST(binary_keys_with_nul_bytes_are_distinct)
