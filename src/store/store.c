@@ -310,7 +310,7 @@ void rlt__delete(const rlt_store *s, rlt__shard *sh, rlt__slot *e)
 static size_t table_bytes(uint32_t cap)
 {
     size_t n = (size_t)cap * (sizeof(rlt__slot) + 1); /* the slots, then their fingerprints */
-    if (n < HUGE) return (n + 63) & ~(size_t)63; /* whole cache lines */
+    if (n < HUGE) return (n + 63) & ~(size_t)63;      /* whole cache lines */
     return (n + 4095) & ~(size_t)4095; /* whole pages; the tail of the last 2 MiB stays in small
                                           pages */
 }
@@ -1122,9 +1122,8 @@ static inline void jitter_decision(const rlt_policy *p, const void *key, size_t 
 
 /* Whether inline slot e, whose head matched, holds the key: as two overlapping words (k0,
  * k1: the key's first and last 8 bytes) for keys of 8..16 bytes, bytewise below. */
-static inline __attribute__((always_inline)) bool slot_key_is(const rlt__slot *e, size_t klen,
-                                                              bool words, uint64_t k0,
-                                                              uint64_t k1, const void *key)
+static inline __attribute__((always_inline)) bool
+slot_key_is(const rlt__slot *e, size_t klen, bool words, uint64_t k0, uint64_t k1, const void *key)
 {
     if (!words) return key_eq(e->u.inl + 8, key, klen);
     uint64_t e0, e1;
@@ -1136,9 +1135,9 @@ static inline __attribute__((always_inline)) bool slot_key_is(const rlt__slot *e
 /* The decision under the shard lock when the hot path below does not take it: any algorithm,
  * a new key, a lagging clock, a cost outside 1..burst.  Out of line, and reading the drop floor
  * and the policy itself, so that the hot path keeps none of what only this path needs. */
-static __attribute__((noinline)) int decide_locked_general(rlt_store *s, rlt__shard *sh,
-                                                           uint64_t h, int id, const void *key,
-                                                           size_t klen, rlt_ns now, int64_t cost,
+static __attribute__((noinline)) int decide_locked_general(rlt_store *s, rlt__shard *sh, uint64_t h,
+                                                           int id, const void *key, size_t klen,
+                                                           rlt_ns now, int64_t cost,
                                                            rlt_decision *d)
 {
     if (cost < 0) return RLT_EINVAL; /* decide_aes's fast entry leaves this check to here */
@@ -1212,8 +1211,7 @@ decide_locked_tag(rlt_store *s, rlt__shard *sh, uint64_t h, uint32_t tag, int id
             e = &tab[i];
             head = slot_head(e);
             if (!(head & head_of(0, UINT16_MAX, 0))) goto general; /* empty: a new key */
-            if ((head & HEAD_MASK) == want && slot_key_is(e, klen, words, k0, k1, key))
-                goto found;
+            if ((head & HEAD_MASK) == want && slot_key_is(e, klen, words, k0, k1, key)) goto found;
         }
     found:;
         const bool allowed = rlt__gcra_apply_state(&q, e->u.inl, d);
@@ -1238,11 +1236,9 @@ static inline __attribute__((always_inline)) int decide_locked(rlt_store *s, rlt
 
 /* One call once its key is hashed (h): inlined into the two entry points below, so that each
  * has its key hash unrolled into it and no call before the slot's address is known. */
-static inline __attribute__((always_inline)) int decide_hashed(rlt_store *s, int id,
-                                                               const void *key, size_t klen,
-                                                               rlt_ns now, int64_t cost,
-                                                               rlt_decision *d, uint64_t h,
-                                                               bool k816)
+static inline __attribute__((always_inline)) int
+decide_hashed(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now, int64_t cost,
+              rlt_decision *d, uint64_t h, bool k816)
 {
     rlt__shard *sh = shard_of(s, h);
     const uint32_t tag = (uint32_t)((h ^ rlt__pol_mix((uint32_t)id)) >> 32);
@@ -1256,11 +1252,9 @@ static inline __attribute__((always_inline)) int decide_hashed(rlt_store *s, int
 
 #if RLT__AESHASH_X86
 /* The AES path for any arguments: the checks, then the hash of any length. */
-static __attribute__((noinline)) RLT__AESHASH_TARGET int decide_aes_any(rlt_store *s, int id,
-                                                                        const void *key,
-                                                                        size_t klen, rlt_ns now,
-                                                                        int64_t cost,
-                                                                        rlt_decision *d)
+static __attribute__((noinline)) RLT__AESHASH_TARGET int
+decide_aes_any(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now, int64_t cost,
+               rlt_decision *d)
 {
     if (!d || cost < 0) return RLT_EINVAL;
     int rc = check_key(key, klen);

@@ -66,8 +66,8 @@ typedef struct rlt__shard {
     uint32_t anb, acount; /* assignment buckets (power of two) and entries */
     uint64_t evicted_idle, evicted_forced, refused_full;
     struct rlt__resv_table *resv; /* outstanding reservations of the shard's keys (reserve.c) */
-    uint64_t resv_epoch; /* bumped when a state that may hold a reservation's charge is
-                            dropped (reset, forced eviction): older reservations refund nothing */
+    uint64_t resv_epoch;          /* bumped when a state that may hold a reservation's charge is
+                                     dropped (reset, forced eviction): older reservations refund nothing */
 } rlt__shard;
 
 /* A shard's table as the slot prefetch sees it: a copy of (tab, cap), written under the shard
@@ -135,7 +135,7 @@ struct rlt_store {
      * own: on the lines above, each of those writes would cost every deciding core a miss. */
     _Alignas(64) pthread_mutex_t pol_mu; /* policies and tiers (writers also take every shard
                                             lock) */
-    pthread_mutex_t sweep_mu; /* the sweep cursor */
+    pthread_mutex_t sweep_mu;            /* the sweep cursor */
     uint32_t sweep_shard, sweep_slot;
     /* Reservations: how many are outstanding, a lower bound on their expiries, and the
      * counter their ids hash (atomics). */
@@ -205,12 +205,11 @@ static inline void rlt__decision_put_state(rlt_decision *d, bool allowed, int64_
     d->remaining = remaining;
     d->retry_after = retry_after;
     d->reset_after = reset_after;
-    _Static_assert(offsetof(rlt_decision, remaining) == 16 &&
-                       offsetof(rlt_decision, retry_after) == 24 &&
-                       offsetof(rlt_decision, reset_after) == 32 &&
-                       offsetof(rlt_decision, delay) == 40 && offsetof(rlt_decision, lease) == 48 &&
-                       sizeof(rlt_decision) == 56,
-                   "the two rlt__decision_put parts write every field and no padding is left");
+    _Static_assert(
+        offsetof(rlt_decision, remaining) == 16 && offsetof(rlt_decision, retry_after) == 24 &&
+            offsetof(rlt_decision, reset_after) == 32 && offsetof(rlt_decision, delay) == 40 &&
+            offsetof(rlt_decision, lease) == 48 && sizeof(rlt_decision) == 56,
+        "the two rlt__decision_put parts write every field and no padding is left");
 }
 
 /* The store's hot path for GCRA: a request of cost 1..burst on an existing entry at a `now`
