@@ -36,6 +36,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "store/reserve.h"
 #include "store/store_internal.h"
@@ -1049,12 +1052,22 @@ static inline void note_now(rlt__shard *sh, rlt_ns now)
     sh->last_now = now > last ? now : last;
 }
 
+/* Adds 1 to a counter that rlt_store_stats_get reads without the lock.  On x86-64 one `add`
+ * to memory (not locked: the shard lock orders the writers) does what RLT__STAT_ADD's load,
+ * add and atomic store do in three instructions; an aligned 8-byte write is single-copy
+ * atomic there, so a reader sees the old value or the new one, as with the atomic store. */
+static inline void stat_inc(uint64_t *f)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __asm__("addq $1, %0" : "+m"(*f));
+#else
+    RLT__STAT_ADD(*f, 1);
+#endif
+}
+
 static inline void count_decision(rlt__shard *sh, bool allowed)
 {
-    if (allowed)
-        RLT__STAT_ADD(sh->allowed, 1);
-    else
-        RLT__STAT_ADD(sh->denied, 1);
+    stat_inc(allowed ? &sh->allowed : &sh->denied);
 }
 
 static bool fresh_after(const rlt_policy *p, const void *st, rlt_ns now, int64_t cost,
@@ -1120,16 +1133,54 @@ static inline void jitter_decision(const rlt_policy *p, const void *key, size_t 
         d->retry_after = rlt_jitter(p, rlt_hash_fnv1a(key, klen), now, d->retry_after);
 }
 
-/* Whether inline slot e, whose head matched, holds the key: as two overlapping words (k0,
- * k1: the key's first and last 8 bytes) for keys of 8..16 bytes, bytewise below. */
-static inline __attribute__((always_inline)) bool
-slot_key_is(const rlt__slot *e, size_t klen, bool words, uint64_t k0, uint64_t k1, const void *key)
+/* A key of 8..16 bytes as its first and last 8 bytes (overlapping for keys under 16): in one
+ * vector register where SSE2 is there (the hot path's probe then keeps no general register for
+ * it), else in two words. */
+#if defined(__SSE2__)
+typedef __m128i key16;
+static inline __attribute__((always_inline)) key16 key16_of(const uint8_t *k, size_t klen)
+{
+    uint64_t a, b;
+    memcpy(&a, k, 8);
+    memcpy(&b, k + klen - 8, 8);
+    return _mm_set_epi64x((long long)b, (long long)a);
+}
+static inline __attribute__((always_inline)) bool key16_eq(key16 x, key16 y)
+{
+    return _mm_movemask_epi8(_mm_cmpeq_epi8(x, y)) == 0xFFFF;
+}
+static inline __attribute__((always_inline)) key16 key16_zero(void)
+{
+    return _mm_setzero_si128();
+}
+#else
+typedef struct {
+    uint64_t a, b;
+} key16;
+static inline __attribute__((always_inline)) key16 key16_of(const uint8_t *k, size_t klen)
+{
+    key16 v;
+    memcpy(&v.a, k, 8);
+    memcpy(&v.b, k + klen - 8, 8);
+    return v;
+}
+static inline __attribute__((always_inline)) bool key16_eq(key16 x, key16 y)
+{
+    return ((x.a ^ y.a) | (x.b ^ y.b)) == 0;
+}
+static inline __attribute__((always_inline)) key16 key16_zero(void)
+{
+    return (key16){0, 0};
+}
+#endif
+
+/* Whether inline slot e, whose head matched, holds the key: as key16 values (the key's first
+ * and last 8 bytes, `kv`) for keys of 8..16 bytes, bytewise below. */
+static inline __attribute__((always_inline)) bool slot_key_is(const rlt__slot *e, size_t klen,
+                                                              bool words, key16 kv, const void *key)
 {
     if (!words) return key_eq(e->u.inl + 8, key, klen);
-    uint64_t e0, e1;
-    memcpy(&e0, e->u.inl + 8, 8);
-    memcpy(&e1, e->u.inl + klen, 8); /* the key's last 8 bytes */
-    return ((e0 ^ k0) | (e1 ^ k1)) == 0;
+    return key16_eq(key16_of(e->u.inl + 8, klen), kv);
 }
 
 /* The decision under the shard lock when the hot path below does not take it: any algorithm,
@@ -1177,19 +1228,14 @@ decide_locked_tag(rlt_store *s, rlt__shard *sh, uint64_t h, uint32_t tag, int id
         (k816 || klen <= RLT__INLINE - 8) && sh->cap) {
         assert(P->ssz == 8);
         note_now(sh, now);
-        const rlt__gcra_req q = rlt__gcra_prepare(&P->p, now, cost);
-        rlt__gcra_put_fixed(&q, d);
+        rlt__decision_put_fixed(d, P->p.burst);
         uint64_t want = head_of(tag, (uint32_t)klen, (uint32_t)id);
         rlt__slot *const tab = sh->tab, *e;
         const uint32_t cap = sh->cap;
         uint32_t i = home(tag, cap);
         /* Keys of 8..16 bytes (the common ones) are compared as two overlapping words. */
         const bool words = k816 || klen >= 8;
-        uint64_t k0 = 0, k1 = 0;
-        if (words) {
-            memcpy(&k0, key, 8);
-            memcpy(&k1, (const uint8_t *)key + klen - 8, 8);
-        }
+        const key16 kv = words ? key16_of(key, klen) : key16_zero();
         uint64_t head;
         if (big) {
             /* Millions of keys: the probe walks the fingerprints, and only a match reads the
@@ -1202,7 +1248,7 @@ decide_locked_tag(rlt_store *s, rlt__shard *sh, uint64_t h, uint32_t tag, int id
                 if (!g) goto general; /* empty: a new key */
                 e = &tab[i];
                 if (g == f && ((head = slot_head(e)) & HEAD_MASK) == want &&
-                    slot_key_is(e, klen, words, k0, k1, key))
+                    slot_key_is(e, klen, words, kv, key))
                     goto found;
             }
         }
@@ -1211,9 +1257,10 @@ decide_locked_tag(rlt_store *s, rlt__shard *sh, uint64_t h, uint32_t tag, int id
             e = &tab[i];
             head = slot_head(e);
             if (!(head & head_of(0, UINT16_MAX, 0))) goto general; /* empty: a new key */
-            if ((head & HEAD_MASK) == want && slot_key_is(e, klen, words, k0, k1, key)) goto found;
+            if ((head & HEAD_MASK) == want && slot_key_is(e, klen, words, kv, key)) goto found;
         }
     found:;
+        const rlt__gcra_req q = rlt__gcra_prepare(&P->p, now, cost);
         const bool allowed = rlt__gcra_apply_state(&q, e->u.inl, d);
         if (!(head & head_of(0, RLT__REF, 0))) e->meta |= RLT__REF;
         count_decision(sh, allowed);
