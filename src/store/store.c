@@ -1059,7 +1059,7 @@ static inline void note_now(rlt__shard *sh, rlt_ns now)
 static inline void stat_inc(uint64_t *f)
 {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    __asm__("addq $1, %0" : "+m"(*f));
+    __asm__ __volatile__("addq $1, %0" : "+m"(*f));
 #else
     RLT__STAT_ADD(*f, 1);
 #endif

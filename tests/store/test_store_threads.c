@@ -167,6 +167,57 @@ TEST(multi_limit_stays_all_or_nothing_under_contention)
     rlt_store_close(s);
 }
 
+/* Threads deciding on keys of 8..16 bytes (the single call's hot path on the AES entry),
+ * some allowed and some denied, counting what they were told. */
+static void *counted(void *p)
+{
+    targ *a = p;
+    uint64_t rng = a->seed;
+    rlt_decision d;
+    char key[16];
+    pthread_barrier_wait(&barrier);
+    for (int i = 0; i < a->iters; i++) {
+        const size_t len = 8 + (size_t)tu_below(&rng, 9);
+        memset(key, 'k', sizeof key);
+        const uint32_t k = (uint32_t)tu_below(&rng, 300);
+        memcpy(key, &k, sizeof k);
+        const rlt_ns now = (rlt_ns)(i / 8) * RLT_NS_PER_MS;
+        if (rlt_store_decide(a->s, a->id, key, len, now, 1, &d) != RLT_OK)
+            a->errors++;
+        else if (d.allowed)
+            a->accepted_cost++;
+        else
+            a->accepted_multi++; /* here: the denied ones */
+    }
+    return NULL;
+}
+
+/* The stats count every decision of the hot path exactly, allowed and denied apart, with the
+ * threads deciding at once (the counters are written under the shard lock and read without
+ * it). */
+TEST(stats_count_every_hot_path_decision_across_threads)
+{
+    rlt_store *s = tu_store(0, false, 16);
+    ASSERT(s != NULL);
+    int id = tu_add(s, "p", "gcra:5/s");
+    targ a[NT];
+    for (int i = 0; i < NT; i++)
+        a[i] = (targ){.s = s, .id = id, .iters = 20000, .seed = (uint64_t)i + 11};
+    ASSERT_EQ(run_threads(counted, a), 0);
+    int64_t allowed = 0, denied = 0;
+    for (int i = 0; i < NT; i++) {
+        ASSERT_EQ(a[i].errors, 0);
+        allowed += a[i].accepted_cost;
+        denied += a[i].accepted_multi;
+    }
+    ASSERT(allowed > 0 && denied > 0);
+    rlt_store_stats st;
+    rlt_store_stats_get(s, &st);
+    ASSERT_EQ((int64_t)st.allowed, allowed);
+    ASSERT_EQ((int64_t)st.denied, denied);
+    rlt_store_close(s);
+}
+
 static void *churn(void *p)
 {
     targ *a = p;
