@@ -1224,7 +1224,7 @@ decide_locked_tag(rlt_store *s, rlt__shard *sh, uint64_t h, uint32_t tag, int id
      * path takes calls at or after every drop (rlt__effective_now is then `now` itself, and
      * the decision needs no re-expression): a call with a lagging clock takes the general
      * path, and the hot one has two live values fewer. */
-    if (now >= floor && (uint64_t)now < P->hot_end && (uint64_t)(cost - 1) < (uint64_t)P->p.burst &&
+    if (now >= floor && (uint64_t)now < P->hot_end && (uint64_t)cost - 1 < (uint64_t)P->p.burst &&
         (k816 || klen <= RLT__INLINE - 8) && sh->cap) {
         assert(P->ssz == 8);
         note_now(sh, now);
