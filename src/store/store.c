@@ -1217,7 +1217,8 @@ static inline __attribute__((always_inline)) int
 decide_locked_tag(rlt_store *s, rlt__shard *sh, uint64_t h, uint32_t tag, int id, const void *key,
                   size_t klen, rlt_ns now, int64_t cost, rlt_decision *d, bool big, bool k816)
 {
-    if ((uint32_t)id >= s->npol) return RLT_ENOENT; /* a negative id too */
+    /* A negative id too.  A negative cost is reported first, as every entry's checks do. */
+    if ((uint32_t)id >= s->npol) return cost < 0 ? RLT_EINVAL : RLT_ENOENT;
     const rlt__pol *P = &s->pols[id];
     const rlt_ns floor = __atomic_load_n(&s->drop_floor, __ATOMIC_ACQUIRE);
     /* hot_end > 0 only for GCRA, whose 8-byte state keeps keys up to 16 bytes inline.  The hot

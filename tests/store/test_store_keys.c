@@ -313,6 +313,10 @@ TEST(bad_arguments_are_refused_on_every_entry_and_change_nothing)
                 ASSERT_EQ(rlt_store_decide(st[0], 0, key, len, t0 + 1, 1, NULL), RLT_EINVAL);
                 ASSERT_EQ(rlt_store_decide(st[0], 0, other, len, t0 + 1, 1, NULL), RLT_EINVAL);
                 ASSERT_EQ(rlt_store_decide(st[0], 0, NULL, len, t0 + 1, 1, &a), RLT_EINVAL);
+                /* With an unknown policy as well, the bad cost is what is reported. */
+                ASSERT_EQ(rlt_store_decide(st[0], 7, key, len, t0 + 1, -1, &a), RLT_EINVAL);
+                ASSERT_EQ(rlt_store_decide(st[0], -1, key, len, t0 + 1, -1, &a), RLT_EINVAL);
+                ASSERT_EQ(rlt_store_decide(st[0], 7, key, len, t0 + 1, 1, &a), RLT_ENOENT);
                 rlt_store_stats_get(st[0], &after);
                 ASSERT_EQ(after.keys, before.keys);
                 ASSERT_EQ(after.allowed, before.allowed);
