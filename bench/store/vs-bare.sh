@@ -43,8 +43,9 @@
 # case's figures then depend on which CPU state each side met.  So each pair (store, table)
 # of the 1m1, 1m2 and 1k1 cases is bracketed by a probe of the CPUs it runs on (CPU 0, or 0
 # and 1), before and after; a pair is quiet when every one of those probes is at least 0.85x
-# the fastest probe of the run so far (at the end of the pair's case).  Each case prints all its pairs (a quiet one marked *)
-# and, beside the medians of all pairs, the medians of its quiet pairs ("quiet: ..."), and
+# the fastest probe of the run so far (at the end of the pair's case).  Each case prints all
+# its pairs (a quiet one marked *) and, beside the medians of all pairs, the medians of its
+# quiet pairs ("quiet: ..."), and
 # the scaling line says the same of the quiet pairs.  The rule is fixed before the figures
 # and the same for both sides.  The run ends with its slowest probe against its fastest.
 #

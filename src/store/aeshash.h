@@ -85,20 +85,13 @@ rlt__aeshash_inline(const rlt__aeskey *k, const void *data, size_t len)
     return (uint64_t)_mm_cvtsi128_si64(x);
 }
 
-/* rlt__aeshash_inline for a key of 8..16 bytes (the common ones), without the length's
- * dispatch: the same value. */
+/* rlt__aeshash_inline for a key of 8..16 bytes (the common ones; the caller has checked the
+ * length): the same function, told the range so that the length's dispatch folds away. */
 static inline __attribute__((always_inline)) RLT__AESHASH_TARGET uint64_t
 rlt__aeshash_8to16(const rlt__aeskey *k, const void *data, size_t len)
 {
-    const uint8_t *m = data;
-    __m128i x = _mm_xor_si128(rlt__aes_rk(k, 0), _mm_cvtsi64_si128((long long)len));
-    const __m128i b =
-        _mm_set_epi64x((long long)rlt__aes_load64(m + len - 8), (long long)rlt__aes_load64(m));
-    x = _mm_aesenc_si128(_mm_xor_si128(x, b), rlt__aes_rk(k, 1));
-    x = _mm_aesenc_si128(x, rlt__aes_rk(k, 2));
-    x = _mm_aesenc_si128(x, rlt__aes_rk(k, 3));
-    x = _mm_aesenc_si128(x, rlt__aes_rk(k, 4));
-    return (uint64_t)_mm_cvtsi128_si64(x);
+    if (len < 8 || len > 16) __builtin_unreachable();
+    return rlt__aeshash_inline(k, data, len);
 }
 #else
 #define RLT__AESHASH_X86 0

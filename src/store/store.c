@@ -1234,7 +1234,7 @@ decide_locked_tag(rlt_store *s, rlt__shard *sh, uint64_t h, uint32_t tag, int id
         rlt__slot *const tab = sh->tab, *e;
         const uint32_t cap = sh->cap;
         uint32_t i = home(tag, cap);
-        /* Keys of 8..16 bytes (the common ones) are compared as two overlapping words. */
+        /* Keys of 8..16 bytes (the common ones) are compared as one key16 value. */
         const bool words = k816 || klen >= 8;
         const key16 kv = words ? key16_of(key, klen) : key16_zero();
         uint64_t head;

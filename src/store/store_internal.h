@@ -249,16 +249,10 @@ static inline rlt__gcra_req rlt__gcra_prepare(const rlt_policy *p, rlt_ns now, i
     return q;
 }
 
-/* Writes the fields of the decision that do not depend on the state (limit, delay, lease).
- * The hot path writes them before it reads the slot: the fewer instructions a call runs after
- * the slot's miss, the further the core runs ahead into the next call (see above). */
-static inline void rlt__gcra_put_fixed(const rlt__gcra_req *q, rlt_decision *d)
-{
-    rlt__decision_put_fixed(d, q->p->burst);
-}
-
 /* Decides on the state at `st`, writes the fields of *d that depend on it (allowed and its
- * padding, remaining, retry_after, reset_after) and returns d->allowed. */
+ * padding, remaining, retry_after, reset_after) and returns d->allowed.  The hot path writes
+ * the others (rlt__decision_put_fixed) before it reads the slot: the fewer instructions a call
+ * runs after the slot's miss, the further the core runs ahead into the next call. */
 static inline bool rlt__gcra_apply_state(const rlt__gcra_req *q, void *st, rlt_decision *d)
 {
     const int64_t scale = q->p->scale_, cap = q->p->cap_;
@@ -291,7 +285,7 @@ static inline bool rlt__gcra_apply_state(const rlt__gcra_req *q, void *st, rlt_d
 /* Decides on the state at `st` into *d (every field) and returns d->allowed. */
 static inline bool rlt__gcra_apply(const rlt__gcra_req *q, void *st, rlt_decision *d)
 {
-    rlt__gcra_put_fixed(q, d);
+    rlt__decision_put_fixed(d, q->p->burst);
     return rlt__gcra_apply_state(q, st, d);
 }
 
