@@ -2,6 +2,7 @@
  * combined access logs, with a locale-free date parser.  Pure functions over one line of bytes:
  * no I/O, no allocation, so they are unit-tested and fed any bytes. */
 #include "cli/cliutil.h"
+#include "core/text.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -112,17 +113,6 @@ static int days_in_month(int64_t y, int m)
     return m == 2 && is_leap(y) ? 29 : dm[m - 1];
 }
 
-/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil). */
-static int64_t days_from_civil(int64_t y, int m, int d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    int64_t yoe = y - era * 400;
-    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
 int rlt__civil_to_epoch(int64_t year, int month, int day, int hour, int minute, int second,
                         int offset_min, int64_t *out)
 {
@@ -130,7 +120,7 @@ int rlt__civil_to_epoch(int64_t year, int month, int day, int hour, int minute, 
         day > days_in_month(year, month) || hour < 0 || hour > 23 || minute < 0 || minute > 59 ||
         second < 0 || second > 60 || offset_min < -24 * 60 || offset_min > 24 * 60)
         return -1;
-    int64_t days = days_from_civil(year, month, day);
+    int64_t days = rlt__days_from_civil(year, month, day);
     *out = days * 86400 + hour * 3600 + minute * 60 + second - (int64_t)offset_min * 60;
     return 0;
 }

@@ -25,6 +25,7 @@
  * the ends of int64: time there stands still, which never mints.  The window index is what
  * the fixed window keeps in its state, so a state means the same window under any origin. */
 #include "internal.h"
+#include "text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,8 +49,7 @@ static int64_t floor_mod(int64_t a, int64_t b)
     return a - rlt__floor_div(a, b) * b;
 }
 
-/* Days since 1970-01-01 of y-m-d (m 1..12, d 1..31), proleptic Gregorian. */
-static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
+int64_t rlt__days_from_civil(int64_t y, int64_t m, int64_t d)
 {
     y -= m <= 2;
     int64_t era = rlt__floor_div(y, 400);
@@ -81,7 +81,7 @@ static bool leap(int64_t y)
  * clamped (rlt__zone_valid refuses them where policies are made). */
 static int64_t rule_day(const rlt_zone_date *r, int64_t y)
 {
-    int64_t jan1 = days_from_civil(y, 1, 1);
+    int64_t jan1 = rlt__days_from_civil(y, 1, 1);
     if (r->kind == 0) {
         int64_t n = r->day < 1 ? 1 : r->day > 365 ? 365 : r->day;
         return jan1 + n - 1 + (leap(y) && n >= 60);
@@ -89,8 +89,8 @@ static int64_t rule_day(const rlt_zone_date *r, int64_t y)
     if (r->kind == 1) return jan1 + (r->day < 0 ? 0 : r->day > 365 ? 365 : r->day);
     int64_t m = r->month < 1 ? 1 : r->month > 12 ? 12 : r->month;
     int64_t w = r->week < 1 ? 1 : r->week > 5 ? 5 : r->week;
-    int64_t first = days_from_civil(y, m, 1);
-    int64_t next = m == 12 ? days_from_civil(y + 1, 1, 1) : days_from_civil(y, m + 1, 1);
+    int64_t first = rlt__days_from_civil(y, m, 1);
+    int64_t next = m == 12 ? rlt__days_from_civil(y + 1, 1, 1) : rlt__days_from_civil(y, m + 1, 1);
     int64_t wd = floor_mod(first + 4, 7); /* 1970-01-01 was a Thursday */
     int64_t d = first + floor_mod(floor_mod(r->day, 7) - wd, 7) + 7 * (w - 1);
     while (d >= next)
@@ -158,7 +158,7 @@ static int32_t span_offset(const rlt_zone *z, const span *s, int64_t t)
 static int64_t span_month_start(const rlt_zone *z, const span *s, int64_t month)
 {
     int64_t y = 1970 + rlt__floor_div(month, 12);
-    int64_t T = days_from_civil(y, floor_mod(month, 12) + 1, 1) * DAY_S;
+    int64_t T = rlt__days_from_civil(y, floor_mod(month, 12) + 1, 1) * DAY_S;
     if (!z->has_dst) return T - z->std_off;
     int64_t a = INT64_MIN;
     int32_t o = z->std_off;

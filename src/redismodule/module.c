@@ -21,6 +21,7 @@
  * Module arguments: `prefix P` (the library's key prefix, default "rlt:"), `testing yes|no`
  * (RL.TESTTIME and RL.DECIDE's caller time: tests only; a caller-chosen clock could mint). */
 #include "redis/layout.h"
+#include "core/text.h"
 #include "rmapi.h"
 #include "state.h"
 
@@ -54,7 +55,7 @@ static bool arg_i64(RedisModuleString *s, int64_t *v)
 {
     size_t n;
     const char *p = RM.StringPtrLen(s, &n);
-    return rlt__mparse_i64(p, n, v);
+    return rlt__parse_i64(p, n, v);
 }
 
 static int reply_errf(RedisModuleCtx *ctx, const char *fmt, const char *a)

@@ -11,6 +11,7 @@
  * fac = 1000*scale_/scale core units (an integer: scale/scale_ = gcd(N,1000W)/gcd(N,W) divides
  * 1000), and every amount converts exactly both ways. */
 #include "state.h"
+#include "core/text.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -19,28 +20,6 @@
 typedef __int128 i128;
 
 #define SIGN (UINT64_C(1) << 63)
-
-bool rlt__mparse_i64(const char *s, size_t len, int64_t *out)
-{
-    if (!s || len == 0 || len > 20) return false;
-    size_t i = 0;
-    bool neg = s[0] == '-';
-    if (neg && ++i == len) return false;
-    if (s[i] == '0' && (len - i > 1 || neg)) return false; /* leading zero, or "-0" */
-    int64_t v = 0;
-    for (; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9') return false;
-        int64_t digit = s[i] - '0';
-        if (v < (INT64_MIN + digit) / 10) return false;
-        v = v * 10 - digit; /* negative accumulation: INT64_MIN parses */
-    }
-    if (!neg) {
-        if (v == INT64_MIN) return false;
-        v = -v;
-    }
-    *out = v;
-    return true;
-}
 
 /* Splits "a:b[:c]" into exactly `n` integers. */
 static bool parse_fields(const char *s, size_t len, int64_t *v, int n)
@@ -51,7 +30,7 @@ static bool parse_fields(const char *s, size_t len, int64_t *v, int n)
         while (end < len && s[end] != ':')
             end++;
         if ((k < n - 1) != (end < len)) return false;
-        if (!rlt__mparse_i64(s + start, end - start, &v[k])) return false;
+        if (!rlt__parse_i64(s + start, end - start, &v[k])) return false;
         start = end + 1;
     }
     return true;
@@ -449,9 +428,9 @@ static int cc_load(const rlt__mpol *m, const char *const *kv, const size_t *kvle
         size_t fl = kvlen[2 * i], vl = kvlen[2 * i + 1];
         int64_t x[2], idx;
         if (fl == 1 && f[0] == 'n') {
-            if (!rlt__mparse_i64(v, vl, &x[0]) || x[0] < 0) return RLT_ECORRUPT;
+            if (!rlt__parse_i64(v, vl, &x[0]) || x[0] < 0) return RLT_ECORRUPT;
             st[0] = x[0];
-        } else if (fl >= 2 && f[0] == 's' && rlt__mparse_i64(f + 1, fl - 1, &idx) && idx >= 0 &&
+        } else if (fl >= 2 && f[0] == 's' && rlt__parse_i64(f + 1, fl - 1, &idx) && idx >= 0 &&
                    idx < N && parse_fields(v, vl, x, 2) && x[0] > 0 && x[1] >= -RLT__NUM_VAL_MAX &&
                    x[1] <= RLT__NUM_VAL_MAX) {
             st[2 + 2 * idx] = x[0];

@@ -119,7 +119,4 @@ int rlt__mcc_decide_blk(const rlt__mpol *m, const char *const *kv, const size_t 
                         size_t npairs, int64_t now_us, int64_t cost, void *scratch, rlt_decision *d,
                         int64_t *slot, char val[48], size_t *vlen, rlt__mblk *b, bool *bchanged);
 
-/* Strict decimal integer: optional '-', digits, no leading zero, no "-0", no overflow. */
-bool rlt__mparse_i64(const char *s, size_t len, int64_t *out);
-
 #endif

@@ -4,6 +4,7 @@
  * three deciding commands are parsed by one function each and answered by one reply function
  * each, whether they are decided at once or staged in a pipe. */
 #include "server/cmd.h"
+#include "core/text.h"
 
 #include "server/cmd_conn.h"
 
@@ -38,7 +39,7 @@ static void err_arity(rlt__obuf *o, const rlt__resp_arg *cmd)
 
 static bool get_i64(const rlt__resp_arg *a, int64_t *v)
 {
-    return rlt__resp_parse_i64(a->ptr, a->len, v);
+    return rlt__parse_i64(a->ptr, a->len, v);
 }
 
 /* The error reply for status `st` of a decision on policy `id` (-1: none yet) at `now`. */

@@ -4,6 +4,7 @@
  * ioredis work unchanged.  RESP3 (HELLO 3) changes only what RESP3 changes: maps and nulls. */
 #define _GNU_SOURCE /* FNM_CASEFOLD */
 #include "server/cmd_conn.h"
+#include "core/text.h"
 
 #include "server/metrics.h"
 #include "server/srv.h"
@@ -91,7 +92,7 @@ static void cmd_hello(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, siz
     int proto = ss->resp;
     if (n >= 2) {
         int64_t v;
-        if (!rlt__resp_parse_i64(a[1].ptr, a[1].len, &v))
+        if (!rlt__parse_i64(a[1].ptr, a[1].len, &v))
             return rlt__resp_error(o, "ERR Protocol version is not an integer or out of range");
         if (v != 2 && v != 3) return rlt__resp_error(o, "NOPROTO unsupported protocol version");
         proto = (int)v;

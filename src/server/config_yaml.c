@@ -1,6 +1,7 @@
 /* Typed readers of libyaml document nodes for the config: scalars, integers in a range,
  * booleans, durations, sizes, fail modes, with "file:line: reason" errors. */
 #include "server/config_yaml.h"
+#include "core/text.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -57,7 +58,7 @@ int rlt__cy_get_int(rlt__cy *x, const yaml_node_t *n, int64_t lo, int64_t hi, in
     size_t len;
     const char *s = rlt__cy_scalar(n, &len);
     int64_t v;
-    if (s == NULL || !rlt__resp_parse_i64(s, len, &v) || v < lo || v > hi)
+    if (s == NULL || !rlt__parse_i64(s, len, &v) || v < lo || v > hi)
         return rlt__cy_fail(x, n, "%s must be an integer in [%lld, %lld]", what, (long long)lo,
                     (long long)hi);
     *out = v;
@@ -121,7 +122,7 @@ int rlt__cy_get_bytes(rlt__cy *x, const yaml_node_t *n, int64_t lo, int64_t hi, 
             unit = units[i].mul;
             known = true;
         }
-    if (s == NULL || digits == 0 || !known || !rlt__resp_parse_i64(s, digits, &v) ||
+    if (s == NULL || digits == 0 || !known || !rlt__parse_i64(s, digits, &v) ||
         __builtin_mul_overflow(v, unit, &v) || v < lo || v > hi)
         return rlt__cy_fail(x, n, "%s must be a size in [%lld, %lld] bytes (units: kb, mb, gb)",
                             what, (long long)lo, (long long)hi);

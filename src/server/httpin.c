@@ -2,6 +2,7 @@
  * unit-tested and fuzzed: the /v1/check query string and envoyproxy/ratelimit's /json body
  * (parsed with jansson; envoy.c decides it and renders the proto3-JSON reply). */
 #include "server/httpin.h"
+#include "core/text.h"
 
 #include "server/resp.h"
 #include "server/srv.h"
@@ -92,7 +93,7 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
         } else if (nl == 4 && memcmp(name, "cost", 4) == 0) {
             char num[32];
             long d = have_cost ? -1 : url_decode(val, vl, num, sizeof num);
-            if (d <= 0 || !rlt__resp_parse_i64(num, (size_t)d, &r->cost) || r->cost < 0) {
+            if (d <= 0 || !rlt__parse_i64(num, (size_t)d, &r->cost) || r->cost < 0) {
                 snprintf(err, errlen, "cost must be given once, an integer >= 0");
                 return RLT_EINVAL;
             }
@@ -107,7 +108,7 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
         } else if (nl == 10 && memcmp(name, "timeout_ms", 10) == 0) {
             char num[32];
             long d = r->timeout_ms ? -1 : url_decode(val, vl, num, sizeof num);
-            if (d <= 0 || !rlt__resp_parse_i64(num, (size_t)d, &r->timeout_ms) ||
+            if (d <= 0 || !rlt__parse_i64(num, (size_t)d, &r->timeout_ms) ||
                 r->timeout_ms < 1 || r->timeout_ms > 86400000) {
                 snprintf(err, errlen, "timeout_ms must be given once, 1..86400000");
                 return RLT_EINVAL;
@@ -124,7 +125,7 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
             char num[8];
             long d = r->deny_status ? -1 : url_decode(val, vl, num, sizeof num);
             int64_t v = 0;
-            if (d <= 0 || !rlt__resp_parse_i64(num, (size_t)d, &v) || (v != 403 && v != 429)) {
+            if (d <= 0 || !rlt__parse_i64(num, (size_t)d, &v) || (v != 403 && v != 429)) {
                 snprintf(err, errlen, "deny_status must be given once, 403 or 429");
                 return RLT_EINVAL;
             }
@@ -165,7 +166,7 @@ static bool json_u64(json_t *j, int64_t max, int64_t *out)
         return *out >= 0 && *out <= max;
     }
     if (!json_is_string(j)) return false;
-    return rlt__resp_parse_i64(json_string_value(j), json_string_length(j), out) && *out >= 0 &&
+    return rlt__parse_i64(json_string_value(j), json_string_length(j), out) && *out >= 0 &&
            *out <= max;
 }
 

@@ -1,6 +1,7 @@
 /* ratelimitd: command line, config loading, signals (SIGTERM/SIGINT stop with a final
  * snapshot, SIGHUP reloads the config), periodic snapshots and idle-key sweeps. */
 #include "ratelimit/redis.h"
+#include "core/text.h"
 #include "server/backend.h"
 #include "server/clock.h"
 #include "server/config.h"
@@ -98,7 +99,7 @@ static const option options[] = {
 static int parse_long(const char *s, long lo, long hi, long *out)
 {
     int64_t v;
-    if (!rlt__resp_parse_i64(s, strlen(s), &v) || v < lo || v > hi) return -1;
+    if (!rlt__parse_i64(s, strlen(s), &v) || v < lo || v > hi) return -1;
     *out = (long)v;
     return 0;
 }

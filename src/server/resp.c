@@ -1,6 +1,8 @@
 /* RESP request parser (multibulk and inline) and reply encoders; no I/O, no state. */
 #include "server/resp.h"
 
+#include "core/text.h"
+
 #include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,33 +12,6 @@
 /* A count or length line holds at most "-9223372036854775808": anything longer is garbage,
  * refused at once instead of waiting for a CRLF that a hostile client never sends. */
 #define NUM_LINE_MAX 20
-
-bool rlt__resp_parse_i64(const char *p, size_t len, int64_t *out)
-{
-    if (p == NULL || len == 0 || len > NUM_LINE_MAX) return false;
-    size_t i = 0;
-    bool neg = false;
-    if (p[0] == '-') {
-        neg = true;
-        i = 1;
-        if (len == 1) return false;
-    }
-    if (p[i] == '0' && (len - i > 1 || neg)) return false; /* leading zero, or "-0" */
-    /* Accumulate negatively so that INT64_MIN parses without overflow. */
-    int64_t v = 0;
-    for (; i < len; i++) {
-        if (p[i] < '0' || p[i] > '9') return false;
-        int64_t digit = p[i] - '0';
-        if (v < (INT64_MIN + digit) / 10) return false;
-        v = v * 10 - digit;
-    }
-    if (!neg) {
-        if (v == INT64_MIN) return false;
-        v = -v;
-    }
-    *out = v;
-    return true;
-}
 
 /* Reads "<prefix><int>\r\n" starting at buf[pos] (buf[pos] is the prefix).  Returns 1 with
  * *val and *next set, 0 when more bytes are needed, -1 on malformed input. */
@@ -64,7 +39,7 @@ static int read_num_line(const char *buf, size_t len, size_t pos, int64_t *val, 
     if (cr == end) return len >= limit ? -1 : 0;
     if (cr + 1 >= len) return 0;
     if (buf[cr + 1] != '\n') return -1;
-    if (!rlt__resp_parse_i64(buf + start, cr - start, val)) return -1;
+    if (!rlt__parse_i64(buf + start, cr - start, val)) return -1;
     *next = cr + 2;
     return 1;
 }

@@ -52,10 +52,7 @@ typedef struct rlt__resp_limits {
 ssize_t rlt__resp_parse(char *buf, size_t len, const rlt__resp_limits *lim, rlt__resp_arg *argv,
                         size_t *argc, const char **err);
 
-/* Parses a whole argument as a decimal int64: optional '-', digits only, no leading '+',
- * no spaces, no leading zeros ("0" itself is fine, "-0" is not), no overflow.  Returns true
- * and *out, or false. */
-bool rlt__resp_parse_i64(const char *p, size_t len, int64_t *out);
+/* Integer arguments are parsed by rlt__parse_i64 (core/text.h), as every part parses them. */
 
 /* Reply encoders (RESP2). */
 void rlt__resp_simple(rlt__obuf *b, const char *s);         /* +s\r\n */

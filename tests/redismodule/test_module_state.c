@@ -24,30 +24,6 @@ static int dec(const char *text, const char *val, int64_t now_us, int64_t cost, 
     return rc;
 }
 
-TEST(integer_arguments_refuse_every_numeric_trap)
-{
-    int64_t v;
-    ASSERT(rlt__mparse_i64("0", 1, &v) && v == 0);
-    ASSERT(rlt__mparse_i64("-5", 2, &v) && v == -5);
-    ASSERT(rlt__mparse_i64("9223372036854775807", 19, &v) && v == INT64_MAX);
-    ASSERT(rlt__mparse_i64("-9223372036854775808", 20, &v) && v == INT64_MIN);
-    const char *bad[] = {"",
-                         "-",
-                         "-0",
-                         "01",
-                         "1.5",
-                         "1e3",
-                         " 1",
-                         "1 ",
-                         "+1",
-                         "0x10",
-                         "9223372036854775808",
-                         "-9223372036854775809",
-                         "99999999999999999999"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        ASSERT(!rlt__mparse_i64(bad[i], strlen(bad[i]), &v));
-}
-
 TEST(gcra_values_are_written_as_the_gcra_script_writes_them)
 {
     rlt_decision d;

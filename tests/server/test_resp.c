@@ -179,32 +179,6 @@ TEST(inline_line_longer_than_the_limit_is_refused)
     ASSERT_EQ(parse_lim("PING 123", 8, &lim), RLT__RESP_PARTIAL);
 }
 
-TEST(integer_arguments_parse_strictly)
-{
-    int64_t v = 0;
-    ASSERT(rlt__resp_parse_i64("0", 1, &v) && v == 0);
-    ASSERT(rlt__resp_parse_i64("-5", 2, &v) && v == -5);
-    ASSERT(rlt__resp_parse_i64("9223372036854775807", 19, &v) && v == INT64_MAX);
-    ASSERT(rlt__resp_parse_i64("-9223372036854775808", 20, &v) && v == INT64_MIN);
-    const char *bad[] = {"",
-                         "-",
-                         "-0",
-                         "00",
-                         "+1",
-                         "1e3",
-                         "1e309",
-                         "0x10",
-                         " 1",
-                         "1 ",
-                         "1.5",
-                         "abc",
-                         "9223372036854775808",
-                         "-9223372036854775809",
-                         "99999999999999999999999"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        ASSERT(!rlt__resp_parse_i64(bad[i], strlen(bad[i]), &v));
-}
-
 TEST(reply_encoders_write_resp2)
 {
     rlt__obuf b = {0};
