@@ -5,10 +5,16 @@
  * HTTP/2 is nghttp2's (sans-I/O: the layer's input goes to nghttp2_session_mem_recv, what
  * nghttp2_session_mem_send produces goes to the connection's output), protobuf is pb.h's.
  * Unary calls only: a request is decided when its stream ends, synchronously, in the turn its
- * last byte arrived.  Bounds: 100 concurrent streams, 16 KiB of headers, 64 KiB per message
- * (more: RESOURCE_EXHAUSTED), 1 MiB of request bodies buffered per connection.
+ * last byte arrived.  Bounds: 100 concurrent streams, 16 KiB of decoded headers per stream
+ * (name + value + 32 per field, as SETTINGS_MAX_HEADER_LIST_SIZE counts them; more: the
+ * stream is reset with ENHANCE_YOUR_CALM, so that a small HPACK entry referenced many times
+ * cannot make a large header list), 64 KiB per message (more: RESOURCE_EXHAUSTED), 1 MiB of
+ * request bodies buffered per connection.  Every byte this layer and nghttp2 hold counts in
+ * the connections' share of max_memory (mem.h): a stream that would pass it is reset with
+ * ENHANCE_YOUR_CALM, and nghttp2's own allocations are counted as they happen.
  * grpc-timeout: a call whose deadline has passed when it would be decided, or once it is
- * decided, is answered DEADLINE_EXCEEDED.  With a password or tenants configured, calls but
+ * decided, is answered DEADLINE_EXCEEDED; a timeout past what int64 nanoseconds hold
+ * (2562048H and up) is no deadline.  With a password or tenants configured, calls but
  * the health check need `authorization: Bearer <token>` (UNAUTHENTICATED otherwise).
  * Errors: a malformed message is INVALID_ARGUMENT; an empty domain or no descriptors UNKNOWN
  * with envoyproxy/ratelimit's message; a protocol error ends the connection with GOAWAY. */
@@ -24,6 +30,7 @@
 #include "server/request.h"
 #include "server/srv.h"
 #include "server/clock.h"
+#include "server/mem.h"
 
 #include <nghttp2/nghttp2.h>
 #include <pthread.h>
@@ -61,6 +68,8 @@ typedef struct gstream {
     int32_t id;
     int method;
     bool post, grpc_ctype, too_large;
+    bool refused;     /* reset with ENHANCE_YOUR_CALM: headers or memory over their bound */
+    size_t hdr_bytes; /* the decoded header list so far, as MAX_HEADER_LIST counts it */
     size_t auth_len;
     rlt_ns deadline; /* 0: none */
     size_t len;      /* body bytes */
@@ -87,8 +96,43 @@ struct rlt__grpc_session {
     size_t nfree;
     gstream *live; /* streams nghttp2 has not closed: nghttp2_session_del does not call
                       on_close, so the session frees these itself */
+    size_t h2_bytes; /* what nghttp2 holds for this session (its allocator below) */
 };
 typedef rlt__grpc_session gconn;
+
+/* Streams and their bodies count in the connections' memory budget (mem.h). */
+static gstream *stream_alloc(void)
+{
+    if (!rlt__mem_conn_take(sizeof(gstream))) return NULL;
+    gstream *st = calloc(1, sizeof *st);
+    if (st == NULL) {
+        rlt__mem_conn_give(sizeof(gstream));
+        return NULL;
+    }
+    st->resp.budgeted = true;
+    return st;
+}
+
+static void stream_free(gstream *st)
+{
+    free(st->body);
+    rlt__mem_conn_give(st->cap);
+    rlt__obuf_free(&st->resp);
+    free(st);
+    rlt__mem_conn_give(sizeof(gstream));
+}
+
+/* Resets a stream whose headers or buffers would pass their bound (ENHANCE_YOUR_CALM, as
+ * nghttp2 and the HTTP/2 servers patched after the 2023-2024 floods answer abuse), once; what
+ * the stream buffered is let go at once, and its later frames are ignored. */
+static void refuse_stream(gconn *g, gstream *st)
+{
+    if (st->refused) return;
+    st->refused = true;
+    g->buffered -= st->len;
+    st->len = 0;
+    nghttp2_submit_rst_stream(g->h2, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_ENHANCE_YOUR_CALM);
+}
 
 static nghttp2_session_callbacks *callbacks;
 static pthread_once_t callbacks_once = PTHREAD_ONCE_INIT;
@@ -275,12 +319,16 @@ static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *f, void *u
     if (st != NULL) {
         g->free_list = st->next_free;
         g->nfree--;
-    } else if ((st = calloc(1, sizeof *st)) == NULL) {
-        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    } else if ((st = stream_alloc()) == NULL) {
+        /* The connections' share of max_memory is spent: refuse this stream, keep the rest. */
+        nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE, f->hd.stream_id,
+                                  NGHTTP2_ENHANCE_YOUR_CALM);
+        return 0;
     }
     st->id = f->hd.stream_id;
     st->method = M_NONE;
-    st->post = st->grpc_ctype = st->too_large = false;
+    st->post = st->grpc_ctype = st->too_large = st->refused = false;
+    st->hdr_bytes = 0;
     st->auth_len = 0;
     st->deadline = 0;
     st->len = st->sent = 0;
@@ -297,24 +345,28 @@ static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *f, void *u
     return 0;
 }
 
-/* grpc-timeout: 1..8 digits and a unit (H M S m u n). */
+/* grpc-timeout: 1..8 digits and a unit (H M S m u n).  Returns the timeout in ns, saturated
+ * at INT64_MAX (99999999H is about 3.6e20 ns), or -1 when the value is not one. */
 static rlt_ns parse_timeout(const uint8_t *v, size_t n)
 {
     if (n < 2 || n > 9) return -1;
     int64_t x = 0;
     for (size_t i = 0; i + 1 < n; i++) {
         if (v[i] < '0' || v[i] > '9') return -1;
-        x = x * 10 + (v[i] - '0');
+        x = x * 10 + (v[i] - '0'); /* 8 digits: no overflow */
     }
+    int64_t unit;
     switch (v[n - 1]) {
-    case 'H': return x * 3600 * RLT_NS_PER_S;
-    case 'M': return x * 60 * RLT_NS_PER_S;
-    case 'S': return x * RLT_NS_PER_S;
-    case 'm': return x * RLT_NS_PER_MS;
-    case 'u': return x * RLT_NS_PER_US;
-    case 'n': return x;
+    case 'H': unit = 3600 * RLT_NS_PER_S; break;
+    case 'M': unit = 60 * RLT_NS_PER_S; break;
+    case 'S': unit = RLT_NS_PER_S; break;
+    case 'm': unit = RLT_NS_PER_MS; break;
+    case 'u': unit = RLT_NS_PER_US; break;
+    case 'n': unit = 1; break;
     default: return -1;
     }
+    rlt_ns t;
+    return __builtin_mul_overflow(x, unit, &t) ? INT64_MAX : t;
 }
 
 static bool is(const uint8_t *s, size_t n, const char *z)
@@ -329,7 +381,12 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t 
     gconn *g = user;
     if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
     gstream *st = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
-    if (st == NULL) return 0;
+    if (st == NULL || st->refused) return 0;
+    st->hdr_bytes += nl + vl + 32;
+    if (st->hdr_bytes > MAX_HEADER_LIST) {
+        refuse_stream(g, st);
+        return 0;
+    }
     if (is(name, nl, ":path")) {
         st->method = is(value, vl, PATH_RLS) ? M_RLS : is(value, vl, PATH_HEALTH) ? M_HEALTH
                                                                                   : M_OTHER;
@@ -344,8 +401,9 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t 
             st->auth_len = vl;
         }
     } else if (is(name, nl, "grpc-timeout")) {
-        rlt_ns t = parse_timeout(value, vl);
-        if (t >= 0) st->deadline = g->now + (t > 0 ? t : 1);
+        rlt_ns t = parse_timeout(value, vl), d;
+        /* A deadline int64 cannot hold is no deadline (0), never one in the past. */
+        if (t >= 0) st->deadline = __builtin_add_overflow(g->now, t > 0 ? t : 1, &d) ? 0 : d;
     }
     return 0;
 }
@@ -356,7 +414,7 @@ static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t
     (void)flags;
     gconn *g = user;
     gstream *st = nghttp2_session_get_stream_user_data(h2, id);
-    if (st == NULL || st->too_large) return 0;
+    if (st == NULL || st->too_large || st->refused) return 0;
     if (st->len + len > MAX_MESSAGE + 5 || g->buffered + len > MAX_BUFFERED) {
         st->too_large = true;
         g->buffered -= st->len;
@@ -367,8 +425,15 @@ static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t
         size_t cap = st->cap ? st->cap * 2 : 256;
         while (cap < st->len + len)
             cap *= 2;
+        if (!rlt__mem_conn_take(cap - st->cap)) { /* the connections' share is spent */
+            refuse_stream(g, st);
+            return 0;
+        }
         uint8_t *b = realloc(st->body, cap);
-        if (b == NULL) return NGHTTP2_ERR_CALLBACK_FAILURE;
+        if (b == NULL) {
+            rlt__mem_conn_give(cap - st->cap);
+            return NGHTTP2_ERR_CALLBACK_FAILURE;
+        }
         st->body = b;
         st->cap = cap;
     }
@@ -385,7 +450,7 @@ static int on_frame(nghttp2_session *h2, const nghttp2_frame *f, void *user)
         !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
         return 0;
     gstream *st = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
-    if (st == NULL || st->method == M_NONE) return 0;
+    if (st == NULL || st->method == M_NONE || st->refused) return 0;
     call(g, st);
     g->buffered -= st->len;
     st->len = 0;
@@ -413,9 +478,7 @@ static int on_close(nghttp2_session *h2, int32_t id, uint32_t code, void *user)
         g->nfree++;
         return 0;
     }
-    free(st->body);
-    rlt__obuf_free(&st->resp);
-    free(st);
+    stream_free(st);
     return 0;
 }
 
@@ -427,6 +490,60 @@ static void callbacks_init(void)
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, on_data);
     nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, on_frame);
     nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, on_close);
+}
+
+/* ---- nghttp2's memory, counted ---------------------------------------------------------- */
+
+/* nghttp2 allocates per stream and per connection (stream state, HPACK tables, queued frames);
+ * each block carries its size in front so that a free can give it back to the budget.  Counted
+ * whatever the limit (refusing inside nghttp2 would end the whole session): the budget then
+ * refuses this layer's own allocations, new streams first. */
+typedef union h2_block {
+    size_t size;
+    max_align_t align;
+} h2_block;
+
+static void *h2_malloc(size_t size, void *user)
+{
+    h2_block *b = malloc(sizeof *b + size);
+    if (b == NULL) return NULL;
+    b->size = size;
+    ((gconn *)user)->h2_bytes += size;
+    rlt__mem_conn_take_always(size);
+    return b + 1;
+}
+
+static void h2_free(void *p, void *user)
+{
+    if (p == NULL) return;
+    h2_block *b = (h2_block *)p - 1;
+    ((gconn *)user)->h2_bytes -= b->size;
+    rlt__mem_conn_give(b->size);
+    free(b);
+}
+
+static void *h2_calloc(size_t n, size_t size, void *user)
+{
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total)) return NULL;
+    void *p = h2_malloc(total, user);
+    if (p != NULL) memset(p, 0, total);
+    return p;
+}
+
+static void *h2_realloc(void *p, size_t size, void *user)
+{
+    if (p == NULL) return h2_malloc(size, user);
+    h2_block *b = (h2_block *)p - 1;
+    size_t old = b->size;
+    h2_block *nb = realloc(b, sizeof *nb + size);
+    if (nb == NULL) return NULL;
+    nb->size = size;
+    gconn *g = user;
+    g->h2_bytes = g->h2_bytes - old + size;
+    rlt__mem_conn_give(old);
+    rlt__mem_conn_take_always(size);
+    return nb + 1;
 }
 
 /* ---- the protocol ------------------------------------------------------------------------ */
@@ -456,7 +573,8 @@ int rlt__grpc_session_new(gconn **out, rlt__srv *s, rlt__conn *c)
         return RLT_ENOMEM;
     }
     nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
-    int e = nghttp2_session_server_new2(&g->h2, callbacks, g, opt);
+    nghttp2_mem mem = {g, h2_malloc, h2_free, h2_calloc, h2_realloc};
+    int e = nghttp2_session_server_new3(&g->h2, callbacks, g, opt, &mem);
     nghttp2_option_del(opt);
     if (e != 0) {
         free(g);
@@ -479,16 +597,12 @@ void rlt__grpc_session_free(gconn *g)
     while (g->live != NULL) {
         gstream *st = g->live;
         g->live = st->next;
-        free(st->body);
-        rlt__obuf_free(&st->resp);
-        free(st);
+        stream_free(st);
     }
     while (g->free_list != NULL) {
         gstream *st = g->free_list;
         g->free_list = st->next_free;
-        free(st->body);
-        rlt__obuf_free(&st->resp);
-        free(st);
+        stream_free(st);
     }
     free(g);
 }

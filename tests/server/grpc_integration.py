@@ -32,6 +32,7 @@ try:
     import h2.config
     import h2.connection
     import h2.events
+    import h2.exceptions
 except ImportError as e:
     print("FAIL grpc_integration: %s (install python3-grpcio python3-protobuf python3-h2 and "
           "python3-grpc-tools; run with /usr/bin/python3)" % e)
@@ -42,6 +43,7 @@ ARGS = [a for a in sys.argv[2:] if a != "--redis"]
 RLS = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 HEALTH = "/grpc.health.v1.Health/Check"
 TESTS, REDIS_TESTS = [], []
+SANITIZED = os.environ.get("RLT_SANITIZE", "") != ""  # RSS bounds hold for release builds
 
 
 def test(fn):
@@ -652,6 +654,131 @@ def a_call_past_its_grpc_timeout_is_deadline_exceeded_not_late(tmp):
         m = d.metrics()
         assert re.search(r'ratelimitd_grpc_responses_total\{code="DEADLINE_EXCEEDED"\} 1\b', m), m
         cl.close()
+
+
+@test
+def grpc_timeouts_at_every_units_maximum_are_answered_and_never_overflow(tmp):
+    # gRPC allows 8 digits: 99999999H is about 3.6e20 ns, past int64.  A deadline int64 cannot
+    # hold is no deadline: the call is answered, not DEADLINE_EXCEEDED, and the daemon (under
+    # UBSan too) stays up.  2562047H is the last hour count that fits; 2562048H the first not.
+    with GDaemon(tmp, config=RL_CFG) as d:
+        body = frame(req("rl", [("category", "timeouts")]).SerializeToString())
+        for t in ("99999999H", "2562047H", "2562048H", "99999999M", "99999999S", "99999999m",
+                  "99999999u", "99999999n", "1n"):
+            hdrs, data = h2_call(d.grpc, body, extra=[("grpc-timeout", t)])
+            want = "4" if t == "1n" else "0"  # one nanosecond has passed by the decision
+            assert hdrs.get("grpc-status") == want, (t, hdrs)
+        alive(d)
+
+
+def raw_frame(ftype, flags, sid, payload):
+    return len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + sid.to_bytes(4, "big") + payload
+
+
+def raw_frames(s, wait=3.0):
+    """Reads frames until the peer is quiet for `wait` s: [(type, flags, stream, payload)]."""
+    buf, out = b"", []
+    s.settimeout(wait)
+    while True:
+        try:
+            b = s.recv(65536)
+        except (socket.timeout, ConnectionResetError):
+            break
+        if not b:
+            break
+        buf += b
+        while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+            n = int.from_bytes(buf[:3], "big")
+            out.append((buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7fffffff, buf[9:9 + n]))
+            buf = buf[9 + n:]
+    return out
+
+
+@test
+def an_hpack_amplified_header_list_is_refused_as_the_http1_parser_refuses_it(tmp):
+    # One 4,000-byte HPACK entry referenced 20,000 times: about 24 KB on the wire, 80 MB of
+    # decoded headers.  The stream is reset (ENHANCE_YOUR_CALM, 0xb); the connection lives on.
+    import hpack
+    with GDaemon(tmp, config=RL_CFG) as d:
+        enc = hpack.Encoder()
+        block = enc.encode(h2_headers(RLS) + [("x-big", "a" * 4000)] * 20000)
+        assert len(block) < 30000, len(block)
+        s = socket.create_connection(("127.0.0.1", d.grpc), timeout=5)
+        try:
+            s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + raw_frame(4, 0, 0, b""))
+            chunks = [block[i:i + 16384] for i in range(0, len(block), 16384)]
+            out = raw_frame(1, 0x1 | (0x4 if len(chunks) == 1 else 0), 1, chunks[0])  # END_STREAM
+            for i, c in enumerate(chunks[1:], 1):
+                out += raw_frame(9, 0x4 if i == len(chunks) - 1 else 0, 1, c)
+            s.sendall(out)
+            frames = raw_frames(s, wait=2.0)
+            on1 = [(t, p) for t, _, sid, p in frames if sid == 1]
+            assert (3, (11).to_bytes(4, "big")) in on1, frames  # RST_STREAM ENHANCE_YOUR_CALM
+            assert not any(t == 1 for t, _ in on1), on1           # and no answer
+            # The same connection still answers a normal call (a fresh HPACK context is not
+            # needed: the refused block was decoded, the table stays in step).
+            small = enc.encode(h2_headers(HEALTH))
+            msg = frame(b"")
+            s.sendall(raw_frame(1, 0x4, 3, small) + raw_frame(0, 0x1, 3, msg))
+            frames = raw_frames(s, wait=2.0)
+            assert any(t == 1 and sid == 3 for t, _, sid, _ in frames), frames
+        finally:
+            s.close()
+        alive(d)
+
+
+@test
+def stalled_grpc_bodies_count_against_max_memory(tmp):
+    # 16 MB budget: 2 MB for every connection's buffers together.  100 connections x 100
+    # streams x 10,400 body bytes never finished took 94 MB when the gRPC layer did not count
+    # them.  Now streams past the budget are reset (ENHANCE_YOUR_CALM) and RSS stays bounded.
+    files = [("server.yaml", "server:\n  max_memory: 16mb\n")]
+    with GDaemon(tmp, "--config", os.path.join(tmp, "server.yaml"), config=RL_CFG,
+                 files=files) as d:
+        base = rss_from_proc(d.p.pid)
+        chunk = frame(b"\x0a\x01x" + b"y" * 10400)[:10400]  # never the whole message
+        socks, refused = [], 0
+        for _ in range(100):
+            s, c = h2_conn(d.grpc)
+            socks.append((s, c))
+            for _ in range(100):
+                sid = c.get_next_available_stream_id()
+                c.send_headers(sid, h2_headers(RLS))
+                n = min(len(chunk), c.local_flow_control_window(sid))
+                if n:
+                    c.send_data(sid, chunk[:n])
+            try:
+                s.sendall(c.data_to_send())
+            except OSError:
+                pass
+        time.sleep(1.0)
+        for s, c in socks:  # read what came back: WINDOW_UPDATEs and resets
+            s.settimeout(0.05)
+            try:
+                while True:
+                    b = s.recv(1 << 20)
+                    if not b:
+                        break
+                    for ev in c.receive_data(b):
+                        if isinstance(ev, h2.events.StreamReset) and ev.error_code == 11:
+                            refused += 1
+            except (socket.timeout, OSError, h2.exceptions.ProtocolError):
+                pass
+        grown = rss_from_proc(d.p.pid) - base
+        assert refused > 0, "no stream was refused"
+        assert SANITIZED or grown < 24 << 20, "RSS grew %d MB" % (grown >> 20)
+        for s, _ in socks:
+            s.close()
+        time.sleep(0.5)
+        alive(d)  # served again once they are gone
+
+
+def rss_from_proc(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
 
 
 @test
