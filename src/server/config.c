@@ -440,10 +440,50 @@ static int no_second_document(rlt__cy *x, yaml_parser_t *parser, const char *fil
     return r;
 }
 
+/* Refuses a document nested deeper than MAX_NESTING before it is loaded.  libyaml's scanner
+ * checks every open flow level at every token (its simple keys), so flow collections nested
+ * 10k deep take 0.4 s, 30k 4 s, and a 16 MiB file hours, and block nesting grows the same
+ * way; go-yaml (envoyproxy/ratelimit's) refuses deep nesting likewise.  Events are read only
+ * until the bound is passed, so the pass is linear in the text.  A syntax error ends the pass:
+ * the load that follows reports it. */
+static int check_nesting(const char *text, size_t len, const char *file, char *err, size_t errlen)
+{
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser)) {
+        snprintf(err, errlen, "%s: out of memory", file);
+        return RLT_EPARSE;
+    }
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    int depth = 0, r = RLT_OK;
+    for (bool done = false; !done;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&parser, &ev)) break;
+        switch (ev.type) {
+        case YAML_SEQUENCE_START_EVENT:
+        case YAML_MAPPING_START_EVENT:
+            if (++depth > MAX_NESTING) {
+                snprintf(err, errlen, "%s:%lu: nested deeper than %d levels", file,
+                         (unsigned long)ev.start_mark.line + 1, MAX_NESTING);
+                r = RLT_EPARSE;
+                done = true;
+            }
+            break;
+        case YAML_SEQUENCE_END_EVENT:
+        case YAML_MAPPING_END_EVENT: depth--; break;
+        case YAML_STREAM_END_EVENT: done = true; break;
+        default: break;
+        }
+        yaml_event_delete(&ev);
+    }
+    yaml_parser_delete(&parser);
+    return r;
+}
+
 /* Parses YAML text into c (a second file adds its domains to those already in c). */
 static int parse_into(rlt__config *c, const char *text, size_t len, const char *file, char *err,
                       size_t errlen)
 {
+    if (check_nesting(text, len, file, err, errlen) != RLT_OK) return RLT_EPARSE;
     yaml_parser_t parser;
     yaml_document_t doc;
     if (!yaml_parser_initialize(&parser)) {

@@ -14,6 +14,7 @@
 #include <yaml.h>
 
 #define MAX_DEPTH 16     /* nested descriptor levels */
+#define MAX_NESTING 64   /* nested YAML collections in a document (config.c) */
 /* Node visits allowed: every node of the document a few times over (the root is read twice),
  * plus a margin.  An alias bomb ("billion laughs") references a few nodes billions of times:
  * it passes this bound after a few thousand visits and is refused at once, while a genuine

@@ -188,6 +188,53 @@ TEST(an_alias_bomb_in_descriptors_is_refused_at_once)
     ASSERT(strstr(err_, "alias bomb") != NULL);
 }
 
+/* Builds "policies: " + n flow sequences nested in each other (n '[' then n ']'). */
+static char *nested_flow(size_t n, const char *open, const char *close)
+{
+    size_t cap = 16 + n * (strlen(open) + strlen(close)) + 8, o = 0;
+    char *y = malloc(cap);
+    if (y == NULL) abort();
+    o += (size_t)snprintf(y, cap, "policies: ");
+    for (size_t i = 0; i < n; i++)
+        o += (size_t)snprintf(y + o, cap - o, "%s", open);
+    o += (size_t)snprintf(y + o, cap - o, "1");
+    for (size_t i = 0; i < n; i++)
+        o += (size_t)snprintf(y + o, cap - o, "%s", close);
+    snprintf(y + o, cap - o, "\n");
+    return y;
+}
+
+TEST(yaml_nested_deeper_than_64_levels_is_refused_before_it_is_loaded)
+{
+    /* libyaml's scanner is quadratic in flow nesting: 100k levels (200 KB) took minutes.  The
+     * bound is checked on its events before the load, so this returns at once. */
+    char *y = nested_flow(100000, "[", "]");
+    ASSERT(parse(y) == NULL);
+    ASSERT_STR_EQ(err_, "t.yaml:1: nested deeper than 64 levels");
+    free(y);
+    y = nested_flow(100000, "{a: ", "}");
+    ASSERT(parse(y) == NULL);
+    ASSERT_STR_EQ(err_, "t.yaml:1: nested deeper than 64 levels");
+    free(y);
+    /* Block nesting counts the same way, and the line is the one that passes the bound. */
+    size_t cap = 64 + 70 * 140, o = 0;
+    y = malloc(cap);
+    ASSERT(y != NULL);
+    o += (size_t)snprintf(y, cap, "policies:\n");
+    for (int i = 0; i < 70; i++)
+        o += (size_t)snprintf(y + o, cap - o, "%*sk%d:\n", i + 1, "", i);
+    ASSERT(parse(y) == NULL);
+    ASSERT_STR_EQ(err_, "t.yaml:65: nested deeper than 64 levels"); /* the 65th collection */
+    free(y);
+    /* 64 levels (the root mapping and 63 below it) pass the bound: what refuses this document
+     * is the policies reader, not the nesting check. */
+    y = nested_flow(63, "[", "]");
+    ASSERT(parse(y) == NULL);
+    ASSERT(strstr(err_, "nested deeper") == NULL);
+    ASSERT(err_[0] != '\0');
+    free(y);
+}
+
 TEST(twenty_thousand_rules_load)
 {
     /* A genuine big file (no aliases): every rule loads, in n log n. */
