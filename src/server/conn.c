@@ -17,7 +17,14 @@
  * max_connections fitted below it (Redis's maxclients).  When accept() still fails with
  * EMFILE/ENFILE, the worker stops accepting for ACCEPT_PAUSE_MS and logs once per pause
  * (nginx's approach): the listener stays readable while the backlog is full, so retrying at
- * once would spin. */
+ * once would spin.
+ *
+ * Memory.  An idle connection holds no input buffer: a read with nothing pending goes to the
+ * worker's scratch buffer and is fed from there, and only the start of an unfinished request
+ * is kept, in a buffer of its own that grows while that request is read and is let go when it
+ * is consumed (nginx's and Redis's way: a few hundred bytes per idle client, not 32 KiB).  So
+ * the connections' share of max_memory holds requests in flight and replies, and admission is
+ * decided by max_connections alone, a refused client getting the protocol's clear error. */
 #define _GNU_SOURCE /* accept4 */
 #include "server/conn.h"
 
@@ -28,6 +35,7 @@
 #include "server/metrics.h"
 #include "server/srv.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <event2/thread.h>
@@ -43,6 +51,7 @@
 #include <unistd.h>
 
 #define READ_CHUNK 16384
+#define KEEP_ALWAYS 4096 /* the start of a request kept whatever the budget (conn_keep) */
 #define MAX_INPUT RLT__MAX_INPUT /* one connection's unparsed input (config.h) */
 #define MAX_LISTENERS 8        /* protocols served at once */
 #define ACCEPT_PAUSE_MS 250    /* no accept() for this long after EMFILE/ENFILE */
@@ -97,6 +106,7 @@ struct worker {
     size_t turn_reqs;      /* requests in this turn, for the latency histogram */
     struct event *stop_ev; /* made active by rlt__daemon_stop */
     bool stop;             /* atomic: leave the loop */
+    char scratch[READ_CHUNK]; /* where a connection with nothing pending reads */
 };
 
 struct rlt__daemon {
@@ -224,6 +234,8 @@ static int conn_flush(rlt__conn *c)
         conn_close(c);
         return -1;
     }
+    /* All sent: a buffer grown by a large reply is let go (an idle client keeps none). */
+    if (c->out.cap > READ_CHUNK) rlt__obuf_free(&c->out);
     /* (event_add/del take the base's lock: only when the state changes.) */
     if (c->writing) event_del(c->wev);
     c->writing = false;
@@ -262,26 +274,27 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
     conn_flush(arg);
 }
 
+static void conn_unkeep(rlt__conn *c);
+
 /* The last reply (the protocol's), then a lingering close. */
 static void conn_refuse(rlt__conn *c, rlt__refusal why)
 {
     if (c->proto->refuse) c->proto->refuse(c, why, &c->out);
     c->refused = true;
     c->in_len = 0;
+    if (c->in_cap > 0) conn_unkeep(c);
 }
 
-static bool grow_input(rlt__conn *c)
+/* Makes room for at least `want` more input bytes (pending input only: in_cap > 0). */
+static bool grow_input(rlt__conn *c, size_t want)
 {
-    if (c->in_cap - c->in_len >= READ_CHUNK) return true;
-    size_t cap = c->in_cap ? c->in_cap * 2 : READ_CHUNK * 2;
+    if (c->in_cap - c->in_len >= want) return true;
+    size_t cap = c->in_cap * 2;
+    while (cap - c->in_len < want)
+        cap *= 2;
     if (cap > MAX_INPUT + READ_CHUNK) cap = MAX_INPUT + READ_CHUNK;
     if (cap <= c->in_cap) return true;
-    /* A connection's first buffer is always granted (counted, never refused), so that a full
-     * budget cannot lock new clients out; growth beyond it is refused when the budget is used. */
-    if (c->in_cap == 0)
-        rlt__mem_conn_take_always(cap);
-    else if (!rlt__mem_conn_take(cap - c->in_cap))
-        return false;
+    if (!rlt__mem_conn_take(cap - c->in_cap)) return false;
     char *n = realloc(c->in, cap);
     if (n == NULL) {
         rlt__mem_conn_give(cap - c->in_cap);
@@ -290,6 +303,41 @@ static bool grow_input(rlt__conn *c)
     c->in = n;
     c->in_cap = cap;
     return true;
+}
+
+/* Keeps the unfinished start of a request read into the scratch buffer.  A small one is kept
+ * whatever the budget (counted, never refused: a client whose request spans two segments is
+ * not refused because others hold the budget; bounded by max_connections x KEEP_ALWAYS, and
+ * by client_timeout in time); a larger one only within the budget. */
+static bool conn_keep(rlt__conn *c, const char *p, size_t n)
+{
+    assert(c->in == NULL && c->in_cap == 0);
+    size_t cap = KEEP_ALWAYS;
+    while (cap < n + n / 2)
+        cap *= 2;
+    if (cap > MAX_INPUT + READ_CHUNK) return false;
+    if (cap == KEEP_ALWAYS)
+        rlt__mem_conn_take_always(cap);
+    else if (!rlt__mem_conn_take(cap))
+        return false;
+    c->in = malloc(cap);
+    if (c->in == NULL) {
+        rlt__mem_conn_give(cap);
+        return false;
+    }
+    c->in_cap = cap;
+    memcpy(c->in, p, n);
+    c->in_len = n;
+    return true;
+}
+
+/* Lets the input buffer go once every pending byte is consumed. */
+static void conn_unkeep(rlt__conn *c)
+{
+    rlt__mem_conn_give(c->in_cap);
+    free(c->in);
+    c->in = NULL;
+    c->in_cap = 0;
 }
 
 static void on_read(evutil_socket_t fd, short what, void *arg)
@@ -324,21 +372,20 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
         }
         return;
     }
-    if (!grow_input(c)) {
-        /* Out of memory or out of the connections' budget: answered, then a lingering close
+    /* Nothing pending: read into the worker's scratch buffer (no buffer of the connection's
+     * own); else after the pending bytes, in the connection's buffer. */
+    bool pending = c->in_len > 0;
+    if (pending && (c->in_len >= MAX_INPUT || !grow_input(c, READ_CHUNK))) {
+        /* Too large, or out of the connections' budget: answered, then a lingering close
          * (an abrupt one would send an RST that can destroy the replies already queued). */
         rlt__pipe_flush(w->pipe, w->d->s);
         conn_refuse(c, RLT__REFUSE_TOO_LARGE);
         conn_flush(c);
         return;
     }
-    if (c->in_len >= MAX_INPUT) {
-        rlt__pipe_flush(w->pipe, w->d->s);
-        conn_refuse(c, RLT__REFUSE_TOO_LARGE);
-        conn_flush(c);
-        return;
-    }
-    ssize_t n = recv(fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+    char *buf = pending ? c->in : w->scratch;
+    size_t have = pending ? c->in_len : 0, cap = pending ? c->in_cap : sizeof w->scratch;
+    ssize_t n = recv(fd, buf + have, cap - have, 0);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
         conn_close(c);
         return;
@@ -346,21 +393,28 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     if (n < 0) return;
     /* The one clock reading for every request of this turn. */
     if (w->turn_now == 0) w->turn_now = rlt__now();
-    if (c->in_len == 0) c->started = w->turn_now;
-    c->in_len += (size_t)n;
+    if (!pending) c->started = w->turn_now;
+    have += (size_t)n;
     if (!c->in_turn) {
         c->in_turn = true; /* from here on, the pipe may hold replies for c->out */
         c->turn_next = w->turn;
         w->turn = c;
     }
-    size_t used = c->ss.close ? c->in_len : c->proto->feed(c, c->in, c->in_len, w->turn_now);
-    if (c->ss.close) used = c->in_len; /* framing lost or QUIT: the rest is discarded */
-    if (used > 0) {
-        memmove(c->in, c->in + used, c->in_len - used);
-        c->in_len -= used;
-        /* What is left is the start of the next request: its deadline starts now. */
-        c->started = w->turn_now;
+    size_t used = c->ss.close ? have : c->proto->feed(c, buf, have, w->turn_now);
+    if (c->ss.close) used = have; /* framing lost or QUIT: the rest is discarded */
+    /* What is left is the start of the next request: its deadline starts now. */
+    if (used > 0) c->started = w->turn_now;
+    if (!pending) {
+        if (used < have && !conn_keep(c, buf + used, have - used)) {
+            rlt__pipe_flush(w->pipe, w->d->s);
+            conn_refuse(c, RLT__REFUSE_TOO_LARGE);
+            conn_flush(c);
+        }
+        return;
     }
+    if (used > 0) memmove(c->in, c->in + used, have - used);
+    c->in_len = have - used;
+    if (c->in_len == 0) conn_unkeep(c);
 }
 
 /* The end of a turn: decide what is staged, then complete every connection read in it. */

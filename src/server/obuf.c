@@ -21,7 +21,11 @@ char *rlt__obuf_room(rlt__obuf *b, size_t n)
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->len + n)
             cap *= 2;
-        if (b->budgeted && !rlt__mem_conn_take(cap - b->cap)) {
+        /* The first RLT__OBUF_ALWAYS bytes are always granted (counted, never refused), so
+         * that a full budget never silences a client: it gets its answer or its refusal. */
+        if (b->budgeted && cap <= RLT__OBUF_ALWAYS) {
+            rlt__mem_conn_take_always(cap - b->cap);
+        } else if (b->budgeted && !rlt__mem_conn_take(cap - b->cap)) {
             b->overflow = true; /* the connections' share of max_memory is used up */
             return NULL;
         }

@@ -7,6 +7,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* A budgeted buffer's capacity up to this size is granted whatever the budget. */
+#define RLT__OBUF_ALWAYS 4096
+
 /* A growable output buffer with a hard cap.  All-zero is an empty buffer with no cap. */
 typedef struct rlt__obuf {
     char *data;
