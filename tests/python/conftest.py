@@ -56,7 +56,8 @@ class RedisServer:
         self.dir = tempfile.mkdtemp(prefix="rlt-py-redis-")
         self.port = free_port()
         args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                "--appendonly", "no", "--dir", self.dir, *extra]
+                "--appendonly", "no", "--dir", self.dir, "--enable-debug-command", "yes",
+                *extra]
         if module:
             args += ["--loadmodule", module, "testing", "yes"]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -80,3 +81,63 @@ def redis_server():
     r = RedisServer()
     yield r
     r.stop()
+
+
+@pytest.fixture
+def redis_module_server():
+    r = RedisServer(module=program("src/redismodule/ratelimit.so"))
+    yield r
+    r.stop()
+
+
+@pytest.fixture
+def ratelimitd():
+    """A private ratelimitd: RESP on a random port, HTTP and gRPC off, no snapshot."""
+    port = free_port()
+    proc = subprocess.Popen([program("src/server/ratelimitd"), "--port", str(port),
+                             "--http-port", "-1", "--grpc-port", "-1", "--no-snapshot",
+                             "--threads", "2"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    wait_port(port, proc)
+    yield port
+    proc.terminate()
+    proc.wait(10)
+
+
+def redis_servers(mode):
+    """tests/redis/redis-servers.sh run MODE around a waiting command: its servers stay up until
+    the returned stop() (the script's trap then stops every one); the environment it exports
+    (RLT_REDIS_SERVERS, RLT_REDIS_SENTINELS) is returned."""
+    d = tempfile.mkdtemp(prefix="rlt-py-servers-")
+    env_file, stop_file = os.path.join(d, "env"), os.path.join(d, "stop")
+    cmd = ("env | grep ^RLT_REDIS > %s.tmp && mv %s.tmp %s; "
+           "while [ ! -e %s ]; do sleep 0.1; done" % (env_file, env_file, env_file, stop_file))
+    proc = subprocess.Popen([os.path.join(ROOT, "tests", "redis", "redis-servers.sh"), "run", mode,
+                             "--", "sh", "-c", cmd], stdout=subprocess.DEVNULL)
+    end = time.monotonic() + 60
+    while not os.path.exists(env_file):
+        if proc.poll() is not None or time.monotonic() > end:
+            raise RuntimeError("redis-servers.sh %s did not start" % mode)
+        time.sleep(0.05)
+    env = dict(l.split("=", 1) for l in open(env_file).read().splitlines())
+
+    def stop():
+        open(stop_file, "w").close()
+        proc.wait(60)
+        shutil.rmtree(d, ignore_errors=True)
+
+    return env, stop
+
+
+@pytest.fixture
+def redis_cluster():
+    env, stop = redis_servers("cluster")
+    yield env["RLT_REDIS_SERVERS"]
+    stop()
+
+
+@pytest.fixture
+def redis_sentinel():
+    env, stop = redis_servers("sentinel")
+    yield env["RLT_REDIS_SENTINELS"]
+    stop()
