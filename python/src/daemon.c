@@ -8,7 +8,10 @@
 #include <stdio.h>
 #include <string.h>
 
-static void close_daemon(void *c) { redisFree(c); }
+static void close_daemon(void *c)
+{
+    redisFree(c);
+}
 
 /* A connection for one call (GIL released): opened, its timeouts set, AUTH sent. */
 static int daemon_connect(StoreObject *s, redisContext **out)
@@ -42,7 +45,10 @@ static int64_t ival(const redisReply *r, size_t i)
                : 0;
 }
 
-static rlt_ns ms_ns(int64_t ms) { return ms < 0 ? -1 : ms * RLT_NS_PER_MS; }
+static rlt_ns ms_ns(int64_t ms)
+{
+    return ms < 0 ? -1 : ms * RLT_NS_PER_MS;
+}
 
 /* Runs one command (GIL released) and turns its reply into *d and the outputs. */
 static int run(StoreObject *s, redisContext **cp, int op, int argc, const char **argv,
@@ -52,19 +58,17 @@ static int run(StoreObject *s, redisContext **cp, int op, int argc, const char *
     if (!*cp && (rc = daemon_connect(s, cp)) != RLT_OK) return rc;
     redisReply *r = redisCommandArgv(*cp, argc, argv, argl);
     if (!r) {
-        rc = 
-                     (*cp)->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)
-                 ? RLT_ETIMEDOUT
-                 : RLT_EBACKEND;
+        rc = (*cp)->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK) ? RLT_ETIMEDOUT
+                                                                                     : RLT_EBACKEND;
         redisFree(*cp); /* its stream is out of step now */
         *cp = NULL;
         return rc;
     }
     if (r->type == REDIS_REPLY_ERROR) {
-        rc = strstr(r->str, "unknown reservation")    ? RLT_ENOENT
-             : strstr(r->str, "reservation refused")  ? RLT_EFULL
-             : strstr(r->str, "store is full")        ? RLT_EFULL
-                                                      : RLT_EBACKEND;
+        rc = strstr(r->str, "unknown reservation")   ? RLT_ENOENT
+             : strstr(r->str, "reservation refused") ? RLT_EFULL
+             : strstr(r->str, "store is full")       ? RLT_EFULL
+                                                     : RLT_EBACKEND;
     } else if (op == 'x' || op == 'l') {
         rc = r->type == REDIS_REPLY_INTEGER && r->integer == 0 ? RLT_ENOENT : RLT_OK;
     } else if (r->type != REDIS_REPLY_ARRAY || r->elements < 5) {
@@ -106,7 +110,7 @@ int pyrlt_daemon_op(StoreObject *s, int op, const pyrlt_check *c, size_t n, rlt_
 #define ARG(ptr, len) (argv[argc] = (ptr), argl[argc++] = (len))
 #define STR(t) ARG((t), strlen(t))
     if (op == 'c' && p->algo == RLT_CONCURRENCY && c->cost == 1) op = 'a';
-    STR(op == 'c' ? "RL.CHECK"
+    STR(op == 'c'   ? "RL.CHECK"
         : op == 'a' ? "RL.ACQUIRE"
         : op == 'm' ? "RL.MULTI"
         : op == 'x' ? "RL.RESET"
@@ -148,9 +152,8 @@ int pyrlt_daemon_op(StoreObject *s, int op, const pyrlt_check *c, size_t n, rlt_
     Py_END_ALLOW_THREADS pyrlt_pool_give(&s->pool, conn, close_daemon);
     if ((rc == RLT_EBACKEND || rc == RLT_ETIMEDOUT) && op != 'x' && op != 'l' && op != 's') {
         bool open = (c->lim->flags & RLT_REDIS_FAIL_OPEN) != 0;
-        *d = (rlt_decision){.allowed = open,
-                            .limit = rlt_policy_limit(p),
-                            .retry_after = open ? 0 : RLT_NS_PER_S};
+        *d = (rlt_decision){
+            .allowed = open, .limit = rlt_policy_limit(p), .retry_after = open ? 0 : RLT_NS_PER_S};
     }
     return rc;
 }

@@ -23,7 +23,10 @@ static void decision_dealloc(DecisionObject *o)
     PyObject_Free(o);
 }
 
-static PyObject *secs(rlt_ns ns) { return PyFloat_FromDouble(ns < 0 ? -1.0 : (double)ns / 1e9); }
+static PyObject *secs(rlt_ns ns)
+{
+    return PyFloat_FromDouble(ns < 0 ? -1.0 : (double)ns / 1e9);
+}
 
 #define GET(name, expr)                                                                            \
     static PyObject *get_##name(DecisionObject *o, void *c)                                        \
@@ -56,7 +59,8 @@ static PyGetSetDef decision_getset[] = {
      "Cost-1 requests that would still be allowed now, after this one.", NULL},
     {"retry_after", (getter)get_retry_after, NULL,
      "Seconds (float) to wait before the same request is allowed: 0.0 when allowed, -1.0 when "
-     "it never can.  retry_after_ns is the exact integer.", NULL},
+     "it never can.  retry_after_ns is the exact integer.",
+     NULL},
     {"reset_after", (getter)get_reset_after, NULL,
      "Seconds (float) until the key's state is fresh again (reset_after_ns: exact).", NULL},
     {"delay", (getter)get_delay, NULL, "leaky_bucket: seconds the request waits before it is sent.",
@@ -123,7 +127,10 @@ static PyObject *decision_repr(DecisionObject *o)
         o->status ? ", error=" : "", o->status ? rlt_strerror(o->status) : "");
 }
 
-static int decision_bool(DecisionObject *o) { return o->d.allowed; }
+static int decision_bool(DecisionObject *o)
+{
+    return o->d.allowed;
+}
 
 static PyNumberMethods decision_number = {.nb_bool = (inquiry)decision_bool};
 

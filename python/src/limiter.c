@@ -28,7 +28,6 @@ static void limiter_dealloc(LimiterObject *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-
 static int limiter_init(LimiterObject *self, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"policies", "store", "name", "fail_open", "reservation_timeout_ns",
@@ -88,8 +87,8 @@ static int limiter_init(LimiterObject *self, PyObject *args, PyObject *kw)
         char err[256] = "", buf[512];
         int rc = rlt_policy_parse(&self->pol[i], tx, (size_t)tl, err, sizeof err);
         if (rc) {
-            PyErr_Format(rc == RLT_ERANGE ? PyExc_OverflowError : PyExc_ValueError,
-                         "policy %R: %s", t, err[0] ? err : rlt_strerror(rc));
+            PyErr_Format(rc == RLT_ERANGE ? PyExc_OverflowError : PyExc_ValueError, "policy %R: %s",
+                         t, err[0] ? err : rlt_strerror(rc));
             goto fail;
         }
         if (n > 1 && self->pol[i].algo == RLT_CONCURRENCY) {
@@ -106,8 +105,9 @@ static int limiter_init(LimiterObject *self, PyObject *args, PyObject *kw)
     Py_DECREF(seq);
     self->n = (int)n;
     if (!name) name = "default";
-    if (!*name || strlen(name) > 64 || strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                                    "0123456789_.:-") != strlen(name)) {
+    if (!*name || strlen(name) > 64 ||
+        strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                     "0123456789_.:-") != strlen(name)) {
         PyErr_SetString(PyExc_ValueError, "name must be 1..64 characters of [A-Za-z0-9_.:-]");
         self->n = 0;
         return -1;
@@ -393,8 +393,10 @@ static PyObject *limiter_settle(LimiterObject *self, PyObject *const *args, Py_s
     rlt_decision d;
     int rc = pyrlt_store_settle(self->store, &c, now, id, &d);
     if (rc == RLT_ENOENT) {
-        PyErr_Format(PyExc_KeyError, "unknown reservation %llx: never made for this key, already "
-                                     "settled, or expired", id);
+        PyErr_Format(PyExc_KeyError,
+                     "unknown reservation %llx: never made for this key, already "
+                     "settled, or expired",
+                     id);
         return NULL;
     }
     if (rc != RLT_OK) return pyrlt_raise(rc, "settle");
@@ -464,14 +466,5 @@ static PyGetSetDef limiter_getset[] = {
     {"name", (getter)get_name, NULL, "The policy name in the IETF headers.", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
-PyTypeObject pyrlt_LimiterType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "libratelimit._native.Limiter",
-    .tp_basicsize = sizeof(LimiterObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "The C limiter (use libratelimit.Limiter).",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)limiter_init,
-    .tp_dealloc = (destructor)limiter_dealloc,
-    .tp_methods = limiter_methods,
-    .tp_getset = limiter_getset,
-};
+PyTypeObject pyrlt_LimiterType = PYRLT_TYPE("libratelimit._native.Limiter", LimiterObject,
+                                            "The C limiter (use libratelimit.Limiter).", limiter);

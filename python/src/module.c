@@ -10,14 +10,25 @@ PyObject *pyrlt_raise(int rc, const char *what)
 {
     PyObject *type;
     switch (rc) {
-    case RLT_ERANGE: type = PyExc_OverflowError; break;
-    case RLT_ENOMEM: return PyErr_NoMemory();
-    case RLT_EFULL: type = pyrlt_StoreFullError; break;
-    case RLT_ENOENT: type = PyExc_KeyError; break;
+    case RLT_ERANGE:
+        type = PyExc_OverflowError;
+        break;
+    case RLT_ENOMEM:
+        return PyErr_NoMemory();
+    case RLT_EFULL:
+        type = pyrlt_StoreFullError;
+        break;
+    case RLT_ENOENT:
+        type = PyExc_KeyError;
+        break;
     case RLT_EBACKEND:
     case RLT_ETIMEDOUT:
-    case RLT_EIO: type = pyrlt_BackendError; break;
-    default: type = PyExc_ValueError; break;
+    case RLT_EIO:
+        type = pyrlt_BackendError;
+        break;
+    default:
+        type = PyExc_ValueError;
+        break;
     }
     if (what && *what)
         PyErr_Format(type, "%s: %s", what, rlt_strerror(rc));
@@ -151,10 +162,16 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "libratelimit._native",
+    PyModuleDef_HEAD_INIT,
+    "libratelimit._native",
     "The C core of libratelimit: Limiter, Decision and the stores (use the libratelimit "
     "package, not this module).",
-    -1, module_methods, NULL, NULL, NULL, NULL};
+    -1,
+    module_methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL};
 
 PyMODINIT_FUNC PyInit__native(void);
 PyMODINIT_FUNC PyInit__native(void)

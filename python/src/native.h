@@ -40,9 +40,9 @@ typedef struct StoreObject {
     PyObject_HEAD int kind;
     /* memory */
     rlt_store *mem;
-    rlt_ns origin;        /* Unix ns at the store's now = 0 (calendar windows) */
-    int sweep;            /* sweep idle keys on clock-driven calls */
-    unsigned long calls;  /* clock-driven calls since the last sweep */
+    rlt_ns origin;       /* Unix ns at the store's now = 0 (calendar windows) */
+    int sweep;           /* sweep idle keys on clock-driven calls */
+    unsigned long calls; /* clock-driven calls since the last sweep */
     /* redis and daemon */
     pyrlt_pool pool;
     rlt_redis_options ropt; /* redis: the options, strings owned below */
@@ -55,13 +55,13 @@ typedef struct StoreObject {
 /* A limiter: one or more policies (all-or-nothing when several) over one store. */
 typedef struct LimiterObject {
     PyObject_HEAD StoreObject *store;
-    int n;             /* policies; 0 until __init__ ran */
-    int cap;           /* entries allocated in pol, ids, text */
-    rlt_policy *pol;   /* n policies */
-    int *ids;          /* memory store: the policy ids */
-    char **text;       /* canonical texts (daemon commands, repr) */
-    char name[72];     /* the IETF policy name in headers */
-    unsigned flags;    /* RLT_REDIS_FAIL_OPEN */
+    int n;           /* policies; 0 until __init__ ran */
+    int cap;         /* entries allocated in pol, ids, text */
+    rlt_policy *pol; /* n policies */
+    int *ids;        /* memory store: the policy ids */
+    char **text;     /* canonical texts (daemon commands, repr) */
+    char name[72];   /* the IETF policy name in headers */
+    unsigned flags;  /* RLT_REDIS_FAIL_OPEN */
     rlt_ns resv_timeout;
 } LimiterObject;
 
@@ -74,6 +74,18 @@ typedef struct DecisionObject {
     uint64_t reservation;
     int refused; /* multi: index of the first refusing check, or -1 */
 } DecisionObject;
+
+/* A subclassable type with __init__ (Store, Limiter): name, object struct, doc, and the
+ * prefix of its <prefix>_init, <prefix>_dealloc, <prefix>_methods and <prefix>_getset. */
+#define PYRLT_TYPE(tname, obj, doc, prefix)                                                        \
+    {                                                                                              \
+        PyVarObject_HEAD_INIT(NULL, 0).tp_name = (tname), .tp_basicsize = sizeof(obj),             \
+                                    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,          \
+                                    .tp_doc = (doc), .tp_new = PyType_GenericNew,                  \
+                                    .tp_init = (initproc)prefix##_init,                            \
+                                    .tp_dealloc = (destructor)prefix##_dealloc,                    \
+                                    .tp_methods = prefix##_methods, .tp_getset = prefix##_getset   \
+    }
 
 extern PyTypeObject pyrlt_StoreType, pyrlt_LimiterType, pyrlt_DecisionType;
 extern PyObject *pyrlt_BackendError, *pyrlt_StoreFullError;
@@ -112,8 +124,8 @@ typedef struct pyrlt_check {
 
 /* Store calls (store.c): each releases the GIL itself around the store call or the network
  * I/O and returns an rlt status (a backend failure fills *d with the fail-mode decision);
- * `now` PYRLT_NOW_NONE means the caller gave none: the store's clock (memory: monotonic; Redis: Redis's;
- * the daemon always its own).  Must be called with the GIL held. */
+ * `now` PYRLT_NOW_NONE means the caller gave none: the store's clock (memory: monotonic; Redis:
+ * Redis's; the daemon always its own).  Must be called with the GIL held. */
 int pyrlt_store_prepare(StoreObject *s, LimiterObject *lim); /* checks/registers; raises */
 int pyrlt_store_decide(StoreObject *s, const pyrlt_check *c, rlt_ns now, rlt_decision *d);
 int pyrlt_store_multi(StoreObject *s, const pyrlt_check *c, size_t n, rlt_ns now, rlt_decision *d,

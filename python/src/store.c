@@ -42,14 +42,20 @@ void pyrlt_pool_give(pyrlt_pool *p, void *item, void (*close_fn)(void *))
     p->items[p->n++] = item;
 }
 
-static void close_redis(void *h) { rlt_redis_close(h); }
-static void close_daemon(void *c) { redisFree(c); }
+static void close_redis(void *h)
+{
+    rlt_redis_close(h);
+}
+static void close_daemon(void *c)
+{
+    redisFree(c);
+}
 
 static void pool_clear(StoreObject *s)
 {
     for (size_t i = 0; i < s->pool.n; i++)
-        if (s->pool.pid == getpid()) s->kind == PYRLT_REDIS ? close_redis(s->pool.items[i])
-                                                            : close_daemon(s->pool.items[i]);
+        if (s->pool.pid == getpid())
+            s->kind == PYRLT_REDIS ? close_redis(s->pool.items[i]) : close_daemon(s->pool.items[i]);
     free(s->pool.items);
     memset(&s->pool, 0, sizeof s->pool);
 }
@@ -65,14 +71,17 @@ static rlt_redis *redis_take(StoreObject *s, int *rc)
 
 /* ---- The type ------------------------------------------------------------------------ */
 
-static char *dup_or_null(const char *t) { return t ? strdup(t) : NULL; }
+static char *dup_or_null(const char *t)
+{
+    return t ? strdup(t) : NULL;
+}
 
 static int store_init(StoreObject *s, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"kind",      "max_keys", "max_bytes",   "fail_closed", "shards",
-                            "origin_ns", "sweep",    "servers",     "cluster",     "password",
+    static char *names[] = {"kind",      "max_keys",   "max_bytes", "fail_closed", "shards",
+                            "origin_ns", "sweep",      "servers",   "cluster",     "password",
                             "prefix",    "timeout_ns", "sentinels", "master_name", "engine",
-                            "host",      "port",     NULL};
+                            "host",      "port",       NULL};
     const char *kind, *servers = NULL, *password = NULL, *prefix = NULL, *sentinels = NULL,
                       *master = NULL, *host = NULL;
     Py_ssize_t max_keys = 0, max_bytes = 0;
@@ -173,10 +182,9 @@ static PyObject *store_stats(StoreObject *s, PyObject *unused)
     if (s->kind == PYRLT_MEMORY) {
         rlt_store_stats st;
         rlt_store_stats_get(s->mem, &st);
-        return Py_BuildValue("{sKsKsKsKsKsKsK}", "keys", st.keys, "bytes", st.bytes,
-                             "evicted_idle", st.evicted_idle, "evicted_forced", st.evicted_forced,
-                             "refused_full", st.refused_full, "allowed", st.allowed, "denied",
-                             st.denied);
+        return Py_BuildValue("{sKsKsKsKsKsKsK}", "keys", st.keys, "bytes", st.bytes, "evicted_idle",
+                             st.evicted_idle, "evicted_forced", st.evicted_forced, "refused_full",
+                             st.refused_full, "allowed", st.allowed, "denied", st.denied);
     }
     if (s->kind == PYRLT_REDIS) {
         rlt_redis_stats t = {0}, st;
@@ -215,18 +223,11 @@ static PyGetSetDef store_getset[] = {
     {"kind", (getter)store_kind, NULL, "'memory', 'redis' or 'daemon'.", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
-PyTypeObject pyrlt_StoreType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "libratelimit._native.Store",
-    .tp_basicsize = sizeof(StoreObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Store(kind, **options): where limiter state lives (use MemoryStore, RedisStore, "
-              "DaemonStore or a URL).",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)store_init,
-    .tp_dealloc = (destructor)store_dealloc,
-    .tp_methods = store_methods,
-    .tp_getset = store_getset,
-};
+PyTypeObject pyrlt_StoreType =
+    PYRLT_TYPE("libratelimit._native.Store", StoreObject,
+               "Store(kind, **options): where limiter state lives (use MemoryStore, RedisStore, "
+               "DaemonStore or a URL).",
+               store);
 
 /* ---- Calls ---------------------------------------------------------------------------- */
 
@@ -302,9 +303,11 @@ int pyrlt_store_decide(StoreObject *s, const pyrlt_check *c, rlt_ns now, rlt_dec
             rlt_store_decide(s->mem, c->lim->ids[c->pidx], c->k, c->kl, now, c->cost, d);
         Py_END_ALLOW_THREADS return rc;
     case PYRLT_REDIS:
-        WITH_REDIS(s, rc, r, rlt_redis_decide(r, p, redis_flags(c, now), c->k, c->kl, now, c->cost, d));
+        WITH_REDIS(s, rc, r,
+                   rlt_redis_decide(r, p, redis_flags(c, now), c->k, c->kl, now, c->cost, d));
         return rc;
-    default: return pyrlt_daemon_op(s, 'c', c, 1, 0, 0, 0, d, NULL, NULL);
+    default:
+        return pyrlt_daemon_op(s, 'c', c, 1, 0, 0, 0, d, NULL, NULL);
     }
 }
 
@@ -339,7 +342,8 @@ int pyrlt_store_reset(StoreObject *s, const pyrlt_check *c)
     case PYRLT_REDIS:
         WITH_REDIS(s, rc, r, rlt_redis_reset(r, &c->lim->pol[c->pidx], c->k, c->kl));
         return rc;
-    default: return pyrlt_daemon_op(s, 'x', c, 1, 0, 0, 0, NULL, NULL, NULL);
+    default:
+        return pyrlt_daemon_op(s, 'x', c, 1, 0, 0, 0, NULL, NULL, NULL);
     }
 }
 
@@ -357,7 +361,8 @@ int pyrlt_store_release(StoreObject *s, const pyrlt_check *c, rlt_ns now, int64_
                    rlt_redis_release(r, &c->lim->pol[c->pidx], redis_flags(c, now), c->k, c->kl,
                                      now, lease));
         return rc;
-    default: return pyrlt_daemon_op(s, 'l', c, 1, 0, 0, lease, NULL, NULL, NULL);
+    default:
+        return pyrlt_daemon_op(s, 'l', c, 1, 0, 0, lease, NULL, NULL, NULL);
     }
 }
 
@@ -376,7 +381,8 @@ int pyrlt_store_reserve(StoreObject *s, const pyrlt_check *c, rlt_ns now, rlt_ns
                    rlt_redis_reserve(r, &c->lim->pol[c->pidx], redis_flags(c, now), c->k, c->kl,
                                      now, c->cost, timeout, d, id));
         return rc;
-    default: return pyrlt_daemon_op(s, 'r', c, 1, timeout, 0, 0, d, id, NULL);
+    default:
+        return pyrlt_daemon_op(s, 'r', c, 1, timeout, 0, 0, d, id, NULL);
     }
 }
 
@@ -387,14 +393,15 @@ int pyrlt_store_settle(StoreObject *s, const pyrlt_check *c, rlt_ns now, uint64_
     switch (s->kind) {
     case PYRLT_MEMORY:
         now = mem_now(s, now);
-        Py_BEGIN_ALLOW_THREADS rc = rlt_store_settle(s->mem, c->lim->ids[c->pidx], c->k, c->kl,
-                                                     now, id, c->cost, d);
+        Py_BEGIN_ALLOW_THREADS rc =
+            rlt_store_settle(s->mem, c->lim->ids[c->pidx], c->k, c->kl, now, id, c->cost, d);
         Py_END_ALLOW_THREADS return rc;
     case PYRLT_REDIS:
         WITH_REDIS(s, rc, r,
-                   rlt_redis_settle(r, &c->lim->pol[c->pidx], redis_flags(c, now), c->k, c->kl,
-                                    now, id, c->cost, d));
+                   rlt_redis_settle(r, &c->lim->pol[c->pidx], redis_flags(c, now), c->k, c->kl, now,
+                                    id, c->cost, d));
         return rc;
-    default: return pyrlt_daemon_op(s, 's', c, 1, 0, id, 0, d, NULL, NULL);
+    default:
+        return pyrlt_daemon_op(s, 's', c, 1, 0, id, 0, d, NULL, NULL);
     }
 }
