@@ -9,8 +9,26 @@ import sys
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
+from setuptools.command.sdist import sdist
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.environ.get("RLT_SOURCE_DIR") or os.path.dirname(HERE)
+RECORDED = os.path.join(HERE, "rlt_source_dir.txt")
+
+
+def source_root():
+    """The repository: RLT_SOURCE_DIR, else the folder above this one, else (building from an
+    sdist that `python3 -m build` made of this folder) the one the sdist recorded."""
+    if os.environ.get("RLT_SOURCE_DIR"):
+        return os.environ["RLT_SOURCE_DIR"]
+    up = os.path.dirname(HERE)
+    if os.path.exists(os.path.join(up, "include", "ratelimit", "ratelimit.h")):
+        return up
+    if os.path.exists(RECORDED):
+        return open(RECORDED).read().strip()
+    return up
+
+
+ROOT = source_root()
 
 
 def libs_dir():
@@ -41,6 +59,16 @@ class BuildExt(build_ext):
         super().build_extensions()
 
 
+class Sdist(sdist):
+    """Records where the C sources are, so that the wheel `python3 -m build` makes from this
+    sdist (offline, on this machine) finds them."""
+
+    def make_release_tree(self, base_dir, files):
+        super().make_release_tree(base_dir, files)
+        with open(os.path.join(base_dir, "rlt_source_dir.txt"), "w") as f:
+            f.write(ROOT + "\n")
+
+
 SOURCES = ["src/module.c", "src/store.c", "src/daemon.c", "src/decision.c", "src/limiter.c"]
 
 setup(
@@ -53,5 +81,5 @@ setup(
                             "-Wno-cast-function-type"],
         depends=["src/native.h"],
     )],
-    cmdclass={"build_ext": BuildExt},
+    cmdclass={"build_ext": BuildExt, "sdist": Sdist},
 )
