@@ -59,6 +59,11 @@ bool rlt__leaky_fresh(const rlt_policy *p, const void *st, rlt_ns now)
     return backlog == 0;
 }
 
+int rlt__leaky_shift(const rlt_policy *p, void *st, rlt_ns delta)
+{
+    return rlt__tat_shift(p, st, delta);
+}
+
 int rlt__leaky_backlog(const rlt_policy *p, const void *st, rlt_ns now, int64_t *backlog)
 {
     int64_t now_s;
