@@ -134,6 +134,30 @@ static inline int rlt__tat_shift(const rlt_policy *p, void *st, rlt_ns delta)
     return RLT_OK;
 }
 
+/* How far the stored tat is ahead of `now`, in scaled units (the used part of a GCRA bucket,
+ * the backlog of a leaky bucket; 0 when it is behind), and now x scale_ in *now_s.
+ * RLT_ERANGE when now x scale_ leaves int64. */
+static inline int rlt__tat_ahead(const rlt_policy *p, const void *st, rlt_ns now, int64_t *ahead,
+                                 int64_t *now_s)
+{
+    if (__builtin_mul_overflow(now, p->scale_, now_s)) return RLT_ERANGE;
+    int64_t tat = rlt__tat_load(st);
+    *ahead = tat > *now_s ? rlt__sat_sub(tat, *now_s) : 0;
+    return RLT_OK;
+}
+
+/* Stores the tat `ahead` scaled units after `now` (0: the fresh word), for
+ * rlt_state_convert.  RLT_ERANGE (state unchanged) when it leaves int64. */
+static inline int rlt__tat_set_ahead(const rlt_policy *p, void *st, rlt_ns now, int64_t ahead)
+{
+    int64_t now_s, tat;
+    if (__builtin_mul_overflow(now, p->scale_, &now_s) ||
+        __builtin_add_overflow(now_s, ahead, &tat))
+        return RLT_ERANGE;
+    rlt__tat_store(st, ahead ? tat : INT64_MIN);
+    return RLT_OK;
+}
+
 /* Calendar windows (calendar.c).  The window index of `now` under calendar policy `p` and the
  * window's end in p's now (saturated); whether a policy's calendar fields are usable; a
  * calendar period "Nmo"/"Ny" (0: not one; 1: months and the nominal period set; RLT_EPARSE,
