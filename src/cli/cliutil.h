@@ -43,7 +43,7 @@ size_t rlt__frac_format(char *buf, size_t cap, __int128 num, __int128 den, int p
                         int trim);
 
 /* The ns in one `name` ("s", "ms", "us", "ns"), or 0 for an unknown unit. */
-int64_t rlt__unit_ns(const char *name);
+int64_t rlt__dec_unit_ns(const char *name);
 
 /* ---- Trace lines: "TIME KEY [COST]" -------------------------------------------------------- */
 

@@ -83,11 +83,12 @@ typedef struct summary {
     rlt_topk *top; /* the top denied keys, as the daemon keeps them (NULL: --top-keys 0) */
 } summary;
 
+/* A slot of the summary's and the reservations' tables, from the low bits of the core's
+ * FNV-1a.  Those bits depend on the low bits of each byte alone (the multiply carries
+ * upward only): fold the high bits in, so keys that differ in high bits alone spread too. */
 static uint64_t hash_bytes(const char *p, size_t n)
 {
-    uint64_t h = UINT64_C(1469598103934665603);
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)p[i]) * UINT64_C(1099511628211);
+    uint64_t h = rlt_hash_fnv1a(p, n);
     return h ^ (h >> 29);
 }
 
@@ -582,7 +583,7 @@ int rlt__cli_replay(int argc, char **argv)
             has_top = 1;
         } else if ((m = rlt__opt(argc, argv, &i, CMD, "--unit", &v)) != 0) {
             if (m < 0) return 2;
-            if (!(op.unit = rlt__unit_ns(v)))
+            if (!(op.unit = rlt__dec_unit_ns(v)))
                 return fail_usage("--unit '%s': expected s, ms, us or ns", v);
             op.unit_name = v;
         } else if ((m = rlt__opt(argc, argv, &i, CMD, "--key", &v)) != 0) {
