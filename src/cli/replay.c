@@ -31,8 +31,10 @@ static void usage(FILE *f)
         "  --format combined  nginx/Apache combined or common access log: KEY is the client\n"
         "                   address, TIME the [timestamp] in seconds since the first line's\n"
         "                   (--epoch: since 1970-01-01 UTC), COST 1\n"
-        "  --key FIELD      combined: the field that is the KEY (default remote_addr): remote_addr,\n"
-        "                   ident, user, time, request, status, bytes, referer, user_agent, or its\n"
+        "  --key FIELD      combined: the field that is the KEY (default remote_addr): "
+        "remote_addr,\n"
+        "                   ident, user, time, request, status, bytes, referer, user_agent, or "
+        "its\n"
         "                   number 1..16 (10 and up: fields appended after the user agent)\n"
         "  --cost FIELD     combined: COST is this field's whole number ('-' is 0), e.g. bytes\n"
         "  reserve:NAME     a fourth trace field: 'TIME KEY ESTIMATE reserve:NAME' reserves\n"
@@ -358,8 +360,8 @@ static int access_cost(const rlt__access_line *al, int f, const char *name, int6
 }
 
 /* The key in field `f` (1-based) of an access-log line. */
-static int access_key(const rlt__access_line *al, int f, const char *name,
-                      rlt__trace_line *tl, char *err, size_t errlen)
+static int access_key(const rlt__access_line *al, int f, const char *name, rlt__trace_line *tl,
+                      char *err, size_t errlen)
 {
     if (f > al->nfield) {
         snprintf(err, errlen, "no field %d (--key %s): the line has %d", f, name, al->nfield);
@@ -452,8 +454,8 @@ static int replay(const opts *op)
                 tl.cost = 1;
                 if (pr == 1 &&
                     (access_key(&al, op->key_field, op->key_name, &tl, err, sizeof err) ||
-                     (op->cost_field && access_cost(&al, op->cost_field, op->cost_name, &tl.cost,
-                                                    err, sizeof err))))
+                     (op->cost_field &&
+                      access_cost(&al, op->cost_field, op->cost_name, &tl.cost, err, sizeof err))))
                     pr = -1;
             }
         } else {
@@ -551,6 +553,17 @@ static int replay(const opts *op)
     return status;
 }
 
+/* The access-log field named by option `opt` (--key, --cost): its number, or 0 after a usage
+ * error that lists what `expected`. */
+static int access_field(const char *opt, const char *v, const char *expected)
+{
+    int f = rlt__access_field(v);
+    if (!f)
+        fail_usage("%s '%s': expected %s or a field number 1..%d", opt, v, expected,
+                   RLT__ACCESS_FIELDS);
+    return f;
+}
+
 int rlt__cli_replay(int argc, char **argv)
 {
     opts op;
@@ -588,18 +601,16 @@ int rlt__cli_replay(int argc, char **argv)
             op.unit_name = v;
         } else if ((m = rlt__opt(argc, argv, &i, CMD, "--key", &v)) != 0) {
             if (m < 0) return 2;
-            if (!(op.key_field = rlt__access_field(v)))
-                return fail_usage("--key '%s': expected remote_addr, ident, user, time, request, "
-                                  "status, bytes, referer, user_agent or a field number 1..%d",
-                                  v, RLT__ACCESS_FIELDS);
+            if (!(op.key_field =
+                      access_field("--key", v,
+                                   "remote_addr, ident, user, time, request, status, bytes, "
+                                   "referer, user_agent")))
+                return 2;
             op.key_name = v;
             has_key = 1;
         } else if ((m = rlt__opt(argc, argv, &i, CMD, "--cost", &v)) != 0) {
             if (m < 0) return 2;
-            if (!(op.cost_field = rlt__access_field(v)))
-                return fail_usage("--cost '%s': expected a field name (e.g. bytes) or a field "
-                                  "number 1..%d",
-                                  v, RLT__ACCESS_FIELDS);
+            if (!(op.cost_field = access_field("--cost", v, "a field name (e.g. bytes)"))) return 2;
             op.cost_name = v;
         } else if ((m = rlt__opt(argc, argv, &i, CMD, "--settle-timeout", &v)) != 0) {
             if (m < 0) return 2;
