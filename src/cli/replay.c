@@ -336,15 +336,22 @@ typedef struct opts {
     rlt_ns settle_timeout; /* reserve:NAME waits this long for its settle:NAME (0: default) */
 } opts;
 
+/* Field `f` (1-based) of an access-log line, which option `opt` NAME asks for; NULL with a
+ * message in err when the line is shorter. */
+static const rlt__field *access_get(const rlt__access_line *al, int f, const char *opt,
+                                    const char *name, char *err, size_t errlen)
+{
+    if (f <= al->nfield) return &al->field[f - 1];
+    snprintf(err, errlen, "no field %d (%s %s): the line has %d", f, opt, name, al->nfield);
+    return NULL;
+}
+
 /* The cost written in field `f` (1-based) of an access-log line: digits, or '-' for 0. */
 static int access_cost(const rlt__access_line *al, int f, const char *name, int64_t *cost,
                        char *err, size_t errlen)
 {
-    if (f > al->nfield) {
-        snprintf(err, errlen, "no field %d (--cost %s): the line has %d", f, name, al->nfield);
-        return -1;
-    }
-    const rlt__field *x = &al->field[f - 1];
+    const rlt__field *x = access_get(al, f, "--cost", name, err, errlen);
+    if (!x) return -1;
     *cost = 0;
     if (x->n == 1 && x->p[0] == '-') return 0; /* the log's "none", e.g. no body bytes */
     int ok = x->n > 0;
@@ -363,11 +370,8 @@ static int access_cost(const rlt__access_line *al, int f, const char *name, int6
 static int access_key(const rlt__access_line *al, int f, const char *name, rlt__trace_line *tl,
                       char *err, size_t errlen)
 {
-    if (f > al->nfield) {
-        snprintf(err, errlen, "no field %d (--key %s): the line has %d", f, name, al->nfield);
-        return -1;
-    }
-    const rlt__field *x = &al->field[f - 1];
+    const rlt__field *x = access_get(al, f, "--key", name, err, errlen);
+    if (!x) return -1;
     if (x->n == 0 || x->n > RLT_KEY_MAX) {
         snprintf(err, errlen, "--key %s: the field is %s", name,
                  x->n ? "longer than the longest key" : "empty");
