@@ -183,6 +183,16 @@ static int bad(const char *msg, const char *arg)
     return 2;
 }
 
+/* Option a's value v as a whole number in [lo, hi] into *out: 0, or 2 after saying so. */
+static int u64_in(const char *a, const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    if (!parse_u64(v, out) && *out >= lo && *out <= hi) return 0;
+    char msg[80];
+    snprintf(msg, sizeof msg, "%s wants %llu..%llu", a, (unsigned long long)lo,
+             (unsigned long long)hi);
+    return bad(msg, v);
+}
+
 static int parse_args(int argc, char **argv, bench_cfg *c)
 {
     memset(c, 0, sizeof *c);
@@ -219,11 +229,9 @@ static int parse_args(int argc, char **argv, bench_cfg *c)
             if (strlen(v) >= sizeof c->policy_text) return bad("policy text too long", v);
             snprintf(c->policy_text, sizeof c->policy_text, "%s", v);
         } else if (strcmp(a, "--keys") == 0) {
-            if (parse_u64(v, &c->keys) || c->keys < 1 || c->keys > UINT64_C(1000000000))
-                return bad("--keys wants 1..1000000000", v);
+            if (u64_in(a, v, 1, UINT64_C(1000000000), &c->keys)) return 2;
         } else if (strcmp(a, "--threads") == 0) {
-            if (parse_u64(v, &u) || u < 1 || u > MAX_THREADS)
-                return bad("--threads wants 1..256", v);
+            if (u64_in(a, v, 1, MAX_THREADS, &u)) return 2;
             c->threads = (unsigned)u;
         } else if (strcmp(a, "--seconds") == 0) {
             if (parse_double(v, &c->seconds) || c->seconds <= 0)
@@ -239,14 +247,13 @@ static int parse_args(int argc, char **argv, bench_cfg *c)
             if (parse_double(v, &c->zipf_s) || c->zipf_s <= 0 || c->zipf_s > 10)
                 return bad("--zipf-s wants a number in (0, 10]", v);
         } else if (strcmp(a, "--key-len") == 0) {
-            if (parse_u64(v, &u) || u < 8 || u > RLT_KEY_MAX)
-                return bad("--key-len wants 8..512", v);
+            if (u64_in(a, v, 8, RLT_KEY_MAX, &u)) return 2;
             c->key_len = (size_t)u;
         } else if (strcmp(a, "--cost") == 0) {
-            if (parse_u64(v, &u) || u > INT32_MAX) return bad("--cost wants 0..2147483647", v);
+            if (u64_in(a, v, 0, INT32_MAX, &u)) return 2;
             c->cost = (int64_t)u;
         } else if (strcmp(a, "--shards") == 0) {
-            if (parse_u64(v, &u) || u < 1 || u > 65536) return bad("--shards wants 1..65536", v);
+            if (u64_in(a, v, 1, 65536, &u)) return 2;
             c->shards = (unsigned)u;
         } else if (strcmp(a, "--batch") == 0) {
             if (parse_u64(v, &u) || u < 1 || u > ROUND || ROUND % u)
@@ -255,8 +262,7 @@ static int parse_args(int argc, char **argv, bench_cfg *c)
         } else if (strcmp(a, "--seed") == 0) {
             if (parse_u64(v, &c->seed)) return bad("--seed wants an integer", v);
         } else if (strcmp(a, "--stream") == 0) {
-            if (parse_u64(v, &c->stream) || c->stream < ROUND || c->stream > (UINT64_C(1) << 28))
-                return bad("--stream wants 1024..268435456", v);
+            if (u64_in(a, v, ROUND, UINT64_C(1) << 28, &c->stream)) return 2;
         } else {
             return bad("unknown option", a);
         }

@@ -43,7 +43,7 @@ size_t rlt__frac_format(char *buf, size_t cap, __int128 num, __int128 den, int p
                         int trim);
 
 /* The ns in one `name` ("s", "ms", "us", "ns"), or 0 for an unknown unit. */
-int64_t rlt__unit_ns(const char *name);
+int64_t rlt__dec_unit_ns(const char *name);
 
 /* ---- Trace lines: "TIME KEY [COST]" -------------------------------------------------------- */
 
@@ -143,6 +143,18 @@ typedef struct rlt__accepted {
     rlt_ns t;
     int64_t cost;
 } rlt__accepted;
+
+/* The index k of the window [kW, (k+1)W) that holds t, for W > 0 (division rounding down). */
+static inline int64_t rlt__window_of(rlt_ns t, rlt_ns W)
+{
+    int64_t q = t / W;
+    return (t % W != 0 && t < 0) ? q - 1 : q;
+}
+
+/* The largest accepted cost inside any half-open span [x, x + W) of e[0..m), sorted by time;
+ * *at (when at is not NULL) gets the time of the first request of the first such span (e[0].t
+ * when every span holds 0; 0 when m = 0).  Pure: O(m). */
+int64_t rlt__worst_span(const rlt__accepted *e, size_t m, rlt_ns W, rlt_ns *at);
 
 /* Checks that what an algorithm accepted, e[0..m) sorted by time, keeps the contract
  * include/ratelimit/ratelimit.h states for policy `p`:

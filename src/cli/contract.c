@@ -7,23 +7,21 @@
 
 #include <stdio.h>
 
-static int64_t floor_div(int64_t a, int64_t b)
-{
-    int64_t q = a / b;
-    return (a % b != 0 && a < 0) ? q - 1 : q;
-}
-
-/* The largest accepted cost inside any half-open span [x, x + W). */
-static int64_t worst_span(const rlt__accepted *e, size_t m, rlt_ns W)
+int64_t rlt__worst_span(const rlt__accepted *e, size_t m, rlt_ns W, rlt_ns *at)
 {
     int64_t best = 0, sum = 0;
     size_t lo = 0;
+    rlt_ns from = m ? e[0].t : 0;
     for (size_t hi = 0; hi < m; hi++) {
         sum += e[hi].cost;
         while (e[hi].t - e[lo].t >= W)
             sum -= e[lo++].cost;
-        if (sum > best) best = sum;
+        if (sum > best) {
+            best = sum;
+            from = e[lo].t;
+        }
     }
+    if (at) *at = from;
     return best;
 }
 
@@ -31,7 +29,7 @@ static int per_aligned_window(const rlt__accepted *e, size_t m, rlt_ns W, int64_
 {
     int64_t k = INT64_MIN, count = 0;
     for (size_t i = 0; i < m; i++) {
-        int64_t ki = floor_div(e[i].t, W);
+        int64_t ki = rlt__window_of(e[i].t, W);
         count = ki == k ? count + e[i].cost : e[i].cost;
         k = ki;
         if (count > N) return 0;
@@ -90,11 +88,11 @@ int rlt__contract_check(const rlt_policy *p, const rlt__accepted *e, size_t m, r
         return per_aligned_window(e, m, W, N);
     case RLT_SLIDING_LOG:
         snprintf(text, cap, "≤ %lld in any %s ticks", (long long)N, w);
-        return worst_span(e, m, W) <= N;
+        return rlt__worst_span(e, m, W, NULL) <= N;
     case RLT_SLIDING_WINDOW:
         snprintf(text, cap, "≤ %lld per window, ≤ %lld in any %s ticks", (long long)N,
                  (long long)(2 * N), w);
-        return per_aligned_window(e, m, W, N) && worst_span(e, m, W) <= 2 * N;
+        return per_aligned_window(e, m, W, N) && rlt__worst_span(e, m, W, NULL) <= 2 * N;
     case RLT_TOKEN_BUCKET:
     case RLT_GCRA:
         rlt__frac_format(a, sizeof a, (__int128)N * tick, W, 2, RLT__ROUND, 1);

@@ -169,7 +169,7 @@ size_t rlt__frac_format(char *buf, size_t cap, __int128 num, __int128 den, int p
     return n;
 }
 
-int64_t rlt__unit_ns(const char *name)
+int64_t rlt__dec_unit_ns(const char *name)
 {
     if (!name) return 0;
     if (strcmp(name, "s") == 0) return RLT_NS_PER_S;

@@ -51,7 +51,7 @@ int rlt__cli_headers(int argc, char **argv)
             if (m < 0 || rlt__opt_int(CMD, "--cost", v, 1, INT64_MAX, &cost)) return 2;
         } else if ((m = rlt__opt(argc, argv, &i, CMD, "--unit", &v)) != 0) {
             if (m < 0) return 2;
-            if (!(unit = rlt__unit_ns(v)))
+            if (!(unit = rlt__dec_unit_ns(v)))
                 return fail_usage("--unit '%s': expected s, ms, us or ns", v);
             unit_name = v;
         } else {

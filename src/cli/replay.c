@@ -31,8 +31,10 @@ static void usage(FILE *f)
         "  --format combined  nginx/Apache combined or common access log: KEY is the client\n"
         "                   address, TIME the [timestamp] in seconds since the first line's\n"
         "                   (--epoch: since 1970-01-01 UTC), COST 1\n"
-        "  --key FIELD      combined: the field that is the KEY (default remote_addr): remote_addr,\n"
-        "                   ident, user, time, request, status, bytes, referer, user_agent, or its\n"
+        "  --key FIELD      combined: the field that is the KEY (default remote_addr): "
+        "remote_addr,\n"
+        "                   ident, user, time, request, status, bytes, referer, user_agent, or "
+        "its\n"
         "                   number 1..16 (10 and up: fields appended after the user agent)\n"
         "  --cost FIELD     combined: COST is this field's whole number ('-' is 0), e.g. bytes\n"
         "  reserve:NAME     a fourth trace field: 'TIME KEY ESTIMATE reserve:NAME' reserves\n"
@@ -83,11 +85,12 @@ typedef struct summary {
     rlt_topk *top; /* the top denied keys, as the daemon keeps them (NULL: --top-keys 0) */
 } summary;
 
+/* A slot of the summary's and the reservations' tables, from the low bits of the core's
+ * FNV-1a.  Those bits depend on the low bits of each byte alone (the multiply carries
+ * upward only): fold the high bits in, so keys that differ in high bits alone spread too. */
 static uint64_t hash_bytes(const char *p, size_t n)
 {
-    uint64_t h = UINT64_C(1469598103934665603);
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)p[i]) * UINT64_C(1099511628211);
+    uint64_t h = rlt_hash_fnv1a(p, n);
     return h ^ (h >> 29);
 }
 
@@ -333,15 +336,22 @@ typedef struct opts {
     rlt_ns settle_timeout; /* reserve:NAME waits this long for its settle:NAME (0: default) */
 } opts;
 
+/* Field `f` (1-based) of an access-log line, which option `opt` NAME asks for; NULL with a
+ * message in err when the line is shorter. */
+static const rlt__field *access_get(const rlt__access_line *al, int f, const char *opt,
+                                    const char *name, char *err, size_t errlen)
+{
+    if (f <= al->nfield) return &al->field[f - 1];
+    snprintf(err, errlen, "no field %d (%s %s): the line has %d", f, opt, name, al->nfield);
+    return NULL;
+}
+
 /* The cost written in field `f` (1-based) of an access-log line: digits, or '-' for 0. */
 static int access_cost(const rlt__access_line *al, int f, const char *name, int64_t *cost,
                        char *err, size_t errlen)
 {
-    if (f > al->nfield) {
-        snprintf(err, errlen, "no field %d (--cost %s): the line has %d", f, name, al->nfield);
-        return -1;
-    }
-    const rlt__field *x = &al->field[f - 1];
+    const rlt__field *x = access_get(al, f, "--cost", name, err, errlen);
+    if (!x) return -1;
     *cost = 0;
     if (x->n == 1 && x->p[0] == '-') return 0; /* the log's "none", e.g. no body bytes */
     int ok = x->n > 0;
@@ -357,14 +367,11 @@ static int access_cost(const rlt__access_line *al, int f, const char *name, int6
 }
 
 /* The key in field `f` (1-based) of an access-log line. */
-static int access_key(const rlt__access_line *al, int f, const char *name,
-                      rlt__trace_line *tl, char *err, size_t errlen)
+static int access_key(const rlt__access_line *al, int f, const char *name, rlt__trace_line *tl,
+                      char *err, size_t errlen)
 {
-    if (f > al->nfield) {
-        snprintf(err, errlen, "no field %d (--key %s): the line has %d", f, name, al->nfield);
-        return -1;
-    }
-    const rlt__field *x = &al->field[f - 1];
+    const rlt__field *x = access_get(al, f, "--key", name, err, errlen);
+    if (!x) return -1;
     if (x->n == 0 || x->n > RLT_KEY_MAX) {
         snprintf(err, errlen, "--key %s: the field is %s", name,
                  x->n ? "longer than the longest key" : "empty");
@@ -451,8 +458,8 @@ static int replay(const opts *op)
                 tl.cost = 1;
                 if (pr == 1 &&
                     (access_key(&al, op->key_field, op->key_name, &tl, err, sizeof err) ||
-                     (op->cost_field && access_cost(&al, op->cost_field, op->cost_name, &tl.cost,
-                                                    err, sizeof err))))
+                     (op->cost_field &&
+                      access_cost(&al, op->cost_field, op->cost_name, &tl.cost, err, sizeof err))))
                     pr = -1;
             }
         } else {
@@ -550,6 +557,17 @@ static int replay(const opts *op)
     return status;
 }
 
+/* The access-log field named by option `opt` (--key, --cost): its number, or 0 after a usage
+ * error that lists what `expected`. */
+static int access_field(const char *opt, const char *v, const char *expected)
+{
+    int f = rlt__access_field(v);
+    if (!f)
+        fail_usage("%s '%s': expected %s or a field number 1..%d", opt, v, expected,
+                   RLT__ACCESS_FIELDS);
+    return f;
+}
+
 int rlt__cli_replay(int argc, char **argv)
 {
     opts op;
@@ -582,23 +600,21 @@ int rlt__cli_replay(int argc, char **argv)
             has_top = 1;
         } else if ((m = rlt__opt(argc, argv, &i, CMD, "--unit", &v)) != 0) {
             if (m < 0) return 2;
-            if (!(op.unit = rlt__unit_ns(v)))
+            if (!(op.unit = rlt__dec_unit_ns(v)))
                 return fail_usage("--unit '%s': expected s, ms, us or ns", v);
             op.unit_name = v;
         } else if ((m = rlt__opt(argc, argv, &i, CMD, "--key", &v)) != 0) {
             if (m < 0) return 2;
-            if (!(op.key_field = rlt__access_field(v)))
-                return fail_usage("--key '%s': expected remote_addr, ident, user, time, request, "
-                                  "status, bytes, referer, user_agent or a field number 1..%d",
-                                  v, RLT__ACCESS_FIELDS);
+            if (!(op.key_field =
+                      access_field("--key", v,
+                                   "remote_addr, ident, user, time, request, status, bytes, "
+                                   "referer, user_agent")))
+                return 2;
             op.key_name = v;
             has_key = 1;
         } else if ((m = rlt__opt(argc, argv, &i, CMD, "--cost", &v)) != 0) {
             if (m < 0) return 2;
-            if (!(op.cost_field = rlt__access_field(v)))
-                return fail_usage("--cost '%s': expected a field name (e.g. bytes) or a field "
-                                  "number 1..%d",
-                                  v, RLT__ACCESS_FIELDS);
+            if (!(op.cost_field = access_field("--cost", v, "a field name (e.g. bytes)"))) return 2;
             op.cost_name = v;
         } else if ((m = rlt__opt(argc, argv, &i, CMD, "--settle-timeout", &v)) != 0) {
             if (m < 0) return 2;

@@ -23,7 +23,7 @@
  * Peeks (cost 0) and rlt_when see a block and never start one.  A clock that steps back sees a
  * longer block, never a shorter one.  Every sum saturates: a block ending past INT64_MAX never
  * ends, which is what a block that long means. */
-#include "internal.h"
+#include "algo.h"
 
 typedef struct blk_state {
     int64_t until; /* flipped on load/store */
@@ -94,7 +94,7 @@ int rlt__block_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, r
     blk_state s = blk_load(st, off);
     if (now < s.until) {
         /* Blocked: ask the algorithm without charging it, then deny. */
-        int rc = rlt__decide_algo(p, st, now, cost, d, 0);
+        int rc = rlt__algo_decide(p, st, now, cost, d, 0);
         if (rc) return rc;
         if (!d->allowed && d->retry_after < 0) return RLT_OK; /* can never fit: still -1 */
         rlt_ns left = rlt__sat_sub(s.until, now), mem = rlt__sat_sub(memory_end(p, s), now);
@@ -106,7 +106,7 @@ int rlt__block_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, r
         d->lease = 0;
         return RLT_OK;
     }
-    int rc = rlt__decide_algo(p, st, now, cost, d, commit);
+    int rc = rlt__algo_decide(p, st, now, cost, d, commit);
     if (rc) return rc;
     if (!d->allowed && d->retry_after >= 0 && cost > 0 && commit) {
         bool top;

@@ -34,6 +34,20 @@ static void tb_store(void *st, tb_state s)
     memcpy(st, &s, sizeof s);
 }
 
+/* Stores the bucket after a charge at `now`: GCRA its word `tat` (now x scale_ + used, checked
+ * by the caller), a token bucket `used` and the latest charge. */
+static void store_used(const rlt_policy *p, void *st, rlt_ns now, int64_t tat, int64_t used)
+{
+    if (p->algo == RLT_GCRA) {
+        rlt__tat_store(st, tat);
+        return;
+    }
+    tb_state s = tb_load(st);
+    s.used = used;
+    if (now > s.last) s.last = now;
+    tb_store(st, s);
+}
+
 /* used(now) of either representation; *now_s gets now x scale_ for GCRA.  *wait gets how
  * long refill is held back: a token bucket whose clock stepped back refills only from its
  * last charge on (0 otherwise). */
@@ -41,12 +55,7 @@ static int used_at(const rlt_policy *p, const void *st, rlt_ns now, int64_t *use
                    rlt_ns *wait)
 {
     *wait = 0;
-    if (p->algo == RLT_GCRA) {
-        if (__builtin_mul_overflow(now, p->scale_, now_s)) return RLT_ERANGE;
-        int64_t tat = rlt__tat_load(st);
-        *used = tat > *now_s ? rlt__sat_sub(tat, *now_s) : 0;
-        return RLT_OK;
-    }
+    if (p->algo == RLT_GCRA) return rlt__tat_ahead(p, st, now, used, now_s);
     tb_state s = tb_load(st);
     int64_t elapsed = rlt__sat_sub(now, s.last), refill;
     if (elapsed < 0 && s.used > 0) *wait = rlt__sat_sub(s.last, now);
@@ -91,16 +100,7 @@ int rlt__bucket_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, 
     int64_t tat = 0; /* checked even when only asked (rlt_when), to answer as decide would */
     if (p->algo == RLT_GCRA && d->allowed && cost > 0 && __builtin_add_overflow(now_s, after, &tat))
         return RLT_ERANGE;
-    if (commit && d->allowed && cost > 0) {
-        if (p->algo == RLT_GCRA) {
-            rlt__tat_store(st, tat);
-        } else {
-            tb_state s = tb_load(st);
-            s.used = after;
-            if (now > s.last) s.last = now;
-            tb_store(st, s);
-        }
-    }
+    if (commit && d->allowed && cost > 0) store_used(p, st, now, tat, after);
     return RLT_OK;
 }
 
@@ -139,14 +139,7 @@ int rlt__bucket_used(const rlt_policy *p, const void *st, rlt_ns now, int64_t *u
 
 int rlt__bucket_set_used(const rlt_policy *p, void *st, rlt_ns now, int64_t used)
 {
-    if (p->algo == RLT_GCRA) {
-        int64_t now_s, tat;
-        if (__builtin_mul_overflow(now, p->scale_, &now_s) ||
-            __builtin_add_overflow(now_s, used, &tat))
-            return RLT_ERANGE;
-        rlt__tat_store(st, used ? tat : INT64_MIN);
-        return RLT_OK;
-    }
+    if (p->algo == RLT_GCRA) return rlt__tat_set_ahead(p, st, now, used);
     tb_store(st, (tb_state){used, now});
     return RLT_OK;
 }
@@ -188,16 +181,9 @@ int rlt__bucket_settle(const rlt_policy *p, void *st, rlt_ns now, rlt_ns reserve
         if (r > used) r = used;
         after = used - r;
     }
-    if (p->algo == RLT_GCRA) {
-        int64_t tat;
-        if (__builtin_add_overflow(now_s, after, &tat)) return RLT_ERANGE;
-        /* A bucket refunded back to full is stored as fresh only if it was: keep the word. */
-        rlt__tat_store(st, tat);
-    } else {
-        tb_state s = tb_load(st);
-        s.used = after;
-        if (now > s.last) s.last = now;
-        tb_store(st, s);
-    }
+    /* A GCRA bucket refunded back to full is stored as fresh only if it was: keep the word. */
+    int64_t tat = 0;
+    if (p->algo == RLT_GCRA && __builtin_add_overflow(now_s, after, &tat)) return RLT_ERANGE;
+    store_used(p, st, now, tat, after);
     return RLT_OK;
 }

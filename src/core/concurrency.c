@@ -81,9 +81,10 @@ bool rlt__concurrency_fresh(const rlt_policy *p, const void *st, rlt_ns now)
     return true;
 }
 
-void rlt__concurrency_shift(const rlt_policy *p, void *st, rlt_ns delta)
+int rlt__concurrency_shift(const rlt_policy *p, void *st, rlt_ns delta)
 {
     cc_state *s = st;
     for (int64_t i = 0; i < p->limit; i++)
         if (s->slots[i].lease != 0) s->slots[i].expires = rlt__sat_add(s->slots[i].expires, delta);
+    return RLT_OK;
 }

@@ -1,43 +1,11 @@
-/* The public decision functions: argument checks at the boundary, then dispatch by algorithm. */
-#include "internal.h"
+/* The public decision functions: argument checks at the boundary, then the algorithm's
+ * operations (algo.h). */
+#include "algo.h"
 
 static bool valid(const rlt_policy *p)
 {
-    return p && p->algo >= RLT_FIXED_WINDOW && p->algo <= RLT_CONCURRENCY && p->scale_ > 0 &&
-           p->unit_ > 0 && p->limit > 0 && p->period > 0 &&
-           (p->months == 0 || rlt__calendar_valid(p));
-}
-
-static int dispatch_algo(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, rlt_decision *d,
-                         int commit)
-{
-    switch (p->algo) {
-    case RLT_GCRA:
-    case RLT_TOKEN_BUCKET:
-        return rlt__bucket_decide(p, st, now, cost, d, commit);
-    case RLT_FIXED_WINDOW:
-        return rlt__fixed_window_decide(p, st, now, cost, d, commit);
-    case RLT_SLIDING_WINDOW:
-        return rlt__sliding_window_decide(p, st, now, cost, d, commit);
-    case RLT_SLIDING_LOG:
-        return rlt__sliding_log_decide(p, st, now, cost, d, commit);
-    case RLT_LEAKY_BUCKET:
-        return rlt__leaky_decide(p, st, now, cost, d, commit);
-    case RLT_CONCURRENCY:
-        return rlt__concurrency_decide(p, st, now, cost, d, commit);
-    default:
-        return RLT_EINVAL;
-    }
-}
-
-/* A denial whose wait saturated to 0 at the end of int64 time can never be allowed: say -1,
- * since retry_after 0 means "allowed". */
-int rlt__decide_algo(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, rlt_decision *d,
-                     int commit)
-{
-    int rc = dispatch_algo(p, st, now, cost, d, commit);
-    if (rc == RLT_OK && !d->allowed && d->retry_after == 0) d->retry_after = -1;
-    return rc;
+    return p && rlt__algo_known(p) && p->scale_ > 0 && p->unit_ > 0 && p->limit > 0 &&
+           p->period > 0 && (p->months == 0 || rlt__calendar_valid(p));
 }
 
 /* The algorithm, inside the penalty box when the policy has one (block.c). */
@@ -45,7 +13,7 @@ static int dispatch(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, rlt
                     int commit)
 {
     if (p->block > 0) return rlt__block_decide(p, st, now, cost, d, commit);
-    return rlt__decide_algo(p, st, now, cost, d, commit);
+    return rlt__algo_decide(p, st, now, cost, d, commit);
 }
 
 int rlt_decide(const rlt_policy *p, void *state, rlt_ns now, int64_t cost, rlt_decision *d)
@@ -78,69 +46,19 @@ int rlt_release(const rlt_policy *p, void *state, rlt_ns now, int64_t lease)
     return rlt__concurrency_release(p, state, now, lease);
 }
 
-static bool algo_fresh(const rlt_policy *p, const void *state, rlt_ns now);
-
 bool rlt_is_fresh(const rlt_policy *p, const void *state, rlt_ns now)
 {
     if (!valid(p) || !state) return false;
-    return algo_fresh(p, state, now) && (p->block <= 0 || rlt__block_fresh(p, state, now));
+    return rlt__algos[p->algo].fresh(p, state, now) &&
+           (p->block <= 0 || rlt__block_fresh(p, state, now));
 }
-
-static bool algo_fresh(const rlt_policy *p, const void *state, rlt_ns now)
-{
-    switch (p->algo) {
-    case RLT_GCRA:
-    case RLT_TOKEN_BUCKET:
-        return rlt__bucket_fresh(p, state, now);
-    case RLT_FIXED_WINDOW:
-        return rlt__fixed_window_fresh(p, state, now);
-    case RLT_SLIDING_WINDOW:
-        return rlt__sliding_window_fresh(p, state, now);
-    case RLT_SLIDING_LOG:
-        return rlt__sliding_log_fresh(p, state, now);
-    case RLT_LEAKY_BUCKET:
-        return rlt__leaky_fresh(p, state, now);
-    case RLT_CONCURRENCY:
-        return rlt__concurrency_fresh(p, state, now);
-    default:
-        return false;
-    }
-}
-
-static int algo_shift(const rlt_policy *p, void *state, rlt_ns delta);
 
 int rlt_state_shift(const rlt_policy *p, void *state, rlt_ns delta)
 {
     if (!valid(p) || !state) return RLT_EINVAL;
-    int rc = algo_shift(p, state, delta);
+    int rc = rlt__algos[p->algo].shift(p, state, delta);
     if (rc == RLT_OK && p->block > 0) rlt__block_shift(p, state, delta);
     return rc;
-}
-
-static int algo_shift(const rlt_policy *p, void *state, rlt_ns delta)
-{
-    switch (p->algo) {
-    case RLT_GCRA:
-    case RLT_TOKEN_BUCKET:
-        return rlt__bucket_shift(p, state, delta);
-    case RLT_FIXED_WINDOW:
-        rlt__fixed_window_shift(p, state, delta);
-        break;
-    case RLT_SLIDING_WINDOW:
-        rlt__sliding_window_shift(p, state, delta);
-        break;
-    case RLT_SLIDING_LOG:
-        rlt__sliding_log_shift(p, state, delta);
-        break;
-    case RLT_LEAKY_BUCKET:
-        return rlt__tat_shift(p, state, delta);
-    case RLT_CONCURRENCY:
-        rlt__concurrency_shift(p, state, delta);
-        break;
-    default:
-        return RLT_EINVAL;
-    }
-    return RLT_OK;
 }
 
 /* ceil(v x num / den) for v >= 0, num >= 0, den > 0; RLT_ERANGE if it leaves int64. */

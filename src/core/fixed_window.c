@@ -78,15 +78,16 @@ bool rlt__fixed_window_fresh(const rlt_policy *p, const void *st, rlt_ns now)
 /* Windows stay aligned to the origin: the count moves to the window that holds the moved end
  * of its window, so it lives at least as long as it would have (never mints).  A calendar
  * window's index names a month of the zone whatever the clock's origin: nothing moves. */
-void rlt__fixed_window_shift(const rlt_policy *p, void *st, rlt_ns delta)
+int rlt__fixed_window_shift(const rlt_policy *p, void *st, rlt_ns delta)
 {
     fw_state s;
     memcpy(&s, st, sizeof s);
-    if (s.count == 0 || p->months != 0) return;
+    if (s.count == 0 || p->months != 0) return RLT_OK;
     __int128 e = ((__int128)s.win + 1) * p->period;
     int64_t end = rlt__sat_add(e > INT64_MAX ? INT64_MAX : (int64_t)e, delta);
     s.win = rlt__floor_div(rlt__sat_sub(end, 1), p->period);
     memcpy(st, &s, sizeof s);
+    return RLT_OK;
 }
 
 int rlt__fixed_window_counts(const rlt_policy *p, void *st, rlt_ns now, int64_t *count, int set)

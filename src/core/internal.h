@@ -45,7 +45,9 @@ static inline void rlt__decision_clear(rlt_decision *d, int64_t limit)
     d->limit = limit;
 }
 
-/* Per-algorithm entry points.  `commit` false means: compute the decision only (peek, when). */
+/* Per-algorithm entry points, reached through the table in algo.h.  `commit` false means:
+ * compute the decision only (peek, when).  A shift moves a state by delta ns: RLT_OK, or
+ * RLT_ERANGE (state unchanged) where moving it toward the future would overflow. */
 int rlt__fixed_window_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
                              rlt_decision *d, int commit);
 int rlt__sliding_log_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
@@ -67,11 +69,12 @@ bool rlt__bucket_fresh(const rlt_policy *p, const void *st, rlt_ns now);
 bool rlt__leaky_fresh(const rlt_policy *p, const void *st, rlt_ns now);
 bool rlt__concurrency_fresh(const rlt_policy *p, const void *st, rlt_ns now);
 
-void rlt__fixed_window_shift(const rlt_policy *p, void *st, rlt_ns delta);
-void rlt__sliding_log_shift(const rlt_policy *p, void *st, rlt_ns delta);
-void rlt__sliding_window_shift(const rlt_policy *p, void *st, rlt_ns delta);
+int rlt__fixed_window_shift(const rlt_policy *p, void *st, rlt_ns delta);
+int rlt__sliding_log_shift(const rlt_policy *p, void *st, rlt_ns delta);
+int rlt__sliding_window_shift(const rlt_policy *p, void *st, rlt_ns delta);
 int rlt__bucket_shift(const rlt_policy *p, void *st, rlt_ns delta);
-void rlt__concurrency_shift(const rlt_policy *p, void *st, rlt_ns delta);
+int rlt__leaky_shift(const rlt_policy *p, void *st, rlt_ns delta);
+int rlt__concurrency_shift(const rlt_policy *p, void *st, rlt_ns delta);
 
 /* Used allowance in and out of a state, for rlt_state_convert (decide.c). */
 int rlt__bucket_used(const rlt_policy *p, const void *st, rlt_ns now, int64_t *used);
@@ -94,11 +97,8 @@ int rlt__sliding_window_settle(const rlt_policy *p, void *st, rlt_ns now, rlt_ns
 int rlt__sliding_log_settle(const rlt_policy *p, void *st, rlt_ns now, rlt_ns reserved_at,
                             int64_t estimate, int64_t real);
 /* The penalty box (block.c), wrapped around the algorithm's own decision.  The algorithm's
- * state comes first: rlt__algo_state_size(p) bytes (policy.c), then rlt__block_size(p). */
-size_t rlt__algo_state_size(const rlt_policy *p);
+ * state comes first: rlt__algo_state_size(p) bytes (algo.h), then rlt__block_size(p). */
 size_t rlt__block_size(const rlt_policy *p);
-int rlt__decide_algo(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, rlt_decision *d,
-                     int commit); /* decide.c: the algorithm alone */
 int rlt__block_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, rlt_decision *d,
                       int commit);
 bool rlt__block_fresh(const rlt_policy *p, const void *st, rlt_ns now);
@@ -131,6 +131,30 @@ static inline int rlt__tat_shift(const rlt_policy *p, void *st, rlt_ns delta)
         moved = INT64_MIN + 1;
     }
     rlt__tat_store(st, moved);
+    return RLT_OK;
+}
+
+/* How far the stored tat is ahead of `now`, in scaled units (the used part of a GCRA bucket,
+ * the backlog of a leaky bucket; 0 when it is behind), and now x scale_ in *now_s.
+ * RLT_ERANGE when now x scale_ leaves int64. */
+static inline int rlt__tat_ahead(const rlt_policy *p, const void *st, rlt_ns now, int64_t *ahead,
+                                 int64_t *now_s)
+{
+    if (__builtin_mul_overflow(now, p->scale_, now_s)) return RLT_ERANGE;
+    int64_t tat = rlt__tat_load(st);
+    *ahead = tat > *now_s ? rlt__sat_sub(tat, *now_s) : 0;
+    return RLT_OK;
+}
+
+/* Stores the tat `ahead` scaled units after `now` (0: the fresh word), for
+ * rlt_state_convert.  RLT_ERANGE (state unchanged) when it leaves int64. */
+static inline int rlt__tat_set_ahead(const rlt_policy *p, void *st, rlt_ns now, int64_t ahead)
+{
+    int64_t now_s, tat;
+    if (__builtin_mul_overflow(now, p->scale_, &now_s) ||
+        __builtin_add_overflow(now_s, ahead, &tat))
+        return RLT_ERANGE;
+    rlt__tat_store(st, ahead ? tat : INT64_MIN);
     return RLT_OK;
 }
 

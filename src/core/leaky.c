@@ -10,20 +10,11 @@
  * nginx rounds to 0.001 r/s and 1 ms.  A cost c takes c consecutive send slots. */
 #include "internal.h"
 
-static int backlog_at(const rlt_policy *p, const void *st, rlt_ns now, int64_t *backlog,
-                      int64_t *now_s)
-{
-    if (__builtin_mul_overflow(now, p->scale_, now_s)) return RLT_ERANGE;
-    int64_t tat = rlt__tat_load(st);
-    *backlog = tat > *now_s ? rlt__sat_sub(tat, *now_s) : 0;
-    return RLT_OK;
-}
-
 int rlt__leaky_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, rlt_decision *d,
                       int commit)
 {
     int64_t backlog, now_s;
-    int rc = backlog_at(p, st, now, &backlog, &now_s);
+    int rc = rlt__tat_ahead(p, st, now, &backlog, &now_s);
     if (rc) return rc;
     const int64_t cap = p->cap_, unit = p->unit_;
     int64_t need = cost > 0 ? cost : 1;
@@ -55,22 +46,22 @@ int rlt__leaky_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, r
 bool rlt__leaky_fresh(const rlt_policy *p, const void *st, rlt_ns now)
 {
     int64_t backlog, now_s;
-    if (backlog_at(p, st, now, &backlog, &now_s)) return false;
+    if (rlt__tat_ahead(p, st, now, &backlog, &now_s)) return false;
     return backlog == 0;
+}
+
+int rlt__leaky_shift(const rlt_policy *p, void *st, rlt_ns delta)
+{
+    return rlt__tat_shift(p, st, delta);
 }
 
 int rlt__leaky_backlog(const rlt_policy *p, const void *st, rlt_ns now, int64_t *backlog)
 {
     int64_t now_s;
-    return backlog_at(p, st, now, backlog, &now_s);
+    return rlt__tat_ahead(p, st, now, backlog, &now_s);
 }
 
 int rlt__leaky_set_backlog(const rlt_policy *p, void *st, rlt_ns now, int64_t backlog)
 {
-    int64_t now_s, tat;
-    if (__builtin_mul_overflow(now, p->scale_, &now_s) ||
-        __builtin_add_overflow(now_s, backlog, &tat))
-        return RLT_ERANGE;
-    rlt__tat_store(st, backlog ? tat : INT64_MIN);
-    return RLT_OK;
+    return rlt__tat_set_ahead(p, st, now, backlog);
 }

@@ -1,5 +1,5 @@
 /* Policies: validation with derived exact-rational fields, the policy text grammar, durations. */
-#include "internal.h"
+#include "algo.h"
 
 #include <stdio.h>
 
@@ -89,27 +89,6 @@ size_t rlt_state_size(const rlt_policy *p)
 {
     size_t n = rlt__algo_state_size(p);
     return n ? n + rlt__block_size(p) : 0;
-}
-
-size_t rlt__algo_state_size(const rlt_policy *p)
-{
-    if (!p || p->scale_ <= 0) return 0;
-    switch (p->algo) {
-    case RLT_GCRA:
-    case RLT_LEAKY_BUCKET:
-        return 8;
-    case RLT_FIXED_WINDOW:
-    case RLT_TOKEN_BUCKET:
-        return 16;
-    case RLT_SLIDING_WINDOW:
-        return 24;
-    case RLT_SLIDING_LOG:
-        return 16 + 8 * (size_t)p->limit;
-    case RLT_CONCURRENCY:
-        return 16 + 16 * (size_t)p->limit;
-    default:
-        return 0;
-    }
 }
 
 /* ---- text ------------------------------------------------------------------------------ */

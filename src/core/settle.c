@@ -49,13 +49,11 @@
  * Settling at most once per reservation, and its expiry, are the caller's (the store keeps a
  * table of outstanding reservations: store.h).  A reservation never settled stays charged at
  * its estimate. */
-#include "internal.h"
+#include "algo.h"
 
 bool rlt_settle_supported(const rlt_policy *p)
 {
-    return p &&
-           (p->algo == RLT_FIXED_WINDOW || p->algo == RLT_SLIDING_LOG ||
-            p->algo == RLT_SLIDING_WINDOW || p->algo == RLT_TOKEN_BUCKET || p->algo == RLT_GCRA);
+    return p && rlt__algo_known(p) && rlt__algos[p->algo].settle != NULL;
 }
 
 int rlt_settle(const rlt_policy *p, void *state, rlt_ns now, rlt_ns reserved_at, int64_t estimate,
@@ -64,22 +62,7 @@ int rlt_settle(const rlt_policy *p, void *state, rlt_ns now, rlt_ns reserved_at,
     if (!p || !state || !d || p->scale_ <= 0 || p->unit_ <= 0 || p->limit <= 0 || p->period <= 0 ||
         !rlt_settle_supported(p) || estimate < 0 || real_cost < 0 || estimate > rlt_policy_limit(p))
         return RLT_EINVAL;
-    int rc;
-    switch (p->algo) {
-    case RLT_GCRA:
-    case RLT_TOKEN_BUCKET:
-        rc = rlt__bucket_settle(p, state, now, reserved_at, estimate, real_cost);
-        break;
-    case RLT_FIXED_WINDOW:
-        rc = rlt__fixed_window_settle(p, state, now, reserved_at, estimate, real_cost);
-        break;
-    case RLT_SLIDING_WINDOW:
-        rc = rlt__sliding_window_settle(p, state, now, reserved_at, estimate, real_cost);
-        break;
-    default:
-        rc = rlt__sliding_log_settle(p, state, now, reserved_at, estimate, real_cost);
-        break;
-    }
+    int rc = rlt__algos[p->algo].settle(p, state, now, reserved_at, estimate, real_cost);
     if (rc) return rc;
     return rlt_decide(p, state, now, 0, d); /* the state as it now stands, a peek */
 }

@@ -78,13 +78,14 @@ bool rlt__sliding_log_fresh(const rlt_policy *p, const void *st, rlt_ns now)
     return s->count == 0 || expired(p, at(p, s, s->count - 1), now);
 }
 
-void rlt__sliding_log_shift(const rlt_policy *p, void *st, rlt_ns delta)
+int rlt__sliding_log_shift(const rlt_policy *p, void *st, rlt_ns delta)
 {
     log_state *s = st;
     for (int64_t i = 0; i < s->count; i++) {
         int64_t j = (s->head + i) % p->limit;
         s->ts[j] = rlt__sat_add(s->ts[j], delta);
     }
+    return RLT_OK;
 }
 
 /* Settles a reservation (settle.c).  A refund removes up to k of the newest live entries

@@ -96,16 +96,17 @@ bool rlt__sliding_window_fresh(const rlt_policy *p, const void *st, rlt_ns now)
     return s.prev == 0 && s.curr == 0;
 }
 
-void rlt__sliding_window_shift(const rlt_policy *p, void *st, rlt_ns delta)
+int rlt__sliding_window_shift(const rlt_policy *p, void *st, rlt_ns delta)
 {
     sw_state s;
     memcpy(&s, st, sizeof s);
-    if (s.prev == 0 && s.curr == 0) return;
+    if (s.prev == 0 && s.curr == 0) return RLT_OK;
     /* Move by whole windows, rounding up, so counts never leave early. */
     int64_t k = delta >= 0 ? delta / p->period + (delta % p->period != 0)
                            : -(rlt__sat_sub(0, delta) / p->period); /* ceil toward +inf */
     s.win = rlt__sat_add(s.win, k);
     memcpy(st, &s, sizeof s);
+    return RLT_OK;
 }
 
 int rlt__sliding_window_counts(const rlt_policy *p, void *st, rlt_ns now, int64_t counts[2],

@@ -131,10 +131,10 @@ TEST(frac_format_rounds_and_floors)
 
 TEST(unit_names_map_to_ns)
 {
-    ASSERT_EQ(rlt__unit_ns("s"), RLT_NS_PER_S);
-    ASSERT_EQ(rlt__unit_ns("ms"), RLT_NS_PER_MS);
-    ASSERT_EQ(rlt__unit_ns("us"), RLT_NS_PER_US);
-    ASSERT_EQ(rlt__unit_ns("ns"), 1);
-    ASSERT_EQ(rlt__unit_ns("m"), 0);
-    ASSERT_EQ(rlt__unit_ns(""), 0);
+    ASSERT_EQ(rlt__dec_unit_ns("s"), RLT_NS_PER_S);
+    ASSERT_EQ(rlt__dec_unit_ns("ms"), RLT_NS_PER_MS);
+    ASSERT_EQ(rlt__dec_unit_ns("us"), RLT_NS_PER_US);
+    ASSERT_EQ(rlt__dec_unit_ns("ns"), 1);
+    ASSERT_EQ(rlt__dec_unit_ns("m"), 0);
+    ASSERT_EQ(rlt__dec_unit_ns(""), 0);
 }

@@ -1,0 +1,196 @@
+#!/usr/bin/python3
+"""libratelimit against limits (Debian's python3-limits 2.8.0) on the same keys, one thread:
+decisions per second in-process (ours: the keyed store; limits: MemoryStorage fixed and moving
+window) and through one local redis-server (ours: libratelimit_redis; limits: RedisStorage
+fixed and moving window), 100k random keys; then the accuracy of each on one trace against an
+exact log ("at most N in any span of W").
+
+Usage: bench/python/bench.py [--ops N] [--redis-ops N] [--keys K]   (PYTHONPATH: the package)
+"""
+import argparse
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import limits
+import limits.storage
+import limits.strategies
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.environ.get("RLT_PY_PATH") or os.path.join(ROOT, "python"))
+import libratelimit as rl  # noqa: E402
+
+LIMIT, PERIOD = 1000, "minute"
+
+
+def rate(fn, keys):
+    t0 = time.perf_counter()
+    fn(keys)
+    return len(keys) / (time.perf_counter() - t0)
+
+
+def ours_loop(lim):
+    def run(keys):
+        hit = lim.hit
+        for k in keys:
+            hit(k)
+    return run
+
+
+def limits_loop(strategy, item):
+    def run(keys):
+        hit = strategy.hit
+        for k in keys:
+            hit(item, k)
+    return run
+
+
+def start_redis():
+    d = tempfile.mkdtemp(prefix="rlt-bench-redis-")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                          "--appendonly", "no", "--dir", d], stdout=subprocess.DEVNULL)
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.1).close()
+            break
+        except OSError:
+            time.sleep(0.02)
+    return p, port, d
+
+
+def exact_log(trace, n, w):
+    """The reference: a request is allowed iff fewer than n allowed ones lie in (t - w, t]."""
+    out, log = [], []
+    for t in trace:
+        log = [x for x in log if x > t - w]
+        ok = len(log) < n
+        if ok:
+            log.append(t)
+        out.append(ok)
+    return out
+
+
+def worst_span(trace, allowed, w):
+    ts = [t for t, a in zip(trace, allowed) if a]
+    best, j = 0, 0
+    for i in range(len(ts)):
+        while ts[i] - ts[j] >= w:
+            j += 1
+        best = max(best, i - j + 1)
+    return best
+
+
+def accuracy(n=10, w_s=1.0, count=20000, seed=3):
+    """One key, Poisson-ish arrivals at 3x the limit's rate, on a clock we drive: ours by now_ns,
+    limits' by replacing time.time (its MemoryStorage reads it)."""
+    r = random.Random(seed)
+    t, trace = 1000.0, []
+    for _ in range(count):
+        t += r.expovariate(3 * n / w_s)
+        trace.append(round(t, 6))
+    ref = exact_log(trace, n, w_s)
+    rows = []
+
+    def report(name, allowed):
+        wrong = sum(1 for a, b in zip(allowed, ref) if a != b)
+        rows.append((name, sum(allowed), wrong, worst_span(trace, allowed, w_s)))
+
+    for policy in ["sliding_log:%d/1s" % n, "fixed_window:%d/1s" % n, "gcra:%d/1s" % n]:
+        lim = rl.Limiter(policy, store=rl.MemoryStore(origin_ns=0))
+        report("ours " + policy.split(":")[0],
+               [lim.hit("k", now_ns=int(round(x * 1e6)) * 1000).allowed for x in trace])
+    real_time = time.time
+    try:
+        for name, cls in [("limits moving-window", limits.strategies.MovingWindowRateLimiter),
+                          ("limits fixed-window", limits.strategies.FixedWindowRateLimiter)]:
+            now = [0.0]
+            time.time = lambda: now[0]
+            storage = limits.storage.MemoryStorage()
+            strat, item = cls(storage), limits.parse("%d/second" % n)
+            allowed = []
+            for x in trace:
+                now[0] = x
+                allowed.append(strat.hit(item, "k"))
+            report(name, allowed)
+    finally:
+        time.time = real_time
+    return ref, rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ops", type=int, default=1000000)
+    ap.add_argument("--redis-ops", type=int, default=100000)
+    ap.add_argument("--keys", type=int, default=100000)
+    a = ap.parse_args()
+    r = random.Random(1)
+    pool = ["user:%d" % i for i in range(a.keys)]
+    keys = [r.choice(pool) for _ in range(a.ops)]
+    rkeys = keys[:a.redis_ops]
+    item = limits.parse("%d/%s" % (LIMIT, PERIOD))
+    print("limits %s, libratelimit %s, Python %s; %d ops over %d keys (%d through Redis)"
+          % (limits.__version__, rl.__version__, sys.version.split()[0], a.ops, a.keys,
+             a.redis_ops))
+    res = {}
+    res["ours in-process fixed_window"] = rate(ours_loop(rl.Limiter("fixed_window:%d/1m" % LIMIT)), keys)
+    res["ours in-process sliding_log"] = rate(ours_loop(rl.Limiter("sliding_log:%d/1m" % LIMIT)), keys)
+    res["ours in-process gcra"] = rate(ours_loop(rl.Limiter("gcra:%d/1m" % LIMIT)), keys)
+    mem = limits.storage.MemoryStorage()
+    res["limits MemoryStorage fixed-window"] = rate(
+        limits_loop(limits.strategies.FixedWindowRateLimiter(mem), item), keys)
+    mem = limits.storage.MemoryStorage()
+    res["limits MemoryStorage moving-window"] = rate(
+        limits_loop(limits.strategies.MovingWindowRateLimiter(mem), item), keys)
+    proc, port, d = start_redis()
+    try:
+        url = "redis://127.0.0.1:%d" % port
+        for engine in ["scripts"]:
+            store = rl.store_from_url(url + "?engine=" + engine + "&timeout=1")
+            res["ours Redis fixed_window"] = rate(
+                ours_loop(rl.Limiter("fixed_window:%d/1m" % LIMIT, store)), rkeys)
+            res["ours Redis sliding_log"] = rate(
+                ours_loop(rl.Limiter("sliding_log:%d/1m" % LIMIT, store)), rkeys)
+            res["ours Redis gcra"] = rate(ours_loop(rl.Limiter("gcra:%d/1m" % LIMIT, store)), rkeys)
+        rs = limits.storage.storage_from_string(url)
+        rs.reset()  # limits' two strategies use the same key names: start each from empty
+        res["limits RedisStorage fixed-window"] = rate(
+            limits_loop(limits.strategies.FixedWindowRateLimiter(rs), item), rkeys)
+        rs.reset()
+        res["limits RedisStorage moving-window"] = rate(
+            limits_loop(limits.strategies.MovingWindowRateLimiter(rs), item), rkeys)
+    finally:
+        proc.terminate()
+        proc.wait()
+        shutil.rmtree(d, ignore_errors=True)
+    print("\n| what | decisions/s |\n|---|---:|")
+    for k, v in res.items():
+        print("| %s | %s |" % (k, format(int(v), ",")))
+    f = res["ours in-process fixed_window"]
+    print("\nin-process: ours fixed_window / limits fixed-window = %.1fx, ours sliding_log / "
+          "limits moving-window = %.1fx" % (f / res["limits MemoryStorage fixed-window"],
+                                            res["ours in-process sliding_log"]
+                                            / res["limits MemoryStorage moving-window"]))
+    print("Redis: ours fixed_window / limits fixed-window = %.1fx, ours sliding_log / limits "
+          "moving-window = %.1fx" % (res["ours Redis fixed_window"]
+                                     / res["limits RedisStorage fixed-window"],
+                                     res["ours Redis sliding_log"]
+                                     / res["limits RedisStorage moving-window"]))
+    ref, rows = accuracy()
+    print("\naccuracy: 20000 requests on one key at 3x the rate of 10/second; the exact log "
+          "allows %d\n\n| limiter | allowed | decisions unlike the exact log | most allowed in "
+          "any 1 s |\n|---|---:|---:|---:|" % sum(ref))
+    for name, allowed, wrong, worst in rows:
+        print("| %s | %d | %d | %d |" % (name, allowed, wrong, worst))
+
+
+if __name__ == "__main__":
+    main()

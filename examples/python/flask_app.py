@@ -1,0 +1,45 @@
+"""A Flask app limited by libratelimit: app-wide defaults, a stricter login, a per-user API.
+Run: FLASK_APP=examples/python/flask_app.py flask run  (RATELIMIT_STORE=redis://... to share)."""
+import os
+
+from flask import Flask, g, request
+
+from libratelimit.flask import FlaskLimiter
+
+app = Flask(__name__)
+limiter = FlaskLimiter(default="100/minute;1000/hour", store=os.environ.get("RATELIMIT_STORE"))
+
+
+@app.before_request
+def authenticate():
+    # Stand-in for real authentication: the API key names the user.  Registered before the
+    # limiter's own hook (init_app below) so that the limiter sees g.user.
+    key = request.headers.get("X-API-Key")
+    if key:
+        g.user = key
+
+
+@app.route("/")
+def index():
+    return "hello\n"
+
+
+@app.route("/login", methods=["POST"])
+@limiter.limit("5/minute")
+def login():
+    return "welcome\n"
+
+
+@app.route("/api/search")
+@limiter.limit("gcra:10/1s,burst=20", name="search")
+def search():
+    return {"results": []}
+
+
+@app.route("/healthz")
+@limiter.exempt
+def healthz():
+    return "ok\n"
+
+
+limiter.init_app(app)

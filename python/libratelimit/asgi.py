@@ -1,0 +1,66 @@
+"""ASGI middleware (Starlette, FastAPI, any ASGI app): a limit per route (or a default) keyed by
+the authenticated user (scope["user"], as Starlette's AuthenticationMiddleware sets it) or the
+client address; 429 with Retry-After and the IETF headers, the headers on allowed responses.
+
+    app.add_middleware(RateLimitMiddleware, default="100/minute", routes={"/login": "5/minute"})
+"""
+from typing import Any, Awaitable, Callable, Mapping, MutableMapping, Optional, Union
+
+from ._web import BODY_429, KeyFunc, Routes, Spec, header_list, user_key
+from .stores import Store
+
+__all__ = ["RateLimitMiddleware", "default_key"]
+
+Scope = MutableMapping[str, Any]
+
+
+def default_key(scope: Scope) -> Optional[str]:
+    """The authenticated user ("user:NAME": scope["user"].identity or display_name when
+    is_authenticated), else the client address ("addr:IP")."""
+    user = user_key(scope.get("user"))
+    if user:
+        return user
+    client = scope.get("client")
+    return "addr:%s" % (client[0] if client else "-")
+
+
+class RateLimitMiddleware:
+    """Wraps an ASGI app; the arguments are the WSGI middleware's, ``key`` and ``cost`` taking
+    the ASGI scope.  Non-HTTP scopes (lifespan, websocket) pass through."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]], default: Optional[Spec] = None,
+                 routes: Optional[Mapping[str, Spec]] = None, key: KeyFunc = default_key,
+                 store: Union[None, str, Store] = None,
+                 cost: Optional[Callable[[Scope], int]] = None,
+                 strategy: Optional[str] = None) -> None:
+        self.app = app
+        self.routes = Routes(routes, default, store, strategy)
+        self.key = key
+        self.cost = cost
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        route, lim = self.routes.find(scope.get("path", "/"))
+        k = self.key(scope) if lim is not None else None
+        if lim is None or k is None:
+            return await self.app(scope, receive, send)
+        if isinstance(k, str):
+            k = k.encode()
+        d = await lim.ahit(route.encode() + b"\0" + k, self.cost(scope) if self.cost else 1)
+        scope.setdefault("state", {})["libratelimit.decision"] = d
+        headers = [(n.lower().encode("latin-1"), v.encode("latin-1")) for n, v in header_list(d)]
+        if not d.allowed:
+            await send({"type": "http.response.start", "status": 429,
+                        "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                                    (b"content-length", str(len(BODY_429)).encode())] + headers})
+            await send({"type": "http.response.body", "body": BODY_429})
+            return
+
+        async def send_with_headers(message: Mapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message = dict(message)
+                message["headers"] = list(message.get("headers", [])) + headers
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)

@@ -1,0 +1,159 @@
+/* The ratelimitd store: RL.* commands over RESP (hiredis), one pooled connection per call.
+ * The daemon reads its own clock and answers in milliseconds rounded up (docs/server.md): the
+ * decisions here carry those, converted to ns. */
+#include "native.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+static void close_daemon(void *c)
+{
+    redisFree(c);
+}
+
+/* A connection for one call (GIL released): opened, its timeouts set, AUTH sent. */
+static int daemon_connect(StoreObject *s, redisContext **out)
+{
+    struct timeval tv = {(time_t)(s->timeout / RLT_NS_PER_S),
+                         (suseconds_t)(s->timeout % RLT_NS_PER_S / 1000)};
+    redisContext *c = redisConnectWithTimeout(s->host, s->port, tv);
+    if (!c) return RLT_ENOMEM;
+    if (c->err || redisSetTimeout(c, tv) != REDIS_OK) {
+        redisFree(c);
+        return RLT_EBACKEND;
+    }
+    if (s->password) {
+        redisReply *r = redisCommand(c, "AUTH %s", s->password);
+        int bad = !r || r->type == REDIS_REPLY_ERROR;
+        if (r) freeReplyObject(r);
+        if (bad) {
+            redisFree(c);
+            return RLT_EBACKEND;
+        }
+    }
+    *out = c;
+    return RLT_OK;
+}
+
+static int64_t ival(const redisReply *r, size_t i)
+{
+    return r->type == REDIS_REPLY_ARRAY && i < r->elements &&
+                   r->element[i]->type == REDIS_REPLY_INTEGER
+               ? r->element[i]->integer
+               : 0;
+}
+
+static rlt_ns ms_ns(int64_t ms)
+{
+    return ms < 0 ? -1 : ms * RLT_NS_PER_MS;
+}
+
+/* Runs one command (GIL released) and turns its reply into *d and the outputs. */
+static int run(StoreObject *s, redisContext **cp, int op, int argc, const char **argv,
+               const size_t *argl, rlt_decision *d, uint64_t *out_id, int *refused)
+{
+    int rc = RLT_OK;
+    if (!*cp && (rc = daemon_connect(s, cp)) != RLT_OK) return rc;
+    redisReply *r = redisCommandArgv(*cp, argc, argv, argl);
+    if (!r) {
+        rc = (*cp)->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK) ? RLT_ETIMEDOUT
+                                                                                     : RLT_EBACKEND;
+        redisFree(*cp); /* its stream is out of step now */
+        *cp = NULL;
+        return rc;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        rc = strstr(r->str, "unknown reservation")   ? RLT_ENOENT
+             : strstr(r->str, "reservation refused") ? RLT_EFULL
+             : strstr(r->str, "store is full")       ? RLT_EFULL
+                                                     : RLT_EBACKEND;
+    } else if (op == 'x' || op == 'l') {
+        rc = r->type == REDIS_REPLY_INTEGER && r->integer == 0 ? RLT_ENOENT : RLT_OK;
+    } else if (r->type != REDIS_REPLY_ARRAY || r->elements < 5) {
+        rc = RLT_EBACKEND;
+    } else {
+        memset(d, 0, sizeof *d);
+        d->allowed = ival(r, 0) != 0;
+        d->limit = ival(r, 1);
+        d->remaining = ival(r, 2);
+        d->retry_after = d->allowed ? 0 : ms_ns(ival(r, 3));
+        if (op == 'a') {
+            d->lease = ival(r, 4);
+        } else {
+            d->reset_after = ms_ns(ival(r, 4));
+            if (op == 'c' || op == 'm') d->delay = ms_ns(ival(r, 5));
+        }
+        if (op == 'm' && refused) *refused = (int)ival(r, 6);
+        if (op == 'r' && out_id) {
+            const redisReply *e = r->elements > 5 ? r->element[5] : NULL;
+            *out_id = e && e->type == REDIS_REPLY_STRING ? strtoull(e->str, NULL, 16) : 0;
+        }
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+/* Decides on the daemon.  op: 'c' check or acquire (by the policy), 'm' multi over n checks,
+ * 'x' reset, 'l' release `lease`, 'r' reserve (c->cost the estimate, `timeout` ns), 's' settle
+ * reservation `id` (c->cost the real cost).  With the GIL held; releases it for the I/O.  A
+ * failure of the daemon fills *d with the fail-mode decision. */
+int pyrlt_daemon_op(StoreObject *s, int op, const pyrlt_check *c, size_t n, rlt_ns timeout,
+                    uint64_t id, int64_t lease, rlt_decision *d, uint64_t *out_id, int *refused)
+{
+    const char *argv[3 + 3 * 64];
+    size_t argl[3 + 3 * 64];
+    char nums[64][24], extra[2][24];
+    int argc = 0;
+    const rlt_policy *p = &c->lim->pol[c->pidx];
+#define ARG(ptr, len) (argv[argc] = (ptr), argl[argc++] = (len))
+#define STR(t) ARG((t), strlen(t))
+    if (op == 'c' && p->algo == RLT_CONCURRENCY && c->cost == 1) op = 'a';
+    STR(op == 'c'   ? "RL.CHECK"
+        : op == 'a' ? "RL.ACQUIRE"
+        : op == 'm' ? "RL.MULTI"
+        : op == 'x' ? "RL.RESET"
+        : op == 'l' ? "RL.RELEASE"
+        : op == 'r' ? "RL.RESERVE"
+                    : "RL.SETTLE");
+    if (op != 'm') n = 1;
+    for (size_t i = 0; i < n; i++) {
+        ARG(c[i].k, c[i].kl);
+        STR(c[i].lim->text[c[i].pidx]);
+        if (op == 'c' || op == 'm' || op == 'r') {
+            snprintf(nums[i], sizeof nums[i], "%" PRId64, c[i].cost);
+            STR(nums[i]);
+        }
+    }
+    if (op == 'l') {
+        snprintf(extra[0], sizeof extra[0], "%" PRId64, lease);
+        STR(extra[0]);
+    } else if (op == 'r' && timeout > 0) {
+        STR("TIMEOUT");
+        snprintf(extra[0], sizeof extra[0], "%" PRId64,
+                 (timeout + RLT_NS_PER_MS - 1) / RLT_NS_PER_MS);
+        STR(extra[0]);
+    } else if (op == 's') {
+        snprintf(extra[0], sizeof extra[0], "%016" PRIx64, id);
+        STR(extra[0]);
+        snprintf(extra[1], sizeof extra[1], "%" PRId64, c->cost);
+        STR(extra[1]);
+    }
+#undef ARG
+#undef STR
+    rlt_decision tmp;
+    if (!d) d = &tmp;
+    if (refused) *refused = -1;
+    if (out_id) *out_id = 0;
+    redisContext *conn = pyrlt_pool_take(&s->pool);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = run(s, &conn, op, argc, argv, argl, d, out_id, refused);
+    Py_END_ALLOW_THREADS pyrlt_pool_give(&s->pool, conn, close_daemon);
+    if ((rc == RLT_EBACKEND || rc == RLT_ETIMEDOUT) && op != 'x' && op != 'l' && op != 's') {
+        bool open = (c->lim->flags & RLT_REDIS_FAIL_OPEN) != 0;
+        *d = (rlt_decision){
+            .allowed = open, .limit = rlt_policy_limit(p), .retry_after = open ? 0 : RLT_NS_PER_S};
+    }
+    return rc;
+}
