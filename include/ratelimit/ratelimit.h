@@ -442,7 +442,10 @@ bool rlt_settle_supported(const rlt_policy *p);
  * `state` at instant `reserved_at` turned out to cost `real_cost`.
  *   real_cost > estimate: the difference is charged at `now`, even past the limit (debt:
  *     token bucket and GCRA hold more than B used, fixed and sliding window count past N;
- *     later requests are denied until it is repaid).  The sliding log has N slots: it
+ *     later requests are denied until it is repaid).  Debt saturates at what the state
+ *     holds (an int64 count or scaled amount; GCRA's tat at INT64_MAX) instead of failing:
+ *     a huge real_cost (2^63 - 1) leaves the state denying, never returning RLT_ERANGE on
+ *     the next call.  The sliding log has N slots: it
  *     records at most N entries at `now`, dropping its oldest live ones to make room.
  *   real_cost < estimate: the difference is refunded, but only what the reservation still
  *     holds: fixed window, while `now` is in the window it was charged to; sliding window,

@@ -151,7 +151,8 @@ int rlt__bucket_set_used(const rlt_policy *p, void *st, rlt_ns now, int64_t used
  * elapsed = max(0, latest - reserved_at) and latest the latest instant the bucket has seen
  * (token bucket: max(now, last); GCRA: now, see rlt_settle's contract): the refill since the
  * reservation is assumed to have repaid the reservation first, so only what it can still hold
- * is given back. */
+ * is given back.  A debt past what int64 holds saturates (used = INT64_MAX, or tat = INT64_MAX
+ * for GCRA): the bucket then stays empty for centuries, which no client can tell from more. */
 int rlt__bucket_settle(const rlt_policy *p, void *st, rlt_ns now, rlt_ns reserved_at,
                        int64_t estimate, int64_t real)
 {
@@ -161,10 +162,13 @@ int rlt__bucket_settle(const rlt_policy *p, void *st, rlt_ns now, rlt_ns reserve
     if (rc) return rc;
     int64_t after;
     if (real > estimate) {
+        /* Debt saturates at what the state can hold (a GCRA word: tat <= INT64_MAX): charged
+         * as far as it fits, the rest is beyond any wait a client could see anyway. */
         int64_t extra;
-        if (__builtin_mul_overflow(real - estimate, p->unit_, &extra) ||
-            __builtin_add_overflow(used, extra, &after))
-            return RLT_ERANGE;
+        if (__builtin_mul_overflow(real - estimate, p->unit_, &extra)) extra = INT64_MAX;
+        after = rlt__sat_add(used, extra);
+        if (p->algo == RLT_GCRA && now_s > 0 && after > INT64_MAX - now_s)
+            after = INT64_MAX - now_s;
     } else {
         int64_t k = (estimate - real) * p->unit_; /* <= estimate x unit_ <= cap_: no overflow */
         int64_t held = estimate * p->unit_, refilled;

@@ -112,7 +112,7 @@ int rlt__fixed_window_settle(const rlt_policy *p, void *st, rlt_ns now, rlt_ns r
     int64_t k;
     fw_state s = current(p, st, now, &k, NULL);
     if (real > estimate) {
-        if (__builtin_add_overflow(s.count, real - estimate, &s.count)) return RLT_ERANGE;
+        s.count = rlt__sat_add(s.count, real - estimate); /* debt saturates: still denied */
     } else if (s.win == window_of(p, reserved_at, NULL)) { /* calendar windows too */
         int64_t back = estimate - real;
         s.count -= back < s.count ? back : s.count;

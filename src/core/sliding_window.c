@@ -135,7 +135,7 @@ int rlt__sliding_window_settle(const rlt_policy *p, void *st, rlt_ns now, rlt_ns
     int64_t e;
     sw_state s = current(p, st, now, &e);
     if (real > estimate) {
-        if (__builtin_add_overflow(s.curr, real - estimate, &s.curr)) return RLT_ERANGE;
+        s.curr = rlt__sat_add(s.curr, real - estimate); /* debt saturates: still denied */
     } else {
         int64_t k = estimate - real, kr = rlt__floor_div(reserved_at, p->period);
         int64_t *c = s.win == kr ? &s.curr : (i128)s.win == (i128)kr + 1 ? &s.prev : NULL;

@@ -147,9 +147,11 @@ static int decode_u64value(rd m, int64_t *out, char *err, size_t errlen)
         uint64_t v;
         if (!rd_tag(&m, &num, &wt)) return malformed(err, errlen, "bad tag in hits_addend");
         if (num == 1) {
-            if (wt != WT_VARINT || !rd_varint(&m, &v) || v > INT64_MAX)
+            if (wt != WT_VARINT || !rd_varint(&m, &v))
                 return malformed(err, errlen, "bad descriptor hits_addend");
-            *out = (int64_t)v;
+            /* A uint64 past int64 is a charge no limit can tell from INT64_MAX: saturated,
+             * as the debt it makes is (rlt_settle), never refused. */
+            *out = v > INT64_MAX ? INT64_MAX : (int64_t)v;
         } else if (!rd_skip(&m, wt)) {
             return malformed(err, errlen, "bad field in hits_addend");
         }

@@ -333,16 +333,37 @@ TEST(settle_refuses_what_cannot_settle)
     ASSERT_EQ(rlt_settle(&p, st, 0, 0, 11, 0, &d), RLT_EINVAL); /* never allowed */
     ASSERT_EQ(rlt_settle(NULL, st, 0, 0, 1, 0, &d), RLT_EINVAL);
     ASSERT(!rlt_settle_supported(NULL));
-    /* A debt that would leave int64 is refused and changes nothing. */
-    int64_t g = 0;
-    ASSERT_EQ(rlt_decide(&p, &g, 0, 1, &d), RLT_OK);
-    int64_t before = g;
-    ASSERT_EQ(rlt_settle(&p, &g, 0, 0, 1, INT64_MAX, &d), RLT_ERANGE);
-    ASSERT_EQ(g, before);
-    p = parse_policy("fixed_window:10/s");
-    int64_t fw[2] = {0};
-    ASSERT_EQ(rlt_decide(&p, fw, 0, 1, &d), RLT_OK);
-    ASSERT_EQ(rlt_settle(&p, fw, 0, 0, 1, INT64_MAX, &d), RLT_OK); /* INT64_MAX - 1 extra */
-    ASSERT_EQ(rlt_settle(&p, fw, 0, 0, 0, 2, &d), RLT_ERANGE);
-    ASSERT_EQ(fw[1], INT64_MAX);
+}
+
+TEST(a_debt_past_int64_saturates_and_keeps_denying)
+{
+    /* Envoy's stream-end charge (drain_over_limit) may carry hits_addend 2^63 - 1: the debt
+     * saturates at what the state holds, and every later call is answered (denied), never
+     * RLT_ERANGE, for every algorithm that settles, at the origin and far from it. */
+    const char *texts[] = {"fixed_window:10/1m", "sliding_window:10/1m", "sliding_log:10/1m",
+                           "token_bucket:10/1m", "gcra:10/1m", "gcra:1000000/1s,burst=5"};
+    const rlt_ns origins[] = {0, 1000 * S, (rlt_ns)1 << 61};
+    for (size_t t = 0; t < sizeof texts / sizeof texts[0]; t++)
+        for (size_t o = 0; o < sizeof origins / sizeof origins[0]; o++) {
+            rlt_policy p = parse_policy(texts[t]);
+            int64_t *st = calloc(1, rlt_state_size(&p));
+            ASSERT(st != NULL);
+            rlt_ns now = origins[o];
+            rlt_decision d;
+            ASSERT_EQ(rlt_decide(&p, st, now, 0, &d), RLT_OK);
+            ASSERT_EQ(rlt_settle(&p, st, now, now, 0, INT64_MAX, &d), RLT_OK);
+            ASSERT(!d.allowed);
+            ASSERT_EQ(d.remaining, 0);
+            for (int k = 0; k < 3; k++) { /* more debt on top: still saturated, still OK */
+                ASSERT_EQ(rlt_settle(&p, st, now + k, now + k, 0, INT64_MAX, &d), RLT_OK);
+                ASSERT_EQ(rlt_decide(&p, st, now + k, 1, &d), RLT_OK);
+                ASSERT(!d.allowed);
+                ASSERT(d.retry_after > 0);
+            }
+            /* A day later: the windows forgot their debt; the buckets still owe it. */
+            ASSERT_EQ(rlt_decide(&p, st, now + 86400 * S, 1, &d), RLT_OK);
+            bool bucket = p.algo == RLT_TOKEN_BUCKET || p.algo == RLT_GCRA;
+            ASSERT_EQ(d.allowed, !bucket);
+            free(st);
+        }
 }

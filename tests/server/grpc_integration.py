@@ -577,6 +577,27 @@ def drain_over_limit_charges_every_hit_past_the_limit_and_says_when_it_did_not_f
 
 
 @test
+def a_stream_end_charge_of_2_63_minus_1_saturates_and_keeps_answering_over_limit(tmp):
+    # One drain_over_limit call with hits_addend 2^63 - 1 used to turn every later cost-1 call
+    # into INVALID_ARGUMENT "cost out of range" until the window ended, and Envoy with
+    # failure_mode_deny: false then let every request through.  The debt saturates instead.
+    cfg = ("domain: d\ndescriptors:\n"
+           "  - key: fw\n    rate_limit: {unit: hour, requests_per_unit: 10, drain_over_limit: true}\n"
+           "  - key: sw\n    rate_limit: {policy: \"sliding_window:10/1h\", drain_over_limit: true}\n"
+           "  - key: tb\n    rate_limit: {policy: \"token_bucket:10/1h\", drain_over_limit: true}\n"
+           "  - key: gc\n    rate_limit: {policy: \"gcra:10/1h\", drain_over_limit: true}\n")
+    with GDaemon(tmp, config=cfg) as d:
+        cl = d.client()
+        for k in ("fw", "sw", "tb", "gc"):
+            a = cl(req("d", {"entries": [(k, "u")], "hits_addend": 2 ** 63 - 1}))
+            assert a.overall_code == OVER, (k, a)
+            for hits in (1, 1, 0, 12345678901, 2 ** 63 - 1, 2 ** 64 - 1):
+                a = cl(req("d", {"entries": [(k, "u")], "hits_addend": hits}))
+                assert a.overall_code == OVER and a.statuses[0].limit_remaining == 0, (k, hits, a)
+        cl.close()
+
+
+@test
 def empty_domain_no_descriptors_and_malformed_messages_are_grpc_errors(tmp):
     with GDaemon(tmp, config=RL_CFG) as d:
         cl = d.client()
