@@ -563,7 +563,22 @@ static int bind_all(rlt__daemon *d, rlt__listener *ls, size_t nls, const char *b
         for (unsigned i = 0; i < d->n; i++) {
             worker *w = &d->w[i];
             int fd = rlt__listen_on(bind, ls[k].port, i == 0, err, errlen);
-            if (fd < 0) return RLT_EINVAL;
+            if (fd < 0) {
+                /* Name what moves this listener: a busy port (a second daemon) is the first
+                 * thing a new user hits. */
+                static const char *const how[][3] = {{"resp", "--port", "port"},
+                                                     {"http", "--http-port", "http_port"},
+                                                     {"grpc", "--grpc-port", "grpc_port"}};
+                for (size_t h = 0; h < sizeof how / sizeof how[0]; h++) {
+                    size_t used = strlen(err);
+                    if (strcmp(ls[k].proto->name, how[h][0]) == 0 && used < errlen)
+                        snprintf(err + used, errlen - used,
+                                 "; %s N (server.%s) moves the %s listener (0: any free port, "
+                                 "-1: off)",
+                                 how[h][1], how[h][2], how[h][0]);
+                }
+                return RLT_EINVAL;
+            }
             /* The first socket picks the port (0 = any free one); the others join it. */
             if (i == 0) ls[k].port = rlt__bound_port(fd);
             w->lis[w->nlis++] = (listener_ev){.proto = ls[k].proto, .fd = fd};

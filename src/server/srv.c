@@ -6,6 +6,7 @@
 #include "server/clock.h"
 #include "server/config.h"
 #include "server/inline.h"
+#include "server/log.h"
 #include "server/mem.h"
 #include "server/top.h"
 
@@ -449,6 +450,13 @@ int rlt__srv_open(rlt__srv **out, rlt__config *cfg, rlt_ns now, int64_t wall_ns,
             rlt__srv_close(s);
             return RLT_EINVAL;
         }
+        /* Say what came back: an operator restarting the daemon wants to see that the
+         * limits survived (and from which file, how old). */
+        rlt_store_stats ss;
+        rlt_store_stats_get(s->store, &ss);
+        long long age = wall_ns / RLT_NS_PER_S - (long long)sb.st_mtime;
+        rlt__log(RLT__LOG_INFO, "restored %llu keys from snapshot %s, written %llds ago",
+                 (unsigned long long)ss.keys, cfg->set.snapshot, age < 0 ? 0 : age);
     }
     if (rlt__inline_open(&s->inl, cfg->set.max_inline_policies, s->store, now) != RLT_OK) {
         snprintf(err, errlen, "out of memory");
