@@ -229,7 +229,7 @@ int rlt_store_save(rlt_store *s, const char *path, rlt_ns now, int64_t wall_ns)
         }
     }
     for (uint32_t i = 0; i < s->ntier; i++) {
-        const rlt__tier *t = &s->tiers[i];
+        const rlt__named_tier *t = &s->tiers[i];
         PUT8(&b, REC_TIER);
         PUT16(&b, i);
         PUT8(&b, t->nlen);

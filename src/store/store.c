@@ -923,12 +923,12 @@ static int tier_append(rlt_store *s, const char *name, size_t len, int policy)
     if (s->ntier >= MAX_TIERS) return RLT_ENOMEM;
     if (s->ntier == s->tiercap) {
         uint32_t nc = s->tiercap ? s->tiercap * 2 : 8;
-        rlt__tier *nt = realloc(s->tiers, nc * sizeof *nt);
+        rlt__named_tier *nt = realloc(s->tiers, nc * sizeof *nt);
         if (!nt) return RLT_ENOMEM;
         s->tiers = nt;
         s->tiercap = nc;
     }
-    rlt__tier *t = &s->tiers[s->ntier++];
+    rlt__named_tier *t = &s->tiers[s->ntier++];
     memset(t, 0, sizeof *t);
     t->nlen = (uint8_t)len;
     memcpy(t->name, name, len);

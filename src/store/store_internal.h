@@ -100,11 +100,13 @@ typedef struct rlt__pol {
     char name[RLT_NAME_MAX + 1];
 } rlt__pol;
 
-typedef struct rlt__tier {
+/* A named tier: the policy its assigned keys are decided under (rlt_store_set_tier).  Named
+ * apart from the server's rlt__tier (server/config.h), a tier of its configuration. */
+typedef struct rlt__named_tier {
     uint8_t nlen;
     char name[RLT_NAME_MAX + 1];
     int policy;
-} rlt__tier;
+} rlt__named_tier;
 
 struct rlt_store {
     rlt__sipkey sip; /* the secret, expanded for the key hash */
@@ -120,7 +122,7 @@ struct rlt_store {
     bool big; /* some shard's table has grown to a size where single calls prefetch (atomic) */
     rlt__pol *pols;
     uint32_t npol, polcap;
-    rlt__tier *tiers;
+    rlt__named_tier *tiers;
     uint32_t ntier, tiercap;
     /* The latest `now` at which a non-fresh-looking drop could matter: every drop of a fresh
      * entry happens at some `now`, and the entry is equivalent to fresh only from then on.
