@@ -34,8 +34,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "store/assign.h"
 #include "store/crc32c.h"
-#include "store/store_internal.h"
+#include "store/evict.h"
+#include "store/lock.h"
+#include "store/policy.h"
+#include "store/store.h"
+#include "store/table.h"
+#include "store/tier.h"
 
 #define SNAP_VERSION 1u
 #define SNAP_ENDIAN 0x01020304u
