@@ -36,7 +36,7 @@ static __attribute__((noinline)) int decide_general(rlt_store *s, rlt__shard *sh
     if (e) {
         /* An existing entry is never dropped here: a peek or a denial consumed nothing and
          * must change nothing, not even which instants later calls are decided at.  The
-         * sweep and make_room drop it once it is fresh. */
+         * sweep and the eviction (evict.c) drop it once it is fresh. */
         uint8_t *st = rlt__slot_state(s, e);
         if ((rc = rlt_decide(&P->p, st, now, cost, d))) return rc;
         e->meta |= RLT__REF;
@@ -68,7 +68,7 @@ __attribute__((noinline)) int rlt__decide_locked_general(rlt_store *s, rlt__shar
                                                          int id, const void *key, size_t klen,
                                                          rlt_ns now, int64_t cost, rlt_decision *d)
 {
-    if (cost < 0) return RLT_EINVAL; /* decide_aes's fast entry leaves this check to here */
+    if (cost < 0) return RLT_EINVAL; /* decide.c's fast AES entry leaves this check to here */
     const rlt__pol *P = &s->pols[id];
     const rlt_ns floor = __atomic_load_n(&s->drop_floor, __ATOMIC_ACQUIRE);
     const rlt_ns eff = now < floor ? floor : now;

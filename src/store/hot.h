@@ -137,7 +137,9 @@ rlt__slot_key_is(const rlt__slot *e, size_t klen, bool words, rlt__key16 kv, con
  * the fewer instructions per call, the more calls overlap (docs/performance.md measures it).
  * `big` is the store's big flag as the caller read it for its prefetch (it only ever turns
  * on, and either value decides right); `k816` tells that the key has 8..16 bytes, which the
- * AES entry checks before it hashes, so that the inlined copy drops the length's tests. */
+ * AES entry checks before it hashes, so that the inlined copy drops the length's tests.
+ * Caller holds sh's lock.  Returns RLT_OK (allowed or denied), RLT_ENOENT (unknown policy id),
+ * RLT_EINVAL (negative cost), or what the general path returns (RLT_EFULL, RLT_ENOMEM). */
 static inline __attribute__((always_inline)) int
 rlt__decide_locked_tag(rlt_store *s, rlt__shard *sh, uint64_t h, uint32_t tag, int id,
                        const void *key, size_t klen, rlt_ns now, int64_t cost, rlt_decision *d,
@@ -199,6 +201,8 @@ general:
     return rlt__decide_locked_general(s, sh, h, id, key, klen, now, cost, d);
 }
 
+/* rlt__decide_locked_tag for a caller that knows only (h, id): the tag from them, the big flag
+ * read here, any key length.  Same returns. */
 static inline __attribute__((always_inline)) int
 rlt__decide_locked(rlt_store *s, rlt__shard *sh, uint64_t h, int id, const void *key, size_t klen,
                    rlt_ns now, int64_t cost, rlt_decision *d)
