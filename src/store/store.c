@@ -36,15 +36,13 @@
  * policies and tiers.  hot.h and decide.c: the single call; general.c: its general path;
  * batch.c: batches; multi.c: multi-limit checks.  reserve.c: reservations; snapshot.c:
  * snapshots; aeshash.c, siphash.c: the key hashes. */
-#define _GNU_SOURCE
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "store/assign.h"
 #include "store/lock.h"
 #include "store/reserve.h"
+#include "store/secret.h"
 #include "store/store.h"
 #include "store/table.h"
 
@@ -131,17 +129,7 @@ int rlt__store_open_hash(rlt_store **out, const rlt_store_options *opt, int hash
     if (hash == RLT__HASH_AES ? !aes_ok : hash != RLT__HASH_AUTO && hash != RLT__HASH_SIP)
         return RLT_EINVAL;
     uint8_t secret[16];
-    if (o.has_secret) {
-        memcpy(secret, o.secret, 16);
-    } else {
-        size_t got = 0;
-        while (got < sizeof secret) {
-            ssize_t r = getrandom(secret + got, sizeof secret - got, 0);
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) return RLT_EIO;
-            got += (size_t)r;
-        }
-    }
+    if (rlt__secret_init(secret, o.has_secret, o.secret)) return RLT_EIO;
     int rc = store_alloc(out, n, o.max_keys ? o.max_keys / n : UINT64_MAX,
                          o.max_bytes ? o.max_bytes / n : UINT64_MAX, o.fail_closed, secret,
                          hash != RLT__HASH_SIP && aes_ok);

@@ -1,5 +1,6 @@
 /* One shard's table of slots (table.h): where an entry keeps its state and key, deletion,
  * the table's memory and growth, and the (tab, cap) copy the prefetch reads. */
+#define _GNU_SOURCE /* MADV_HUGEPAGE */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
