@@ -34,8 +34,9 @@
  * shard lock.  table.c: a shard's table (slots, probing, deletion, growth).  evict.c: room for
  * new entries and the idle sweep.  assign.c: tier assignments.  policy.c, tier.c: named
  * policies and tiers.  hot.h and decide.c: the single call; general.c: its general path;
- * batch.c: batches; multi.c: multi-limit checks.  reserve.c: reservations; snapshot.c:
- * snapshots; aeshash.c, siphash.c: the key hashes. */
+ * decision.h: what a decision writes; batch.c: batches; multi.c: multi-limit checks.
+ * reserve.c: reservations; snapshot.c: snapshots; aeshash.c, siphash.c, secret.c: the key
+ * hashes and their secret. */
 #include <stdlib.h>
 #include <string.h>
 
