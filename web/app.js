@@ -38,7 +38,7 @@ function readHash() {
   return o;
 }
 
-const enc = (v) => encodeURIComponent(v).replace(/%(2C|3A|2F|40)/g, (m) => decodeURIComponent(m));
+const enc = (v) => encodeURIComponent(v).replace(/%(2C|3A|2F|40|3D)/g, (m) => decodeURIComponent(m));
 
 /** The fragment for the current state: the options set, and the clock when it is stopped. */
 export function hashFor() {

@@ -130,7 +130,7 @@ export function drawTimeline(svg, cfg, sim, sp, cursor) {
       const t = cfg.requests[k].t;
       if (r.ok[k] && r.busy[k] > 0n) {
         const end = t + r.busy[k];
-        const by = y0 + 6 + (bars++ % 4) * 5;
+        const by = y0 + 4 + (bars++ % 4) * 4; // up to four lanes of bars above the marks
         const queued = r.delay[k] > 0n;
         const until = end < sim.T ? end : sim.T;
         if (until > t)
@@ -138,8 +138,9 @@ export function drawTimeline(svg, cfg, sim, sp, cursor) {
         if (queued && end <= sim.T) g.append(el('circle', { cx: x(end), cy: by, r: 2.5, class: 'sent' }));
       }
       const xx = x(t);
-      if (r.ok[k]) g.append(el('circle', { cx: xx, cy: cy + 4, r: 4.5, class: 'ok' }));
-      else g.append(el('path', { d: `M${xx - 4} ${cy} L${xx + 4} ${cy + 8} M${xx - 4} ${cy + 8} L${xx + 4} ${cy}`, class: 'no' }));
+      const my = y0 + 24;
+      if (r.ok[k]) g.append(el('circle', { cx: xx, cy: my, r: 4.5, class: 'ok' }));
+      else g.append(el('path', { d: `M${xx - 4} ${my - 4} L${xx + 4} ${my + 4} M${xx - 4} ${my + 4} L${xx + 4} ${my - 4}`, class: 'no' }));
     }
     svg.append(g);
   });
