@@ -185,6 +185,20 @@ try {
   check((await readTable(page)).rows[0][1] === msg, 'the row says the error too');
   await page.close();
 
+  // 5b. Each line of "When to reach for it" is a preset: it sets the fragment and draws its rows.
+  page = await open();
+  const presets = await page.$$eval('[data-preset]', (bs) => bs.map((b) => b.dataset.preset));
+  check(presets.length === 6, `six presets: ${presets.length}`);
+  for (let i = 0; i < presets.length; i++) {
+    await page.click(`.presets tbody tr:nth-child(${i + 1}) button`);
+    await page.waitForFunction((h) => location.hash === h, { timeout: 5000 }, presets[i]);
+    await sleep(50);
+    const pt = await readTable(page);
+    check(pt.rows.length === 7 && pt.rows.every((r) => r.length === 6), `preset ${presets[i]} draws seven rows without an error`);
+    if (i === 0) sameTable(pt, cliTable(['--pattern', 'boundary', '--until', '20']), `preset ${presets[i]}`);
+  }
+  await page.close();
+
   // 6. Reduced motion: the clock moves whole ticks, never gliding between them.
   page = await open('#pattern=steady', { reducedMotion: true });
   await page.$eval('#speed', (e) => { e.value = '10'; e.dispatchEvent(new Event('change')); });
