@@ -30,7 +30,6 @@ export const ENOENT = -6;
 
 const FIELDS = ['algo', 'limit', 'period', 'burst', 'queue', 'delay', 'block', 'blockFactor',
   'blockMax', 'jitter', 'months'];
-const RESULT = ['allowed', 'limit', 'remaining', 'retryAfter', 'resetAfter', 'delay', 'lease'];
 
 /** The module: instantiate once from the bytes of ratelimit.wasm (an ArrayBuffer or a view). */
 export class Core {
@@ -53,6 +52,13 @@ export class Core {
     this.x = x;
     this.enc = new TextEncoder();
     this.dec = new TextDecoder();
+  }
+
+  /** The last decision's seven int64 fields, a view into the module's memory. */
+  last() {
+    if (!this.lastView || this.lastView.buffer !== this.x.memory.buffer)
+      this.lastView = new BigInt64Array(this.x.memory.buffer, this.x.rlt_wasm_last(), 7);
+    return this.lastView;
   }
 
   cstr(ptr) {
@@ -109,11 +115,9 @@ export class State {
   }
 
   result(rc) {
-    const x = this.p.core.x;
-    const d = { status: rc };
-    RESULT.forEach((f, i) => { d[f] = x.rlt_wasm_result(i); });
-    d.allowed = d.allowed !== 0n;
-    return d;
+    const v = this.p.core.last();
+    return { status: rc, allowed: v[0] !== 0n, limit: v[1], remaining: v[2], retryAfter: v[3],
+      resetAfter: v[4], delay: v[5], lease: v[6] };
   }
 
   /** rlt_decide at `now` (ns) for `cost`: { status, allowed, limit, remaining, ... }. */
@@ -129,6 +133,24 @@ export class State {
   /** rlt_release of a concurrency lease; the status (ENOENT: the lease had expired). */
   release(now, lease) {
     return this.p.core.x.rlt_wasm_release(this.p.ptr, this.ptr, now, lease);
+  }
+
+  /**
+   * rlt_decide for every (times[i], costs[i]) in one call into the module (BigInt64Arrays):
+   * { made, out }, out[2i] the verdict (1 or 0, or the negative status where it stopped) and
+   * out[2i+1] the delay; `made` decisions were made before any failure.
+   */
+  decideBatch(times, costs) {
+    const x = this.p.core.x;
+    const n = times.length;
+    const buf = x.rlt_wasm_alloc(32 * Math.max(1, n));
+    if (!buf) throw new Error('ratelimit.wasm: out of memory');
+    new BigInt64Array(x.memory.buffer, buf, n).set(times);
+    new BigInt64Array(x.memory.buffer, buf + 8 * n, n).set(costs);
+    const made = x.rlt_wasm_decide_batch(this.p.ptr, this.ptr, buf, buf + 8 * n, n, buf + 16 * n);
+    const out = new BigInt64Array(x.memory.buffer, buf + 16 * n, 2 * n).slice();
+    x.rlt_wasm_free(buf);
+    return { made, out };
   }
 
   copy() {

@@ -301,17 +301,21 @@ export function runRow(policy, cfg, n = cfg.requests.length) {
       else r.nOk++;
     }
   } else {
-    for (let i = 0; i < n; i++) {
-      const d = st.decide(reqs[i].t, reqs[i].cost);
-      if (d.status !== 0) { r.error = `${NAMES[policy.algo]} at t = ${decFormat(reqs[i].t)}: ${policy.core.strerror(d.status)}`; break; }
-      r.ok[i] = d.allowed ? 1 : 0;
-      r.delay[i] = d.allowed ? d.delay : 0n;
+    // One call into the module for the whole run: the same rlt_decide calls, in order.
+    const { made, out } = st.decideBatch(BigInt64Array.from(reqs.slice(0, n), (q) => q.t),
+      BigInt64Array.from(reqs.slice(0, n), (q) => q.cost));
+    for (let i = 0; i < made; i++) {
+      const allowed = out[2 * i] === 1n;
+      r.ok[i] = allowed ? 1 : 0;
+      r.delay[i] = allowed ? out[2 * i + 1] : 0n;
       r.busy[i] = r.delay[i];
-      if (d.allowed) {
+      if (allowed) {
         r.nOk++;
-        if (d.delay > r.maxDelay) r.maxDelay = d.delay;
+        if (r.delay[i] > r.maxDelay) r.maxDelay = r.delay[i];
       } else r.nRej++;
     }
+    if (made < n)
+      r.error = `${NAMES[policy.algo]} at t = ${decFormat(reqs[made].t)}: ${policy.core.strerror(Number(out[2 * made]))}`;
   }
   const conc = policy.algo === CONCURRENCY;
   const evs = [];

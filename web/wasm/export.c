@@ -23,6 +23,8 @@ static const char *out = out_buf;
 static char *big;
 static size_t big_cap;
 static rlt_decision last;
+/* The last decision as seven int64 (rlt_wasm_result's order), for one read from JavaScript. */
+static int64_t last_fields[7];
 
 /* Where JavaScript writes policy text; at most rlt_wasm_text_cap() bytes. */
 EXPORT("rlt_wasm_text_buf") char *rlt_wasm_text_buf(void);
@@ -49,16 +51,27 @@ EXPORT("rlt_wasm_free") void rlt_wasm_free(void *ptr);
 EXPORT("rlt_wasm_decide")
 int32_t rlt_wasm_decide(const rlt_policy *p, void *st, int64_t now, int64_t cost);
 /* A peek (cost 0) on a copy of the state, which is left as it was; returns the status. */
-EXPORT("rlt_wasm_peek") int32_t rlt_wasm_peek(const rlt_policy *p, const void *st, int64_t now);
+EXPORT("rlt_wasm_peek")
+int32_t rlt_wasm_peek(const rlt_policy *p, const void *st, int64_t now);
 /* rlt_release(p, st, now, lease); returns its status (RLT_ENOENT: the lease had expired). */
 EXPORT("rlt_wasm_release")
 int32_t rlt_wasm_release(const rlt_policy *p, void *st, int64_t now, int64_t lease);
+/* The address of the last decision's seven fields, int64 each, in rlt_wasm_result's order. */
+EXPORT("rlt_wasm_last") const int64_t *rlt_wasm_last(void);
 /* One field of the last decision: 0 allowed, 1 limit, 2 remaining, 3 retry_after,
  * 4 reset_after, 5 delay, 6 lease. */
 EXPORT("rlt_wasm_result") int64_t rlt_wasm_result(int32_t field);
 /* The state's bytes as lowercase hex in rlt_wasm_out() (what the byte-for-byte test compares);
  * returns the number of bytes, or -1 when out of memory. */
 EXPORT("rlt_wasm_state_text") int32_t rlt_wasm_state_text(const rlt_policy *p, const void *st);
+/* `n` bytes of the module's heap for the batch's arrays (free with rlt_wasm_free), or 0. */
+EXPORT("rlt_wasm_alloc") void *rlt_wasm_alloc(int32_t n);
+/* rlt_decide(p, st, now[i], cost[i]) for i = 0..n-1 in one call: res[2i] is the verdict (1
+ * allowed, 0 denied) or the negative status of a failed call, res[2i+1] the delay.  Stops at
+ * the first failure; returns the number of decisions made. */
+EXPORT("rlt_wasm_decide_batch")
+int32_t rlt_wasm_decide_batch(const rlt_policy *p, void *st, const int64_t *now,
+                              const int64_t *cost, int32_t n, int64_t *res);
 /* rlt_strerror(code). */
 EXPORT("rlt_wasm_strerror") const char *rlt_wasm_strerror(int32_t code);
 
@@ -153,10 +166,41 @@ void rlt_wasm_free(void *ptr)
     free(ptr);
 }
 
+static void keep_fields(void)
+{
+    for (int32_t i = 0; i < 7; i++)
+        last_fields[i] = rlt_wasm_result(i);
+}
+
+const int64_t *rlt_wasm_last(void)
+{
+    return last_fields;
+}
+
 int32_t rlt_wasm_decide(const rlt_policy *p, void *st, int64_t now, int64_t cost)
 {
     memset(&last, 0, sizeof last);
-    return rlt_decide(p, st, now, cost, &last);
+    int rc = rlt_decide(p, st, now, cost, &last);
+    keep_fields();
+    return rc;
+}
+
+void *rlt_wasm_alloc(int32_t n)
+{
+    return n > 0 ? malloc((size_t)n) : NULL;
+}
+
+int32_t rlt_wasm_decide_batch(const rlt_policy *p, void *st, const int64_t *now,
+                              const int64_t *cost, int32_t n, int64_t *res)
+{
+    rlt_decision d;
+    for (int32_t i = 0; i < n; i++) {
+        int rc = rlt_decide(p, st, now[i], cost[i], &d);
+        res[2 * i] = rc != RLT_OK ? rc : d.allowed;
+        res[2 * i + 1] = rc != RLT_OK ? 0 : d.delay;
+        if (rc != RLT_OK) return i;
+    }
+    return n;
 }
 
 int32_t rlt_wasm_peek(const rlt_policy *p, const void *st, int64_t now)
@@ -165,6 +209,7 @@ int32_t rlt_wasm_peek(const rlt_policy *p, const void *st, int64_t now)
     memset(&last, 0, sizeof last);
     if (!c) return RLT_ENOMEM;
     int rc = rlt_decide(p, c, now, 0, &last);
+    keep_fields();
     free(c);
     return rc;
 }
