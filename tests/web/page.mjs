@@ -213,7 +213,6 @@ try {
     page = await open('#until=20');
     await page.setViewport({ width: 1200, height: 1240 });
     await page.screenshot({ path: join(shots, 'playground.png'), fullPage: false });
-    await page.screenshot({ path: join(shots, 'playground-full.png'), fullPage: true });
     await page.close();
   }
   check(served.includes('ratelimit.wasm') && served.includes('app.js'), 'the page was served by this test\'s server');
