@@ -168,8 +168,9 @@ void rlt_wasm_free(void *ptr)
 
 static void keep_fields(void)
 {
-    for (int32_t i = 0; i < 7; i++)
-        last_fields[i] = rlt_wasm_result(i);
+    const int64_t f[7] = {last.allowed,     last.limit, last.remaining, last.retry_after,
+                          last.reset_after, last.delay, last.lease};
+    memcpy(last_fields, f, sizeof f);
 }
 
 const int64_t *rlt_wasm_last(void)
@@ -221,24 +222,7 @@ int32_t rlt_wasm_release(const rlt_policy *p, void *st, int64_t now, int64_t lea
 
 int64_t rlt_wasm_result(int32_t field)
 {
-    switch (field) {
-    case 0:
-        return last.allowed;
-    case 1:
-        return last.limit;
-    case 2:
-        return last.remaining;
-    case 3:
-        return last.retry_after;
-    case 4:
-        return last.reset_after;
-    case 5:
-        return last.delay;
-    case 6:
-        return last.lease;
-    default:
-        return 0;
-    }
+    return field >= 0 && field < 7 ? last_fields[field] : 0;
 }
 
 int32_t rlt_wasm_state_text(const rlt_policy *p, const void *st)
