@@ -413,6 +413,15 @@ int rlt__run(rlt_redis *r, rlt__call *c, int64_t deadline, redisReply **out, int
     return RLT_EBACKEND; /* redirect loop */
 }
 
+int rlt__run_free(rlt_redis *r, rlt__call *c, redisReply **out, int64_t *retry_at)
+{
+    int64_t at;
+    bool mod;
+    int rc = rlt__run(r, c, rlt__mono_ns() + r->opt.timeout, out, retry_at ? retry_at : &at, &mod);
+    free(c);
+    return rc;
+}
+
 void rlt__fail_decision(rlt_redis *r, const rlt_policy *p, unsigned flags, int64_t retry_at,
                         rlt_decision *d)
 {

@@ -99,6 +99,10 @@ bool rlt__is_error(const redisReply *rep, const char *prefix);
 int rlt__run(rlt_redis *r, rlt__call *c, int64_t deadline, redisReply **out, int64_t *retry_at,
              bool *used_module);
 
+/* rlt__run of a call built by hand (a script) with the handle's timeout; then frees c.
+ * retry_at may be NULL. */
+int rlt__run_free(rlt_redis *r, rlt__call *c, redisReply **out, int64_t *retry_at);
+
 /* The decision made without Redis (RLT_REDIS_FAIL_OPEN or closed until retry_at, mono ns),
  * counted in the handle's stats. */
 void rlt__fail_decision(rlt_redis *r, const rlt_policy *p, unsigned flags, int64_t retry_at,

@@ -218,6 +218,23 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
     return first;
 }
 
+/* A call on one key (release, reset): *out with the key's name in keys[0] and its slot.  The
+ * name's length, or RLT_ENOMEM, RLT_EKEYLEN, RLT_EINVAL (nothing to free then). */
+static int key_call(rlt_redis *r, const rlt_policy *p, const void *key, size_t klen,
+                    rlt__call **out)
+{
+    rlt__call *c = rlt__call_new(1);
+    if (!c) return RLT_ENOMEM;
+    int len = rlt__redis_name(r, p, key, klen, c->keys[0], KEYNAME_MAX);
+    if (len < 0) {
+        free(c);
+        return len == RLT_ENOSPC ? RLT_EKEYLEN : len;
+    }
+    c->slot = rlt__key_slot(c->keys[0], (size_t)len);
+    *out = c;
+    return len;
+}
+
 int rlt_redis_release(rlt_redis *r, const rlt_policy *p, unsigned flags, const void *key,
                       size_t klen, rlt_ns now, int64_t lease)
 {
@@ -229,16 +246,9 @@ int rlt_redis_release(rlt_redis *r, const rlt_policy *p, unsigned flags, const v
     if (!rc) rc = rlt__now_arg(flags, now, &now_us);
     if (rc) return rc;
     if (lease <= 0) return RLT_ENOENT;
-    rlt__call *c = rlt__call_new(1);
-    if (!c) return RLT_ENOMEM;
-    c->argc = 0;
-    c->nnums = 0;
-    int len = rlt__redis_name(r, p, key, klen, c->keys[0], KEYNAME_MAX);
-    if (len < 0) {
-        free(c);
-        return len == RLT_ENOSPC ? RLT_EKEYLEN : len;
-    }
-    c->slot = rlt__key_slot(c->keys[0], (size_t)len);
+    rlt__call *c;
+    int len = key_call(r, p, key, klen, &c);
+    if (len < 0) return len;
     c->script = RLT__S_MULTI; /* it holds the release */
     rlt__arg(c, "EVALSHA", 7);
     rlt__arg(c, rlt__redis_scripts[RLT__S_MULTI].sha, 40);
@@ -248,10 +258,7 @@ int rlt_redis_release(rlt_redis *r, const rlt_policy *p, unsigned flags, const v
     rlt__arg_num(c, now_us);
     rlt__arg_num(c, lease);
     redisReply *rep = NULL;
-    int64_t retry_at = 0;
-    bool mod;
-    rc = rlt__run(r, c, rlt__mono_ns() + r->opt.timeout, &rep, &retry_at, &mod);
-    free(c);
+    rc = rlt__run_free(r, c, &rep, NULL);
     if (rc) return rc;
     rc = rep->type != REDIS_REPLY_INTEGER ? RLT_EBACKEND : rep->integer ? RLT_OK : RLT_ENOENT;
     freeReplyObject(rep);
@@ -264,15 +271,10 @@ int rlt_redis_reset(rlt_redis *r, const rlt_policy *p, const void *key, size_t k
     rlt__rpol rp;
     int rc = rlt__rpol_from(p, &rp);
     if (rc) return rc;
-    rlt__call *c = rlt__call_new(1);
-    if (!c) return RLT_ENOMEM;
-    int len = rlt__redis_name(r, p, key, klen, c->keys[0], KEYNAME_MAX);
-    if (len < 0) {
-        free(c);
-        return len == RLT_ENOSPC ? RLT_EKEYLEN : len;
-    }
+    rlt__call *c;
+    int len = key_call(r, p, key, klen, &c);
+    if (len < 0) return len;
     rlt__lease_forget(r, c->keys[0], (size_t)len);
-    c->slot = rlt__key_slot(c->keys[0], (size_t)len);
     rlt__arg(c, "DEL", 3);
     rlt__arg(c, c->keys[0], (size_t)len);
     if (p->block > 0) { /* and the penalty box's companion key (same slot) */
@@ -287,10 +289,7 @@ int rlt_redis_reset(rlt_redis *r, const rlt_policy *p, const void *key, size_t k
         rlt__arg(c, c->keys[1], (size_t)len + (size_t)tl);
     }
     redisReply *rep = NULL;
-    int64_t retry_at = 0;
-    bool mod;
-    rc = rlt__run(r, c, rlt__mono_ns() + r->opt.timeout, &rep, &retry_at, &mod);
-    free(c);
+    rc = rlt__run_free(r, c, &rep, NULL);
     if (rc) return rc;
     freeReplyObject(rep);
     return RLT_OK;

@@ -27,26 +27,39 @@ static char *dup_str(const char *s)
     return d;
 }
 
+/* The next "host:port" of the comma-separated list at *s (split at the last colon: an IPv6
+ * host keeps its own): *host and *hlen, *port, and *s moved past the entry and its comma.
+ * RLT_OK, or RLT_EINVAL for an entry without a host, or a port outside 1..65535. */
+static int next_hostport(const char **s, const char **host, size_t *hlen, int *port)
+{
+    const char *p = *s, *end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    const char *colon = NULL;
+    for (size_t i = len; i > 0; i--)
+        if (p[i - 1] == ':') {
+            colon = p + i - 1;
+            break;
+        }
+    if (!colon || colon == p) return RLT_EINVAL;
+    char *e;
+    long v = strtol(colon + 1, &e, 10);
+    if (e != p + len || v <= 0 || v > 65535) return RLT_EINVAL;
+    *host = p;
+    *hlen = (size_t)(colon - p);
+    *port = (int)v;
+    *s = p + len + (p[len] == ',');
+    return RLT_OK;
+}
+
 static int parse_servers(rlt_redis *r)
 {
-    const char *s = r->servers;
+    const char *s = r->servers, *host;
+    size_t hlen;
+    int port;
     while (*s) {
-        const char *end = strchr(s, ',');
-        size_t len = end ? (size_t)(end - s) : strlen(s);
-        const char *colon = NULL;
-        for (size_t i = len; i > 0; i--)
-            if (s[i - 1] == ':') {
-                colon = s + i - 1;
-                break;
-            }
-        if (!colon || colon == s) return RLT_EINVAL;
-        char *e;
-        long port = strtol(colon + 1, &e, 10);
-        if (e != s + len || port <= 0 || port > 65535) return RLT_EINVAL;
-        if (rlt__node_find_or_add(r, s, (size_t)(colon - s), (int)port) == RLT__NO_NODE)
+        if (next_hostport(&s, &host, &hlen, &port) != RLT_OK ||
+            rlt__node_find_or_add(r, host, hlen, port) == RLT__NO_NODE)
             return RLT_EINVAL;
-        s += len;
-        if (*s == ',') s++;
     }
     if (r->nnodes == 0 || (!r->opt.cluster && r->nnodes != 1)) return RLT_EINVAL;
     return RLT_OK;
@@ -59,29 +72,18 @@ static int parse_sentinels(rlt_redis *r)
     if (r->opt.cluster || ml == 0 || ml > RLT__MASTER_NAME_MAX ||
         strpbrk(r->master_name, " \t\r\n"))
         return RLT_EINVAL;
-    const char *s = r->sentinel_list;
+    const char *s = r->sentinel_list, *host;
+    size_t hlen;
+    int port;
     while (*s) {
-        const char *end = strchr(s, ',');
-        size_t len = end ? (size_t)(end - s) : strlen(s);
-        const char *colon = NULL;
-        for (size_t i = len; i > 0; i--)
-            if (s[i - 1] == ':') {
-                colon = s + i - 1;
-                break;
-            }
-        if (!colon || colon == s || r->nsents == RLT__MAX_SENTINELS ||
-            (size_t)(colon - s) >= sizeof r->sents[0].host)
+        if (next_hostport(&s, &host, &hlen, &port) != RLT_OK || r->nsents == RLT__MAX_SENTINELS ||
+            hlen >= sizeof r->sents[0].host)
             return RLT_EINVAL;
-        char *e;
-        long port = strtol(colon + 1, &e, 10);
-        if (e != s + len || port <= 0 || port > 65535) return RLT_EINVAL;
         rlt__node *n = &r->sents[r->nsents++];
-        memcpy(n->host, s, (size_t)(colon - s));
-        n->host[colon - s] = '\0';
-        n->port = (int)port;
+        memcpy(n->host, host, hlen);
+        n->host[hlen] = '\0';
+        n->port = port;
         n->sentinel = true;
-        s += len;
-        if (*s == ',') s++;
     }
     if (r->nsents == 0) return RLT_EINVAL;
     memset(&r->nodes[0], 0, sizeof r->nodes[0]); /* the master: port 0 = not known yet */

@@ -106,9 +106,7 @@ int rlt_redis_reserve(rlt_redis *r, const rlt_policy *p, unsigned flags, const v
     rlt__arg_num(c, ms < 1 ? 1 : ms);
     redisReply *rep = NULL;
     int64_t retry_at = 0;
-    bool mod;
-    rc = rlt__run(r, c, rlt__mono_ns() + r->opt.timeout, &rep, &retry_at, &mod);
-    free(c);
+    rc = rlt__run_free(r, c, &rep, &retry_at);
     if (!rc) {
         rc = rlt__parse_decision(rep, d); /* -1 (the id exists: 2^-64) is no array: EBACKEND */
         freeReplyObject(rep);
@@ -149,9 +147,7 @@ int rlt_redis_settle(rlt_redis *r, const rlt_policy *p, unsigned flags, const vo
     }
     redisReply *rep = NULL;
     int64_t retry_at = 0;
-    bool mod;
-    rc = rlt__run(r, c, rlt__mono_ns() + r->opt.timeout, &rep, &retry_at, &mod);
-    free(c);
+    rc = rlt__run_free(r, c, &rep, &retry_at);
     if (rc) {
         d->limit = rlt_policy_limit(p);
         return rc;
