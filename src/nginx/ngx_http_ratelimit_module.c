@@ -136,7 +136,7 @@ static void rlt_ngx_cleanup(void *data)
 }
 
 /* The main request's record, or NULL; with `create`, a new one (NULL when out of memory). */
-static rlt_ngx_req_t *rlt_ngx_req(ngx_http_request_t *r, bool create)
+static ngx_inline rlt_ngx_req_t *rlt_ngx_req(ngx_http_request_t *r, bool create)
 {
     ngx_http_request_t *m = r->main;
     rlt_ngx_req_t *req = ngx_http_get_module_ctx(m, ngx_http_ratelimit_module);

@@ -116,17 +116,10 @@ static ngx_uint_t rlt_ngx_expire_idle(rlt_ngx_zone_t *z, rlt_ns now, ngx_uint_t 
 
 /* Eviction as the head of the file says: idle keys first (dropping them changes no decision),
  * then the least recently used. */
-rlt_ngx_node_t *rlt__ngx_lookup(rlt_ngx_zone_t *z, uint32_t hash, u_char *key, size_t len,
+rlt_ngx_node_t *rlt__ngx_create(rlt_ngx_zone_t *z, uint32_t hash, u_char *key, size_t len,
                                 rlt_ns now, ngx_log_t *log)
 {
     rlt_ngx_shctx_t *sh = z->sh;
-    rlt_ngx_node_t *n = rlt__ngx_find(sh, hash, key, len);
-    if (n) {
-        ngx_queue_remove(&n->queue);
-        ngx_queue_insert_head(&sh->queue, &n->queue);
-        return n;
-    }
-
     size_t size = rlt__ngx_node_size(sh->state_size, len);
     rlt_ngx_expire_idle(z, now, 2, 2);
     ngx_rbtree_node_t *node = ngx_slab_alloc_locked(z->shpool, size);
@@ -152,7 +145,7 @@ rlt_ngx_node_t *rlt__ngx_lookup(rlt_ngx_zone_t *z, uint32_t hash, u_char *key, s
     if (node == NULL) return NULL;
 
     node->key = hash;
-    n = rlt_ngx_node(node);
+    rlt_ngx_node_t *n = rlt_ngx_node(node);
     n->len = (u_short)len;
     ngx_memcpy(n->data, key, len);
     ngx_memzero(rlt__ngx_node_state(n), sh->state_size);

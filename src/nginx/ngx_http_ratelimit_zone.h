@@ -63,12 +63,24 @@ size_t rlt__ngx_node_size(size_t state_size, size_t key_len);
 /* The node of key[0..len) with crc32 `hash`, or NULL. */
 rlt_ngx_node_t *rlt__ngx_find(rlt_ngx_shctx_t *sh, uint32_t hash, u_char *key, size_t len);
 
-/* The node of key[0..len), created (fresh state) if missing and moved to the head of the LRU
- * queue.  A new key first frees idle keys, then least recently used ones, until it fits (logged
- * to `log`, at most once a second).  NULL only when the zone cannot hold the key even empty:
- * the caller lets the request through. */
-rlt_ngx_node_t *rlt__ngx_lookup(rlt_ngx_zone_t *z, uint32_t hash, u_char *key, size_t len,
+/* A new node for key[0..len) (not in the zone), with a fresh state, at the head of the LRU
+ * queue.  It first frees idle keys, then least recently used ones, until it fits (logged to
+ * `log`, at most once a second).  NULL only when the zone cannot hold the key even empty. */
+rlt_ngx_node_t *rlt__ngx_create(rlt_ngx_zone_t *z, uint32_t hash, u_char *key, size_t len,
                                 rlt_ns now, ngx_log_t *log);
+
+/* The node of key[0..len), created if missing (rlt__ngx_create), moved to the head of the LRU
+ * queue.  NULL only when the zone cannot hold the key: the caller lets the request through.
+ * Inline: a known key, the handler's common case, costs a search and two queue moves. */
+static ngx_inline rlt_ngx_node_t *rlt__ngx_lookup(rlt_ngx_zone_t *z, uint32_t hash, u_char *key,
+                                                  size_t len, rlt_ns now, ngx_log_t *log)
+{
+    rlt_ngx_node_t *n = rlt__ngx_find(z->sh, hash, key, len);
+    if (n == NULL) return rlt__ngx_create(z, hash, key, len, now, log);
+    ngx_queue_remove(&n->queue);
+    ngx_queue_insert_head(&z->sh->queue, &n->queue);
+    return n;
+}
 
 /* nginx's ngx_shm_zone_init_pt for a ratelimit_zone (shm_zone->data is its rlt_ngx_zone_t; data
  * the previous cycle's, on a reload): lays out a new zone, or takes over the old one and adopts

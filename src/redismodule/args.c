@@ -3,7 +3,6 @@
  * reply that names what is wrong. */
 #include "args.h"
 
-#include "core/text.h"
 #include "redis/layout.h"
 
 #include <stdio.h>
@@ -13,13 +12,6 @@
 #define RM rlt__rm
 
 rlt__msettings rlt__mset = {"rlt:", 4, false, false};
-
-bool rlt__marg_i64(RedisModuleString *s, int64_t *v)
-{
-    size_t n;
-    const char *p = RM.StringPtrLen(s, &n);
-    return rlt__parse_i64(p, n, v);
-}
 
 /* Parsed policies by their text (commands run on Redis's main thread only): parsing and the
  * gcd work cost about a fifth of a decision, and a fleet uses few policies.  Direct-mapped;
@@ -108,12 +100,6 @@ int rlt__marg_name(rlt__mcmd *c, RedisModuleString *key, rlt__mlim *l)
     l->name = RM.CreateString(c->ctx, buf, (size_t)len);
     l->own_name = true;
     return RLT_OK;
-}
-
-int rlt__marg_cost(rlt__mcmd *c, RedisModuleString *s, int64_t *cost)
-{
-    if (rlt__marg_i64(s, cost) && *cost >= 0) return RLT_OK;
-    return rlt__mcmd_fail(c, RLT_EINVAL, "ERR cost must be an integer >= 0");
 }
 
 static bool same_name(const rlt__mlim *a, const rlt__mlim *b)

@@ -56,20 +56,18 @@ static void reply_ints(RedisModuleCtx *ctx, const int64_t *v, int n)
         RM.ReplyWithLongLong(ctx, v[i]);
 }
 
-/* A decision as ratelimitd's replies give it (ms rounded up; a refusal's wait), and with `extra`
- * (>= 0 elements: RL.MULTI's refused index) after it. */
-static void reply_decision(RedisModuleCtx *ctx, const rlt_decision *d, const int64_t *extra,
-                           int nextra)
+/* A decision as ratelimitd's replies give it (ms rounded up; a refusal's wait), followed by
+ * RL.MULTI's refused index when `refused` is not NULL. */
+static void reply_decision(RedisModuleCtx *ctx, const rlt_decision *d, const int64_t *refused)
 {
-    int64_t v[7] = {d->allowed,
-                    d->limit,
-                    d->remaining,
-                    d->allowed ? 0 : rlt_retry_after_ms(d->retry_after),
-                    rlt_retry_after_ms(d->reset_after),
-                    rlt_retry_after_ms(d->delay)};
-    for (int i = 0; i < nextra; i++)
-        v[6 + i] = extra[i];
-    reply_ints(ctx, v, 6 + nextra);
+    RM.ReplyWithArray(ctx, refused ? 7 : 6);
+    RM.ReplyWithLongLong(ctx, d->allowed);
+    RM.ReplyWithLongLong(ctx, d->limit);
+    RM.ReplyWithLongLong(ctx, d->remaining);
+    RM.ReplyWithLongLong(ctx, d->allowed ? 0 : rlt_retry_after_ms(d->retry_after));
+    RM.ReplyWithLongLong(ctx, rlt_retry_after_ms(d->reset_after));
+    RM.ReplyWithLongLong(ctx, rlt_retry_after_ms(d->delay));
+    if (refused) RM.ReplyWithLongLong(ctx, *refused);
 }
 
 /* ---- commands --------------------------------------------------------------------------- */
@@ -131,7 +129,7 @@ static int check_or_peek(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
     if (!rc) rc = rlt__marg_policy(&c, argv[2], &l);
     if (!rc) rc = rlt__marg_name(&c, argv[1], &l);
     if (!rc) rc = rlt__mlims_run(&c, &l, 1, now_us(), 0);
-    if (!rc) reply_decision(ctx, &l.d, NULL, 0);
+    if (!rc) reply_decision(ctx, &l.d, NULL);
     rlt__mlims_close(ctx, &l, 1);
     return reply_status(&c, rc);
 }
@@ -172,7 +170,7 @@ static int cmd_multi(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         rlt_decision d;
         int64_t refused;
         combine(L, n, &d, &refused);
-        reply_decision(ctx, &d, &refused, 1);
+        reply_decision(ctx, &d, &refused);
     }
     rlt__mlims_close(ctx, L, n);
     return reply_status(&c, rc);
