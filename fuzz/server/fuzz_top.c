@@ -4,8 +4,8 @@
  * 4-counter registry, then rendered as the admin and as the tenant would see them.  The JSON
  * must parse, every key must percent-decode to a key that was denied (a tenant's without its
  * prefix), and INFO and Prometheus lines must be printable ASCII in their fixed shapes. */
-#include "server/srv.h"
-#include "server/top.h"
+#include "server/request/srv.h"
+#include "server/stats/top.h"
 #include "fuzz_srv.h"
 
 #include <jansson.h>

@@ -5,15 +5,15 @@
  * against real Redis servers.) */
 #include "test.h"
 
-#include "server/cmd.h"
-#include "server/config.h"
-#include "server/decide.h"
-#include "server/httpin.h"
-#include "server/metrics.h"
-#include "server/pipe.h"
-#include "server/request.h"
-#include "server/srv.h"
-#include "server/backend.h"
+#include "server/resp/cmd.h"
+#include "server/config/config.h"
+#include "server/request/decide.h"
+#include "server/http/httpin.h"
+#include "server/stats/metrics.h"
+#include "server/net/pipe.h"
+#include "server/request/request.h"
+#include "server/request/srv.h"
+#include "server/backend/backend.h"
 
 #include <pthread.h>
 
@@ -365,7 +365,7 @@ TEST(lease_mode_needs_redis_and_a_lease_size)
 
 /* ---- fail: local (fallback.c) ------------------------------------------------------------ */
 
-#include "server/fallback.h"
+#include "server/backend/fallback.h"
 
 static uint64_t fl_rng = 0x9e3779b97f4a7c15u;
 static int64_t fl_below(int64_t n)

@@ -1,0 +1,932 @@
+/* ratelimitd's Redis backend (backend.h): with `redis.address` set, the seam hands every decision to
+ * libratelimit_redis (include/ratelimit/redis.h), so a fleet of daemons pointed at one Redis
+ * (or Redis Cluster) enforces one limit.  One rlt_redis handle per thread (handles are not
+ * thread-safe), opened lazily on the thread's first decision; each thread publishes its
+ * handle's counters with atomic stores so INFO and /metrics can sum them.  Failure is a
+ * decision: when Redis cannot answer within the timeout, the policy's fail mode (open: allow,
+ * closed: deny) answers, the library's breaker short-circuits while Redis is down, and every
+ * such decision is counted.  `fail: local` (fallback.h) asks the library for a fail-closed
+ * answer and replaces it with a decision on the fallback store at the node's share of the
+ * limit; see "the local fallback" below. */
+#include "server/backend/backend.h"
+
+#include "server/backend/fallback.h"
+#include "server/base/log.h"
+#include "server/base/mem.h"
+#include "server/stats/metrics.h"
+#include "server/request/srv.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* `lease: true` needs Redis and a lease size: refused otherwise, naming the policy. */
+static int check_leases(const rlt__config *c, char *err, size_t errlen)
+{
+    const char *why = c->set.redis.address[0] == '\0' ? "needs the redis: section (leases are "
+                                                        "local shares of a Redis limit)"
+                      : c->set.redis.lease_units == 0 ? "needs redis.lease_units"
+                                                      : NULL;
+    for (size_t i = 0; i < c->nnamed && why; i++)
+        if (c->named[i].lease) {
+            snprintf(err, errlen, "policy '%s': lease: true %s", c->named[i].name, why);
+            return RLT_EINVAL;
+        }
+    for (size_t i = 0; i < c->nrules && why; i++)
+        if (c->rules[i].lease) {
+            snprintf(err, errlen, "rule %s (line %d): lease: true %s", c->rules[i].path,
+                     c->rules[i].line, why);
+            return RLT_EINVAL;
+        }
+    return RLT_OK;
+}
+
+#ifdef RLT_SERVER_REDIS
+#include "ratelimit/redis.h"
+
+/* A policy as this thread last read it from the store, and whether Redis can run it. */
+typedef struct pcache {
+    bool have;
+    int check; /* rlt_redis_policy_check's status */
+    rlt_policy p;
+    bool lhave; /* the fallback's share of it (fail: local), looked up on first use */
+    int lcheck; /* rlt__fallback_policy's status */
+    int lid;    /* the share's id in the fallback store */
+} pcache;
+
+/* The counters one thread publishes (relaxed atomic stores by the owner, loads by readers). */
+typedef struct pubstats {
+    uint64_t decisions, round_trips, fail_open, fail_closed, timeouts, errors, breaker_opened,
+        short_circuited, connects, script_loads, redirects, lease_local, nodes, nodes_open;
+    uint64_t fail_local; /* library fail-closed answers replaced by a local decision */
+    uint64_t tryagain, topology_reads, master_switches; /* cluster and Sentinel failovers */
+} pubstats;
+
+#define NODES_SHOWN 16 /* nodes listed in INFO */
+
+typedef struct tctx {
+    struct tctx *next; /* the backend's list of every thread's context */
+    rlt_redis *r;
+    pubstats pub;
+    uint64_t fail_local;    /* this thread's own count, published with the library's */
+    const rlt__config *cfg; /* the config the caches below were built for */
+    uint64_t pgen;          /* and the registry's policy generation (rlt__srv_policy_gen) */
+    pcache *pol;            /* by policy id */
+    size_t npol;
+    unsigned char *fail; /* RLT__FAIL_* by policy id (named policies and rules) */
+    size_t nfail;
+    /* The nodes as this thread's handle sees them (which path, module or scripts), copied
+     * at each publish under `nodes_mu` for INFO: the handle itself is this thread's only. */
+    pthread_mutex_t nodes_mu;
+    rlt_redis_node_info nodes[NODES_SHOWN];
+    unsigned nnodes;
+} tctx;
+
+typedef struct redis_be {
+    rlt__backend base; /* first: the seam's handle */
+    rlt_redis_options opt;
+    char servers[RLT__STR_MAX], password[RLT__STR_MAX], prefix[65];
+    char master[129]; /* Sentinel: the master's name ("" = none) */
+    uint64_t gen; /* tags the thread-local pointer, so it never outlives this backend */
+    pthread_mutex_t mu;
+    tctx *threads;
+    uint64_t release_lost; /* releases Redis could not take (the lease expires by itself) */
+    uint64_t multi_split;  /* cluster multi-limit checks decided one limit at a time */
+    rlt__fallback *fb;     /* the local fallback's store (fail: local) */
+    int in_local;          /* 1 while decisions fall back locally (atomic; logged on change) */
+    uint64_t local_entered; /* times the daemon entered local fallback */
+} redis_be;
+
+static uint64_t next_gen = 1;
+static __thread struct {
+    uint64_t gen;
+    tctx *t;
+} tl;
+
+static void options_from(const rlt__redis_settings *rs, rlt_redis_options *o, char *servers,
+                         char *password, char *prefix)
+{
+    memset(o, 0, sizeof *o);
+    snprintf(servers, RLT__STR_MAX, "%s", rs->address);
+    snprintf(password, RLT__STR_MAX, "%s", rs->password);
+    snprintf(prefix, 65, "%s", rs->prefix);
+    o->servers = servers;
+    o->cluster = rs->cluster;
+    o->password = password[0] ? password : NULL;
+    o->prefix = prefix[0] ? prefix : NULL;
+    o->timeout = rs->timeout;
+    o->breaker_failures = rs->breaker_failures;
+    o->backoff_min = rs->backoff_min;
+    o->backoff_max = rs->backoff_max;
+    o->lease_units = rs->lease_units;
+    o->lease_ttl = rs->lease_ttl;
+    o->engine = rs->engine == 2   ? RLT_REDIS_ENGINE_MODULE
+                : rs->engine == 1 ? RLT_REDIS_ENGINE_SCRIPTS
+                                  : RLT_REDIS_ENGINE_AUTO;
+}
+
+/* Sentinel (redis.master_name): the `address` that options_from copied lists the sentinels. */
+static void sentinel_from(const rlt__redis_settings *rs, rlt_redis_options *o, char *master)
+{
+    snprintf(master, 129, "%s", rs->master_name);
+    if (master[0] == '\0') return;
+    o->sentinels = o->servers;
+    o->master_name = master;
+    o->servers = NULL;
+}
+
+static tctx *thread_ctx(redis_be *b)
+{
+    if (tl.gen == b->gen && tl.t != NULL) return tl.t;
+    tctx *t = calloc(1, sizeof *t);
+    if (t == NULL) return NULL;
+    pthread_mutex_init(&t->nodes_mu, NULL);
+    if (rlt_redis_open(&t->r, &b->opt) != RLT_OK) {
+        free(t);
+        return NULL;
+    }
+    pthread_mutex_lock(&b->mu);
+    t->next = b->threads;
+    b->threads = t;
+    pthread_mutex_unlock(&b->mu);
+    tl.gen = b->gen;
+    tl.t = t;
+    return t;
+}
+
+static void publish(tctx *t)
+{
+    rlt_redis_stats st;
+    rlt_redis_stats_get(t->r, &st);
+    /* Under nodes_mu, as sum() reads: fail_local is subtracted from fail_closed, and a reader
+     * must see both from the same moment. */
+    pthread_mutex_lock(&t->nodes_mu);
+    __atomic_store_n(&t->pub.fail_local, t->fail_local, __ATOMIC_RELAXED);
+#define PUB(f) __atomic_store_n(&t->pub.f, (uint64_t)st.f, __ATOMIC_RELAXED)
+    PUB(decisions);
+    PUB(round_trips);
+    PUB(fail_open);
+    PUB(fail_closed);
+    PUB(timeouts);
+    PUB(errors);
+    PUB(breaker_opened);
+    PUB(short_circuited);
+    PUB(connects);
+    PUB(script_loads);
+    PUB(redirects);
+    PUB(lease_local);
+    PUB(nodes);
+    PUB(nodes_open);
+    PUB(tryagain);
+    PUB(topology_reads);
+    PUB(master_switches);
+#undef PUB
+    t->nnodes = 0;
+    for (unsigned i = 0; i < NODES_SHOWN && i < st.nodes; i++)
+        if (rlt_redis_node_info_get(t->r, i, &t->nodes[t->nnodes]) == RLT_OK) t->nnodes++;
+    pthread_mutex_unlock(&t->nodes_mu);
+}
+
+/* Per policy id: the fail mode (RLT__FAIL_*) in the low bits, LEASE_BIT for `lease: true`. */
+#define LEASE_BIT 0x10
+/* In fail_flags' answer (never passed to the library): fail: local. */
+#define LOCAL_FLAG 0x100u
+
+static void set_fail(tctx *t, int id, int fail, bool lease)
+{
+    if (id >= 0 && (size_t)id < t->nfail) t->fail[id] = (unsigned char)(fail | (lease ? LEASE_BIT : 0));
+}
+
+/* Rebuilds the per-config caches when the config changed (a reload replaces named policies
+ * in the store before it publishes the new config, so a policy read after the config pointer
+ * is never older than that config). */
+static int refresh(tctx *t, const rlt__config *c, uint64_t pgen)
+{
+    /* A reload swaps the config; a reload, its restore or a reused inline slot can give a
+     * policy id another policy: either way the cached policies are stale. */
+    if (t->cfg == c && t->pgen == pgen) return RLT_OK;
+    t->pgen = pgen;
+    if (t->pol != NULL) memset(t->pol, 0, t->npol * sizeof *t->pol);
+    size_t need = 0;
+    for (size_t i = 0; i < c->nnamed; i++)
+        if (c->named[i].policy_id >= 0 && (size_t)c->named[i].policy_id + 1 > need)
+            need = (size_t)c->named[i].policy_id + 1;
+    for (size_t i = 0; i < c->nrules; i++)
+        if (c->rules[i].policy_id >= 0 && (size_t)c->rules[i].policy_id + 1 > need)
+            need = (size_t)c->rules[i].policy_id + 1;
+    if (need > t->nfail) {
+        unsigned char *f = realloc(t->fail, need);
+        if (f == NULL) return RLT_ENOMEM;
+        t->fail = f;
+        t->nfail = need;
+    }
+    if (t->nfail > 0) memset(t->fail, RLT__FAIL_DEFAULT, t->nfail);
+    for (size_t i = 0; i < c->nnamed; i++)
+        set_fail(t, c->named[i].policy_id, c->named[i].fail, c->named[i].lease);
+    for (size_t i = 0; i < c->nrules; i++)
+        set_fail(t, c->rules[i].policy_id, c->rules[i].fail, c->rules[i].lease);
+    t->cfg = c;
+    return RLT_OK;
+}
+
+static unsigned fail_flags(const tctx *t, const rlt__config *c, int id)
+{
+    int v = id >= 0 && (size_t)id < t->nfail ? t->fail[id] : RLT__FAIL_DEFAULT;
+    int f = v & ~LEASE_BIT;
+    if (f == RLT__FAIL_DEFAULT)
+        f = c->set.redis.fail_local  ? RLT__FAIL_LOCAL
+            : c->set.redis.fail_open ? RLT__FAIL_OPEN
+                                     : RLT__FAIL_CLOSED;
+    return (f == RLT__FAIL_OPEN ? RLT_REDIS_FAIL_OPEN : 0) | (v & LEASE_BIT ? RLT_REDIS_LEASE : 0) |
+           (f == RLT__FAIL_LOCAL ? LOCAL_FLAG : 0);
+}
+
+/* Policy `id` (cached per thread).  Returns RLT_OK and *out, RLT_ENOENT, RLT_ENOMEM, or the
+ * policy check's RLT_EINVAL / RLT_ERANGE when Redis cannot run it. */
+static int get_policy(tctx *t, rlt__srv *s, int id, const rlt_policy **out)
+{
+    if (id < 0) return RLT_ENOENT;
+    if ((size_t)id >= t->npol) {
+        size_t cap = t->npol ? t->npol : 64;
+        while (cap <= (size_t)id)
+            cap *= 2;
+        pcache *n = realloc(t->pol, cap * sizeof *n);
+        if (n == NULL) return RLT_ENOMEM;
+        memset(n + t->npol, 0, (cap - t->npol) * sizeof *n);
+        t->pol = n;
+        t->npol = cap;
+    }
+    pcache *pc = &t->pol[id];
+    if (!pc->have) {
+        int st = rlt_store_get_policy(s->store, id, &pc->p);
+        if (st != RLT_OK) return st;
+        pc->check = rlt_redis_policy_check(&pc->p);
+        pc->have = true;
+    }
+    *out = &pc->p;
+    return pc->check;
+}
+
+/* The calling thread's context with its caches current, and the config they are for. */
+static tctx *enter(redis_be *b, const rlt__config **c, int *st)
+{
+    tctx *t = thread_ctx(b);
+    rlt__srv *s = b->base.s;
+    uint64_t pgen = rlt__srv_policy_gen(s);
+    *c = rlt__srv_config(s);
+    *st = t == NULL ? RLT_ENOMEM : refresh(t, *c, pgen);
+    return t;
+}
+
+/* A Redis failure has already been turned into the fail-mode decision by the library. */
+static int decided(int st)
+{
+    return st == RLT_EBACKEND || st == RLT_ETIMEDOUT ? RLT_OK : st;
+}
+
+/* ---- the local fallback (fail: local) ---------------------------------------------------
+ * A policy with fail: local is sent to Redis as fail-closed.  When the library answers
+ * without Redis (RLT_EBACKEND / RLT_ETIMEDOUT, a failed call or an open breaker), its denial
+ * is replaced by a decision on the fallback store under the node's share of the policy
+ * (fallback.c), keyed the same, at the daemon's clock; the library counted it as fail-closed,
+ * INFO and /metrics move it to fail_local.  When a share cannot be had (a concurrency policy,
+ * an inline policy too small to divide, the fallback store full or out of memory) the
+ * fail-closed denial stands: the fallback never admits what the fleet's limit would not.
+ * The first Redis answer after that goes back to Redis; the local counts are not carried
+ * into Redis (they expire with the fallback store's idle keys).  The daemon logs once when it
+ * enters local fallback and once when Redis answers again (in_local: with several worker
+ * threads, the line of one thread's recovery may be followed by another thread's still-open
+ * breaker entering again, at most once per thread and outage). */
+
+static unsigned fleet_of(const rlt__config *c)
+{
+    return c->set.redis.fleet_size ? c->set.redis.fleet_size : 1;
+}
+
+static void local_enter(redis_be *b, const rlt__config *c, int why)
+{
+    if (__atomic_exchange_n(&b->in_local, 1, __ATOMIC_RELAXED) != 0) return;
+    __atomic_fetch_add(&b->local_entered, 1, __ATOMIC_RELAXED);
+    rlt__log(RLT__LOG_WARN,
+             "redis unreachable (%s): fail: local policies decide on this node's store at "
+             "1/%u of each limit until Redis answers",
+             rlt_strerror(why), fleet_of(c));
+}
+
+/* Redis answered a call (not a lease held locally): leave local fallback if in it. */
+static void local_leave(redis_be *b)
+{
+    if (__atomic_load_n(&b->in_local, __ATOMIC_RELAXED) == 0 ||
+        __atomic_exchange_n(&b->in_local, 0, __ATOMIC_RELAXED) == 0)
+        return;
+    rlt__log(RLT__LOG_NOTICE, "redis answers again: fail: local policies decide in Redis "
+                              "(the local counts are not carried into it)");
+}
+
+/* The fallback store's id of policy `id`'s share (cached with the policy).  RLT_OK or why
+ * there is none. */
+static int local_id(redis_be *b, tctx *t, const rlt__config *c, int id, int *lid)
+{
+    if (id < 0 || (size_t)id >= t->npol || !t->pol[id].have) return RLT_ENOENT;
+    pcache *pc = &t->pol[id];
+    if (!pc->lhave) {
+        pc->lcheck = rlt__fallback_policy(b->fb, id, &pc->p, fleet_of(c), &pc->lid);
+        pc->lhave = true;
+    }
+    *lid = pc->lid;
+    return pc->lcheck;
+}
+
+/* After the library answered `st` with *d for policy `id` under `flags`: a Redis answer
+ * leaves local fallback; a fail-mode answer of a fail: local policy becomes a local decision
+ * when one can be made.  Returns st. */
+static int local_after(redis_be *b, tctx *t, const rlt__config *c, unsigned flags, int id,
+                       const void *key, size_t klen, rlt_ns now, int64_t cost, int st,
+                       rlt_decision *d)
+{
+    if (st == RLT_OK && !(flags & RLT_REDIS_LEASE)) local_leave(b);
+    if ((st != RLT_EBACKEND && st != RLT_ETIMEDOUT) || !(flags & LOCAL_FLAG)) return st;
+    int lid;
+    rlt_decision ld;
+    if (local_id(b, t, c, id, &lid) != RLT_OK ||
+        rlt_store_decide(rlt__fallback_store(b->fb), lid, key, klen, now, cost, &ld) != RLT_OK)
+        return st;
+    *d = ld;
+    t->fail_local++;
+    local_enter(b, c, st);
+    return st;
+}
+
+static int redis_decide(rlt__backend *be, int policy_id, const void *key, size_t klen, rlt_ns now,
+                        int64_t cost, rlt_decision *d)
+{
+    /* Redis's clock decides; `now` is the local fallback's */
+    redis_be *b = (redis_be *)be;
+    rlt__srv *s = be->s;
+    const rlt__config *c;
+    int st;
+    tctx *t = enter(b, &c, &st);
+    const rlt_policy *p = NULL;
+    if (st == RLT_OK) st = get_policy(t, s, policy_id, &p);
+    if (st != RLT_OK) {
+        memset(d, 0, sizeof *d);
+        return st;
+    }
+    unsigned f = fail_flags(t, c, policy_id);
+    st = rlt_redis_decide(t->r, p, f & ~LOCAL_FLAG, key, klen, 0, cost, d);
+    st = local_after(b, t, c, f, policy_id, key, klen, now, cost, st, d);
+    publish(t);
+    return decided(st);
+}
+
+static void redis_decide_batch(rlt__backend *be, const int *policy, const rlt_key *keys, size_t n,
+                               rlt_ns now, const int64_t *costs, rlt_decision *out, int *status)
+{
+    enum { CHUNK = 256 };
+    redis_be *b = (redis_be *)be;
+    rlt__srv *s = be->s;
+    const rlt__config *c;
+    int st;
+    tctx *t = enter(b, &c, &st);
+    rlt_redis_check checks[CHUNK];
+    size_t idx[CHUNK];
+    /* Runs of one fail mode (the library takes one per call), at most CHUNK items each; the
+     * runs go in order, so every key sees its requests in the order they came. */
+    for (size_t i = 0; i < n;) {
+        size_t m = 0;
+        unsigned flags = 0;
+        for (; i < n && m < CHUNK; i++) {
+            const rlt_policy *p = NULL;
+            int ps = st == RLT_OK ? get_policy(t, s, policy[i], &p) : st;
+            if (ps != RLT_OK) {
+                memset(&out[i], 0, sizeof out[i]);
+                status[i] = ps;
+                continue;
+            }
+            unsigned f = fail_flags(t, c, policy[i]);
+            if ((f & RLT_REDIS_LEASE) && m == 0) {
+                /* A lease answers locally most of the time: decided on its own, in order
+                 * (a pending run was sent first, below). */
+                int ls = rlt_redis_decide(t->r, p, f & ~LOCAL_FLAG, keys[i].key, keys[i].klen, 0,
+                                          costs[i], &out[i]);
+                status[i] = decided(local_after(b, t, c, f, policy[i], keys[i].key, keys[i].klen,
+                                                now, costs[i], ls, &out[i]));
+                continue;
+            }
+            if (m > 0 && (f != flags || (f & RLT_REDIS_LEASE))) break;
+            flags = f;
+            checks[m] = (rlt_redis_check){
+                .policy = p, .key = keys[i].key, .klen = keys[i].klen, .cost = costs[i]};
+            idx[m++] = i;
+        }
+        if (m == 0) continue;
+        rlt_decision dd[CHUNK];
+        int ds[CHUNK];
+        rlt_redis_decide_batch(t->r, checks, m, flags & ~LOCAL_FLAG, 0, dd, ds);
+        for (size_t k = 0; k < m; k++) {
+            size_t j = idx[k];
+            out[j] = dd[k];
+            status[j] = decided(local_after(b, t, c, flags, policy[j], keys[j].key, keys[j].klen,
+                                            now, costs[j], ds[k], &out[j]));
+        }
+    }
+    if (t != NULL) publish(t);
+}
+
+/* A multi-limit check whose limits all fail local, after Redis failed with `st`: all or
+ * nothing on the fallback store under every limit's share, or the fail-closed answer
+ * stands. */
+static void local_multi(redis_be *b, tctx *t, const rlt__config *c, const rlt_check *checks,
+                        size_t n, rlt_ns now, int st, rlt_decision *combined, int *refused)
+{
+    rlt_check lc[64];
+    for (size_t i = 0; i < n; i++) {
+        lc[i] = checks[i];
+        if (local_id(b, t, c, checks[i].policy, &lc[i].policy) != RLT_OK) return;
+    }
+    rlt_decision d;
+    int r = -1;
+    if (rlt_store_decide_multi(rlt__fallback_store(b->fb), lc, n, now, &d, &r) != RLT_OK) return;
+    *combined = d;
+    if (refused != NULL) *refused = r;
+    t->fail_local++;
+    local_enter(b, c, st);
+}
+
+static int redis_decide_multi(rlt__backend *be, const rlt_check *checks, size_t n, rlt_ns now,
+                              rlt_decision *combined, int *refused)
+{
+    enum { MAX = 64 };
+    redis_be *b = (redis_be *)be;
+    rlt__srv *s = be->s;
+    memset(combined, 0, sizeof *combined);
+    if (refused != NULL) *refused = -1;
+    if (n == 0 || n > MAX) return RLT_EINVAL;
+    const rlt__config *c;
+    int st;
+    tctx *t = enter(b, &c, &st);
+    if (st != RLT_OK) return st;
+    rlt_redis_check rc[MAX];
+    unsigned flags = RLT_REDIS_FAIL_OPEN; /* open only when every limit fails open */
+    bool local = true;                    /* local only when every limit fails local */
+    for (size_t i = 0; i < n; i++) {
+        const rlt_policy *p;
+        st = get_policy(t, s, checks[i].policy, &p);
+        if (st != RLT_OK) return st;
+        if (p->algo == RLT_CONCURRENCY) return RLT_EINVAL;
+        rc[i] = (rlt_redis_check){
+            .policy = p, .key = checks[i].key, .klen = checks[i].klen, .cost = checks[i].cost};
+        unsigned f = fail_flags(t, c, checks[i].policy);
+        if (!(f & RLT_REDIS_FAIL_OPEN)) flags = 0;
+        if (!(f & LOCAL_FLAG)) local = false;
+    }
+    st = rlt_redis_decide_multi(t->r, rc, n, flags, 0, combined, refused);
+    if (st == RLT_OK) local_leave(b);
+    if (local && (st == RLT_EBACKEND || st == RLT_ETIMEDOUT))
+        local_multi(b, t, c, checks, n, now, st, combined, refused);
+    if (st == RLT_EINVAL && b->opt.cluster && n > 1) {
+        /* On a cluster the keys of one script must share a hash slot.  Without a common hash
+         * tag the limits are decided one at a time in order, stopping at the first that
+         * denies: not all-or-nothing (the limits before it stay charged: this errs towards
+         * admitting less, never more). */
+        __atomic_fetch_add(&b->multi_split, 1, __ATOMIC_RELAXED);
+        st = RLT_OK;
+        for (size_t i = 0; i < n && st == RLT_OK; i++) {
+            rlt_decision x;
+            unsigned f = fail_flags(t, c, checks[i].policy);
+            st = rlt_redis_decide(t->r, rc[i].policy, f & ~LOCAL_FLAG, rc[i].key, rc[i].klen, 0,
+                                  rc[i].cost, &x);
+            st = decided(local_after(b, t, c, f, checks[i].policy, rc[i].key, rc[i].klen, now,
+                                     rc[i].cost, st, &x));
+            if (st != RLT_OK) break;
+            rlt_decision_combine(combined, &x, i == 0);
+            if (!x.allowed) {
+                if (refused != NULL) *refused = (int)i;
+                break;
+            }
+        }
+    }
+    publish(t);
+    return decided(st);
+}
+
+static int redis_reset(rlt__backend *be, int policy_id, const void *key, size_t klen)
+{
+    redis_be *b = (redis_be *)be;
+    rlt__srv *s = be->s;
+    const rlt__config *c;
+    int st;
+    tctx *t = enter(b, &c, &st);
+    const rlt_policy *p = NULL;
+    if (st == RLT_OK) st = get_policy(t, s, policy_id, &p);
+    if (st != RLT_OK) return st;
+    st = rlt_redis_reset(t->r, p, key, klen);
+    int lid;
+    if (local_id(b, t, c, policy_id, &lid) == RLT_OK) /* and its local share, if it has one */
+        (void)rlt_store_reset(rlt__fallback_store(b->fb), lid, key, klen);
+    publish(t);
+    return st; /* a reset that Redis did not take is an error for the client to see */
+}
+
+static int redis_release(rlt__backend *be, int policy_id, const void *key, size_t klen, rlt_ns now,
+                         int64_t lease)
+{
+    (void)now;
+    redis_be *b = (redis_be *)be;
+    rlt__srv *s = be->s;
+    const rlt__config *c;
+    int st;
+    tctx *t = enter(b, &c, &st);
+    const rlt_policy *p = NULL;
+    if (st == RLT_OK) st = get_policy(t, s, policy_id, &p);
+    if (st != RLT_OK) return st;
+    st = rlt_redis_release(t->r, p, fail_flags(t, c, policy_id), key, klen, 0, lease);
+    publish(t);
+    if (st == RLT_EBACKEND || st == RLT_ETIMEDOUT) {
+        /* Not released now; Redis reclaims the slot after the policy's timeout. */
+        __atomic_fetch_add(&b->release_lost, 1, __ATOMIC_RELAXED);
+        return RLT_ENOENT;
+    }
+    return st;
+}
+
+/* Charge after the response in Redis (rlt_redis_reserve / rlt_redis_settle): the reservation
+ * is a Redis key beside the limit's, so any daemon of the fleet can settle it.  Redis's clock
+ * decides; `now` is the local fallback's.  A reserve without Redis is the policy's fail mode
+ * (fail: local decides on the fallback store) and makes no reservation; a settle without
+ * Redis is RLT_EBACKEND for the client to see (the reservation expires charged as
+ * estimated if it is never settled). */
+static int redis_reserve(rlt__backend *be, int policy_id, const void *key, size_t klen, rlt_ns now,
+                         int64_t estimate, rlt_ns timeout, rlt_decision *d, uint64_t *reservation)
+{
+    redis_be *b = (redis_be *)be;
+    const rlt__config *c;
+    int st;
+    *reservation = 0;
+    memset(d, 0, sizeof *d);
+    tctx *t = enter(b, &c, &st);
+    const rlt_policy *p = NULL;
+    if (st == RLT_OK) st = get_policy(t, be->s, policy_id, &p);
+    if (st != RLT_OK) return st;
+    unsigned f = fail_flags(t, c, policy_id) & ~RLT_REDIS_LEASE;
+    st = rlt_redis_reserve(t->r, p, f & ~LOCAL_FLAG, key, klen, 0, estimate, timeout, d,
+                           reservation);
+    st = local_after(b, t, c, f, policy_id, key, klen, now, estimate, st, d);
+    publish(t);
+    return decided(st);
+}
+
+static int redis_settle(rlt__backend *be, int policy_id, const void *key, size_t klen, rlt_ns now,
+                        uint64_t reservation, int64_t real_cost, rlt_decision *d)
+{
+    (void)now;
+    redis_be *b = (redis_be *)be;
+    const rlt__config *c;
+    int st;
+    memset(d, 0, sizeof *d);
+    tctx *t = enter(b, &c, &st);
+    const rlt_policy *p = NULL;
+    if (st == RLT_OK) st = get_policy(t, be->s, policy_id, &p);
+    if (st != RLT_OK) return st;
+    st = rlt_redis_settle(t->r, p, 0, key, klen, 0, reservation, real_cost, d);
+    if (st == RLT_OK) local_leave(b);
+    publish(t);
+    return st;
+}
+
+static int check_policy(const rlt_policy *p, const char *what, const char *name, char *err,
+                        size_t errlen)
+{
+    int st = rlt_redis_policy_check(p);
+    if (st == RLT_OK) return RLT_OK;
+    char text[256] = "";
+    rlt_policy_format(p, text, sizeof text);
+    snprintf(err, errlen,
+             "%s '%s' (%s) cannot run in Redis: %s (periods and block= durations must be whole "
+             "microseconds and numbers below 2^50)",
+             what, name, text, rlt_strerror(st));
+    return -1;
+}
+
+/* Whether policy p, of fail mode `fail` (RLT__FAIL_*), fails local under c's default. */
+static bool fails_local(const rlt__config *c, int fail, const rlt_policy *p)
+{
+    bool local = fail == RLT__FAIL_LOCAL || (fail == RLT__FAIL_DEFAULT && c->set.redis.fail_local);
+    return local && p->algo != RLT_CONCURRENCY; /* concurrency fails closed (fallback.h) */
+}
+
+/* Every fail: local policy must have a share of at least 1 on each node of the fleet. */
+static int check_local_shares(const rlt__config *c, char *err, size_t errlen)
+{
+    unsigned fleet = fleet_of(c);
+    rlt_policy q;
+    char why[384];
+    for (size_t i = 0; i < c->nnamed; i++) {
+        const rlt__named *np = &c->named[i];
+        if (!fails_local(c, np->fail, &np->policy) ||
+            rlt__fallback_divide(&np->policy, fleet, &q) == RLT_OK)
+            continue;
+        rlt__fallback_explain(&np->policy, fleet, why, sizeof why);
+        snprintf(err, errlen, "policy '%s' (fail: local): %s", np->name, why);
+        return RLT_EINVAL;
+    }
+    for (size_t i = 0; i < c->nrules; i++) {
+        const rlt__rule *r2 = &c->rules[i];
+        if (r2->unlimited || r2->block_all || !fails_local(c, r2->fail, &r2->policy) ||
+            rlt__fallback_divide(&r2->policy, fleet, &q) == RLT_OK)
+            continue;
+        rlt__fallback_explain(&r2->policy, fleet, why, sizeof why);
+        snprintf(err, errlen, "rule '%s' (line %d, fail: local): %s", r2->path, r2->line, why);
+        return RLT_EINVAL;
+    }
+    return RLT_OK;
+}
+
+int rlt__backend_redis_check_config(const rlt__config *c, char *err, size_t errlen)
+{
+    const rlt__redis_settings *rs = &c->set.redis;
+    if (check_leases(c, err, errlen) != RLT_OK) return RLT_EINVAL;
+    if (rs->address[0] == '\0') return RLT_OK;
+    rlt_redis_options o;
+    char servers[RLT__STR_MAX], password[RLT__STR_MAX], prefix[65], master[129];
+    options_from(rs, &o, servers, password, prefix);
+    sentinel_from(rs, &o, master);
+    rlt_redis *r = NULL;
+    int st = rlt_redis_open(&r, &o); /* validates the options; connects only on first use */
+    rlt_redis_close(r);
+    if (st != RLT_OK) {
+        snprintf(err, errlen, "redis: invalid settings (%s '%s', prefix '%s'): %s",
+                 rs->master_name[0] ? "sentinels" : "address", rs->address, rs->prefix,
+                 rlt_strerror(st));
+        return RLT_EINVAL;
+    }
+    for (size_t i = 0; i < c->nnamed; i++)
+        if (check_policy(&c->named[i].policy, "policy", c->named[i].name, err, errlen) != RLT_OK)
+            return RLT_EINVAL;
+    for (size_t i = 0; i < c->nrules; i++) {
+        const rlt__rule *r2 = &c->rules[i];
+        if (r2->unlimited || r2->block_all) continue;
+        if (check_policy(&r2->policy, "rule", r2->path, err, errlen) != RLT_OK) return RLT_EINVAL;
+    }
+    return check_local_shares(c, err, errlen);
+}
+
+static void redis_close(rlt__backend *be)
+{
+    redis_be *b = (redis_be *)be;
+    while (b->threads != NULL) {
+        tctx *t = b->threads;
+        b->threads = t->next;
+        rlt_redis_close(t->r);
+        pthread_mutex_destroy(&t->nodes_mu);
+        free(t->pol);
+        free(t->fail);
+        free(t);
+    }
+    pthread_mutex_destroy(&b->mu);
+    rlt__fallback_close(b->fb);
+    free(b);
+}
+
+/* The sum of every thread's published counters. */
+static unsigned sum(redis_be *b, pubstats *out)
+{
+    memset(out, 0, sizeof *out);
+    unsigned handles = 0;
+    pthread_mutex_lock(&b->mu);
+    for (tctx *t = b->threads; t != NULL; t = t->next) {
+        handles++;
+        pthread_mutex_lock(&t->nodes_mu); /* one moment of each thread (publish) */
+#define ADD(f) out->f += __atomic_load_n(&t->pub.f, __ATOMIC_RELAXED)
+        ADD(decisions);
+        ADD(round_trips);
+        ADD(fail_open);
+        ADD(fail_closed);
+        ADD(timeouts);
+        ADD(errors);
+        ADD(breaker_opened);
+        ADD(short_circuited);
+        ADD(connects);
+        ADD(script_loads);
+        ADD(redirects);
+        ADD(lease_local);
+        ADD(nodes);
+        ADD(nodes_open);
+        ADD(fail_local);
+        ADD(tryagain);
+        ADD(topology_reads);
+        ADD(master_switches);
+#undef ADD
+        pthread_mutex_unlock(&t->nodes_mu);
+    }
+    pthread_mutex_unlock(&b->mu);
+    return handles;
+}
+
+static uint64_t ld(const uint64_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+static const char *engine_name(rlt_redis_engine e)
+{
+    return e == RLT_REDIS_ENGINE_MODULE    ? "module"
+           : e == RLT_REDIS_ENGINE_SCRIPTS ? "scripts"
+                                           : "unknown";
+}
+
+/* redis_node<i>:addr=...,engine=module|scripts|unknown,connected=0|1,breaker=open|closed, as
+ * the most recently published worker handle saw them. */
+static void node_lines(redis_be *b, rlt__obuf *o)
+{
+    pthread_mutex_lock(&b->mu);
+    for (tctx *t = b->threads; t != NULL; t = t->next) {
+        pthread_mutex_lock(&t->nodes_mu);
+        unsigned n = t->nnodes;
+        for (unsigned i = 0; i < n; i++) {
+            const rlt_redis_node_info *ni = &t->nodes[i];
+            rlt__obuf_printf(o, "redis_node%u:addr=%s,engine=%s,connected=%d,breaker=%s\r\n", i,
+                             ni->addr, engine_name(ni->engine), ni->connected ? 1 : 0,
+                             ni->breaker_open ? "open" : "closed");
+        }
+        pthread_mutex_unlock(&t->nodes_mu);
+        if (n > 0) break;
+    }
+    pthread_mutex_unlock(&b->mu);
+}
+
+static void redis_info(rlt__backend *be, rlt__obuf *o)
+{
+    redis_be *b = (redis_be *)be;
+    rlt__srv *s = be->s;
+    pubstats t;
+    unsigned handles = sum(b, &t);
+    const rlt__config *c = rlt__srv_config(s);
+    uint64_t closed = t.fail_closed >= t.fail_local ? t.fail_closed - t.fail_local : 0;
+    uint64_t without = t.fail_open + t.fail_closed;
+    uint64_t in_redis =
+        t.decisions >= without + t.lease_local ? t.decisions - without - t.lease_local : 0;
+    rlt__obuf_printf(o,
+         "redis_address:%s\r\nredis_cluster:%d\r\n"
+         "redis_timeout_us:%" PRId64 "\r\nredis_fail_default:%s\r\nredis_handles:%u\r\n"
+         "redis_nodes:%" PRIu64 "\r\nredis_breaker:%s\r\nredis_breakers_open:%" PRIu64 "\r\n",
+         b->servers, b->opt.cluster ? 1 : 0,
+         (b->opt.timeout ? b->opt.timeout : RLT_REDIS_DEFAULT_TIMEOUT) / RLT_NS_PER_US,
+         c->set.redis.fail_local  ? "local"
+         : c->set.redis.fail_open ? "open"
+                                  : "closed",
+         handles, t.nodes,
+         t.nodes_open > 0 ? "open" : "closed", t.nodes_open);
+    rlt__obuf_printf(o,
+         "redis_decisions:%" PRIu64 "\r\nredis_decisions_without_redis:%" PRIu64
+         "\r\nredis_fail_open_allowed:%" PRIu64 "\r\nredis_fail_closed_denied:%" PRIu64
+         "\r\nredis_timeouts:%" PRIu64 "\r\nredis_errors:%" PRIu64
+         "\r\nredis_breaker_opened:%" PRIu64 "\r\nredis_short_circuited:%" PRIu64
+         "\r\nredis_connects:%" PRIu64 "\r\nredis_round_trips:%" PRIu64
+         "\r\nredis_script_loads:%" PRIu64 "\r\nredis_redirects:%" PRIu64
+         "\r\nredis_release_lost:%" PRIu64 "\r\nredis_multi_split:%" PRIu64
+         "\r\nredis_lease_local:%" PRIu64 "\r\n",
+         in_redis, without, t.fail_open, closed, t.timeouts, t.errors, t.breaker_opened,
+         t.short_circuited, t.connects, t.round_trips, t.script_loads, t.redirects,
+         ld(&b->release_lost), ld(&b->multi_split), t.lease_local);
+    rlt__obuf_printf(o,
+                     "redis_fail_local:%" PRIu64 "\r\nredis_local_fallback:%d\r\n"
+                     "redis_local_fallback_entered:%" PRIu64 "\r\nredis_fleet_size:%u\r\n",
+                     t.fail_local, __atomic_load_n(&b->in_local, __ATOMIC_RELAXED),
+                     ld(&b->local_entered), fleet_of(c));
+    rlt__obuf_printf(o,
+                     "redis_sentinel_master:%s\r\nredis_tryagain:%" PRIu64
+                     "\r\nredis_topology_reads:%" PRIu64 "\r\nredis_master_switches:%" PRIu64
+                     "\r\n",
+                     b->master, t.tryagain, t.topology_reads, t.master_switches);
+    node_lines(b, o);
+}
+
+static void redis_prometheus(rlt__backend *be, rlt__obuf *o)
+{
+    redis_be *b = (redis_be *)be;
+    pubstats t;
+    sum(b, &t);
+    uint64_t without = t.fail_open + t.fail_closed;
+    uint64_t in_redis =
+        t.decisions >= without + t.lease_local ? t.decisions - without - t.lease_local : 0;
+    uint64_t closed = t.fail_closed >= t.fail_local ? t.fail_closed - t.fail_local : 0;
+    rlt__prom_family(o, "ratelimitd_redis_decisions_total", "counter",
+                     "Decisions by who made them: Redis, or the fail mode without Redis "
+                     "(fail_local: the node's share on its own store).");
+    rlt__obuf_printf(o,
+                     "ratelimitd_redis_decisions_total{by=\"redis\"} %" PRIu64 "\n"
+                     "ratelimitd_redis_decisions_total{by=\"fail_open\"} %" PRIu64 "\n"
+                     "ratelimitd_redis_decisions_total{by=\"fail_closed\"} %" PRIu64 "\n"
+                     "ratelimitd_redis_decisions_total{by=\"fail_local\"} %" PRIu64 "\n",
+                     in_redis, t.fail_open, closed, t.fail_local);
+    rlt__prom_family(o, "ratelimitd_redis_local_fallback", "gauge",
+                     "1 while fail: local policies decide on this node's store.");
+    rlt__obuf_printf(o, "ratelimitd_redis_local_fallback %d\n",
+                     __atomic_load_n(&b->in_local, __ATOMIC_RELAXED));
+    rlt__prom_family(o, "ratelimitd_redis_local_fallback_entered_total", "counter",
+                     "Times this node entered local fallback (Redis unreachable).");
+    rlt__obuf_printf(o, "ratelimitd_redis_local_fallback_entered_total %" PRIu64 "\n",
+                     ld(&b->local_entered));
+    rlt__prom_family(o, "ratelimitd_redis_breaker_open", "gauge",
+                     "Redis nodes whose circuit breaker is open (summed over worker handles).");
+    rlt__obuf_printf(o, "ratelimitd_redis_breaker_open %" PRIu64 "\n", t.nodes_open);
+    static const struct {
+        const char *name, *help;
+    } counters[] = {
+        {"ratelimitd_redis_timeouts_total", "Redis calls that missed their deadline."},
+        {"ratelimitd_redis_errors_total", "Redis calls that failed (connection or reply errors)."},
+        {"ratelimitd_redis_breaker_opened_total", "Times a node's circuit breaker opened."},
+        {"ratelimitd_redis_short_circuited_total", "Decisions made by the fail mode while a "
+                                                   "breaker was open, without calling Redis."},
+        {"ratelimitd_redis_connects_total", "Connections made to Redis nodes."},
+        {"ratelimitd_redis_round_trips_total", "Round trips to Redis (a pipeline is one)."},
+        {"ratelimitd_redis_release_lost_total", "Concurrency releases Redis could not take "
+                                                "(the lease expires by itself)."},
+        {"ratelimitd_redis_tryagain_total", "TRYAGAIN replies from a Cluster slot being "
+                                            "migrated (retried with a short backoff)."},
+        {"ratelimitd_redis_topology_reads_total", "Reads of the Cluster slot map or of the "
+                                                  "Sentinel master (after a failure, a MOVED, "
+                                                  "or periodically)."},
+        {"ratelimitd_redis_master_switches_total", "Times the Sentinel master changed "
+                                                   "(+switch-master or a new answer)."},
+    };
+    const uint64_t values[] = {t.timeouts,       t.errors,         t.breaker_opened,
+                               t.short_circuited, t.connects,      t.round_trips,
+                               ld(&b->release_lost), t.tryagain,  t.topology_reads,
+                               t.master_switches};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        rlt__prom_family(o, counters[i].name, "counter", counters[i].help);
+        rlt__obuf_printf(o, "%s %" PRIu64 "\n", counters[i].name, values[i]);
+    }
+}
+
+static const rlt__backend_ops redis_ops = {
+    .name = "redis",
+    .daemon_clock = false,
+    .decide = redis_decide,
+    .decide_batch = redis_decide_batch,
+    .decide_multi = redis_decide_multi,
+    .reset = redis_reset,
+    .release = redis_release,
+    .reserve = redis_reserve,
+    .settle = redis_settle,
+    .info = redis_info,
+    .prometheus = redis_prometheus,
+    .close = redis_close,
+};
+
+int rlt__backend_redis_open(rlt__srv *s, rlt__backend **out, char *err, size_t errlen)
+{
+    const rlt__config *c = rlt__srv_config(s);
+    int st = rlt__backend_redis_check_config(c, err, errlen);
+    if (st != RLT_OK) return st;
+    redis_be *b = calloc(1, sizeof *b);
+    if (b == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return RLT_ENOMEM;
+    }
+    b->base.ops = &redis_ops;
+    b->base.s = s;
+    options_from(&c->set.redis, &b->opt, b->servers, b->password, b->prefix);
+    /* The fallback store, bounded like the local backend's: max_keys, and half the store's
+     * share of max_memory (in Redis mode the registry's store holds only policies and tier
+     * assignments). */
+    st = rlt__fallback_open(&b->fb, c->set.max_keys, rlt__mem_store_share(c->set.max_memory) / 2);
+    if (st != RLT_OK) {
+        snprintf(err, errlen, "cannot open the local fallback store: %s", rlt_strerror(st));
+        free(b);
+        return st;
+    }
+    sentinel_from(&c->set.redis, &b->opt, b->master);
+    b->gen = __atomic_fetch_add(&next_gen, 1, __ATOMIC_RELAXED);
+    pthread_mutex_init(&b->mu, NULL);
+    *out = &b->base;
+    return RLT_OK;
+}
+
+#else /* built without libratelimit_redis: a configured Redis is refused at start */
+
+int rlt__backend_redis_check_config(const rlt__config *c, char *err, size_t errlen)
+{
+    if (check_leases(c, err, errlen) != RLT_OK) return RLT_EINVAL;
+    if (c->set.redis.address[0] == '\0') return RLT_OK;
+    snprintf(err, errlen,
+             "redis: this ratelimitd was built without Redis support (install "
+             "libhiredis-dev and pkg-config, and rebuild)");
+    return RLT_EINVAL;
+}
+
+int rlt__backend_redis_open(rlt__srv *s, rlt__backend **out, char *err, size_t errlen)
+{
+    (void)s;
+    *out = NULL;
+    snprintf(err, errlen,
+             "redis: this ratelimitd was built without Redis support (install "
+             "libhiredis-dev and pkg-config, and rebuild)");
+    return RLT_EINVAL;
+}
+
+#endif
