@@ -2,6 +2,7 @@
  * parsed config is also matched against a descriptor built from the input. */
 #include "server/resp/cmd.h"
 #include "server/config/config.h"
+#include "server/config/load.h"
 #include "server/request/decide.h"
 #include "server/http/httpin.h"
 #include "server/stats/metrics.h"

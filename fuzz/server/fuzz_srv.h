@@ -4,6 +4,7 @@
 #define RLT_FUZZ_SERVER_SRV_H
 
 #include "server/config/config.h"
+#include "server/config/load.h"
 #include "server/request/srv.h"
 
 #include <stdlib.h>

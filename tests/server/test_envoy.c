@@ -5,6 +5,7 @@
 #include "test.h"
 
 #include "server/config/config.h"
+#include "server/config/load.h"
 #include "server/request/envoy.h"
 #include "server/http/httpin.h"
 #include "server/grpc/pb.h"

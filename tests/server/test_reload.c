@@ -4,6 +4,7 @@
 
 #include "server/resp/cmd.h"
 #include "server/config/config.h"
+#include "server/config/load.h"
 #include "server/request/decide.h"
 #include "server/http/httpin.h"
 #include "server/stats/metrics.h"

@@ -1,6 +1,6 @@
-/* ratelimitd's configuration (config.c: settings and the YAML document; config_rules.c:
- * envoy descriptors, rules, named policies, tiers and tenants, and descriptor matching).
- * A parsed config is plain data: it knows nothing of the server that applies it. */
+/* ratelimitd's configuration as plain data (config.c: defaults, lookups, freeing): settings,
+ * envoy descriptor trees and their rules, named policies, tiers and tenants.  load.h reads it
+ * from YAML.  A parsed config knows nothing of the server that applies it. */
 #ifndef RLT_SERVER_CONFIG_CONFIG_H
 #define RLT_SERVER_CONFIG_CONFIG_H
 
@@ -13,6 +13,12 @@
 
 #define RLT__STR_MAX 256 /* longest string setting (bind, password, prefix, path pieces) */
 #define RLT__MAX_INPUT (1u << 20) /* unparsed input one connection may hold (conn.c) */
+/* The RESP parser's limits when a setting is 0 (resp.h) and the settings' defaults. */
+#define RLT__RESP_DEFAULT_MAX_ARGS 1024
+#define RLT__RESP_DEFAULT_MAX_BULK 65536
+#define RLT__RESP_DEFAULT_MAX_INLINE 65536
+/* Most server.top_keys (top.h): a read merges every thread's sketch, O(threads^2 x K). */
+#define RLT__TOP_KEYS_MAX 1000
 /* The memory budget by default: 1 GiB, of which 7/8 for the store (keys, states, policies,
  * tier assignments, its index) and 1/8 for connection buffers. */
 #define RLT__DEFAULT_MAX_MEMORY ((size_t)1 << 30)
@@ -159,21 +165,10 @@ typedef struct rlt__config {
 #define RLT__DEFAULT_POLICY "gcra:1000/1s,burst=1000"
 void rlt__settings_default(rlt__settings *s);
 
-/* Parses YAML config text.  `file` names it in messages.  Returns RLT_OK and *out, or
- * RLT_EPARSE with a message "file:line: reason" in err. */
-int rlt__config_parse(const char *text, size_t len, const char *file, rlt__config **out, char *err,
-                      size_t errlen);
-/* Reads and parses a file (as rlt__config_parse); a directory as rlt__config_load_many. */
-int rlt__config_load(const char *path, rlt__config **out, char *err, size_t errlen);
-/* Reads paths[0..n) into one config, in order: a file as rlt__config_parse, a directory as
- * every `*.yaml` file in it in name order (envoyproxy/ratelimit's runtime directory, one
- * domain each).  Domains must be distinct across files (a duplicate is an error naming the
- * file and line); settings set in a later file override earlier ones.  Returns as
- * rlt__config_parse. */
-int rlt__config_load_many(const char *const *paths, size_t n, rlt__config **out, char *err,
-                          size_t errlen);
-/* The embedded default configuration (no file).  NULL only when out of memory. */
+/* A config of the default settings and the single "default" policy (what runs without a
+ * config file).  NULL only when out of memory.  rlt__config_new is the reader's start. */
 rlt__config *rlt__config_default(void);
+rlt__config *rlt__config_new(void);
 void rlt__config_free(rlt__config *c);
 
 /* One entry of an envoy descriptor. */

@@ -1,5 +1,7 @@
 /* The config's limits: envoy descriptor trees and their rules (rate_limit and our
- * extensions), named policies, tiers and tenants, store names, and descriptor matching. */
+ * extensions), named policies, tiers and tenants, and their store names. */
+#include "server/config/rules.h"
+
 #include "server/config/config.h"
 
 #include "server/config/yaml.h"
@@ -261,16 +263,6 @@ static int parse_rate_limit(rlt__cy *x, yaml_node_t *n, rlt__rule *rule)
     return drain_ok(x, where, rule);
 }
 
-void rlt__cy_free_descs(rlt__desc *d, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        free(d[i].key);
-        free(d[i].value);
-        rlt__cy_free_descs(d[i].children, d[i].nchildren);
-    }
-    free(d);
-}
-
 static const rlt__desc *sort_descs; /* qsort has no context argument; one thread parses */
 
 static int desc_cmp(const void *a, const void *b)
@@ -528,59 +520,4 @@ int rlt__cy_parse_tenants(rlt__cy *x, yaml_node_t *n)
         ts[c->ntenants++] = t;
     }
     return RLT_OK;
-}
-
-const rlt__named *rlt__config_named(const rlt__config *c, const char *name, size_t len)
-{
-    for (size_t i = 0; i < c->nnamed; i++)
-        if (strlen(c->named[i].name) == len && memcmp(c->named[i].name, name, len) == 0)
-            return &c->named[i];
-    return NULL;
-}
-
-static bool str_eq(const char *z, const char *s, size_t n)
-{
-    return strlen(z) == n && memcmp(z, s, n) == 0;
-}
-
-int rlt__config_match(const rlt__config *c, const char *domain, size_t dlen, const rlt__entry *e,
-                      size_t n)
-{
-    const rlt__desc *list = NULL;
-    size_t count = 0;
-    for (size_t i = 0; i < c->ndomains; i++) {
-        if (str_eq(c->domains[i].name, domain, dlen)) {
-            list = c->domains[i].descs;
-            count = c->domains[i].ndescs;
-        }
-    }
-    if (list == NULL || n == 0) return -1;
-    for (size_t level = 0; level < n; level++) {
-        const rlt__desc *exact = NULL, *wild = NULL, *any = NULL;
-        size_t wild_len = 0;
-        for (size_t i = 0; i < count; i++) {
-            const rlt__desc *d = &list[i];
-            if (!str_eq(d->key, e[level].key, e[level].klen)) continue;
-            if (d->value == NULL) {
-                any = d;
-                continue;
-            }
-            size_t vl = strlen(d->value);
-            if (vl > 0 && d->value[vl - 1] == '*') {
-                if (vl - 1 <= e[level].vlen && memcmp(d->value, e[level].value, vl - 1) == 0 &&
-                    (wild == NULL || vl - 1 > wild_len)) {
-                    wild = d;
-                    wild_len = vl - 1;
-                }
-            } else if (str_eq(d->value, e[level].value, e[level].vlen)) {
-                exact = d;
-            }
-        }
-        const rlt__desc *m = exact ? exact : wild ? wild : any;
-        if (m == NULL) return -1;
-        if (level + 1 == n) return m->rule;
-        list = m->children;
-        count = m->nchildren;
-    }
-    return -1;
 }

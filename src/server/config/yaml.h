@@ -1,12 +1,10 @@
-/* Internals of the YAML config reader, shared by its three files: the parse context, the
- * typed readers of YAML nodes (config_yaml.c) and the sections config.c hands to
- * config_rules.c.  Every reader returns RLT_OK, or RLT_EPARSE after writing "file:line: reason"
- * into the context's error buffer. */
+/* Internals of the YAML config reader, shared by its files (load.c, rules.c): the parse
+ * context and the typed readers of YAML nodes (yaml.c).  Every reader returns RLT_OK, or
+ * RLT_EPARSE after writing "file:line: reason" into the context's error buffer. */
 #ifndef RLT_SERVER_CONFIG_YAML_H
 #define RLT_SERVER_CONFIG_YAML_H
 
 #include "server/config/config.h"
-#include "server/resp/resp.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -34,7 +32,7 @@ typedef struct rlt__cy {
 } rlt__cy;
 
 
-/* ---- node readers (config_yaml.c) ---- */
+/* ---- node readers (yaml.c) ---- */
 int rlt__cy_fail(rlt__cy *x, const yaml_node_t *n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 yaml_node_t *rlt__cy_node(rlt__cy *x, int id);
@@ -64,13 +62,5 @@ int rlt__cy_get_fail(rlt__cy *x, const yaml_node_t *n, int *out);
 /* The whole document's shape, before any section is read: no mapping has a key twice (go-yaml,
  * which envoyproxy/ratelimit reads its files with, refuses those too).  Sets max_visits. */
 int rlt__cy_check_document(rlt__cy *x);
-
-/* ---- sections (config_rules.c) ---- */
-int rlt__cy_parse_policies(rlt__cy *x, yaml_node_t *n);
-int rlt__cy_parse_tiers(rlt__cy *x, yaml_node_t *n);
-int rlt__cy_parse_tenants(rlt__cy *x, yaml_node_t *n);
-int rlt__cy_add_domain(rlt__cy *x, yaml_node_t *name_node, yaml_node_t *descs);
-int rlt__cy_check_rule_names(rlt__cy *x);
-void rlt__cy_free_descs(rlt__desc *d, size_t n);
 
 #endif

@@ -5,6 +5,7 @@
 #include "server/backend/backend.h"
 #include "server/base/clock.h"
 #include "server/config/config.h"
+#include "server/config/load.h"
 #include "server/net/conn.h"
 #include "server/request/decide.h"
 #include "server/net/listen.h"

@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include "server/base/obuf.h"
+#include "server/config/config.h"
 
 /* Returned by rlt__resp_parse when the buffer holds only part of a command. */
 #define RLT__RESP_PARTIAL (-2)
@@ -28,16 +29,15 @@ typedef struct rlt__resp_arg {
     size_t len;
 } rlt__resp_arg;
 
-/* Bounds.  All-zero means the defaults below. */
+/* Bounds.  All-zero means the defaults. */
 typedef struct rlt__resp_limits {
     size_t max_args;   /* arguments per command, including the name; default 1024 */
     size_t max_bulk;   /* bytes per bulk string; default 65536 */
     size_t max_inline; /* bytes per inline command line; default 65536 */
 } rlt__resp_limits;
 
-#define RLT__RESP_DEFAULT_MAX_ARGS 1024
-#define RLT__RESP_DEFAULT_MAX_BULK 65536
-#define RLT__RESP_DEFAULT_MAX_INLINE 65536
+/* The defaults (RLT__RESP_DEFAULT_MAX_ARGS, _BULK, _INLINE) are the config's (config.h), whose
+ * server.max_args and server.max_bulk start from them. */
 
 /* Parses the first command in buf[0..len).
  *   - returns n > 0: a whole command took the first n bytes; argv[0..*argc) hold its

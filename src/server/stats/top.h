@@ -6,6 +6,7 @@
 #define RLT_SERVER_STATS_TOP_H
 
 #include "ratelimit/topk.h"
+#include "server/config/config.h"
 #include "server/base/obuf.h"
 #include "server/request/request.h"
 
@@ -13,8 +14,6 @@
 
 struct rlt__srv;
 
-/* Most server.top_keys: a read merges every thread's sketch, O(threads^2 x K). */
-#define RLT__TOP_KEYS_MAX 1000
 /* Entries /metrics shows (a bounded label set). */
 #define RLT__TOP_METRICS 10
 
