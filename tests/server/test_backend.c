@@ -13,6 +13,7 @@
 #include "server/stats/metrics.h"
 #include "server/net/pipe.h"
 #include "server/request/request.h"
+#include "server/request/report.h"
 #include "server/request/srv.h"
 #include "server/backend/backend.h"
 
@@ -51,7 +52,7 @@ static void close_srv(rlt__srv *s)
 static long long info_num(rlt__srv *s, const char *name)
 {
     rlt__obuf o = {0};
-    rlt__metrics_info(s, &o);
+    rlt__report_info(s, &o);
     rlt__obuf_put(&o, "", 1);
     char pat[128];
     snprintf(pat, sizeof pat, "\r\n%s:", name);
@@ -64,8 +65,8 @@ static long long info_num(rlt__srv *s, const char *name)
 static bool info_has(rlt__srv *s, const char *text)
 {
     rlt__obuf o = {0};
-    rlt__metrics_info(s, &o);
-    rlt__metrics_prometheus(s, &o);
+    rlt__report_info(s, &o);
+    rlt__report_prometheus(s, &o);
     rlt__obuf_put(&o, "", 1);
     bool r = strstr(o.data, text) != NULL;
     rlt__obuf_free(&o);

@@ -4,6 +4,7 @@
  * a second server context.  Virtual clock, no sockets. */
 #include "test.h"
 
+#include "core/text.h"
 #include "server/resp/cmd.h"
 #include "server/config/config.h"
 #include "server/config/load.h"
@@ -308,7 +309,7 @@ TEST(integer_replies_format_every_magnitude)
     for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
         char want[32];
         snprintf(want, sizeof want, "%" PRId64, vals[i]);
-        size_t n = rlt__resp_fmt_i64(buf, vals[i]);
+        size_t n = rlt__format_i64(buf, vals[i]);
         buf[n] = '\0';
         ASSERT_STR_EQ(buf, want);
     }
@@ -319,7 +320,7 @@ TEST(integer_replies_format_every_magnitude)
                 int64_t x = sign * (v + d);
                 char want[32];
                 snprintf(want, sizeof want, "%" PRId64, x);
-                size_t n = rlt__resp_fmt_i64(buf, x);
+                size_t n = rlt__format_i64(buf, x);
                 buf[n] = '\0';
                 ASSERT_STR_EQ(buf, want);
             }

@@ -1,22 +1,21 @@
 /* The backends of the decision seam: where a decision is made.  A table of operations with
- * two implementations, chosen once when the server context opens (rlt__srv_open): the local keyed store
- * (backend_local.c) and Redis (backend_redis.c, through libratelimit_redis).  Both take
- * their policies from the daemon's registry (the server context's store: policy ids, tiers)
- * and their fail modes from its config; neither counts metrics nor applies shadow mode (the
- * seam does, the same for both).  Nothing outside these two files and decide.c knows which
- * backend runs. */
+ * two implementations, chosen once when the server context opens (rlt__srv_open): the local
+ * keyed store (local.c) and Redis (redis.c, through libratelimit_redis).  Both take their
+ * policies from the registry (registry.h: policy ids, tiers) and their fail modes from its
+ * config; neither counts metrics nor applies shadow mode (the seam, request/decide.c, does,
+ * the same for both).  Nothing outside this room and the seam knows which backend runs. */
 #ifndef RLT_SERVER_BACKEND_BACKEND_H
 #define RLT_SERVER_BACKEND_BACKEND_H
 
 #include "ratelimit/ratelimit.h"
 #include "ratelimit/store.h"
+#include "server/backend/registry.h"
 #include "server/config/config.h"
 #include "server/base/obuf.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 
-struct rlt__srv;
 typedef struct rlt__backend rlt__backend;
 
 typedef struct rlt__backend_ops {
@@ -53,16 +52,17 @@ typedef struct rlt__backend_ops {
 /* What every implementation's handle starts with. */
 struct rlt__backend {
     const rlt__backend_ops *ops;
-    struct rlt__srv *s;
 };
 
-/* The local store of s.  Returns RLT_OK and *out, or RLT_ENOMEM. */
-int rlt__backend_local_open(struct rlt__srv *s, rlt__backend **out);
+/* The registry's own store (local.c).  reg must outlive the backend.  Returns RLT_OK and *out,
+ * or RLT_ENOMEM. */
+int rlt__backend_local_open(rlt__registry *reg, rlt__backend **out);
 
-/* Redis, from the settings in s's config (`redis:`).  Does not need Redis up.  Returns RLT_OK
- * and *out, or an RLT_* code with a message in err (also when the daemon was built without
+/* Redis (redis.c), from the settings of reg's config (`redis:`), its policies read from reg
+ * (which must outlive the backend).  Does not need Redis up.  Returns RLT_OK and *out, or an
+ * RLT_* code with a message in err (also when the daemon was built without
  * libratelimit_redis). */
-int rlt__backend_redis_open(struct rlt__srv *s, rlt__backend **out, char *err, size_t errlen);
+int rlt__backend_redis_open(rlt__registry *reg, rlt__backend **out, char *err, size_t errlen);
 /* Checks the `redis:` settings and that every configured policy can run inside Redis.
  * Returns RLT_OK (also when Redis is off), or RLT_EINVAL with a message in err. */
 int rlt__backend_redis_check_config(const rlt__config *c, char *err, size_t errlen);

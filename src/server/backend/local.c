@@ -1,14 +1,17 @@
 /* The local backend: decisions in the daemon's own keyed store (rlt_store), at the daemon's
- * clock.  The store is the server context's, the same one that holds the policy registry. */
+ * clock.  The store is the registry's, the same one that holds the policies. */
 #include "server/backend/backend.h"
-
-#include "server/request/srv.h"
 
 #include <stdlib.h>
 
+typedef struct local_be {
+    rlt__backend base; /* first: the seam's handle */
+    rlt_store *store;
+} local_be;
+
 static rlt_store *store_of(rlt__backend *b)
 {
-    return b->s->store;
+    return ((local_be *)b)->store;
 }
 
 static int local_decide(rlt__backend *b, int policy_id, const void *key, size_t klen, rlt_ns now,
@@ -87,12 +90,12 @@ static const rlt__backend_ops local_ops = {
     .close = local_close,
 };
 
-int rlt__backend_local_open(rlt__srv *s, rlt__backend **out)
+int rlt__backend_local_open(rlt__registry *reg, rlt__backend **out)
 {
-    rlt__backend *b = calloc(1, sizeof *b);
+    local_be *b = calloc(1, sizeof *b);
     if (b == NULL) return RLT_ENOMEM;
-    b->ops = &local_ops;
-    b->s = s;
-    *out = b;
+    b->base.ops = &local_ops;
+    b->store = reg->store;
+    *out = &b->base;
     return RLT_OK;
 }

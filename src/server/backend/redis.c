@@ -14,9 +14,9 @@
 #include "server/base/log.h"
 #include "server/base/mem.h"
 #include "server/stats/metrics.h"
-#include "server/request/srv.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,7 +72,7 @@ typedef struct tctx {
     pubstats pub;
     uint64_t fail_local;    /* this thread's own count, published with the library's */
     const rlt__config *cfg; /* the config the caches below were built for */
-    uint64_t pgen;          /* and the registry's policy generation (rlt__srv_policy_gen) */
+    uint64_t pgen;          /* and the registry's policy generation (rlt__registry_gen) */
     pcache *pol;            /* by policy id */
     size_t npol;
     unsigned char *fail; /* RLT__FAIL_* by policy id (named policies and rules) */
@@ -86,6 +86,7 @@ typedef struct tctx {
 
 typedef struct redis_be {
     rlt__backend base; /* first: the seam's handle */
+    rlt__registry *reg; /* the policies and the config in force */
     rlt_redis_options opt;
     char servers[RLT__STR_MAX], password[RLT__STR_MAX], prefix[65];
     char master[129]; /* Sentinel: the master's name ("" = none) */
@@ -245,7 +246,7 @@ static unsigned fail_flags(const tctx *t, const rlt__config *c, int id)
 
 /* Policy `id` (cached per thread).  Returns RLT_OK and *out, RLT_ENOENT, RLT_ENOMEM, or the
  * policy check's RLT_EINVAL / RLT_ERANGE when Redis cannot run it. */
-static int get_policy(tctx *t, rlt__srv *s, int id, const rlt_policy **out)
+static int get_policy(tctx *t, rlt__registry *reg, int id, const rlt_policy **out)
 {
     if (id < 0) return RLT_ENOENT;
     if ((size_t)id >= t->npol) {
@@ -260,7 +261,7 @@ static int get_policy(tctx *t, rlt__srv *s, int id, const rlt_policy **out)
     }
     pcache *pc = &t->pol[id];
     if (!pc->have) {
-        int st = rlt_store_get_policy(s->store, id, &pc->p);
+        int st = rlt__registry_policy(reg, id, &pc->p);
         if (st != RLT_OK) return st;
         pc->check = rlt_redis_policy_check(&pc->p);
         pc->have = true;
@@ -273,9 +274,8 @@ static int get_policy(tctx *t, rlt__srv *s, int id, const rlt_policy **out)
 static tctx *enter(redis_be *b, const rlt__config **c, int *st)
 {
     tctx *t = thread_ctx(b);
-    rlt__srv *s = b->base.s;
-    uint64_t pgen = rlt__srv_policy_gen(s);
-    *c = rlt__srv_config(s);
+    uint64_t pgen = rlt__registry_gen(b->reg);
+    *c = rlt__registry_config(b->reg);
     *st = t == NULL ? RLT_ENOMEM : refresh(t, *c, pgen);
     return t;
 }
@@ -364,12 +364,11 @@ static int redis_decide(rlt__backend *be, int policy_id, const void *key, size_t
 {
     /* Redis's clock decides; `now` is the local fallback's */
     redis_be *b = (redis_be *)be;
-    rlt__srv *s = be->s;
     const rlt__config *c;
     int st;
     tctx *t = enter(b, &c, &st);
     const rlt_policy *p = NULL;
-    if (st == RLT_OK) st = get_policy(t, s, policy_id, &p);
+    if (st == RLT_OK) st = get_policy(t, b->reg, policy_id, &p);
     if (st != RLT_OK) {
         memset(d, 0, sizeof *d);
         return st;
@@ -386,7 +385,6 @@ static void redis_decide_batch(rlt__backend *be, const int *policy, const rlt_ke
 {
     enum { CHUNK = 256 };
     redis_be *b = (redis_be *)be;
-    rlt__srv *s = be->s;
     const rlt__config *c;
     int st;
     tctx *t = enter(b, &c, &st);
@@ -399,7 +397,7 @@ static void redis_decide_batch(rlt__backend *be, const int *policy, const rlt_ke
         unsigned flags = 0;
         for (; i < n && m < CHUNK; i++) {
             const rlt_policy *p = NULL;
-            int ps = st == RLT_OK ? get_policy(t, s, policy[i], &p) : st;
+            int ps = st == RLT_OK ? get_policy(t, b->reg, policy[i], &p) : st;
             if (ps != RLT_OK) {
                 memset(&out[i], 0, sizeof out[i]);
                 status[i] = ps;
@@ -460,7 +458,6 @@ static int redis_decide_multi(rlt__backend *be, const rlt_check *checks, size_t 
 {
     enum { MAX = 64 };
     redis_be *b = (redis_be *)be;
-    rlt__srv *s = be->s;
     memset(combined, 0, sizeof *combined);
     if (refused != NULL) *refused = -1;
     if (n == 0 || n > MAX) return RLT_EINVAL;
@@ -473,7 +470,7 @@ static int redis_decide_multi(rlt__backend *be, const rlt_check *checks, size_t 
     bool local = true;                    /* local only when every limit fails local */
     for (size_t i = 0; i < n; i++) {
         const rlt_policy *p;
-        st = get_policy(t, s, checks[i].policy, &p);
+        st = get_policy(t, b->reg, checks[i].policy, &p);
         if (st != RLT_OK) return st;
         if (p->algo == RLT_CONCURRENCY) return RLT_EINVAL;
         rc[i] = (rlt_redis_check){
@@ -515,12 +512,11 @@ static int redis_decide_multi(rlt__backend *be, const rlt_check *checks, size_t 
 static int redis_reset(rlt__backend *be, int policy_id, const void *key, size_t klen)
 {
     redis_be *b = (redis_be *)be;
-    rlt__srv *s = be->s;
     const rlt__config *c;
     int st;
     tctx *t = enter(b, &c, &st);
     const rlt_policy *p = NULL;
-    if (st == RLT_OK) st = get_policy(t, s, policy_id, &p);
+    if (st == RLT_OK) st = get_policy(t, b->reg, policy_id, &p);
     if (st != RLT_OK) return st;
     st = rlt_redis_reset(t->r, p, key, klen);
     int lid;
@@ -535,12 +531,11 @@ static int redis_release(rlt__backend *be, int policy_id, const void *key, size_
 {
     (void)now;
     redis_be *b = (redis_be *)be;
-    rlt__srv *s = be->s;
     const rlt__config *c;
     int st;
     tctx *t = enter(b, &c, &st);
     const rlt_policy *p = NULL;
-    if (st == RLT_OK) st = get_policy(t, s, policy_id, &p);
+    if (st == RLT_OK) st = get_policy(t, b->reg, policy_id, &p);
     if (st != RLT_OK) return st;
     st = rlt_redis_release(t->r, p, fail_flags(t, c, policy_id), key, klen, 0, lease);
     publish(t);
@@ -568,7 +563,7 @@ static int redis_reserve(rlt__backend *be, int policy_id, const void *key, size_
     memset(d, 0, sizeof *d);
     tctx *t = enter(b, &c, &st);
     const rlt_policy *p = NULL;
-    if (st == RLT_OK) st = get_policy(t, be->s, policy_id, &p);
+    if (st == RLT_OK) st = get_policy(t, b->reg, policy_id, &p);
     if (st != RLT_OK) return st;
     unsigned f = fail_flags(t, c, policy_id) & ~RLT_REDIS_LEASE;
     st = rlt_redis_reserve(t->r, p, f & ~LOCAL_FLAG, key, klen, 0, estimate, timeout, d,
@@ -588,7 +583,7 @@ static int redis_settle(rlt__backend *be, int policy_id, const void *key, size_t
     memset(d, 0, sizeof *d);
     tctx *t = enter(b, &c, &st);
     const rlt_policy *p = NULL;
-    if (st == RLT_OK) st = get_policy(t, be->s, policy_id, &p);
+    if (st == RLT_OK) st = get_policy(t, b->reg, policy_id, &p);
     if (st != RLT_OK) return st;
     st = rlt_redis_settle(t->r, p, 0, key, klen, 0, reservation, real_cost, d);
     if (st == RLT_OK) local_leave(b);
@@ -760,10 +755,9 @@ static void node_lines(redis_be *b, rlt__obuf *o)
 static void redis_info(rlt__backend *be, rlt__obuf *o)
 {
     redis_be *b = (redis_be *)be;
-    rlt__srv *s = be->s;
     pubstats t;
     unsigned handles = sum(b, &t);
-    const rlt__config *c = rlt__srv_config(s);
+    const rlt__config *c = rlt__registry_config(b->reg);
     uint64_t closed = t.fail_closed >= t.fail_local ? t.fail_closed - t.fail_local : 0;
     uint64_t without = t.fail_open + t.fail_closed;
     uint64_t in_redis =
@@ -878,9 +872,9 @@ static const rlt__backend_ops redis_ops = {
     .close = redis_close,
 };
 
-int rlt__backend_redis_open(rlt__srv *s, rlt__backend **out, char *err, size_t errlen)
+int rlt__backend_redis_open(rlt__registry *reg, rlt__backend **out, char *err, size_t errlen)
 {
-    const rlt__config *c = rlt__srv_config(s);
+    const rlt__config *c = rlt__registry_config(reg);
     int st = rlt__backend_redis_check_config(c, err, errlen);
     if (st != RLT_OK) return st;
     redis_be *b = calloc(1, sizeof *b);
@@ -889,7 +883,7 @@ int rlt__backend_redis_open(rlt__srv *s, rlt__backend **out, char *err, size_t e
         return RLT_ENOMEM;
     }
     b->base.ops = &redis_ops;
-    b->base.s = s;
+    b->reg = reg;
     options_from(&c->set.redis, &b->opt, b->servers, b->password, b->prefix);
     /* The fallback store, bounded like the local backend's: max_keys, and half the store's
      * share of max_memory (in Redis mode the registry's store holds only policies and tier
@@ -919,9 +913,9 @@ int rlt__backend_redis_check_config(const rlt__config *c, char *err, size_t errl
     return RLT_EINVAL;
 }
 
-int rlt__backend_redis_open(rlt__srv *s, rlt__backend **out, char *err, size_t errlen)
+int rlt__backend_redis_open(rlt__registry *reg, rlt__backend **out, char *err, size_t errlen)
 {
-    (void)s;
+    (void)reg;
     *out = NULL;
     snprintf(err, errlen,
              "redis: this ratelimitd was built without Redis support (install "

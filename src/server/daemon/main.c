@@ -310,7 +310,7 @@ static void snapshot(mainctx *m, const char *why)
     /* The wall time derived from the daemon's clock, not CLOCK_REALTIME: then a restart
      * shifts saved instants by whole days (see rlt__clock_start). */
     rlt_ns now = rlt__now();
-    int st = rlt_store_save(m->s->store, c->set.snapshot, now, now + rlt__clock_origin());
+    int st = rlt__registry_save(&m->s->reg, c->set.snapshot, now, now + rlt__clock_origin());
     if (st == RLT_OK) {
         __atomic_fetch_add(&m->s->metrics.snapshots_ok, 1, __ATOMIC_RELAXED);
     } else {
@@ -447,7 +447,7 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     mainctx *m = arg;
-    rlt_store_sweep(m->s->store, rlt__now(), 20000);
+    rlt__registry_sweep(&m->s->reg, rlt__now(), 20000);
 }
 
 int main(int argc, char **argv)

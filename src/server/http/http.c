@@ -13,14 +13,15 @@
  * pipe like RESP's, so a turn's requests are decided in one batch.  Any framing error is
  * answered (400, 413, 414, 431, 501, 505) with "Connection: close" and the connection closed:
  * nothing after it is read as a request. */
+#include "core/text.h"
 #include "server/net/conn.h"
 #include "server/request/decide.h"
 #include "server/http/http1.h"
 #include "server/http/httpin.h"
 #include "server/stats/metrics.h"
 #include "server/net/protocol.h"
-#include "server/resp/resp.h"
 #include "server/request/srv.h"
+#include "server/request/report.h"
 #include "server/stats/top.h"
 
 #include <stdint.h>
@@ -66,7 +67,7 @@ static void put_str(rlt__obuf *o, const char *z)
 static void put_num(rlt__obuf *o, int64_t v)
 {
     char b[24];
-    rlt__obuf_put(o, b, rlt__resp_fmt_i64(b, v));
+    rlt__obuf_put(o, b, rlt__format_i64(b, v));
 }
 
 /* One response: status line, headers (`extra`: whole "Name: value\r\n" lines), body.  Built
@@ -134,7 +135,7 @@ static void render_check(rlt__srv *s, const rlt__pipe_reply *r, int id, int64_t 
     rlt_policy p;
     char hdr[1024];
     int hl = -1;
-    if (rlt_store_get_policy(s->store, id, &p) == RLT_OK)
+    if (rlt__registry_policy(&s->reg, id, &p) == RLT_OK)
         hl = rlt_format_headers(hdr, sizeof hdr, r->name, &p, d, RLT_HDR_RETRY_AFTER | RLT_HDR_IETF);
     if (hl < 0) hdr[0] = '\0';
     /* {"allowed":B,"limit":N,"remaining":N,"retry_after_ms":N,"reset_after_ms":N} */
@@ -275,7 +276,7 @@ static void handle_settle(rlt__conn *c, const rlt__http_req *req, const rlt__ses
     field_name(cr.policy, cr.plen, name, sizeof name);
     rlt_policy p;
     int hl = -1;
-    if (rlt_store_get_policy(s->store, t.policy_id, &p) == RLT_OK)
+    if (rlt__registry_policy(&s->reg, t.policy_id, &p) == RLT_OK)
         hl = rlt_format_headers(hdr, sizeof hdr, name, &p, &d, RLT_HDR_IETF);
     if (hl < 0) hdr[0] = '\0';
     char body[256];
@@ -327,7 +328,7 @@ static void handle_top(rlt__conn *c, const rlt__http_req *req, const rlt__sessio
         RLT_OK)
         return respond_error(o, 400, flags, NULL, err);
     rlt__obuf body = {0};
-    rlt__top_json(s, ss, n, &body);
+    rlt__report_top_json(s, ss, n, &body);
     respond(o, 200, flags, "application/json", NULL, body.data ? body.data : "", body.len);
     rlt__obuf_free(&body);
 }
@@ -390,8 +391,8 @@ static void route(rlt__conn *c, const rlt__http_req *req, unsigned flags, rlt_ns
         if (envoy) return handle_envoy(c, req, &ss, flags, now);
         if (path_is(req, "/v1/top")) return handle_top(c, req, &ss, flags);
         rlt__obuf text = {0};
-        rlt__metrics_prometheus(s, &text);
-        rlt__top_prometheus(s, &ss, &text);
+        rlt__report_prometheus(s, &text);
+        rlt__report_top_prometheus(s, &ss, &text);
         respond(o, 200, flags, "text/plain; version=0.0.4", NULL, text.data ? text.data : "",
                 text.len);
         rlt__obuf_free(&text);

@@ -4,7 +4,6 @@
 #include "server/http/httpin.h"
 #include "core/text.h"
 
-#include "server/resp/resp.h"
 #include "server/request/srv.h"
 
 #include <jansson.h>

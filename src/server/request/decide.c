@@ -206,7 +206,7 @@ int rlt__decide_settle(rlt__srv *s, int policy_id, const void *key, size_t klen,
 static bool rate_out_of_range(rlt__srv *s, int id, rlt_ns now)
 {
     rlt_policy p;
-    if (rlt_store_get_policy(s->store, id, &p) != RLT_OK) return false;
+    if (rlt__registry_policy(&s->reg, id, &p) != RLT_OK) return false;
     void *state = calloc(1, rlt_state_size(&p));
     if (state == NULL) return false;
     rlt_decision d;
@@ -231,7 +231,7 @@ const char *rlt__decide_strerror(rlt__srv *s, int id, rlt_ns now, int st, char *
                    "the server's clock (use a smaller count or a longer period)";
         return "cost out of range for this policy";
     case RLT_EINVAL:
-        if (id >= 0 && rlt_store_get_policy(s->store, id, &p) == RLT_OK &&
+        if (id >= 0 && rlt__registry_policy(&s->reg, id, &p) == RLT_OK &&
             p.algo == RLT_CONCURRENCY)
             return "cost must be 0 or 1 for a concurrency policy (RL.ACQUIRE takes one slot)";
         break;
@@ -251,7 +251,7 @@ const char *rlt__decide_reserve_strerror(rlt__srv *s, int id, rlt_ns now, int st
                         "(docs/distributed.md)"
                       : "reserving needs the local backend: reservations are not kept in Redis "
                         "(docs/distributed.md)";
-    if (st == RLT_EINVAL && rlt_store_get_policy(s->store, id, &p) == RLT_OK &&
+    if (st == RLT_EINVAL && rlt__registry_policy(&s->reg, id, &p) == RLT_OK &&
         !rlt_settle_supported(&p))
         return "reservations need a fixed_window, sliding_window, sliding_log, token_bucket or "
                "gcra policy (not leaky_bucket nor concurrency)";

@@ -11,13 +11,13 @@
  * decided at the smallest one: a limit seen earlier than its own time keeps counting in the
  * later window it already holds, so that can deny until the window really ends, never admit
  * more. */
+#include "core/text.h"
 #include "server/request/envoy.h"
 
 #include "server/config/units.h"
 #include "server/base/clock.h"
 #include "server/request/decide.h"
 #include "server/stats/metrics.h"
-#include "server/resp/resp.h"
 #include "server/request/srv.h"
 
 #include <jansson.h>
@@ -83,7 +83,7 @@ typedef struct limit {
 static char *put_len(char *o, size_t n)
 {
     char b[24];
-    size_t l = rlt__resp_fmt_i64(b, (int64_t)n);
+    size_t l = rlt__format_i64(b, (int64_t)n);
     memcpy(o, b, l);
     return o + l;
 }
@@ -540,7 +540,7 @@ static char *cat(char *o, const char *z)
 
 static char *num(char *o, int64_t v)
 {
-    return o + rlt__resp_fmt_i64(o, v);
+    return o + rlt__format_i64(o, v);
 }
 
 void rlt__envoy_headers(rlt__srv *s, const rlt__envoy_result *res,
@@ -562,7 +562,7 @@ void rlt__envoy_headers(rlt__srv *s, const rlt__envoy_result *res,
     token_of(pick->name, name, sizeof name);
     rlt_policy p;
     bool have_policy =
-        pick->policy_id >= 0 && rlt_store_get_policy(s->store, pick->policy_id, &p) == RLT_OK;
+        pick->policy_id >= 0 && rlt__registry_policy(&s->reg, pick->policy_id, &p) == RLT_OK;
     bool over = pick->code == RLT__CODE_OVER_LIMIT;
     int64_t window_s = rlt__unit_ns(pick->unit) / RLT_NS_PER_S;
     if (have_policy) window_s = rlt_retry_after_seconds(p.period);

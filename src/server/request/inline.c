@@ -28,7 +28,7 @@ static void slot_name(char *out, size_t cap, size_t k)
     snprintf(out, cap, "i#%zu", k);
 }
 
-int rlt__inline_open(rlt__inline_table *t, size_t max, rlt_store *store, rlt_ns now)
+int rlt__inline_open(rlt__inline_table *t, size_t max, rlt__registry *reg, rlt_ns now)
 {
     memset(t, 0, sizeof *t);
     t->slot = calloc(max ? max : 1, sizeof *t->slot);
@@ -39,10 +39,10 @@ int rlt__inline_open(rlt__inline_table *t, size_t max, rlt_store *store, rlt_ns 
         rlt__inline_slot *sl = &t->slot[k];
         char name[32], canon[256];
         slot_name(name, sizeof name, k);
-        int id = rlt_store_policy_id(store, name);
+        int id = rlt__registry_policy_id(reg, name);
         rlt_policy p;
         sl->id = id >= 0 ? id : -1;
-        if (id < 0 || rlt_store_get_policy(store, id, &p) != RLT_OK ||
+        if (id < 0 || rlt__registry_policy(reg, id, &p) != RLT_OK ||
             rlt_policy_format(&p, canon, sizeof canon) < 0)
             continue;
         sl->text = strdup(canon);
@@ -93,7 +93,7 @@ static size_t pick(const rlt__inline_table *t, uint64_t owner, bool own_only, rl
     return best;
 }
 
-int rlt__inline_intern(rlt__inline_table *t, rlt_store *store, const rlt_policy *run,
+int rlt__inline_intern(rlt__inline_table *t, rlt__registry *reg, const rlt_policy *run,
                        const char *canon, uint64_t owner, size_t quota, rlt_ns now, size_t *slot,
                        int *id, char *err, size_t errlen)
 {
@@ -161,7 +161,7 @@ int rlt__inline_intern(rlt__inline_table *t, rlt_store *store, const rlt_policy 
     slot_name(name, sizeof name, k);
     int nid = -1;
     /* Idle, every key of the old policy is fresh: resetting them drops no allowance. */
-    int st = rlt_store_set_policy(store, name, run, RLT_CHANGE_RESET, &nid);
+    int st = rlt__registry_set_policy(reg, name, run, RLT_CHANGE_RESET, &nid);
     if (st != RLT_OK) {
         free(text);
         snprintf(err, errlen, "cannot add policy: %s", rlt_strerror(st));

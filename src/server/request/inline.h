@@ -17,6 +17,7 @@
 
 #include "ratelimit/ratelimit.h"
 #include "ratelimit/store.h"
+#include "server/backend/registry.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -41,16 +42,16 @@ typedef struct rlt__inline_table {
 } rlt__inline_table;
 
 /* Allocates a table of `max` slots and takes back the "i#k" policies a snapshot restored into
- * `store` (their owner unknown: the admin's; last used at `now`).  Returns RLT_OK or
+ * the registry (their owner unknown: the admin's; last used at `now`).  Returns RLT_OK or
  * RLT_ENOMEM. */
-int rlt__inline_open(rlt__inline_table *t, size_t max, rlt_store *store, rlt_ns now);
+int rlt__inline_open(rlt__inline_table *t, size_t max, rlt__registry *reg, rlt_ns now);
 void rlt__inline_close(rlt__inline_table *t);
 
 /* The slot of canonical text `canon` of policy `run` (the policy the store runs) for `owner`
  * at `now`: found, or a free slot, or an idle one reused.  Returns RLT_OK with *slot and
  * *id; RLT_ENOMEM with a message when the owner's quota or the table is full of policies in
  * use, or evictions are too frequent; another RLT_* code from the store. */
-int rlt__inline_intern(rlt__inline_table *t, rlt_store *store, const rlt_policy *run,
+int rlt__inline_intern(rlt__inline_table *t, rlt__registry *reg, const rlt_policy *run,
                        const char *canon, uint64_t owner, size_t quota, rlt_ns now, size_t *slot,
                        int *id, char *err, size_t errlen);
 

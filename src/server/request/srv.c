@@ -99,7 +99,7 @@ const char *rlt__srv_policy_name(rlt__srv *s, int id, char *buf, size_t cap)
 
 uint64_t rlt__srv_policy_gen(rlt__srv *s)
 {
-    return __atomic_load_n(&s->policy_gen, __ATOMIC_ACQUIRE);
+    return rlt__registry_gen(&s->reg);
 }
 
 size_t rlt__srv_policy_ids(rlt__srv *s)
@@ -112,7 +112,7 @@ size_t rlt__srv_policy_ids(rlt__srv *s)
 
 rlt__config *rlt__srv_config(rlt__srv *s)
 {
-    return __atomic_load_n(&s->cfg, __ATOMIC_ACQUIRE);
+    return rlt__registry_config(&s->reg);
 }
 
 /* GCRA works on absolute time: |now| x scale_ must fit int64.  A policy whose scale_ would
@@ -303,8 +303,8 @@ static rlt_change effective_change(rlt__srv *s, const char *name, const rlt_poli
                                    rlt_change change, bool *destructive)
 {
     rlt_policy old;
-    int id = rlt_store_policy_id(s->store, name);
-    bool exists = id >= 0 && rlt_store_get_policy(s->store, id, &old) == RLT_OK;
+    int id = rlt__registry_policy_id(&s->reg, name);
+    bool exists = id >= 0 && rlt__registry_policy(&s->reg, id, &old) == RLT_OK;
     if (!exists || policy_same(&old, run)) change = RLT_CHANGE_KEEP;
     /* A new algorithm or state size (block= added or removed) resets the keys whatever the
      * mode (rlt_store_set_policy): destructive, so it runs after every undoable write. */
@@ -327,7 +327,7 @@ static int write_policy(rlt__srv *s, const char *name, const rlt_policy *p, rlt_
     if ((pass == 1) != destructive) return RLT_OK;
     int nid = -1;
     int st = injected_failure(writes) ? RLT_ENOMEM
-                                      : rlt_store_set_policy(s->store, name, run, how, &nid);
+                                      : rlt__registry_set_policy(&s->reg, name, run, how, &nid);
     if (st == RLT_OK && *id != nid) *id = nid;
     return st;
 }
@@ -369,14 +369,15 @@ static int apply_locked(rlt__srv *s, rlt__config *cfg, bool restore, char *err, 
         for (size_t i = 0; i < cfg->ntiers; i++) {
             const rlt__named *n =
                 rlt__config_named(cfg, cfg->tiers[i].policy, strlen(cfg->tiers[i].policy));
-            int st = n ? rlt_store_set_tier(s->store, cfg->tiers[i].name, n->policy_id) : RLT_ENOENT;
+            int st = n ? rlt__registry_set_tier(&s->reg, cfg->tiers[i].name, n->policy_id)
+                       : RLT_ENOENT;
             if (st != RLT_OK) {
                 snprintf(err, errlen, "tier '%s': %s", cfg->tiers[i].name, rlt_strerror(st));
                 return RLT_ENOMEM;
             }
         }
     }
-    __atomic_add_fetch(&s->policy_gen, 1, __ATOMIC_RELEASE);
+    rlt__registry_bump(&s->reg);
     return RLT_OK;
 }
 
@@ -389,10 +390,10 @@ int rlt__srv_apply_config(rlt__srv *s, rlt__config *cfg, char *err, size_t errle
     if (r != RLT_OK) {
         /* Part of cfg may be in the store: put the old config's policies and tiers back
          * (same names, so the same ids).  Policies only cfg added stay, unused. */
-        if (s->cfg != NULL) {
+        if (s->reg.cfg != NULL) {
             char e2[200];
             size_t used = strlen(err);
-            if (apply_locked(s, s->cfg, true, e2, sizeof e2) == RLT_OK)
+            if (apply_locked(s, s->reg.cfg, true, e2, sizeof e2) == RLT_OK)
                 snprintf(err + used, errlen - used, "; the previous policies were restored");
             else
                 snprintf(err + used, errlen - used,
@@ -403,8 +404,8 @@ int rlt__srv_apply_config(rlt__srv *s, rlt__config *cfg, char *err, size_t errle
         pthread_mutex_unlock(&s->lock);
         return RLT_EINVAL;
     }
-    rlt__config *old = s->cfg;
-    __atomic_store_n(&s->cfg, cfg, __ATOMIC_RELEASE);
+    rlt__config *old = s->reg.cfg;
+    rlt__registry_set_config(&s->reg, cfg);
     if (old != NULL) {
         /* Other threads may still read the old config: keep it until close. */
         old->retired_next = s->retired;
@@ -432,7 +433,7 @@ int rlt__srv_open(rlt__srv **out, rlt__config *cfg, rlt_ns now, int64_t wall_ns,
                              .max_bytes = rlt__mem_store_share(cfg->set.max_memory),
                              .fail_closed = cfg->set.fail_closed,
                              .max_reservations = cfg->set.max_reservations};
-    int st = s->metrics.slots ? rlt_store_open(&s->store, &opt) : RLT_ENOMEM;
+    int st = s->metrics.slots ? rlt__registry_open(&s->reg, &opt) : RLT_ENOMEM;
     if (st != RLT_OK) {
         snprintf(err, errlen, "cannot open the store: %s", rlt_strerror(st));
         rlt__config_free(cfg);
@@ -441,7 +442,7 @@ int rlt__srv_open(rlt__srv **out, rlt__config *cfg, rlt_ns now, int64_t wall_ns,
     }
     struct stat sb;
     if (cfg->set.snapshot[0] != '\0' && stat(cfg->set.snapshot, &sb) == 0) {
-        st = rlt_store_load(s->store, cfg->set.snapshot, now, wall_ns);
+        st = rlt__registry_load(&s->reg, cfg->set.snapshot, now, wall_ns);
         if (st != RLT_OK) {
             snprintf(err, errlen, "snapshot %s: %s (move it away to start empty, or fix the path)",
                      cfg->set.snapshot, rlt_strerror(st));
@@ -450,7 +451,7 @@ int rlt__srv_open(rlt__srv **out, rlt__config *cfg, rlt_ns now, int64_t wall_ns,
             return RLT_EINVAL;
         }
     }
-    if (rlt__inline_open(&s->inl, cfg->set.max_inline_policies, s->store, now) != RLT_OK) {
+    if (rlt__inline_open(&s->inl, cfg->set.max_inline_policies, &s->reg, now) != RLT_OK) {
         snprintf(err, errlen, "out of memory");
         rlt__config_free(cfg);
         rlt__srv_close(s);
@@ -468,8 +469,8 @@ int rlt__srv_open(rlt__srv **out, rlt__config *cfg, rlt_ns now, int64_t wall_ns,
     }
     /* The backend, chosen once: Redis when `redis.address` is set, else the local store. */
     if (cfg->set.redis.address[0] != '\0') {
-        st = rlt__backend_redis_open(s, &s->be, err, errlen);
-    } else if ((st = rlt__backend_local_open(s, &s->be)) != RLT_OK) {
+        st = rlt__backend_redis_open(&s->reg, &s->be, err, errlen);
+    } else if ((st = rlt__backend_local_open(&s->reg, &s->be)) != RLT_OK) {
         snprintf(err, errlen, "out of memory");
     }
     if (st != RLT_OK) {
@@ -484,8 +485,8 @@ void rlt__srv_close(rlt__srv *s)
 {
     if (s == NULL) return;
     if (s->be != NULL) s->be->ops->close(s->be);
-    rlt_store_close(s->store);
-    rlt__config_free(s->cfg);
+    if (s->reg.store != NULL) rlt__registry_close(&s->reg);
+    rlt__config_free(s->reg.cfg);
     while (s->retired != NULL) {
         rlt__config *n = s->retired->retired_next;
         rlt__config_free(s->retired);
@@ -544,9 +545,9 @@ static int intern_slot(rlt__srv *s, const rlt_policy *p, const rlt__asker *who, 
     const rlt_policy *run = rlt__srv_runnable(p, redis_mode(c), &tmp);
     pthread_mutex_lock(&s->lock);
     *epoch = inl_epoch(s);
-    int st = rlt__inline_intern(&s->inl, s->store, run, canon, owner_of(who), quota_of(s, c),
+    int st = rlt__inline_intern(&s->inl, &s->reg, run, canon, owner_of(who), quota_of(s, c),
                                 now_of(who), slot, id, err, errlen);
-    if (st == RLT_OK && inl_epoch(s) != *epoch) __atomic_add_fetch(&s->policy_gen, 1, __ATOMIC_RELEASE);
+    if (st == RLT_OK && inl_epoch(s) != *epoch) rlt__registry_bump(&s->reg);
     if (st == RLT_OK) {
         char name[RLT__STR_MAX + 4];
         snprintf(name, sizeof name, "i:%.*s", RLT__STR_MAX - 3, canon); /* the text, for metrics */
@@ -623,5 +624,5 @@ int rlt__srv_resolve(rlt__srv *s, const char *text, size_t len, const rlt__asker
 int rlt__srv_tier_policy(rlt__srv *s, const char *default_tier, const void *key, size_t klen,
                          int *policy_id)
 {
-    return rlt_store_tier_policy(s->store, default_tier, key, klen, policy_id);
+    return rlt__registry_tier_policy(&s->reg, default_tier, key, klen, policy_id);
 }

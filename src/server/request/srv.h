@@ -1,12 +1,14 @@
-/* The server context (srv.c): the daemon's registry of policies and its state.  It owns the
- * local store (which also holds the policy table and tier assignments, whatever backend
- * decides), the current config (swapped on reload), the interned inline policies behind a
- * per-thread cache, the policy id -> name table, the metrics, and the backend. */
+/* The server context (srv.c): the daemon's state, handed to every request.  It owns the
+ * registry (backend/registry.h: the store's policy table and tier assignments, whatever
+ * backend decides, and the config in force, swapped on reload), the interned inline policies
+ * behind a per-thread cache, the policy id -> name table, the counters, the top offenders and
+ * the backend.  It opens them and passes each what it needs: none of them calls back. */
 #ifndef RLT_SERVER_REQUEST_SRV_H
 #define RLT_SERVER_REQUEST_SRV_H
 
 #include "ratelimit/ratelimit.h"
 #include "ratelimit/store.h"
+#include "server/backend/registry.h"
 #include "server/config/config.h"
 #include "server/request/inline.h"
 #include "server/stats/metrics.h"
@@ -19,8 +21,7 @@
 struct rlt__backend;
 
 typedef struct rlt__srv {
-    rlt_store *store;
-    rlt__config *cfg;     /* current config: read with rlt__srv_config (acquire) */
+    rlt__registry reg;    /* policies, tiers, the config in force (rlt__srv_config) */
     rlt__config *retired; /* replaced configs, freed at close (readers may still hold them) */
     pthread_mutex_t lock; /* inline policies and the id -> name table */
     rlt__inline_table inl;
@@ -29,9 +30,6 @@ typedef struct rlt__srv {
     rlt__metrics metrics;
     rlt_ns started;
     uint64_t gen;                 /* unique per context: tags the per-thread policy caches */
-    uint64_t policy_gen;          /* bumped whenever a policy id may now mean another policy
-                                     (an apply, a restore, an inline slot reused): caches of
-                                     policies by id compare it (rlt__srv_policy_gen) */
     struct rlt__backend *be;      /* where decisions are made: chosen once (decide.h) */
     struct rlt__top *top;         /* top offenders (top.h); NULL when server.top_keys is 0 */
 } rlt__srv;

@@ -291,7 +291,7 @@ static void cmd_keyop(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, siz
     }
     if (op == KEYOP_ACQUIRE) {
         rlt_policy p;
-        if (rlt_store_get_policy(s->store, id, &p) != RLT_OK || p.algo != RLT_CONCURRENCY)
+        if (rlt__registry_policy(&s->reg, id, &p) != RLT_OK || p.algo != RLT_CONCURRENCY)
             return rlt__resp_error(o, "ERR RL.ACQUIRE needs a concurrency policy "
                                       "(e.g. concurrency:10/30s)");
         rlt_decision d;
@@ -311,7 +311,7 @@ static void cmd_keyop(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, siz
     int st = rlt__decide_release(s, id, key, klen, now, lease);
     if (st == RLT_ENOENT) return rlt__resp_int(o, 0);
     rlt_policy p;
-    if (st == RLT_EINVAL && rlt_store_get_policy(s->store, id, &p) == RLT_OK &&
+    if (st == RLT_EINVAL && rlt__registry_policy(&s->reg, id, &p) == RLT_OK &&
         p.algo != RLT_CONCURRENCY)
         return rlt__resp_error(o, "ERR RL.RELEASE needs a concurrency policy "
                                   "(e.g. concurrency:10/30s)");
@@ -330,7 +330,7 @@ static void cmd_tier(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size
     if (a[2].len == 0 || a[2].len > RLT_NAME_MAX) return rlt__resp_error(o, "ERR unknown tier");
     memcpy(tier, a[2].ptr, a[2].len);
     tier[a[2].len] = '\0';
-    int st = rlt_store_assign_tier(s->store, key, klen, tier);
+    int st = rlt__registry_assign_tier(&s->reg, key, klen, tier);
     if (st == RLT_ENOENT || st == RLT_EINVAL) return rlt__resp_error(o, "ERR unknown tier");
     if (st == RLT_EFULL)
         return rlt__resp_error(o, "ERR too many tier assignments: they are bounded like keys "
@@ -432,7 +432,7 @@ static void exec_other(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, si
         if (rlt__srv_resolve(s, a[1].ptr, a[1].len, &who, &id, &shadow, err, sizeof err) != RLT_OK)
             return rlt__resp_errorf(o, "ERR %s", err);
         rlt_policy p;
-        if (rlt_store_get_policy(s->store, id, &p) != RLT_OK ||
+        if (rlt__registry_policy(&s->reg, id, &p) != RLT_OK ||
             rlt_policy_format(&p, text, sizeof text) < 0)
             return rlt__resp_error(o, "ERR unknown policy");
         return rlt__resp_bulk(o, text, strlen(text));

@@ -8,6 +8,7 @@
 
 #include "server/stats/metrics.h"
 #include "server/request/srv.h"
+#include "server/request/report.h"
 #include "server/stats/top.h"
 
 #include <fnmatch.h>
@@ -284,8 +285,8 @@ static void cmd_info(rlt__srv *s, const rlt__session *ss, const rlt__resp_arg *a
                      rlt__obuf *o)
 {
     rlt__obuf text = {0};
-    rlt__metrics_info(s, &text);
-    if (s->top != NULL) rlt__top_info(s, ss, &text);
+    rlt__report_info(s, &text);
+    if (s->top != NULL) rlt__report_top_info(s, ss, &text);
     bool all = n == 1;
     for (size_t k = 1; k < n; k++)
         all |= is(&a[k], "all") || is(&a[k], "everything") || is(&a[k], "default");
@@ -353,7 +354,7 @@ bool rlt__cmd_connection(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, 
         cmd_config(s, ss, a, n, o);
     } else if (is(c, "DBSIZE")) {
         rlt_store_stats st;
-        rlt_store_stats_get(s->store, &st);
+        rlt__registry_stats(&s->reg, &st);
         rlt__resp_int(o, (int64_t)st.keys);
     } else if (is(c, "INFO")) {
         cmd_info(s, ss, a, n, o);

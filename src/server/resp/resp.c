@@ -229,47 +229,13 @@ ssize_t rlt__resp_parse(char *buf, size_t len, const rlt__resp_limits *lim, rlt_
     return parse_inline(buf, len, &l, argv, argc, err);
 }
 
-/* "00".."99": two digits per division, half the divisions of the digit-at-a-time loop. */
-static const char digit_pairs[201] =
-    "00010203040506070809101112131415161718192021222324252627282930"
-    "31323334353637383940414243444546474849505152535455565758596061"
-    "62636465666768697071727374757677787980818283848586878889909192"
-    "93949596979899";
-
-size_t rlt__resp_fmt_i64(char *buf, int64_t v)
-{
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    size_t o = 0;
-    if (v < 0) buf[o++] = '-';
-    if (u < 10) {
-        buf[o++] = (char)('0' + u);
-        return o;
-    }
-    char tmp[20];
-    size_t i = sizeof tmp;
-    while (u >= 100) {
-        size_t r = (size_t)(u % 100);
-        u /= 100;
-        i -= 2;
-        memcpy(tmp + i, digit_pairs + 2 * r, 2);
-    }
-    if (u >= 10) {
-        i -= 2;
-        memcpy(tmp + i, digit_pairs + 2 * u, 2);
-    } else {
-        tmp[--i] = (char)('0' + u);
-    }
-    memcpy(buf + o, tmp + i, sizeof tmp - i);
-    return o + sizeof tmp - i;
-}
-
 /* Longest "<prefix><int64>\r\n" line. */
 #define NUM_LINE_BYTES (1 + 20 + 2)
 
 static size_t put_line(char *w, char prefix, int64_t v)
 {
     w[0] = prefix;
-    size_t n = 1 + rlt__resp_fmt_i64(w + 1, v);
+    size_t n = 1 + rlt__format_i64(w + 1, v);
     w[n++] = '\r';
     w[n++] = '\n';
     return n;

@@ -66,8 +66,4 @@ void rlt__resp_array(rlt__obuf *b, size_t n);               /* *n\r\n */
 #define RLT__RESP_INTS_MAX 16
 void rlt__resp_ints(rlt__obuf *b, const int64_t *v, size_t n);
 
-/* Formats v in decimal into buf (room for 20 bytes: "-9223372036854775808"); returns the
- * length.  No NUL is written. */
-size_t rlt__resp_fmt_i64(char *buf, int64_t v);
-
 #endif

@@ -1,5 +1,6 @@
 /* ratelimitd's counters (metrics.c): per-worker slots written without locks, summed by the
- * readers, and their renderings as Prometheus text (/metrics) and INFO. */
+ * readers (request/report.h renders them as Prometheus text and INFO), and the Prometheus
+ * family header every rendering starts a family with. */
 #ifndef RLT_SERVER_STATS_METRICS_H
 #define RLT_SERVER_STATS_METRICS_H
 
@@ -8,14 +9,12 @@
 
 #include <stdint.h>
 
-struct rlt__srv;
-
 #define RLT__METRIC_IDS 1024 /* per-policy counters; ids beyond share the last slot */
 #define RLT__LAT_BUCKETS 22  /* latency buckets: <= 1us, 2us, 4us ... 2^20 us, +Inf */
 #define RLT__METRIC_SLOTS 65 /* one writer per slot: workers 1..64, slot 0 for the rest */
 
 /* envoyproxy/ratelimit's per-rule counters (by policy id) and the gRPC front end's: one block,
- * rendered by rlt__metrics_grpc_prometheus. */
+ * rendered with the Prometheus text (request/report.h). */
 #define RLT__GRPC_STATUSES 17 /* gRPC status codes 0 (OK) .. 16 (UNAUTHENTICATED) */
 typedef struct rlt__envoy_counters {
     uint64_t total_hits[RLT__METRIC_IDS];
@@ -72,10 +71,8 @@ static inline void rlt__mcount(uint64_t *c, uint64_t v)
 /* Writes the "# HELP" and "# TYPE" lines of a Prometheus family (type: counter, gauge,
  * histogram); every family rendered anywhere starts with them. */
 void rlt__prom_family(rlt__obuf *out, const char *name, const char *type, const char *help);
-/* Renders Prometheus text / INFO text of server s into out (the backend adds its part). */
-void rlt__metrics_prometheus(struct rlt__srv *s, rlt__obuf *out);
-void rlt__metrics_info(struct rlt__srv *s, rlt__obuf *out);
-/* The envoy per-rule and gRPC families (part of rlt__metrics_prometheus). */
-void rlt__metrics_grpc_prometheus(struct rlt__srv *s, rlt__obuf *out);
+/* The family's header, then its one sample `name v`. */
+void rlt__prom_value(rlt__obuf *out, const char *name, const char *type, const char *help,
+                     uint64_t v);
 
 #endif

@@ -1,5 +1,5 @@
-/* Top offenders: one rlt_topk per metric slot, written on denials only, merged when read, and
- * the three renderings (INFO, /v1/top's JSON, Prometheus).
+/* Top offenders: one rlt_topk per metric slot, written on denials only, merged when read (the
+ * three renderings, INFO, /v1/top's JSON and Prometheus, are request/report.c's).
  *
  * Each slot has its own lock: its worker is the only thread that takes it on the decision
  * path (slot 0 is shared by the threads that have no worker slot), and a reader takes it only
@@ -8,9 +8,7 @@
  * every lock.  All sketches share one secret so that they merge. */
 #include "server/stats/top.h"
 
-#include "server/base/escape.h"
 #include "server/stats/metrics.h"
-#include "server/request/srv.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -145,138 +143,4 @@ int rlt__top_query(const char *q, size_t len, size_t k, size_t *n, char *err, si
     }
     if (v < k) *n = (size_t)v;
     return RLT_OK;
-}
-
-/* ---- renderings ------------------------------------------------------------------------- */
-
-/* Printable ASCII but the three bytes that would need escaping in JSON or in a Prometheus
- * label value, or would make percent-decoding ambiguous. */
-static bool text_plain(unsigned char c)
-{
-    return c >= 0x20 && c < 0x7f && c != '%' && c != '"' && c != '\\';
-}
-
-/* The merged entries a session may see, in `e` (entries' keys moved past a tenant's prefix):
- * returns how many, at most max; *view gets the sketch to close. */
-static size_t visible(rlt__srv *s, const rlt__session *ss, size_t max, rlt_topk **view,
-                      rlt_topk_entry **e)
-{
-    *view = rlt__top_merged(s->top);
-    *e = NULL;
-    if (*view == NULL) return 0;
-    size_t all = rlt_topk_size(*view);
-    *e = calloc(all ? all : 1, sizeof **e);
-    if (*e == NULL) return 0;
-    all = rlt_topk_list(*view, *e, all);
-    bool tenant = ss != NULL && ss->auth == RLT__AUTH_TENANT;
-    size_t m = 0;
-    for (size_t i = 0; i < all && m < max; i++) {
-        rlt_topk_entry x = (*e)[i];
-        if (tenant) {
-            if (x.klen <= ss->prefix_len || memcmp(x.key, ss->prefix, ss->prefix_len) != 0)
-                continue;
-            x.key += ss->prefix_len;
-            x.klen -= ss->prefix_len;
-        }
-        (*e)[m++] = x;
-    }
-    return m;
-}
-
-/* A key's encoding (3 bytes per key byte at most, and the NUL). */
-typedef char enc_key[3 * RLT_KEY_MAX + 1];
-
-static void enc(const uint8_t *p, size_t n, char *out, bool (*plain)(unsigned char))
-{
-    static const char hex[] = "0123456789ABCDEF";
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (plain(p[i])) {
-            out[o++] = (char)p[i];
-        } else {
-            out[o++] = '%';
-            out[o++] = hex[p[i] >> 4];
-            out[o++] = hex[p[i] & 15];
-        }
-    }
-    out[o] = '\0';
-}
-
-static void enc_policy(rlt__srv *s, int id, char *out, size_t cap, bool (*plain)(unsigned char))
-{
-    char name[RLT__STR_MAX];
-    rlt__srv_policy_name(s, id, name, sizeof name);
-    rlt__pct_encode(name, out, cap, plain);
-}
-
-void rlt__top_info(rlt__srv *s, const rlt__session *ss, rlt__obuf *o)
-{
-    rlt__top *t = s->top;
-    rlt_topk *view;
-    rlt_topk_entry *e;
-    size_t n = visible(s, ss, SIZE_MAX, &view, &e);
-    rlt__obuf_printf(o,
-                     "\r\n# Top\r\ntop_keys:%zu\r\ntop_denied_total:%" PRIu64
-                     "\r\ntop_floor:%" PRIu64 "\r\ntop_dropped:%" PRIu64 "\r\n",
-                     rlt__top_k(t), rlt_topk_total(view), rlt_topk_floor(view),
-                     rlt__top_dropped(t));
-    static __thread enc_key key;
-    char pol[3 * RLT__STR_MAX + 1];
-    for (size_t i = 0; i < n; i++) {
-        enc(e[i].key, e[i].klen, key, rlt__info_plain);
-        enc_policy(s, e[i].policy, pol, sizeof pol, rlt__info_plain);
-        rlt__obuf_printf(o, "top%zu:key=%s,policy=%s,denied=%" PRIu64 ",error=%" PRIu64 "\r\n",
-                         i + 1, key, pol, e[i].count, e[i].error);
-    }
-    free(e);
-    rlt_topk_close(view);
-}
-
-void rlt__top_json(rlt__srv *s, const rlt__session *ss, size_t max, rlt__obuf *o)
-{
-    rlt_topk *view;
-    rlt_topk_entry *e;
-    size_t n = visible(s, ss, max, &view, &e);
-    rlt__obuf_printf(o, "{\"k\":%zu,\"total\":%" PRIu64 ",\"floor\":%" PRIu64 ",\"keys\":[",
-                     rlt__top_k(s->top), rlt_topk_total(view), rlt_topk_floor(view));
-    static __thread enc_key key;
-    char pol[3 * RLT__STR_MAX + 1];
-    for (size_t i = 0; i < n; i++) {
-        enc(e[i].key, e[i].klen, key, text_plain);
-        enc_policy(s, e[i].policy, pol, sizeof pol, text_plain);
-        rlt__obuf_printf(
-            o, "%s{\"key\":\"%s\",\"policy\":\"%s\",\"denied\":%" PRIu64 ",\"error\":%" PRIu64 "}",
-            i ? "," : "", key, pol, e[i].count, e[i].error);
-    }
-    rlt__obuf_printf(o, "]}\n");
-    free(e);
-    rlt_topk_close(view);
-}
-
-void rlt__top_prometheus(rlt__srv *s, const rlt__session *ss, rlt__obuf *o)
-{
-    if (s->top == NULL) return;
-    rlt_topk *view;
-    rlt_topk_entry *e;
-    size_t n = visible(s, ss, RLT__TOP_METRICS, &view, &e);
-    static __thread enc_key key;
-    char pol[3 * RLT__STR_MAX + 1];
-    static const char *const fam[2] = {"ratelimitd_top_denied", "ratelimitd_top_denied_error"};
-    static const char *const help[2] = {
-        "Denials of the keys denied most (top offenders, estimated: at most this many).",
-        "How much of ratelimitd_top_denied may be over-estimated (true >= denied - error)."};
-    for (int f = 0; f < 2; f++) {
-        rlt__prom_family(o, fam[f], "gauge", help[f]);
-        for (size_t i = 0; i < n; i++) {
-            enc(e[i].key, e[i].klen, key, text_plain);
-            enc_policy(s, e[i].policy, pol, sizeof pol, text_plain);
-            rlt__obuf_printf(o, "%s{rank=\"%zu\",key=\"%s\",policy=\"%s\"} %" PRIu64 "\n", fam[f],
-                             i + 1, key, pol, f == 0 ? e[i].count : e[i].error);
-        }
-    }
-    rlt__prom_family(o, "ratelimitd_top_floor", "gauge",
-                     "Most denials any key not in ratelimitd_top_denied can have had.");
-    rlt__obuf_printf(o, "ratelimitd_top_floor %" PRIu64 "\n", rlt_topk_floor(view));
-    free(e);
-    rlt_topk_close(view);
 }

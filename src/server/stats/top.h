@@ -7,12 +7,8 @@
 
 #include "ratelimit/topk.h"
 #include "server/config/config.h"
-#include "server/base/obuf.h"
-#include "server/request/request.h"
 
 #include <stddef.h>
-
-struct rlt__srv;
 
 /* Entries /metrics shows (a bounded label set). */
 #define RLT__TOP_METRICS 10
@@ -43,20 +39,5 @@ rlt_topk *rlt__top_merged(rlt__top *t);
 /* Parses /v1/top's query: "" or "n=N" (1 <= N, clamped to k).  *n gets N, or k without one.
  * Returns RLT_OK, or RLT_EINVAL with a message in err. */
 int rlt__top_query(const char *q, size_t len, size_t k, size_t *n, char *err, size_t errlen);
-
-/* The renderings.  A tenant session sees only its own keys, without its prefix; the admin
- * sees every key as stored.  Keys and policy names are written percent-encoded (INFO: every
- * byte but [A-Za-z0-9_./@#()-]; JSON and Prometheus: bytes outside printable ASCII and
- * '%', '"', '\'), so any key renders losslessly and safely. */
-/* INFO's "# Top" section: top_keys, top_denied_total, top_floor, top_dropped, then
- * top<rank>:key=K,policy=P,denied=N,error=E per entry (all of them). */
-void rlt__top_info(struct rlt__srv *s, const rlt__session *ss, rlt__obuf *o);
-/* /v1/top's body: {"k":K,"total":N,"floor":F,"keys":[{"key":..,"policy":..,"denied":N,
- * "error":E}, ...]} with the first n entries. */
-void rlt__top_json(struct rlt__srv *s, const rlt__session *ss, size_t n, rlt__obuf *o);
-/* The Prometheus families ratelimitd_top_denied, ratelimitd_top_denied_error (the first
- * RLT__TOP_METRICS entries, labels rank, key, policy) and ratelimitd_top_floor.  Nothing
- * when off. */
-void rlt__top_prometheus(struct rlt__srv *s, const rlt__session *ss, rlt__obuf *o);
 
 #endif
