@@ -16,6 +16,7 @@
 #include "server/request/report.h"
 #include "server/request/srv.h"
 #include "server/backend/backend.h"
+#include "server/backend/redis_check.h"
 
 #include <pthread.h>
 

@@ -63,8 +63,4 @@ int rlt__backend_local_open(rlt__registry *reg, rlt__backend **out);
  * RLT_* code with a message in err (also when the daemon was built without
  * libratelimit_redis). */
 int rlt__backend_redis_open(rlt__registry *reg, rlt__backend **out, char *err, size_t errlen);
-/* Checks the `redis:` settings and that every configured policy can run inside Redis.
- * Returns RLT_OK (also when Redis is off), or RLT_EINVAL with a message in err. */
-int rlt__backend_redis_check_config(const rlt__config *c, char *err, size_t errlen);
-
 #endif

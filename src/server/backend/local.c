@@ -45,8 +45,8 @@ static int local_reset(rlt__backend *b, int policy_id, const void *key, size_t k
     return rlt_store_reset(store_of(b), policy_id, key, klen);
 }
 
-static int local_release(rlt__backend *b, int policy_id, const void *key, size_t klen,
-                         rlt_ns now, int64_t lease)
+static int local_release(rlt__backend *b, int policy_id, const void *key, size_t klen, rlt_ns now,
+                         int64_t lease)
 {
     return rlt_store_release(store_of(b), policy_id, key, klen, now, lease);
 }

@@ -1,142 +1,34 @@
-/* ratelimitd's Redis backend (backend.h): with `redis.address` set, the seam hands every decision to
- * libratelimit_redis (include/ratelimit/redis.h), so a fleet of daemons pointed at one Redis
- * (or Redis Cluster) enforces one limit.  One rlt_redis handle per thread (handles are not
- * thread-safe), opened lazily on the thread's first decision; each thread publishes its
- * handle's counters with atomic stores so INFO and /metrics can sum them.  Failure is a
+/* ratelimitd's Redis backend (backend.h): with `redis.address` set, the seam hands every
+ * decision to libratelimit_redis (include/ratelimit/redis.h), so a fleet of daemons pointed at
+ * one Redis (or Redis Cluster) enforces one limit.  One rlt_redis handle per thread (handles
+ * are not thread-safe), opened lazily on the thread's first decision; each thread publishes
+ * its handle's counters (redis_stats.c) so INFO and /metrics can sum them.  Failure is a
  * decision: when Redis cannot answer within the timeout, the policy's fail mode (open: allow,
  * closed: deny) answers, the library's breaker short-circuits while Redis is down, and every
  * such decision is counted.  `fail: local` (fallback.h) asks the library for a fail-closed
  * answer and replaces it with a decision on the fallback store at the node's share of the
- * limit; see "the local fallback" below. */
+ * limit; see "the local fallback" below.  The config's checks are redis_check.c's. */
 #include "server/backend/backend.h"
 
-#include "server/backend/fallback.h"
-#include "server/base/log.h"
-#include "server/base/mem.h"
-#include "server/stats/metrics.h"
+#include "server/backend/redis_check.h"
 
-#include <inttypes.h>
-#include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-/* `lease: true` needs Redis and a lease size: refused otherwise, naming the policy. */
-static int check_leases(const rlt__config *c, char *err, size_t errlen)
-{
-    const char *why = c->set.redis.address[0] == '\0' ? "needs the redis: section (leases are "
-                                                        "local shares of a Redis limit)"
-                      : c->set.redis.lease_units == 0 ? "needs redis.lease_units"
-                                                      : NULL;
-    for (size_t i = 0; i < c->nnamed && why; i++)
-        if (c->named[i].lease) {
-            snprintf(err, errlen, "policy '%s': lease: true %s", c->named[i].name, why);
-            return RLT_EINVAL;
-        }
-    for (size_t i = 0; i < c->nrules && why; i++)
-        if (c->rules[i].lease) {
-            snprintf(err, errlen, "rule %s (line %d): lease: true %s", c->rules[i].path,
-                     c->rules[i].line, why);
-            return RLT_EINVAL;
-        }
-    return RLT_OK;
-}
 
 #ifdef RLT_SERVER_REDIS
-#include "ratelimit/redis.h"
+#include "server/backend/fallback.h"
+#include "server/backend/redis_stats.h"
+#include "server/backend/redis_types.h"
+#include "server/base/log.h"
+#include "server/base/mem.h"
 
-/* A policy as this thread last read it from the store, and whether Redis can run it. */
-typedef struct pcache {
-    bool have;
-    int check; /* rlt_redis_policy_check's status */
-    rlt_policy p;
-    bool lhave; /* the fallback's share of it (fail: local), looked up on first use */
-    int lcheck; /* rlt__fallback_policy's status */
-    int lid;    /* the share's id in the fallback store */
-} pcache;
-
-/* The counters one thread publishes (relaxed atomic stores by the owner, loads by readers). */
-typedef struct pubstats {
-    uint64_t decisions, round_trips, fail_open, fail_closed, timeouts, errors, breaker_opened,
-        short_circuited, connects, script_loads, redirects, lease_local, nodes, nodes_open;
-    uint64_t fail_local; /* library fail-closed answers replaced by a local decision */
-    uint64_t tryagain, topology_reads, master_switches; /* cluster and Sentinel failovers */
-} pubstats;
-
-#define NODES_SHOWN 16 /* nodes listed in INFO */
-
-typedef struct tctx {
-    struct tctx *next; /* the backend's list of every thread's context */
-    rlt_redis *r;
-    pubstats pub;
-    uint64_t fail_local;    /* this thread's own count, published with the library's */
-    const rlt__config *cfg; /* the config the caches below were built for */
-    uint64_t pgen;          /* and the registry's policy generation (rlt__registry_gen) */
-    pcache *pol;            /* by policy id */
-    size_t npol;
-    unsigned char *fail; /* RLT__FAIL_* by policy id (named policies and rules) */
-    size_t nfail;
-    /* The nodes as this thread's handle sees them (which path, module or scripts), copied
-     * at each publish under `nodes_mu` for INFO: the handle itself is this thread's only. */
-    pthread_mutex_t nodes_mu;
-    rlt_redis_node_info nodes[NODES_SHOWN];
-    unsigned nnodes;
-} tctx;
-
-typedef struct redis_be {
-    rlt__backend base; /* first: the seam's handle */
-    rlt__registry *reg; /* the policies and the config in force */
-    rlt_redis_options opt;
-    char servers[RLT__STR_MAX], password[RLT__STR_MAX], prefix[65];
-    char master[129]; /* Sentinel: the master's name ("" = none) */
-    uint64_t gen; /* tags the thread-local pointer, so it never outlives this backend */
-    pthread_mutex_t mu;
-    tctx *threads;
-    uint64_t release_lost; /* releases Redis could not take (the lease expires by itself) */
-    uint64_t multi_split;  /* cluster multi-limit checks decided one limit at a time */
-    rlt__fallback *fb;     /* the local fallback's store (fail: local) */
-    int in_local;          /* 1 while decisions fall back locally (atomic; logged on change) */
-    uint64_t local_entered; /* times the daemon entered local fallback */
-} redis_be;
+#include <stdlib.h>
+#include <string.h>
 
 static uint64_t next_gen = 1;
 static __thread struct {
     uint64_t gen;
     tctx *t;
 } tl;
-
-static void options_from(const rlt__redis_settings *rs, rlt_redis_options *o, char *servers,
-                         char *password, char *prefix)
-{
-    memset(o, 0, sizeof *o);
-    snprintf(servers, RLT__STR_MAX, "%s", rs->address);
-    snprintf(password, RLT__STR_MAX, "%s", rs->password);
-    snprintf(prefix, 65, "%s", rs->prefix);
-    o->servers = servers;
-    o->cluster = rs->cluster;
-    o->password = password[0] ? password : NULL;
-    o->prefix = prefix[0] ? prefix : NULL;
-    o->timeout = rs->timeout;
-    o->breaker_failures = rs->breaker_failures;
-    o->backoff_min = rs->backoff_min;
-    o->backoff_max = rs->backoff_max;
-    o->lease_units = rs->lease_units;
-    o->lease_ttl = rs->lease_ttl;
-    o->engine = rs->engine == 2   ? RLT_REDIS_ENGINE_MODULE
-                : rs->engine == 1 ? RLT_REDIS_ENGINE_SCRIPTS
-                                  : RLT_REDIS_ENGINE_AUTO;
-}
-
-/* Sentinel (redis.master_name): the `address` that options_from copied lists the sentinels. */
-static void sentinel_from(const rlt__redis_settings *rs, rlt_redis_options *o, char *master)
-{
-    snprintf(master, 129, "%s", rs->master_name);
-    if (master[0] == '\0') return;
-    o->sentinels = o->servers;
-    o->master_name = master;
-    o->servers = NULL;
-}
 
 static tctx *thread_ctx(redis_be *b)
 {
@@ -157,39 +49,6 @@ static tctx *thread_ctx(redis_be *b)
     return t;
 }
 
-static void publish(tctx *t)
-{
-    rlt_redis_stats st;
-    rlt_redis_stats_get(t->r, &st);
-    /* Under nodes_mu, as sum() reads: fail_local is subtracted from fail_closed, and a reader
-     * must see both from the same moment. */
-    pthread_mutex_lock(&t->nodes_mu);
-    __atomic_store_n(&t->pub.fail_local, t->fail_local, __ATOMIC_RELAXED);
-#define PUB(f) __atomic_store_n(&t->pub.f, (uint64_t)st.f, __ATOMIC_RELAXED)
-    PUB(decisions);
-    PUB(round_trips);
-    PUB(fail_open);
-    PUB(fail_closed);
-    PUB(timeouts);
-    PUB(errors);
-    PUB(breaker_opened);
-    PUB(short_circuited);
-    PUB(connects);
-    PUB(script_loads);
-    PUB(redirects);
-    PUB(lease_local);
-    PUB(nodes);
-    PUB(nodes_open);
-    PUB(tryagain);
-    PUB(topology_reads);
-    PUB(master_switches);
-#undef PUB
-    t->nnodes = 0;
-    for (unsigned i = 0; i < NODES_SHOWN && i < st.nodes; i++)
-        if (rlt_redis_node_info_get(t->r, i, &t->nodes[t->nnodes]) == RLT_OK) t->nnodes++;
-    pthread_mutex_unlock(&t->nodes_mu);
-}
-
 /* Per policy id: the fail mode (RLT__FAIL_*) in the low bits, LEASE_BIT for `lease: true`. */
 #define LEASE_BIT 0x10
 /* In fail_flags' answer (never passed to the library): fail: local. */
@@ -197,7 +56,8 @@ static void publish(tctx *t)
 
 static void set_fail(tctx *t, int id, int fail, bool lease)
 {
-    if (id >= 0 && (size_t)id < t->nfail) t->fail[id] = (unsigned char)(fail | (lease ? LEASE_BIT : 0));
+    if (id >= 0 && (size_t)id < t->nfail)
+        t->fail[id] = (unsigned char)(fail | (lease ? LEASE_BIT : 0));
 }
 
 /* Rebuilds the per-config caches when the config changed (a reload replaces named policies
@@ -280,6 +140,16 @@ static tctx *enter(redis_be *b, const rlt__config **c, int *st)
     return t;
 }
 
+/* enter(), then policy `id` (get_policy): the context with *c and *p, or NULL with *st why
+ * not. */
+static tctx *enter_policy(redis_be *b, int id, const rlt__config **c, const rlt_policy **p, int *st)
+{
+    tctx *t = enter(b, c, st);
+    *p = NULL;
+    if (*st == RLT_OK) *st = get_policy(t, b->reg, id, p);
+    return *st == RLT_OK ? t : NULL;
+}
+
 /* A Redis failure has already been turned into the fail-mode decision by the library. */
 static int decided(int st)
 {
@@ -300,11 +170,6 @@ static int decided(int st)
  * threads, the line of one thread's recovery may be followed by another thread's still-open
  * breaker entering again, at most once per thread and outage). */
 
-static unsigned fleet_of(const rlt__config *c)
-{
-    return c->set.redis.fleet_size ? c->set.redis.fleet_size : 1;
-}
-
 static void local_enter(redis_be *b, const rlt__config *c, int why)
 {
     if (__atomic_exchange_n(&b->in_local, 1, __ATOMIC_RELAXED) != 0) return;
@@ -312,7 +177,7 @@ static void local_enter(redis_be *b, const rlt__config *c, int why)
     rlt__log(RLT__LOG_WARN,
              "redis unreachable (%s): fail: local policies decide on this node's store at "
              "1/%u of each limit until Redis answers",
-             rlt_strerror(why), fleet_of(c));
+             rlt_strerror(why), rlt__backend_redis_fleet(c));
 }
 
 /* Redis answered a call (not a lease held locally): leave local fallback if in it. */
@@ -332,7 +197,7 @@ static int local_id(redis_be *b, tctx *t, const rlt__config *c, int id, int *lid
     if (id < 0 || (size_t)id >= t->npol || !t->pol[id].have) return RLT_ENOENT;
     pcache *pc = &t->pol[id];
     if (!pc->lhave) {
-        pc->lcheck = rlt__fallback_policy(b->fb, id, &pc->p, fleet_of(c), &pc->lid);
+        pc->lcheck = rlt__fallback_policy(b->fb, id, &pc->p, rlt__backend_redis_fleet(c), &pc->lid);
         pc->lhave = true;
     }
     *lid = pc->lid;
@@ -365,10 +230,9 @@ static int redis_decide(rlt__backend *be, int policy_id, const void *key, size_t
     /* Redis's clock decides; `now` is the local fallback's */
     redis_be *b = (redis_be *)be;
     const rlt__config *c;
+    const rlt_policy *p;
     int st;
-    tctx *t = enter(b, &c, &st);
-    const rlt_policy *p = NULL;
-    if (st == RLT_OK) st = get_policy(t, b->reg, policy_id, &p);
+    tctx *t = enter_policy(b, policy_id, &c, &p, &st);
     if (st != RLT_OK) {
         memset(d, 0, sizeof *d);
         return st;
@@ -376,7 +240,7 @@ static int redis_decide(rlt__backend *be, int policy_id, const void *key, size_t
     unsigned f = fail_flags(t, c, policy_id);
     st = rlt_redis_decide(t->r, p, f & ~LOCAL_FLAG, key, klen, 0, cost, d);
     st = local_after(b, t, c, f, policy_id, key, klen, now, cost, st, d);
-    publish(t);
+    rlt__backend_redis_publish(t);
     return decided(st);
 }
 
@@ -430,7 +294,7 @@ static void redis_decide_batch(rlt__backend *be, const int *policy, const rlt_ke
                                             now, costs[j], ds[k], &out[j]));
         }
     }
-    if (t != NULL) publish(t);
+    if (t != NULL) rlt__backend_redis_publish(t);
 }
 
 /* A multi-limit check whose limits all fail local, after Redis failed with `st`: all or
@@ -505,7 +369,7 @@ static int redis_decide_multi(rlt__backend *be, const rlt_check *checks, size_t 
             }
         }
     }
-    publish(t);
+    rlt__backend_redis_publish(t);
     return decided(st);
 }
 
@@ -513,16 +377,15 @@ static int redis_reset(rlt__backend *be, int policy_id, const void *key, size_t 
 {
     redis_be *b = (redis_be *)be;
     const rlt__config *c;
+    const rlt_policy *p;
     int st;
-    tctx *t = enter(b, &c, &st);
-    const rlt_policy *p = NULL;
-    if (st == RLT_OK) st = get_policy(t, b->reg, policy_id, &p);
+    tctx *t = enter_policy(b, policy_id, &c, &p, &st);
     if (st != RLT_OK) return st;
     st = rlt_redis_reset(t->r, p, key, klen);
     int lid;
     if (local_id(b, t, c, policy_id, &lid) == RLT_OK) /* and its local share, if it has one */
         (void)rlt_store_reset(rlt__fallback_store(b->fb), lid, key, klen);
-    publish(t);
+    rlt__backend_redis_publish(t);
     return st; /* a reset that Redis did not take is an error for the client to see */
 }
 
@@ -532,13 +395,12 @@ static int redis_release(rlt__backend *be, int policy_id, const void *key, size_
     (void)now;
     redis_be *b = (redis_be *)be;
     const rlt__config *c;
+    const rlt_policy *p;
     int st;
-    tctx *t = enter(b, &c, &st);
-    const rlt_policy *p = NULL;
-    if (st == RLT_OK) st = get_policy(t, b->reg, policy_id, &p);
+    tctx *t = enter_policy(b, policy_id, &c, &p, &st);
     if (st != RLT_OK) return st;
     st = rlt_redis_release(t->r, p, fail_flags(t, c, policy_id), key, klen, 0, lease);
-    publish(t);
+    rlt__backend_redis_publish(t);
     if (st == RLT_EBACKEND || st == RLT_ETIMEDOUT) {
         /* Not released now; Redis reclaims the slot after the policy's timeout. */
         __atomic_fetch_add(&b->release_lost, 1, __ATOMIC_RELAXED);
@@ -558,18 +420,17 @@ static int redis_reserve(rlt__backend *be, int policy_id, const void *key, size_
 {
     redis_be *b = (redis_be *)be;
     const rlt__config *c;
+    const rlt_policy *p;
     int st;
     *reservation = 0;
     memset(d, 0, sizeof *d);
-    tctx *t = enter(b, &c, &st);
-    const rlt_policy *p = NULL;
-    if (st == RLT_OK) st = get_policy(t, b->reg, policy_id, &p);
+    tctx *t = enter_policy(b, policy_id, &c, &p, &st);
     if (st != RLT_OK) return st;
     unsigned f = fail_flags(t, c, policy_id) & ~RLT_REDIS_LEASE;
     st = rlt_redis_reserve(t->r, p, f & ~LOCAL_FLAG, key, klen, 0, estimate, timeout, d,
                            reservation);
     st = local_after(b, t, c, f, policy_id, key, klen, now, estimate, st, d);
-    publish(t);
+    rlt__backend_redis_publish(t);
     return decided(st);
 }
 
@@ -579,93 +440,15 @@ static int redis_settle(rlt__backend *be, int policy_id, const void *key, size_t
     (void)now;
     redis_be *b = (redis_be *)be;
     const rlt__config *c;
+    const rlt_policy *p;
     int st;
     memset(d, 0, sizeof *d);
-    tctx *t = enter(b, &c, &st);
-    const rlt_policy *p = NULL;
-    if (st == RLT_OK) st = get_policy(t, b->reg, policy_id, &p);
+    tctx *t = enter_policy(b, policy_id, &c, &p, &st);
     if (st != RLT_OK) return st;
     st = rlt_redis_settle(t->r, p, 0, key, klen, 0, reservation, real_cost, d);
     if (st == RLT_OK) local_leave(b);
-    publish(t);
+    rlt__backend_redis_publish(t);
     return st;
-}
-
-static int check_policy(const rlt_policy *p, const char *what, const char *name, char *err,
-                        size_t errlen)
-{
-    int st = rlt_redis_policy_check(p);
-    if (st == RLT_OK) return RLT_OK;
-    char text[256] = "";
-    rlt_policy_format(p, text, sizeof text);
-    snprintf(err, errlen,
-             "%s '%s' (%s) cannot run in Redis: %s (periods and block= durations must be whole "
-             "microseconds and numbers below 2^50)",
-             what, name, text, rlt_strerror(st));
-    return -1;
-}
-
-/* Whether policy p, of fail mode `fail` (RLT__FAIL_*), fails local under c's default. */
-static bool fails_local(const rlt__config *c, int fail, const rlt_policy *p)
-{
-    bool local = fail == RLT__FAIL_LOCAL || (fail == RLT__FAIL_DEFAULT && c->set.redis.fail_local);
-    return local && p->algo != RLT_CONCURRENCY; /* concurrency fails closed (fallback.h) */
-}
-
-/* Every fail: local policy must have a share of at least 1 on each node of the fleet. */
-static int check_local_shares(const rlt__config *c, char *err, size_t errlen)
-{
-    unsigned fleet = fleet_of(c);
-    rlt_policy q;
-    char why[384];
-    for (size_t i = 0; i < c->nnamed; i++) {
-        const rlt__named *np = &c->named[i];
-        if (!fails_local(c, np->fail, &np->policy) ||
-            rlt__fallback_divide(&np->policy, fleet, &q) == RLT_OK)
-            continue;
-        rlt__fallback_explain(&np->policy, fleet, why, sizeof why);
-        snprintf(err, errlen, "policy '%s' (fail: local): %s", np->name, why);
-        return RLT_EINVAL;
-    }
-    for (size_t i = 0; i < c->nrules; i++) {
-        const rlt__rule *r2 = &c->rules[i];
-        if (r2->unlimited || r2->block_all || !fails_local(c, r2->fail, &r2->policy) ||
-            rlt__fallback_divide(&r2->policy, fleet, &q) == RLT_OK)
-            continue;
-        rlt__fallback_explain(&r2->policy, fleet, why, sizeof why);
-        snprintf(err, errlen, "rule '%s' (line %d, fail: local): %s", r2->path, r2->line, why);
-        return RLT_EINVAL;
-    }
-    return RLT_OK;
-}
-
-int rlt__backend_redis_check_config(const rlt__config *c, char *err, size_t errlen)
-{
-    const rlt__redis_settings *rs = &c->set.redis;
-    if (check_leases(c, err, errlen) != RLT_OK) return RLT_EINVAL;
-    if (rs->address[0] == '\0') return RLT_OK;
-    rlt_redis_options o;
-    char servers[RLT__STR_MAX], password[RLT__STR_MAX], prefix[65], master[129];
-    options_from(rs, &o, servers, password, prefix);
-    sentinel_from(rs, &o, master);
-    rlt_redis *r = NULL;
-    int st = rlt_redis_open(&r, &o); /* validates the options; connects only on first use */
-    rlt_redis_close(r);
-    if (st != RLT_OK) {
-        snprintf(err, errlen, "redis: invalid settings (%s '%s', prefix '%s'): %s",
-                 rs->master_name[0] ? "sentinels" : "address", rs->address, rs->prefix,
-                 rlt_strerror(st));
-        return RLT_EINVAL;
-    }
-    for (size_t i = 0; i < c->nnamed; i++)
-        if (check_policy(&c->named[i].policy, "policy", c->named[i].name, err, errlen) != RLT_OK)
-            return RLT_EINVAL;
-    for (size_t i = 0; i < c->nrules; i++) {
-        const rlt__rule *r2 = &c->rules[i];
-        if (r2->unlimited || r2->block_all) continue;
-        if (check_policy(&r2->policy, "rule", r2->path, err, errlen) != RLT_OK) return RLT_EINVAL;
-    }
-    return check_local_shares(c, err, errlen);
 }
 
 static void redis_close(rlt__backend *be)
@@ -685,178 +468,6 @@ static void redis_close(rlt__backend *be)
     free(b);
 }
 
-/* The sum of every thread's published counters. */
-static unsigned sum(redis_be *b, pubstats *out)
-{
-    memset(out, 0, sizeof *out);
-    unsigned handles = 0;
-    pthread_mutex_lock(&b->mu);
-    for (tctx *t = b->threads; t != NULL; t = t->next) {
-        handles++;
-        pthread_mutex_lock(&t->nodes_mu); /* one moment of each thread (publish) */
-#define ADD(f) out->f += __atomic_load_n(&t->pub.f, __ATOMIC_RELAXED)
-        ADD(decisions);
-        ADD(round_trips);
-        ADD(fail_open);
-        ADD(fail_closed);
-        ADD(timeouts);
-        ADD(errors);
-        ADD(breaker_opened);
-        ADD(short_circuited);
-        ADD(connects);
-        ADD(script_loads);
-        ADD(redirects);
-        ADD(lease_local);
-        ADD(nodes);
-        ADD(nodes_open);
-        ADD(fail_local);
-        ADD(tryagain);
-        ADD(topology_reads);
-        ADD(master_switches);
-#undef ADD
-        pthread_mutex_unlock(&t->nodes_mu);
-    }
-    pthread_mutex_unlock(&b->mu);
-    return handles;
-}
-
-static uint64_t ld(const uint64_t *p)
-{
-    return __atomic_load_n(p, __ATOMIC_RELAXED);
-}
-
-static const char *engine_name(rlt_redis_engine e)
-{
-    return e == RLT_REDIS_ENGINE_MODULE    ? "module"
-           : e == RLT_REDIS_ENGINE_SCRIPTS ? "scripts"
-                                           : "unknown";
-}
-
-/* redis_node<i>:addr=...,engine=module|scripts|unknown,connected=0|1,breaker=open|closed, as
- * the most recently published worker handle saw them. */
-static void node_lines(redis_be *b, rlt__obuf *o)
-{
-    pthread_mutex_lock(&b->mu);
-    for (tctx *t = b->threads; t != NULL; t = t->next) {
-        pthread_mutex_lock(&t->nodes_mu);
-        unsigned n = t->nnodes;
-        for (unsigned i = 0; i < n; i++) {
-            const rlt_redis_node_info *ni = &t->nodes[i];
-            rlt__obuf_printf(o, "redis_node%u:addr=%s,engine=%s,connected=%d,breaker=%s\r\n", i,
-                             ni->addr, engine_name(ni->engine), ni->connected ? 1 : 0,
-                             ni->breaker_open ? "open" : "closed");
-        }
-        pthread_mutex_unlock(&t->nodes_mu);
-        if (n > 0) break;
-    }
-    pthread_mutex_unlock(&b->mu);
-}
-
-static void redis_info(rlt__backend *be, rlt__obuf *o)
-{
-    redis_be *b = (redis_be *)be;
-    pubstats t;
-    unsigned handles = sum(b, &t);
-    const rlt__config *c = rlt__registry_config(b->reg);
-    uint64_t closed = t.fail_closed >= t.fail_local ? t.fail_closed - t.fail_local : 0;
-    uint64_t without = t.fail_open + t.fail_closed;
-    uint64_t in_redis =
-        t.decisions >= without + t.lease_local ? t.decisions - without - t.lease_local : 0;
-    rlt__obuf_printf(o,
-         "redis_address:%s\r\nredis_cluster:%d\r\n"
-         "redis_timeout_us:%" PRId64 "\r\nredis_fail_default:%s\r\nredis_handles:%u\r\n"
-         "redis_nodes:%" PRIu64 "\r\nredis_breaker:%s\r\nredis_breakers_open:%" PRIu64 "\r\n",
-         b->servers, b->opt.cluster ? 1 : 0,
-         (b->opt.timeout ? b->opt.timeout : RLT_REDIS_DEFAULT_TIMEOUT) / RLT_NS_PER_US,
-         c->set.redis.fail_local  ? "local"
-         : c->set.redis.fail_open ? "open"
-                                  : "closed",
-         handles, t.nodes,
-         t.nodes_open > 0 ? "open" : "closed", t.nodes_open);
-    rlt__obuf_printf(o,
-         "redis_decisions:%" PRIu64 "\r\nredis_decisions_without_redis:%" PRIu64
-         "\r\nredis_fail_open_allowed:%" PRIu64 "\r\nredis_fail_closed_denied:%" PRIu64
-         "\r\nredis_timeouts:%" PRIu64 "\r\nredis_errors:%" PRIu64
-         "\r\nredis_breaker_opened:%" PRIu64 "\r\nredis_short_circuited:%" PRIu64
-         "\r\nredis_connects:%" PRIu64 "\r\nredis_round_trips:%" PRIu64
-         "\r\nredis_script_loads:%" PRIu64 "\r\nredis_redirects:%" PRIu64
-         "\r\nredis_release_lost:%" PRIu64 "\r\nredis_multi_split:%" PRIu64
-         "\r\nredis_lease_local:%" PRIu64 "\r\n",
-         in_redis, without, t.fail_open, closed, t.timeouts, t.errors, t.breaker_opened,
-         t.short_circuited, t.connects, t.round_trips, t.script_loads, t.redirects,
-         ld(&b->release_lost), ld(&b->multi_split), t.lease_local);
-    rlt__obuf_printf(o,
-                     "redis_fail_local:%" PRIu64 "\r\nredis_local_fallback:%d\r\n"
-                     "redis_local_fallback_entered:%" PRIu64 "\r\nredis_fleet_size:%u\r\n",
-                     t.fail_local, __atomic_load_n(&b->in_local, __ATOMIC_RELAXED),
-                     ld(&b->local_entered), fleet_of(c));
-    rlt__obuf_printf(o,
-                     "redis_sentinel_master:%s\r\nredis_tryagain:%" PRIu64
-                     "\r\nredis_topology_reads:%" PRIu64 "\r\nredis_master_switches:%" PRIu64
-                     "\r\n",
-                     b->master, t.tryagain, t.topology_reads, t.master_switches);
-    node_lines(b, o);
-}
-
-static void redis_prometheus(rlt__backend *be, rlt__obuf *o)
-{
-    redis_be *b = (redis_be *)be;
-    pubstats t;
-    sum(b, &t);
-    uint64_t without = t.fail_open + t.fail_closed;
-    uint64_t in_redis =
-        t.decisions >= without + t.lease_local ? t.decisions - without - t.lease_local : 0;
-    uint64_t closed = t.fail_closed >= t.fail_local ? t.fail_closed - t.fail_local : 0;
-    rlt__prom_family(o, "ratelimitd_redis_decisions_total", "counter",
-                     "Decisions by who made them: Redis, or the fail mode without Redis "
-                     "(fail_local: the node's share on its own store).");
-    rlt__obuf_printf(o,
-                     "ratelimitd_redis_decisions_total{by=\"redis\"} %" PRIu64 "\n"
-                     "ratelimitd_redis_decisions_total{by=\"fail_open\"} %" PRIu64 "\n"
-                     "ratelimitd_redis_decisions_total{by=\"fail_closed\"} %" PRIu64 "\n"
-                     "ratelimitd_redis_decisions_total{by=\"fail_local\"} %" PRIu64 "\n",
-                     in_redis, t.fail_open, closed, t.fail_local);
-    rlt__prom_family(o, "ratelimitd_redis_local_fallback", "gauge",
-                     "1 while fail: local policies decide on this node's store.");
-    rlt__obuf_printf(o, "ratelimitd_redis_local_fallback %d\n",
-                     __atomic_load_n(&b->in_local, __ATOMIC_RELAXED));
-    rlt__prom_family(o, "ratelimitd_redis_local_fallback_entered_total", "counter",
-                     "Times this node entered local fallback (Redis unreachable).");
-    rlt__obuf_printf(o, "ratelimitd_redis_local_fallback_entered_total %" PRIu64 "\n",
-                     ld(&b->local_entered));
-    rlt__prom_family(o, "ratelimitd_redis_breaker_open", "gauge",
-                     "Redis nodes whose circuit breaker is open (summed over worker handles).");
-    rlt__obuf_printf(o, "ratelimitd_redis_breaker_open %" PRIu64 "\n", t.nodes_open);
-    static const struct {
-        const char *name, *help;
-    } counters[] = {
-        {"ratelimitd_redis_timeouts_total", "Redis calls that missed their deadline."},
-        {"ratelimitd_redis_errors_total", "Redis calls that failed (connection or reply errors)."},
-        {"ratelimitd_redis_breaker_opened_total", "Times a node's circuit breaker opened."},
-        {"ratelimitd_redis_short_circuited_total", "Decisions made by the fail mode while a "
-                                                   "breaker was open, without calling Redis."},
-        {"ratelimitd_redis_connects_total", "Connections made to Redis nodes."},
-        {"ratelimitd_redis_round_trips_total", "Round trips to Redis (a pipeline is one)."},
-        {"ratelimitd_redis_release_lost_total", "Concurrency releases Redis could not take "
-                                                "(the lease expires by itself)."},
-        {"ratelimitd_redis_tryagain_total", "TRYAGAIN replies from a Cluster slot being "
-                                            "migrated (retried with a short backoff)."},
-        {"ratelimitd_redis_topology_reads_total", "Reads of the Cluster slot map or of the "
-                                                  "Sentinel master (after a failure, a MOVED, "
-                                                  "or periodically)."},
-        {"ratelimitd_redis_master_switches_total", "Times the Sentinel master changed "
-                                                   "(+switch-master or a new answer)."},
-    };
-    const uint64_t values[] = {t.timeouts,       t.errors,         t.breaker_opened,
-                               t.short_circuited, t.connects,      t.round_trips,
-                               ld(&b->release_lost), t.tryagain,  t.topology_reads,
-                               t.master_switches};
-    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
-        rlt__prom_family(o, counters[i].name, "counter", counters[i].help);
-        rlt__obuf_printf(o, "%s %" PRIu64 "\n", counters[i].name, values[i]);
-    }
-}
-
 static const rlt__backend_ops redis_ops = {
     .name = "redis",
     .daemon_clock = false,
@@ -867,8 +478,8 @@ static const rlt__backend_ops redis_ops = {
     .release = redis_release,
     .reserve = redis_reserve,
     .settle = redis_settle,
-    .info = redis_info,
-    .prometheus = redis_prometheus,
+    .info = rlt__backend_redis_info,
+    .prometheus = rlt__backend_redis_prometheus,
     .close = redis_close,
 };
 
@@ -884,7 +495,7 @@ int rlt__backend_redis_open(rlt__registry *reg, rlt__backend **out, char *err, s
     }
     b->base.ops = &redis_ops;
     b->reg = reg;
-    options_from(&c->set.redis, &b->opt, b->servers, b->password, b->prefix);
+    rlt__backend_redis_options(&c->set.redis, &b->txt, &b->opt);
     /* The fallback store, bounded like the local backend's: max_keys, and half the store's
      * share of max_memory (in Redis mode the registry's store holds only policies and tier
      * assignments). */
@@ -894,7 +505,6 @@ int rlt__backend_redis_open(rlt__registry *reg, rlt__backend **out, char *err, s
         free(b);
         return st;
     }
-    sentinel_from(&c->set.redis, &b->opt, b->master);
     b->gen = __atomic_fetch_add(&next_gen, 1, __ATOMIC_RELAXED);
     pthread_mutex_init(&b->mu, NULL);
     *out = &b->base;
@@ -903,23 +513,11 @@ int rlt__backend_redis_open(rlt__registry *reg, rlt__backend **out, char *err, s
 
 #else /* built without libratelimit_redis: a configured Redis is refused at start */
 
-int rlt__backend_redis_check_config(const rlt__config *c, char *err, size_t errlen)
-{
-    if (check_leases(c, err, errlen) != RLT_OK) return RLT_EINVAL;
-    if (c->set.redis.address[0] == '\0') return RLT_OK;
-    snprintf(err, errlen,
-             "redis: this ratelimitd was built without Redis support (install "
-             "libhiredis-dev and pkg-config, and rebuild)");
-    return RLT_EINVAL;
-}
-
 int rlt__backend_redis_open(rlt__registry *reg, rlt__backend **out, char *err, size_t errlen)
 {
     (void)reg;
     *out = NULL;
-    snprintf(err, errlen,
-             "redis: this ratelimitd was built without Redis support (install "
-             "libhiredis-dev and pkg-config, and rebuild)");
+    snprintf(err, errlen, "%s", rlt__backend_redis_missing);
     return RLT_EINVAL;
 }
 

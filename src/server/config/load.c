@@ -79,16 +79,13 @@ static const setting settings[] = {
     {"fail_closed", SET_BOOL, S(fail_closed), 0, 0, "fail_closed"},
     {"max_connections", SET_SIZE, S(max_connections), 1, 1 << 24, "max_connections"},
     {"max_memory", SET_BYTES, S(max_memory), 16 << 20, INT64_C(1) << 40, "max_memory"},
-    {"max_output_buffer", SET_BYTES, S(max_output), 4096, INT64_C(1) << 32,
-     "max_output_buffer"},
+    {"max_output_buffer", SET_BYTES, S(max_output), 4096, INT64_C(1) << 32, "max_output_buffer"},
     {"client_timeout", SET_DUR, S(client_timeout), 10 * RLT_NS_PER_MS, 3600 * RLT_NS_PER_S,
      "client_timeout"},
-    {"idle_timeout", SET_DUR, S(idle_timeout), 0, 30 * 86400 * RLT_NS_PER_S,
-     "idle_timeout"},
+    {"idle_timeout", SET_DUR, S(idle_timeout), 0, 30 * 86400 * RLT_NS_PER_S, "idle_timeout"},
     {"max_inline_policies", SET_SIZE, S(max_inline_policies), 1, 1 << 20, "max_inline_policies"},
     {"max_args", SET_SIZE, S(max_args), 8, 1 << 20, "max_args"},
-    {"max_bulk", SET_SIZE, S(max_bulk), 1024, RLT__MAX_INPUT / 2,
-     "max_bulk"},
+    {"max_bulk", SET_SIZE, S(max_bulk), 1024, RLT__MAX_INPUT / 2, "max_bulk"},
     {"shadow_mode", SET_BOOL, S(shadow_mode), 0, 0, "shadow_mode"},
     {"max_reservations", SET_SIZE, S(max_reservations), 1, 1 << 24, "max_reservations"},
     {"top_keys", SET_SIZE, S(top_keys), 0, RLT__TOP_KEYS_MAX, "top_keys"},
@@ -112,7 +109,8 @@ static int read_setting(rlt__cy *x, const setting *st, yaml_node_t *v)
         if ((r = rlt__cy_get_duration(x, v, &d, st->what)) != RLT_OK) return r;
         if (d < st->lo || d > st->hi)
             return rlt__cy_fail(x, v, "%s must be a duration in [%lld ms, %lld s]", st->what,
-                                (long long)(st->lo / RLT_NS_PER_MS), (long long)(st->hi / RLT_NS_PER_S));
+                                (long long)(st->lo / RLT_NS_PER_MS),
+                                (long long)(st->hi / RLT_NS_PER_S));
         *(rlt_ns *)at = d;
         return RLT_OK;
     }
@@ -142,9 +140,9 @@ static int parse_settings(rlt__cy *x, yaml_node_t *n)
         const setting *st = NULL;
         for (size_t i = 0; i < sizeof settings / sizeof settings[0] && st == NULL; i++)
             if (rlt__cy_eq(key, kl, settings[i].name)) st = &settings[i];
-        int r = st ? read_setting(x, st, v)
-                   : rlt__cy_fail(x, k, "unknown server setting '%.*s'", (int)(kl > 64 ? 64 : kl),
-                                  key);
+        int r =
+            st ? read_setting(x, st, v)
+               : rlt__cy_fail(x, k, "unknown server setting '%.*s'", (int)(kl > 64 ? 64 : kl), key);
         if (r != RLT_OK) return RLT_EPARSE;
     }
     return RLT_OK;
@@ -159,8 +157,9 @@ static int get_redis_duration(rlt__cy *x, const yaml_node_t *n, rlt_ns lo, rlt_n
     size_t len;
     const char *s = rlt__cy_scalar(n, &len);
     if (s == NULL || rlt_duration_parse(s, len, 0, out) != RLT_OK || *out < lo || *out > hi)
-        return rlt__cy_fail(x, n, "%s must be a duration with a unit between %lldms and %llds, e.g. 50ms",
-                    what, (long long)(lo / RLT_NS_PER_MS), (long long)(hi / RLT_NS_PER_S));
+        return rlt__cy_fail(x, n,
+                            "%s must be a duration with a unit between %lldms and %llds, e.g. 50ms",
+                            what, (long long)(lo / RLT_NS_PER_MS), (long long)(hi / RLT_NS_PER_S));
     return RLT_OK;
 }
 
@@ -208,10 +207,11 @@ static int parse_redis(rlt__cy *x, yaml_node_t *n)
                      r == 0 && it < v->data.sequence.items.top; it++) {
                     char one[RLT__STR_MAX];
                     size_t used = strlen(rs->address);
-                    r = rlt__cy_get_str(x, rlt__cy_node(x, *it), one, sizeof one, "a Redis address");
+                    r = rlt__cy_get_str(x, rlt__cy_node(x, *it), one, sizeof one,
+                                        "a Redis address");
                     if (r == 0 && used + strlen(one) + 2 > sizeof rs->address)
                         r = rlt__cy_fail(x, v, "redis addresses are longer than %zu bytes",
-                                 sizeof rs->address - 1);
+                                         sizeof rs->address - 1);
                     if (r == 0)
                         snprintf(rs->address + used, sizeof rs->address - used, "%s%s",
                                  used ? "," : "", one);
@@ -330,7 +330,8 @@ static int parse_root(rlt__cy *x, yaml_node_t *root)
         else if (rlt__cy_eq(kk, kl, "tenants"))
             r = rlt__cy_parse_tenants(x, v);
         else if (rlt__cy_eq(kk, kl, "default_tier"))
-            r = rlt__cy_get_str(x, v, x->c->default_tier, sizeof x->c->default_tier, "default_tier");
+            r = rlt__cy_get_str(x, v, x->c->default_tier, sizeof x->c->default_tier,
+                                "default_tier");
         else if (rlt__cy_eq(kk, kl, "domains")) {
             if (rlt__cy_need_seq(x, v, "domains") < 0) return RLT_EPARSE;
             for (yaml_node_item_t *it = v->data.sequence.items.start;
@@ -364,7 +365,8 @@ static int parse_root(rlt__cy *x, yaml_node_t *root)
         bool found = false;
         for (size_t i = 0; i < x->c->ntiers; i++)
             found |= strcmp(x->c->tiers[i].name, x->c->default_tier) == 0;
-        if (!found) return rlt__cy_fail(x, root, "default_tier '%s' is not a tier", x->c->default_tier);
+        if (!found)
+            return rlt__cy_fail(x, root, "default_tier '%s' is not a tier", x->c->default_tier);
     }
     return RLT_OK;
 }
@@ -547,4 +549,3 @@ int rlt__config_load(const char *path, rlt__config **out, char *err, size_t errl
 {
     return rlt__config_load_many(&path, 1, out, err, errlen);
 }
-

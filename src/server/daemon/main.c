@@ -3,6 +3,7 @@
 #include "ratelimit/redis.h"
 #include "core/text.h"
 #include "server/backend/backend.h"
+#include "server/backend/redis_check.h"
 #include "server/base/clock.h"
 #include "server/config/config.h"
 #include "server/config/load.h"

@@ -77,11 +77,36 @@ static void per_id(rlt__srv *s, size_t id, uint64_t *a, uint64_t *d, uint64_t *s
     }
 }
 
+/* One policy's decisions, summed over the slots, and its name. */
+typedef struct policy_row {
+    size_t id;
+    uint64_t allowed, denied, shadowed;
+    char name[RLT__STR_MAX];
+} policy_row;
+
+/* The next policy id from r->id on with decisions counted: fills r and returns true; false
+ * after the last.  Start at id 0 and step past each row. */
+static bool next_row(rlt__srv *s, size_t nids, policy_row *r)
+{
+    for (; r->id < RLT__METRIC_IDS; r->id++) {
+        if (!id_used(r->id, nids)) continue;
+        per_id(s, r->id, &r->allowed, &r->denied, &r->shadowed);
+        if (r->allowed + r->denied + r->shadowed == 0) continue;
+        id_name(s, r->id, r->name, sizeof r->name);
+        return true;
+    }
+    return false;
+}
+
 /* Length of the valid UTF-8 sequence at in[0..] (1..4), or 0 if it is not one. */
 static size_t utf8_len(const unsigned char *in)
 {
     unsigned char c = in[0];
-    size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+    size_t n = c < 0x80             ? 1
+               : (c & 0xe0) == 0xc0 ? 2
+               : (c & 0xf0) == 0xe0 ? 3
+               : (c & 0xf8) == 0xf0 ? 4
+                                    : 0;
     if (n == 0 || (n == 2 && c < 0xc2) || (n == 4 && c > 0xf4)) return 0;
     for (size_t i = 1; i < n; i++)
         if ((in[i] & 0xc0) != 0x80) return 0;
@@ -143,11 +168,23 @@ static uint64_t envoy_sum(rlt__srv *s, size_t off, size_t i)
 static void grpc_prometheus(rlt__srv *s, rlt__obuf *o)
 {
     static const char *const methods[] = {"ShouldRateLimit", "Check", "other"};
-    static const char *const codes[RLT__GRPC_STATUSES] = {
-        "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-        "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-        "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
-        "UNAUTHENTICATED"};
+    static const char *const codes[RLT__GRPC_STATUSES] = {"OK",
+                                                          "CANCELLED",
+                                                          "UNKNOWN",
+                                                          "INVALID_ARGUMENT",
+                                                          "DEADLINE_EXCEEDED",
+                                                          "NOT_FOUND",
+                                                          "ALREADY_EXISTS",
+                                                          "PERMISSION_DENIED",
+                                                          "RESOURCE_EXHAUSTED",
+                                                          "FAILED_PRECONDITION",
+                                                          "ABORTED",
+                                                          "OUT_OF_RANGE",
+                                                          "UNIMPLEMENTED",
+                                                          "INTERNAL",
+                                                          "UNAVAILABLE",
+                                                          "DATA_LOSS",
+                                                          "UNAUTHENTICATED"};
     rlt__obuf_printf(o, "# HELP ratelimitd_grpc_calls_total gRPC calls by method.\n"
                         "# TYPE ratelimitd_grpc_calls_total counter\n");
     for (size_t i = 0; i < 3; i++)
@@ -169,7 +206,8 @@ static void grpc_prometheus(rlt__srv *s, rlt__obuf *o)
     } fam[] = {
         {"total_hits", "Hits (hits_addend) on the envoy rule.",
          offsetof(rlt__envoy_counters, total_hits)},
-        {"over_limit", "Hits refused by the envoy rule.", offsetof(rlt__envoy_counters, over_limit)},
+        {"over_limit", "Hits refused by the envoy rule.",
+         offsetof(rlt__envoy_counters, over_limit)},
         {"near_limit", "Hits allowed past 80% of the envoy rule's limit.",
          offsetof(rlt__envoy_counters, near_limit)},
         {"within_limit", "Hits allowed by the envoy rule.",
@@ -178,15 +216,16 @@ static void grpc_prometheus(rlt__srv *s, rlt__obuf *o)
          offsetof(rlt__envoy_counters, shadow_mode)},
     };
     for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
-        rlt__obuf_printf(o, "# HELP ratelimitd_envoy_%s_total %s\n# TYPE ratelimitd_envoy_%s_total "
-                            "counter\n",
+        rlt__obuf_printf(o,
+                         "# HELP ratelimitd_envoy_%s_total %s\n# TYPE ratelimitd_envoy_%s_total "
+                         "counter\n",
                          fam[f].name, fam[f].help, fam[f].name);
         for (size_t id = 0; id < RLT__METRIC_IDS; id++) {
             if (envoy_sum(s, offsetof(rlt__envoy_counters, total_hits), id) == 0) continue;
             char name[RLT__STR_MAX], esc[2 * RLT__STR_MAX + 8];
             label(esc, sizeof esc, id_name(s, id, name, sizeof name));
-            rlt__obuf_printf(o, "ratelimitd_envoy_%s_total{rule=\"%s\"} %" PRIu64 "\n",
-                             fam[f].name, esc, envoy_sum(s, fam[f].off, id));
+            rlt__obuf_printf(o, "ratelimitd_envoy_%s_total{rule=\"%s\"} %" PRIu64 "\n", fam[f].name,
+                             esc, envoy_sum(s, fam[f].off, id));
         }
     }
 }
@@ -201,34 +240,29 @@ void rlt__report_prometheus(rlt__srv *s, rlt__obuf *o)
     rlt__registry_stats(&s->reg, &st);
     rlt__metrics *m = &s->metrics;
     rlt__obuf_printf(o,
-         "# HELP ratelimitd_decisions_total Decisions by outcome.\n"
-         "# TYPE ratelimitd_decisions_total counter\n"
-         "ratelimitd_decisions_total{outcome=\"allowed\"} %" PRIu64 "\n"
-         "ratelimitd_decisions_total{outcome=\"denied\"} %" PRIu64 "\n"
-         "ratelimitd_decisions_total{outcome=\"shadow_denied\"} %" PRIu64 "\n",
-         t.allowed, t.denied, t.shadowed);
+                     "# HELP ratelimitd_decisions_total Decisions by outcome.\n"
+                     "# TYPE ratelimitd_decisions_total counter\n"
+                     "ratelimitd_decisions_total{outcome=\"allowed\"} %" PRIu64 "\n"
+                     "ratelimitd_decisions_total{outcome=\"denied\"} %" PRIu64 "\n"
+                     "ratelimitd_decisions_total{outcome=\"shadow_denied\"} %" PRIu64 "\n",
+                     t.allowed, t.denied, t.shadowed);
     rlt__obuf_printf(o, "# HELP ratelimitd_policy_decisions_total Decisions per policy (rule).\n"
-            "# TYPE ratelimitd_policy_decisions_total counter\n");
+                        "# TYPE ratelimitd_policy_decisions_total counter\n");
     size_t nids = rlt__srv_policy_ids(s);
-    for (size_t id = 0; id < RLT__METRIC_IDS; id++) {
-        if (!id_used(id, nids)) continue;
-        uint64_t a, d, sh;
-        per_id(s, id, &a, &d, &sh);
-        if (a + d + sh == 0) continue;
-        char name[RLT__STR_MAX], esc[2 * RLT__STR_MAX + 8];
-        label(esc, sizeof esc, id_name(s, id, name, sizeof name));
-        rlt__obuf_printf(o,
-             "ratelimitd_policy_decisions_total{policy=\"%s\",outcome=\"allowed\"} %" PRIu64 "\n"
-             "ratelimitd_policy_decisions_total{policy=\"%s\",outcome=\"denied\"} %" PRIu64 "\n"
-             "ratelimitd_policy_decisions_total{policy=\"%s\",outcome=\"shadow_denied\"} "
-             "%" PRIu64 "\n",
-             esc, a, esc, d, esc, sh);
+    for (policy_row r = {0}; next_row(s, nids, &r); r.id++) {
+        char esc[2 * RLT__STR_MAX + 8];
+        label(esc, sizeof esc, r.name);
+        rlt__obuf_printf(
+            o,
+            "ratelimitd_policy_decisions_total{policy=\"%s\",outcome=\"allowed\"} %" PRIu64 "\n"
+            "ratelimitd_policy_decisions_total{policy=\"%s\",outcome=\"denied\"} %" PRIu64 "\n"
+            "ratelimitd_policy_decisions_total{policy=\"%s\",outcome=\"shadow_denied\"} "
+            "%" PRIu64 "\n",
+            esc, r.allowed, esc, r.denied, esc, r.shadowed);
     }
-    rlt__prom_family(o, "ratelimitd_keys", "gauge", "Live keys in the store.");
-    rlt__obuf_printf(o, "ratelimitd_keys %" PRIu64 "\n", st.keys);
-    rlt__prom_family(o, "ratelimitd_store_bytes", "gauge",
-                     "Bytes held by the store for keys, states and its index.");
-    rlt__obuf_printf(o, "ratelimitd_store_bytes %" PRIu64 "\n", st.bytes);
+    rlt__prom_value(o, "ratelimitd_keys", "gauge", "Live keys in the store.", st.keys);
+    rlt__prom_value(o, "ratelimitd_store_bytes", "gauge",
+                    "Bytes held by the store for keys, states and its index.", st.bytes);
     const rlt__config *mc = rlt__srv_config(s);
     rlt__prom_family(o, "ratelimitd_memory_bytes", "gauge",
                      "Memory the daemon's budget counts, by part (max_memory).");
@@ -249,30 +283,24 @@ void rlt__report_prometheus(rlt__srv *s, rlt__obuf *o)
                      "ratelimitd_evictions_total{reason=\"idle\"} %" PRIu64 "\n"
                      "ratelimitd_evictions_total{reason=\"forced\"} %" PRIu64 "\n",
                      st.evicted_idle, st.evicted_forced);
-    rlt__prom_family(o, "ratelimitd_refused_full_total", "counter",
-                     "New keys refused because the store was full (fail_closed).");
-    rlt__obuf_printf(o, "ratelimitd_refused_full_total %" PRIu64 "\n", st.refused_full);
-    rlt__prom_family(o, "ratelimitd_reservations", "gauge",
-                     "Outstanding reservations (RL.RESERVE, reserve=1) waiting for their settle.");
-    rlt__obuf_printf(o, "ratelimitd_reservations %zu\n",
-                     rlt__registry_reservations(&s->reg, rlt__now()));
+    rlt__prom_value(o, "ratelimitd_refused_full_total", "counter",
+                    "New keys refused because the store was full (fail_closed).", st.refused_full);
+    rlt__prom_value(o, "ratelimitd_reservations", "gauge",
+                    "Outstanding reservations (RL.RESERVE, reserve=1) waiting for their settle.",
+                    rlt__registry_reservations(&s->reg, rlt__now()));
     rlt__prom_family(o, "ratelimitd_connections", "gauge", "Open client connections.");
     rlt__obuf_printf(o, "ratelimitd_connections %" PRId64 "\n",
                      __atomic_load_n(&m->connections_current, __ATOMIC_RELAXED));
-    rlt__prom_family(o, "ratelimitd_connections_total", "counter", "Connections accepted.");
-    rlt__obuf_printf(o, "ratelimitd_connections_total %" PRIu64 "\n", ld(&m->connections_total));
-    rlt__prom_family(o, "ratelimitd_connections_rejected_total", "counter",
-                     "Connections refused because max_connections was reached.");
-    rlt__obuf_printf(o, "ratelimitd_connections_rejected_total %" PRIu64 "\n",
-                     ld(&m->connections_rejected));
-    rlt__prom_family(o, "ratelimitd_commands_total", "counter",
-                     "Requests executed (RESP commands and HTTP requests).");
-    rlt__obuf_printf(o, "ratelimitd_commands_total %" PRIu64 "\n", t.commands);
-    rlt__prom_family(o, "ratelimitd_command_errors_total", "counter",
-                     "Requests answered with an error.");
-    rlt__obuf_printf(o, "ratelimitd_command_errors_total %" PRIu64 "\n", t.errors);
-    rlt__prom_family(o, "ratelimitd_http_requests_total", "counter", "HTTP requests.");
-    rlt__obuf_printf(o, "ratelimitd_http_requests_total %" PRIu64 "\n", t.http);
+    rlt__prom_value(o, "ratelimitd_connections_total", "counter", "Connections accepted.",
+                    ld(&m->connections_total));
+    rlt__prom_value(o, "ratelimitd_connections_rejected_total", "counter",
+                    "Connections refused because max_connections was reached.",
+                    ld(&m->connections_rejected));
+    rlt__prom_value(o, "ratelimitd_commands_total", "counter",
+                    "Requests executed (RESP commands and HTTP requests).", t.commands);
+    rlt__prom_value(o, "ratelimitd_command_errors_total", "counter",
+                    "Requests answered with an error.", t.errors);
+    rlt__prom_value(o, "ratelimitd_http_requests_total", "counter", "HTTP requests.", t.http);
     rlt__prom_family(o, "ratelimitd_snapshots_total", "counter", "Snapshots written, by result.");
     rlt__obuf_printf(o,
                      "ratelimitd_snapshots_total{result=\"ok\"} %" PRIu64 "\n"
@@ -283,19 +311,22 @@ void rlt__report_prometheus(rlt__srv *s, rlt__obuf *o)
                      "ratelimitd_reloads_total{result=\"ok\"} %" PRIu64 "\n"
                      "ratelimitd_reloads_total{result=\"failed\"} %" PRIu64 "\n",
                      ld(&m->reloads_ok), ld(&m->reloads_failed));
-    rlt__obuf_printf(o, "# HELP ratelimitd_command_seconds Time to execute a command or HTTP request "
-            "(excluding network).\n# TYPE ratelimitd_command_seconds histogram\n");
+    rlt__obuf_printf(o,
+                     "# HELP ratelimitd_command_seconds Time to execute a command or HTTP request "
+                     "(excluding network).\n# TYPE ratelimitd_command_seconds histogram\n");
     uint64_t cum = 0;
     for (unsigned b = 0; b < RLT__LAT_BUCKETS; b++) {
         cum += t.lat[b];
         if (b == RLT__LAT_BUCKETS - 1)
-            rlt__obuf_printf(o, "ratelimitd_command_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n", cum);
+            rlt__obuf_printf(o, "ratelimitd_command_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n",
+                             cum);
         else
             rlt__obuf_printf(o, "ratelimitd_command_seconds_bucket{le=\"%.6f\"} %" PRIu64 "\n",
-                 (double)(UINT64_C(1) << b) / 1e6, cum);
+                             (double)(UINT64_C(1) << b) / 1e6, cum);
     }
-    rlt__obuf_printf(o, "ratelimitd_command_seconds_sum %.9f\nratelimitd_command_seconds_count %" PRIu64 "\n",
-         (double)t.lat_sum / 1e9, cum);
+    rlt__obuf_printf(
+        o, "ratelimitd_command_seconds_sum %.9f\nratelimitd_command_seconds_count %" PRIu64 "\n",
+        (double)t.lat_sum / 1e9, cum);
     rlt__prom_family(o, "ratelimitd_backend", "gauge",
                      "Where decisions are made (local store or Redis).");
     rlt__obuf_printf(o, "ratelimitd_backend{backend=\"%s\"} 1\n", rlt__decide_backend_name(s));
@@ -329,55 +360,54 @@ void rlt__report_info(rlt__srv *s, rlt__obuf *o)
             break;
         }
     }
+    rlt__obuf_printf(
+        o,
+        "# Server\r\nratelimitd_version:0.1.0\r\nredis_version:7.0.0\r\nredis_mode:standalone\r\n"
+        "process_id:%ld\r\ntcp_port:%d\r\nuptime_in_seconds:%lld\r\n"
+        "\r\n# Clients\r\nconnected_clients:%" PRId64 "\r\nmaxclients:%zu\r\n"
+        "total_connections_received:%" PRIu64 "\r\nrejected_connections:%" PRIu64 "\r\n",
+        (long)getpid(), c->set.port, (long long)((rlt__now() - s->started) / RLT_NS_PER_S),
+        __atomic_load_n(&m->connections_current, __ATOMIC_RELAXED), c->set.max_connections,
+        ld(&m->connections_total), ld(&m->connections_rejected));
     rlt__obuf_printf(o,
-         "# Server\r\nratelimitd_version:0.1.0\r\nredis_version:7.0.0\r\nredis_mode:standalone\r\n"
-         "process_id:%ld\r\ntcp_port:%d\r\nuptime_in_seconds:%lld\r\n"
-         "\r\n# Clients\r\nconnected_clients:%" PRId64 "\r\nmaxclients:%zu\r\n"
-         "total_connections_received:%" PRIu64 "\r\nrejected_connections:%" PRIu64 "\r\n",
-         (long)getpid(), c->set.port, (long long)((rlt__now() - s->started) / RLT_NS_PER_S),
-         __atomic_load_n(&m->connections_current, __ATOMIC_RELAXED), c->set.max_connections,
-         ld(&m->connections_total), ld(&m->connections_rejected));
-    rlt__obuf_printf(o,
-         "\r\n# Stats\r\ntotal_commands_processed:%" PRIu64 "\r\ncommand_errors:%" PRIu64
-         "\r\nhttp_requests:%" PRIu64 "\r\ndecisions_allowed:%" PRIu64
-         "\r\ndecisions_denied:%" PRIu64 "\r\ndecisions_shadow_denied:%" PRIu64
-         "\r\nlatency_p99_le_us:%lld\r\nlatency_avg_ns:%" PRIu64 "\r\n",
-         t.commands, t.errors, t.http, t.allowed, t.denied, t.shadowed, p99,
-         t.commands ? t.lat_sum / t.commands : 0);
+                     "\r\n# Stats\r\ntotal_commands_processed:%" PRIu64
+                     "\r\ncommand_errors:%" PRIu64 "\r\nhttp_requests:%" PRIu64
+                     "\r\ndecisions_allowed:%" PRIu64 "\r\ndecisions_denied:%" PRIu64
+                     "\r\ndecisions_shadow_denied:%" PRIu64
+                     "\r\nlatency_p99_le_us:%lld\r\nlatency_avg_ns:%" PRIu64 "\r\n",
+                     t.commands, t.errors, t.http, t.allowed, t.denied, t.shadowed, p99,
+                     t.commands ? t.lat_sum / t.commands : 0);
     size_t conn_used = rlt__mem_conn_used();
     rlt__obuf_printf(o,
                      "\r\n# Memory\r\nused_memory:%" PRIu64 "\r\nused_memory_store:%" PRIu64
                      "\r\nused_memory_connections:%zu\r\nmaxmemory:%zu\r\n"
                      "maxmemory_store:%zu\r\nmaxmemory_connections:%zu\r\nmaxmemory_policy:%s\r\n",
                      st.bytes + conn_used, st.bytes, conn_used, c->set.max_memory,
-                     rlt__mem_store_share(c->set.max_memory), rlt__mem_conn_share(c->set.max_memory),
+                     rlt__mem_store_share(c->set.max_memory),
+                     rlt__mem_conn_share(c->set.max_memory),
                      c->set.fail_closed ? "noeviction" : "volatile-lru");
-    rlt__obuf_printf(o,
-         "\r\n# Keyspace\r\nkeys:%" PRIu64 "\r\nstore_bytes:%" PRIu64 "\r\nevicted_idle:%" PRIu64
-         "\r\nevicted_forced:%" PRIu64 "\r\nrefused_full:%" PRIu64 "\r\nreservations:%zu"
-         "\r\n\r\n# Persistence\r\nsnapshot_path:%s\r\nsnapshots_ok:%" PRIu64
-         "\r\nsnapshots_failed:%" PRIu64 "\r\nreloads_ok:%" PRIu64 "\r\nreloads_failed:%" PRIu64
-         "\r\n",
-         st.keys, st.bytes, st.evicted_idle, st.evicted_forced, st.refused_full,
-         rlt__registry_reservations(&s->reg, rlt__now()), c->set.snapshot,
-         ld(&m->snapshots_ok), ld(&m->snapshots_failed), ld(&m->reloads_ok),
-         ld(&m->reloads_failed));
+    rlt__obuf_printf(
+        o,
+        "\r\n# Keyspace\r\nkeys:%" PRIu64 "\r\nstore_bytes:%" PRIu64 "\r\nevicted_idle:%" PRIu64
+        "\r\nevicted_forced:%" PRIu64 "\r\nrefused_full:%" PRIu64 "\r\nreservations:%zu"
+        "\r\n\r\n# Persistence\r\nsnapshot_path:%s\r\nsnapshots_ok:%" PRIu64
+        "\r\nsnapshots_failed:%" PRIu64 "\r\nreloads_ok:%" PRIu64 "\r\nreloads_failed:%" PRIu64
+        "\r\n",
+        st.keys, st.bytes, st.evicted_idle, st.evicted_forced, st.refused_full,
+        rlt__registry_reservations(&s->reg, rlt__now()), c->set.snapshot, ld(&m->snapshots_ok),
+        ld(&m->snapshots_failed), ld(&m->reloads_ok), ld(&m->reloads_failed));
     /* One line per policy, as Redis's "db0:keys=1,expires=0": the field is policy<id>, the
      * value k=v pairs (redis-py parses them into a dict), the name escaped so that it holds no
      * ',', '=', ':' or space (info_escape). */
     rlt__obuf_printf(o, "\r\n# Policies\r\n");
     size_t nids = rlt__srv_policy_ids(s);
-    for (size_t id = 0; id < RLT__METRIC_IDS; id++) {
-        if (!id_used(id, nids)) continue;
-        uint64_t a, d, sh;
-        per_id(s, id, &a, &d, &sh);
-        if (a + d + sh == 0) continue;
-        char name[RLT__STR_MAX], esc[3 * RLT__STR_MAX + 8];
-        info_escape(esc, sizeof esc, id_name(s, id, name, sizeof name));
+    for (policy_row r = {0}; next_row(s, nids, &r); r.id++) {
+        char esc[3 * RLT__STR_MAX + 8];
+        info_escape(esc, sizeof esc, r.name);
         rlt__obuf_printf(o,
                          "policy%zu:name=%s,allowed=%" PRIu64 ",denied=%" PRIu64
                          ",shadow_denied=%" PRIu64 "\r\n",
-                         id, esc, a, d, sh);
+                         r.id, esc, r.allowed, r.denied, r.shadowed);
     }
     rlt__obuf_printf(o, "\r\n# Backend\r\nbackend:%s\r\n", rlt__decide_backend_name(s));
     if (s->be != NULL) s->be->ops->info(s->be, o);
@@ -510,9 +540,9 @@ void rlt__report_top_prometheus(rlt__srv *s, const rlt__session *ss, rlt__obuf *
                              i + 1, key, pol, f == 0 ? e[i].count : e[i].error);
         }
     }
-    rlt__prom_family(o, "ratelimitd_top_floor", "gauge",
-                     "Most denials any key not in ratelimitd_top_denied can have had.");
-    rlt__obuf_printf(o, "ratelimitd_top_floor %" PRIu64 "\n", rlt_topk_floor(view));
+    rlt__prom_value(o, "ratelimitd_top_floor", "gauge",
+                    "Most denials any key not in ratelimitd_top_denied can have had.",
+                    rlt_topk_floor(view));
     free(e);
     rlt_topk_close(view);
 }

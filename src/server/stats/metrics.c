@@ -33,8 +33,7 @@ void rlt__prom_family(rlt__obuf *o, const char *name, const char *type, const ch
     rlt__obuf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-void rlt__prom_value(rlt__obuf *o, const char *name, const char *type, const char *help,
-                     uint64_t v)
+void rlt__prom_value(rlt__obuf *o, const char *name, const char *type, const char *help, uint64_t v)
 {
     rlt__prom_family(o, name, type, help);
     rlt__obuf_printf(o, "%s %" PRIu64 "\n", name, v);
