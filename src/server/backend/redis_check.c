@@ -75,7 +75,7 @@ static int check_policy(const rlt_policy *p, const char *what, const char *name,
              "%s '%s' (%s) cannot run in Redis: %s (periods and block= durations must be whole "
              "microseconds and numbers below 2^50)",
              what, name, text, rlt_strerror(st));
-    return -1;
+    return RLT_EINVAL;
 }
 
 /* Whether policy p, of fail mode `fail` (RLT__FAIL_*), fails local under c's default. */

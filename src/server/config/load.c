@@ -24,7 +24,7 @@
  * forbids upper case), stored lower-cased. */
 static int header_name(rlt__cy *x, yaml_node_t *v, char out[64])
 {
-    if (rlt__cy_get_str(x, v, out, 64, "a header name") < 0) return RLT_EPARSE;
+    if (rlt__cy_get_str(x, v, out, 64, "a header name") != RLT_OK) return RLT_EPARSE;
     if (out[0] == '\0') return rlt__cy_fail(x, v, "a header name must not be empty");
     for (char *p = out; *p; p++) {
         char c = *p;
@@ -132,7 +132,7 @@ static int read_setting(rlt__cy *x, const setting *st, yaml_node_t *v)
 
 static int parse_settings(rlt__cy *x, yaml_node_t *n)
 {
-    if (rlt__cy_need_map(x, n, "server") < 0) return RLT_EPARSE;
+    if (rlt__cy_need_map(x, n, "server") != RLT_OK) return RLT_EPARSE;
     FOR_PAIRS(x, n, k, v)
     {
         size_t kl;
@@ -173,7 +173,7 @@ static int get_sentinels(rlt__cy *x, yaml_node_t *v, rlt__redis_settings *rs)
          it++) {
         char one[RLT__STR_MAX];
         size_t used = strlen(rs->address);
-        if (rlt__cy_get_str(x, rlt__cy_node(x, *it), one, sizeof one, "a sentinel address") < 0)
+        if (rlt__cy_get_str(x, rlt__cy_node(x, *it), one, sizeof one, "a sentinel address") != RLT_OK)
             return RLT_EPARSE;
         size_t n = strlen(one);
         if (used + n + 2 > sizeof rs->address)
@@ -191,7 +191,7 @@ static int parse_redis(rlt__cy *x, yaml_node_t *n)
     bool has_address = false, has_sentinel = false;
     if (n != NULL && n->type == YAML_SCALAR_NODE) /* redis: "host:port" */
         return rlt__cy_get_str(x, n, rs->address, sizeof rs->address, "redis");
-    if (rlt__cy_need_map(x, n, "redis") < 0) return RLT_EPARSE;
+    if (rlt__cy_need_map(x, n, "redis") != RLT_OK) return RLT_EPARSE;
     FOR_PAIRS(x, n, k, v)
     {
         size_t kl;
@@ -300,7 +300,7 @@ static int parse_root(rlt__cy *x, yaml_node_t *root)
         x->c->empty = true; /* an empty file: the defaults (refused by a reload) */
         return RLT_OK;
     }
-    if (rlt__cy_need_map(x, root, "the top level") < 0) return RLT_EPARSE;
+    if (rlt__cy_need_map(x, root, "the top level") != RLT_OK) return RLT_EPARSE;
     yaml_node_t *domain = NULL, *descs = NULL, *tiers = NULL, *policies = NULL;
     /* policies first: tiers refer to them wherever they appear in the file. */
     FOR_PAIRS(x, root, k, v)
@@ -309,7 +309,7 @@ static int parse_root(rlt__cy *x, yaml_node_t *root)
         const char *kk = rlt__cy_key_of(k, &kl);
         if (rlt__cy_eq(kk, kl, "policies")) policies = v;
     }
-    if (policies != NULL && rlt__cy_parse_policies(x, policies) < 0) return RLT_EPARSE;
+    if (policies != NULL && rlt__cy_parse_policies(x, policies) != RLT_OK) return RLT_EPARSE;
     FOR_PAIRS(x, root, k, v)
     {
         size_t kl;
@@ -333,11 +333,11 @@ static int parse_root(rlt__cy *x, yaml_node_t *root)
             r = rlt__cy_get_str(x, v, x->c->default_tier, sizeof x->c->default_tier,
                                 "default_tier");
         else if (rlt__cy_eq(kk, kl, "domains")) {
-            if (rlt__cy_need_seq(x, v, "domains") < 0) return RLT_EPARSE;
+            if (rlt__cy_need_seq(x, v, "domains") != RLT_OK) return RLT_EPARSE;
             for (yaml_node_item_t *it = v->data.sequence.items.start;
                  it < v->data.sequence.items.top; it++) {
                 yaml_node_t *e = rlt__cy_node(x, *it);
-                if (rlt__cy_need_map(x, e, "a domain") < 0) return RLT_EPARSE;
+                if (rlt__cy_need_map(x, e, "a domain") != RLT_OK) return RLT_EPARSE;
                 yaml_node_t *dn = NULL, *dd = NULL;
                 FOR_PAIRS(x, e, k2, v2)
                 {
@@ -351,16 +351,16 @@ static int parse_root(rlt__cy *x, yaml_node_t *root)
                         return rlt__cy_fail(x, k2, "a domain takes domain and descriptors");
                 }
                 if (dn == NULL) return rlt__cy_fail(x, e, "a domain entry needs domain:");
-                if (rlt__cy_add_domain(x, dn, dd) < 0) return RLT_EPARSE;
+                if (rlt__cy_add_domain(x, dn, dd) != RLT_OK) return RLT_EPARSE;
             }
         } else
             r = rlt__cy_fail(x, k, "unknown top-level key '%.*s'", (int)(kl > 64 ? 64 : kl), kk);
         if (r < 0) return RLT_EPARSE;
     }
     if (descs != NULL && domain == NULL) return rlt__cy_fail(x, descs, "descriptors need a domain");
-    if (domain != NULL && rlt__cy_add_domain(x, domain, descs) < 0) return RLT_EPARSE;
-    if (rlt__cy_check_rule_names(x) < 0) return RLT_EPARSE;
-    if (tiers != NULL && rlt__cy_parse_tiers(x, tiers) < 0) return RLT_EPARSE;
+    if (domain != NULL && rlt__cy_add_domain(x, domain, descs) != RLT_OK) return RLT_EPARSE;
+    if (rlt__cy_check_rule_names(x) != RLT_OK) return RLT_EPARSE;
+    if (tiers != NULL && rlt__cy_parse_tiers(x, tiers) != RLT_OK) return RLT_EPARSE;
     if (x->c->default_tier[0] != '\0') {
         bool found = false;
         for (size_t i = 0; i < x->c->ntiers; i++)

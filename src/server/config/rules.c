@@ -161,7 +161,7 @@ static int drain_ok(rlt__cy *x, const yaml_node_t *where, const rlt__rule *rule)
 
 static int parse_rate_limit(rlt__cy *x, yaml_node_t *n, rlt__rule *rule)
 {
-    if (rlt__cy_need_map(x, n, "rate_limit") < 0) return RLT_EPARSE;
+    if (rlt__cy_need_map(x, n, "rate_limit") != RLT_OK) return RLT_EPARSE;
     int64_t rpu = -1, burst = 0;
     rlt_ns period = 0;
     rlt_algo algo = RLT_FIXED_WINDOW;
@@ -189,18 +189,18 @@ static int parse_rate_limit(rlt__cy *x, yaml_node_t *n, rlt__rule *rule)
         } else if (rlt__cy_eq(key, kl, "name")) {
             r = rlt__cy_get_str(x, v, rule->rl_name, sizeof rule->rl_name, "name");
         } else if (rlt__cy_eq(key, kl, "replaces")) {
-            if (rlt__cy_need_seq(x, v, "replaces") < 0) return RLT_EPARSE;
+            if (rlt__cy_need_seq(x, v, "replaces") != RLT_OK) return RLT_EPARSE;
             for (yaml_node_item_t *it = v->data.sequence.items.start;
                  it < v->data.sequence.items.top; it++) {
                 yaml_node_t *e = rlt__cy_node(x, *it);
-                if (rlt__cy_need_map(x, e, "a replaces entry") < 0) return RLT_EPARSE;
+                if (rlt__cy_need_map(x, e, "a replaces entry") != RLT_OK) return RLT_EPARSE;
                 FOR_PAIRS(x, e, k2, v2)
                 {
                     size_t k2l;
                     const char *key2 = rlt__cy_key_of(k2, &k2l);
                     if (!rlt__cy_eq(key2, k2l, "name")) return rlt__cy_fail(x, k2, "replaces entries take name");
                     char nm[RLT__STR_MAX];
-                    if (rlt__cy_get_str(x, v2, nm, sizeof nm, "name") < 0) return RLT_EPARSE;
+                    if (rlt__cy_get_str(x, v2, nm, sizeof nm, "name") != RLT_OK) return RLT_EPARSE;
                     char **rp = realloc(rule->replaces, (rule->nreplaces + 1) * sizeof *rp);
                     if (rp == NULL) return rlt__cy_fail(x, v2, "out of memory");
                     rule->replaces = rp;
@@ -303,7 +303,7 @@ static int check_siblings(rlt__cy *x, yaml_node_t *seq, const rlt__desc *ds, siz
 static int parse_descs(rlt__cy *x, yaml_node_t *n, const char *path, int depth, rlt__desc **out,
                        size_t *nout)
 {
-    if (rlt__cy_need_seq(x, n, "descriptors") < 0) return RLT_EPARSE;
+    if (rlt__cy_need_seq(x, n, "descriptors") != RLT_OK) return RLT_EPARSE;
     if (depth > MAX_DEPTH) return rlt__cy_fail(x, n, "descriptors nested deeper than %d", MAX_DEPTH);
     size_t count = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
     rlt__desc *ds = calloc(count ? count : 1, sizeof *ds);
@@ -313,7 +313,7 @@ static int parse_descs(rlt__cy *x, yaml_node_t *n, const char *path, int depth, 
     for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
          it++) {
         yaml_node_t *e = rlt__cy_node(x, *it);
-        if (rlt__cy_need_map(x, e, "a descriptor") < 0) return RLT_EPARSE;
+        if (rlt__cy_need_map(x, e, "a descriptor") != RLT_OK) return RLT_EPARSE;
         rlt__desc *d = &ds[(*nout)++];
         d->rule = -1;
         yaml_node_t *rl = NULL, *sub = NULL;
@@ -353,16 +353,16 @@ static int parse_descs(rlt__cy *x, yaml_node_t *n, const char *path, int depth, 
                  d->value ? d->value : "");
         if (rl != NULL) {
             rlt__rule *rule = NULL;
-            if (add_rule(x, &rule) < 0) return RLT_EPARSE;
+            if (add_rule(x, &rule) != RLT_OK) return RLT_EPARSE;
             d->rule = (int)(x->c->nrules - 1);
             snprintf(rule->path, sizeof rule->path, "%s", mypath);
-            if (parse_rate_limit(x, rl, rule) < 0) return RLT_EPARSE;
+            if (parse_rate_limit(x, rl, rule) != RLT_OK) return RLT_EPARSE;
             rule->shadow = shadow;
             store_name(rule->name, "r:", rule->path);
         } else if (shadow) {
             return rlt__cy_fail(x, e, "shadow_mode needs a rate_limit");
         }
-        if (sub != NULL && parse_descs(x, sub, mypath, depth + 1, &d->children, &d->nchildren) < 0)
+        if (sub != NULL && parse_descs(x, sub, mypath, depth + 1, &d->children, &d->nchildren) != RLT_OK)
             return RLT_EPARSE;
     }
     return check_siblings(x, n, ds, *nout);
@@ -372,7 +372,7 @@ int rlt__cy_add_domain(rlt__cy *x, yaml_node_t *name_node, yaml_node_t *descs)
 {
     rlt__config *c = x->c;
     char name[RLT__STR_MAX];
-    if (rlt__cy_get_str(x, name_node, name, sizeof name, "domain") < 0) return RLT_EPARSE;
+    if (rlt__cy_get_str(x, name_node, name, sizeof name, "domain") != RLT_OK) return RLT_EPARSE;
     if (name[0] == '\0') return rlt__cy_fail(x, name_node, "domain must not be empty");
     for (size_t i = 0; i < c->ndomains; i++)
         if (strcmp(c->domains[i].name, name) == 0)
@@ -422,16 +422,16 @@ static int add_named(rlt__cy *x, const yaml_node_t *at, const char *name, const 
 
 int rlt__cy_parse_policies(rlt__cy *x, yaml_node_t *n)
 {
-    if (rlt__cy_need_map(x, n, "policies") < 0) return RLT_EPARSE;
+    if (rlt__cy_need_map(x, n, "policies") != RLT_OK) return RLT_EPARSE;
     FOR_PAIRS(x, n, k, v)
     {
         char name[RLT__STR_MAX], text[RLT__STR_MAX] = "";
         policy_opts opts = {.fail = RLT__FAIL_DEFAULT, .change = RLT_CHANGE_KEEP};
-        if (rlt__cy_get_str(x, k, name, sizeof name, "a policy name") < 0) return RLT_EPARSE;
+        if (rlt__cy_get_str(x, k, name, sizeof name, "a policy name") != RLT_OK) return RLT_EPARSE;
         if (v->type == YAML_SCALAR_NODE) {
-            if (rlt__cy_get_str(x, v, text, sizeof text, "a policy") < 0) return RLT_EPARSE;
+            if (rlt__cy_get_str(x, v, text, sizeof text, "a policy") != RLT_OK) return RLT_EPARSE;
         } else {
-            if (rlt__cy_need_map(x, v, "a policy") < 0) return RLT_EPARSE;
+            if (rlt__cy_need_map(x, v, "a policy") != RLT_OK) return RLT_EPARSE;
             FOR_PAIRS(x, v, k2, v2)
             {
                 size_t kl;
@@ -446,7 +446,7 @@ int rlt__cy_parse_policies(rlt__cy *x, yaml_node_t *n)
             }
             if (text[0] == '\0') return rlt__cy_fail(x, v, "policy '%s' needs policy: TEXT", name);
         }
-        if (add_named(x, k, name, text, &opts) < 0) return RLT_EPARSE;
+        if (add_named(x, k, name, text, &opts) != RLT_OK) return RLT_EPARSE;
     }
     return RLT_OK;
 }
@@ -454,13 +454,13 @@ int rlt__cy_parse_policies(rlt__cy *x, yaml_node_t *n)
 int rlt__cy_parse_tiers(rlt__cy *x, yaml_node_t *n)
 {
     rlt__config *c = x->c;
-    if (rlt__cy_need_map(x, n, "tiers") < 0) return RLT_EPARSE;
+    if (rlt__cy_need_map(x, n, "tiers") != RLT_OK) return RLT_EPARSE;
     FOR_PAIRS(x, n, k, v)
     {
         rlt__tier t;
-        if (rlt__cy_get_str(x, k, t.name, sizeof t.name, "a tier name") < 0) return RLT_EPARSE;
+        if (rlt__cy_get_str(x, k, t.name, sizeof t.name, "a tier name") != RLT_OK) return RLT_EPARSE;
         if (!valid_name(t.name)) return rlt__cy_fail(x, k, "tier name must be [A-Za-z0-9_.-]+");
-        if (rlt__cy_get_str(x, v, t.policy, sizeof t.policy, "a tier's policy name") < 0) return RLT_EPARSE;
+        if (rlt__cy_get_str(x, v, t.policy, sizeof t.policy, "a tier's policy name") != RLT_OK) return RLT_EPARSE;
         if (rlt__config_named(c, t.policy, strlen(t.policy)) == NULL)
             return rlt__cy_fail(x, v, "tier '%s': no policy named '%s' (define it under policies:)", t.name,
                         t.policy);
@@ -478,11 +478,11 @@ int rlt__cy_parse_tiers(rlt__cy *x, yaml_node_t *n)
 int rlt__cy_parse_tenants(rlt__cy *x, yaml_node_t *n)
 {
     rlt__config *c = x->c;
-    if (rlt__cy_need_seq(x, n, "tenants") < 0) return RLT_EPARSE;
+    if (rlt__cy_need_seq(x, n, "tenants") != RLT_OK) return RLT_EPARSE;
     for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
          it++) {
         yaml_node_t *e = rlt__cy_node(x, *it);
-        if (rlt__cy_need_map(x, e, "a tenant") < 0) return RLT_EPARSE;
+        if (rlt__cy_need_map(x, e, "a tenant") != RLT_OK) return RLT_EPARSE;
         rlt__tenant t;
         memset(&t, 0, sizeof t);
         bool have_prefix = false;

@@ -93,7 +93,7 @@ int rlt__cy_get_duration(rlt__cy *x, const yaml_node_t *n, rlt_ns *out, const ch
 int rlt__cy_get_size(rlt__cy *x, const yaml_node_t *n, size_t *out, const char *what)
 {
     int64_t v = 0;
-    if (rlt__cy_get_int(x, n, 0, INT64_MAX / 2, &v, what) < 0) return RLT_EPARSE;
+    if (rlt__cy_get_int(x, n, 0, INT64_MAX / 2, &v, what) != RLT_OK) return RLT_EPARSE;
     *out = (size_t)v;
     return RLT_OK;
 }

@@ -101,9 +101,9 @@ static const option options[] = {
 static int parse_long(const char *s, long lo, long hi, long *out)
 {
     int64_t v;
-    if (!rlt__parse_i64(s, strlen(s), &v) || v < lo || v > hi) return -1;
+    if (!rlt__parse_i64(s, strlen(s), &v) || v < lo || v > hi) return RLT_EINVAL;
     *out = (long)v;
-    return 0;
+    return RLT_OK;
 }
 
 /* --redis-sentinel and --redis-master: the sentinels go in `address` (config.h). */
@@ -111,14 +111,14 @@ static int apply_sentinel(rlt__redis_settings *rs, const overrides *o, char *err
 {
     if (o->redis_sentinel != NULL && o->redis != NULL) {
         snprintf(err, errlen, "--redis and --redis-sentinel: one or the other");
-        return -1;
+        return RLT_EINVAL;
     }
     if (o->redis_sentinel != NULL) {
         if (strlen(o->redis_sentinel) >= sizeof rs->address || o->redis_sentinel[0] == '\0') {
             snprintf(err, errlen,
                      "--redis-sentinel: needs HOST:PORT[,HOST:PORT...] (at most %zu bytes)",
                      sizeof rs->address - 1);
-            return -1;
+            return RLT_EINVAL;
         }
         snprintf(rs->address, sizeof rs->address, "%s", o->redis_sentinel);
         rs->cluster = false;
@@ -129,7 +129,7 @@ static int apply_sentinel(rlt__redis_settings *rs, const overrides *o, char *err
             strpbrk(o->redis_master, " \t\r\n") != NULL) {
             snprintf(err, errlen, "--redis-master: a name of 1 to %zu bytes without spaces",
                      sizeof rs->master_name - 1);
-            return -1;
+            return RLT_EINVAL;
         }
         snprintf(rs->master_name, sizeof rs->master_name, "%s", o->redis_master);
     }
@@ -137,27 +137,33 @@ static int apply_sentinel(rlt__redis_settings *rs, const overrides *o, char *err
         snprintf(err, errlen,
                  "--redis-sentinel needs --redis-master NAME (the sentinels' name "
                  "of the master)");
-        return -1;
+        return RLT_EINVAL;
     }
     if (o->redis_master != NULL && o->redis_sentinel == NULL && !had_master) {
         snprintf(err, errlen, "--redis-master needs --redis-sentinel HOST:PORT[,...]");
-        return -1;
+        return RLT_EINVAL;
     }
     if (rs->master_name[0] != '\0' && o->redis_cluster) {
         snprintf(err, errlen, "--redis-cluster and Sentinel: one or the other");
-        return -1;
+        return RLT_EINVAL;
     }
-    return 0;
+    return RLT_OK;
 }
 
-/* Parses argv into o.  Returns -1 to go on, or the exit status (0 after --help). */
-static int parse_args(int argc, char **argv, overrides *o)
+/* What the command line asks for once parsed: run the daemon, or nothing more (--help). */
+typedef enum args_next { ARGS_RUN, ARGS_DONE } args_next;
+
+/* Parses argv into o.  Returns RLT_OK with *next, or RLT_EINVAL after saying why on stderr
+ * (a usage error: exit status 2). */
+static int parse_args(int argc, char **argv, overrides *o, args_next *next)
 {
+    *next = ARGS_RUN;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
-            return 0;
+            *next = ARGS_DONE;
+            return RLT_OK;
         }
         const option *opt = NULL;
         for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
@@ -165,7 +171,7 @@ static int parse_args(int argc, char **argv, overrides *o)
         if (opt == NULL) {
             rlt__log(RLT__LOG_ERR, "unknown option '%s'", a);
             usage(stderr);
-            return 2;
+            return RLT_EINVAL;
         }
         char *base = (char *)o;
         if (opt->kind == OPT_FLAG) {
@@ -175,26 +181,26 @@ static int parse_args(int argc, char **argv, overrides *o)
         const char *v = i + 1 < argc ? argv[++i] : NULL;
         if (v == NULL) {
             rlt__log(RLT__LOG_ERR, "%s needs a value", a);
-            return 2;
+            return RLT_EINVAL;
         }
         if (opt->kind == OPT_STR && opt->at == offsetof(overrides, config)) {
             /* --config may be given several times (files or directories of *.yaml). */
             if (o->nconfigs == MAX_CONFIGS) {
                 fprintf(stderr, "ratelimitd: at most %d --config\n", MAX_CONFIGS);
-                return 2;
+                return RLT_EINVAL;
             }
             if (o->config == NULL) o->config = v;
             o->configs[o->nconfigs++] = v;
         } else if (opt->kind == OPT_STR) {
             *(const char **)(base + opt->at) = v;
-        } else if (parse_long(v, opt->lo, opt->hi, (long *)(base + opt->at)) == 0) {
+        } else if (parse_long(v, opt->lo, opt->hi, (long *)(base + opt->at)) == RLT_OK) {
             *(bool *)(base + opt->has) = true;
         } else {
             rlt__log(RLT__LOG_ERR, "%s needs a valid value, got %s", a, v);
-            return 2;
+            return RLT_EINVAL;
         }
     }
-    return -1;
+    return RLT_OK;
 }
 
 static int apply_overrides(rlt__settings *set, const overrides *o, char *err, size_t errlen)
@@ -214,25 +220,25 @@ static int apply_overrides(rlt__settings *set, const overrides *o, char *err, si
                                            &set->snapshot_interval) != RLT_OK ||
                         set->snapshot_interval < 0)) {
         snprintf(err, errlen, "--snapshot-interval: not a duration: %s", o->interval);
-        return -1;
+        return RLT_EINVAL;
     }
     rlt__redis_settings *rs = &set->redis;
     if (o->redis != NULL) {
         if (strlen(o->redis) >= sizeof rs->address || o->redis[0] == '\0') {
             snprintf(err, errlen, "--redis: needs HOST:PORT[,HOST:PORT...] (at most %zu bytes)",
                      sizeof rs->address - 1);
-            return -1;
+            return RLT_EINVAL;
         }
         snprintf(rs->address, sizeof rs->address, "%s", o->redis);
         rs->master_name[0] = '\0'; /* a Redis named here, not the file's sentinels */
     }
-    if (apply_sentinel(rs, o, err, errlen) < 0) return -1;
+    if (apply_sentinel(rs, o, err, errlen) != RLT_OK) return RLT_EINVAL;
     if (o->redis_cluster) rs->cluster = true;
     if (o->redis_fail != NULL) {
         if (strcmp(o->redis_fail, "open") != 0 && strcmp(o->redis_fail, "closed") != 0 &&
             strcmp(o->redis_fail, "local") != 0) {
             snprintf(err, errlen, "--redis-fail: open, closed or local, not %s", o->redis_fail);
-            return -1;
+            return RLT_EINVAL;
         }
         rs->fail_open = strcmp(o->redis_fail, "open") == 0;
         rs->fail_local = strcmp(o->redis_fail, "local") == 0;
@@ -244,27 +250,28 @@ static int apply_overrides(rlt__settings *set, const overrides *o, char *err, si
          rs->timeout < RLT_NS_PER_MS || rs->timeout > 60 * RLT_NS_PER_S)) {
         snprintf(err, errlen, "--redis-timeout: a duration with a unit in [1ms, 60s], not %s",
                  o->redis_timeout);
-        return -1;
+        return RLT_EINVAL;
     }
-    return 0;
+    return RLT_OK;
 }
 
 static int load_config(const overrides *o, rlt__config **out, char *err, size_t errlen)
 {
     if (o->config != NULL) {
-        if (rlt__config_load_many(o->configs, o->nconfigs, out, err, errlen) < 0) return -1;
+        int st = rlt__config_load_many(o->configs, o->nconfigs, out, err, errlen);
+        if (st != RLT_OK) return st;
     } else if ((*out = rlt__config_default()) == NULL) {
         snprintf(err, errlen, "out of memory");
-        return -1;
+        return RLT_ENOMEM;
     }
-    if (apply_overrides(&(*out)->set, o, err, errlen) < 0 ||
+    if (apply_overrides(&(*out)->set, o, err, errlen) != RLT_OK ||
         rlt__backend_redis_check_config(*out, err, errlen) != RLT_OK ||
-        rlt__srv_check_config(*out, err, errlen) < 0) {
+        rlt__srv_check_config(*out, err, errlen) != RLT_OK) {
         rlt__config_free(*out);
         *out = NULL;
-        return -1;
+        return RLT_EINVAL;
     }
-    return 0;
+    return RLT_OK;
 }
 
 typedef struct mainctx {
@@ -372,7 +379,7 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
         rlt__log(RLT__LOG_WARN, "SIGHUP: no --config file to reload");
         return;
     }
-    if (load_config(m->o, &cfg, err, sizeof err) < 0) {
+    if (load_config(m->o, &cfg, err, sizeof err) != RLT_OK) {
         __atomic_fetch_add(&m->s->metrics.reloads_failed, 1, __ATOMIC_RELAXED);
         rlt__log(RLT__LOG_ERR, "reload failed, keeping the old config: %s", err);
         return;
@@ -425,7 +432,7 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
         rlt__config_free(cfg);
         return;
     }
-    if (rlt__srv_apply_config(m->s, cfg, err, sizeof err) < 0) {
+    if (rlt__srv_apply_config(m->s, cfg, err, sizeof err) != RLT_OK) {
         __atomic_fetch_add(&m->s->metrics.reloads_failed, 1, __ATOMIC_RELAXED);
         rlt__log(RLT__LOG_ERR, "reload failed, keeping the old config: %s", err);
         rlt__config_free(cfg);
@@ -454,11 +461,12 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
 int main(int argc, char **argv)
 {
     overrides o = {0};
-    int rc = parse_args(argc, argv, &o);
-    if (rc >= 0) return rc;
+    args_next next;
+    if (parse_args(argc, argv, &o, &next) != RLT_OK) return 2;
+    if (next == ARGS_DONE) return 0;
     char err[600];
     rlt__config *cfg;
-    if (load_config(&o, &cfg, err, sizeof err) < 0) {
+    if (load_config(&o, &cfg, err, sizeof err) != RLT_OK) {
         rlt__log(RLT__LOG_ERR, "%s", err);
         return 2;
     }
@@ -489,7 +497,8 @@ int main(int argc, char **argv)
     rlt__srv *s;
     int64_t wall_start = rlt__now_wall();
     rlt__clock_start(wall_start);
-    if (rlt__srv_open(&s, cfg, wall_start - rlt__clock_origin(), wall_start, err, sizeof err) < 0) {
+    if (rlt__srv_open(&s, cfg, wall_start - rlt__clock_origin(), wall_start, err, sizeof err) !=
+        RLT_OK) {
         rlt__log(RLT__LOG_ERR, "%s", err);
         return 1;
     }

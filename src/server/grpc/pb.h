@@ -5,19 +5,22 @@
 #ifndef RLT_SERVER_GRPC_PB_H
 #define RLT_SERVER_GRPC_PB_H
 
+#include "ratelimit/ratelimit.h"
 #include "server/request/envoy.h"
 #include "server/base/obuf.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* Results of rlt__pb_decode_rls. */
+/* Results of the decoders: RLT_* codes, named for what they mean here. */
 enum {
-    RLT__PB_OK = 0,
-    RLT__PB_MALFORMED = -1, /* not a valid RateLimitRequest: gRPC INVALID_ARGUMENT */
-    RLT__PB_EMPTY = -2,     /* an empty domain or no descriptors: an error as envoyproxy/ratelimit
-                               answers it (gRPC UNKNOWN with its message) */
-    RLT__PB_TOO_MANY = -3,  /* more descriptors or entries than ratelimitd decides at once */
+    RLT__PB_OK = RLT_OK,
+    RLT__PB_MALFORMED = RLT_EPARSE, /* not a valid RateLimitRequest: gRPC INVALID_ARGUMENT */
+    RLT__PB_EMPTY = RLT_EINVAL,     /* an empty domain or no descriptors: an error as
+                                       envoyproxy/ratelimit answers it (gRPC UNKNOWN with its
+                                       message) */
+    RLT__PB_TOO_MANY = RLT_ERANGE,  /* more descriptors or entries than ratelimitd decides at
+                                       once */
 };
 
 /* Decodes a RateLimitRequest from buf[0..len) into r (strings point into buf, which must

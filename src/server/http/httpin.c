@@ -19,10 +19,10 @@ static int hexv(char c)
     return -1;
 }
 
-/* Percent-decodes s[0..n) ('+' is a space) into out[0..cap).  Returns the length, -1 when it
- * does not fit, or -2 for a bad escape ('%' not followed by two hex digits).  out NULL:
- * only validates. */
-static long url_decode(const char *s, size_t n, char *out, size_t cap)
+/* Percent-decodes s[0..n) ('+' is a space) into out[0..cap) (out NULL: only validates).
+ * Returns RLT_OK and *len, RLT_ENOSPC when it does not fit, or RLT_EPARSE for a bad escape
+ * ('%' not followed by two hex digits). */
+static int url_decode(const char *s, size_t n, char *out, size_t cap, size_t *len)
 {
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
@@ -30,19 +30,28 @@ static long url_decode(const char *s, size_t n, char *out, size_t cap)
         if (c == '+')
             c = ' ';
         else if (c == '%') {
-            if (i + 2 >= n) return -2;
+            if (i + 2 >= n) return RLT_EPARSE;
             int h = hexv(s[i + 1]), l = hexv(s[i + 2]);
-            if (h < 0 || l < 0) return -2;
+            if (h < 0 || l < 0) return RLT_EPARSE;
             c = (char)(h * 16 + l);
             i += 2;
         }
         if (out != NULL) { /* NULL: only validate */
-            if (o == cap) return -1;
+            if (o == cap) return RLT_ENOSPC;
             out[o] = c;
         }
         o++;
     }
-    return (long)o;
+    *len = o;
+    return RLT_OK;
+}
+
+/* A parameter that may be given once: decodes val[0..vl) into out[0..cap) unless `given`.
+ * True when it was not given before and decodes to 1..cap bytes (*len). */
+static bool decode_once(bool given, const char *val, size_t vl, char *out, size_t cap,
+                        size_t *len)
+{
+    return !given && url_decode(val, vl, out, cap, len) == RLT_OK && *len > 0;
 }
 
 int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, size_t errlen)
@@ -62,7 +71,9 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
         size_t nl = eqp - i;
         const char *val = eqp < end ? q + eqp + 1 : q + end;
         size_t vl = eqp < end ? end - eqp - 1 : 0;
-        if (url_decode(name, nl, NULL, 0) == -2 || url_decode(val, vl, NULL, 0) == -2) {
+        size_t ignored;
+        if (url_decode(name, nl, NULL, 0, &ignored) == RLT_EPARSE ||
+            url_decode(val, vl, NULL, 0, &ignored) == RLT_EPARSE) {
             snprintf(err, errlen,
                      "bad percent-encoding in parameter '%.*s' (%% must be followed "
                      "by two hex digits)",
@@ -72,27 +83,24 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
         if (nl == 0 && vl == 0 && end == eqp) {
             /* an empty piece ("a=1&&b=2", a trailing '&'): nothing */
         } else if (nl == 3 && memcmp(name, "key", 3) == 0) {
-            long d = have_key ? -1 : url_decode(val, vl, r->key, RLT_KEY_MAX);
-            if (d <= 0) {
+            if (!decode_once(have_key, val, vl, r->key, RLT_KEY_MAX, &r->klen)) {
                 snprintf(err, errlen, "key must be given once, 1..%d bytes", RLT_KEY_MAX);
                 return RLT_EINVAL;
             }
-            r->klen = (size_t)d;
             have_key = true;
         } else if (nl == 6 && memcmp(name, "policy", 6) == 0) {
-            long d = have_policy ? -1 : url_decode(val, vl, r->policy, sizeof r->policy - 1);
-            if (d <= 0) {
+            if (!decode_once(have_policy, val, vl, r->policy, sizeof r->policy - 1, &r->plen)) {
                 snprintf(err, errlen, "policy must be given once, 1..%zu bytes",
                          sizeof r->policy - 1);
                 return RLT_EINVAL;
             }
-            r->plen = (size_t)d;
             r->policy[r->plen] = '\0';
             have_policy = true;
         } else if (nl == 4 && memcmp(name, "cost", 4) == 0) {
             char num[32];
-            long d = have_cost ? -1 : url_decode(val, vl, num, sizeof num);
-            if (d <= 0 || !rlt__parse_i64(num, (size_t)d, &r->cost) || r->cost < 0) {
+            size_t d;
+            if (!decode_once(have_cost, val, vl, num, sizeof num, &d) ||
+                !rlt__parse_i64(num, d, &r->cost) || r->cost < 0) {
                 snprintf(err, errlen, "cost must be given once, an integer >= 0");
                 return RLT_EINVAL;
             }
@@ -106,8 +114,9 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
             r->reserve = val[0] == '1';
         } else if (nl == 10 && memcmp(name, "timeout_ms", 10) == 0) {
             char num[32];
-            long d = r->timeout_ms ? -1 : url_decode(val, vl, num, sizeof num);
-            if (d <= 0 || !rlt__parse_i64(num, (size_t)d, &r->timeout_ms) ||
+            size_t d;
+            if (!decode_once(r->timeout_ms != 0, val, vl, num, sizeof num, &d) ||
+                !rlt__parse_i64(num, d, &r->timeout_ms) ||
                 r->timeout_ms < 1 || r->timeout_ms > 86400000) {
                 snprintf(err, errlen, "timeout_ms must be given once, 1..86400000");
                 return RLT_EINVAL;
@@ -122,9 +131,10 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
         } else if (nl == 11 && memcmp(name, "deny_status", 11) == 0) {
             /* nginx's auth_request denies only on 401/403: a proxy in front asks for 403. */
             char num[8];
-            long d = r->deny_status ? -1 : url_decode(val, vl, num, sizeof num);
+            size_t d;
             int64_t v = 0;
-            if (d <= 0 || !rlt__parse_i64(num, (size_t)d, &v) || (v != 403 && v != 429)) {
+            if (!decode_once(r->deny_status != 0, val, vl, num, sizeof num, &d) ||
+                !rlt__parse_i64(num, d, &v) || (v != 403 && v != 429)) {
                 snprintf(err, errlen, "deny_status must be given once, 403 or 429");
                 return RLT_EINVAL;
             }

@@ -206,8 +206,8 @@ static void conn_linger(rlt__conn *c)
     event_add(c->rev, &tv);
 }
 
-/* Writes what it can.  Returns -1 when the connection was closed. */
-static int conn_flush(rlt__conn *c)
+/* Writes what it can.  Returns false when the connection was closed (c is gone). */
+static bool conn_flush(rlt__conn *c)
 {
     while (c->out.len > 0) {
         ssize_t n = send(c->fd, c->out.data, c->out.len, MSG_NOSIGNAL);
@@ -219,17 +219,17 @@ static int conn_flush(rlt__conn *c)
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             if (!c->writing) event_add(c->wev, NULL);
             c->writing = true;
-            return 0;
+            return true;
         }
         conn_close(c);
-        return -1;
+        return false;
     }
     /* (event_add/del take the base's lock: only when the state changes.) */
     if (c->writing) event_del(c->wev);
     c->writing = false;
     /* Within a turn the pipe may still hold replies for c: finish_turn starts the linger. */
     if ((c->ss.close || c->refused) && !c->draining && !c->in_turn) conn_linger(c);
-    return 0;
+    return true;
 }
 
 /* Arms the read timer: what is left of a pending request's deadline, else the idle timeout. */
@@ -384,7 +384,7 @@ static void finish_turn(worker *w)
                    now - c->started >= set->client_timeout) {
             conn_refuse(c, RLT__REFUSE_TIMEOUT);
             conn_flush(c);
-        } else if (conn_flush(c) == 0 && !c->draining) {
+        } else if (conn_flush(c) && !c->draining) {
             arm_timer(c, set, now);
         }
         c = next;
@@ -562,8 +562,9 @@ static int bind_all(rlt__daemon *d, rlt__listener *ls, size_t nls, const char *b
         if (ls[k].port < 0) continue;
         for (unsigned i = 0; i < d->n; i++) {
             worker *w = &d->w[i];
-            int fd = rlt__listen_on(bind, ls[k].port, i == 0, err, errlen);
-            if (fd < 0) return RLT_EINVAL;
+            int fd;
+            int st = rlt__listen_on(bind, ls[k].port, i == 0, &fd, err, errlen);
+            if (st != RLT_OK) return st;
             /* The first socket picks the port (0 = any free one); the others join it. */
             if (i == 0) ls[k].port = rlt__bound_port(fd);
             w->lis[w->nlis++] = (listener_ev){.proto = ls[k].proto, .fd = fd};

@@ -2,6 +2,8 @@
  * only, and a port held by another process refused by name. */
 #include "server/net/listen.h"
 
+#include "ratelimit/ratelimit.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
@@ -46,8 +48,9 @@ static bool port_taken(const struct addrinfo *ai)
     return taken;
 }
 
-int rlt__listen_on(const char *addr, int port, bool first, char *err, size_t errlen)
+int rlt__listen_on(const char *addr, int port, bool first, int *out, char *err, size_t errlen)
 {
+    *out = -1;
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
@@ -57,13 +60,13 @@ int rlt__listen_on(const char *addr, int port, bool first, char *err, size_t err
     int gai = getaddrinfo(addr, ps, &hints, &res);
     if (gai != 0) {
         snprintf(err, errlen, "bind address %s: %s", addr, gai_strerror(gai));
-        return -1;
+        return RLT_EINVAL;
     }
     if (first && port != 0 && port_taken(res)) {
         snprintf(err, errlen, "listen on %s:%d: Address already in use (another process holds it)",
                  addr, port);
         freeaddrinfo(res);
-        return -1;
+        return RLT_EIO;
     }
     int fd = socket(res->ai_family, res->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
@@ -73,10 +76,11 @@ int rlt__listen_on(const char *addr, int port, bool first, char *err, size_t err
         snprintf(err, errlen, "listen on %s:%d: %s", addr, port, strerror(errno));
         if (fd >= 0) close(fd);
         freeaddrinfo(res);
-        return -1;
+        return RLT_EIO;
     }
     freeaddrinfo(res);
-    return fd;
+    *out = fd;
+    return RLT_OK;
 }
 
 int rlt__bound_port(int fd)

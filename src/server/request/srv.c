@@ -457,7 +457,7 @@ int rlt__srv_open(rlt__srv **out, rlt__config *cfg, rlt_ns now, int64_t wall_ns,
         rlt__srv_close(s);
         return RLT_ENOMEM;
     }
-    if (rlt__srv_apply_config(s, cfg, err, errlen) < 0) {
+    if (rlt__srv_apply_config(s, cfg, err, errlen) != RLT_OK) {
         rlt__config_free(cfg);
         rlt__srv_close(s);
         return RLT_EINVAL;

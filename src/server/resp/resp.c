@@ -13,9 +13,13 @@
  * refused at once instead of waiting for a CRLF that a hostile client never sends. */
 #define NUM_LINE_MAX 20
 
-/* Reads "<prefix><int>\r\n" starting at buf[pos] (buf[pos] is the prefix).  Returns 1 with
- * *val and *next set, 0 when more bytes are needed, -1 on malformed input. */
-static int read_num_line(const char *buf, size_t len, size_t pos, int64_t *val, size_t *next)
+/* What read_num_line found. */
+typedef enum num_line { NUM_OK, NUM_PARTIAL, NUM_BAD } num_line;
+
+/* Reads "<prefix><int>\r\n" starting at buf[pos] (buf[pos] is the prefix).  Returns NUM_OK
+ * with *val and *next set, NUM_PARTIAL when more bytes are needed, NUM_BAD on malformed
+ * input. */
+static num_line read_num_line(const char *buf, size_t len, size_t pos, int64_t *val, size_t *next)
 {
     size_t start = pos + 1;
     /* Fast path: a short positive number without a leading zero, directly followed by CRLF
@@ -28,7 +32,7 @@ static int read_num_line(const char *buf, size_t len, size_t pos, int64_t *val, 
         if (i + 1 < len && buf[i] == '\r' && buf[i + 1] == '\n') {
             *val = v;
             *next = i + 2;
-            return 1;
+            return NUM_OK;
         }
     }
     size_t limit = start + NUM_LINE_MAX + 1; /* digits, then the '\r' */
@@ -36,12 +40,12 @@ static int read_num_line(const char *buf, size_t len, size_t pos, int64_t *val, 
     size_t cr = start;
     while (cr < end && buf[cr] != '\r')
         cr++;
-    if (cr == end) return len >= limit ? -1 : 0;
-    if (cr + 1 >= len) return 0;
-    if (buf[cr + 1] != '\n') return -1;
-    if (!rlt__parse_i64(buf + start, cr - start, val)) return -1;
+    if (cr == end) return len >= limit ? NUM_BAD : NUM_PARTIAL;
+    if (cr + 1 >= len) return NUM_PARTIAL;
+    if (buf[cr + 1] != '\n') return NUM_BAD;
+    if (!rlt__parse_i64(buf + start, cr - start, val)) return NUM_BAD;
     *next = cr + 2;
-    return 1;
+    return NUM_OK;
 }
 
 static ssize_t parse_multibulk(char *buf, size_t len, const rlt__resp_limits *lim,
@@ -49,9 +53,9 @@ static ssize_t parse_multibulk(char *buf, size_t len, const rlt__resp_limits *li
 {
     int64_t n;
     size_t pos;
-    int r = read_num_line(buf, len, 0, &n, &pos);
-    if (r == 0) return RLT__RESP_PARTIAL;
-    if (r < 0 || n < -1) {
+    num_line r = read_num_line(buf, len, 0, &n, &pos);
+    if (r == NUM_PARTIAL) return RLT__RESP_PARTIAL;
+    if (r == NUM_BAD || n < -1) {
         *err = "Protocol error: invalid multibulk length";
         return RLT__RESP_ERROR;
     }
@@ -69,8 +73,8 @@ static ssize_t parse_multibulk(char *buf, size_t len, const rlt__resp_limits *li
         int64_t blen;
         size_t data;
         r = read_num_line(buf, len, pos, &blen, &data);
-        if (r == 0) return RLT__RESP_PARTIAL;
-        if (r < 0 || blen < 0 || (uint64_t)blen > lim->max_bulk) {
+        if (r == NUM_PARTIAL) return RLT__RESP_PARTIAL;
+        if (r == NUM_BAD || blen < 0 || (uint64_t)blen > lim->max_bulk) {
             *err = "Protocol error: invalid bulk length";
             return RLT__RESP_ERROR;
         }
@@ -99,12 +103,13 @@ static int hex_val(char c)
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
     if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
+    return NUM_BAD;
 }
 
 /* Splits line[0..n) into arguments the way redis-cli and Redis's inline parser do: words
  * separated by blanks, "double quotes" with \n \r \t \b \a \\ \" \xHH escapes, 'single
- * quotes' with \' only.  Unescapes in place (the output never outruns the input). */
+ * quotes' with \' only.  Unescapes in place (the output never outruns the input).  Returns
+ * RLT_OK, or RLT_EPARSE with *err. */
 static int split_inline(char *line, size_t n, const rlt__resp_limits *lim, rlt__resp_arg *argv,
                         size_t *argc, const char **err)
 {
@@ -115,7 +120,7 @@ static int split_inline(char *line, size_t n, const rlt__resp_limits *lim, rlt__
         if (r == n) break;
         if (count == lim->max_args) {
             *err = "Protocol error: too many arguments";
-            return -1;
+            return RLT_EPARSE;
         }
         size_t w = r, start = r;
         bool dq = false, sq = false;
@@ -188,10 +193,10 @@ static int split_inline(char *line, size_t n, const rlt__resp_limits *lim, rlt__
         count++;
     }
     *argc = count;
-    return 0;
+    return RLT_OK;
 unbalanced:
     *err = "Protocol error: unbalanced quotes in request";
-    return -1;
+    return RLT_EPARSE;
 }
 
 static ssize_t parse_inline(char *buf, size_t len, const rlt__resp_limits *lim, rlt__resp_arg *argv,
@@ -209,7 +214,7 @@ static ssize_t parse_inline(char *buf, size_t len, const rlt__resp_limits *lim, 
     size_t consumed = (size_t)(nl - buf) + 1;
     size_t n = consumed - 1;
     if (n > 0 && buf[n - 1] == '\r') n--;
-    if (split_inline(buf, n, lim, argv, argc, err) < 0) return RLT__RESP_ERROR;
+    if (split_inline(buf, n, lim, argv, argc, err) != RLT_OK) return RLT__RESP_ERROR;
     return (ssize_t)consumed;
 }
 
