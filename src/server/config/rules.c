@@ -123,16 +123,12 @@ typedef struct policy_opts {
 /* `change: keep|reset|scale`: what a reload that changes the policy does to used allowance. */
 static int get_change(rlt__cy *x, const yaml_node_t *n, rlt_change *out)
 {
-    size_t len;
-    const char *s = rlt__cy_scalar(n, &len);
-    if (s != NULL && rlt__cy_eq(s, len, "keep"))
-        *out = RLT_CHANGE_KEEP;
-    else if (s != NULL && rlt__cy_eq(s, len, "reset"))
-        *out = RLT_CHANGE_RESET;
-    else if (s != NULL && rlt__cy_eq(s, len, "scale"))
-        *out = RLT_CHANGE_SCALE;
-    else
-        return rlt__cy_fail(x, n, "change must be keep, reset or scale");
+    static const char *const names[] = {"keep", "reset", "scale"};
+    static const rlt_change changes[] = {RLT_CHANGE_KEEP, RLT_CHANGE_RESET, RLT_CHANGE_SCALE};
+    size_t i;
+    if (rlt__cy_get_choice(x, n, names, 3, &i, "change must be keep, reset or scale") != RLT_OK)
+        return RLT_EPARSE;
+    *out = changes[i];
     return RLT_OK;
 }
 

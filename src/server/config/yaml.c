@@ -156,18 +156,27 @@ const char *rlt__cy_key_of(const yaml_node_t *k, size_t *len)
     return s;
 }
 
-int rlt__cy_get_fail(rlt__cy *x, const yaml_node_t *n, int *out)
+int rlt__cy_get_choice(rlt__cy *x, const yaml_node_t *n, const char *const *names, size_t count,
+                       size_t *index, const char *what)
 {
     size_t len;
     const char *s = rlt__cy_scalar(n, &len);
-    if (s != NULL && rlt__cy_eq(s, len, "open"))
-        *out = RLT__FAIL_OPEN;
-    else if (s != NULL && rlt__cy_eq(s, len, "closed"))
-        *out = RLT__FAIL_CLOSED;
-    else if (s != NULL && rlt__cy_eq(s, len, "local"))
-        *out = RLT__FAIL_LOCAL;
-    else
-        return rlt__cy_fail(x, n, "fail must be open, closed or local");
+    for (size_t i = 0; s != NULL && i < count; i++)
+        if (rlt__cy_eq(s, len, names[i])) {
+            *index = i;
+            return RLT_OK;
+        }
+    return rlt__cy_fail(x, n, "%s", what);
+}
+
+int rlt__cy_get_fail(rlt__cy *x, const yaml_node_t *n, int *out)
+{
+    static const char *const names[] = {"open", "closed", "local"};
+    static const int modes[] = {RLT__FAIL_OPEN, RLT__FAIL_CLOSED, RLT__FAIL_LOCAL};
+    size_t i;
+    if (rlt__cy_get_choice(x, n, names, 3, &i, "fail must be open, closed or local") != RLT_OK)
+        return RLT_EPARSE;
+    *out = modes[i];
     return RLT_OK;
 }
 

@@ -50,6 +50,10 @@ int rlt__cy_get_bytes(rlt__cy *x, const yaml_node_t *n, int64_t lo, int64_t hi, 
 int rlt__cy_need_map(rlt__cy *x, const yaml_node_t *n, const char *what);
 int rlt__cy_need_seq(rlt__cy *x, const yaml_node_t *n, const char *what);
 const char *rlt__cy_key_of(const yaml_node_t *k, size_t *len);
+/* One of names[0..count) (exactly): its *index; else fails with the message `what`. */
+int rlt__cy_get_choice(rlt__cy *x, const yaml_node_t *n, const char *const *names, size_t count,
+                       size_t *index, const char *what);
+/* `fail: open|closed|local`: RLT__FAIL_*. */
 int rlt__cy_get_fail(rlt__cy *x, const yaml_node_t *n, int *out);
 
 /* Iterates a mapping's pairs as (k, v) node pointers ("continue" works, "break" does not). */

@@ -472,6 +472,13 @@ int rlt__grpc_session_new(gconn **out, rlt__srv *s, rlt__conn *c)
     return RLT_OK;
 }
 
+static void stream_free(gstream *st)
+{
+    free(st->body);
+    rlt__obuf_free(&st->resp);
+    free(st);
+}
+
 void rlt__grpc_session_free(gconn *g)
 {
     if (g == NULL) return;
@@ -479,16 +486,12 @@ void rlt__grpc_session_free(gconn *g)
     while (g->live != NULL) {
         gstream *st = g->live;
         g->live = st->next;
-        free(st->body);
-        rlt__obuf_free(&st->resp);
-        free(st);
+        stream_free(st);
     }
     while (g->free_list != NULL) {
         gstream *st = g->free_list;
         g->free_list = st->next_free;
-        free(st->body);
-        rlt__obuf_free(&st->resp);
-        free(st);
+        stream_free(st);
     }
     free(g);
 }
