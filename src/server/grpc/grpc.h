@@ -1,5 +1,5 @@
 /* gRPC over h2c (grpc.c): Envoy's rate limit service and the health check, as a protocol of
- * the connection layer (rlt__proto_grpc, proto.h).  The HTTP/2 session is exposed apart from
+ * the connection layer (rlt__proto_grpc, net/protocol.h).  The HTTP/2 session is exposed apart from
  * the connection so that a fuzz target can feed it bytes. */
 #ifndef RLT_SERVER_GRPC_GRPC_H
 #define RLT_SERVER_GRPC_GRPC_H
