@@ -47,7 +47,7 @@ hz=$(getconf CLK_TCK)
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 
 # encode FILE VALUE: a gRPC-framed RateLimitRequest {domain "bench", descriptors [{entries
-# [{key "k", value VALUE}]}]}, written by hand (field numbers as in src/server/proto/rls.proto).
+# [{key "k", value VALUE}]}]}, written by hand (field numbers as in src/server/grpc/proto/rls.proto).
 encode() {
   python3 - "$1" "$2" <<'PY'
 import sys

@@ -1,13 +1,14 @@
 /* libFuzzer target: the YAML config parser (libyaml + our schema) over arbitrary text; a
  * parsed config is also matched against a descriptor built from the input. */
-#include "server/cmd.h"
-#include "server/config.h"
-#include "server/decide.h"
-#include "server/httpin.h"
-#include "server/metrics.h"
-#include "server/pipe.h"
-#include "server/request.h"
-#include "server/srv.h"
+#include "server/resp/cmd.h"
+#include "server/config/config.h"
+#include "server/config/load.h"
+#include "server/request/decide.h"
+#include "server/http/httpin.h"
+#include "server/stats/metrics.h"
+#include "server/net/pipe.h"
+#include "server/request/request.h"
+#include "server/request/srv.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,9 +3,9 @@
  * client preface, as a connection would deliver it; every call that completes is decided
  * against a small config and answered.  The session must never crash, leak or grow its
  * output without bound. */
-#include "server/config.h"
-#include "server/grpc.h"
-#include "server/srv.h"
+#include "server/config/config.h"
+#include "server/grpc/grpc.h"
+#include "server/request/srv.h"
 #include "fuzz_srv.h"
 
 #include <stdlib.h>

@@ -1,14 +1,14 @@
 /* libFuzzer target: the inputs of ratelimitd's HTTP endpoints without sockets: the first byte
  * picks the /v1/check query parser or the envoy /json body parser + decision against a small
  * config, over the rest of the input. */
-#include "server/cmd.h"
-#include "server/config.h"
-#include "server/decide.h"
-#include "server/httpin.h"
-#include "server/metrics.h"
-#include "server/pipe.h"
-#include "server/request.h"
-#include "server/srv.h"
+#include "server/resp/cmd.h"
+#include "server/config/config.h"
+#include "server/request/decide.h"
+#include "server/http/httpin.h"
+#include "server/stats/metrics.h"
+#include "server/net/pipe.h"
+#include "server/request/request.h"
+#include "server/request/srv.h"
 #include "fuzz_srv.h"
 
 #include <stdlib.h>

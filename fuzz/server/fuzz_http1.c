@@ -2,7 +2,7 @@
  * of limits, checking its contract rather than only its survival: consumed <= len, every slice
  * inside the consumed bytes, only a chunked body rewritten, the consumed prefix alone parses to
  * the same request, and split feeding agrees (a prefix is PARTIAL or already the same result). */
-#include "server/http1.h"
+#include "server/http/http1.h"
 
 #include <stdint.h>
 #include <stdlib.h>

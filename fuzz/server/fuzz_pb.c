@@ -2,11 +2,11 @@
  * decoded as a RateLimitRequest; a decoded request is decided against a small config and its
  * response encoded, and the decoder's invariants (bounds, NUL-free strings) are checked.  The
  * first byte also selects the health check request decoder. */
-#include "server/config.h"
-#include "server/envoy.h"
-#include "server/pb.h"
-#include "server/request.h"
-#include "server/srv.h"
+#include "server/config/config.h"
+#include "server/request/envoy.h"
+#include "server/grpc/pb.h"
+#include "server/request/request.h"
+#include "server/request/srv.h"
 #include "fuzz_srv.h"
 
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* libFuzzer target: the RESP request parser over arbitrary bytes, pipelined, with a check of
  * the "partial prefix" contract (any proper prefix of a parsed command is PARTIAL). */
-#include "server/resp.h"
+#include "server/resp/resp.h"
 
 #include <assert.h>
 #include <stdlib.h>

@@ -3,8 +3,9 @@
 #ifndef RLT_FUZZ_SERVER_SRV_H
 #define RLT_FUZZ_SERVER_SRV_H
 
-#include "server/config.h"
-#include "server/srv.h"
+#include "server/config/config.h"
+#include "server/config/load.h"
+#include "server/request/srv.h"
 
 #include <stdlib.h>
 

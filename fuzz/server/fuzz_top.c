@@ -4,8 +4,9 @@
  * 4-counter registry, then rendered as the admin and as the tenant would see them.  The JSON
  * must parse, every key must percent-decode to a key that was denied (a tenant's without its
  * prefix), and INFO and Prometheus lines must be printable ASCII in their fixed shapes. */
-#include "server/srv.h"
-#include "server/top.h"
+#include "server/request/srv.h"
+#include "server/request/report.h"
+#include "server/stats/top.h"
 #include "fuzz_srv.h"
 
 #include <jansson.h>
@@ -124,13 +125,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const rlt__session *who[2] = {&admin, &tenant};
     for (int w = 0; w < 2; w++) {
         rlt__obuf o = {0};
-        rlt__top_json(s, who[w], 4, &o);
+        rlt__report_top_json(s, who[w], 4, &o);
         check_json(&o, data, size, w ? "t:" : "");
         rlt__obuf_free(&o);
-        rlt__top_info(s, who[w], &o);
+        rlt__report_top_info(s, who[w], &o);
         check_text(&o, true);
         rlt__obuf_free(&o);
-        rlt__top_prometheus(s, who[w], &o);
+        rlt__report_top_prometheus(s, who[w], &o);
         check_text(&o, false);
         rlt__obuf_free(&o);
     }

@@ -19,6 +19,10 @@
  * Thread-safe (no state). */
 bool rlt__parse_i64(const char *p, size_t len, int64_t *out);
 
+/* Writes v in decimal into buf (room for RLT__I64_TEXT_MAX bytes; no NUL) and returns the
+ * length: the inverse of rlt__parse_i64.  Thread-safe (no state). */
+size_t rlt__format_i64(char *buf, int64_t v);
+
 /* Days since 1970-01-01 of the proleptic Gregorian date y-m-d (m 1..12, d 1..31, not checked
  * against the month's length: the caller validates), exact for any |y| < 2^50 (H. Hinnant's
  * days_from_civil).  Defined in calendar.c. */

@@ -53,6 +53,21 @@ typedef struct rlt__node {
     bool sentinel; /* a Sentinel: no AUTH, no module detection */
 } rlt__node;
 
+/* Validated inputs of one limit (rlt__check_limit). */
+typedef struct rlt__limit {
+    const rlt_policy *p;
+    rlt__rpol rp; /* the scripts' microsecond policy */
+    int64_t cost; /* clamped to 2 x RLT__LIM: beyond every limit, and exact in the scripts */
+} rlt__limit;
+
+/* The size in costs of a GCRA, token bucket or leaky bucket: B, or for the leaky bucket its
+ * queue plus the request in service, Q + 1 (src/core/leaky.c admits a backlog up to Q x unit
+ * before the charge of all but one cost). */
+static inline int64_t rlt__bucket_size(const rlt__rpol *p)
+{
+    return p->algo == RLT_LEAKY_BUCKET ? p->Q + 1 : p->B;
+}
+
 /* A command: argc arguments of given lengths. */
 typedef struct rlt__cmd {
     int argc;

@@ -40,9 +40,9 @@ int rlt__rpol_from(const rlt_policy *p, rlt__rpol *o);
  * where tag is Redis Cluster's hash tag of the key (its own non-empty {tag}, else all of it),
  * so the name shares the key's slot, and the policy's numbers (W in ns) end it, so a changed
  * policy starts from fresh state (a calendar window adds ":calK:ZONE:HASH", K its months, HASH
- * the FNV-1a of its zone rule's integers).  Injective: two distinct (key, policy) pairs never share a
- * name ("x" and "{x}" share a slot, not a state).  Returns the length; RLT_EKEYLEN for an empty key or
- * one longer than 512 bytes; RLT_ENOSPC when it does not fit. */
+ * the FNV-1a of its zone rule's integers).  Injective: two distinct (key, policy) pairs never share
+ * a name ("x" and "{x}" share a slot, not a state).  Returns the length; RLT_EKEYLEN for an empty
+ * key or one longer than 512 bytes; RLT_ENOSPC when it does not fit. */
 int rlt__key_name(const char *prefix, size_t plen, const rlt_policy *p, const void *key,
                   size_t klen, char *buf, size_t cap);
 

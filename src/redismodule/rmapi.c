@@ -2,6 +2,8 @@
  * leaves in the first word of the load context. */
 #include "rmapi.h"
 
+#include "ratelimit/ratelimit.h"
+
 #include <string.h>
 
 rlt__rm_api rlt__rm;
@@ -18,8 +20,8 @@ int rlt__rm_init(RedisModuleCtx *ctx, const char *name, int ver)
         missing = 1;
     RLT_RM_FUNCS(RLT_RM_GET)
 #undef RLT_RM_GET
-    if (missing) return RLT_RM_ERR;
-    if (rlt__rm.IsModuleNameBusy(name)) return RLT_RM_ERR;
+    if (missing) return RLT_ENOENT;
+    if (rlt__rm.IsModuleNameBusy(name)) return RLT_EINVAL;
     rlt__rm.SetModuleAttribs(ctx, name, ver, RLT_RM_APIVER_1);
-    return RLT_RM_OK;
+    return RLT_OK;
 }

@@ -82,12 +82,13 @@ typedef struct rlt__rm_api {
 #undef RLT_RM_FIELD
 } rlt__rm_api;
 
-/* The looked-up functions; valid after rlt__rm_init returned RLT_RM_OK. */
+/* The looked-up functions; valid after rlt__rm_init returned RLT_OK. */
 extern rlt__rm_api rlt__rm;
 
 /* Fills rlt__rm from the context given to RedisModule_OnLoad and registers the module as
- * `name` (version `ver`, API version 1).  Returns RLT_RM_OK; RLT_RM_ERR when a function is
- * missing (a Redis older than 7.0) or the name is already taken (the module loaded twice). */
+ * `name` (version `ver`, API version 1).  Returns RLT_OK; RLT_ENOENT when a function is
+ * missing (a Redis older than 7.0), RLT_EINVAL when the name is already taken (the module
+ * loaded twice).  (The RLT_RM_* constants are the module API's own, for its calls only.) */
 int rlt__rm_init(RedisModuleCtx *ctx, const char *name, int ver);
 
 #endif

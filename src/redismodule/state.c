@@ -40,7 +40,7 @@ int rlt__mpol_init(rlt__mpol *m, const rlt_policy *p)
 {
     memset(m, 0, sizeof *m);
     /* Calendar windows would read the zone's file inside Redis: the library sends them to
-     * the scripts instead (redis.c, build_module). */
+     * the scripts instead (src/redis/call.c, build_module). */
     if (p->months != 0) return RLT_EINVAL;
     int rc = rlt__rpol_from(p, &m->rp);
     if (rc) return rc;

@@ -37,7 +37,6 @@
 #include <string.h>
 
 #include "store/siphash.h"
-#include "store/store_internal.h"
 
 void rlt__aeskey_init(rlt__aeskey *k, const uint8_t secret[16])
 {

@@ -42,8 +42,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/decide.h"
+#include "store/evict.h"
+#include "store/lock.h"
 #include "store/reserve.h"
-#include "store/store_internal.h"
+#include "store/siphash.h"
+#include "store/table.h"
 
 #define DEFAULT_MAX 65536u
 
@@ -216,8 +220,7 @@ static uint64_t new_id(rlt_store *s, struct rlt__resv_table *t)
 static int check_args(const rlt_store *s, const void *key, size_t klen, const rlt_decision *d)
 {
     if (!s || !d) return RLT_EINVAL;
-    if (klen == 0 || klen > RLT_KEY_MAX) return RLT_EKEYLEN;
-    return key ? RLT_OK : RLT_EINVAL;
+    return rlt__check_key(key, klen);
 }
 
 int rlt_store_reserve(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now,
@@ -234,11 +237,11 @@ int rlt_store_reserve(rlt_store *s, int id, const void *key, size_t klen, rlt_ns
         return RLT_ENOMEM;
     }
     memcpy(kcopy, key, klen);
-    const uint64_t h = rlt__key_hash(s, key, klen);
-    rlt__shard *sh = &s->shards[h & s->shard_mask];
-    rlt__shard_lock(sh);
+    uint64_t h;
+    rlt__shard *sh;
+    (void)rlt__lock_key(s, key, klen, &h, &sh); /* the key is checked */
     const rlt_ns eff = rlt__effective_now(s, now);
-    if (id < 0 || (uint32_t)id >= s->npol) {
+    if (!rlt__pol_known(s, id)) {
         rc = RLT_ENOENT;
     } else if (!rlt_settle_supported(&s->pols[id].p)) {
         rc = RLT_EINVAL;
@@ -309,13 +312,13 @@ int rlt_store_settle(rlt_store *s, int id, const void *key, size_t klen, rlt_ns 
     int rc = check_args(s, key, klen, d);
     if (rc) return rc;
     if (real_cost < 0) return RLT_EINVAL;
-    const uint64_t h = rlt__key_hash(s, key, klen);
-    rlt__shard *sh = &s->shards[h & s->shard_mask];
-    rlt__shard_lock(sh);
+    uint64_t h;
+    rlt__shard *sh;
+    (void)rlt__lock_key(s, key, klen, &h, &sh); /* the key is checked */
     const rlt_ns eff = rlt__effective_now(s, now);
     if (eff > sh->last_now) sh->last_now = eff;
     resv *r = find(sh->resv, reservation);
-    if (id < 0 || (uint32_t)id >= s->npol || !r || r->policy != (uint32_t)id || r->klen != klen ||
+    if (!rlt__pol_known(s, id) || !r || r->policy != (uint32_t)id || r->klen != klen ||
         memcmp(r->key, key, klen) != 0) {
         rc = RLT_ENOENT;
     } else if (eff >= r->expires) {

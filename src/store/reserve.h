@@ -1,5 +1,7 @@
-/* The reservations' internal entry points for the rest of the store (store.c): the public
- * rlt_store_reserve / rlt_store_settle are in include/ratelimit/store.h. */
+/* The reservations' internal entry points for the rest of the store (store.c's lifecycle,
+ * policy.c's changes): the public rlt_store_reserve / rlt_store_settle are in
+ * include/ratelimit/store.h.  Reservations depend on the table, the lock and the single
+ * call's decision, never on these callers. */
 #ifndef RLT_STORE_RESERVE_H
 #define RLT_STORE_RESERVE_H
 

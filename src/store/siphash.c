@@ -3,7 +3,6 @@
  * the store's hot path inlines them with its key expanded once; these are the out-of-line
  * entry points (snapshots, tests). */
 #include "store/siphash.h"
-#include "store/store_internal.h"
 
 uint64_t rlt__siphash13(const uint8_t key[16], const void *data, size_t len)
 {

@@ -34,8 +34,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "store/assign.h"
 #include "store/crc32c.h"
-#include "store/store_internal.h"
+#include "store/evict.h"
+#include "store/lock.h"
+#include "store/policy.h"
+#include "store/store.h"
+#include "store/table.h"
+#include "store/tier.h"
 
 #define SNAP_VERSION 1u
 #define SNAP_ENDIAN 0x01020304u
@@ -229,7 +235,7 @@ int rlt_store_save(rlt_store *s, const char *path, rlt_ns now, int64_t wall_ns)
         }
     }
     for (uint32_t i = 0; i < s->ntier; i++) {
-        const rlt__tier *t = &s->tiers[i];
+        const rlt__named_tier *t = &s->tiers[i];
         PUT8(&b, REC_TIER);
         PUT16(&b, i);
         PUT8(&b, t->nlen);

@@ -1,6 +1,8 @@
-/* Internals of the keyed store: the slot layout, the shard, the store, and store.c's rlt__
- * helpers for the part's other files (snapshot.c, reserve.c).  Each of those files declares
- * its own internal functions in its own header (reserve.h, crc32c.h, siphash.h, aeshash.h). */
+/* The keyed store's shared types: the slot layout, the shard, the policy, the store itself, and
+ * the few inline helpers every file of the part uses on them (the drop floor, the shard's
+ * clock and counters, the key's and the policy id's checks).  Functions live in their files'
+ * own headers (lock.h, table.h, evict.h, assign.h, policy.h, tier.h, decide.h, hot.h,
+ * general.h, store.h, reserve.h); store.c's opening comment gives the design. */
 #ifndef RLT_STORE_INTERNAL_H
 #define RLT_STORE_INTERNAL_H
 
@@ -100,11 +102,13 @@ typedef struct rlt__pol {
     char name[RLT_NAME_MAX + 1];
 } rlt__pol;
 
-typedef struct rlt__tier {
+/* A named tier: the policy its assigned keys are decided under (rlt_store_set_tier).  Named
+ * apart from the server's rlt__tier (server/config.h), a tier of its configuration. */
+typedef struct rlt__named_tier {
     uint8_t nlen;
     char name[RLT_NAME_MAX + 1];
     int policy;
-} rlt__tier;
+} rlt__named_tier;
 
 struct rlt_store {
     rlt__sipkey sip; /* the secret, expanded for the key hash */
@@ -120,7 +124,7 @@ struct rlt_store {
     bool big; /* some shard's table has grown to a size where single calls prefetch (atomic) */
     rlt__pol *pols;
     uint32_t npol, polcap;
-    rlt__tier *tiers;
+    rlt__named_tier *tiers;
     uint32_t ntier, tiercap;
     /* The latest `now` at which a non-fresh-looking drop could matter: every drop of a fresh
      * entry happens at some `now`, and the entry is equivalent to fresh only from then on.
@@ -177,176 +181,55 @@ static inline void rlt__from_effective(rlt_decision *d, rlt_ns now, rlt_ns eff)
         d->delay = __builtin_add_overflow(d->delay, lag, &d->delay) ? INT64_MAX : d->delay;
 }
 
-/* A decision without a delay or lease, padding included (as rlt_decide's memset does), is
- * written in two parts with one store per word (a decision built on the stack and copied costs
- * three times as many memory operations): rlt__decision_put_fixed writes what does not depend
- * on the key's state (limit, delay, lease), which the hot path writes before it reads the
- * slot, and rlt__decision_put_state the rest.  Together they write every field. */
-static inline void rlt__decision_put_fixed(rlt_decision *d, int64_t limit)
+/* States of up to this many bytes are decided in a copy on the stack before their entry
+ * exists (general.c) or while a multi-limit check holds them (multi.c). */
+#define RLT__SMALL_STATE 64u
+
+/* Whether `id` names one of the store's policies (a negative id too).  Under a shard lock or
+ * the policy mutex. */
+static inline bool rlt__pol_known(const rlt_store *s, int id)
 {
-    d->limit = limit;
-    d->delay = 0;
-    d->lease = 0;
+    return id >= 0 && (uint32_t)id < s->npol;
 }
 
-static inline void rlt__decision_put_state(rlt_decision *d, bool allowed, int64_t remaining,
-                                           rlt_ns retry_after, rlt_ns reset_after)
+/* A key as every entry point takes it: RLT_OK, RLT_EKEYLEN (empty or over RLT_KEY_MAX bytes)
+ * or RLT_EINVAL (NULL). */
+static inline int rlt__check_key(const void *key, size_t klen)
 {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    _Static_assert(offsetof(rlt_decision, allowed) == 0 && offsetof(rlt_decision, limit) == 8 &&
-                       sizeof(bool) == 1,
-                   "the first word of a decision is `allowed` and its padding");
-    const uint64_t first = allowed;
-    memcpy(d, &first, sizeof first);
-#else
-    memset(d, 0, offsetof(rlt_decision, limit));
-    d->allowed = allowed;
-#endif
-    d->remaining = remaining;
-    d->retry_after = retry_after;
-    d->reset_after = reset_after;
-    _Static_assert(
-        offsetof(rlt_decision, remaining) == 16 && offsetof(rlt_decision, retry_after) == 24 &&
-            offsetof(rlt_decision, reset_after) == 32 && offsetof(rlt_decision, delay) == 40 &&
-            offsetof(rlt_decision, lease) == 48 && sizeof(rlt_decision) == 56,
-        "the two rlt__decision_put parts write every field and no padding is left");
+    if (klen == 0 || klen > RLT_KEY_MAX) return RLT_EKEYLEN;
+    return key ? RLT_OK : RLT_EINVAL;
 }
-
-/* The store's hot path for GCRA: a request of cost 1..burst on an existing entry at a `now`
- * in [0, rlt__gcra_hot_end(p)).  The same arithmetic as rlt_decide (src/core/bucket.c, whose
- * representation it reads: the state is tat x scale_ stored with the sign bit flipped so that
- * all-zero is fresh), specialised to those preconditions, under which no step can overflow:
- * now x scale_ + cap_ <= INT64_MAX, and a stored tat above now x scale_ is within int64 of it.
- * It runs in ~25 instructions instead of ~130 (the dispatch, argument checks, overflow checks,
- * token-bucket branches), and that count matters beyond the hot path: the fewer instructions
- * a call executes after its slot's cache miss, the sooner the out-of-order core reaches the
- * next call's hash and prefetch while this miss is still outstanding.  Any other request
- * (a peek, a cost that can never fit, a time near the int64 limits, another algorithm) goes to
- * rlt_decide.  tests/store/test_store_model.c checks it against rlt_decide. */
-static inline uint64_t rlt__gcra_hot_end(const rlt_policy *p)
-{
-    if (p->algo != RLT_GCRA || p->scale_ < 1 || p->cap_ < 0) return 0; /* never */
-    if (p->block > 0) return 0; /* the penalty box's state: rlt_decide's general path */
-    return (uint64_t)((INT64_MAX - p->cap_) / p->scale_) + 1;
-}
-
-/* What the hot path knows before the state is read: computed ahead of the slot's load so
- * that, in program order, as little as possible waits behind the slot's cache miss. */
-typedef struct rlt__gcra_req {
-    int64_t now_s;  /* now x scale_ */
-    int64_t need_s; /* cost x unit_ */
-    int64_t room;   /* cap_ - need_s: the most `used` that still allows */
-    const rlt_policy *p;
-} rlt__gcra_req;
-
-static inline rlt__gcra_req rlt__gcra_prepare(const rlt_policy *p, rlt_ns now, int64_t cost)
-{
-    rlt__gcra_req q;
-    q.now_s = now * p->scale_;
-    q.need_s = cost * p->unit_; /* cost <= burst: need_s <= cap_ */
-    q.room = p->cap_ - q.need_s;
-    q.p = p;
-    return q;
-}
-
-/* Decides on the state at `st`, writes the fields of *d that depend on it (allowed and its
- * padding, remaining, retry_after, reset_after) and returns d->allowed.  The hot path writes
- * the others (rlt__decision_put_fixed) before it reads the slot: the fewer instructions a call
- * runs after the slot's miss, the further the core runs ahead into the next call. */
-static inline bool rlt__gcra_apply_state(const rlt__gcra_req *q, void *st, rlt_decision *d)
-{
-    const int64_t scale = q->p->scale_, cap = q->p->cap_;
-    uint64_t w;
-    memcpy(&w, st, sizeof w);
-    const int64_t tat = (int64_t)(w ^ (UINT64_C(1) << 63));
-    const int64_t used = tat > q->now_s ? tat - q->now_s : 0;
-    const bool allowed = used <= q->room;
-    const int64_t after = allowed ? used + q->need_s : used;
-    int64_t retry = 0, reset;
-    if (scale == 1) {
-        reset = after;
-        if (!allowed) retry = used - q->room;
-    } else {
-        reset = after / scale + (after % scale != 0);
-        if (!allowed) {
-            const int64_t over = used - q->room;
-            retry = over / scale + (over % scale != 0);
-        }
-    }
-    rlt__decision_put_state(d, allowed, after >= cap ? 0 : (cap - after) / q->p->unit_, retry,
-                            reset);
-    if (allowed) {
-        w = (uint64_t)(q->now_s + after) ^ (UINT64_C(1) << 63);
-        memcpy(st, &w, sizeof w);
-    }
-    return allowed;
-}
-
-/* Decides on the state at `st` into *d (every field) and returns d->allowed. */
-static inline bool rlt__gcra_apply(const rlt__gcra_req *q, void *st, rlt_decision *d)
-{
-    rlt__decision_put_fixed(d, q->p->burst);
-    return rlt__gcra_apply_state(q, st, d);
-}
-
-static inline void rlt__gcra_hot(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
-                                 rlt_decision *d)
-{
-    const rlt__gcra_req q = rlt__gcra_prepare(p, now, cost);
-    (void)rlt__gcra_apply(&q, st, d);
-}
-
-void rlt__shard_lock(rlt__shard *sh);
-void rlt__shard_unlock(rlt__shard *sh);
-void rlt__lock_all(rlt_store *s);
-void rlt__unlock_all(rlt_store *s);
-
-/* Table operations on one shard (caller holds its lock, or owns the shard privately). */
-uint64_t rlt__key_hash(const rlt_store *s, const void *key, size_t klen);
-rlt__slot *rlt__find(const rlt_store *s, rlt__shard *sh, uint64_t h, int pid, const void *key,
-                     size_t klen);
-/* Inserts a new entry with a zero state (or with `block` as its out-of-line block when not
- * NULL), making room first by the store's rules.  Returns RLT_OK and *out, RLT_EFULL,
- * RLT_ENOMEM.  Any slot pointer held before the call is invalid after it. */
-int rlt__insert(rlt_store *s, rlt__shard *sh, uint64_t h, int pid, const void *key, size_t klen,
-                rlt_ns now, uint8_t *block, rlt__slot **out);
-void rlt__delete(const rlt_store *s, rlt__shard *sh, rlt__slot *e);
-uint8_t *rlt__slot_state(const rlt_store *s, const rlt__slot *e);
-const uint8_t *rlt__slot_key(const rlt_store *s, const rlt__slot *e);
-void rlt__shard_free(rlt__shard *sh, const rlt_store *s);
-int rlt__assign_set(const rlt_store *s, rlt__shard *sh, uint64_t h, const void *key, size_t klen,
-                    uint32_t tier);
-const rlt__assign *rlt__assign_find(const rlt__shard *sh, uint64_t h, const void *key, size_t klen);
-
-/* The decision under a held shard lock, as rlt_store_decide makes it (for reserve.c). */
-int rlt__decide_in_shard(rlt_store *s, rlt__shard *sh, uint64_t h, int id, const void *key,
-                         size_t klen, rlt_ns now, int64_t cost, rlt_decision *d);
-
-/* Which keyed hash a store opened by rlt__store_open_hash uses for its keys. */
-enum { RLT__HASH_AUTO = 0, RLT__HASH_SIP = 1, RLT__HASH_AES = 2 };
-/* rlt_store_open with the key hash chosen: RLT__HASH_AUTO (what rlt_store_open does: AES
- * where the CPU has AES-NI, else SipHash-1-3), RLT__HASH_SIP (the fallback, forced: for tests)
- * or RLT__HASH_AES (RLT_EINVAL where the CPU lacks it).  Returns as rlt_store_open. */
-int rlt__store_open_hash(rlt_store **out, const rlt_store_options *opt, int hash);
-/* A new, empty store with the same shards, caps, mode, secret and key hash as `s`, for building a
- * table off to the side (snapshot load).  RLT_OK or RLT_ENOMEM. */
-int rlt__store_new_like(const rlt_store *s, rlt_store **out);
-/* Appends a policy / tier to a store nobody else can see yet (no locks).  RLT_OK, RLT_EINVAL
- * (invalid or duplicate name, invalid policy, unknown policy id), RLT_ENOMEM. */
-int rlt__add_policy(rlt_store *s, const char *name, size_t nlen, const rlt_policy *p);
-int rlt__add_tier(rlt_store *s, const char *name, size_t nlen, int policy);
-/* Exchanges the contents (policies, tiers, tables) of `s` with the private store `t`.  Takes
- * every lock of `s`. */
-void rlt__store_swap(rlt_store *s, rlt_store *t, rlt_ns now);
-/* For tests: makes `s` take the big-store paths (the single call's prefetch, the probe over
- * the fingerprints) whatever its size, as a store of millions of keys does. */
-void rlt__store_force_big(rlt_store *s);
-/* For tests: true when every slot's fingerprint byte is its tag's (0 for an empty slot) in
- * every shard.  Takes each shard's lock in turn. */
-bool rlt__store_fps_consistent(rlt_store *s);
-bool rlt__valid_name(const char *name, size_t len);
 
 /* Relaxed counter update for fields read lock-free by the stats. */
 #define RLT__STAT_ADD(field, n) __atomic_store_n(&(field), (field) + (n), __ATOMIC_RELAXED)
+
+/* Records `now` as the shard's latest instant, with a store and no branch: a call's `now` is
+ * newer than its shard's on the first call to that shard after each clock tick, which no
+ * predictor can learn, and the branch this replaced mispredicted often enough to cost ~20% of
+ * a hot call at 1,000 keys (docs/performance.md, round 4). */
+static inline void rlt__note_now(rlt__shard *sh, rlt_ns now)
+{
+    const rlt_ns last = sh->last_now;
+    sh->last_now = now > last ? now : last;
+}
+
+/* Adds 1 to a counter that rlt_store_stats_get reads without the lock.  On x86-64 one `add`
+ * to memory (not locked: the shard lock orders the writers) does what RLT__STAT_ADD's load,
+ * add and atomic store do in three instructions; an aligned 8-byte write is single-copy
+ * atomic there, so a reader sees the old value or the new one, as with the atomic store. */
+static inline void rlt__stat_inc(uint64_t *f)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __asm__ __volatile__("addq $1, %0" : "+m"(*f));
+#else
+    RLT__STAT_ADD(*f, 1);
+#endif
+}
+
+/* Counts a decision in the shard's stats (caller holds the shard lock). */
+static inline void rlt__count_decision(rlt__shard *sh, bool allowed)
+{
+    rlt__stat_inc(allowed ? &sh->allowed : &sh->denied);
+}
 
 #endif

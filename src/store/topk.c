@@ -23,13 +23,12 @@
  * picks cannot pile up on one probe chain. */
 #include "ratelimit/topk.h"
 
+#include "store/secret.h"
 #include "store/siphash.h"
 
 #include <assert.h>
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 typedef struct topk_ent {
     uint64_t count;
@@ -73,17 +72,7 @@ int rlt_topk_open(rlt_topk **out, const rlt_topk_options *opt)
     *out = NULL;
     if (opt->k < 1 || opt->k > RLT_TOPK_MAX) return RLT_EINVAL;
     uint8_t secret[16];
-    if (opt->has_secret) {
-        memcpy(secret, opt->secret, 16);
-    } else {
-        size_t got = 0;
-        while (got < sizeof secret) {
-            ssize_t r = getrandom(secret + got, sizeof secret - got, 0);
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) return RLT_EIO;
-            got += (size_t)r;
-        }
-    }
+    if (rlt__secret_init(secret, opt->has_secret, opt->secret)) return RLT_EIO;
     size_t m = 1;
     while (m < 2 * opt->k)
         m <<= 1;

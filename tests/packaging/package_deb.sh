@@ -2,7 +2,8 @@
 # package_deb.sh BUILD_DIR SOURCE_DIR: builds the .deb with `cpack -G DEB`, checks that every
 # dependency it declares is a Debian package (installed here, so resolvable on Debian 12),
 # unpacks it into a temporary root with `dpkg -x`, checks the layout (headers, static and
-# shared library with its SONAME, pkg-config files, man pages, both programs), runs the
+# shared library with its SONAME, pkg-config files, man pages, both programs, the systemd unit
+# and its /etc config), runs the
 # programs, and builds the README's C program against the unpacked tree with
 # `pkg-config --cflags --libs ratelimit`.
 set -u
@@ -44,9 +45,16 @@ so=$(cd "$root/usr" && ls lib/libratelimit.so.*.*.* lib/*/libratelimit.so.*.*.* 
 libdir=$root/usr/$(dirname "${so:-lib/x}")
 for f in include/ratelimit/ratelimit.h include/ratelimit/store.h include/ratelimit/topk.h bin/ratelimit sbin/ratelimitd \
          share/man/man1/ratelimit.1 share/man/man8/ratelimitd.8 \
-         share/doc/ratelimit/examples/systemd/ratelimitd.service; do
+         lib/systemd/system/ratelimitd.service; do
   [ -e "$root/usr/$f" ] || bad "missing /usr/$f"
 done
+# The unit's config under /etc, an administrator's file (kept across upgrades), valid as shipped.
+[ -f "$root/etc/ratelimit/ratelimitd.yaml" ] || bad "missing /etc/ratelimit/ratelimitd.yaml"
+dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles 2>/dev/null | grep -qx /etc/ratelimit/ratelimitd.yaml ||
+  bad "/etc/ratelimit/ratelimitd.yaml is not a conffile"
+# The library is registered with the loader on install (the README says the .deb needs no ldconfig).
+dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./postinst 2>/dev/null | grep -qx '[[:space:]]*ldconfig' ||
+  bad "the package's postinst does not run ldconfig"
 for f in libratelimit.a libratelimit.so pkgconfig/ratelimit.pc; do
   [ -e "$libdir/$f" ] || bad "missing $libdir/$f"
 done
@@ -74,6 +82,8 @@ done
 "$root/usr/bin/ratelimit" headers --policy gcra:100/1m,burst=20 --at 0 | grep -q 'q=100;w=60' ||
   bad "ratelimit headers"
 "$root/usr/sbin/ratelimitd" --check-config >"$tmp/check.out" 2>&1 || bad "ratelimitd --check-config: $(cat "$tmp/check.out")"
+"$root/usr/sbin/ratelimitd" --check-config --config "$root/etc/ratelimit/ratelimitd.yaml" >"$tmp/check.out" 2>&1 ||
+  bad "ratelimitd --check-config on the shipped /etc/ratelimit/ratelimitd.yaml: $(cat "$tmp/check.out")"
 ok "the installed ratelimit and ratelimitd run"
 
 # A program built against the installed library with pkg-config (shared, then static).
@@ -93,11 +103,15 @@ if [ -e "$libdir/pkgconfig/ratelimit-redis.pc" ]; then
     bad "a program does not build with pkg-config ratelimit-redis: $(head -3 "$tmp/r.err")"
 fi
 
-# The example systemd unit is well-formed: verified on this machine with ExecStart pointing at
-# the unpacked binary (man pages are not looked up: ours are not installed here).
+# The systemd unit names the package's paths (/usr/sbin/ratelimitd, /etc/ratelimit/...) and is
+# well-formed: verified on this machine with those paths pointing into the unpacked tree (man
+# pages are not looked up: ours are not installed here).
+unit=$root/usr/lib/systemd/system/ratelimitd.service
+grep -q '^ExecStart=/usr/sbin/ratelimitd --config /etc/ratelimit/ratelimitd.yaml ' "$unit" ||
+  bad "the unit's ExecStart is not the package's: $(grep ^ExecStart= "$unit")"
 mkdir -p "$tmp/unit"
-sed "s|/usr/sbin/ratelimitd|$root/usr/sbin/ratelimitd|" \
-  "$root/usr/share/doc/ratelimit/examples/systemd/ratelimitd.service" >"$tmp/unit/ratelimitd.service"
+sed "s|/usr/sbin/ratelimitd|$root/usr/sbin/ratelimitd|; s|/etc/ratelimit/|$root/etc/ratelimit/|" \
+  "$unit" >"$tmp/unit/ratelimitd.service"
 if systemd-analyze verify --man=no "$tmp/unit/ratelimitd.service" >"$tmp/sd.out" 2>&1; then
   ok "systemd-analyze verify ratelimitd.service"
 else

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """ratelimitd's gRPC front end end to end: Envoy's rate limit service and the health check
 over h2c, called by Debian's grpcio (the real gRPC C core) with messages built at test time
-from src/server/proto/*.proto (grpc_tools.protoc writes a descriptor set; the protobuf
+from src/server/grpc/proto/*.proto (grpc_tools.protoc writes a descriptor set; the protobuf
 runtime makes the classes), and raw HTTP/2 from python3-h2 for what a well-behaved client
 cannot send (late bodies, broken frames, hostile protobuf).
 
@@ -63,7 +63,7 @@ def load_messages():
     try:
         out = os.path.join(tmp, "set.pb")
         r = subprocess.run(["/usr/bin/python3", "-m", "grpc_tools.protoc",
-                            "-I" + os.path.join(ROOT, "src/server/proto"),
+                            "-I" + os.path.join(ROOT, "src/server/grpc/proto"),
                             "--descriptor_set_out=" + out, "--include_imports",
                             "rls.proto", "health.proto"], capture_output=True, text=True)
         if r.returncode != 0:

@@ -118,18 +118,22 @@ def a_password_added_by_a_reload_deauthenticates_open_sessions(tmp):
 
 
 @test
-def a_second_daemon_on_a_busy_port_fails_to_start_naming_the_port(tmp):
+def a_second_daemon_on_a_busy_port_fails_to_start_naming_the_port_and_its_flag(tmp):
     d = it.Daemon(tmp)
     try:
-        for args in (["--port", str(d.port), "--http-port", "0"],
-                     ["--port", "0", "--http-port", str(d.http)]):
+        # Each listener's error names the flag (and the config key) that moves it.
+        for flag, busy, key in (("--port", d.port, "server.port"),
+                                ("--http-port", d.http, "server.http_port"),
+                                ("--grpc-port", d.grpc, "server.grpc_port")):
+            args = ["--port", "0", "--http-port", "0", "--grpc-port", "0"]
+            args[args.index(flag) + 1] = str(busy)
             other = os.path.join(tmp, "second")
             os.makedirs(other, exist_ok=True)
             r = subprocess.run([it.BIN, "--no-snapshot"] + args, cwd=other, capture_output=True,
                                text=True, timeout=10)
-            busy = args[1] if args[1] != "0" else args[3]
             assert r.returncode != 0, r
             assert "127.0.0.1:%s: Address already in use" % busy in r.stderr, r.stderr
+            assert "%s N (%s) moves the" % (flag, key) in r.stderr, r.stderr
         # The first daemon still answers every connection (nothing was shared).
         for _ in range(20):
             assert d.cli("PING") == "PONG"

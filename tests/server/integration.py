@@ -704,11 +704,18 @@ def snapshot_round_trip_across_a_restart(tmp):
         assert ints(d.cli("CL.THROTTLE", "snap", 2, 1, 3600))[0] == 1
     finally:
         assert d.stop() == 0
-    assert os.path.exists(os.path.join(tmp, "ratelimitd.snap"))
+    snap = os.path.join(tmp, "ratelimitd.snap")
+    assert os.path.exists(snap)
+    os.utime(snap, (time.time() - 90, time.time() - 90))
     d = Daemon(tmp)
     try:
         r = ints(d.cli("CL.THROTTLE", "snap", 2, 1, 3600))
         assert r[0] == 1, r  # still limited after the restart
+        # The restore is logged: how many keys, from which file, how old.
+        m = re.search(r"ratelimitd: restored (\d+) keys from snapshot (\S+), written (\d+)s ago",
+                      d.stderr())
+        assert m and m.group(1) == "1" and m.group(2) == "ratelimitd.snap", d.stderr()
+        assert 90 <= int(m.group(3)) < 120, m.group(0)
     finally:
         d.stop()
 

@@ -5,15 +5,18 @@
  * against real Redis servers.) */
 #include "test.h"
 
-#include "server/cmd.h"
-#include "server/config.h"
-#include "server/decide.h"
-#include "server/httpin.h"
-#include "server/metrics.h"
-#include "server/pipe.h"
-#include "server/request.h"
-#include "server/srv.h"
-#include "server/backend.h"
+#include "server/resp/cmd.h"
+#include "server/config/config.h"
+#include "server/config/load.h"
+#include "server/request/decide.h"
+#include "server/http/httpin.h"
+#include "server/stats/metrics.h"
+#include "server/net/pipe.h"
+#include "server/request/request.h"
+#include "server/request/report.h"
+#include "server/request/srv.h"
+#include "server/backend/backend.h"
+#include "server/backend/redis_check.h"
 
 #include <pthread.h>
 
@@ -50,7 +53,7 @@ static void close_srv(rlt__srv *s)
 static long long info_num(rlt__srv *s, const char *name)
 {
     rlt__obuf o = {0};
-    rlt__metrics_info(s, &o);
+    rlt__report_info(s, &o);
     rlt__obuf_put(&o, "", 1);
     char pat[128];
     snprintf(pat, sizeof pat, "\r\n%s:", name);
@@ -63,8 +66,8 @@ static long long info_num(rlt__srv *s, const char *name)
 static bool info_has(rlt__srv *s, const char *text)
 {
     rlt__obuf o = {0};
-    rlt__metrics_info(s, &o);
-    rlt__metrics_prometheus(s, &o);
+    rlt__report_info(s, &o);
+    rlt__report_prometheus(s, &o);
     rlt__obuf_put(&o, "", 1);
     bool r = strstr(o.data, text) != NULL;
     rlt__obuf_free(&o);
@@ -365,7 +368,7 @@ TEST(lease_mode_needs_redis_and_a_lease_size)
 
 /* ---- fail: local (fallback.c) ------------------------------------------------------------ */
 
-#include "server/fallback.h"
+#include "server/backend/fallback.h"
 
 static uint64_t fl_rng = 0x9e3779b97f4a7c15u;
 static int64_t fl_below(int64_t n)

@@ -3,14 +3,16 @@
  * redis-cli and redis-benchmark need. */
 #include "test.h"
 
-#include "server/cmd.h"
-#include "server/config.h"
-#include "server/decide.h"
-#include "server/httpin.h"
-#include "server/metrics.h"
-#include "server/pipe.h"
-#include "server/request.h"
-#include "server/srv.h"
+#include "server/resp/cmd.h"
+#include "server/config/config.h"
+#include "server/config/load.h"
+#include "server/request/decide.h"
+#include "server/http/httpin.h"
+#include "server/stats/metrics.h"
+#include "server/net/pipe.h"
+#include "server/request/request.h"
+#include "server/request/report.h"
+#include "server/request/srv.h"
 
 #define S(x) ((rlt_ns)(x)*RLT_NS_PER_S)
 #define MS(x) ((rlt_ns)(x)*RLT_NS_PER_MS)
@@ -319,7 +321,7 @@ TEST(shadow_mode_counts_but_never_denies)
     ASSERT(strncmp(run(s, &ss, S(1), "RL.CHECK u soft"), "*6\r\n:1", 6) == 0);
     ASSERT(strncmp(run(s, &ss, S(1), "RL.CHECK u soft"), "*6\r\n:1", 6) == 0);
     rlt__obuf o = {0};
-    rlt__metrics_prometheus(s, &o);
+    rlt__report_prometheus(s, &o);
     rlt__obuf_put(&o, "", 1);
     ASSERT(strstr(o.data, "outcome=\"shadow_denied\"} 1") != NULL);
     rlt__obuf_free(&o);
@@ -339,7 +341,7 @@ static void *count_worker(void *arg)
     rlt__session_init(a->s, &ss);
     for (int i = 0; i < 5000; i++) {
         rlt_decision d;
-        rlt__decide(a->s, a->s->cfg->named[0].policy_id, false, "k", 1, S(1), 1, &d);
+        rlt__decide(a->s, rlt__srv_config(a->s)->named[0].policy_id, false, "k", 1, S(1), 1, &d);
     }
     return NULL;
 }
@@ -357,7 +359,7 @@ TEST(decision_counters_are_exact_with_worker_slots_and_the_shared_slot)
     for (int i = 0; i < 4; i++)
         pthread_join(th[i], NULL);
     rlt__obuf o = {0};
-    rlt__metrics_info(s, &o);
+    rlt__report_info(s, &o);
     rlt__obuf_put(&o, "", 1);
     const char *p = strstr(o.data, "decisions_allowed:");
     const char *q = strstr(o.data, "decisions_denied:");
@@ -409,7 +411,7 @@ TEST(cl_throttle_with_a_fine_rate_works_late_in_the_utc_day_as_gcra_would)
     int id = -1;
     ASSERT_EQ(rlt__srv_intern(s, &g, NULL, &id, err, sizeof err), RLT_OK);
     rlt_policy run_p;
-    ASSERT_EQ(rlt_store_get_policy(s->store, id, &run_p), RLT_OK);
+    ASSERT_EQ(rlt__registry_policy(&s->reg, id, &run_p), RLT_OK);
     ASSERT_EQ(run_p.algo, RLT_TOKEN_BUCKET);
     ASSERT_EQ(run_p.limit, 1000003);
     ASSERT_EQ(run_p.period, S(3600));

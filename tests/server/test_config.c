@@ -3,14 +3,15 @@
  * query parser. */
 #include "test.h"
 
-#include "server/cmd.h"
-#include "server/config.h"
-#include "server/decide.h"
-#include "server/httpin.h"
-#include "server/metrics.h"
-#include "server/pipe.h"
-#include "server/request.h"
-#include "server/srv.h"
+#include "server/resp/cmd.h"
+#include "server/config/config.h"
+#include "server/config/load.h"
+#include "server/request/decide.h"
+#include "server/http/httpin.h"
+#include "server/stats/metrics.h"
+#include "server/net/pipe.h"
+#include "server/request/request.h"
+#include "server/request/srv.h"
 
 static char err_[600];
 

@@ -4,11 +4,12 @@
  * what we encode has the upstream field numbers. */
 #include "test.h"
 
-#include "server/config.h"
-#include "server/envoy.h"
-#include "server/httpin.h"
-#include "server/pb.h"
-#include "server/srv.h"
+#include "server/config/config.h"
+#include "server/config/load.h"
+#include "server/request/envoy.h"
+#include "server/http/httpin.h"
+#include "server/grpc/pb.h"
+#include "server/request/srv.h"
 
 #include <dirent.h>
 

@@ -3,7 +3,7 @@
  * it, pipelining, and the "consumed / partial / error" contract at every split point. */
 #include "test.h"
 
-#include "server/http1.h"
+#include "server/http/http1.h"
 
 #include <stdbool.h>
 

@@ -4,14 +4,16 @@
  * a second server context.  Virtual clock, no sockets. */
 #include "test.h"
 
-#include "server/cmd.h"
-#include "server/config.h"
-#include "server/decide.h"
-#include "server/httpin.h"
-#include "server/metrics.h"
-#include "server/pipe.h"
-#include "server/request.h"
-#include "server/srv.h"
+#include "core/text.h"
+#include "server/resp/cmd.h"
+#include "server/config/config.h"
+#include "server/config/load.h"
+#include "server/request/decide.h"
+#include "server/http/httpin.h"
+#include "server/stats/metrics.h"
+#include "server/net/pipe.h"
+#include "server/request/request.h"
+#include "server/request/srv.h"
 
 #define S(x) ((rlt_ns)(x)*RLT_NS_PER_S)
 #define MS(x) ((rlt_ns)(x)*RLT_NS_PER_MS)
@@ -307,7 +309,7 @@ TEST(integer_replies_format_every_magnitude)
     for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
         char want[32];
         snprintf(want, sizeof want, "%" PRId64, vals[i]);
-        size_t n = rlt__resp_fmt_i64(buf, vals[i]);
+        size_t n = rlt__format_i64(buf, vals[i]);
         buf[n] = '\0';
         ASSERT_STR_EQ(buf, want);
     }
@@ -318,7 +320,7 @@ TEST(integer_replies_format_every_magnitude)
                 int64_t x = sign * (v + d);
                 char want[32];
                 snprintf(want, sizeof want, "%" PRId64, x);
-                size_t n = rlt__resp_fmt_i64(buf, x);
+                size_t n = rlt__format_i64(buf, x);
                 buf[n] = '\0';
                 ASSERT_STR_EQ(buf, want);
             }

@@ -2,14 +2,15 @@
  * a refused config reaches the store; a store failure part-way puts the old policies back). */
 #include "test.h"
 
-#include "server/cmd.h"
-#include "server/config.h"
-#include "server/decide.h"
-#include "server/httpin.h"
-#include "server/metrics.h"
-#include "server/pipe.h"
-#include "server/request.h"
-#include "server/srv.h"
+#include "server/resp/cmd.h"
+#include "server/config/config.h"
+#include "server/config/load.h"
+#include "server/request/decide.h"
+#include "server/http/httpin.h"
+#include "server/stats/metrics.h"
+#include "server/net/pipe.h"
+#include "server/request/request.h"
+#include "server/request/srv.h"
 
 static const char *A = "policies:\n  api: gcra:2/1h\n";
 static const char *B = "policies:\n  api: gcra:100/1h\n"

@@ -2,7 +2,7 @@
  * the "consumed / partial / error" contract at every split point. */
 #include "test.h"
 
-#include "server/resp.h"
+#include "server/resp/resp.h"
 
 #include <stdint.h>
 

@@ -1,11 +1,11 @@
-/* The daemon's top-offenders registry (src/server/top.c) without sockets: worker threads
+/* The daemon's top-offenders registry (src/server/stats/top.c) without sockets: worker threads
  * counting denials in their own sketches while readers merge (run under TSan: label
  * `threads`), slot 0 shared by threads without a worker slot, the /v1/top query parser, and
  * the off switch. */
 #include "test.h"
 
-#include "server/metrics.h"
-#include "server/top.h"
+#include "server/stats/metrics.h"
+#include "server/stats/top.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Top offenders end to end (src/server/top.c): the real daemon with two worker threads,
+"""Top offenders end to end (src/server/stats/top.c): the real daemon with two worker threads,
 denials sent over several connections (so that both workers' sketches hold some), read back
 through INFO's "# Top" section, GET /v1/top and /metrics (checked by promtool), against the
 exact counts the test itself keeps.  Usage: top_integration.py PATH_TO_RATELIMITD [--redis]

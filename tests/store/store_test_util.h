@@ -6,7 +6,8 @@
 #include <string.h>
 
 #include "ratelimit/store.h"
-#include "store/store_internal.h"
+#include "store/store.h"
+#include "store/table.h"
 
 static inline uint64_t tu_rand(uint64_t *x)
 {

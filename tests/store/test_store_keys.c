@@ -5,8 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "store/aeshash.h"
 #include "store/crc32c.h"
-#include "store/store_internal.h"
+#include "store/siphash.h"
+#include "store/store.h"
+#include "store/table.h"
 #include "store_test_util.h"
 
 TEST(siphash24_matches_reference_vectors)

@@ -5,7 +5,8 @@
 
 #include "test.h"
 
-#include "store/store_internal.h"
+#include "store/decision.h"
+#include "store/table.h"
 #include "store_test_util.h"
 
 #define NKEYS 40

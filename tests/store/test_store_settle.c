@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "store/store_internal.h"
 #include "test.h"
 
 #include "store_test_util.h"

@@ -1,0 +1,66 @@
+/* The backends of the decision seam: where a decision is made.  A table of operations with
+ * two implementations, chosen once when the server context opens (rlt__srv_open): the local
+ * keyed store (local.c) and Redis (redis.c, through libratelimit_redis).  Both take their
+ * policies from the registry (registry.h: policy ids, tiers) and their fail modes from its
+ * config; neither counts metrics nor applies shadow mode (the seam, request/decide.c, does,
+ * the same for both).  Nothing outside this room and the seam knows which backend runs. */
+#ifndef RLT_SERVER_BACKEND_BACKEND_H
+#define RLT_SERVER_BACKEND_BACKEND_H
+
+#include "ratelimit/ratelimit.h"
+#include "ratelimit/store.h"
+#include "server/backend/registry.h"
+#include "server/config/config.h"
+#include "server/base/obuf.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct rlt__backend rlt__backend;
+
+typedef struct rlt__backend_ops {
+    const char *name; /* "local" or "redis", for INFO and /metrics */
+    /* Decisions are made at the daemon's `now` (true: the local store) or at the backend's own
+     * clock (false: Redis's, so that skewed daemons cannot mint allowance). */
+    bool daemon_clock;
+    /* One decision under policy `policy_id`.  A backend failure is a decision (the policy's
+     * fail mode) and returns RLT_OK; argument errors return their RLT_* code. */
+    int (*decide)(rlt__backend *b, int policy_id, const void *key, size_t klen, rlt_ns now,
+                  int64_t cost, rlt_decision *d);
+    /* n independent decisions, in order for every key; status[i] per item. */
+    void (*decide_batch)(rlt__backend *b, const int *policy, const rlt_key *keys, size_t n,
+                         rlt_ns now, const int64_t *costs, rlt_decision *out, int *status);
+    /* All or nothing over n limits (rlt_store_decide_multi's contract). */
+    int (*decide_multi)(rlt__backend *b, const rlt_check *checks, size_t n, rlt_ns now,
+                        rlt_decision *combined, int *refused);
+    int (*reset)(rlt__backend *b, int policy_id, const void *key, size_t klen);
+    int (*release)(rlt__backend *b, int policy_id, const void *key, size_t klen, rlt_ns now,
+                   int64_t lease);
+    /* Charge after the response (rlt_store_reserve / rlt_store_settle's contracts; Redis:
+     * rlt_redis_reserve / rlt_redis_settle); NULL when a backend cannot hold reservations. */
+    int (*reserve)(rlt__backend *b, int policy_id, const void *key, size_t klen, rlt_ns now,
+                   int64_t estimate, rlt_ns timeout, rlt_decision *d, uint64_t *reservation);
+    int (*settle)(rlt__backend *b, int policy_id, const void *key, size_t klen, rlt_ns now,
+                  uint64_t reservation, int64_t real_cost, rlt_decision *d);
+    /* The backend's lines of INFO / families of /metrics (may write nothing). */
+    void (*info)(rlt__backend *b, rlt__obuf *out);
+    void (*prometheus)(rlt__backend *b, rlt__obuf *out);
+    /* Frees the backend, after every thread stopped using it. */
+    void (*close)(rlt__backend *b);
+} rlt__backend_ops;
+
+/* What every implementation's handle starts with. */
+struct rlt__backend {
+    const rlt__backend_ops *ops;
+};
+
+/* The registry's own store (local.c).  reg must outlive the backend.  Returns RLT_OK and *out,
+ * or RLT_ENOMEM. */
+int rlt__backend_local_open(rlt__registry *reg, rlt__backend **out);
+
+/* Redis (redis.c), from the settings of reg's config (`redis:`), its policies read from reg
+ * (which must outlive the backend).  Does not need Redis up.  Returns RLT_OK and *out, or an
+ * RLT_* code with a message in err (also when the daemon was built without
+ * libratelimit_redis). */
+int rlt__backend_redis_open(rlt__registry *reg, rlt__backend **out, char *err, size_t errlen);
+#endif

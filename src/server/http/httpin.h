@@ -1,0 +1,47 @@
+/* Inputs of ratelimitd's HTTP endpoints (httpin.c), apart from the connection so that they
+ * can be unit-tested and fuzzed: /v1/check's query string, and envoyproxy/ratelimit's /json
+ * body (decided and rendered by envoy.h). */
+#ifndef RLT_SERVER_HTTP_HTTPIN_H
+#define RLT_SERVER_HTTP_HTTPIN_H
+
+#include "ratelimit/ratelimit.h"
+#include "ratelimit/store.h"
+#include "server/config/config.h"
+#include "server/request/envoy.h"
+#include "server/base/obuf.h"
+#include "server/request/request.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct rlt__srv;
+
+/* Parses an envoy ratelimit /json body (envoy.h's request; its strings point into the parse
+ * tree).  Returns RLT_OK, or RLT_EINVAL with a message in err; either way rlt__envoy_free
+ * releases it. */
+int rlt__envoy_parse(const char *body, size_t len, rlt__envoy_req *r, char *err, size_t errlen);
+void rlt__envoy_free(rlt__envoy_req *r);
+
+typedef struct rlt__check_req {
+    char key[RLT_KEY_MAX + 1];
+    size_t klen;
+    char policy[512];
+    size_t plen;
+    int64_t cost;
+    int deny_status; /* the status of a denial: 429 (default, 0 here), or 403 for auth_request */
+    bool has_cost;
+    /* Charge after the response: reserve=1 on /v1/check (timeout_ms: how long it waits for
+     * its settle, 0 = the store's default); reservation (the id, hex) on /v1/settle. */
+    bool reserve;
+    int64_t timeout_ms;
+    uint64_t reservation;
+} rlt__check_req;
+
+/* Parses "key=K&policy=P&cost=N[&deny_status=403][&reserve=1][&timeout_ms=T]
+ * [&reservation=HEX]" (URL-encoded; policy defaults to "default", cost to 1, deny_status to
+ * 0: the default 429; reserve takes 0 or 1, timeout_ms 1..86400000).  Which endpoint takes
+ * which is the caller's check.
+ * Returns RLT_OK, or RLT_EINVAL with a message in err. */
+int rlt__check_parse(const char *query, size_t len, rlt__check_req *r, char *err, size_t errlen);
+
+#endif

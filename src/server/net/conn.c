@@ -1,0 +1,729 @@
+/* The connection layer: worker threads, listeners and the connections of every protocol.
+ *
+ * Each worker owns an event_base, one listening socket per listener (SO_REUSEPORT: the kernel
+ * spreads connections over the workers), and the connections it accepted.  Its loop works in
+ * turns, as Redis's does: in one turn, every readable connection reads what is there and feeds
+ * it to its protocol, which answers at once or stages decisions in the worker's pipe; at the
+ * turn's end the pipe is decided in one batch (one clock reading per turn), then each
+ * connection writes all its replies with one send.
+ *
+ * Deadlines.  A request that has started (unparsed input is pending) must arrive whole within
+ * client_timeout of its first byte: the read event's timer is re-armed at every turn to what
+ * is left of that deadline, so a client trickling one byte at a time is closed on time (a
+ * persistent event's timer alone would restart at every byte).  A connection with nothing
+ * pending waits at most idle_timeout (0: forever).
+ *
+ * Descriptors.  At start the soft RLIMIT_NOFILE is raised to the hard limit and
+ * max_connections fitted below it (Redis's maxclients).  When accept() still fails with
+ * EMFILE/ENFILE, the worker stops accepting for ACCEPT_PAUSE_MS and logs once per pause
+ * (nginx's approach): the listener stays readable while the backlog is full, so retrying at
+ * once would spin.
+ *
+ * Memory.  An idle connection holds no input buffer: a read with nothing pending goes to the
+ * worker's scratch buffer and is fed from there, and only the start of an unfinished request
+ * is kept, in a buffer of its own that grows while that request is read and is let go when it
+ * is consumed (nginx's and Redis's way: a few hundred bytes per idle client, not 32 KiB).  So
+ * the connections' share of max_memory holds requests in flight and replies, and admission is
+ * decided by max_connections alone, a refused client getting the protocol's clear error. */
+#define _GNU_SOURCE /* accept4 */
+#include "server/net/conn.h"
+
+#include "server/base/clock.h"
+#include "server/net/listen.h"
+#include "server/base/log.h"
+#include "server/base/mem.h"
+#include "server/stats/metrics.h"
+#include "server/request/srv.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define READ_CHUNK 16384
+#define KEEP_ALWAYS 4096 /* the start of a request kept whatever the budget (conn_keep) */
+#define MAX_INPUT RLT__MAX_INPUT /* one connection's unparsed input (config.h) */
+#define MAX_LISTENERS 8        /* protocols served at once */
+#define ACCEPT_PAUSE_MS 250    /* no accept() for this long after EMFILE/ENFILE */
+#define ACCEPTS_PER_WAKEUP 64  /* fairness between listeners and connections */
+#define FD_RESERVE 64          /* descriptors kept for listeners, snapshots, logs, Redis */
+#define LINGER_MS 1000         /* a closing connection drains its input at most this long */
+
+typedef struct worker worker;
+
+typedef struct listener_ev {
+    worker *w;
+    const rlt__proto *proto;
+    int fd;
+    struct event *ev;
+} listener_ev;
+
+struct rlt__conn {
+    worker *w;
+    const rlt__proto *proto;
+    void *pstate; /* the protocol's */
+    int fd;
+    struct event *rev, *wev;
+    char *in;
+    size_t in_len, in_cap;
+    rlt__obuf out;
+    rlt__session ss;
+    rlt_ns started;  /* first byte of the pending partial request; 0 = none */
+    rlt_ns linger_until; /* draining: closed at this instant whatever still arrives */
+    rlt_ns idle_armed;   /* the read timer holds the idle timeout (+1; 0: a deadline or none) */
+    bool writing;    /* wev is added: the socket did not take all the output */
+    bool draining;   /* replies sent, write side shut: discarding input until EOF */
+    bool in_turn;    /* read in this turn: on the worker's `turn` list */
+    bool refused;    /* answered with the protocol's refusal: close after sending */
+    struct rlt__conn *prev, *next;
+    struct rlt__conn *turn_next;
+};
+
+struct worker {
+    rlt__daemon *d;
+    unsigned idx;
+    pthread_t th;
+    bool started;
+    struct event_base *base;
+    listener_ev lis[MAX_LISTENERS];
+    size_t nlis;
+    struct event *resume_ev; /* re-enables accepting after a pause */
+    bool paused;
+    rlt__conn *conns;
+    rlt__pipe *pipe;
+    rlt__conn *turn;       /* connections read in this turn */
+    rlt_ns turn_now;       /* the clock for this turn's requests; 0 = not read yet */
+    size_t turn_reqs;      /* requests in this turn, for the latency histogram */
+    struct event *stop_ev; /* made active by rlt__daemon_stop */
+    bool stop;             /* atomic: leave the loop */
+    char scratch[READ_CHUNK]; /* where a connection with nothing pending reads */
+};
+
+struct rlt__daemon {
+    rlt__srv *s;
+    worker *w;
+    unsigned n;
+    size_t fd_cap; /* max connections the descriptor limit allows */
+};
+
+/* ---- what protocols see ---------------------------------------------------------------- */
+
+rlt__srv *rlt__conn_srv(const rlt__conn *c)
+{
+    return c->w->d->s;
+}
+
+rlt__session *rlt__conn_session(rlt__conn *c)
+{
+    return &c->ss;
+}
+
+rlt__obuf *rlt__conn_out(rlt__conn *c)
+{
+    return &c->out;
+}
+
+rlt__pipe *rlt__conn_pipe(rlt__conn *c)
+{
+    return c->w->pipe;
+}
+
+void *rlt__conn_state(const rlt__conn *c)
+{
+    return c->pstate;
+}
+
+void rlt__conn_set_state(rlt__conn *c, void *state)
+{
+    c->pstate = state;
+}
+
+void rlt__conn_request_done(rlt__conn *c)
+{
+    c->w->turn_reqs++;
+}
+
+void rlt__conn_close_after(rlt__conn *c)
+{
+    c->ss.close = true;
+}
+
+size_t rlt__daemon_max_connections(const rlt__daemon *d)
+{
+    size_t m = rlt__srv_config(d->s)->set.max_connections;
+    return m < d->fd_cap ? m : d->fd_cap;
+}
+
+/* ---- connections ----------------------------------------------------------------------- */
+
+static void tv_of(rlt_ns t, struct timeval *tv)
+{
+    tv->tv_sec = t / RLT_NS_PER_S;
+    tv->tv_usec = (t % RLT_NS_PER_S) / RLT_NS_PER_US;
+}
+
+static void conn_close(rlt__conn *c)
+{
+    worker *w = c->w;
+    if (c->in_turn) {
+        /* Staged replies point at c->out: write them now, and leave the turn. */
+        rlt__pipe_flush(w->pipe, w->d->s);
+        rlt__conn **pp = &w->turn;
+        while (*pp != c)
+            pp = &(*pp)->turn_next;
+        *pp = c->turn_next;
+    }
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        w->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    if (c->proto->close) c->proto->close(c);
+    rlt__session_free(&c->ss);
+    if (c->rev) event_free(c->rev);
+    if (c->wev) event_free(c->wev);
+    close(c->fd);
+    rlt__mem_conn_give(c->in_cap);
+    free(c->in);
+    rlt__obuf_free(&c->out);
+    free(c);
+    __atomic_fetch_sub(&w->d->s->metrics.connections_current, 1, __ATOMIC_RELAXED);
+}
+
+/* Starts the lingering close: closing with unread input would send an RST that can destroy
+ * the last reply before the client reads it.  Shut the write side, discard what still comes,
+ * close on EOF or after LINGER_MS. */
+static void conn_linger(rlt__conn *c)
+{
+    shutdown(c->fd, SHUT_WR);
+    c->draining = true;
+    /* A deadline of its own: a persistent event's timer restarts at every byte, so a client
+     * trickling bytes would otherwise hold the connection (and its slot) forever. */
+    c->linger_until = rlt__now() + LINGER_MS * RLT_NS_PER_MS;
+    c->idle_armed = 0;
+    struct timeval tv;
+    tv_of(LINGER_MS * RLT_NS_PER_MS, &tv);
+    event_add(c->rev, &tv);
+}
+
+/* Writes what it can.  Returns false when the connection was closed (c is gone). */
+static bool conn_flush(rlt__conn *c)
+{
+    while (c->out.len > 0) {
+        ssize_t n = send(c->fd, c->out.data, c->out.len, MSG_NOSIGNAL);
+        if (n > 0) {
+            rlt__obuf_consume(&c->out, (size_t)n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (!c->writing) event_add(c->wev, NULL);
+            c->writing = true;
+            return true;
+        }
+        conn_close(c);
+        return false;
+    }
+    /* All sent: a buffer grown by a large reply is let go (an idle client keeps none). */
+    if (c->out.cap > READ_CHUNK) rlt__obuf_free(&c->out);
+    /* (event_add/del take the base's lock: only when the state changes.) */
+    if (c->writing) event_del(c->wev);
+    c->writing = false;
+    /* Within a turn the pipe may still hold replies for c: finish_turn starts the linger. */
+    if ((c->ss.close || c->refused) && !c->draining && !c->in_turn) conn_linger(c);
+    return true;
+}
+
+/* Arms the read timer: what is left of a pending request's deadline, else the idle timeout. */
+static void arm_timer(rlt__conn *c, const rlt__settings *set, rlt_ns now)
+{
+    rlt_ns t = set->idle_timeout;
+    bool deadline = c->in_len > 0 && set->client_timeout > 0;
+    if (deadline) {
+        t = c->started + set->client_timeout - now;
+        if (t < RLT_NS_PER_MS) t = RLT_NS_PER_MS;
+    } else if (c->idle_armed == t + 1) {
+        /* Already armed for idleness: the persistent event restarts that timer at every read
+         * by itself, so the common turn (a whole request, no deadline pending) adds nothing. */
+        return;
+    }
+    c->idle_armed = deadline ? 0 : t + 1;
+    if (t > 0) {
+        struct timeval tv;
+        tv_of(t, &tv);
+        event_add(c->rev, &tv);
+    } else {
+        event_add(c->rev, NULL);
+    }
+}
+
+static void on_write(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    conn_flush(arg);
+}
+
+static void conn_unkeep(rlt__conn *c);
+
+/* The last reply (the protocol's), then a lingering close. */
+static void conn_refuse(rlt__conn *c, rlt__refusal why)
+{
+    if (c->proto->refuse) c->proto->refuse(c, why, &c->out);
+    c->refused = true;
+    c->in_len = 0;
+    if (c->in_cap > 0) conn_unkeep(c);
+}
+
+/* Makes room for at least `want` more input bytes (pending input only: in_cap > 0). */
+static bool grow_input(rlt__conn *c, size_t want)
+{
+    if (c->in_cap - c->in_len >= want) return true;
+    size_t cap = c->in_cap * 2;
+    while (cap - c->in_len < want)
+        cap *= 2;
+    if (cap > MAX_INPUT + READ_CHUNK) cap = MAX_INPUT + READ_CHUNK;
+    if (cap <= c->in_cap) return true;
+    if (!rlt__mem_conn_take(cap - c->in_cap)) return false;
+    char *n = realloc(c->in, cap);
+    if (n == NULL) {
+        rlt__mem_conn_give(cap - c->in_cap);
+        return false;
+    }
+    c->in = n;
+    c->in_cap = cap;
+    return true;
+}
+
+/* Keeps the unfinished start of a request read into the scratch buffer.  A small one is kept
+ * whatever the budget (counted, never refused: a client whose request spans two segments is
+ * not refused because others hold the budget; bounded by max_connections x KEEP_ALWAYS, and
+ * by client_timeout in time); a larger one only within the budget. */
+static bool conn_keep(rlt__conn *c, const char *p, size_t n)
+{
+    assert(c->in == NULL && c->in_cap == 0);
+    size_t cap = KEEP_ALWAYS;
+    while (cap < n + n / 2)
+        cap *= 2;
+    if (cap > MAX_INPUT + READ_CHUNK) return false;
+    if (cap == KEEP_ALWAYS)
+        rlt__mem_conn_take_always(cap);
+    else if (!rlt__mem_conn_take(cap))
+        return false;
+    c->in = malloc(cap);
+    if (c->in == NULL) {
+        rlt__mem_conn_give(cap);
+        return false;
+    }
+    c->in_cap = cap;
+    memcpy(c->in, p, n);
+    c->in_len = n;
+    return true;
+}
+
+/* Lets the input buffer go once every pending byte is consumed. */
+static void conn_unkeep(rlt__conn *c)
+{
+    rlt__mem_conn_give(c->in_cap);
+    free(c->in);
+    c->in = NULL;
+    c->in_cap = 0;
+}
+
+static void on_read(evutil_socket_t fd, short what, void *arg)
+{
+    rlt__conn *c = arg;
+    worker *w = c->w;
+    if (what & EV_TIMEOUT) {
+        if (c->draining || c->in_len == 0) {
+            conn_close(c); /* lingered long enough, or idle */
+            return;
+        }
+        /* A started request missed its deadline: answer, then close. */
+        rlt__pipe_flush(w->pipe, w->d->s);
+        conn_refuse(c, RLT__REFUSE_TIMEOUT);
+        conn_flush(c);
+        return;
+    }
+    if (c->draining || c->refused) {
+        char sink[4096];
+        ssize_t k = recv(fd, sink, sizeof sink, 0);
+        if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            conn_close(c);
+        } else if (c->draining) {
+            rlt_ns left = c->linger_until - rlt__now();
+            if (left <= 0) {
+                conn_close(c);
+            } else {
+                struct timeval tv;
+                tv_of(left, &tv);
+                event_add(c->rev, &tv);
+            }
+        }
+        return;
+    }
+    /* Nothing pending: read into the worker's scratch buffer (no buffer of the connection's
+     * own); else after the pending bytes, in the connection's buffer. */
+    bool pending = c->in_len > 0;
+    if (pending && (c->in_len >= MAX_INPUT || !grow_input(c, READ_CHUNK))) {
+        /* Too large, or out of the connections' budget: answered, then a lingering close
+         * (an abrupt one would send an RST that can destroy the replies already queued). */
+        rlt__pipe_flush(w->pipe, w->d->s);
+        conn_refuse(c, RLT__REFUSE_TOO_LARGE);
+        conn_flush(c);
+        return;
+    }
+    char *buf = pending ? c->in : w->scratch;
+    size_t have = pending ? c->in_len : 0, cap = pending ? c->in_cap : sizeof w->scratch;
+    ssize_t n = recv(fd, buf + have, cap - have, 0);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        conn_close(c);
+        return;
+    }
+    if (n < 0) return;
+    /* The one clock reading for every request of this turn. */
+    if (w->turn_now == 0) w->turn_now = rlt__now();
+    if (!pending) c->started = w->turn_now;
+    have += (size_t)n;
+    if (!c->in_turn) {
+        c->in_turn = true; /* from here on, the pipe may hold replies for c->out */
+        c->turn_next = w->turn;
+        w->turn = c;
+    }
+    size_t used = c->ss.close ? have : c->proto->feed(c, buf, have, w->turn_now);
+    if (c->ss.close) used = have; /* framing lost or QUIT: the rest is discarded */
+    /* What is left is the start of the next request: its deadline starts now. */
+    if (used > 0) c->started = w->turn_now;
+    if (!pending) {
+        if (used < have && !conn_keep(c, buf + used, have - used)) {
+            rlt__pipe_flush(w->pipe, w->d->s);
+            conn_refuse(c, RLT__REFUSE_TOO_LARGE);
+            conn_flush(c);
+        }
+        return;
+    }
+    if (used > 0) memmove(c->in, c->in + used, have - used);
+    c->in_len = have - used;
+    if (c->in_len == 0) conn_unkeep(c);
+}
+
+/* The end of a turn: decide what is staged, then complete every connection read in it. */
+static void finish_turn(worker *w)
+{
+    if (w->turn == NULL) return;
+    rlt__srv *s = w->d->s;
+    const rlt__settings *set = &rlt__srv_config(s)->set;
+    rlt_ns now = w->turn_now;
+    rlt__pipe_flush(w->pipe, s);
+    rlt__conn *c = w->turn;
+    w->turn = NULL;
+    while (c != NULL) {
+        rlt__conn *next = c->turn_next;
+        c->in_turn = false;
+        c->turn_next = NULL;
+        if (c->out.overflow) {
+            /* The client does not read its replies: drop it (Redis's output buffer limit). */
+            conn_close(c);
+        } else if (c->in_len > 0 && set->client_timeout > 0 &&
+                   now - c->started >= set->client_timeout) {
+            conn_refuse(c, RLT__REFUSE_TIMEOUT);
+            conn_flush(c);
+        } else if (conn_flush(c) && !c->draining) {
+            arm_timer(c, set, now);
+        }
+        c = next;
+    }
+    if (w->turn_reqs > 0) {
+        rlt__mslot *ms = rlt__mslot_get(&s->metrics);
+        rlt_ns per = (rlt__now() - now) / (rlt_ns)w->turn_reqs;
+        for (size_t i = 0; i < w->turn_reqs; i++)
+            rlt__metrics_latency(ms, per);
+    }
+    w->turn_reqs = 0;
+    w->turn_now = 0;
+}
+
+static void conn_new(worker *w, const rlt__proto *proto, int fd)
+{
+    rlt__srv *s = w->d->s;
+    const rlt__settings *set = &rlt__srv_config(s)->set;
+    int64_t cur = __atomic_add_fetch(&s->metrics.connections_current, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&s->metrics.connections_total, 1, __ATOMIC_RELAXED);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    rlt__conn *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        close(fd);
+        __atomic_fetch_sub(&s->metrics.connections_current, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    c->w = w;
+    c->proto = proto;
+    c->fd = fd;
+    c->out.max = set->max_output;
+    c->out.budgeted = true;
+    rlt__session_init(s, &c->ss);
+    c->rev = event_new(w->base, fd, EV_READ | EV_PERSIST, on_read, c);
+    c->wev = event_new(w->base, fd, EV_WRITE | EV_PERSIST, on_write, c);
+    c->next = w->conns;
+    if (w->conns) w->conns->prev = c;
+    w->conns = c;
+    if (c->rev == NULL || c->wev == NULL || (proto->open && proto->open(c) != RLT_OK)) {
+        conn_close(c);
+        return;
+    }
+    if ((size_t)cur > rlt__daemon_max_connections(w->d)) {
+        /* Answer, then close gracefully (the slot is held for at most the linger). */
+        __atomic_fetch_add(&s->metrics.connections_rejected, 1, __ATOMIC_RELAXED);
+        conn_refuse(c, RLT__REFUSE_FULL);
+        conn_flush(c);
+        return;
+    }
+    arm_timer(c, set, 0);
+}
+
+/* ---- accepting --------------------------------------------------------------------------- */
+
+static void set_accepting(worker *w, bool on)
+{
+    for (size_t i = 0; i < w->nlis; i++) {
+        if (on)
+            event_add(w->lis[i].ev, NULL);
+        else
+            event_del(w->lis[i].ev);
+    }
+}
+
+static void on_resume(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    worker *w = arg;
+    w->paused = false;
+    set_accepting(w, true);
+}
+
+static void on_accept(evutil_socket_t lfd, short what, void *arg)
+{
+    (void)what;
+    listener_ev *l = arg;
+    worker *w = l->w;
+    for (int i = 0; i < ACCEPTS_PER_WAKEUP; i++) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) {
+            conn_new(w, l->proto, fd);
+            continue;
+        }
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+            /* Out of descriptors: the backlog keeps the listener readable, so stop asking
+             * for a while instead of spinning, and say so once per pause. */
+            int64_t cur = __atomic_load_n(&w->d->s->metrics.connections_current,
+                                          __ATOMIC_RELAXED);
+            rlt__log(RLT__LOG_WARN,
+                     "accept (%s): %s with %lld connections open; not accepting for %d ms",
+                     l->proto->name, strerror(errno), (long long)cur, ACCEPT_PAUSE_MS);
+            w->paused = true;
+            set_accepting(w, false);
+            struct timeval tv;
+            tv_of(ACCEPT_PAUSE_MS * RLT_NS_PER_MS, &tv);
+            event_add(w->resume_ev, &tv);
+        }
+        return; /* EAGAIN: the backlog is empty */
+    }
+}
+
+/* ---- workers ----------------------------------------------------------------------------- */
+
+static void on_stop(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg; /* the flag is set: the loop below sees it after this turn */
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    rlt__metrics_bind_thread(w->idx + 1);
+    /* One turn per iteration: run every ready callback, then finish the turn.  (A stop that
+     * comes between two iterations is not lost: stop_ev stays active until the next one.) */
+    while (!__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE)) {
+        int r = event_base_loop(w->base, EVLOOP_ONCE);
+        finish_turn(w);
+        if (r != 0) break; /* an error, or nothing left to wait for */
+    }
+    return NULL;
+}
+
+static int worker_init(worker *w, char *err, size_t errlen)
+{
+    w->base = event_base_new();
+    w->pipe = rlt__pipe_new();
+    w->stop_ev = w->base ? event_new(w->base, -1, 0, on_stop, w) : NULL;
+    w->resume_ev = w->base ? event_new(w->base, -1, 0, on_resume, w) : NULL;
+    if (w->base == NULL || w->pipe == NULL || w->stop_ev == NULL || w->resume_ev == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return RLT_ENOMEM;
+    }
+    for (size_t i = 0; i < w->nlis; i++) {
+        listener_ev *l = &w->lis[i];
+        l->w = w;
+        l->ev = event_new(w->base, l->fd, EV_READ | EV_PERSIST, on_accept, l);
+        if (l->ev == NULL || event_add(l->ev, NULL) != 0) {
+            snprintf(err, errlen, "cannot listen (libevent)");
+            return RLT_ENOMEM;
+        }
+    }
+    return RLT_OK;
+}
+
+/* Raises the soft descriptor limit to the hard one; returns the connections it allows. */
+static size_t fit_descriptors(size_t want, size_t sockets)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return want;
+    if (rl.rlim_cur < rl.rlim_max) {
+        struct rlimit up = {.rlim_cur = rl.rlim_max, .rlim_max = rl.rlim_max};
+        if (setrlimit(RLIMIT_NOFILE, &up) == 0) rl.rlim_cur = rl.rlim_max;
+    }
+    size_t reserve = FD_RESERVE + sockets;
+    size_t cap = rl.rlim_cur == RLIM_INFINITY ? SIZE_MAX
+                 : rl.rlim_cur > reserve      ? (size_t)rl.rlim_cur - reserve
+                                              : 1;
+    if (cap < want)
+        rlt__log(RLT__LOG_WARN,
+                 "max_connections %zu does not fit the descriptor limit (ulimit -n %llu): "
+                 "serving at most %zu connections",
+                 want, (unsigned long long)rl.rlim_cur, cap);
+    return cap;
+}
+
+static int bind_all(rlt__daemon *d, rlt__listener *ls, size_t nls, const char *bind, char *err,
+                    size_t errlen)
+{
+    for (size_t k = 0; k < nls; k++) {
+        if (ls[k].port < 0) continue;
+        for (unsigned i = 0; i < d->n; i++) {
+            worker *w = &d->w[i];
+            int fd;
+            int st = rlt__listen_on(bind, ls[k].port, i == 0, &fd, err, errlen);
+            if (st != RLT_OK) {
+                /* Name what moves this listener: a busy port (a second daemon) is the first
+                 * thing a new user hits. */
+                static const char *const how[][3] = {{"resp", "--port", "port"},
+                                                     {"http", "--http-port", "http_port"},
+                                                     {"grpc", "--grpc-port", "grpc_port"}};
+                for (size_t h = 0; h < sizeof how / sizeof how[0]; h++) {
+                    size_t used = strlen(err);
+                    if (strcmp(ls[k].proto->name, how[h][0]) == 0 && used < errlen)
+                        snprintf(err + used, errlen - used,
+                                 "; %s N (server.%s) moves the %s listener (0: any free port, "
+                                 "-1: off)",
+                                 how[h][1], how[h][2], how[h][0]);
+                }
+                return st;
+            }
+            /* The first socket picks the port (0 = any free one); the others join it. */
+            if (i == 0) ls[k].port = rlt__bound_port(fd);
+            w->lis[w->nlis++] = (listener_ev){.proto = ls[k].proto, .fd = fd};
+        }
+    }
+    return RLT_OK;
+}
+
+int rlt__daemon_start(rlt__daemon **out, rlt__srv *s, rlt__listener *ls, size_t nls, char *err,
+                      size_t errlen)
+{
+    *out = NULL;
+    if (nls > MAX_LISTENERS) {
+        snprintf(err, errlen, "at most %d listeners", MAX_LISTENERS);
+        return RLT_EINVAL;
+    }
+    const rlt__settings *set = &rlt__srv_config(s)->set;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, (void (*)(void))evthread_use_pthreads);
+    unsigned n = set->threads > 0 ? (unsigned)set->threads : 0;
+    if (n == 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        n = cores > 0 ? (unsigned)cores : 1;
+    }
+    if (n > RLT__METRIC_SLOTS - 1) n = RLT__METRIC_SLOTS - 1;
+    rlt__daemon *d = calloc(1, sizeof *d);
+    worker *w = calloc(n, sizeof *w);
+    if (d == NULL || w == NULL) {
+        free(d);
+        free(w);
+        snprintf(err, errlen, "out of memory");
+        return RLT_ENOMEM;
+    }
+    d->s = s;
+    d->w = w;
+    d->n = n;
+    for (unsigned i = 0; i < n; i++) {
+        w[i].d = d;
+        w[i].idx = i;
+    }
+    d->fd_cap = fit_descriptors(set->max_connections, nls * n);
+    rlt__mem_set_conn_limit(rlt__mem_conn_share(set->max_memory));
+    int st = bind_all(d, ls, nls, set->bind, err, errlen);
+    for (unsigned i = 0; i < n && st == RLT_OK; i++)
+        st = worker_init(&w[i], err, errlen);
+    if (st != RLT_OK) goto fail;
+    /* Workers take no signals: the main thread handles them. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    for (unsigned i = 0; i < n; i++) {
+        if (pthread_create(&w[i].th, NULL, worker_main, &w[i]) != 0) {
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
+            snprintf(err, errlen, "cannot start worker threads");
+            st = RLT_ENOMEM;
+            goto fail;
+        }
+        w[i].started = true;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    *out = d;
+    return RLT_OK;
+fail:
+    rlt__daemon_stop(d);
+    return st;
+}
+
+void rlt__daemon_stop(rlt__daemon *d)
+{
+    if (d == NULL) return;
+    for (unsigned i = 0; i < d->n; i++) {
+        if (!d->w[i].started) continue;
+        __atomic_store_n(&d->w[i].stop, true, __ATOMIC_RELEASE);
+        event_active(d->w[i].stop_ev, EV_READ, 0);
+    }
+    for (unsigned i = 0; i < d->n; i++)
+        if (d->w[i].started) pthread_join(d->w[i].th, NULL);
+    for (unsigned i = 0; i < d->n; i++) {
+        worker *w = &d->w[i];
+        while (w->conns != NULL)
+            conn_close(w->conns);
+        for (size_t k = 0; k < w->nlis; k++) {
+            if (w->lis[k].ev) event_free(w->lis[k].ev);
+            close(w->lis[k].fd);
+        }
+        if (w->stop_ev) event_free(w->stop_ev);
+        if (w->resume_ev) event_free(w->resume_ev);
+        if (w->base) event_base_free(w->base);
+        rlt__pipe_free(w->pipe);
+    }
+    free(d->w);
+    free(d);
+}

@@ -1,0 +1,69 @@
+/* The decision seam (decide.c): every decision ratelimitd makes goes through these functions,
+ * whatever protocol asked.  They call the backend chosen at start (backend.h), count the
+ * outcome per policy in the metrics, and apply shadow mode: with `shadow` (or the global
+ * shadow_mode) a denial is counted, logged (rate-limited) and reported as allowed, with no
+ * charge.  Every function returns an RLT_* status: RLT_OK with a decision, else why the
+ * question could not be answered. */
+#ifndef RLT_SERVER_REQUEST_DECIDE_H
+#define RLT_SERVER_REQUEST_DECIDE_H
+
+#include "ratelimit/ratelimit.h"
+#include "ratelimit/store.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct rlt__srv;
+
+/* The backend's name ("local", "redis"). */
+const char *rlt__decide_backend_name(const struct rlt__srv *s);
+
+int rlt__decide(struct rlt__srv *s, int policy_id, bool shadow, const void *key, size_t klen,
+                rlt_ns now, int64_t cost, rlt_decision *d);
+/* Decides n independent requests (a turn's), as n calls of rlt__decide would, in order for
+ * every key, in as few backend calls as it can (store batches; Redis pipelines).  status[i]
+ * is RLT_OK (out[i] the decision, counted, shadow mode applied with shadow[i]) or the item's
+ * error. */
+void rlt__decide_batch(struct rlt__srv *s, const int *policy, const bool *shadow,
+                       const rlt_key *keys, size_t n, rlt_ns now, const int64_t *costs,
+                       rlt_decision *out, int *status);
+/* Shadow-mode log lines per second per worker thread; more are counted and summed up. */
+#define RLT__SHADOW_LOG_PER_S 10
+/* Under the key's tier policy (rlt__srv_tier_policy); RLT_ENOENT for an unknown tier. */
+int rlt__decide_tier(struct rlt__srv *s, const char *default_tier, const void *key, size_t klen,
+                     rlt_ns now, int64_t cost, rlt_decision *d);
+/* All or nothing over n limits; *refused is the index of the first refusing limit or -1. */
+int rlt__decide_multi(struct rlt__srv *s, const rlt_check *checks, size_t n, rlt_ns now,
+                      rlt_decision *combined, int *refused);
+int rlt__decide_reset(struct rlt__srv *s, int policy_id, const void *key, size_t klen);
+int rlt__decide_release(struct rlt__srv *s, int policy_id, const void *key, size_t klen,
+                        rlt_ns now, int64_t lease);
+/* A peek (cost 0) that is not counted in the metrics: per-descriptor details. */
+int rlt__decide_peek(struct rlt__srv *s, int policy_id, const void *key, size_t klen, rlt_ns now,
+                     rlt_decision *d);
+
+/* Charge after the response.  Whether the backend holds reservations (the local store does;
+ * Redis does not: the commands refuse with a message saying so). */
+bool rlt__decide_can_reserve(const struct rlt__srv *s);
+/* A reservation of `estimate` (rlt_store_reserve), counted as a decision, shadow mode applied
+ * (a denial reported allowed has no reservation: *reservation 0).  RLT_EINVAL when the
+ * backend cannot reserve or the policy cannot settle. */
+int rlt__decide_reserve(struct rlt__srv *s, int policy_id, bool shadow, const void *key,
+                        size_t klen, rlt_ns now, int64_t estimate, rlt_ns timeout, rlt_decision *d,
+                        uint64_t *reservation);
+/* Settles a reservation at its real cost (rlt_store_settle); not counted as a decision. */
+int rlt__decide_settle(struct rlt__srv *s, int policy_id, const void *key, size_t klen, rlt_ns now,
+                       uint64_t reservation, int64_t real_cost, rlt_decision *d);
+
+/* The message (without "ERR ") for status `st` of a reservation (settle false) or a settle
+ * on policy `id`, naming what the client can change.  Returns a constant or buf. */
+const char *rlt__decide_reserve_strerror(struct rlt__srv *s, int id, rlt_ns now, int st,
+                                         bool settle, char *buf, size_t cap);
+
+/* The message (without "ERR ") for status `st` of a decision on policy `id` at `now`
+ * (id -1: unknown): names what is out of range, the cost or the policy's rate.  Returns a
+ * constant or buf. */
+const char *rlt__decide_strerror(struct rlt__srv *s, int id, rlt_ns now, int st, char *buf,
+                                 size_t cap);
+
+#endif

@@ -1,0 +1,40 @@
+/* Counters and the latency histogram: one writer slot per thread, summed when read (the
+ * renderings are request/report.c's). */
+#include "server/stats/metrics.h"
+
+#include <inttypes.h>
+
+__thread unsigned rlt__tl_slot;
+
+void rlt__metrics_bind_thread(unsigned slot)
+{
+    rlt__tl_slot = slot < RLT__METRIC_SLOTS ? slot : 0;
+}
+
+rlt__mslot *rlt__mslot_get(rlt__metrics *m)
+{
+    return &m->slots[rlt__tl_slot];
+}
+
+void rlt__metrics_latency(rlt__mslot *s, rlt_ns ns)
+{
+    uint64_t us = ns <= 0 ? 0 : (uint64_t)ns / 1000;
+    unsigned b = 0;
+    /* bucket b holds latencies <= 2^b us; the last one is +Inf. */
+    while (b < RLT__LAT_BUCKETS - 1 && us > (UINT64_C(1) << b))
+        b++;
+    rlt__mcount(&s->lat[b], 1);
+    rlt__mcount(&s->lat_sum_ns, (uint64_t)(ns > 0 ? ns : 0));
+    rlt__mcount(&s->commands, 1);
+}
+
+void rlt__prom_family(rlt__obuf *o, const char *name, const char *type, const char *help)
+{
+    rlt__obuf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+void rlt__prom_value(rlt__obuf *o, const char *name, const char *type, const char *help, uint64_t v)
+{
+    rlt__prom_family(o, name, type, help);
+    rlt__obuf_printf(o, "%s %" PRIu64 "\n", name, v);
+}

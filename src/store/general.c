@@ -1,0 +1,79 @@
+/* The general decision under the shard lock: any algorithm, a new key, a large state, a peek,
+ * a lagging clock, a cost outside 1..burst; what the hot path (hot.h) does not take, through
+ * rlt_decide, with its answers. */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/decision.h"
+#include "store/evict.h"
+#include "store/general.h"
+#include "store/table.h"
+
+static bool fresh_after(const rlt_policy *p, const void *st, rlt_ns now, int64_t cost,
+                        const rlt_decision *d)
+{
+    /* An allowed request of cost >= 1 has just consumed something; a denied one that can fit
+     * later was denied by used allowance (a fresh state allows any cost that can ever fit).
+     * Neither leaves a fresh state, and the hot path skips the check. */
+    if (cost > 0 && (d->allowed || d->retry_after >= 0)) {
+        assert(!rlt_is_fresh(p, st, now));
+        return false;
+    }
+    return rlt_is_fresh(p, st, now);
+}
+
+/* The decision under the shard lock, the general way: any algorithm, a new key, a large
+ * state, a peek.  `now` is the effective instant, `asked` the caller's. */
+static __attribute__((noinline)) int decide_general(rlt_store *s, rlt__shard *sh, uint64_t h,
+                                                    int id, const void *key, size_t klen,
+                                                    rlt_ns asked, rlt_ns now, int64_t cost,
+                                                    rlt_decision *d)
+{
+    const rlt__pol *P = &s->pols[id];
+    rlt__slot *e = rlt__find(s, sh, h, id, key, klen);
+    int rc;
+    if (e) {
+        /* An existing entry is never dropped here: a peek or a denial consumed nothing and
+         * must change nothing, not even which instants later calls are decided at.  The
+         * sweep and the eviction (evict.c) drop it once it is fresh. */
+        uint8_t *st = rlt__slot_state(s, e);
+        if ((rc = rlt_decide(&P->p, st, now, cost, d))) return rc;
+        e->meta |= RLT__REF;
+    } else if (P->ssz <= RLT__SMALL_STATE) {
+        uint64_t tmp[RLT__SMALL_STATE / 8] = {0};
+        if ((rc = rlt_decide(&P->p, tmp, now, cost, d))) return rc;
+        if (!fresh_after(&P->p, tmp, now, cost, d)) {
+            if ((rc = rlt__insert(s, sh, h, id, key, klen, now, NULL, &e))) return rc;
+            memcpy(rlt__slot_state(s, e), tmp, P->ssz);
+        }
+    } else {
+        /* Large state (sliding log, concurrency): decide in the block the entry will own. */
+        uint8_t *block = calloc(1, rlt__pad8(P->ssz) + klen);
+        if (!block) return RLT_ENOMEM;
+        rc = rlt_decide(&P->p, block, now, cost, d);
+        if (rc || fresh_after(&P->p, block, now, cost, d)) {
+            free(block);
+        } else if ((rc = rlt__insert(s, sh, h, id, key, klen, now, block, &e))) {
+            free(block);
+        }
+        if (rc) return rc;
+    }
+    rlt__from_effective(d, asked, now);
+    rlt__count_decision(sh, d->allowed);
+    return RLT_OK;
+}
+
+__attribute__((noinline)) int rlt__decide_locked_general(rlt_store *s, rlt__shard *sh, uint64_t h,
+                                                         int id, const void *key, size_t klen,
+                                                         rlt_ns now, int64_t cost, rlt_decision *d)
+{
+    if (cost < 0) return RLT_EINVAL; /* decide.c's fast AES entry leaves this check to here */
+    const rlt__pol *P = &s->pols[id];
+    const rlt_ns floor = __atomic_load_n(&s->drop_floor, __ATOMIC_ACQUIRE);
+    const rlt_ns eff = now < floor ? floor : now;
+    rlt__note_now(sh, eff);
+    int rc = decide_general(s, sh, h, id, key, klen, now, eff, cost, d);
+    if (!rc) rlt__jitter_decision(&P->p, key, klen, now, d);
+    return rc;
+}

@@ -1,0 +1,226 @@
+// The playground in a real browser (Debian's chromium, headless, driven by puppeteer-core):
+// served by a tiny static server of this test's own, it must load with no console error and no
+// request to any other host; its table must equal `ratelimit sim`'s for the same input (the
+// default pattern and others, set through the URL and through the controls, a pasted trace
+// among them); clicking the traffic row, the keyboard and "Fire now" add requests where
+// expected; a bad policy shows the parser's message; the URL fragment round-trips.
+// Usage: node page.mjs NODE_MODULES SITE_DIR RATELIMIT_CLI [SCREENSHOT_DIR]
+import { createServer } from 'node:http';
+import { readFile, mkdtemp, rm } from 'node:fs/promises';
+import { spawnSync } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import { join, extname, normalize } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const [modules, site, cli, shots] = process.argv.slice(2);
+const { default: puppeteer } = await import(pathToFileURL(join(modules, 'puppeteer-core', 'lib', 'esm', 'puppeteer', 'puppeteer-core.js')).href);
+
+const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css', '.wasm': 'application/wasm' };
+const served = [];
+const server = createServer(async (req, res) => {
+  const path = normalize(decodeURIComponent(new URL(req.url, 'http://x').pathname)).replace(/^\/+/, '') || 'index.html';
+  served.push(path);
+  try {
+    const body = await readFile(join(site, path));
+    res.writeHead(200, { 'content-type': TYPES[extname(path)] || 'application/octet-stream' });
+    res.end(body);
+  } catch {
+    res.writeHead(404);
+    res.end();
+  }
+});
+await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
+const origin = `http://127.0.0.1:${server.address().port}`;
+const profile = await mkdtemp(join(tmpdir(), 'rlt-chromium-'));
+const browser = await puppeteer.launch({
+  executablePath: '/usr/bin/chromium', headless: true, userDataDir: profile,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+    '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
+});
+
+let failures = 0;
+const fail = (what) => { failures++; console.error(`FAIL ${what}`); };
+const check = (cond, what) => { if (!cond) fail(what); return cond; };
+const problems = [];
+
+async function open(hash = '', { reducedMotion = false } = {}) {
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1200, height: 900 });
+  if (reducedMotion) await page.emulateMediaFeatures([{ name: 'prefers-reduced-motion', value: 'reduce' }]);
+  await page.setRequestInterception(true);
+  page.on('request', (r) => {
+    if (r.url().startsWith(origin + '/') || r.url().startsWith('data:')) r.continue();
+    else { problems.push(`request to another host: ${r.url()}`); r.abort(); }
+  });
+  page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') problems.push(`console ${m.type()}: ${m.text()}`); });
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  page.on('requestfailed', (r) => problems.push(`request failed: ${r.url()}`));
+  await page.goto(`${origin}/index.html${hash}`);
+  await page.waitForSelector('body[data-ready]', { timeout: 10000 });
+  return page;
+}
+
+/** The table as the page shows it: header cells, and per row [name, state, ok, rejected, worst, delay]. */
+const readTable = (page) => page.$eval('#table', (t) => ({
+  head: [...t.tHead.rows[0].cells].map((c) => c.textContent),
+  rows: [...t.tBodies[0].rows].map((r) => [...r.cells].map((c) => (c.querySelector('.n') || c).textContent)),
+}));
+
+/** `ratelimit sim ARGS`'s table: header cells and rows, first six columns. */
+function cliTable(args, input) {
+  const r = spawnSync(cli, ['sim', ...args], { encoding: 'utf8', input });
+  if (r.status !== 0) throw new Error(`ratelimit sim ${args.join(' ')}: ${r.stderr}`);
+  const lines = r.stdout.split('\n').filter((l) => l.startsWith('| '));
+  const cells = lines.map((l) => l.split(' | ').map((c) => c.replace(/^\|? +| +\|?$/g, '').trim()).slice(0, 6));
+  return { head: cells[0], rows: cells.slice(1) };
+}
+
+function sameTable(page, cliT, what) {
+  const ok = JSON.stringify(page.head) === JSON.stringify(cliT.head) && JSON.stringify(page.rows) === JSON.stringify(cliT.rows);
+  if (!check(ok, `${what}: the page's table differs from ratelimit sim's`)) {
+    console.error('page:', JSON.stringify(page, null, 1));
+    console.error('cli: ', JSON.stringify(cliT, null, 1));
+  }
+}
+
+const TRACE = '0 a\n0.5 b 2\n1 a 3\n1 c 0\n2.25 a\n9.999 b 1\n10 a 4\n10.001 a\n30 z 1\n';
+const sleep = (ms) => new Promise((ok) => setTimeout(ok, ms));
+
+try {
+  // 1. The default page: sim's header cells and names, the state at t = 0, nothing else asked for.
+  let page = await open();
+  let t = await readTable(page);
+  check(JSON.stringify(t.head) === JSON.stringify(['algorithm', 'state at t = 0', 'ok', 'rejected', 'worst 10-tick burst', 'max delay']),
+    `default header cells: ${JSON.stringify(t.head)}`);
+  check(t.rows.map((r) => r[0]).join('|') === 'Fixed window|Sliding log|Sliding counter|Token bucket|GCRA|Leaky bucket|Concurrency',
+    'the rows are sim\'s seven algorithms by its names');
+  check(t.rows[0][1] === 'window [0, 10): count 0/4' && t.rows[3][1] === 'tokens 4.00 / 4, +0.40 per tick' &&
+    t.rows[5][1] === 'queue 0/4, drains 1 per 2.5 ticks', `the states at t = 0 read as sim's: ${t.rows.map((r) => r[1])}`);
+  await page.close();
+
+  // 2. The page's numbers are the CLI's: through the URL ...
+  const viaUrl = [
+    ['#until=13', ['--until', '13']],
+    ['#until=20', ['--until', '20']],
+    ['#pattern=burst&limit=5&window=12&until=40', ['--pattern', 'burst', '--limit', '5', '--window', '12', '--until', '40']],
+    ['#pattern=random&seed=7&rate=0.9&duration=60&limit=3&window=7.5&until=60',
+      ['--pattern', 'random', '--seed', '7', '--rate', '0.9', '--duration', '60', '--limit', '3', '--window', '7.5', '--until', '60']],
+    ['#pattern=steady&rate=2&duration=15&hold=20&block=4s*2..20s&until=30',
+      ['--pattern', 'steady', '--rate', '2', '--duration', '15', '--hold', '20', '--block', '4s*2..20s', '--until', '30']],
+    ['#at=1,2,9.5,9.6,10,10.2,19.9,20&limit=2&window=5&until=25', ['--at', '1,2,9.5,9.6,10,10.2,19.9,20', '--limit', '2', '--window', '5', '--until', '25']],
+    [`#trace=${encodeURIComponent(TRACE)}&until=31`, ['--trace', '-', '--until', '31'], TRACE],
+  ];
+  for (const [hash, args, input] of viaUrl) {
+    page = await open(hash);
+    sameTable(await readTable(page), cliTable(args, input), hash);
+    await page.close();
+  }
+
+  // ... and through the controls: L, W, the pattern and a pasted trace typed into the page.
+  page = await open();
+  const set = async (sel, value) => {
+    await page.$eval(sel, (e, v) => { e.value = v; e.dispatchEvent(new Event('change', { bubbles: true })); }, value);
+  };
+  await set('#pattern', 'trace');
+  await set('#trace', TRACE);
+  await set('#limit', '3');
+  await set('#window', '7.5');
+  await page.click('#reset');
+  for (let i = 0; i < 32; i++) await page.click('#step');
+  sameTable(await readTable(page), cliTable(['--trace', '-', '--limit', '3', '--window', '7.5', '--until', '32'], TRACE), 'pasted trace, L 3, W 7.5, via the controls');
+  // The fragment holds it all, with sim's names; opened afresh it draws the same table.
+  const hash = await page.evaluate(() => location.hash);
+  check(/limit=3/.test(hash) && /window=7.5/.test(hash) && /trace=/.test(hash) && /until=32/.test(hash), `the fragment says it all: ${hash}`);
+  const before = await readTable(page);
+  await set('#row4', 'token_bucket:3/7500ms,burst=6');
+  const custom = await readTable(page);
+  const hash2 = await page.evaluate(() => location.hash);
+  check(/row4=token_bucket:3\/7500ms,burst=6/.test(hash2), `a row's policy in the fragment: ${hash2}`);
+  check(JSON.stringify(custom.rows[3]) !== JSON.stringify(before.rows[3]), 'a row\'s own policy changes its row');
+  await page.close();
+  page = await open(hash2);
+  check(JSON.stringify(await readTable(page)) === JSON.stringify(custom), 'the fragment round-trips: the same table');
+  check(await page.$eval('#limit', (e) => e.value) === '3' && await page.$eval('#row4', (e) => e.value) === 'token_bucket:3/7500ms,burst=6',
+    'the fragment round-trips: the same inputs');
+  check(await page.evaluate(() => location.hash) === hash2, 'the fragment is stable when read back');
+  await page.close();
+
+  // 3. Clicking the traffic row adds a request at that tick (boundary: 6..13, span 0..30).
+  page = await open('#until=20');
+  const box = await page.$eval('#timeline .traffic .hit', (r) => { const b = r.getBoundingClientRect(); return { x: b.x, y: b.y, w: b.width, h: b.height }; });
+  await page.mouse.click(box.x + (15 / 30) * box.w, box.y + box.h / 2);
+  let h = await page.evaluate(() => decodeURIComponent(location.hash));
+  check(h.includes('at=6,7,8,9,10,11,12,13,15') && h.includes('until=20'), `a click at t = 15 adds a request there: ${h}`);
+  sameTable(await readTable(page), cliTable(['--at', '6,7,8,9,10,11,12,13,15', '--until', '20']), 'after the click');
+  // The keyboard does the same: focus the row, move the cursor, Enter.
+  await page.$eval('#timeline .traffic', (g) => g.focus());
+  for (let i = 0; i < 25; i++) await page.keyboard.press('ArrowRight');
+  await page.keyboard.press('Enter');
+  h = await page.evaluate(() => decodeURIComponent(location.hash));
+  check(h.includes('at=6,7,8,9,10,11,12,13,15,22.5'), `arrows and Enter add a request at the cursor: ${h}`);
+  await page.close();
+
+  // 4. "Fire now" adds a request at the running clock's time.
+  page = await open('#pattern=steady');
+  await page.click('#play');
+  await sleep(700);
+  const clock = async () => Number((await page.$eval('#clock', (e) => e.textContent)).replace('t = ', ''));
+  const t0 = await clock();
+  await page.click('#fire');
+  const t1 = await clock();
+  await page.click('#play'); // pause
+  h = await page.evaluate(() => decodeURIComponent(location.hash));
+  const at = (/at=([^&]*)/.exec(h) || [, ''])[1].split(',').map(Number);
+  const added = at.filter((x) => !(Number.isInteger(x) && x % 2 === 0 && x <= 28)); // steady's own: 0, 2, .. 28
+  check(t1 > 0 && at.length === 16 && added.length === 1 && added[0] >= t0 && added[0] <= t1, `Fire now while running adds one request between t = ${t0} and ${t1}: at=${at}`);
+  await page.close();
+
+  // 5. A bad policy shows the parser's own message, the CLI's.
+  page = await open();
+  await page.$eval('#row1', (e) => { e.value = 'fixed_window:4/10x'; e.dispatchEvent(new Event('change', { bubbles: true })); });
+  const msg = await page.$eval('#row1-error', (e) => e.textContent);
+  const cliMsg = spawnSync(cli, ['replay', '--policy', 'fixed_window:4/10x'], { encoding: 'utf8', input: '' }).stderr;
+  check(msg.length > 10 && cliMsg.includes(msg), `the parser's message inline: page "${msg}", CLI "${cliMsg.trim()}"`);
+  check(await page.$eval('#row1', (e) => e.getAttribute('aria-invalid')) === 'true', 'the bad policy is marked invalid');
+  check((await readTable(page)).rows[0][1] === msg, 'the row says the error too');
+  await page.close();
+
+  // 5b. Each line of "When to reach for it" is a preset: it sets the fragment and draws its rows.
+  page = await open();
+  const presets = await page.$$eval('[data-preset]', (bs) => bs.map((b) => b.dataset.preset));
+  check(presets.length === 6, `six presets: ${presets.length}`);
+  for (let i = 0; i < presets.length; i++) {
+    await page.click(`.presets tbody tr:nth-child(${i + 1}) button`);
+    await page.waitForFunction((h) => location.hash === h, { timeout: 5000 }, presets[i]);
+    await sleep(50);
+    const pt = await readTable(page);
+    check(pt.rows.length === 7 && pt.rows.every((r) => r.length === 6), `preset ${presets[i]} draws seven rows without an error`);
+    if (i === 0) sameTable(pt, cliTable(['--pattern', 'boundary', '--until', '20']), `preset ${presets[i]}`);
+  }
+  await page.close();
+
+  // 6. Reduced motion: the clock moves whole ticks, never gliding between them.
+  page = await open('#pattern=steady', { reducedMotion: true });
+  await page.$eval('#speed', (e) => { e.value = '10'; e.dispatchEvent(new Event('change')); });
+  await page.click('#play');
+  const seen = new Set();
+  for (let i = 0; i < 12; i++) { seen.add(await clock()); await sleep(60); }
+  check([...seen].every(Number.isInteger) && seen.size > 1, `with reduced motion the clock steps by whole ticks: ${[...seen]}`);
+  await page.close();
+
+  // 7. The pictures for docs/img: the default pattern at t = 20.
+  if (shots) {
+    page = await open('#until=20');
+    await page.setViewport({ width: 1200, height: 1240 });
+    await page.screenshot({ path: join(shots, 'playground.png'), fullPage: false });
+    await page.close();
+  }
+  check(served.includes('ratelimit.wasm') && served.includes('app.js'), 'the page was served by this test\'s server');
+} finally {
+  await browser.close();
+  server.close();
+  await rm(profile, { recursive: true, force: true });
+}
+for (const p of problems) fail(p);
+if (failures) process.exit(1);
+console.log('web_page: every check passed');

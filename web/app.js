@@ -1,0 +1,327 @@
+// The playground's controller: the options (`sim`'s names, kept in the URL fragment), the
+// virtual clock (play, pause, step, speed, reset), the ways to add requests (click the traffic
+// lane, "Fire now"), the rows' policies with the parser's errors inline, and the presets.
+// The numbers come from sim.js over ratelimit.wasm; view.js draws them.
+import { Core } from './ratelimit.js';
+import { NS, configure, simulate, release, describeState, decFormat, decParse, defaultPolicy,
+  ROWS } from './sim.js';
+import { timeSpan, judge, accuracy, text } from './simtext.js';
+import { drawTable, drawTimeline, timeAt } from './view.js';
+
+const $ = (id) => document.getElementById(id);
+const core = await Core.fetch();
+const KEYS = ['pattern', 'at', 'trace', 'limit', 'window', 'rate', 'seed', 'duration', 'hold', 'block',
+  'until', ...ROWS.map((_, i) => `row${i + 1}`)];
+const reduced = matchMedia('(prefers-reduced-motion: reduce)');
+
+const S = {
+  opts: {},      // the options, as strings (what the fragment holds, until aside)
+  cfg: null,     // configure(opts)
+  sp: null,      // the timeline's span, from the whole run
+  T: 0n,         // the clock, ns
+  cur: null,     // the simulation at T
+  playing: false,
+  speed: 2,      // ticks per second
+  cursor: null,  // the traffic lane's keyboard cursor (ns)
+};
+
+// ---- The fragment ----
+
+function readHash() {
+  const o = {};
+  for (const part of location.hash.replace(/^#/, '').split('&')) {
+    if (!part) continue;
+    const eq = part.indexOf('=');
+    const k = decodeURIComponent(eq < 0 ? part : part.slice(0, eq));
+    if (KEYS.includes(k)) o[k] = eq < 0 ? '' : decodeURIComponent(part.slice(eq + 1).replace(/\+/g, ' '));
+  }
+  return o;
+}
+
+const enc = (v) => encodeURIComponent(v).replace(/%(2C|3A|2F|40|3D)/g, (m) => decodeURIComponent(m));
+
+/** The fragment for the current state: the options set, and the clock when it is stopped. */
+export function hashFor() {
+  const parts = KEYS.filter((k) => k !== 'until' && S.opts[k] !== undefined).map((k) => `${k}=${enc(S.opts[k])}`);
+  if (!S.playing && S.T !== start()) parts.push(`until=${decFormat(S.T)}`);
+  return parts.length ? `#${parts.join('&')}` : '';
+}
+
+function writeHash() {
+  const h = hashFor();
+  if (h !== location.hash && !(h === '' && location.hash === '#'))
+    history.replaceState(null, '', h || location.pathname + location.search);
+}
+
+// ---- Building and drawing ----
+
+/** Where the clock starts and resets to: the first window of the picture. */
+function start() {
+  return S.sp ? S.sp.t0 : 0n;
+}
+
+/** Re-reads the options into a configuration; false (and the message shown) when they are bad. */
+function rebuild() {
+  const o = { ...S.opts };
+  delete o.until;
+  const c = configure(o);
+  $('error').textContent = c.error ? `ratelimit sim: ${c.error}` : '';
+  if (c.error) return false;
+  S.cfg = c.cfg;
+  const until = S.opts.until !== undefined ? decParse(S.opts.until, NS).v : undefined;
+  const end = until !== undefined && until > S.cfg.last ? until : S.cfg.last;
+  const full = simulate(core, { ...S.cfg, until: end });
+  S.sp = timeSpan(S.cfg, full);
+  release(full);
+  if (S.cur) release(S.cur);
+  S.cur = null;
+  drawPolicies();
+  return true;
+}
+
+/** The simulation at the clock: re-run when the requests it covers change, else re-peek. */
+function draw() {
+  if (!S.cfg) return;
+  const n = countUpTo(S.T);
+  if (S.cur && S.cur.n === n) {
+    S.cur.T = S.T;
+    for (const r of S.cur.rows) if (!r.error) r.state = describeState(r, S.cfg, S.T, n);
+  } else {
+    if (S.cur) release(S.cur);
+    S.cur = simulate(core, S.cfg, S.T);
+  }
+  drawTable($('table'), S.cfg, S.cur);
+  drawTimeline($('timeline'), S.cfg, S.cur, S.sp, S.cursor);
+  const rowsOk = S.cur.rows.every((r) => !r.error);
+  $('accuracy').textContent = rowsOk ? accuracy(S.cfg, S.cur, judge(S.cfg, S.cur)) : '';
+  $('simtext').textContent = rowsOk ? text(S.cfg, S.cur) : '';
+  $('command').textContent = command();
+  $('clock').textContent = `t = ${decFormat(S.T)}`;
+  const slider = $('scrub');
+  slider.min = String(Number(S.sp.t0) / 1e9);
+  slider.max = String(Number(S.sp.t1) / 1e9);
+  slider.value = String(Number(S.T) / 1e9);
+  $('play').textContent = S.playing ? 'Pause' : 'Play';
+  $('play').setAttribute('aria-pressed', String(S.playing));
+}
+
+function countUpTo(T) {
+  const r = S.cfg.requests;
+  let lo = 0;
+  let hi = r.length;
+  while (lo < hi) {
+    const m = (lo + hi) >> 1;
+    if (r[m].t <= T) lo = m + 1; else hi = m;
+  }
+  return lo;
+}
+
+/** The `ratelimit sim` command that prints this table. */
+function command() {
+  const args = KEYS.filter((k) => k !== 'until' && !k.startsWith('row') && k !== 'trace' && S.opts[k] !== undefined)
+    .map((k) => `--${k} ${/^[\w.,:/*-]+$/.test(S.opts[k]) ? S.opts[k] : `'${S.opts[k]}'`}`);
+  if (S.opts.trace !== undefined) args.push('--trace FILE');
+  if (S.T >= S.cfg.last) args.push(`--until ${decFormat(S.T)}`);
+  else args.push(`(the requests up to t = ${decFormat(S.T)} only: --at ${S.cfg.requests.slice(0, S.cur.n).map((q) => decFormat(q.t)).join(',') || 'none'} --until ${decFormat(S.T)})`);
+  const custom = S.cfg.custom.some(Boolean) ? '  # rows with their own policies: sim runs the defaults' : '';
+  return `ratelimit sim ${args.join(' ')}${custom}`;
+}
+
+// ---- Controls ----
+
+function drawPolicies() {
+  ROWS.forEach((row, i) => {
+    const input = $(`row${i + 1}`);
+    if (document.activeElement !== input) input.value = S.cfg.policies[i];
+    const text = S.cfg.block ? `${input.value},block=${S.cfg.block}` : input.value;
+    const p = core.parse(text);
+    const out = $(`row${i + 1}-error`);
+    out.textContent = p.error !== undefined ? p.error : '';
+    input.setAttribute('aria-invalid', String(p.error !== undefined));
+    if (p.policy) p.policy.free();
+  });
+}
+
+function syncInputs() {
+  const o = S.opts;
+  const pattern = o.at !== undefined ? 'at' : o.trace !== undefined ? 'trace' : o.pattern || 'boundary';
+  $('pattern').value = pattern;
+  for (const k of ['limit', 'window', 'rate', 'seed', 'duration', 'hold', 'block'])
+    $(k).value = o[k] !== undefined ? o[k] : '';
+  $('at').value = o.at || '';
+  $('trace').value = o.trace || '';
+  for (const el of document.querySelectorAll('[data-for]'))
+    el.hidden = !el.dataset.for.split(' ').includes(pattern);
+}
+
+function changed({ keepClock = true } = {}) {
+  const T = S.T;
+  if (!rebuild()) return;
+  S.T = keepClock ? T : start();
+  syncInputs();
+  draw();
+  writeHash();
+}
+
+function setOpt(k, v) {
+  if (v === '' || v === undefined) delete S.opts[k];
+  else S.opts[k] = v;
+}
+
+function setPattern(p) {
+  const times = S.cfg ? S.cfg.requests.map((q) => decFormat(q.t)).join(',') : '1';
+  delete S.opts.pattern;
+  delete S.opts.at;
+  delete S.opts.trace;
+  if (p === 'at') S.opts.at = $('at').value || times;
+  else if (p === 'trace') S.opts.trace = $('trace').value || S.cfg.requests.map((q) => `${decFormat(q.t)} client ${q.cost}`).join('\n') + '\n';
+  else if (p !== 'boundary') S.opts.pattern = p;
+}
+
+/** Adds a request at t: to the pasted trace, or to the explicit list the pattern becomes. */
+export function addRequest(t) {
+  if (S.opts.trace !== undefined) S.opts.trace = S.opts.trace.replace(/\n?$/, '\n') + `${decFormat(t)}\n`;
+  else {
+    S.opts.at = [...S.cfg.requests.map((q) => decFormat(q.t)), decFormat(t)].join(',');
+    delete S.opts.pattern;
+  }
+  changed();
+}
+
+// ---- The clock ----
+
+let last = 0;
+let carry = 0;
+function frame(now) {
+  if (!S.playing) return;
+  const dt = Math.min(250, now - last);
+  last = now;
+  carry += (dt / 1000) * S.speed;
+  // Reduced motion: the clock moves a whole tick at a time instead of gliding.
+  const whole = reduced.matches ? Math.floor(carry) : carry;
+  if (whole > 0) {
+    carry -= whole;
+    S.T += BigInt(Math.round(whole * 1e9));
+  }
+  if (S.T >= S.sp.t1) {
+    S.T = S.sp.t1;
+    S.playing = false;
+  }
+  draw();
+  if (S.playing) requestAnimationFrame(frame);
+  else { writeHash(); announce(); }
+}
+
+function play(on) {
+  S.playing = on;
+  if (on) {
+    if (S.T >= S.sp.t1) S.T = start();
+    last = performance.now();
+    carry = 0;
+    requestAnimationFrame(frame);
+  } else {
+    writeHash();
+    announce();
+  }
+  draw();
+}
+
+function announce() {
+  $('status').textContent = `Clock stopped at t = ${decFormat(S.T)}.`;
+}
+
+function step(by) {
+  play(false);
+  S.T += by;
+  if (S.T < S.sp.t0) S.T = S.sp.t0;
+  if (S.T > S.sp.t1) S.T = S.sp.t1;
+  draw();
+  writeHash();
+  announce();
+}
+
+// ---- Wiring ----
+
+function wire() {
+  $('play').addEventListener('click', () => play(!S.playing));
+  $('step').addEventListener('click', () => step(NS));
+  $('back').addEventListener('click', () => step(-NS));
+  $('reset').addEventListener('click', () => { play(false); S.T = start(); draw(); writeHash(); announce(); });
+  $('speed').addEventListener('change', (e) => { S.speed = Number(e.target.value); });
+  $('fire').addEventListener('click', () => addRequest(S.T - (S.T % 1000000n)));
+  $('scrub').addEventListener('input', (e) => {
+    play(false);
+    S.T = BigInt(Math.round(Number(e.target.value) * 10)) * 100000000n;
+    draw();
+  });
+  $('scrub').addEventListener('change', () => { writeHash(); announce(); });
+  $('pattern').addEventListener('change', (e) => { setPattern(e.target.value); changed({ keepClock: false }); });
+  for (const k of ['limit', 'window', 'rate', 'seed', 'duration', 'hold', 'block', 'at', 'trace'])
+    $(k).addEventListener('change', (e) => { setOpt(k, e.target.value.trim() === '' ? '' : e.target.value); changed(); });
+  ROWS.forEach((_, i) => {
+    const input = $(`row${i + 1}`);
+    input.addEventListener('change', () => {
+      const v = input.value.trim();
+      setOpt(`row${i + 1}`, v === defaultPolicy(i, S.cfg.limit, S.cfg.window) ? '' : v);
+      changed();
+    });
+  });
+  $('restore').addEventListener('click', () => {
+    ROWS.forEach((_, i) => delete S.opts[`row${i + 1}`]);
+    changed();
+  });
+  const svg = $('timeline');
+  svg.addEventListener('click', (e) => {
+    if (e.target.closest('.traffic')) addRequest(timeAt(svg, e.clientX, S.sp));
+  });
+  svg.addEventListener('keydown', (e) => {
+    if (!e.target.closest('.traffic')) return;
+    const tenth = 100000000n;
+    if (S.cursor === null) S.cursor = S.T;
+    if (e.key === 'ArrowRight' || e.key === 'ArrowLeft') {
+      const by = (e.shiftKey ? 10n : 1n) * tenth * (e.key === 'ArrowRight' ? 1n : -1n);
+      S.cursor += by;
+      if (S.cursor < S.sp.t0) S.cursor = S.sp.t0;
+      if (S.cursor > S.sp.t1) S.cursor = S.sp.t1;
+      $('status').textContent = `Cursor at t = ${decFormat(S.cursor)}; Enter adds a request there.`;
+    } else if (e.key === 'Enter' || e.key === ' ') {
+      addRequest(S.cursor);
+    } else return;
+    e.preventDefault();
+    draw();
+    svg.querySelector('.traffic').focus();
+  });
+  document.addEventListener('keydown', (e) => {
+    if (e.target.closest('input, textarea, select, button, [tabindex]')) return;
+    if (e.key === ' ' || e.key === 'k') { play(!S.playing); e.preventDefault(); }
+    else if (e.key === '.' || e.key === 'l') step(NS);
+    else if (e.key === ',' || e.key === 'j') step(-NS);
+    else if (e.key === 'f') $('fire').click();
+  });
+  for (const b of document.querySelectorAll('[data-preset]'))
+    b.addEventListener('click', () => {
+      play(false);
+      location.hash = b.dataset.preset;
+    });
+  window.addEventListener('hashchange', () => {
+    if (hashFor() === location.hash) return;
+    load();
+  });
+}
+
+function load() {
+  S.opts = readHash();
+  S.playing = false;
+  S.cursor = null;
+  if (!rebuild()) { syncInputs(); return; }
+  const u = S.opts.until !== undefined ? decParse(S.opts.until, NS) : null;
+  S.T = u && u.v !== undefined ? u.v : start();
+  delete S.opts.until;
+  syncInputs();
+  draw();
+}
+
+wire();
+load();
+performance.mark('table-drawn'); // bench/web: the time to the first drawn table
+document.body.dataset.ready = 'true';

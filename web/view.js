@@ -1,0 +1,162 @@
+// The playground's drawing: the table (an HTML <table> with `sim`'s header cells and numbers)
+// and the timeline (SVG, one lane per row under a lane of the traffic itself, which takes clicks
+// and keys to add requests). Pure DOM writes from a simulation (sim.js); no state of its own.
+import { decFormat } from './sim.js';
+import { headers, cells } from './simtext.js';
+
+const SVG = 'http://www.w3.org/2000/svg';
+export const GEOM = { left: 132, plot: 748, lane: 34, top: 26 };
+
+function el(name, attrs = {}, text) {
+  const e = document.createElementNS(SVG, name);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+/** Fills `table` (thead and tbody) with the simulation at its clock. */
+export function drawTable(table, cfg, sim) {
+  const head = headers(cfg, sim).slice(0, 6); // the seed's columns; the contract is each row's title
+  const thead = table.tHead || table.createTHead();
+  thead.replaceChildren();
+  const hr = thead.insertRow();
+  for (const h of head) {
+    const th = document.createElement('th');
+    th.scope = 'col';
+    th.textContent = h;
+    hr.append(th);
+  }
+  const tbody = table.tBodies[0] || table.createTBody();
+  tbody.replaceChildren();
+  sim.rows.forEach((r, i) => {
+    const tr = tbody.insertRow();
+    tr.dataset.row = String(i + 1);
+    const th = document.createElement('th');
+    th.scope = 'row';
+    th.textContent = r.name;
+    tr.append(th);
+    if (r.error) {
+      const td = tr.insertCell();
+      td.colSpan = 5;
+      td.className = 'error';
+      td.textContent = r.error;
+      return;
+    }
+    const c = cells(r);
+    for (let k = 1; k < 6; k++) {
+      const td = tr.insertCell();
+      const n = document.createElement('span');
+      n.className = 'n';
+      n.textContent = c[k];
+      td.append(n);
+      if (k === 1) td.className = 'state';
+      if (k === 4) {
+        td.title = `own contract: ${c[6]}`;
+        if (!r.held) {
+          // Red, and said in words: colour is never the only signal.
+          td.classList.add('violated');
+          const f = document.createElement('span');
+          f.className = 'flag';
+          f.textContent = ' ✗ contract broken';
+          td.append(f);
+        } else if (r.worst > cfg.limit) {
+          td.classList.add('over');
+          const f = document.createElement('span');
+          f.className = 'flag';
+          f.textContent = ` > ${cfg.limit}, within its contract`;
+          td.append(f);
+        }
+      }
+    }
+    tr.title = `own contract: ${c[6]}`;
+  });
+}
+
+const ticks = (t) => Number(t) / 1e9;
+
+/**
+ * Draws the timeline into `svg` over the span `sp` ({t0, t1} in ns) for the simulation at the
+ * clock T: the traffic lane (every request of cfg, the ones still to come hollow), then one
+ * lane per row with what it decided so far. `cursor` (ns or null) marks the keyboard cursor.
+ */
+export function drawTimeline(svg, cfg, sim, sp, cursor) {
+  const { left, plot, lane, top } = GEOM;
+  const lanes = sim.rows.length + 1;
+  const height = top + lanes * lane + 28;
+  const width = left + plot + 12;
+  svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
+  svg.replaceChildren();
+  const span = ticks(sp.t1 - sp.t0);
+  const x = (t) => left + ((ticks(t) - ticks(sp.t0)) / span) * plot;
+  const W = cfg.window;
+  // window boundaries and their labels; faint whole ticks when there are few
+  if (span <= 60)
+    for (let t = Math.ceil(ticks(sp.t0)); t <= ticks(sp.t1); t++) {
+      const xx = left + ((t - ticks(sp.t0)) / span) * plot;
+      svg.append(el('line', { x1: xx, x2: xx, y1: top, y2: top + lanes * lane, class: 'tick' }));
+    }
+  for (let t = sp.t0; t <= sp.t1; t += W) {
+    svg.append(el('line', { x1: x(t), x2: x(t), y1: top - 4, y2: top + lanes * lane, class: 'boundary' }));
+    svg.append(el('text', { x: x(t), y: top + lanes * lane + 16, class: 'axis' }, decFormat(t)));
+  }
+  // the traffic lane: every request, the ones after the clock hollow
+  const ty = top + lane / 2;
+  svg.append(el('text', { x: 8, y: ty + 4, class: 'label' }, 'requests'));
+  const traffic = el('g', { class: 'traffic', tabindex: '0', role: 'button',
+    'aria-label': 'Traffic: click, or move with the arrow keys and press Enter, to add a request at that tick' });
+  traffic.append(el('rect', { x: left, y: top + 2, width: plot, height: lane - 4, class: 'hit' }));
+  for (let i = 0; i < cfg.requests.length; i++) {
+    const q = cfg.requests[i];
+    if (q.t < sp.t0 || q.t > sp.t1) continue;
+    traffic.append(el('rect', { x: x(q.t) - 1.5, y: ty - 9, width: 3, height: 18,
+      class: i < sim.n ? 'req past' : 'req future' }));
+  }
+  if (cursor !== null && cursor !== undefined)
+    traffic.append(el('path', { d: `M${x(cursor) - 6} ${top} L${x(cursor) + 6} ${top} L${x(cursor)} ${top + 8}Z`, class: 'cursor' }));
+  svg.append(traffic);
+  // one lane per row
+  sim.rows.forEach((r, i) => {
+    const y0 = top + (i + 1) * lane;
+    const cy = y0 + lane / 2;
+    const g = el('g', { class: 'row' });
+    g.append(el('text', { x: 8, y: cy + 4, class: 'label' }, r.name));
+    g.append(el('line', { x1: left, x2: left + plot, y1: y0, y2: y0, class: 'sep' }));
+    if (r.error) { svg.append(g); return; }
+    if (r.worst > cfg.limit && sim.n)
+      g.append(el('rect', { x: x(r.worstT0), y: y0 + 2, width: Math.max(1, x(r.worstT0 + W) - x(r.worstT0)),
+        height: lane - 4, class: 'band' }));
+    let bars = 0;
+    for (let k = 0; k < sim.n; k++) {
+      const t = cfg.requests[k].t;
+      if (r.ok[k] && r.busy[k] > 0n) {
+        const end = t + r.busy[k];
+        const by = y0 + 4 + (bars++ % 4) * 4; // up to four lanes of bars above the marks
+        const queued = r.delay[k] > 0n;
+        const until = end < sim.T ? end : sim.T;
+        if (until > t)
+          g.append(el('line', { x1: x(t), x2: x(until), y1: by, y2: by, class: queued ? 'queued' : 'flight' }));
+        if (queued && end <= sim.T) g.append(el('circle', { cx: x(end), cy: by, r: 2.5, class: 'sent' }));
+      }
+      const xx = x(t);
+      const my = y0 + 24;
+      if (r.ok[k]) g.append(el('circle', { cx: xx, cy: my, r: 4.5, class: 'ok' }));
+      else g.append(el('path', { d: `M${xx - 4} ${my - 4} L${xx + 4} ${my + 4} M${xx - 4} ${my + 4} L${xx + 4} ${my - 4}`, class: 'no' }));
+    }
+    svg.append(g);
+  });
+  // the clock
+  if (sim.T >= sp.t0 && sim.T <= sp.t1) {
+    svg.append(el('line', { x1: x(sim.T), x2: x(sim.T), y1: top - 8, y2: top + lanes * lane, class: 'clock' }));
+    svg.append(el('text', { x: x(sim.T), y: top - 12, class: 'clocklabel' }, `t = ${decFormat(sim.T)}`));
+  }
+}
+
+/** The instant (ns) of a click at client x on the timeline, snapped to tenths of a tick. */
+export function timeAt(svg, clientX, sp) {
+  const box = svg.getBoundingClientRect();
+  const vb = svg.viewBox.baseVal;
+  const px = ((clientX - box.left) / box.width) * vb.width;
+  const f = (px - GEOM.left) / GEOM.plot;
+  const t = ticks(sp.t0) + Math.min(1, Math.max(0, f)) * ticks(sp.t1 - sp.t0);
+  return BigInt(Math.round(t * 10)) * 100000000n;
+}
