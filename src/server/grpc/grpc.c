@@ -94,8 +94,8 @@ struct rlt__grpc_session {
     size_t buffered; /* request body bytes held by open streams */
     gstream *free_list;
     size_t nfree;
-    gstream *live; /* streams nghttp2 has not closed: nghttp2_session_del does not call
-                      on_close, so the session frees these itself */
+    gstream *live;   /* streams nghttp2 has not closed: nghttp2_session_del does not call
+                        on_close, so the session frees these itself */
     size_t h2_bytes; /* what nghttp2 holds for this session (its allocator below) */
 };
 typedef rlt__grpc_session gconn;
@@ -154,11 +154,16 @@ static void pct_encode(const char *in, char *out, size_t cap)
     rlt__pct_encode(in, out, cap, grpc_message_plain);
 }
 
-#define NV(n, v) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
+#define NV(n, v)                                                                                   \
+    {                                                                                              \
+        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE             \
+    }
 /* Both literals: nghttp2 need not copy them. */
 #define NVS(n, v)                                                                                  \
-    {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1,                                 \
-     NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE}
+    {                                                                                              \
+        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1,                              \
+            NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE                           \
+    }
 
 /* A trailers-only answer: HTTP 200 with grpc-status (and grpc-message) in one HEADERS frame. */
 static void answer_error(gconn *g, gstream *st, int status, const char *msg)
@@ -250,10 +255,11 @@ static void call_rls(gconn *g, gstream *st, const uint8_t *m, size_t len)
     /* A bad request, too many distinct limit overrides (the inline policy table), or a
      * backend that could not answer without a fail mode to apply. */
     if (e != RLT_OK)
-        return answer_error(g, st, e == RLT_EKEYLEN || e == RLT_EINVAL || e == RLT_ERANGE
-                                       ? G_INVALID_ARGUMENT
-                                   : e == RLT_ENOMEM ? G_RESOURCE_EXHAUSTED
-                                                     : G_UNAVAILABLE,
+        return answer_error(g, st,
+                            e == RLT_EKEYLEN || e == RLT_EINVAL || e == RLT_ERANGE
+                                ? G_INVALID_ARGUMENT
+                            : e == RLT_ENOMEM ? G_RESOURCE_EXHAUSTED
+                                              : G_UNAVAILABLE,
                             err);
     if (past(st)) return answer_error(g, st, G_DEADLINE_EXCEEDED, "deadline exceeded");
     hdrs hs;
@@ -283,8 +289,7 @@ static void call(gconn *g, gstream *st)
 {
     if (g->c != NULL) rlt__conn_request_done(g->c);
     rlt__mslot *ms = rlt__mslot_get(&g->s->metrics);
-    rlt__mcount(&ms->envoy.grpc_calls[st->method == M_RLS ? 0 : st->method == M_HEALTH ? 1 : 2],
-                1);
+    rlt__mcount(&ms->envoy.grpc_calls[st->method == M_RLS ? 0 : st->method == M_HEALTH ? 1 : 2], 1);
     if (!st->post || !st->grpc_ctype) {
         /* Not gRPC at all: plain HTTP answers. */
         const char *code = !st->post ? "405" : "415";
@@ -357,13 +362,26 @@ static rlt_ns parse_timeout(const uint8_t *v, size_t n)
     }
     int64_t unit;
     switch (v[n - 1]) {
-    case 'H': unit = 3600 * RLT_NS_PER_S; break;
-    case 'M': unit = 60 * RLT_NS_PER_S; break;
-    case 'S': unit = RLT_NS_PER_S; break;
-    case 'm': unit = RLT_NS_PER_MS; break;
-    case 'u': unit = RLT_NS_PER_US; break;
-    case 'n': unit = 1; break;
-    default: return -1;
+    case 'H':
+        unit = 3600 * RLT_NS_PER_S;
+        break;
+    case 'M':
+        unit = 60 * RLT_NS_PER_S;
+        break;
+    case 'S':
+        unit = RLT_NS_PER_S;
+        break;
+    case 'm':
+        unit = RLT_NS_PER_MS;
+        break;
+    case 'u':
+        unit = RLT_NS_PER_US;
+        break;
+    case 'n':
+        unit = 1;
+        break;
+    default:
+        return -1;
     }
     rlt_ns t;
     return __builtin_mul_overflow(x, unit, &t) ? INT64_MAX : t;
@@ -374,8 +392,8 @@ static bool is(const uint8_t *s, size_t n, const char *z)
     return n == strlen(z) && memcmp(s, z, n) == 0;
 }
 
-static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t *name,
-                     size_t nl, const uint8_t *value, size_t vl, uint8_t flags, void *user)
+static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t *name, size_t nl,
+                     const uint8_t *value, size_t vl, uint8_t flags, void *user)
 {
     (void)flags;
     gconn *g = user;
@@ -388,8 +406,9 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t 
         return 0;
     }
     if (is(name, nl, ":path")) {
-        st->method = is(value, vl, PATH_RLS) ? M_RLS : is(value, vl, PATH_HEALTH) ? M_HEALTH
-                                                                                  : M_OTHER;
+        st->method = is(value, vl, PATH_RLS)      ? M_RLS
+                     : is(value, vl, PATH_HEALTH) ? M_HEALTH
+                                                  : M_OTHER;
     } else if (is(name, nl, ":method")) {
         st->post = is(value, vl, "POST");
     } else if (is(name, nl, "content-type")) {
@@ -408,8 +427,8 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t 
     return 0;
 }
 
-static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t *data,
-                   size_t len, void *user)
+static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t *data, size_t len,
+                   void *user)
 {
     (void)flags;
     gconn *g = user;

@@ -1,4 +1,4 @@
-/* The connection layer (conn.c): listeners, worker threads and their event loops, and every
+/* The connection layer (conn.c, worker.c): listeners, worker threads and their event loops, and every
  * connection of every protocol.  It accepts (stopping for a short pause when descriptors run
  * out, never spinning), keeps one count of connections across protocols against
  * max_connections (fitted to the descriptor limit at start), buffers input and output (the
