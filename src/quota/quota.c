@@ -62,6 +62,7 @@ struct rlt__quota {
     uint32_t nb, ns, nbfree, nsfree;
     uint32_t capb, caps, capbf, capsf, scratch_cap; /* allocated elements of each array */
     size_t members;
+    rlt_ns latest; /* the latest `now` seen: time never steps back in here */
     rlt__quota_share *scratch;
 };
 
@@ -108,6 +109,7 @@ int rlt__quota_open(rlt__quota **out, const rlt__quota_options *opt)
     rlt__quota *q = calloc(1, sizeof *q);
     if (!q) return RLT_ENOMEM;
     q->o = o;
+    q->latest = INT64_MIN;
     *out = q;
     return RLT_OK;
 }
@@ -443,6 +445,10 @@ int rlt__quota_report(rlt__quota *q, uint32_t stream_id, uint32_t bucket_id,
         int rc = join(q, stream_id, bucket_id, &m);
         if (rc) return rc;
     }
+    /* A clock stepping back is held at the latest instant: an assignment expired then must
+     * not come back to life (and be kept) at an earlier one. */
+    if (now < q->latest) now = q->latest;
+    q->latest = now;
     if (u->elapsed > 0) {
         uint64_t c = u->allowed + u->denied;
         if (c < u->allowed) c = UINT64_MAX;
@@ -451,8 +457,7 @@ int rlt__quota_report(rlt__quota *q, uint32_t stream_id, uint32_t bucket_id,
         m->hpos = (uint8_t)((m->hpos + 1) % RLT__QUOTA_HISTORY);
         if (m->nhist < RLT__QUOTA_HISTORY) m->nhist++;
     }
-    rlt_ns age = rlt__sat_sub(now, k->divided_at);
-    if (!k->divided || age < 0 || age >= q->o.report_interval / 4) {
+    if (!k->divided || rlt__sat_sub(now, k->divided_at) >= q->o.report_interval / 4) {
         divide(q, k, now); /* moves no member: m stays valid */
     }
     a->reason = answer(q, k, m, now);
@@ -481,6 +486,8 @@ static void member_remove(rlt__quota *q, bucket *k, uint32_t i)
 void rlt__quota_sweep(rlt__quota *q, rlt_ns now)
 {
     if (!q) return;
+    if (now < q->latest) now = q->latest;
+    q->latest = now;
     for (uint32_t b = 0; b < q->nb; b++) {
         bucket *k = &q->b[b];
         if (!k->used) continue;

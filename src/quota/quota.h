@@ -29,6 +29,10 @@
  *     fleet admits at most R x T + B + B x (1 + T / G) requests; with renewals alone (no
  *     material change), G becomes ttl - renew_before.  rlt__quota_excess_bound computes it.
  *
+ * Time: every call that changes the state takes `now`; a `now` earlier than the latest one
+ * seen counts as the latest (a clock stepping back neither revives an expired assignment nor
+ * shortens a gap).
+ *
  * Thread-safety: none; one rlt__quota is used by one thread at a time (the caller locks).
  * Memory: bounded by the caps in rlt__quota_options; a call that would pass one is refused
  * with RLT_EFULL and changes nothing.
