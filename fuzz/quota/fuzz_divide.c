@@ -15,23 +15,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "../core/fuzz_trace.h" /* FUZZ_CHECK */
 
-#define FUZZ_CHECK(c)                                                                              \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: invariant failed: %s (op %zu, now %lld)\n", __FILE__,          \
-                    __LINE__, #c, op, (long long)now);                                             \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define I RLT_NS_PER_S
 #define MAXB 8
 #define MAXS 8
 
 static const int64_t limits[] = {1, 2, 7, 100, 1000, 4294967295, INT64_MAX / 2, INT64_MAX};
-static const rlt_ns periods[] = {
+static const rlt_ns big_periods[] = {
     1, 1000, RLT_NS_PER_MS, RLT_NS_PER_S, 60 * RLT_NS_PER_S, INT64_MAX / 4, INT64_MAX, 3};
 static const uint64_t counts[] = {
     0, 1, 5, 1000, UINT64_C(1) << 62, UINT64_MAX / 2, UINT64_MAX - 1, UINT64_MAX};
@@ -70,8 +63,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const uint8_t *d = data + off;
         rlt_ns step = (rlt_ns)d[5] * (I / 32);
         now = (d[0] & 0x80) ? now - step / 8 : (now > INT64_MAX - step ? INT64_MAX : now + step);
-        /* the module's clock: the latest `now` it was given (reports and sweeps) */
-        if ((d[0] & 7) >= 5 && now > latest) latest = now;
         bstate *k = &b[d[1] % MAXB];
         int rc;
         switch (d[0] & 7) {
@@ -92,9 +83,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         case 2:
         case 3: {
-            rlt__quota_budget bu = {limits[d[2] & 7], periods[d[2] >> 3 & 7],
+            rlt__quota_budget bu = {limits[d[2] & 7], big_periods[d[2] >> 3 & 7],
                                     (int64_t)counts[d[3] & 7] % 5000 + (d[3] >> 7), 0};
-            if (d[3] & 0x40) bu.fill_interval = periods[d[3] >> 3 & 7];
+            if (d[3] & 0x40) bu.fill_interval = periods[d[3] >> 3 & 7]; /* fuzz_trace.h's */
             if (!k->open && (d[0] & 7) == 2) {
                 rc = rlt__quota_bucket_open(q, &bu, &k->id);
                 FUZZ_CHECK(rc == RLT_OK || rc == RLT_EINVAL || rc == RLT_ERANGE || rc == RLT_EFULL);
@@ -122,6 +113,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         case 5:
             rlt__quota_sweep(q, now);
+            if (now > latest) latest = now; /* the module's clock: the latest `now` it took */
             break;
         default: {
             if (ns == 0 || !k->open) break;
@@ -133,6 +125,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 break;
             }
             FUZZ_CHECK(rc == RLT_OK || rc == RLT_EFULL);
+            if (rc == RLT_OK && now > latest) latest = now;
             if (rc || a.reason == RLT__QUOTA_KEEP) break;
             const rlt__quota_assignment *x = &a.assignment;
             FUZZ_CHECK(x->deny_all ? x->tokens_per_fill == 0 && x->max_tokens == 0

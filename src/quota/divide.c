@@ -9,7 +9,7 @@
  * With cap >= n every member gets at least one token: left >= k holds throughout, since a
  * grant g <= left / k leaves left - g >= (k - 1) x left / k >= k - 1.  And sum(got) <= cap:
  * every grant is taken from `left`. */
-#include "quota/quota.h"
+#include "quota/divide.h"
 
 #include "core/internal.h"
 

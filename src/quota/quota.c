@@ -15,6 +15,8 @@
  * Q (or B), and while it is above (a lowered budget) no answer raises it. */
 #include "quota/quota.h"
 
+#include "quota/divide.h"
+
 #include "core/internal.h"
 
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * 2^64).  Replay a failure with RLT_TEST_SEED=<seed printed>. */
 #include "core/core_util.h"
 
-#include "quota/quota.h"
+#include "quota/divide.h"
 
 #define ROUNDS 3000
 
