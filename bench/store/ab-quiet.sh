@@ -7,7 +7,7 @@
 # round, so no build always gets the warmer turn), and probes again.  A round counts when both
 # probes reach THRESHOLD M decisions/s; a round that starts on a slow CPU waits 8 s and tries
 # again, one that ends on one is printed as discarded.  On this machine's VM a vCPU runs for
-# seconds to minutes at about 0.6x (docs/performance.md, rounds 7 and 8), which moves a 1M-key
+# seconds to minutes at about 0.6x (docs/experiments/store-round7-pinning-lanes.md and store-round8-quiet-pairs.md), which moves a 1M-key
 # figure by far more than the changes this script is for (round 9 measured them with it).
 # Prints every round, then each BIN's median and its ratio to the first BIN's.
 #   env KEYS=N            (default 1000000)

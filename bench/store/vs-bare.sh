@@ -17,7 +17,7 @@
 # the same table with the store's footprint per slot, 64 MiB at 1M keys where the plain one is
 # 32 MiB (the store's own: ~45 MB).  On a machine whose last-level cache holds 32 MiB, the
 # plain table's 1M-key figure is a cache-fit figure; this one says what is left once the
-# footprint is the store's (docs/performance.md, round 4).
+# footprint is the store's (docs/experiments/store-round4-shards.md).
 #
 # With LAYOUT=1, the case lay1m runs, interleaved with the store and the table at 1M keys on
 # 1 thread, bench/store/layout.c (store_layout): the store's table layout (32-byte slots at 71%
@@ -33,13 +33,13 @@
 # on the same CPUs (1 thread: CPU 0).  On this machine's VM the two vCPUs are not alike over
 # time: for minutes at a time one of them runs the store's code at about half speed
 # (bench_core's GCRA 11.9 against 5.6 ns) and the table's hot loop at 0.75x
-# (docs/performance.md, round 7); a store left to the scheduler and a table pinned to CPU 0
+# (docs/experiments/store-round7-pinning-lanes.md); a store left to the scheduler and a table pinned to CPU 0
 # were often compared on different CPUs.  (The table re-pins its threads itself, so taskset
 # cannot move it off CPU 0.)  PIN=0 runs the store unpinned, as rounds 1-6 did.
 #
 # PROBE=1 (the default) measures the CPUs' speed: the store on 1,000 keys for 0.3 s under
 # `taskset -c N` (arithmetic-bound, so it shows a vCPU running at part speed).  On this VM a
-# vCPU runs for seconds to minutes at about 0.6x (docs/performance.md, rounds 7 and 8), and a
+# vCPU runs for seconds to minutes at about 0.6x (docs/experiments/store-round7-pinning-lanes.md and store-round8-quiet-pairs.md), and a
 # case's figures then depend on which CPU state each side met.  So each pair (store, table)
 # of the 1m1, 1m2 and 1k1 cases is bracketed by a probe of the CPUs it runs on (CPU 0, or 0
 # and 1), before and after; a pair is quiet when every one of those probes is at least 0.85x

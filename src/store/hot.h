@@ -2,8 +2,8 @@
  * call in decide.c, batches in batch.c, tier decisions in tier.c): the prefetch of the shard's
  * line and the probe's slots, and the GCRA decision on a key already in the table.  Each
  * caller gets it unrolled into its own entry points, the way it was tuned instruction by
- * instruction (docs/performance.md, rounds 4-9); what it does not take goes out of line to
- * rlt__decide_locked_general (general.c). */
+ * instruction (docs/experiments/, store rounds 4 to 9); what it does not take goes out of
+ * line to rlt__decide_locked_general (general.c). */
 #ifndef RLT_STORE_HOT_H
 #define RLT_STORE_HOT_H
 

@@ -206,7 +206,7 @@ static inline int rlt__check_key(const void *key, size_t klen)
 /* Records `now` as the shard's latest instant, with a store and no branch: a call's `now` is
  * newer than its shard's on the first call to that shard after each clock tick, which no
  * predictor can learn, and the branch this replaced mispredicted often enough to cost ~20% of
- * a hot call at 1,000 keys (docs/performance.md, round 4). */
+ * a hot call at 1,000 keys (docs/experiments/store-round4-shards.md). */
 static inline void rlt__note_now(rlt__shard *sh, rlt_ns now)
 {
     const rlt_ns last = sh->last_now;

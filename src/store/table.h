@@ -37,7 +37,7 @@ static inline uint32_t rlt__home(uint32_t tag, uint32_t cap)
  * from the tag's low bits (the home slot comes from its high ones).  The hot path's probe
  * reads these bytes, not the slots: 1M keys' fingerprints are 1.4 MB, so the probe's branches
  * wait for a cached line instead of the slot's DRAM miss, and the core runs on to the next
- * call while that miss is outstanding (docs/performance.md, round 6).  Only big stores' hot
+ * call while that miss is outstanding (docs/experiments/store-round6-fingerprints.md).  Only big stores' hot
  * path reads them, and only to find a slot faster: a probe that ends on a 0 or never matches
  * goes to the general path (general.c), whose probe reads the slots themselves, so a wrong byte
  * would cost time, never an answer (tests check the bytes directly: rlt__store_fps_consistent).
