@@ -12,6 +12,7 @@ $(live ? 'tab-play' : 'tab-live').removeAttribute('aria-current');
 $('playground').hidden = live;
 $('play-intro').hidden = live;
 $('live').hidden = !live;
+document.querySelector('footer').hidden = live; // the playground's keys
 
 /** A name as the daemon writes it in JSON (bytes outside printable ASCII percent-encoded). */
 const decode = (s) => { try { return decodeURIComponent(s); } catch { return s; } };
@@ -126,7 +127,7 @@ async function poll() {
 
 // ---- Explain a key ----
 
-const ms = (v) => (v >= 1000 ? `${(v / 1000).toFixed(3)} s` : `${v} ms`);
+const ms = (v) => (v >= 1000 ? `${v % 1000 ? (v / 1000).toFixed(3) : v / 1000} s` : `${v} ms`);
 
 /** The key on a timeline, as the playground's: now at the left, the retry and reset marks. */
 function drawPeek(p) {
@@ -160,7 +161,7 @@ function drawPeek(p) {
     svg.append(tx);
   }
   svg.append(svgEl('line', { class: 'clock', x1: X(0), x2: X(0), y1: 8, y2: 64 }));
-  svg.hidden = false;
+  svg.removeAttribute('hidden'); // an SVG element has no .hidden property
 }
 
 $('peek-form').addEventListener('submit', async (e) => {
@@ -188,7 +189,7 @@ $('peek-form').addEventListener('submit', async (e) => {
   } catch (err) {
     $('peek-error').textContent = err.message;
     $('peek-out').hidden = true;
-    $('peek-timeline').hidden = true;
+    $('peek-timeline').setAttribute('hidden', '');
   }
 });
 
