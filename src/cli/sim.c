@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/sim_accuracy.h"
 #include "cli/sim_run.h"
+#include "cli/sim_serve.h"
 #include "cli/sim_svg.h"
 #include "cli/sim_text.h"
 #include "cli/sim_traffic.h"
@@ -23,6 +24,7 @@ static void usage(FILE *f)
           "FILE]\n"
           "                     [--rate R] [--seed S] [--duration D] [--until T] [--width COLS]\n"
           "                     [--hold D] [--block SPEC] [--svg FILE] [--accuracy]\n"
+          "       ratelimit sim --serve [ADDR]\n"
           "Runs fixed window, sliding log, sliding window counter, token bucket, GCRA, leaky\n"
           "bucket and concurrency limiter over the same requests on a virtual clock (a tick is\n"
           "one second) and prints a table of their end states, with each algorithm's own\n"
@@ -48,7 +50,9 @@ static void usage(FILE *f)
           "                  each breach within W of the last block's end, at most 60)\n"
           "  --svg FILE      also write the timeline as an SVG picture (with --accuracy: the\n"
           "                  counter's errors over time)\n"
-          "  --accuracy      instead of the table: sliding window counter vs the exact log\n",
+          "  --accuracy      instead of the table: sliding window counter vs the exact log\n"
+          "  --serve [ADDR]  serve the playground (this simulator in the browser) on ADDR,\n"
+          "                  HOST:PORT or PORT (default " RLT__SERVE_DEFAULT "), until Ctrl-C\n",
           f);
 }
 
@@ -69,6 +73,11 @@ static int sim_main(sim *s, int argc, char **argv)
 {
     const char *v, *at = NULL, *trace = NULL, *rate = NULL, *duration = NULL, *hold = NULL;
     int64_t seed = 1;
+    if (argc >= 2 && strcmp(argv[1], "--serve") == 0) {
+        if (argc > 3 || (argc == 3 && argv[2][0] == '-'))
+            return fail_usage("--serve takes an address (HOST:PORT or PORT) and no other option");
+        return rlt__sim_serve(argc == 3 ? argv[2] : NULL);
+    }
     for (int i = 1; i < argc; i++) {
         int m;
         const char *o = argv[i];

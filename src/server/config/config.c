@@ -33,6 +33,7 @@ void rlt__settings_default(rlt__settings *s)
     s->max_bulk = RLT__RESP_DEFAULT_MAX_BULK;
     s->max_reservations = 65536;
     s->top_keys = 100;
+    s->ui = true;
 }
 
 /* ---- a new config ------------------------------------------------------------------------ */

@@ -84,6 +84,8 @@ typedef struct rlt__settings {
     bool shadow_mode;            /* global shadow mode: never deny, count would-be denials */
     size_t max_reservations;     /* outstanding RL.RESERVE reservations; default 65536 */
     size_t top_keys;             /* top offenders' counters per thread (top.h); 0 = off; 100 */
+    bool ui;                     /* GET / on HTTP answers the playground and its live page
+                                    (server.ui, --no-ui); default on */
     rlt__redis_settings redis;   /* the shared store; redis.address "" = off */
 } rlt__settings;
 

@@ -89,6 +89,7 @@ static const setting settings[] = {
     {"shadow_mode", SET_BOOL, S(shadow_mode), 0, 0, "shadow_mode"},
     {"max_reservations", SET_SIZE, S(max_reservations), 1, 1 << 24, "max_reservations"},
     {"top_keys", SET_SIZE, S(top_keys), 0, RLT__TOP_KEYS_MAX, "top_keys"},
+    {"ui", SET_BOOL, S(ui), 0, 0, "ui"},
 };
 #undef S
 

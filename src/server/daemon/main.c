@@ -33,7 +33,7 @@ static void usage(FILE *f)
           "                  [--grpc-port N] [--bind ADDR]\n"
           "                  [--threads N] [--password PW] [--snapshot FILE | --no-snapshot]\n"
           "                  [--snapshot-interval DURATION] [--max-keys N]\n"
-          "                  [--max-connections N] [--top-keys N] [--check-config]\n"
+          "                  [--max-connections N] [--top-keys N] [--no-ui] [--check-config]\n"
           "                  [--redis HOST:PORT[,HOST:PORT...]] [--redis-cluster]\n"
           "                  [--redis-fail open|closed|local] [--redis-timeout DURATION]\n"
           "                  [--redis-fleet-size N]\n"
@@ -41,6 +41,7 @@ static void usage(FILE *f)
           "  --port / --http-port / --grpc-port: 0 picks a free port, -1 turns it off\n"
           "  defaults: 127.0.0.1, RESP 6380, HTTP 8080, gRPC 8081,\n"
           "            snapshot ./ratelimitd.snap every 5s\n"
+          "  --no-ui: GET / does not answer the playground and its live page\n"
           "  --redis: decide in this Redis (a fleet of daemons shares one limit)\n"
           "  --redis-sentinel: ask these sentinels for the master NAME (--redis-master)\n",
           f);
@@ -55,7 +56,8 @@ typedef struct overrides {
     const char *bind, *password, *snapshot, *interval;
     const char *redis, *redis_fail, *redis_timeout, *redis_sentinel, *redis_master;
     long port, http_port, grpc_port, threads, max_keys, max_conns, top_keys;
-    bool has_port, has_http, has_grpc, has_threads, has_keys, has_conns, no_snapshot, check_only;
+    bool has_port, has_http, has_grpc, has_threads, has_keys, has_conns, no_snapshot, check_only,
+        no_ui;
     long fleet_size; /* --redis-fleet-size */
     bool has_fleet;
     bool has_top;
@@ -92,6 +94,7 @@ static const option options[] = {
     {"--max-connections", OPT_LONG, O(max_conns), O(has_conns), 1, 1L << 24},
     {"--top-keys", OPT_LONG, O(top_keys), O(has_top), 0, RLT__TOP_KEYS_MAX},
     {"--no-snapshot", OPT_FLAG, O(no_snapshot), 0, 0, 0},
+    {"--no-ui", OPT_FLAG, O(no_ui), 0, 0, 0},
     {"--check-config", OPT_FLAG, O(check_only), 0, 0, 0},
     {"--redis-cluster", OPT_FLAG, O(redis_cluster), 0, 0, 0},
     {"--redis-fleet-size", OPT_LONG, O(fleet_size), O(has_fleet), 1, 65536},
@@ -209,6 +212,7 @@ static int apply_overrides(rlt__settings *set, const overrides *o, char *err, si
     if (o->password) snprintf(set->password, sizeof set->password, "%s", o->password);
     if (o->snapshot) snprintf(set->snapshot, sizeof set->snapshot, "%s", o->snapshot);
     if (o->no_snapshot) set->snapshot[0] = '\0';
+    if (o->no_ui) set->ui = false;
     if (o->has_port) set->port = (int)o->port;
     if (o->has_http) set->http_port = (int)o->http_port;
     if (o->has_grpc) set->grpc_port = (int)o->grpc_port;
@@ -458,6 +462,17 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
     rlt__registry_sweep(&m->s->reg, rlt__now(), 20000);
 }
 
+/* /v1/stats' one-second samples: the timer runs four times a second so that each sample lands
+ * within a quarter second of its second's end; a second already sampled is skipped. */
+static void on_sample(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    mainctx *m = arg;
+    rlt__series_sample(&m->s->series, &m->s->metrics, rlt__srv_policy_ids(m->s),
+                       rlt__now() / RLT_NS_PER_S);
+}
+
 int main(int argc, char **argv)
 {
     overrides o = {0};
@@ -523,6 +538,7 @@ int main(int argc, char **argv)
     struct event *ev_hup = evsignal_new(m.base, SIGHUP, on_reload, &m);
     struct event *ev_snap = event_new(m.base, -1, EV_PERSIST, on_snapshot, &m);
     struct event *ev_sweep = event_new(m.base, -1, EV_PERSIST, on_sweep, &m);
+    struct event *ev_sample = event_new(m.base, -1, EV_PERSIST, on_sample, &m);
     evsignal_add(ev_term, NULL);
     evsignal_add(ev_int, NULL);
     evsignal_add(ev_hup, NULL);
@@ -557,6 +573,8 @@ int main(int argc, char **argv)
     }
     struct timeval sweep_tv = {.tv_sec = 0, .tv_usec = 100000};
     event_add(ev_sweep, &sweep_tv);
+    struct timeval sample_tv = {.tv_sec = 0, .tv_usec = 250000};
+    event_add(ev_sample, &sample_tv);
     event_base_dispatch(m.base);
 
     rlt__log_notify("STOPPING=1");
@@ -567,6 +585,7 @@ int main(int argc, char **argv)
     event_free(ev_hup);
     event_free(ev_snap);
     event_free(ev_sweep);
+    event_free(ev_sample);
     event_base_free(m.base);
     rlt__srv_close(s);
     rlt__log(RLT__LOG_INFO, "stopped");

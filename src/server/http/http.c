@@ -7,6 +7,9 @@
  *   POST /json                envoyproxy/ratelimit's JSON API (httpin.h)
  *   GET|HEAD /metrics         Prometheus text
  *   GET|HEAD /v1/top          the top offenders (top.h) as JSON; ?n= bounds the list
+ *   GET|HEAD /v1/stats        decisions per second per policy, the backend (ui.h)
+ *   GET|HEAD /v1/peek         where a key stands, charging nothing (ui.h)
+ *   GET|HEAD /, /ui/live ...  the playground and its live page (ui.h; server.ui)
  *   GET|HEAD /healthz         "OK" (also /healthcheck), never behind the bearer token
  * A password or tenants require "Authorization: Bearer <token>" (the same check as RESP AUTH).
  * Keep-alive and pipelining as RFC 9112 says; /v1/check decisions are staged in the worker's
@@ -18,6 +21,8 @@
 #include "server/request/decide.h"
 #include "server/http/http1.h"
 #include "server/http/httpin.h"
+#include "server/http/reply.h"
+#include "server/http/ui.h"
 #include "server/stats/metrics.h"
 #include "server/net/protocol.h"
 #include "server/request/srv.h"
@@ -28,84 +33,8 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Reply flags (rlt__pipe_reply.flags). */
-enum {
-    HF_CLOSE = 1,      /* send "Connection: close" (then the connection closes) */
-    HF_HEAD = 2,       /* no body */
-    HF_KEEPALIVE = 4,  /* HTTP/1.0 keep-alive: say so */
-};
-
 /* The per-connection state is only a flag: "100 Continue" was sent for the pending request. */
 #define CONTINUED ((void *)(uintptr_t)1)
-
-static const char *reason(int code)
-{
-    switch (code) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 413: return "Content Too Large";
-    case 414: return "URI Too Long";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Error";
-    }
-}
-
-static void put_str(rlt__obuf *o, const char *z)
-{
-    rlt__obuf_put(o, z, strlen(z));
-}
-
-static void put_num(rlt__obuf *o, int64_t v)
-{
-    char b[24];
-    rlt__obuf_put(o, b, rlt__format_i64(b, v));
-}
-
-/* One response: status line, headers (`extra`: whole "Name: value\r\n" lines), body.  Built
- * with memcpy and one integer formatter: printf was a third of the daemon's user time. */
-static void respond(rlt__obuf *o, int code, unsigned flags, const char *ctype, const char *extra,
-                    const char *body, size_t blen)
-{
-    put_str(o, "HTTP/1.1 ");
-    put_num(o, code);
-    rlt__obuf_put(o, " ", 1);
-    put_str(o, reason(code));
-    put_str(o, "\r\nContent-Type: ");
-    put_str(o, ctype);
-    put_str(o, "\r\nContent-Length: ");
-    put_num(o, (int64_t)blen);
-    put_str(o, flags & HF_CLOSE       ? "\r\nConnection: close\r\n"
-               : flags & HF_KEEPALIVE ? "\r\nConnection: keep-alive\r\n"
-                                      : "\r\n");
-    if (extra) put_str(o, extra);
-    rlt__obuf_put(o, "\r\n", 2);
-    if (!(flags & HF_HEAD)) rlt__obuf_put(o, body, blen);
-}
-
-/* {"error":"msg"} with JSON escaping of the few characters messages can hold. */
-static void respond_error(rlt__obuf *o, int code, unsigned flags, const char *extra,
-                          const char *msg)
-{
-    char body[600];
-    size_t n = (size_t)snprintf(body, sizeof body, "{\"error\":\"");
-    for (const char *p = msg; *p && n + 8 < sizeof body; p++) {
-        unsigned char c = (unsigned char)*p;
-        if (c == '"' || c == '\\') body[n++] = '\\';
-        body[n++] = c < 32 ? ' ' : (char)c;
-    }
-    n += (size_t)snprintf(body + n, sizeof body - n, "\"}\n");
-    if (n > sizeof body - 1) n = sizeof body - 1;
-    respond(o, code, flags, "application/json", extra, body, n);
-}
 
 /* ---- /v1/check -------------------------------------------------------------------------- */
 
@@ -128,15 +57,16 @@ static void render_check(rlt__srv *s, const rlt__pipe_reply *r, int id, int64_t 
     char err[200];
     if (st != RLT_OK) {
         int code = st == RLT_EFULL ? 503 : 400;
-        respond_error(r->out, code, r->flags, NULL,
-                      rlt__decide_strerror(s, id, now, st, err, sizeof err));
+        rlt__http_error(r->out, code, r->flags, NULL,
+                        rlt__decide_strerror(s, id, now, st, err, sizeof err));
         return;
     }
     rlt_policy p;
     char hdr[1024];
     int hl = -1;
     if (rlt__registry_policy(&s->reg, id, &p) == RLT_OK)
-        hl = rlt_format_headers(hdr, sizeof hdr, r->name, &p, d, RLT_HDR_RETRY_AFTER | RLT_HDR_IETF);
+        hl =
+            rlt_format_headers(hdr, sizeof hdr, r->name, &p, d, RLT_HDR_RETRY_AFTER | RLT_HDR_IETF);
     if (hl < 0) hdr[0] = '\0';
     /* {"allowed":B,"limit":N,"remaining":N,"retry_after_ms":N,"reset_after_ms":N} */
     rlt__obuf body = {0};
@@ -144,27 +74,28 @@ static void render_check(rlt__srv *s, const rlt__pipe_reply *r, int id, int64_t 
     body.data = bb; /* a stack buffer that cannot grow: 5 numbers fit */
     body.cap = sizeof bb;
     body.max = sizeof bb;
-    put_str(&body, d->allowed ? "{\"allowed\":true,\"limit\":" : "{\"allowed\":false,\"limit\":");
-    put_num(&body, d->limit);
-    put_str(&body, ",\"remaining\":");
-    put_num(&body, d->remaining);
-    put_str(&body, ",\"retry_after_ms\":");
-    put_num(&body, d->allowed ? 0 : rlt_retry_after_ms(d->retry_after));
-    put_str(&body, ",\"reset_after_ms\":");
-    put_num(&body, rlt_retry_after_ms(d->reset_after));
+    rlt__http_put_str(&body, d->allowed ? "{\"allowed\":true,\"limit\":"
+                                        : "{\"allowed\":false,\"limit\":");
+    rlt__http_put_num(&body, d->limit);
+    rlt__http_put_str(&body, ",\"remaining\":");
+    rlt__http_put_num(&body, d->remaining);
+    rlt__http_put_str(&body, ",\"retry_after_ms\":");
+    rlt__http_put_num(&body, d->allowed ? 0 : rlt_retry_after_ms(d->retry_after));
+    rlt__http_put_str(&body, ",\"reset_after_ms\":");
+    rlt__http_put_num(&body, rlt_retry_after_ms(d->reset_after));
     if (!d->allowed && d->retry_after < 0) {
         /* No wait can make this cost fit: a 429 without Retry-After, and the body says so. */
-        put_str(&body, ",\"error\":\"cost ");
-        put_num(&body, cost);
-        put_str(&body, " can never be allowed: the policy allows at most ");
-        put_num(&body, d->limit);
-        put_str(&body, " at once\"");
+        rlt__http_put_str(&body, ",\"error\":\"cost ");
+        rlt__http_put_num(&body, cost);
+        rlt__http_put_str(&body, " can never be allowed: the policy allows at most ");
+        rlt__http_put_num(&body, d->limit);
+        rlt__http_put_str(&body, " at once\"");
     }
-    if (more) put_str(&body, more);
-    put_str(&body, "}\n");
+    if (more) rlt__http_put_str(&body, more);
+    rlt__http_put_str(&body, "}\n");
     size_t n = body.len;
-    respond(r->out, d->allowed ? 200 : (int)(r->arg ? r->arg : 429), r->flags, "application/json",
-            hdr, bb, n);
+    rlt__http_respond(r->out, d->allowed ? 200 : (int)(r->arg ? r->arg : 429), r->flags,
+                      "application/json", hdr, bb, n);
 }
 
 static void reply_check(rlt__srv *s, const rlt__pipe_reply *r, int id, int64_t cost, rlt_ns now,
@@ -191,16 +122,16 @@ static void handle_check(rlt__conn *c, const rlt__http_req *req, const rlt__sess
     char err[300], kbuf[RLT_KEY_MAX];
     rlt__target t;
     if (rlt__check_parse(q, qlen, &cr, err, sizeof err) != RLT_OK ||
-        rlt__target_resolve(s, ss, cr.key, cr.klen, cr.policy, cr.plen, false, now, kbuf, &t,
-                            err, sizeof err) != RLT_OK) {
+        rlt__target_resolve(s, ss, cr.key, cr.klen, cr.policy, cr.plen, false, now, kbuf, &t, err,
+                            sizeof err) != RLT_OK) {
         rlt__pipe_flush(rlt__conn_pipe(c), s);
-        return respond_error(o, 400, flags, NULL, err);
+        return rlt__http_error(o, 400, flags, NULL, err);
     }
     rlt__pipe_reply r = {.out = o, .fn = reply_check, .flags = flags, .arg = cr.deny_status};
     field_name(cr.policy, cr.plen, r.name, sizeof r.name);
     if (cr.reserve || cr.reservation || cr.timeout_ms) return handle_reserve(c, &cr, &t, &r, now);
     /* HEAD shows where the key stands and charges nothing. */
-    rlt__pipe_add(rlt__conn_pipe(c), s, now, &t, flags & HF_HEAD ? 0 : cr.cost, &r);
+    rlt__pipe_add(rlt__conn_pipe(c), s, now, &t, flags & RLT__HF_HEAD ? 0 : cr.cost, &r);
 }
 
 /* ---- charge after the response: reserve=1 on /v1/check, and /v1/settle ------------------- */
@@ -214,18 +145,18 @@ static void handle_reserve(rlt__conn *c, const rlt__check_req *cr, const rlt__ta
     rlt__pipe_flush(rlt__conn_pipe(c), s);
     char err[200];
     if (!cr->reserve || cr->reservation)
-        return respond_error(r->out, 400, r->flags, NULL,
-                             cr->reservation ? "reservation belongs to POST /v1/settle"
-                                             : "timeout_ms needs reserve=1");
-    if (r->flags & HF_HEAD)
-        return respond_error(r->out, 400, r->flags, NULL, "reserve=1 takes GET or POST");
+        return rlt__http_error(r->out, 400, r->flags, NULL,
+                               cr->reservation ? "reservation belongs to POST /v1/settle"
+                                               : "timeout_ms needs reserve=1");
+    if (r->flags & RLT__HF_HEAD)
+        return rlt__http_error(r->out, 400, r->flags, NULL, "reserve=1 takes GET or POST");
     rlt_decision d;
     uint64_t rid;
     int st = rlt__decide_reserve(s, t->policy_id, t->shadow, t->key, t->klen, now, cr->cost,
                                  cr->timeout_ms * RLT_NS_PER_MS, &d, &rid);
     if (st != RLT_OK) {
         int code = !rlt__decide_can_reserve(s) ? 501 : st == RLT_EFULL ? 503 : 400;
-        return respond_error(
+        return rlt__http_error(
             r->out, code, r->flags, NULL,
             rlt__decide_reserve_strerror(s, t->policy_id, now, st, false, err, sizeof err));
     }
@@ -254,11 +185,11 @@ static void handle_settle(rlt__conn *c, const rlt__http_req *req, const rlt__ses
     if (rlt__check_parse(q, qlen, &cr, err, sizeof err) != RLT_OK ||
         rlt__target_resolve(s, ss, cr.key, cr.klen, cr.policy, cr.plen, false, now, kbuf, &t, err,
                             sizeof err) != RLT_OK)
-        return respond_error(o, 400, flags, NULL, err);
+        return rlt__http_error(o, 400, flags, NULL, err);
     if (!cr.reservation || !cr.has_cost || cr.reserve || cr.timeout_ms || cr.deny_status)
-        return respond_error(o, 400, flags, NULL,
-                             "POST /v1/settle takes key, policy, reservation (the id the "
-                             "reservation returned) and cost (the real cost)");
+        return rlt__http_error(o, 400, flags, NULL,
+                               "POST /v1/settle takes key, policy, reservation (the id the "
+                               "reservation returned) and cost (the real cost)");
     rlt_decision d;
     int st = rlt__decide_settle(s, t.policy_id, t.key, t.klen, now, cr.reservation, cr.cost, &d);
     if (st != RLT_OK) {
@@ -268,7 +199,7 @@ static void handle_settle(rlt__conn *c, const rlt__http_req *req, const rlt__ses
                    : st == RLT_EBACKEND        ? 503 /* Redis could not answer */
                    : st == RLT_ETIMEDOUT       ? 503
                                                : 400;
-        return respond_error(
+        return rlt__http_error(
             o, code, flags, NULL,
             rlt__decide_reserve_strerror(s, t.policy_id, now, st, true, err, sizeof err));
     }
@@ -286,7 +217,7 @@ static void handle_settle(rlt__conn *c, const rlt__http_req *req, const rlt__ses
                      d.allowed ? "true" : "false", (long long)d.limit, (long long)d.remaining,
                      (long long)(d.allowed ? 0 : rlt_retry_after_ms(d.retry_after)),
                      (long long)rlt_retry_after_ms(d.reset_after));
-    respond(o, 200, flags, "application/json", hdr, body, (size_t)n);
+    rlt__http_respond(o, 200, flags, "application/json", hdr, body, (size_t)n);
 }
 
 /* ---- the other endpoints ---------------------------------------------------------------- */
@@ -301,16 +232,17 @@ static void handle_envoy(rlt__conn *c, const rlt__http_req *req, const rlt__sess
     if (rlt__envoy_parse(req->body ? req->body : "", req->body_len, &er, err, sizeof err) !=
         RLT_OK) {
         rlt__envoy_free(&er);
-        return respond_error(o, 400, flags, NULL, err);
+        return rlt__http_error(o, 400, flags, NULL, err);
     }
     rlt__obuf body = {.max = 1 << 20};
     int code = 0;
     int st = rlt__envoy_decide_json(s, &er, ss, now, &body, &code, err, sizeof err);
     rlt__envoy_free(&er);
     if (st != RLT_OK)
-        respond_error(o, 400, flags, NULL, err);
+        rlt__http_error(o, 400, flags, NULL, err);
     else
-        respond(o, code, flags, "application/json", NULL, body.data ? body.data : "", body.len);
+        rlt__http_respond(o, code, flags, "application/json", NULL, body.data ? body.data : "",
+                          body.len);
     rlt__obuf_free(&body);
 }
 
@@ -321,15 +253,16 @@ static void handle_top(rlt__conn *c, const rlt__http_req *req, const rlt__sessio
     rlt__srv *s = rlt__conn_srv(c);
     rlt__obuf *o = rlt__conn_out(c);
     if (s->top == NULL)
-        return respond_error(o, 404, flags, NULL, "top offenders are off (server.top_keys: 0)");
+        return rlt__http_error(o, 404, flags, NULL, "top offenders are off (server.top_keys: 0)");
     size_t n;
     char err[128];
     if (rlt__top_query(req->query, req->query_len, rlt__top_k(s->top), &n, err, sizeof err) !=
         RLT_OK)
-        return respond_error(o, 400, flags, NULL, err);
+        return rlt__http_error(o, 400, flags, NULL, err);
     rlt__obuf body = {0};
     rlt__report_top_json(s, ss, n, &body);
-    respond(o, 200, flags, "application/json", NULL, body.data ? body.data : "", body.len);
+    rlt__http_respond(o, 200, flags, "application/json", NULL, body.data ? body.data : "",
+                      body.len);
     rlt__obuf_free(&body);
 }
 
@@ -360,9 +293,12 @@ static void route(rlt__conn *c, const rlt__http_req *req, unsigned flags, rlt_ns
     bool get = req->method == RLT__HTTP_GET || req->method == RLT__HTTP_HEAD;
     bool post = req->method == RLT__HTTP_POST;
     bool check = path_is(req, "/v1/check"), envoy = path_is(req, "/json");
-    bool metrics = path_is(req, "/metrics") || path_is(req, "/v1/top");
+    bool metrics = path_is(req, "/metrics") || path_is(req, "/v1/top") ||
+                   path_is(req, "/v1/stats") || path_is(req, "/v1/peek");
     bool settle = path_is(req, "/v1/settle");
     bool health = path_is(req, "/healthz") || path_is(req, "/healthcheck");
+    const rlt__webasset *page =
+        check || envoy || metrics || settle || health ? NULL : rlt__ui_find(s, req);
     rlt__session ss;
     if (check && (get || post) && authorize(s, req, &ss))
         return handle_check(c, req, &ss, flags, now); /* staged: no flush */
@@ -370,37 +306,41 @@ static void route(rlt__conn *c, const rlt__http_req *req, unsigned flags, rlt_ns
     rlt__pipe_flush(rlt__conn_pipe(c), s);
     if (settle) {
         if (!post)
-            return respond_error(o, 405, flags, "Allow: POST\r\n", "POST the settle's parameters");
+            return rlt__http_error(o, 405, flags, "Allow: POST\r\n",
+                                   "POST the settle's parameters");
         if (authorize(s, req, &ss)) return handle_settle(c, req, &ss, flags, now);
         rlt__mcount(&ms->errors, 1);
-        return respond_error(o, 401, flags, "WWW-Authenticate: Bearer realm=\"ratelimitd\"\r\n",
-                             "missing or wrong bearer token");
+        return rlt__http_error(o, 401, flags, "WWW-Authenticate: Bearer realm=\"ratelimitd\"\r\n",
+                               "missing or wrong bearer token");
     }
-    if (!check && !envoy && !metrics && !health)
-        return respond_error(o, 404, flags, NULL,
-                             "no such endpoint (/v1/check, /v1/settle, /json, /metrics, /v1/top, "
-                             "/healthz)");
+    if (!check && !envoy && !metrics && !health && page == NULL)
+        return rlt__http_error(o, 404, flags, NULL,
+                               "no such endpoint (/v1/check, /v1/settle, /json, /metrics, /v1/top, "
+                               "/v1/stats, /v1/peek, /healthz, and / unless server.ui is off)");
     if (check ? !(get || post) : envoy ? !post : !get)
-        return respond_error(o, 405, flags,
-                             check   ? "Allow: GET, HEAD, POST\r\n"
-                             : envoy ? "Allow: POST\r\n"
-                                     : "Allow: GET, HEAD\r\n",
-                             envoy ? "POST a JSON body" : "method not allowed");
-    if (health) return respond(o, 200, flags, "text/plain", NULL, "OK\n", 3);
+        return rlt__http_error(o, 405, flags,
+                               check   ? "Allow: GET, HEAD, POST\r\n"
+                               : envoy ? "Allow: POST\r\n"
+                                       : "Allow: GET, HEAD\r\n",
+                               envoy ? "POST a JSON body" : "method not allowed");
+    if (health) return rlt__http_respond(o, 200, flags, "text/plain", NULL, "OK\n", 3);
     if (!check && authorize(s, req, &ss)) {
+        if (page != NULL) return rlt__ui_asset(o, req, page, flags);
         if (envoy) return handle_envoy(c, req, &ss, flags, now);
         if (path_is(req, "/v1/top")) return handle_top(c, req, &ss, flags);
+        if (path_is(req, "/v1/stats")) return rlt__ui_stats(s, o, flags, now);
+        if (path_is(req, "/v1/peek")) return rlt__ui_peek(s, o, req, &ss, flags, now);
         rlt__obuf text = {0};
         rlt__report_prometheus(s, &text);
         rlt__report_top_prometheus(s, &ss, &text);
-        respond(o, 200, flags, "text/plain; version=0.0.4", NULL, text.data ? text.data : "",
-                text.len);
+        rlt__http_respond(o, 200, flags, "text/plain; version=0.0.4", NULL,
+                          text.data ? text.data : "", text.len);
         rlt__obuf_free(&text);
         return;
     }
     rlt__mcount(&ms->errors, 1);
-    respond_error(o, 401, flags, "WWW-Authenticate: Bearer realm=\"ratelimitd\"\r\n",
-                  "missing or wrong bearer token");
+    rlt__http_error(o, 401, flags, "WWW-Authenticate: Bearer realm=\"ratelimitd\"\r\n",
+                    "missing or wrong bearer token");
 }
 
 static size_t http_feed(rlt__conn *c, char *in, size_t len, rlt_ns now)
@@ -426,14 +366,16 @@ static size_t http_feed(rlt__conn *c, char *in, size_t len, rlt_ns now)
             rlt__pipe_flush(rlt__conn_pipe(c), s);
             rlt__mslot *ms = rlt__mslot_get(&s->metrics);
             rlt__mcount(&ms->errors, 1);
-            respond_error(o, status, HF_CLOSE, NULL, err);
+            rlt__http_error(o, status, RLT__HF_CLOSE, NULL, err);
             rlt__conn_close_after(c);
             return len;
         }
         off += (size_t)n;
         rlt__conn_set_state(c, NULL);
-        unsigned flags = (req.method == RLT__HTTP_HEAD ? HF_HEAD : 0) |
-                         (!req.keep_alive ? HF_CLOSE : req.minor == 0 ? HF_KEEPALIVE : 0);
+        unsigned flags = (req.method == RLT__HTTP_HEAD ? RLT__HF_HEAD : 0) |
+                         (!req.keep_alive  ? RLT__HF_CLOSE
+                          : req.minor == 0 ? RLT__HF_KEEPALIVE
+                                           : 0);
         route(c, &req, flags, now);
         if (!req.keep_alive) {
             rlt__conn_close_after(c);
@@ -449,12 +391,12 @@ static void http_refuse(rlt__conn *c, rlt__refusal why, rlt__obuf *out)
     (void)c;
     switch (why) {
     case RLT__REFUSE_FULL:
-        return respond_error(out, 503, HF_CLOSE, "Retry-After: 1\r\n",
-                             "max number of clients reached");
+        return rlt__http_error(out, 503, RLT__HF_CLOSE, "Retry-After: 1\r\n",
+                               "max number of clients reached");
     case RLT__REFUSE_TIMEOUT:
-        return respond_error(out, 408, HF_CLOSE, NULL, "request not completed in time");
+        return rlt__http_error(out, 408, RLT__HF_CLOSE, NULL, "request not completed in time");
     case RLT__REFUSE_TOO_LARGE:
-        return respond_error(out, 413, HF_CLOSE, NULL, "request too large");
+        return rlt__http_error(out, 413, RLT__HF_CLOSE, NULL, "request too large");
     }
 }
 

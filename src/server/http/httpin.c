@@ -48,8 +48,7 @@ static int url_decode(const char *s, size_t n, char *out, size_t cap, size_t *le
 
 /* A parameter that may be given once: decodes val[0..vl) into out[0..cap) unless `given`.
  * True when it was not given before and decodes to 1..cap bytes (*len). */
-static bool decode_once(bool given, const char *val, size_t vl, char *out, size_t cap,
-                        size_t *len)
+static bool decode_once(bool given, const char *val, size_t vl, char *out, size_t cap, size_t *len)
 {
     return !given && url_decode(val, vl, out, cap, len) == RLT_OK && *len > 0;
 }
@@ -116,8 +115,8 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
             char num[32];
             size_t d;
             if (!decode_once(r->timeout_ms != 0, val, vl, num, sizeof num, &d) ||
-                !rlt__parse_i64(num, d, &r->timeout_ms) ||
-                r->timeout_ms < 1 || r->timeout_ms > 86400000) {
+                !rlt__parse_i64(num, d, &r->timeout_ms) || r->timeout_ms < 1 ||
+                r->timeout_ms > 86400000) {
                 snprintf(err, errlen, "timeout_ms must be given once, 1..86400000");
                 return RLT_EINVAL;
             }

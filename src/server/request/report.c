@@ -69,12 +69,7 @@ static void sum(rlt__srv *s, totals *t)
 
 static void per_id(rlt__srv *s, size_t id, uint64_t *a, uint64_t *d, uint64_t *sh)
 {
-    *a = *d = *sh = 0;
-    for (size_t k = 0; k < RLT__METRIC_SLOTS; k++) {
-        *a += ld(&s->metrics.slots[k].allowed[id]);
-        *d += ld(&s->metrics.slots[k].denied[id]);
-        *sh += ld(&s->metrics.slots[k].shadowed[id]);
-    }
+    rlt__metrics_policy(&s->metrics, id, a, d, sh);
 }
 
 /* One policy's decisions, summed over the slots, and its name. */
@@ -545,4 +540,60 @@ void rlt__report_top_prometheus(rlt__srv *s, const rlt__session *ss, rlt__obuf *
                     rlt_topk_floor(view));
     free(e);
     rlt_topk_close(view);
+}
+
+/* /v1/stats: the series' rows (names percent-encoded as /v1/top's), the outstanding
+ * reservations and the backend's INFO lines.  The series is copied out under its lock, then
+ * rendered without it. */
+void rlt__report_stats_json(rlt__srv *s, rlt_ns now, rlt__obuf *o)
+{
+    rlt__series_view *v = malloc(RLT__SERIES_POLICIES * sizeof *v);
+    int64_t last;
+    uint64_t untracked;
+    size_t n = v ? rlt__series_read(&s->series, v, RLT__SERIES_POLICIES, &last, &untracked) : 0;
+    if (v == NULL) last = -1, untracked = 0;
+    rlt__obuf_printf(o,
+                     "{\"now_s\":%" PRId64 ",\"len\":%d,\"untracked\":%" PRIu64
+                     ",\"reservations\":%zu,\"backend\":\"%s\",\"backend_info\":[",
+                     last, RLT__SERIES_LEN, untracked, rlt__registry_reservations(&s->reg, now),
+                     rlt__decide_backend_name(s));
+    rlt__obuf info = {0};
+    if (s->be->ops->info) s->be->ops->info(s->be, &info);
+    char line[512], esc[3 * sizeof line];
+    size_t k = 0;
+    for (size_t i = 0; i < info.len;) {
+        size_t j = i;
+        while (j < info.len && info.data[j] != '\r' && info.data[j] != '\n')
+            j++;
+        size_t ln = j - i < sizeof line - 1 ? j - i : sizeof line - 1;
+        memcpy(line, info.data + i, ln);
+        line[ln] = '\0';
+        if (ln > 0) {
+            rlt__pct_encode(line, esc, sizeof esc, text_plain);
+            rlt__obuf_printf(o, "%s\"%s\"", k++ ? "," : "", esc);
+        }
+        i = j + 1;
+    }
+    rlt__obuf_free(&info);
+    rlt__obuf_printf(o, "],\"policies\":[");
+    char pol[3 * RLT__STR_MAX + 1];
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].id == RLT__METRIC_IDS - 1)
+            snprintf(pol, sizeof pol, "(other)");
+        else
+            enc_policy(s, (int)v[i].id, pol, sizeof pol, text_plain);
+        rlt__obuf_printf(
+            o, "%s{\"policy\":\"%s\",\"allowed_total\":%" PRIu64 ",\"denied_total\":%" PRIu64 ",",
+            i ? "," : "", pol, v[i].allowed, v[i].denied);
+        for (int w = 0; w < 2; w++) {
+            const uint32_t *x = w == 0 ? v[i].a : v[i].d;
+            rlt__obuf_printf(o, "%s\":[", w == 0 ? "\"allowed" : ",\"denied");
+            for (size_t t = 0; t < RLT__SERIES_LEN; t++)
+                rlt__obuf_printf(o, t ? ",%u" : "%u", (unsigned)x[t]);
+            rlt__obuf_printf(o, "]");
+        }
+        rlt__obuf_printf(o, "}");
+    }
+    rlt__obuf_printf(o, "]}\n");
+    free(v);
 }

@@ -475,6 +475,11 @@ int rlt__srv_open(rlt__srv **out, rlt__config *cfg, rlt_ns now, int64_t wall_ns,
         rlt__srv_close(s);
         return RLT_ENOMEM;
     }
+    if (rlt__series_open(&s->series) != RLT_OK) {
+        snprintf(err, errlen, "out of memory");
+        rlt__srv_close(s);
+        return RLT_ENOMEM;
+    }
     /* The backend, chosen once: Redis when `redis.address` is set, else the local store. */
     if (cfg->set.redis.address[0] != '\0') {
         st = rlt__backend_redis_open(&s->reg, &s->be, err, errlen);
@@ -502,6 +507,7 @@ void rlt__srv_close(rlt__srv *s)
     }
     rlt__inline_close(&s->inl);
     rlt__top_close(s->top);
+    rlt__series_close(&s->series);
     free(s->names);
     free(s->metrics.slots);
     pthread_mutex_destroy(&s->lock);

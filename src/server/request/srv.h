@@ -12,6 +12,7 @@
 #include "server/config/config.h"
 #include "server/request/inline.h"
 #include "server/stats/metrics.h"
+#include "server/stats/series.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -32,6 +33,7 @@ typedef struct rlt__srv {
     uint64_t gen;                 /* unique per context: tags the per-thread policy caches */
     struct rlt__backend *be;      /* where decisions are made: chosen once (decide.h) */
     struct rlt__top *top;         /* top offenders (top.h); NULL when server.top_keys is 0 */
+    rlt__series series;           /* decisions per second per policy (series.h, /v1/stats) */
 } rlt__srv;
 
 /* Opens a server context over a new store built from cfg->set, loads the snapshot

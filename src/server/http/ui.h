@@ -1,0 +1,32 @@
+/* The playground and its live page on ratelimitd's HTTP port (ui.c): the embedded site
+ * (webassets.h) on GET / (server.ui, --no-ui), and the live page's two JSON endpoints,
+ * /v1/stats (decisions per second per policy, the backend) and /v1/peek (where a key stands,
+ * charging nothing).  http.c routes to them after its bearer-token check. */
+#ifndef RLT_SERVER_HTTP_UI_H
+#define RLT_SERVER_HTTP_UI_H
+
+#include "ratelimit/ratelimit.h"
+#include "server/base/obuf.h"
+#include "server/http/http1.h"
+#include "server/request/request.h"
+#include "webassets/webassets.h"
+
+#include <stdbool.h>
+
+struct rlt__srv;
+
+/* The embedded file a GET or HEAD of req->path names when server.ui is on, else NULL. */
+const rlt__webasset *rlt__ui_find(struct rlt__srv *s, const rlt__http_req *req);
+/* Answers the file: 200 with its type, ETag and Cache-Control, or 304 when the request's
+ * If-None-Match names its ETag; no body for HEAD (flags, reply.h). */
+void rlt__ui_asset(rlt__obuf *o, const rlt__http_req *req, const rlt__webasset *a, unsigned flags);
+/* GET /v1/stats: rlt__report_stats_json's body. */
+void rlt__ui_stats(struct rlt__srv *s, rlt__obuf *o, unsigned flags, rlt_ns now);
+/* GET /v1/peek?key=K&policy=P: where the key stands under the policy, as RL.PEEK answers it
+ * (a cost-0 decision through the backend, not counted, nothing charged): 200 with
+ * {"key","policy","policy_text","allowed","limit","remaining","retry_after_ms",
+ * "reset_after_ms","delay_ms"}; 400 for a bad key or policy, or any other parameter. */
+void rlt__ui_peek(struct rlt__srv *s, rlt__obuf *o, const rlt__http_req *req,
+                  const rlt__session *ss, unsigned flags, rlt_ns now);
+
+#endif

@@ -1,0 +1,230 @@
+// The playground served by ratelimitd and by `ratelimit sim --serve`, and the live page, in a
+// real browser (Debian's chromium, headless, puppeteer-core): a live daemon on free ports
+// answers GET / with the page (no console error, no request to another host: intercepted and
+// failed), its files with their types, ETag/304, HEAD, 404 and no way out of the site; after
+// traffic on RESP, HTTP and gRPC the live page's per-rule counts equal /metrics' counters and
+// its top offenders /v1/top's; explain-a-key equals RL.PEEK of the same key and charges
+// nothing; --no-ui turns the page off, a password puts it behind the bearer token.
+// Usage: node live.mjs NODE_MODULES RATELIMITD RATELIMIT_CLI REPO WASM(0|1) [SCREENSHOT_DIR]
+import { spawn, spawnSync } from 'node:child_process';
+import { request } from 'node:http';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const [modules, daemonBin, cli, repo, wasmFlag, shots] = process.argv.slice(2);
+const wasm = wasmFlag === '1';
+const { default: puppeteer } = await import(pathToFileURL(join(modules, 'puppeteer-core', 'lib', 'esm', 'puppeteer', 'puppeteer-core.js')).href);
+
+let failures = 0;
+const fail = (what) => { failures++; console.error(`FAIL ${what}`); };
+const check = (cond, what) => { if (!cond) fail(what); return cond; };
+const sleep = (ms) => new Promise((ok) => setTimeout(ok, ms));
+const tmp = await mkdtemp(join(tmpdir(), 'rlt-live-'));
+const children = [];
+
+/** Starts a program and resolves with its first stdout line (its ports or its address). */
+function start(bin, args) {
+  const p = spawn(bin, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push(p);
+  return new Promise((ok, ko) => {
+    let out = '';
+    p.stdout.on('data', (b) => { out += b; if (out.includes('\n')) ok({ p, line: out.split('\n')[0] }); });
+    p.on('exit', (c) => ko(new Error(`${bin} exited ${c} before it listened`)));
+  });
+}
+async function daemon(...extra) {
+  const { p, line } = await start(daemonBin, ['--port', '0', '--http-port', '0', '--grpc-port', '0', '--no-snapshot', ...extra]);
+  const port = (name) => Number(new RegExp(`${name} [^ ]*:(\\d+)`).exec(line)[1]);
+  return { p, resp: port('resp'), http: port('http'), grpc: port('grpc') };
+}
+/** One raw HTTP request (the path sent as it is, no normalisation). */
+function raw(port, path, { method = 'GET', headers = {} } = {}) {
+  return new Promise((ok, ko) => {
+    const r = request({ host: '127.0.0.1', port, path, method, headers }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => ok({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks).toString() }));
+    });
+    r.on('error', ko);
+    r.end();
+  });
+}
+const redis = (port, ...args) => spawnSync('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8' }).stdout.trim().split('\n');
+
+/** ratelimitd_policy_decisions_total as {policy: {allowed, denied}}, the policies with decisions. */
+async function metrics(port) {
+  const text = (await raw(port, '/metrics')).body;
+  const m = {};
+  for (const [, pol, out, v] of text.matchAll(/^ratelimitd_policy_decisions_total\{policy="([^"]*)",outcome="(allowed|denied)"\} (\d+)$/gm))
+    (m[pol] ||= { allowed: 0, denied: 0 })[out] = Number(v);
+  return m;
+}
+
+const profile = await mkdtemp(join(tmpdir(), 'rlt-chromium-'));
+const browser = await puppeteer.launch({
+  executablePath: '/usr/bin/chromium', headless: true, userDataDir: profile,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+    '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
+});
+const problems = [];
+async function open(origin, path) {
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1200, height: 900 });
+  await page.setRequestInterception(true);
+  page.on('request', (r) => {
+    if (r.url().startsWith(origin + '/') || r.url().startsWith('data:')) r.continue();
+    else { problems.push(`request to another host: ${r.url()}`); r.abort(); }
+  });
+  page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') problems.push(`console ${m.type()} on ${path}: ${m.text()}`); });
+  page.on('pageerror', (e) => problems.push(`page error on ${path}: ${e.message}`));
+  page.on('requestfailed', (r) => problems.push(`request failed: ${r.url()}`));
+  await page.goto(origin + path);
+  return page;
+}
+const readRows = (page, sel) => page.$$eval(`${sel} tbody tr`, (rs) => rs.map((r) => [...r.cells].map((c) => c.textContent)));
+
+try {
+  const cfg = join(tmp, 'live.yaml');
+  await writeFile(cfg, 'policies:\n  api: {policy: "fixed_window:5/1h"}\ndomain: rl\ndescriptors:\n  - key: category\n'
+    + '    rate_limit: {unit: hour, requests_per_unit: 3}\n');
+  const d = await daemon('--config', cfg);
+  const origin = `http://127.0.0.1:${d.http}`;
+
+  // 1. The page from the daemon: the playground (or, without RLT_WASM, the page saying so).
+  let page = await open(origin, '/');
+  if (wasm) {
+    await page.waitForSelector('body[data-ready]', { timeout: 15000 });
+    const rows = await page.$$eval('#table tbody tr', (rs) => rs.length);
+    check(rows === 7, `the playground from ratelimitd draws its seven rows: ${rows}`);
+    check(await page.$eval('#live', (e) => e.hidden), 'on / the live tab is hidden');
+  } else {
+    check((await page.$eval('h1', (e) => e.textContent)) === 'The playground was not built', 'without RLT_WASM: the page says the playground was not built');
+  }
+  await page.close();
+
+  // 2. The files: types, ETag and 304, HEAD, 404, nothing outside the site.
+  const idx = await raw(d.http, '/');
+  check(idx.status === 200 && idx.headers['content-type'] === 'text/html; charset=utf-8' && /^"[0-9a-f]{16}"$/.test(idx.headers.etag)
+    && idx.headers['cache-control'] === 'no-cache', `GET / : ${idx.status} ${JSON.stringify(idx.headers)}`);
+  const again = await raw(d.http, '/', { headers: { 'If-None-Match': idx.headers.etag } });
+  check(again.status === 304 && again.body === '', `If-None-Match with its ETag: 304 without a body (${again.status})`);
+  const head = await raw(d.http, '/ui/live', { method: 'HEAD' });
+  check(head.status === 200 && head.body === '' && Number(head.headers['content-length']) === Buffer.byteLength(idx.body), 'HEAD /ui/live: the page\'s headers, no body');
+  if (wasm) {
+    for (const [path, type] of [['/app.js', 'text/javascript; charset=utf-8'], ['/ui/live.js', 'text/javascript; charset=utf-8'],
+      ['/style.css', 'text/css; charset=utf-8'], ['/ratelimit.wasm', 'application/wasm']]) {
+      const r = await raw(d.http, path, { method: 'HEAD' });
+      check(r.status === 200 && r.headers['content-type'] === type, `${path}: ${r.status} ${r.headers['content-type']}`);
+    }
+  }
+  for (const path of ['/nope.js', '/../CMakeLists.txt', '/ui/../../etc/passwd', '/%2e%2e/etc/passwd', '/ui/live/x', '//etc/passwd', '/web/app.js'])
+    check((await raw(d.http, path)).status === 404, `${path} is 404`);
+  check((await raw(d.http, '/', { method: 'POST' })).status === 405, 'POST / is 405');
+  check((await raw(d.http, '/healthz')).body === 'OK\n', '/healthz still answers');
+
+  // 3. Traffic on RESP, HTTP and gRPC.
+  for (let i = 0; i < 8; i++) redis(d.resp, 'RL.CHECK', 'user:1', 'api');
+  for (let i = 0; i < 7; i++) await raw(d.http, '/v1/check?key=user:2&policy=api');
+  for (let i = 0; i < 2; i++) await raw(d.http, '/v1/check?key=user:3&policy=gcra:10/1m');
+  const g = spawnSync('/usr/bin/python3', ['-c', `import sys; sys.path.insert(0, ${JSON.stringify(join(repo, 'examples/grpc'))})
+from should_rate_limit import should_rate_limit
+for i in range(5): print(should_rate_limit("127.0.0.1:${d.grpc}", "rl", [[("category", "books")]]).overall_code)`], { encoding: 'utf8' });
+  check(g.status === 0 && g.stdout.trim().split('\n').join(',') === '1,1,1,2,2', `gRPC: 3 OK then OVER_LIMIT: ${g.stdout} ${g.stderr}`);
+  await sleep(2000); // the daemon's one-second sample takes the last of it
+
+  if (!wasm) {
+    // Without RLT_WASM the site is the page saying so: the endpoints still answer.
+    const st = JSON.parse((await raw(d.http, '/v1/stats')).body);
+    const want = await metrics(d.http);
+    const got = Object.fromEntries(st.policies.map((p) => [decodeURIComponent(p.policy), { allowed: p.allowed_total, denied: p.denied_total }]));
+    const sorted = (o) => JSON.stringify(Object.keys(o).sort().map((k) => [k, o[k]]));
+    check(Object.keys(want).length >= 3 && sorted(got) === sorted(want), `/v1/stats' totals equal /metrics: ${JSON.stringify(got)} ${JSON.stringify(want)}`);
+  } else {
+    // 4. The live page: per-rule counts = /metrics, top offenders = /v1/top.
+    page = await open(origin, '/ui/live');
+    await page.waitForFunction(() => Number(document.body.dataset.live || 0) >= 1, { timeout: 10000 });
+    const want = await metrics(d.http);
+    const top = JSON.parse((await raw(d.http, '/v1/top')).body);
+    const shown = Object.fromEntries((await readRows(page, '#live-policies')).map((r) => [r[0], { allowed: Number(r[1]), denied: Number(r[2]) }]));
+    check(Object.keys(want).length >= 3, `three rules or policies with decisions in /metrics: ${JSON.stringify(want)}`);
+    const sorted = (o) => JSON.stringify(Object.keys(o).sort().map((k) => [k, o[k]]));
+    check(sorted(shown) === sorted(want), `the live page's per-rule counts equal /metrics: page ${JSON.stringify(shown)}, metrics ${JSON.stringify(want)}`);
+    check(JSON.stringify(want['p:api']) === '{"allowed":10,"denied":5}' && JSON.stringify(want['rl.category']) === '{"allowed":3,"denied":2}',
+      `api: 10 allowed, 5 denied; rl.category (gRPC): 3 and 2: ${JSON.stringify(want)}`);
+    const topRows = (await readRows(page, '#live-top')).map((r) => [r[1], r[2], Number(r[3])]);
+    const topWant = top.keys.map((k) => [decodeURIComponent(k.key), decodeURIComponent(k.policy), k.denied]);
+    check(topWant.length >= 3 && JSON.stringify(topRows) === JSON.stringify(topWant), `the top offenders equal /v1/top: page ${JSON.stringify(topRows)}, /v1/top ${JSON.stringify(topWant)}`);
+    check(await page.$eval('#live-backend', (e) => e.textContent) === 'local', 'the backend: local');
+    check(await page.$eval('#playground', (e) => e.hidden), 'on /ui/live the playground is hidden');
+
+    // 5. Explain a key: equal to RL.PEEK around it, and nothing charged or counted.
+    const peek = () => redis(d.resp, 'RL.PEEK', 'user:3', 'gcra:10/1m').map(Number);
+    const before = peek();
+    const m0 = await raw(d.http, '/metrics');
+    await page.type('#peek-key', 'user:3');
+    await page.type('#peek-policy', 'gcra:10/1m');
+    await page.click('#peek-go');
+    await page.waitForFunction(() => document.body.dataset.peeked === '1', { timeout: 5000 });
+    const got = await page.evaluate(() => ({
+      allowed: document.getElementById('peek-out').dataset.allowed === 'true',
+      limit: Number(document.getElementById('peek-limit').textContent),
+      remaining: Number(document.getElementById('peek-remaining').textContent),
+      retry: Number(document.getElementById('peek-retry').dataset.ms),
+      reset: Number(document.getElementById('peek-reset').dataset.ms),
+    }));
+    const m1 = await raw(d.http, '/metrics');
+    const after = peek();
+    const pick = (t) => t.body.split('\n').filter((l) => /^ratelimitd_(policy_)?decisions_total/.test(l)).join('\n');
+    check(pick(m0) === pick(m1), 'explain-a-key counts no decision');
+    check(JSON.stringify(before.slice(0, 3)) === JSON.stringify(after.slice(0, 3)), `RL.PEEK is the same before and after: ${before} / ${after}`);
+    check(got.allowed === (before[0] === 1) && got.limit === before[1] && got.remaining === before[2] && got.retry === before[3]
+      && got.reset <= before[4] && got.reset >= after[4], `explain-a-key equals RL.PEEK: page ${JSON.stringify(got)}, RL.PEEK ${before} then ${after}`);
+    check(got.remaining === 8, `user:3 after 2 of 10: 8 remaining (${got.remaining})`);
+    check(await page.$eval('#peek-timeline', (e) => !e.hasAttribute('hidden') && e.getBoundingClientRect().height > 40 && e.querySelectorAll('line').length > 2), 'the key is drawn on a timeline');
+    if (shots) {
+      await page.setViewport({ width: 1200, height: 1400 });
+      await page.screenshot({ path: join(shots, 'live.png'), fullPage: false });
+    }
+    await page.close();
+  }
+  d.p.kill('SIGTERM');
+
+  // 6. --no-ui: no page, the endpoints as before.  A password: the page behind the token.
+  const off = await daemon('--no-ui');
+  check((await raw(off.http, '/')).status === 404 && (await raw(off.http, '/app.js')).status === 404, '--no-ui: / is 404');
+  check((await raw(off.http, '/v1/check?key=a&policy=api2:1/1s'.replace('api2:', 'fixed_window:'))).status === 200, '--no-ui: /v1/check still answers');
+  off.p.kill('SIGTERM');
+  const pw = await daemon('--password', 'sesame');
+  check((await raw(pw.http, '/')).status === 401, 'with a password, / without the token is 401');
+  check((await raw(pw.http, '/', { headers: { Authorization: 'Bearer nope' } })).status === 401, 'with a password, a wrong token is 401');
+  check((await raw(pw.http, '/', { headers: { Authorization: 'Bearer sesame' } })).status === 200, 'with a password, the token opens /');
+  check((await raw(pw.http, '/v1/stats')).status === 401 && (await raw(pw.http, '/v1/peek?key=a&policy=api')).status === 401, 'and /v1/stats, /v1/peek');
+  pw.p.kill('SIGTERM');
+
+  // 7. `ratelimit sim --serve`: the same page without a daemon; Ctrl-C stops it.
+  const sv = await start(cli, ['sim', '--serve', '127.0.0.1:0']);
+  const url = /http:\/\/[^ ]+\//.exec(sv.line)[0].replace(/\/$/, '');
+  page = await open(url, '/');
+  if (wasm) {
+    await page.waitForSelector('body[data-ready]', { timeout: 15000 });
+    check(await page.$$eval('#table tbody tr', (rs) => rs.length) === 7, 'sim --serve: the playground draws');
+  } else {
+    check((await page.$eval('h1', (e) => e.textContent)) === 'The playground was not built', 'sim --serve without RLT_WASM: the page says so');
+  }
+  await page.close();
+  const sport = Number(/:(\d+)$/.exec(url)[1]);
+  check((await raw(sport, '/../etc/passwd')).status === 404 && (await raw(sport, '/index.html', { method: 'HEAD' })).body === '', 'sim --serve: 404 outside the site, HEAD without a body');
+  const code = new Promise((ok) => sv.p.on('exit', (c) => ok(c)));
+  sv.p.kill('SIGINT');
+  check(await code === 0, 'sim --serve: Ctrl-C stops it with status 0');
+} finally {
+  await browser.close();
+  for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+  await rm(profile, { recursive: true, force: true });
+  await rm(tmp, { recursive: true, force: true });
+}
+for (const p of problems) fail(p);
+if (failures) process.exit(1);
+console.log('web_live: every check passed');

@@ -1,0 +1,199 @@
+// The live page (/ui/live, a tab of the playground's page): what a running ratelimitd decides,
+// from its own JSON endpoints: /v1/stats (allowed and denied per second per rule or policy over
+// the last 5 minutes, sampled by the daemon every second; the backend; the reservations),
+// /v1/top (the top offenders) and /v1/peek (explain a key without charging it).  Served by
+// `ratelimit sim --serve` or a static server there is no daemon: the page says so.
+const $ = (id) => document.getElementById(id);
+const SVG = 'http://www.w3.org/2000/svg';
+const live = /\/ui\/live\/?$/.test(location.pathname);
+
+$(live ? 'tab-live' : 'tab-play').setAttribute('aria-current', 'page');
+$(live ? 'tab-play' : 'tab-live').removeAttribute('aria-current');
+$('playground').hidden = live;
+$('play-intro').hidden = live;
+$('live').hidden = !live;
+document.querySelector('footer').hidden = live; // the playground's keys
+
+/** A name as the daemon writes it in JSON (bytes outside printable ASCII percent-encoded). */
+const decode = (s) => { try { return decodeURIComponent(s); } catch { return s; } };
+/** What to type as a policy for a rule's name: inline policies are named "i:TEXT". */
+const asPolicy = (name) => (name.startsWith('i:') ? name.slice(2) : name);
+
+function el(tag, attrs = {}, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  for (const k of kids) e.append(k);
+  return e;
+}
+function svgEl(tag, attrs = {}) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+  return e;
+}
+
+const token = $('live-token');
+token.value = sessionStorage.getItem('rlt-token') || '';
+token.addEventListener('change', () => { sessionStorage.setItem('rlt-token', token.value); poll(); });
+
+async function get(path) {
+  const headers = token.value ? { Authorization: `Bearer ${token.value}` } : {};
+  const r = await fetch(path, { headers, cache: 'no-store' });
+  if (!r.ok) {
+    const e = new Error(`${path}: ${r.status}`);
+    e.status = r.status;
+    throw e;
+  }
+  return r.json();
+}
+
+/** A 300-second sparkline of allowed (green) and denied (red), on one scale. */
+function spark(allowed, denied) {
+  const w = 300, h = 40, max = Math.max(1, ...allowed, ...denied);
+  const svg = svgEl('svg', { class: 'spark', viewBox: `0 0 ${w} ${h}`, role: 'img',
+    'aria-label': `allowed and denied per second, at most ${max}` });
+  for (const [xs, cls] of [[allowed, 'ok'], [denied, 'no']]) {
+    const pts = xs.map((v, i) => `${(i * w) / (xs.length - 1)},${h - 2 - ((h - 4) * v) / max}`).join(' ');
+    svg.append(svgEl('polyline', { class: cls, points: pts }));
+  }
+  return svg;
+}
+
+function drawStats(st) {
+  const body = $('live-policies').tBodies[0];
+  body.replaceChildren();
+  const list = $('peek-policies');
+  list.replaceChildren();
+  for (const p of st.policies) {
+    const name = decode(p.policy);
+    const last = (xs) => xs[xs.length - 1];
+    const row = el('tr', { 'data-policy': name },
+      el('td', {}, el('code', {}, name)),
+      el('td', { class: 'n allowed' }, String(p.allowed_total)),
+      el('td', { class: 'n denied' }, String(p.denied_total)),
+      el('td', { class: 'n' }, `${last(p.allowed)} / ${last(p.denied)}`),
+      el('td', {}, spark(p.allowed, p.denied)));
+    body.append(row);
+    list.append(el('option', { value: asPolicy(name) }));
+  }
+  if (!st.policies.length) body.append(el('tr', {}, el('td', { colspan: 5, class: 'muted' }, 'no decisions yet')));
+  $('live-untracked').textContent = st.untracked ? `${st.untracked} decisions of rules past the first 64 are not drawn` : '';
+  $('live-backend').textContent = st.backend;
+  $('live-reservations').textContent = String(st.reservations);
+  // The Redis nodes, from the backend's INFO lines: redis_nodeN:addr=..,engine=..,connected=..,breaker=..
+  const nodes = $('live-nodes').tBodies[0];
+  nodes.replaceChildren();
+  const other = [];
+  for (const line of st.backend_info.map(decode)) {
+    const m = /^redis_node(\d+):(.*)$/.exec(line);
+    if (!m) { other.push(line); continue; }
+    const f = Object.fromEntries(m[2].split(',').map((kv) => kv.split('=')));
+    nodes.append(el('tr', {}, el('td', {}, m[1]), el('td', {}, el('code', {}, f.addr || '')),
+      el('td', {}, f.engine || ''), el('td', {}, f.connected === '1' ? 'yes' : 'no'), el('td', {}, f.breaker || '')));
+  }
+  $('live-nodes').hidden = !nodes.rows.length;
+  $('live-backend-info').textContent = other.join('\n');
+  $('live-backend-info').hidden = !other.length;
+}
+
+function drawTop(top) {
+  const body = $('live-top').tBodies[0];
+  body.replaceChildren();
+  top.keys.forEach((k, i) => body.append(el('tr', {},
+    el('td', { class: 'n' }, String(i + 1)), el('td', { class: 'key' }, el('code', {}, decode(k.key))),
+    el('td', { class: 'policy' }, el('code', {}, decode(k.policy))), el('td', { class: 'n denied' }, String(k.denied)))));
+  if (!top.keys.length) body.append(el('tr', {}, el('td', { colspan: 4, class: 'muted' }, 'no key denied yet')));
+}
+
+let polling = false;
+async function poll() {
+  if (polling) return;
+  polling = true;
+  try {
+    drawStats(await get('/v1/stats'));
+    try { drawTop(await get('/v1/top')); } catch (e) {
+      if (e.status !== 404) throw e;
+      drawTop({ keys: [] });
+    }
+    $('live-status').textContent = `updated at ${new Date().toLocaleTimeString()}`;
+    document.body.dataset.live = String(Number(document.body.dataset.live || 0) + 1);
+  } catch (e) {
+    $('live-status').textContent = e.status === 401 ? 'the daemon wants a bearer token (below)'
+      : e.status === 404 ? 'no ratelimitd here: the live page needs the daemon (this page may be served by ratelimit sim --serve)'
+        : `cannot reach the daemon: ${e.message}`;
+  } finally {
+    polling = false;
+  }
+}
+
+// ---- Explain a key ----
+
+const ms = (v) => (v >= 1000 ? `${v % 1000 ? (v / 1000).toFixed(3) : v / 1000} s` : `${v} ms`);
+
+/** The key on a timeline, as the playground's: now at the left, the retry and reset marks. */
+function drawPeek(p) {
+  const svg = $('peek-timeline');
+  svg.replaceChildren();
+  const W = 1000, H = 90, x0 = 60, x1 = W - 20, span = Math.max(1000, p.retry_after_ms, p.reset_after_ms) * 1.1;
+  const X = (t) => x0 + ((x1 - x0) * t) / span;
+  svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
+  const step = [1, 2, 5].flatMap((m) => [1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7].map((b) => m * b)).sort((a, b) => a - b)
+    .find((s) => span / s <= 10);
+  for (let t = 0; t <= span; t += step) {
+    svg.append(svgEl('line', { class: 'tick', x1: X(t), x2: X(t), y1: 10, y2: 62 }));
+    const lab = svgEl('text', { class: 'axis', x: X(t), y: 78 });
+    lab.textContent = t === 0 ? 'now' : `+${ms(t)}`;
+    svg.append(lab);
+  }
+  const name = svgEl('text', { x: 2, y: 40 });
+  name.textContent = 'key';
+  svg.append(name);
+  // What is used and what is left of the limit, at now.
+  const used = p.limit > 0 ? (p.limit - Math.max(0, p.remaining)) / p.limit : 0;
+  svg.append(svgEl('rect', { class: 'used', x: x0 - 14, y: 14 + 40 * (1 - used), width: 8, height: 40 * used }));
+  svg.append(svgEl('rect', { class: 'free', x: x0 - 14, y: 14, width: 8, height: 40 * (1 - used) }));
+  if (!p.allowed && p.retry_after_ms > 0)
+    svg.append(svgEl('line', { class: 'wait', x1: X(0), x2: X(p.retry_after_ms), y1: 28, y2: 28 }));
+  svg.append(svgEl('line', { class: 'refill', x1: X(0), x2: X(p.reset_after_ms), y1: 44, y2: 44 }));
+  for (const [t, label, y] of [[p.retry_after_ms, 'may retry', 24], [p.reset_after_ms, 'whole again', 58]]) {
+    if (t <= 0 && label === 'may retry') continue;
+    const tx = svgEl('text', { x: Math.min(X(t) + 4, W - 90), y });
+    tx.textContent = label;
+    svg.append(tx);
+  }
+  svg.append(svgEl('line', { class: 'clock', x1: X(0), x2: X(0), y1: 8, y2: 64 }));
+  svg.removeAttribute('hidden'); // an SVG element has no .hidden property
+}
+
+$('peek-form').addEventListener('submit', async (e) => {
+  e.preventDefault();
+  const q = new URLSearchParams({ key: $('peek-key').value, policy: $('peek-policy').value });
+  $('peek-error').textContent = '';
+  try {
+    const headers = token.value ? { Authorization: `Bearer ${token.value}` } : {};
+    const r = await fetch(`/v1/peek?${q}`, { headers, cache: 'no-store' });
+    const p = await r.json();
+    if (!r.ok) throw new Error(p.error || `${r.status}`);
+    $('peek-text').textContent = p.policy_text || p.policy;
+    $('peek-state').textContent = p.allowed ? (p.remaining > 0 ? 'within its limit' : 'at its limit: the next request is denied')
+      : 'denied now';
+    $('peek-limit').textContent = String(p.limit);
+    $('peek-remaining').textContent = String(p.remaining);
+    $('peek-retry').textContent = p.allowed ? '0 (may send now)' : ms(p.retry_after_ms);
+    $('peek-retry').dataset.ms = String(p.retry_after_ms);
+    $('peek-reset').textContent = ms(p.reset_after_ms);
+    $('peek-reset').dataset.ms = String(p.reset_after_ms);
+    $('peek-out').hidden = false;
+    $('peek-out').dataset.allowed = String(p.allowed);
+    drawPeek(p);
+    document.body.dataset.peeked = String(Number(document.body.dataset.peeked || 0) + 1);
+  } catch (err) {
+    $('peek-error').textContent = err.message;
+    $('peek-out').hidden = true;
+    $('peek-timeline').setAttribute('hidden', '');
+  }
+});
+
+if (live) {
+  poll();
+  setInterval(poll, 1000);
+}
