@@ -274,6 +274,43 @@ def inline_policies_and_their_state_survive_a_restart_in_their_slots(tmp):
         d.stop()
 
 
+def pipeline(port, cmds):
+    """Sends every command on one connection at once; returns the replies in order."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    try:
+        s.sendall(b"".join(it.resp(*c) for c in cmds))
+        r = it.Replies(s)
+        return [r.one() for _ in cmds]
+    finally:
+        s.close()
+
+
+@test
+def one_clients_distinct_inline_policies_do_not_lock_another_client_out(tmp):
+    # No tenants (everyone is the default tenant): one client sends 3,000 distinct inline
+    # policies, each holding a key's state for a day.  Another client's inline calls are
+    # served all the same: the table evicts its least recently used policy (past a grace of
+    # a second) with its keys, as a full store evicts its least recently used key.
+    d = it.Daemon(tmp)
+    try:
+        flood = [("CL.THROTTLE", "a%d" % i, 0, 1, 86400 + i) for i in range(3000)]
+        replies = pipeline(d.port, flood)
+        assert isinstance(replies[0], list), replies[0]
+        time.sleep(1.2)  # past the grace: the flood's policies were all used just now
+        v = Conn(d.port)
+        first = v.cmd("CL.THROTTLE", "user:42", 15, 30, 60, 1)
+        assert isinstance(first, list) and first[0] == 0, first
+        check = v.cmd("RL.CHECK", "k2", "sliding_window:100/1m")
+        assert isinstance(check, list), check
+        # The victim's policy, just used, is not the one the flood pushes out next.
+        pipeline(d.port, [("CL.THROTTLE", "b%d" % i, 0, 1, 90000 + i) for i in range(3000)])
+        second = v.cmd("CL.THROTTLE", "user:42", 15, 30, 60, 1)
+        assert isinstance(second, list) and second[2] == first[2] - 1, (first, second)
+        v.close()
+    finally:
+        d.stop()
+
+
 @test
 def a_closing_connection_is_gone_after_its_linger_whatever_it_keeps_sending(tmp):
     d = it.Daemon(tmp, "--max-connections", "2")

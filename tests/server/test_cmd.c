@@ -296,7 +296,8 @@ TEST(client_tool_commands_get_harmless_answers)
     ASSERT_STR_EQ(run(s, &ss, 0, "CLIENT SETNAME app1"), "+OK\r\n");
     ASSERT_STR_EQ(run(s, &ss, 0, "CLIENT GETNAME"), "$4\r\napp1\r\n");
     ASSERT(strncmp(run(s, &ss, 0, "CLIENT SETNAME a b"), "-ERR wrong number", 17) == 0);
-    ASSERT_STR_EQ(run(s, &ss, 0, "CONFIG GET appendonly"), "%1\r\n$10\r\nappendonly\r\n$2\r\nno\r\n");
+    ASSERT_STR_EQ(run(s, &ss, 0, "CONFIG GET appendonly"),
+                  "%1\r\n$10\r\nappendonly\r\n$2\r\nno\r\n");
     ASSERT(strncmp(run(s, &ss, 0, "HELLO 2"), "*14\r\n", 5) == 0);
     ASSERT_STR_EQ(run(s, &ss, 0, "CONFIG GET save"), "*2\r\n$4\r\nsave\r\n$0\r\n\r\n");
     ASSERT(strncmp(run(s, &ss, 0, "INFO"), "$", 1) == 0);
@@ -507,9 +508,8 @@ TEST(multi_exec_runs_the_queued_commands_in_order)
     ASSERT_STR_EQ(run(s, &ss, S(1), "CL.THROTTLE k 0 1 60"), "+QUEUED\r\n");
     ASSERT_STR_EQ(run(s, &ss, S(1), "PING"), "+QUEUED\r\n");
     /* One array: allowed, then limited, then PONG. */
-    ASSERT_STR_EQ(run(s, &ss, S(1), "EXEC"),
-                  "*3\r\n*5\r\n:0\r\n:1\r\n:0\r\n:-1\r\n:60\r\n"
-                  "*5\r\n:1\r\n:1\r\n:0\r\n:60\r\n:60\r\n+PONG\r\n");
+    ASSERT_STR_EQ(run(s, &ss, S(1), "EXEC"), "*3\r\n*5\r\n:0\r\n:1\r\n:0\r\n:-1\r\n:60\r\n"
+                                             "*5\r\n:1\r\n:1\r\n:0\r\n:60\r\n:60\r\n+PONG\r\n");
     /* DISCARD drops the queue; WATCH is refused with a reason. */
     ASSERT_STR_EQ(run(s, &ss, S(1), "MULTI"), "+OK\r\n");
     ASSERT_STR_EQ(run(s, &ss, S(1), "CL.THROTTLE j 0 1 60"), "+QUEUED\r\n");
@@ -573,6 +573,33 @@ TEST(idle_inline_policies_are_reused_and_busy_ones_are_not)
     ASSERT(strncmp(run(s, &ss, S(14), "RL.CHECK k gcra:1/1s"), "*6\r\n:0", 6) == 0);
     /* And the reused slots decide as their new policies. */
     ASSERT_STR_EQ(run(s, &ss, S(14), "RL.POLICY gcra:5/1s"), "$9\r\ngcra:5/1s\r\n");
+    rlt__srv_close(s);
+}
+
+TEST(busy_inline_policies_go_least_recently_used_first_with_their_keys_past_a_grace)
+{
+    rlt__srv *s = open_srv("server:\n  max_inline_policies: 2\n");
+    ASSERT(s != NULL);
+    rlt__session ss;
+    rlt__session_init(s, &ss);
+    /* Two slots whose keys hold state for a day. */
+    ASSERT(strncmp(run(s, &ss, S(10), "RL.CHECK k gcra:1/1d"), "*6\r\n:1", 6) == 0);
+    ASSERT(strncmp(run(s, &ss, S(10) + 1000, "RL.CHECK k gcra:2/1d"), "*6\r\n:1", 6) == 0);
+    /* Both used within the last second: a request resolved this turn keeps its policy. */
+    ASSERT(strncmp(run(s, &ss, S(11), "RL.CHECK k gcra:3/1d"),
+                   "-ERR too many distinct inline policies in use (max 2)", 53) == 0);
+    /* Later, the least recently used (gcra:1/1d) goes with its key's state. */
+    ASSERT(strncmp(run(s, &ss, S(20), "RL.CHECK k gcra:3/1d"), "*6\r\n:1", 6) == 0);
+    ASSERT(strncmp(run(s, &ss, S(20), "RL.CHECK k gcra:2/1d"), "*6\r\n:1", 6) == 0);
+    ASSERT(strncmp(run(s, &ss, S(20), "RL.CHECK k gcra:2/1d"), "*6\r\n:0", 6) == 0); /* kept */
+    ASSERT(strncmp(run(s, &ss, S(30), "RL.CHECK k gcra:1/1d"), "*6\r\n:1", 6) == 0); /* fresh */
+    rlt__srv_close(s);
+    /* A store that refuses rather than evict keys refuses here too. */
+    s = open_srv("server:\n  max_inline_policies: 1\n  fail_closed: true\n");
+    ASSERT(s != NULL);
+    rlt__session_init(s, &ss);
+    ASSERT(strncmp(run(s, &ss, S(10), "RL.CHECK k gcra:1/1d"), "*6\r\n:1", 6) == 0);
+    ASSERT(strncmp(run(s, &ss, S(20), "RL.CHECK k gcra:2/1d"), "-ERR too many distinct", 22) == 0);
     rlt__srv_close(s);
 }
 
