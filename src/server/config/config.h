@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RLT__STR_MAX 256          /* longest string setting (bind, password, prefix, path pieces) */
+#define RLT__STR_MAX 256 /* longest string setting (bind, password, prefix, path pieces) */
 #define RLT__MAX_INPUT (1u << 20) /* unparsed input one connection may hold (conn.c) */
 /* The RESP parser's limits when a setting is 0 (resp.h) and the settings' defaults. */
 #define RLT__RESP_DEFAULT_MAX_ARGS 1024
@@ -53,40 +53,40 @@ enum { RLT__FAIL_DEFAULT = 0, RLT__FAIL_CLOSED = 1, RLT__FAIL_OPEN = 2, RLT__FAI
 
 /* The response headers a gRPC ShouldRateLimit answer asks Envoy to add (server.*_headers). */
 typedef struct rlt__envoy_headers_cfg {
-    bool ietf;            /* RateLimit-Policy and RateLimit; default on */
-    bool retry_after;     /* Retry-After on OVER_LIMIT, whole seconds rounded up; default on */
-    bool x;               /* the X-RateLimit trio; default off */
-    char x_limit[64];     /* its names: X-RateLimit-Limit, X-RateLimit-Remaining, */
+    bool ietf;          /* RateLimit-Policy and RateLimit; default on */
+    bool retry_after;   /* Retry-After on OVER_LIMIT, whole seconds rounded up; default on */
+    bool x;             /* the X-RateLimit trio; default off */
+    char x_limit[64];   /* its names: X-RateLimit-Limit, X-RateLimit-Remaining, */
     char x_remaining[64]; /* X-RateLimit-Reset by default (lower case on the wire) */
     char x_reset[64];
 } rlt__envoy_headers_cfg;
 
 typedef struct rlt__settings {
-    char bind[RLT__STR_MAX]; /* address to listen on; default 127.0.0.1 */
-    int port;                /* RESP port; 0 = any free port; -1 = off; default 6380 */
-    int http_port;           /* HTTP port; 0 = any free port; -1 = off; default 8080 */
-    int grpc_port;           /* gRPC (h2c) port; 0 = any free port; -1 = off; default 8081 */
+    char bind[RLT__STR_MAX];     /* address to listen on; default 127.0.0.1 */
+    int port;                    /* RESP port; 0 = any free port; -1 = off; default 6380 */
+    int http_port;               /* HTTP port; 0 = any free port; -1 = off; default 8080 */
+    int grpc_port;               /* gRPC (h2c) port; 0 = any free port; -1 = off; default 8081 */
     rlt__envoy_headers_cfg envoy_headers; /* headers of gRPC ShouldRateLimit answers */
-    int threads;                          /* worker threads; 0 = number of cores */
-    char password[RLT__STR_MAX];          /* AUTH password / HTTP bearer token; "" = none */
-    char snapshot[RLT__STR_MAX];          /* snapshot file; "" = none; default ratelimitd.snap */
-    rlt_ns snapshot_interval;             /* periodic snapshots; default 5 s; 0 = only on exit */
-    size_t max_keys;                      /* store cap; 0 = none; default 1,000,000 */
-    bool fail_closed;                     /* store full: refuse new keys instead of evicting LRU */
-    size_t max_connections;               /* per daemon; default 10,000 */
-    size_t max_output;          /* per connection output buffer cap, bytes; default 1 MiB */
-    size_t max_memory;          /* the daemon's memory budget, bytes (rlt__memory_*) */
-    rlt_ns client_timeout;      /* a started command must complete within it; default 10 s */
-    rlt_ns idle_timeout;        /* 0 = never close idle connections (default) */
-    size_t max_inline_policies; /* distinct inline policy texts; default 1024 */
-    size_t max_args;            /* RESP arguments per command; default 1024 */
-    size_t max_bulk;            /* RESP bulk string bytes; default 65536 */
-    bool shadow_mode;           /* global shadow mode: never deny, count would-be denials */
-    size_t max_reservations;    /* outstanding RL.RESERVE reservations; default 65536 */
+    int threads;                 /* worker threads; 0 = number of cores */
+    char password[RLT__STR_MAX]; /* AUTH password / HTTP bearer token; "" = none */
+    char snapshot[RLT__STR_MAX]; /* snapshot file; "" = none; default ratelimitd.snap */
+    rlt_ns snapshot_interval;    /* periodic snapshots; default 5 s; 0 = only on exit */
+    size_t max_keys;             /* store cap; 0 = none; default 1,000,000 */
+    bool fail_closed;            /* store full: refuse new keys instead of evicting LRU */
+    size_t max_connections;      /* per daemon; default 10,000 */
+    size_t max_output;           /* per connection output buffer cap, bytes; default 1 MiB */
+    size_t max_memory;           /* the daemon's memory budget, bytes (rlt__memory_*) */
+    rlt_ns client_timeout;       /* a started command must complete within it; default 10 s */
+    rlt_ns idle_timeout;         /* 0 = never close idle connections (default) */
+    size_t max_inline_policies;  /* distinct inline policy texts; default 1024 */
+    size_t max_args;             /* RESP arguments per command; default 1024 */
+    size_t max_bulk;             /* RESP bulk string bytes; default 65536 */
+    bool shadow_mode;            /* global shadow mode: never deny, count would-be denials */
+    size_t max_reservations;     /* outstanding RL.RESERVE reservations; default 65536 */
     size_t max_reservations_per_client; /* of one connection, or one tenant; default 4096 */
     rlt_ns max_reservation_timeout;     /* longest TIMEOUT / timeout_ms; default 1 h */
-    size_t top_keys;           /* top offenders' counters per thread (top.h); 0 = off; 100 */
-    rlt__redis_settings redis; /* the shared store; redis.address "" = off */
+    size_t top_keys;             /* top offenders' counters per thread (top.h); 0 = off; 100 */
+    rlt__redis_settings redis;   /* the shared store; redis.address "" = off */
 } rlt__settings;
 
 /* A rule of an envoy-style descriptor tree: what a matching descriptor is limited by. */
@@ -97,10 +97,10 @@ typedef struct rlt__rule {
     char **replaces;             /* names this rule replaces */
     size_t nreplaces;
     rlt_policy policy;
-    bool unlimited;    /* rate_limit.unlimited: always OK, never stored */
-    bool block_all;    /* requests_per_unit: 0: always OVER_LIMIT */
-    bool shadow;       /* shadow_mode: count would-be denials, never deny */
-    int fail;          /* RLT__FAIL_*: without Redis, allow or deny (rate_limit.fail) */
+    bool unlimited; /* rate_limit.unlimited: always OK, never stored */
+    bool block_all; /* requests_per_unit: 0: always OVER_LIMIT */
+    bool shadow;    /* shadow_mode: count would-be denials, never deny */
+    int fail;       /* RLT__FAIL_*: without Redis, allow or deny (rate_limit.fail) */
     rlt_change change; /* what a reload does to used allowance (rate_limit.change) */
     bool lease;        /* Redis: local leases for hot keys (rate_limit.lease) */
     bool drain;        /* rate_limit.drain_over_limit: every hit is charged, debt past the
@@ -123,10 +123,10 @@ typedef struct rlt__named {
     char name[RLT_NAME_MAX + 1];
     rlt_policy policy;
     bool shadow;
-    int fail;          /* RLT__FAIL_*: without Redis, allow or deny */
+    int fail;      /* RLT__FAIL_*: without Redis, allow or deny */
     rlt_change change; /* what a reload does to used allowance: keep (default), reset, scale */
     bool lease;        /* Redis: answer from local leases for hot keys (redis.lease_units) */
-    int policy_id;     /* filled by rlt__srv_apply_config */
+    int policy_id; /* filled by rlt__srv_apply_config */
 } rlt__named;
 
 typedef struct rlt__tier {

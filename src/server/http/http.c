@@ -30,9 +30,9 @@
 
 /* Reply flags (rlt__pipe_reply.flags). */
 enum {
-    HF_CLOSE = 1,     /* send "Connection: close" (then the connection closes) */
-    HF_HEAD = 2,      /* no body */
-    HF_KEEPALIVE = 4, /* HTTP/1.0 keep-alive: say so */
+    HF_CLOSE = 1,      /* send "Connection: close" (then the connection closes) */
+    HF_HEAD = 2,       /* no body */
+    HF_KEEPALIVE = 4,  /* HTTP/1.0 keep-alive: say so */
 };
 
 /* The per-connection state is only a flag: "100 Continue" was sent for the pending request. */
@@ -41,36 +41,21 @@ enum {
 static const char *reason(int code)
 {
     switch (code) {
-    case 200:
-        return "OK";
-    case 400:
-        return "Bad Request";
-    case 401:
-        return "Unauthorized";
-    case 403:
-        return "Forbidden";
-    case 404:
-        return "Not Found";
-    case 405:
-        return "Method Not Allowed";
-    case 408:
-        return "Request Timeout";
-    case 413:
-        return "Content Too Large";
-    case 414:
-        return "URI Too Long";
-    case 429:
-        return "Too Many Requests";
-    case 431:
-        return "Request Header Fields Too Large";
-    case 501:
-        return "Not Implemented";
-    case 503:
-        return "Service Unavailable";
-    case 505:
-        return "HTTP Version Not Supported";
-    default:
-        return "Error";
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Error";
     }
 }
 
@@ -151,8 +136,7 @@ static void render_check(rlt__srv *s, const rlt__pipe_reply *r, int id, int64_t 
     char hdr[1024];
     int hl = -1;
     if (rlt__registry_policy(&s->reg, id, &p) == RLT_OK)
-        hl =
-            rlt_format_headers(hdr, sizeof hdr, r->name, &p, d, RLT_HDR_RETRY_AFTER | RLT_HDR_IETF);
+        hl = rlt_format_headers(hdr, sizeof hdr, r->name, &p, d, RLT_HDR_RETRY_AFTER | RLT_HDR_IETF);
     if (hl < 0) hdr[0] = '\0';
     /* {"allowed":B,"limit":N,"remaining":N,"retry_after_ms":N,"reset_after_ms":N} */
     rlt__obuf body = {0};
@@ -207,15 +191,14 @@ static void handle_check(rlt__conn *c, const rlt__http_req *req, const rlt__sess
     char err[300], kbuf[RLT_KEY_MAX];
     rlt__target t;
     if (rlt__check_parse(q, qlen, &cr, err, sizeof err) != RLT_OK ||
-        rlt__target_resolve(s, ss, cr.key, cr.klen, cr.policy, cr.plen, false, now, kbuf, &t, err,
-                            sizeof err) != RLT_OK) {
+        rlt__target_resolve(s, ss, cr.key, cr.klen, cr.policy, cr.plen, false, now, kbuf, &t,
+                            err, sizeof err) != RLT_OK) {
         rlt__pipe_flush(rlt__conn_pipe(c), s);
         return respond_error(o, 400, flags, NULL, err);
     }
     rlt__pipe_reply r = {.out = o, .fn = reply_check, .flags = flags, .arg = cr.deny_status};
     field_name(cr.policy, cr.plen, r.name, sizeof r.name);
-    if (cr.reserve || cr.reservation || cr.timeout_ms)
-        return handle_reserve(c, ss, &cr, &t, &r, now);
+    if (cr.reserve || cr.reservation || cr.timeout_ms) return handle_reserve(c, ss, &cr, &t, &r, now);
     /* HEAD shows where the key stands and charges nothing. */
     rlt__pipe_add(rlt__conn_pipe(c), s, now, &t, flags & HF_HEAD ? 0 : cr.cost, &r);
 }
@@ -240,11 +223,12 @@ static void handle_reserve(rlt__conn *c, const rlt__session *ss, const rlt__chec
     if (timeout < 0) return respond_error(r->out, 400, r->flags, NULL, err);
     /* A tenant's reservations count together; the admin's per connection (a request's own
      * session is new each time). */
-    uint64_t holder = rlt__session_holder(ss->auth == RLT__AUTH_TENANT ? ss : rlt__conn_session(c));
+    uint64_t holder =
+        rlt__session_holder(ss->auth == RLT__AUTH_TENANT ? ss : rlt__conn_session(c));
     rlt_decision d;
     uint64_t rid;
-    int st = rlt__decide_reserve(s, holder, t->policy_id, t->shadow, t->key, t->klen, now, cr->cost,
-                                 timeout, &d, &rid);
+    int st = rlt__decide_reserve(s, holder, t->policy_id, t->shadow, t->key, t->klen, now,
+                                 cr->cost, timeout, &d, &rid);
     if (st != RLT_OK) {
         int code = !rlt__decide_can_reserve(s) ? 501 : st == RLT_EFULL ? 503 : 400;
         return respond_error(
@@ -454,10 +438,8 @@ static size_t http_feed(rlt__conn *c, char *in, size_t len, rlt_ns now)
         }
         off += (size_t)n;
         rlt__conn_set_state(c, NULL);
-        unsigned flags =
-            (req.method == RLT__HTTP_HEAD ? HF_HEAD : 0) | (!req.keep_alive  ? HF_CLOSE
-                                                            : req.minor == 0 ? HF_KEEPALIVE
-                                                                             : 0);
+        unsigned flags = (req.method == RLT__HTTP_HEAD ? HF_HEAD : 0) |
+                         (!req.keep_alive ? HF_CLOSE : req.minor == 0 ? HF_KEEPALIVE : 0);
         route(c, &req, flags, now);
         if (!req.keep_alive) {
             rlt__conn_close_after(c);

@@ -86,9 +86,8 @@ static void log_shadow(rlt__srv *s, int id, const void *key, size_t klen, int64_
         snprintf(name, sizeof name, "(tier)");
     escape_key(key, klen, esc, sizeof esc);
     long long retry_ms = (long long)rlt_retry_after_ms(retry_after);
-    rlt__log(RLT__LOG_NOTICE,
-             "shadow: would deny policy=%s key=\"%s\" cost=%lld retry_after_ms=%lld", name, esc,
-             (long long)cost, retry_ms);
+    rlt__log(RLT__LOG_NOTICE, "shadow: would deny policy=%s key=\"%s\" cost=%lld retry_after_ms=%lld",
+             name, esc, (long long)cost, retry_ms);
 }
 
 /* Applies shadow mode to decision d of item (id, key, cost) and counts it. */
@@ -244,7 +243,8 @@ const char *rlt__decide_strerror(rlt__srv *s, int id, rlt_ns now, int st, char *
                    "the server's clock (use a smaller count or a longer period)";
         return "cost out of range for this policy";
     case RLT_EINVAL:
-        if (id >= 0 && rlt__registry_policy(&s->reg, id, &p) == RLT_OK && p.algo == RLT_CONCURRENCY)
+        if (id >= 0 && rlt__registry_policy(&s->reg, id, &p) == RLT_OK &&
+            p.algo == RLT_CONCURRENCY)
             return "cost must be 0 or 1 for a concurrency policy (RL.ACQUIRE takes one slot)";
         break;
     default:

@@ -36,8 +36,8 @@ int rlt__decide_tier(struct rlt__srv *s, const char *default_tier, const void *k
 int rlt__decide_multi(struct rlt__srv *s, const rlt_check *checks, size_t n, rlt_ns now,
                       rlt_decision *combined, int *refused);
 int rlt__decide_reset(struct rlt__srv *s, int policy_id, const void *key, size_t klen);
-int rlt__decide_release(struct rlt__srv *s, int policy_id, const void *key, size_t klen, rlt_ns now,
-                        int64_t lease);
+int rlt__decide_release(struct rlt__srv *s, int policy_id, const void *key, size_t klen,
+                        rlt_ns now, int64_t lease);
 /* A peek (cost 0) that is not counted in the metrics: per-descriptor details. */
 int rlt__decide_peek(struct rlt__srv *s, int policy_id, const void *key, size_t klen, rlt_ns now,
                      rlt_decision *d);

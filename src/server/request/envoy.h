@@ -31,9 +31,9 @@ enum { RLT__CODE_UNKNOWN = 0, RLT__CODE_OK = 1, RLT__CODE_OVER_LIMIT = 2 };
 typedef struct rlt__envoy_desc {
     size_t nentries;
     rlt__entry entries[RLT__ENVOY_MAX_ENTRIES];
-    int64_t hits_addend; /* -1: unset (the request's); 0: check without counting */
-    int64_t limit_rpu;   /* the request's `limit` override: requests_per_unit; -1: none */
-    int limit_unit;      /* its unit (RLT__UNIT_*) */
+    int64_t hits_addend;       /* -1: unset (the request's); 0: check without counting */
+    int64_t limit_rpu;         /* the request's `limit` override: requests_per_unit; -1: none */
+    int limit_unit;            /* its unit (RLT__UNIT_*) */
 } rlt__envoy_desc;
 
 typedef struct rlt__envoy_req {
@@ -52,16 +52,16 @@ void rlt__envoy_desc_init(rlt__envoy_desc *d);
 
 /* One descriptor's answer. */
 typedef struct rlt__envoy_status {
-    int code;       /* RLT__CODE_OK or RLT__CODE_OVER_LIMIT */
-    bool has_limit; /* current_limit present (false: no rule, or a replaced one) */
-    bool unlimited; /* the rule is `unlimited`: limit_remaining is UINT32_MAX */
+    int code;               /* RLT__CODE_OK or RLT__CODE_OVER_LIMIT */
+    bool has_limit;         /* current_limit present (false: no rule, or a replaced one) */
+    bool unlimited;         /* the rule is `unlimited`: limit_remaining is UINT32_MAX */
     int64_t requests_per_unit;
-    int unit;          /* RLT__UNIT_* */
-    const char *name;  /* rate_limit.name ("" when none); lives as long as the config */
-    int64_t remaining; /* limit_remaining */
-    int64_t reset_s;   /* duration_until_reset, whole seconds rounded up (0: omitted) */
-    int policy_id;     /* the store policy (-1: none), for headers */
-    rlt_decision d;    /* the limit's decision as it now stands (for headers) */
+    int unit;               /* RLT__UNIT_* */
+    const char *name;       /* rate_limit.name ("" when none); lives as long as the config */
+    int64_t remaining;      /* limit_remaining */
+    int64_t reset_s;        /* duration_until_reset, whole seconds rounded up (0: omitted) */
+    int policy_id;          /* the store policy (-1: none), for headers */
+    rlt_decision d;         /* the limit's decision as it now stands (for headers) */
 } rlt__envoy_status;
 
 typedef struct rlt__envoy_result {
@@ -85,7 +85,8 @@ void rlt__envoy_render_json(const rlt__envoy_result *res, rlt__obuf *out);
 /* Both: decides and appends the JSON reply; *http_status 200 or 429.  Returns as
  * rlt__envoy_decide. */
 int rlt__envoy_decide_json(struct rlt__srv *s, const rlt__envoy_req *r, const rlt__session *ss,
-                           rlt_ns now, rlt__obuf *out, int *http_status, char *err, size_t errlen);
+                           rlt_ns now, rlt__obuf *out, int *http_status, char *err,
+                           size_t errlen);
 
 /* Calls fn(ctx, name, value) for each header of `res` to add to the client's response: the
  * most restrictive limited status (the lowest limit_remaining; OVER_LIMIT first) gives the

@@ -68,7 +68,8 @@ uint64_t rlt__session_holder(const rlt__session *ss);
 
 /* Builds the session's prefix + key into buf (RLT_KEY_MAX bytes).  Returns RLT_OK and *len,
  * or RLT_EKEYLEN when the key is empty or the whole is longer than RLT_KEY_MAX. */
-int rlt__session_key(const rlt__session *ss, const char *key, size_t klen, char *buf, size_t *len);
+int rlt__session_key(const rlt__session *ss, const char *key, size_t klen, char *buf,
+                     size_t *len);
 
 /* A resolved check target. */
 typedef struct rlt__target {

@@ -221,18 +221,14 @@ static int validate_secrets(const rlt__config *cfg, char *err, size_t errlen)
     for (size_t i = 0; i < cfg->ntenants; i++) {
         const rlt__tenant *t = &cfg->tenants[i];
         if (cfg->set.password[0] != '\0' && strcmp(t->password, cfg->set.password) == 0) {
-            snprintf(err, errlen,
-                     "tenant '%s': its password is the server password (every "
-                     "secret must be distinct)",
-                     t->name);
+            snprintf(err, errlen, "tenant '%s': its password is the server password (every "
+                                  "secret must be distinct)", t->name);
             return RLT_EINVAL;
         }
         for (size_t j = 0; j < i; j++)
             if (strcmp(t->password, cfg->tenants[j].password) == 0) {
-                snprintf(err, errlen,
-                         "tenants '%s' and '%s' have the same password (every "
-                         "secret must be distinct)",
-                         cfg->tenants[j].name, t->name);
+                snprintf(err, errlen, "tenants '%s' and '%s' have the same password (every "
+                                      "secret must be distinct)", cfg->tenants[j].name, t->name);
                 return RLT_EINVAL;
             }
     }
@@ -249,7 +245,8 @@ static int validate_config(const rlt__config *cfg, char *err, size_t errlen)
             return RLT_EINVAL;
         }
         if (!policy_ok(&cfg->named[i].policy)) {
-            snprintf(err, errlen, "policy '%s': %s", cfg->named[i].name, rlt_strerror(RLT_EINVAL));
+            snprintf(err, errlen, "policy '%s': %s", cfg->named[i].name,
+                     rlt_strerror(RLT_EINVAL));
             return RLT_EINVAL;
         }
         const char *why = cannot_decide(&cfg->named[i].policy, redis_mode(cfg));
@@ -326,8 +323,7 @@ static int write_policy(rlt__srv *s, const char *name, const rlt_policy *p, rlt_
     rlt_policy tmp;
     const rlt_policy *run = rlt__srv_runnable(p, redis, &tmp);
     bool destructive;
-    rlt_change how =
-        restore ? RLT_CHANGE_KEEP : effective_change(s, name, run, change, &destructive);
+    rlt_change how = restore ? RLT_CHANGE_KEEP : effective_change(s, name, run, change, &destructive);
     if (restore) destructive = false;
     if ((pass == 1) != destructive) return RLT_OK;
     int nid = -1;
@@ -374,8 +370,8 @@ static int apply_locked(rlt__srv *s, rlt__config *cfg, bool restore, char *err, 
         for (size_t i = 0; i < cfg->ntiers; i++) {
             const rlt__named *n =
                 rlt__config_named(cfg, cfg->tiers[i].policy, strlen(cfg->tiers[i].policy));
-            int st =
-                n ? rlt__registry_set_tier(&s->reg, cfg->tiers[i].name, n->policy_id) : RLT_ENOENT;
+            int st = n ? rlt__registry_set_tier(&s->reg, cfg->tiers[i].name, n->policy_id)
+                       : RLT_ENOENT;
             if (st != RLT_OK) {
                 snprintf(err, errlen, "tier '%s': %s", cfg->tiers[i].name, rlt_strerror(st));
                 return RLT_ENOMEM;

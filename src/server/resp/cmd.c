@@ -63,18 +63,16 @@ static void count_error(rlt__srv *s)
 /* Resolves (key, policy) arguments with the session's prefix (request.h), writing the error
  * reply on failure.  A tier ("@name", when allowed) is resolved to the key's tier policy. */
 static int target(rlt__srv *s, const rlt__session *ss, const rlt__resp_arg *key,
-                  const rlt__resp_arg *pol, bool allow_tier, rlt_ns now, char *kbuf, rlt__target *t,
-                  rlt__obuf *o)
+                  const rlt__resp_arg *pol, bool allow_tier, rlt_ns now, char *kbuf,
+                  rlt__target *t, rlt__obuf *o)
 {
     char err[256];
     int st = rlt__target_resolve(s, ss, key->ptr, key->len, pol->ptr, pol->len, allow_tier, now,
                                  kbuf, t, err, sizeof err);
     if (st == RLT_OK && t->is_tier) {
         st = rlt__srv_tier_policy(s, t->tier, t->key, t->klen, &t->policy_id);
-        if (st == RLT_ENOENT || st == RLT_EINVAL)
-            snprintf(err, sizeof err, "unknown tier");
-        else if (st != RLT_OK)
-            snprintf(err, sizeof err, "%s", rlt_strerror(st));
+        if (st == RLT_ENOENT || st == RLT_EINVAL) snprintf(err, sizeof err, "unknown tier");
+        else if (st != RLT_OK) snprintf(err, sizeof err, "%s", rlt_strerror(st));
     }
     if (st != RLT_OK) rlt__resp_errorf(o, "ERR %s", err);
     return st;
@@ -245,8 +243,7 @@ static void cmd_multi(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, siz
             return rlt__resp_error(o, "ERR cost must be an integer >= 0");
         rlt__target tg;
         if (target(s, ss, &t[0], &t[1], false, now, keys[i], &tg, o) != RLT_OK) return;
-        checks[i] =
-            (rlt_check){.policy = tg.policy_id, .key = tg.key, .klen = tg.klen, .cost = cost};
+        checks[i] = (rlt_check){.policy = tg.policy_id, .key = tg.key, .klen = tg.klen, .cost = cost};
     }
     rlt_decision d;
     int refused = -1;
@@ -418,8 +415,8 @@ static void cmd_settle(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, si
 }
 
 /* Every command but the three deciding ones. */
-static void exec_other(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n, rlt_ns now,
-                       rlt__obuf *o)
+static void exec_other(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n,
+                       rlt_ns now, rlt__obuf *o)
 {
     const rlt__resp_arg *c = &a[0];
     if (is(c, "RL.MULTI")) return cmd_multi(s, ss, a, n, now, o);
@@ -498,8 +495,8 @@ static void multi_end(rlt__session *ss)
     ss->mq_len = ss->mq_count = 0;
 }
 
-static void exec_one(rlt__srv *s, rlt__session *ss, rlt__pipe *p, const rlt__resp_arg *a, size_t n,
-                     rlt_ns now, rlt__obuf *o);
+static void exec_one(rlt__srv *s, rlt__session *ss, rlt__pipe *p, const rlt__resp_arg *a,
+                     size_t n, rlt_ns now, rlt__obuf *o);
 
 /* EXEC: every queued command in order, each decided at once, with no other command of this
  * worker between them (docs/server.md says what that isolation covers). */
@@ -535,21 +532,19 @@ static void cmd_exec_queue(rlt__srv *s, rlt__session *ss, rlt_ns now, rlt__obuf 
 
 /* MULTI, EXEC, DISCARD and WATCH, and queueing inside a transaction.  Returns true when it
  * answered the command. */
-static bool transaction(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n, rlt_ns now,
-                        rlt__obuf *o)
+static bool transaction(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n,
+                        rlt_ns now, rlt__obuf *o)
 {
     const rlt__resp_arg *c = &a[0];
     if (is(c, "WATCH") || is(c, "UNWATCH")) {
-        if (is(c, "UNWATCH"))
-            rlt__resp_simple(o, "OK");
+        if (is(c, "UNWATCH")) rlt__resp_simple(o, "OK");
         else
             rlt__resp_error(o, "ERR WATCH is not supported: ratelimitd has no keys to watch (for "
                                "all-or-nothing checks use RL.MULTI)");
         return true;
     }
     if (is(c, "MULTI")) {
-        if (ss->in_multi)
-            rlt__resp_error(o, "ERR MULTI calls can not be nested");
+        if (ss->in_multi) rlt__resp_error(o, "ERR MULTI calls can not be nested");
         else {
             ss->in_multi = true;
             rlt__resp_simple(o, "OK");
@@ -578,8 +573,8 @@ static bool transaction(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, s
     return true;
 }
 
-static void exec_one(rlt__srv *s, rlt__session *ss, rlt__pipe *p, const rlt__resp_arg *a, size_t n,
-                     rlt_ns now, rlt__obuf *o)
+static void exec_one(rlt__srv *s, rlt__session *ss, rlt__pipe *p, const rlt__resp_arg *a,
+                     size_t n, rlt_ns now, rlt__obuf *o)
 {
     const rlt__resp_arg *c = &a[0];
     if (rlt__session_refresh(s, ss) != RLT__AUTH_NONE && !ss->in_multi) {
