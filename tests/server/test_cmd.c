@@ -296,8 +296,7 @@ TEST(client_tool_commands_get_harmless_answers)
     ASSERT_STR_EQ(run(s, &ss, 0, "CLIENT SETNAME app1"), "+OK\r\n");
     ASSERT_STR_EQ(run(s, &ss, 0, "CLIENT GETNAME"), "$4\r\napp1\r\n");
     ASSERT(strncmp(run(s, &ss, 0, "CLIENT SETNAME a b"), "-ERR wrong number", 17) == 0);
-    ASSERT_STR_EQ(run(s, &ss, 0, "CONFIG GET appendonly"),
-                  "%1\r\n$10\r\nappendonly\r\n$2\r\nno\r\n");
+    ASSERT_STR_EQ(run(s, &ss, 0, "CONFIG GET appendonly"), "%1\r\n$10\r\nappendonly\r\n$2\r\nno\r\n");
     ASSERT(strncmp(run(s, &ss, 0, "HELLO 2"), "*14\r\n", 5) == 0);
     ASSERT_STR_EQ(run(s, &ss, 0, "CONFIG GET save"), "*2\r\n$4\r\nsave\r\n$0\r\n\r\n");
     ASSERT(strncmp(run(s, &ss, 0, "INFO"), "$", 1) == 0);
@@ -508,8 +507,9 @@ TEST(multi_exec_runs_the_queued_commands_in_order)
     ASSERT_STR_EQ(run(s, &ss, S(1), "CL.THROTTLE k 0 1 60"), "+QUEUED\r\n");
     ASSERT_STR_EQ(run(s, &ss, S(1), "PING"), "+QUEUED\r\n");
     /* One array: allowed, then limited, then PONG. */
-    ASSERT_STR_EQ(run(s, &ss, S(1), "EXEC"), "*3\r\n*5\r\n:0\r\n:1\r\n:0\r\n:-1\r\n:60\r\n"
-                                             "*5\r\n:1\r\n:1\r\n:0\r\n:60\r\n:60\r\n+PONG\r\n");
+    ASSERT_STR_EQ(run(s, &ss, S(1), "EXEC"),
+                  "*3\r\n*5\r\n:0\r\n:1\r\n:0\r\n:-1\r\n:60\r\n"
+                  "*5\r\n:1\r\n:1\r\n:0\r\n:60\r\n:60\r\n+PONG\r\n");
     /* DISCARD drops the queue; WATCH is refused with a reason. */
     ASSERT_STR_EQ(run(s, &ss, S(1), "MULTI"), "+OK\r\n");
     ASSERT_STR_EQ(run(s, &ss, S(1), "CL.THROTTLE j 0 1 60"), "+QUEUED\r\n");
