@@ -38,6 +38,9 @@ typedef struct rlt_store_options {
                            capped store (16,384 keys or 1 MiB per shard, down to 64) */
     /* Outstanding reservations (rlt_store_reserve); 0 = 65536. */
     size_t max_reservations;
+    /* Outstanding reservations one holder may have (rlt_store_reserve_for); 0 = no bound
+     * but max_reservations. */
+    size_t max_reservations_per_holder;
 } rlt_store_options;
 
 /* What happens to keys' state when a policy is replaced under the same name. */
@@ -191,9 +194,9 @@ int rlt_store_load(rlt_store *s, const char *path, rlt_ns now, int64_t wall_ns);
 /* Reserves `estimate` (>= 0) on `key` under policy `id` at `now`: decides it as
  * rlt_store_decide does and, when allowed, records a reservation (an estimate of 0 charges
  * nothing, *d says whether a cost-1 request would be allowed, and it is recorded either way:
- * its settle charges the whole real cost, as a debt if the limit is used up) and sets *reservation to its id: 64
- * unguessable bits (SipHash of a counter under a secret drawn from the store's), never 0.
- * Denied: nothing is charged or recorded and *reservation is 0.  The reservation waits
+ * its settle charges the whole real cost, as a debt if the limit is used up) and sets *reservation
+ * to its id: 64 unguessable bits (SipHash of a counter under a secret drawn from the store's),
+ * never 0. Denied: nothing is charged or recorded and *reservation is 0.  The reservation waits
  * `timeout` ns (0: RLT_RESERVE_DEFAULT_TIMEOUT) for rlt_store_settle; unsettled by then, it
  * expires and stays charged as estimated.  At most max_reservations are outstanding in the
  * store, whatever keys they are on: a full store first drops the expired ones, then refuses
@@ -208,6 +211,20 @@ int rlt_store_load(rlt_store *s, const char *path, rlt_ns now, int64_t wall_ns);
  * as rlt_store_decide. */
 int rlt_store_reserve(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now,
                       int64_t estimate, rlt_ns timeout, rlt_decision *d, uint64_t *reservation);
+
+/* rlt_store_reserve on behalf of `holder` (a non-zero id the caller gives each client:
+ * a connection, a tenant).  Holders are counted in RLT__RESV_BUCKETS buckets by a keyed hash
+ * of the id (two holders may share one: each bound then applies to the two together).  A
+ * holder's bucket holds at most max_reservations_per_holder outstanding (RLT_EFULL beyond,
+ * after its expired ones are dropped).  When the whole table is full and dropping the expired
+ * ones frees nothing, the bucket holding the most (when it is not the caller's) loses every
+ * outstanding reservation, each ended early and charged as estimated (never minting: as an
+ * expiry), and the call is retried once: so one client filling the table cannot lock the
+ * others out; at worst it loses its own reservations' refunds.  holder 0 is rlt_store_reserve:
+ * counted apart, bounded only by max_reservations, and never ended early for others. */
+int rlt_store_reserve_for(rlt_store *s, uint64_t holder, int id, const void *key, size_t klen,
+                          rlt_ns now, int64_t estimate, rlt_ns timeout, rlt_decision *d,
+                          uint64_t *reservation);
 
 /* Settles reservation `reservation` of `key` under policy `id` at its real cost `real_cost`
  * (>= 0), at `now`, by rlt_settle (its contract: a higher cost is charged as debt past the

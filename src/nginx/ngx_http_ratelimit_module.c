@@ -289,12 +289,6 @@ static ngx_int_t rlt_ngx_handler(ngx_http_request_t *r)
         if (ngx_http_complex_value(r, &p->zone->key, &p->key) != NGX_OK)
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         if (p->key.len == 0) continue; /* an empty key is not limited, as in limit_req */
-        if (p->key.len > 65535) {
-            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
-                          "the value of the \"%V\" key is more than 65535 bytes: not limited",
-                          &p->zone->key.value);
-            continue;
-        }
         if (rlt_ngx_cost(r, &limits[i], &p->cost) != RLT_OK) return NGX_HTTP_INTERNAL_SERVER_ERROR;
         p->hash = ngx_crc32_short(p->key.data, p->key.len);
         p->node = NULL;
@@ -308,14 +302,18 @@ static ngx_int_t rlt_ngx_handler(ngx_http_request_t *r)
     for (ngx_uint_t i = 0; i < n; i++)
         ngx_shmtx_lock(&order[i]->zone->shpool->mutex);
 
-    bool allowed = true;
+    bool allowed = true, unheld = false;
     for (ngx_uint_t i = 0; i < n; i++) {
         rlt_ngx_pending_t *p = &pend[i];
         rlt_ngx_shctx_t *sh = p->zone->sh;
         rlt_ns now = rlt__ngx_now(sh);
         p->node =
             rlt__ngx_lookup(p->zone, p->hash, p->key.data, p->key.len, now, r->connection->log);
-        if (p->node == NULL) continue;
+        if (p->node == NULL) { /* a key the zone cannot hold: refused (logged by the zone) */
+            unheld = true;
+            allowed = false;
+            continue;
+        }
         p->work = rlt__ngx_node_state(p->node);
         if (n > 1) {
             p->work = ngx_pnalloc(r->pool, sh->state_size);
@@ -350,6 +348,10 @@ static ngx_int_t rlt_ngx_handler(ngx_http_request_t *r)
     }
     for (ngx_uint_t i = n; i-- > 0;)
         ngx_shmtx_unlock(&order[i]->zone->shpool->mutex);
+    if (unheld) { /* as limit_req refuses a key it cannot allocate a node for; nothing charged */
+        req->status = conf->dry_run ? RLT_NGX_REJECTED_DRY_RUN : RLT_NGX_REJECTED;
+        return conf->dry_run ? NGX_DECLINED : (ngx_int_t)conf->status_code;
+    }
 
     rlt_ns delay = 0, retry = 0;
     rlt_ngx_pending_t *worst = NULL;

@@ -13,7 +13,11 @@
  * equivalent to fresh, rlt_is_fresh, so dropping it changes no decision).  When the slab still
  * has no room, up to RLT_NGX_IDLE_SCAN keys from the tail are checked for idle ones, then the
  * least recently used key is dropped, and again, until the new node fits.  That is logged (at
- * most once a second a zone) and never fails the request.
+ * most once a second a zone) and never fails the request.  A key the zone cannot hold (longer
+ * than rlt__ngx_key_max, or not fitting even in an empty zone) evicts nothing and its request
+ * is refused, as limit_req refuses a request whose node it cannot allocate: let through, it
+ * would be a way around the limit (a long header value as the key).  Logged at most once a
+ * second a zone.
  *
  * Clock.  nginx's cached monotonic clock, ngx_current_msec (updated once per event loop turn),
  * times 1e6, plus the UTC-minus-monotonic offset taken when the zone was created, kept in the
@@ -27,7 +31,7 @@
 
 /* Keys checked for idleness from the LRU tail before the least recently used is dropped. */
 #define RLT_NGX_IDLE_SCAN 64
-/* Forced evictions one new key may cause before the request is let through unlimited. */
+/* Forced evictions one new key may cause before its request is refused. */
 #define RLT_NGX_MAX_EVICT 4096
 
 /* One chunk of the nodes' 128-byte slab class (see rlt__ngx_init_zone). */
@@ -114,12 +118,35 @@ static ngx_uint_t rlt_ngx_expire_idle(rlt_ngx_zone_t *z, rlt_ns now, ngx_uint_t 
     return freed;
 }
 
+size_t rlt__ngx_key_max(const rlt_ngx_zone_t *z)
+{
+    size_t quarter = (size_t)(z->shpool->end - z->shpool->start) / 4;
+    size_t fixed = rlt__ngx_node_size(z->sh->state_size, 0);
+    size_t max = quarter > fixed + 8 ? (quarter - fixed) & ~(size_t)7 : 0;
+    return max < 65535 ? max : 65535;
+}
+
+/* Logs, at most once a second a zone, that a key of `len` bytes cannot be held. */
+static void rlt_ngx_log_unheld(rlt_ngx_zone_t *z, size_t len, ngx_log_t *log)
+{
+    if (ngx_current_msec - z->sh->logged_big < 1000 && z->sh->logged_big != 0) return;
+    z->sh->logged_big = ngx_current_msec ? ngx_current_msec : 1;
+    ngx_log_error(NGX_LOG_WARN, log, 0,
+                  "ratelimit zone \"%V\" cannot hold a key of %uz bytes (at most %uz): the "
+                  "request is refused",
+                  &z->name, len, rlt__ngx_key_max(z));
+}
+
 /* Eviction as the head of the file says: idle keys first (dropping them changes no decision),
  * then the least recently used. */
 rlt_ngx_node_t *rlt__ngx_create(rlt_ngx_zone_t *z, uint32_t hash, u_char *key, size_t len,
                                 rlt_ns now, ngx_log_t *log)
 {
     rlt_ngx_shctx_t *sh = z->sh;
+    if (len > rlt__ngx_key_max(z)) {
+        rlt_ngx_log_unheld(z, len, log);
+        return NULL;
+    }
     size_t size = rlt__ngx_node_size(sh->state_size, len);
     rlt_ngx_expire_idle(z, now, 2, 2);
     ngx_rbtree_node_t *node = ngx_slab_alloc_locked(z->shpool, size);
@@ -138,11 +165,13 @@ rlt_ngx_node_t *rlt__ngx_create(rlt_ngx_zone_t *z, uint32_t hash, u_char *key, s
         sh->logged = ngx_current_msec;
         ngx_log_error(NGX_LOG_WARN, log, 0,
                       "ratelimit zone \"%V\" is full: dropped %ui idle and %ui busy keys for a "
-                      "new one (%uL busy keys dropped since start)%s",
-                      &z->name, idle, forced, (unsigned long long)sh->evicted,
-                      node ? "" : "; the request is not limited");
+                      "new one (%uL busy keys dropped since start)",
+                      &z->name, idle, forced, (unsigned long long)sh->evicted);
     }
-    if (node == NULL) return NULL;
+    if (node == NULL) {
+        rlt_ngx_log_unheld(z, len, log);
+        return NULL;
+    }
 
     node->key = hash;
     rlt_ngx_node_t *n = rlt_ngx_node(node);

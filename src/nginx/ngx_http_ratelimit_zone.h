@@ -22,12 +22,13 @@ typedef struct {
 typedef struct {
     ngx_rbtree_t rbtree;
     ngx_rbtree_node_t sentinel;
-    ngx_queue_t queue;  /* most recently used first */
-    rlt_policy *policy; /* the policy every worker decides with (in the zone, see init) */
-    size_t state_size;  /* rlt_state_size(&policy), rounded up to 8 */
-    int64_t offset_ns;  /* UTC minus monotonic time when the zone was created */
-    uint64_t evicted;   /* keys dropped while still in use, since the zone was created */
-    ngx_msec_t logged;  /* monotonic ms of the last "zone is full" message */
+    ngx_queue_t queue;     /* most recently used first */
+    rlt_policy *policy;    /* the policy every worker decides with (in the zone, see init) */
+    size_t state_size;     /* rlt_state_size(&policy), rounded up to 8 */
+    int64_t offset_ns;     /* UTC minus monotonic time when the zone was created */
+    uint64_t evicted;      /* keys dropped while still in use, since the zone was created */
+    ngx_msec_t logged;     /* monotonic ms of the last "zone is full" message */
+    ngx_msec_t logged_big; /* monotonic ms of the last "cannot hold a key" message */
 } rlt_ngx_shctx_t;
 
 /* A ratelimit_zone: its configuration, and its shared memory once nginx has mapped it. */
@@ -63,14 +64,20 @@ size_t rlt__ngx_node_size(size_t state_size, size_t key_len);
 /* The node of key[0..len) with crc32 `hash`, or NULL. */
 rlt_ngx_node_t *rlt__ngx_find(rlt_ngx_shctx_t *sh, uint32_t hash, u_char *key, size_t len);
 
+/* The longest key a zone of this pool holds: 65535 bytes (a node's length field), and no node
+ * over a quarter of the zone's pages (evicting every other key for one would not do). */
+size_t rlt__ngx_key_max(const rlt_ngx_zone_t *z);
+
 /* A new node for key[0..len) (not in the zone), with a fresh state, at the head of the LRU
  * queue.  It first frees idle keys, then least recently used ones, until it fits (logged to
- * `log`, at most once a second).  NULL only when the zone cannot hold the key even empty. */
+ * `log`, at most once a second).  NULL when the zone cannot hold the key: longer than
+ * rlt__ngx_key_max (nothing is evicted for it), or the zone cannot hold it even empty; that
+ * is logged at most once a second a zone, and the caller refuses the request. */
 rlt_ngx_node_t *rlt__ngx_create(rlt_ngx_zone_t *z, uint32_t hash, u_char *key, size_t len,
                                 rlt_ns now, ngx_log_t *log);
 
 /* The node of key[0..len), created if missing (rlt__ngx_create), moved to the head of the LRU
- * queue.  NULL only when the zone cannot hold the key: the caller lets the request through.
+ * queue.  NULL only when the zone cannot hold the key: the caller refuses the request.
  * Inline: a known key, the handler's common case, costs a search and two queue moves. */
 static ngx_inline rlt_ngx_node_t *rlt__ngx_lookup(rlt_ngx_zone_t *z, uint32_t hash, u_char *key,
                                                   size_t len, rlt_ns now, ngx_log_t *log)

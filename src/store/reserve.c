@@ -14,9 +14,15 @@
  * reservation is dropped when a settle finds it, or when the store is full and one may have
  * expired: then every shard in turn (one lock at a time, none held) is purged of its expired
  * ones before the request is refused; either way it stays charged as estimated, which never
- * mints.  When the purge frees nothing the reservation is refused (RLT_EFULL) before anything
- * is charged: state is never lost silently.  "May have expired" is kept by one more atomic,
- * resv_expiry, at most the earliest expiry outstanding: a reservation lowers it to its own,
+ * mints.  When the purge frees nothing, the holder bucket holding the most (not the caller's,
+ * nor the anonymous one) loses its outstanding reservations, ended early and charged as
+ * estimated, as an expiry would (never minting), and the ticket is tried again; only then is
+ * the reservation refused (RLT_EFULL) before anything is charged.  So one client filling the
+ * table (66,000 reservations with estimate 0 and a day's timeout) locks no one else out: the
+ * next client's reservation ends the biggest holder's.  Each holder bucket also holds at most
+ * resv_holder_cap (max_reservations_per_holder); holders are bucketed by a keyed hash of their
+ * id, so a client cannot pick the bucket of another.  "May have expired" is kept by one more
+ * atomic, resv_expiry, at most the earliest expiry outstanding: a reservation lowers it to its own,
  * a purge sets it to the earliest it left.  So a full store refuses in a few instructions
  * until that instant, and purges only when a reservation may have expired (a few threads
  * refused at the same instant may each purge once; a reservation settled early leaves the
@@ -59,7 +65,8 @@ typedef struct resv {
     uint32_t policy;
     uint32_t klen;
     uint8_t *key;
-    uint64_t epoch; /* the shard's resv_epoch when it was made */
+    uint64_t epoch;  /* the shard's resv_epoch when it was made */
+    uint32_t bucket; /* its holder's bucket (RLT__RESV_BUCKETS: the anonymous holder) */
 } resv;
 
 struct rlt__resv_table {
@@ -68,9 +75,10 @@ struct rlt__resv_table {
     resv slot[];
 };
 
-void rlt__resv_init(rlt_store *s, size_t max)
+void rlt__resv_init(rlt_store *s, size_t max, size_t per_holder)
 {
     s->resv_cap = max ? max : DEFAULT_MAX;
+    s->resv_holder_cap = per_holder ? per_holder : UINT64_MAX;
     s->resv_expiry = INT64_MAX;
     /* A secret of its own, so that no id is a key hash under the key secret. */
     static const char a[] = "rlt reservation id a", b[] = "rlt reservation id b";
@@ -84,8 +92,11 @@ void rlt__resv_free(rlt_store *s, rlt__shard *sh)
 {
     struct rlt__resv_table *t = sh->resv;
     if (!t) return;
-    for (uint32_t i = 0; i <= t->mask; i++)
+    for (uint32_t i = 0; i <= t->mask; i++) {
         free(t->slot[i].key);
+        if (t->slot[i].id != 0)
+            __atomic_fetch_sub(&s->resv_held[t->slot[i].bucket], 1, __ATOMIC_RELAXED);
+    }
     __atomic_fetch_sub(&s->resv_count, t->count, __ATOMIC_RELAXED);
     free(t);
     sh->resv = NULL;
@@ -104,6 +115,7 @@ static resv *find(struct rlt__resv_table *t, uint64_t id)
 static void resv_delete(rlt_store *s, struct rlt__resv_table *t, resv *e)
 {
     free(e->key);
+    __atomic_fetch_sub(&s->resv_held[e->bucket], 1, __ATOMIC_RELAXED);
     uint32_t hole = (uint32_t)(e - t->slot);
     for (uint32_t j = (hole + 1) & t->mask; t->slot[j].id != 0; j = (j + 1) & t->mask) {
         uint32_t home = (uint32_t)t->slot[j].id & t->mask;
@@ -118,14 +130,21 @@ static void resv_delete(rlt_store *s, struct rlt__resv_table *t, resv *e)
     __atomic_fetch_sub(&s->resv_count, 1, __ATOMIC_RELAXED);
 }
 
-/* Drops the reservations that expired at `now` (pid < 0) or belong to policy pid.  Returns
- * the earliest expiry among those it keeps (INT64_MAX: none). */
-static rlt_ns purge(rlt_store *s, struct rlt__resv_table *t, rlt_ns now, int pid)
+/* Which reservations a purge drops: the expired ones, a policy's, or a holder bucket's. */
+enum { BY_EXPIRY, BY_POLICY, BY_BUCKET };
+
+/* Drops the reservations that expired at `now` (BY_EXPIRY), or whose policy (BY_POLICY) or
+ * holder bucket (BY_BUCKET) is `which`.  Returns the earliest expiry among those it keeps
+ * (INT64_MAX: none). */
+static rlt_ns purge(rlt_store *s, struct rlt__resv_table *t, rlt_ns now, int by, uint32_t which)
 {
     rlt_ns earliest = INT64_MAX;
     for (uint32_t i = 0; t && i <= t->mask;) {
         resv *e = &t->slot[i];
-        if (e->id != 0 && (pid < 0 ? now >= e->expires : e->policy == (uint32_t)pid)) {
+        bool drop = by == BY_EXPIRY   ? now >= e->expires
+                    : by == BY_POLICY ? e->policy == which
+                                      : e->bucket == which;
+        if (e->id != 0 && drop) {
             resv_delete(s, t, e); /* slot i now holds a shifted entry (or none): look again */
         } else {
             if (e->id != 0 && e->expires < earliest) earliest = e->expires;
@@ -147,7 +166,8 @@ static void note_expiry(rlt_store *s, rlt_ns at)
 void rlt__resv_drop_policy(rlt_store *s, int pid)
 {
     for (uint32_t k = 0; k < s->nshards; k++)
-        (void)purge(s, s->shards[k].resv, 0, pid); /* resv_expiry stays a lower bound */
+        (void)purge(s, s->shards[k].resv, 0, BY_POLICY, (uint32_t)pid); /* resv_expiry stays a
+                                                                            lower bound */
 }
 
 bool rlt__policy_same(const rlt_policy *a, const rlt_policy *b)
@@ -155,33 +175,88 @@ bool rlt__policy_same(const rlt_policy *a, const rlt_policy *b)
     return rlt_policy_equal(a, b); /* numbers, block=, jitter= and calendar fields */
 }
 
-/* One ticket of the store-wide bound.  When the store is full and a reservation may have
- * expired at `now`, first purges every shard's expired ones (one shard lock at a time; the
- * caller holds none).  true: taken.
- *
- * resv_expiry stays at most every outstanding expiry: the purge sets it to "none" before it
- * starts, so a reservation made in a shard it has already passed lowers it afterwards, and
- * one made in a shard still ahead is also seen there; then it lowers it to the earliest it
- * kept.  (Calls refused while a purge runs are refused as if just before it.) */
-static bool take_ticket(rlt_store *s, rlt_ns now)
+/* Drops every shard's expired reservations at `now` (one shard lock at a time; the caller
+ * holds none), when one may have expired.  resv_expiry stays at most every outstanding
+ * expiry: the purge sets it to "none" before it starts, so a reservation made in a shard it
+ * has already passed lowers it afterwards, and one made in a shard still ahead is also seen
+ * there; then it lowers it to the earliest it kept.  (Calls refused while a purge runs are
+ * refused as if just before it.) */
+static void purge_expired(rlt_store *s, rlt_ns now)
 {
-    for (int round = 0;; round++) {
-        if (__atomic_fetch_add(&s->resv_count, 1, __ATOMIC_RELAXED) < s->resv_cap) return true;
-        __atomic_fetch_sub(&s->resv_count, 1, __ATOMIC_RELAXED);
-        if (round == 1) return false;
-        const rlt_ns eff = rlt__effective_now(s, now);
-        if (eff < __atomic_load_n(&s->resv_expiry, __ATOMIC_RELAXED)) return false;
-        __atomic_store_n(&s->resv_expiry, INT64_MAX, __ATOMIC_RELAXED);
-        rlt_ns earliest = INT64_MAX;
-        for (uint32_t k = 0; k < s->nshards; k++) {
-            rlt__shard *sh = &s->shards[k];
-            rlt__shard_lock(sh);
-            const rlt_ns e = purge(s, sh->resv, eff, -1);
-            rlt__shard_unlock(sh);
-            if (e < earliest) earliest = e;
-        }
-        note_expiry(s, earliest);
+    const rlt_ns eff = rlt__effective_now(s, now);
+    if (eff < __atomic_load_n(&s->resv_expiry, __ATOMIC_RELAXED)) return;
+    __atomic_store_n(&s->resv_expiry, INT64_MAX, __ATOMIC_RELAXED);
+    rlt_ns earliest = INT64_MAX;
+    for (uint32_t k = 0; k < s->nshards; k++) {
+        rlt__shard *sh = &s->shards[k];
+        rlt__shard_lock(sh);
+        const rlt_ns e = purge(s, sh->resv, eff, BY_EXPIRY, 0);
+        rlt__shard_unlock(sh);
+        if (e < earliest) earliest = e;
     }
+    note_expiry(s, earliest);
+}
+
+/* Ends early every reservation of the holder bucket holding the most, unless it is `mine`
+ * (or none holds any): each stays charged as estimated, as at its expiry.  true: some ended. */
+static bool end_biggest(rlt_store *s, uint32_t mine)
+{
+    uint32_t big = RLT__RESV_BUCKETS, most = 0;
+    for (uint32_t b = 0; b < RLT__RESV_BUCKETS; b++) {
+        uint32_t n = __atomic_load_n(&s->resv_held[b], __ATOMIC_RELAXED);
+        if (n > most) {
+            most = n;
+            big = b;
+        }
+    }
+    if (big == RLT__RESV_BUCKETS || big == mine) return false;
+    for (uint32_t k = 0; k < s->nshards; k++) {
+        rlt__shard *sh = &s->shards[k];
+        rlt__shard_lock(sh);
+        (void)purge(s, sh->resv, 0, BY_BUCKET, big); /* resv_expiry stays a lower bound */
+        rlt__shard_unlock(sh);
+    }
+    return true;
+}
+
+/* Takes one from counter *c if it stays within `cap`.  true: taken. */
+static bool take(uint64_t *c, uint64_t cap)
+{
+    if (__atomic_fetch_add(c, 1, __ATOMIC_RELAXED) < cap) return true;
+    __atomic_fetch_sub(c, 1, __ATOMIC_RELAXED);
+    return false;
+}
+
+static bool take32(uint32_t *c, uint64_t cap)
+{
+    if (__atomic_fetch_add(c, 1, __ATOMIC_RELAXED) < cap) return true;
+    __atomic_fetch_sub(c, 1, __ATOMIC_RELAXED);
+    return false;
+}
+
+/* One ticket of the store-wide bound and of the holder's bucket, as the head of the file
+ * says: expired ones dropped first, then (the table full) the biggest holder's ended.
+ * Returns RLT_OK (taken) or RLT_EFULL. */
+static int take_ticket(rlt_store *s, rlt_ns now, uint32_t bucket)
+{
+    const uint64_t hcap = bucket == RLT__RESV_BUCKETS ? UINT64_MAX : s->resv_holder_cap;
+    for (int round = 0;; round++) {
+        if (take32(&s->resv_held[bucket], hcap)) {
+            if (take(&s->resv_count, s->resv_cap)) return RLT_OK;
+            __atomic_fetch_sub(&s->resv_held[bucket], 1, __ATOMIC_RELAXED);
+            if (round == 1 && bucket != RLT__RESV_BUCKETS && end_biggest(s, bucket)) continue;
+        }
+        if (round >= 1) return RLT_EFULL;
+        purge_expired(s, now);
+    }
+}
+
+/* The bucket of holder `h` (0: the anonymous one): a keyed hash, so no client can aim at
+ * another's bucket. */
+static uint32_t bucket_of(const rlt_store *s, uint64_t h)
+{
+    return h == 0 ? RLT__RESV_BUCKETS
+                  : (uint32_t)(rlt__siphash13(s->resv_secret, &h, sizeof h) % RLT__RESV_BUCKETS);
 }
 
 /* A free slot for one more reservation in sh's table (grown to stay at most half full). */
@@ -226,14 +301,29 @@ static int check_args(const rlt_store *s, const void *key, size_t klen, const rl
 int rlt_store_reserve(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now,
                       int64_t estimate, rlt_ns timeout, rlt_decision *d, uint64_t *reservation)
 {
+    return rlt_store_reserve_for(s, 0, id, key, klen, now, estimate, timeout, d, reservation);
+}
+
+/* Gives back a ticket taken for a reservation that was not recorded. */
+static void give_back(rlt_store *s, uint32_t bucket)
+{
+    __atomic_fetch_sub(&s->resv_held[bucket], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_sub(&s->resv_count, 1, __ATOMIC_RELAXED);
+}
+
+int rlt_store_reserve_for(rlt_store *s, uint64_t holder, int id, const void *key, size_t klen,
+                          rlt_ns now, int64_t estimate, rlt_ns timeout, rlt_decision *d,
+                          uint64_t *reservation)
+{
     int rc = check_args(s, key, klen, d);
     if (rc) return rc;
     if (!reservation || estimate < 0 || timeout < 0) return RLT_EINVAL;
     *reservation = 0;
-    if (!take_ticket(s, now)) return RLT_EFULL;
+    const uint32_t bucket = bucket_of(s, holder);
+    if (take_ticket(s, now, bucket) != RLT_OK) return RLT_EFULL;
     uint8_t *kcopy = malloc(klen); /* before the charge: nothing to undo after it */
     if (!kcopy) {
-        __atomic_fetch_sub(&s->resv_count, 1, __ATOMIC_RELAXED);
+        give_back(s, bucket);
         return RLT_ENOMEM;
     }
     memcpy(kcopy, key, klen);
@@ -267,7 +357,8 @@ int rlt_store_reserve(rlt_store *s, int id, const void *key, size_t klen, rlt_ns
                             .policy = (uint32_t)id,
                             .klen = (uint32_t)klen,
                             .key = kcopy,
-                            .epoch = sh->resv_epoch};
+                            .epoch = sh->resv_epoch,
+                            .bucket = bucket};
         t->count++;
         note_expiry(s, expires); /* under the shard lock: a purge of this shard sees it or not */
         kcopy = NULL;
@@ -276,7 +367,7 @@ int rlt_store_reserve(rlt_store *s, int id, const void *key, size_t klen, rlt_ns
     rlt__shard_unlock(sh);
     if (kcopy) { /* nothing recorded: give the ticket back */
         free(kcopy);
-        __atomic_fetch_sub(&s->resv_count, 1, __ATOMIC_RELAXED);
+        give_back(s, bucket);
     }
     return rc;
 }

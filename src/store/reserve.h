@@ -10,9 +10,10 @@
 
 #include "store/store_internal.h"
 
-/* Sets the store-wide bound on outstanding reservations from `max` (0: the default, 65536)
- * and draws the secret their ids are made under.  At open, before the store is shared. */
-void rlt__resv_init(rlt_store *s, size_t max);
+/* Sets the store-wide bound on outstanding reservations from `max` (0: the default, 65536),
+ * the bound per holder (0: none) and draws the secret their ids are made under.  At open,
+ * before the store is shared. */
+void rlt__resv_init(rlt_store *s, size_t max, size_t per_holder);
 
 /* Frees a shard's reservation table (its lock held, or the shard private). */
 void rlt__resv_free(rlt_store *s, rlt__shard *sh);

@@ -134,7 +134,7 @@ int rlt__store_open_hash(rlt_store **out, const rlt_store_options *opt, int hash
     int rc = store_alloc(out, n, o.max_keys ? o.max_keys / n : UINT64_MAX,
                          o.max_bytes ? o.max_bytes / n : UINT64_MAX, o.fail_closed, secret,
                          hash != RLT__HASH_SIP && aes_ok);
-    if (rc == RLT_OK) rlt__resv_init(*out, o.max_reservations);
+    if (rc == RLT_OK) rlt__resv_init(*out, o.max_reservations, o.max_reservations_per_holder);
     return rc;
 }
 

@@ -51,6 +51,9 @@ typedef struct rlt__assign {
  * counters) shares the first cache line, so a decision dirties one line of the shard and two
  * threads trading a shard trade one line, not two.  Rarely written fields come after.  The
  * prefetch reads the table from the store's hints (rlt__hint), not from here. */
+/* Reservations' holders are counted in this many buckets by a keyed hash of the holder. */
+#define RLT__RESV_BUCKETS 1024u
+
 typedef struct rlt__shard {
 #ifdef RLT_STORE_USE_MUTEX
     _Alignas(64) pthread_mutex_t lock;
@@ -146,6 +149,10 @@ struct rlt_store {
     _Alignas(64) uint64_t resv_count; /* expired ones included until dropped */
     rlt_ns resv_expiry;               /* at most the earliest expiry among them (INT64_MAX: none) */
     uint64_t resv_next;
+    uint64_t resv_holder_cap; /* max_reservations_per_holder; UINT64_MAX = none */
+    /* Outstanding reservations per holder bucket (reserve.c; atomics): the last one is the
+     * anonymous holder's (rlt_store_reserve). */
+    _Alignas(64) uint32_t resv_held[RLT__RESV_BUCKETS + 1];
 };
 
 /* Records that an entry fresh at `now` is about to be dropped. */

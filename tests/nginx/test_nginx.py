@@ -559,6 +559,29 @@ def test_a_full_zone_evicts_the_least_recently_used_and_keeps_serving():
         c.close()
 
 
+def test_a_key_the_zone_cannot_hold_is_refused_logged_and_evicts_nothing():
+    # A 40,000-byte key cannot be held by a 32k zone even empty (nor past a quarter of its pages):
+    # let through, a long header would be a way around the limit; limit_req refuses a key it
+    # cannot allocate a node for, and so does this module, with the configured status.
+    http = f"""
+    ratelimit_zone $http_x_key zone=small:32k policy=gcra:1/1h;
+    server {{ listen 127.0.0.1:PORT; large_client_header_buffers 4 64k; {STATUS}
+              location / {{ ratelimit zone=small; ratelimit_status 503; }} }}"""
+    with Nginx(http).start() as n:
+        c = Client(n.port)
+        assert c.get(headers={"X-Key": "small"})[0] == 200
+        big = "k" * 40000
+        got = [c.get(headers={"X-Key": big}) for _ in range(3)]
+        assert [s for s, _, _ in got] == [503] * 3, [s for s, _, _ in got]
+        assert got[0][1].get("x-rl-status") == "REJECTED", got[0][1]
+        log = n.log()
+        assert log.count('ratelimit zone "small" cannot hold a key of 40000 bytes') == 1, log[-2000:]
+        # Nothing was evicted for it: the small key is still used up.
+        assert c.get(headers={"X-Key": "small"})[0] == 503
+        assert "is full" not in n.log()
+        c.close()
+
+
 def test_idle_keys_are_evicted_before_busy_ones():
     # gcra:1000/1s: a key is idle (fresh) 1 ms after its request.  2000 keys of 128 bytes do not
     # fit in 32k, so the zone must make room; dropping idle keys first, it never drops a busy

@@ -332,6 +332,82 @@ def inline_policies_and_their_state_survive_a_restart_in_their_slots(tmp):
         d.stop()
 
 
+def pipeline(port, cmds):
+    """Sends every command on one connection at once; returns the replies in order."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    try:
+        s.sendall(b"".join(it.resp(*c) for c in cmds))
+        r = it.Replies(s)
+        return [r.one() for _ in cmds]
+    finally:
+        s.close()
+
+
+@test
+def one_clients_distinct_inline_policies_do_not_lock_another_client_out(tmp):
+    # No tenants (everyone is the default tenant): one client sends 3,000 distinct inline
+    # policies, each holding a key's state for a day.  Another client's inline calls are
+    # served all the same: the table evicts its least recently used policy (past a grace of
+    # a second) with its keys, as a full store evicts its least recently used key.
+    d = it.Daemon(tmp)
+    try:
+        flood = [("CL.THROTTLE", "a%d" % i, 0, 1, 86400 + i) for i in range(3000)]
+        replies = pipeline(d.port, flood)
+        assert isinstance(replies[0], list), replies[0]
+        time.sleep(1.2)  # past the grace: the flood's policies were all used just now
+        v = Conn(d.port)
+        first = v.cmd("CL.THROTTLE", "user:42", 15, 30, 60, 1)
+        assert isinstance(first, list) and first[0] == 0, first
+        check = v.cmd("RL.CHECK", "k2", "sliding_window:100/1m")
+        assert isinstance(check, list), check
+        # The victim's policy, just used, is not the one the flood pushes out next.
+        pipeline(d.port, [("CL.THROTTLE", "b%d" % i, 0, 1, 90000 + i) for i in range(3000)])
+        second = v.cmd("CL.THROTTLE", "user:42", 15, 30, 60, 1)
+        assert isinstance(second, list) and second[2] == first[2] - 1, (first, second)
+        v.close()
+    finally:
+        d.stop()
+
+
+@test
+def one_client_filling_the_reservation_table_locks_no_one_else_out(tmp):
+    # One connection fills the table (estimate 0: free) for an hour; another client's
+    # RL.RESERVE and reserve=1 still get a reservation: the biggest holder's are ended early,
+    # charged as estimated, when the table is full.
+    d = it.Daemon(tmp, config="server:\n  max_reservations: 1000\n")
+    try:
+        flood = [("RL.RESERVE", "r%d" % i, "gcra:1000000/1s", 0, "TIMEOUT", 3600000)
+                 for i in range(1200)]
+        got = pipeline(d.port, flood)
+        held = sum(1 for r in got if isinstance(r, list) and r[5] is not None)
+        assert held >= 1000, got[-1]
+        r = pipeline(d.port, [("RL.RESERVE", "user:42", "gcra:10/1m", 3)])[0]
+        assert isinstance(r, list) and r[0] == 1 and r[5] is not None, r
+        # The victim's reservation settles (it was not the one ended).
+        s = pipeline(d.port, [("RL.SETTLE", "user:42", "gcra:10/1m", r[5], 1)])[0]
+        assert isinstance(s, list), s
+        h = d.curl("/v1/check?key=user:43&policy=gcra:10/1m&reserve=1")
+        assert h.startswith("HTTP/1.1 200"), h
+        # A timeout is capped (max_reservation_timeout, 1 h by default).
+        e = pipeline(d.port, [("RL.RESERVE", "x", "gcra:10/1m", 1, "TIMEOUT", 86400000)])[0]
+        assert e.startswith(b"-ERR timeout 86400000 ms is over max_reservation_timeout"), e
+    finally:
+        d.stop()
+
+
+@test
+def one_connection_holds_at_most_its_share_of_reservations(tmp):
+    d = it.Daemon(tmp, config="server:\n  max_reservations_per_client: 10\n")
+    try:
+        got = pipeline(d.port, [("RL.RESERVE", "r%d" % i, "gcra:1000/1s", 1) for i in range(11)])
+        assert all(isinstance(r, list) for r in got[:10]), got
+        assert isinstance(got[10], bytes) and got[10].startswith(b"-"), got[10]
+        r = pipeline(d.port, [("RL.RESERVE", "other", "gcra:1000/1s", 1)])[0]
+        assert isinstance(r, list) and r[5] is not None, r
+    finally:
+        d.stop()
+
+
 @test
 def a_closing_connection_is_gone_after_its_linger_whatever_it_keeps_sending(tmp):
     d = it.Daemon(tmp, "--max-connections", "2")

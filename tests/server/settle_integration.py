@@ -202,18 +202,29 @@ def max_reservations_bounds_the_outstanding_ones_and_refuses_before_charging(tmp
     d = it.Daemon(tmp, config="server:\n  max_reservations: 2\n")
     try:
         pol = "fixed_window:100/h"
-        a = d.cli("RL.RESERVE", "m1", pol, 10).split("\n")
-        b = d.cli("RL.RESERVE", "m2", pol, 10).split("\n")
-        assert int(a[0]) == 1 and int(b[0]) == 1, (a, b)
-        e = d.cli("RL.RESERVE", "m3", pol, 10)
-        assert e.startswith("ERR reservation refused: too many outstanding"), e
-        r = d.curl("/v1/check?key=m3&policy=%s&cost=10&reserve=1" % pol)
-        assert status(r) == 503, r
+        s = socket.create_connection(("127.0.0.1", d.port), timeout=5)
+        rep = it.Replies(s)
+
+        def cmd(*args):
+            s.sendall(it.resp(*args))
+            return rep.one()
+
+        a, b = cmd("RL.RESERVE", "m1", pol, 10), cmd("RL.RESERVE", "m2", pol, 10)
+        assert a[0] == 1 and b[0] == 1, (a, b)
+        # Full, and this connection holds the most: refused, before anything is charged.
+        e = cmd("RL.RESERVE", "m3", pol, 10)
+        assert e.startswith(b"-ERR reservation refused: too many outstanding"), e
         p = d.cli("RL.PEEK", "m3", pol).split("\n")
-        assert int(p[2]) == 100, p  # the refused ones charged nothing
-        d.cli("RL.SETTLE", "m1", pol, a[5], 10)
+        assert int(p[2]) == 100, p  # the refused one charged nothing
+        # Another client is not locked out: the biggest holder's reservations end early,
+        # charged as estimated (never minting).
         c = d.cli("RL.RESERVE", "m3", pol, 10).split("\n")
         assert int(c[0]) == 1 and len(c[5]) == 16, c
+        assert cmd("RL.SETTLE", "m1", pol, a[5], 0).startswith(b"-ERR"), "ended early"
+        assert int(d.cli("RL.PEEK", "m1", pol).split("\n")[2]) == 90  # charged as estimated
+        r = d.curl("/v1/check?key=m4&policy=%s&cost=10&reserve=1" % pol)
+        assert status(r) == 200, r
+        s.close()
     finally:
         d.stop()
 

@@ -576,6 +576,33 @@ TEST(idle_inline_policies_are_reused_and_busy_ones_are_not)
     rlt__srv_close(s);
 }
 
+TEST(busy_inline_policies_go_least_recently_used_first_with_their_keys_past_a_grace)
+{
+    rlt__srv *s = open_srv("server:\n  max_inline_policies: 2\n");
+    ASSERT(s != NULL);
+    rlt__session ss;
+    rlt__session_init(s, &ss);
+    /* Two slots whose keys hold state for a day. */
+    ASSERT(strncmp(run(s, &ss, S(10), "RL.CHECK k gcra:1/1d"), "*6\r\n:1", 6) == 0);
+    ASSERT(strncmp(run(s, &ss, S(10) + 1000, "RL.CHECK k gcra:2/1d"), "*6\r\n:1", 6) == 0);
+    /* Both used within the last second: a request resolved this turn keeps its policy. */
+    ASSERT(strncmp(run(s, &ss, S(11), "RL.CHECK k gcra:3/1d"),
+                   "-ERR too many distinct inline policies in use (max 2)", 53) == 0);
+    /* Later, the least recently used (gcra:1/1d) goes with its key's state. */
+    ASSERT(strncmp(run(s, &ss, S(20), "RL.CHECK k gcra:3/1d"), "*6\r\n:1", 6) == 0);
+    ASSERT(strncmp(run(s, &ss, S(20), "RL.CHECK k gcra:2/1d"), "*6\r\n:1", 6) == 0);
+    ASSERT(strncmp(run(s, &ss, S(20), "RL.CHECK k gcra:2/1d"), "*6\r\n:0", 6) == 0); /* kept */
+    ASSERT(strncmp(run(s, &ss, S(30), "RL.CHECK k gcra:1/1d"), "*6\r\n:1", 6) == 0); /* fresh */
+    rlt__srv_close(s);
+    /* A store that refuses rather than evict keys refuses here too. */
+    s = open_srv("server:\n  max_inline_policies: 1\n  fail_closed: true\n");
+    ASSERT(s != NULL);
+    rlt__session_init(s, &ss);
+    ASSERT(strncmp(run(s, &ss, S(10), "RL.CHECK k gcra:1/1d"), "*6\r\n:1", 6) == 0);
+    ASSERT(strncmp(run(s, &ss, S(20), "RL.CHECK k gcra:2/1d"), "-ERR too many distinct", 22) == 0);
+    rlt__srv_close(s);
+}
+
 TEST(inline_policy_replacements_are_bounded_per_second)
 {
     rlt__srv *s = open_srv("server:\n  max_inline_policies: 1\n");

@@ -292,6 +292,9 @@ TEST(settings_that_cannot_work_are_refused)
         {"server:\n  max_bulk: 1048576\n", "t.yaml:2: max_bulk must be an integer in [1024, 524288]"},
         {"server:\n  client_timeout: 0s\n", "t.yaml:2: client_timeout must be a duration in [10 ms,"},
         {"server:\n  max_inline_policies: 0\n", "t.yaml:2: max_inline_policies must be"},
+        {"server:\n  max_reservations_per_client: 0\n",
+         "t.yaml:2: max_reservations_per_client must be"},
+        {"server:\n  max_reservation_timeout: 2d\n", "t.yaml:2: max_reservation_timeout must be"},
         {"server:\n  threads: 65\n", "t.yaml:2: threads must be an integer in [0, 64]"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -36,10 +36,12 @@ typedef struct rlt__backend_ops {
     int (*reset)(rlt__backend *b, int policy_id, const void *key, size_t klen);
     int (*release)(rlt__backend *b, int policy_id, const void *key, size_t klen, rlt_ns now,
                    int64_t lease);
-    /* Charge after the response (rlt_store_reserve / rlt_store_settle's contracts; Redis:
-     * rlt_redis_reserve / rlt_redis_settle); NULL when a backend cannot hold reservations. */
-    int (*reserve)(rlt__backend *b, int policy_id, const void *key, size_t klen, rlt_ns now,
-                   int64_t estimate, rlt_ns timeout, rlt_decision *d, uint64_t *reservation);
+    /* Charge after the response (rlt_store_reserve_for / rlt_store_settle's contracts, on
+     * behalf of `holder`; Redis: rlt_redis_reserve / rlt_redis_settle, where the holder is not
+     * counted); NULL when a backend cannot hold reservations. */
+    int (*reserve)(rlt__backend *b, uint64_t holder, int policy_id, const void *key, size_t klen,
+                   rlt_ns now, int64_t estimate, rlt_ns timeout, rlt_decision *d,
+                   uint64_t *reservation);
     int (*settle)(rlt__backend *b, int policy_id, const void *key, size_t klen, rlt_ns now,
                   uint64_t reservation, int64_t real_cost, rlt_decision *d);
     /* The backend's lines of INFO / families of /metrics (may write nothing). */

@@ -51,11 +51,12 @@ static int local_release(rlt__backend *b, int policy_id, const void *key, size_t
     return rlt_store_release(store_of(b), policy_id, key, klen, now, lease);
 }
 
-static int local_reserve(rlt__backend *b, int policy_id, const void *key, size_t klen, rlt_ns now,
-                         int64_t estimate, rlt_ns timeout, rlt_decision *d, uint64_t *reservation)
+static int local_reserve(rlt__backend *b, uint64_t holder, int policy_id, const void *key,
+                         size_t klen, rlt_ns now, int64_t estimate, rlt_ns timeout, rlt_decision *d,
+                         uint64_t *reservation)
 {
-    return rlt_store_reserve(store_of(b), policy_id, key, klen, now, estimate, timeout, d,
-                             reservation);
+    return rlt_store_reserve_for(store_of(b), holder, policy_id, key, klen, now, estimate, timeout,
+                                 d, reservation);
 }
 
 static int local_settle(rlt__backend *b, int policy_id, const void *key, size_t klen, rlt_ns now,

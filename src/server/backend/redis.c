@@ -415,9 +415,11 @@ static int redis_release(rlt__backend *be, int policy_id, const void *key, size_
  * (fail: local decides on the fallback store) and makes no reservation; a settle without
  * Redis is RLT_EBACKEND for the client to see (the reservation expires charged as
  * estimated if it is never settled). */
-static int redis_reserve(rlt__backend *be, int policy_id, const void *key, size_t klen, rlt_ns now,
-                         int64_t estimate, rlt_ns timeout, rlt_decision *d, uint64_t *reservation)
+static int redis_reserve(rlt__backend *be, uint64_t holder, int policy_id, const void *key,
+                         size_t klen, rlt_ns now, int64_t estimate, rlt_ns timeout, rlt_decision *d,
+                         uint64_t *reservation)
 {
+    (void)holder; /* Redis keeps a reservation in the key's own state: no shared table */
     redis_be *b = (redis_be *)be;
     const rlt__config *c;
     const rlt_policy *p;

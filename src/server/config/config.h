@@ -83,6 +83,8 @@ typedef struct rlt__settings {
     size_t max_bulk;             /* RESP bulk string bytes; default 65536 */
     bool shadow_mode;            /* global shadow mode: never deny, count would-be denials */
     size_t max_reservations;     /* outstanding RL.RESERVE reservations; default 65536 */
+    size_t max_reservations_per_client; /* of one connection, or one tenant; default 4096 */
+    rlt_ns max_reservation_timeout;     /* longest TIMEOUT / timeout_ms; default 1 h */
     size_t top_keys;             /* top offenders' counters per thread (top.h); 0 = off; 100 */
     bool ui;                     /* GET / on HTTP answers the playground and its live page
                                     (server.ui, --no-ui); default on */

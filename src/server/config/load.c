@@ -88,6 +88,10 @@ static const setting settings[] = {
     {"max_bulk", SET_SIZE, S(max_bulk), 1024, RLT__MAX_INPUT / 2, "max_bulk"},
     {"shadow_mode", SET_BOOL, S(shadow_mode), 0, 0, "shadow_mode"},
     {"max_reservations", SET_SIZE, S(max_reservations), 1, 1 << 24, "max_reservations"},
+    {"max_reservations_per_client", SET_SIZE, S(max_reservations_per_client), 1, 1 << 24,
+     "max_reservations_per_client"},
+    {"max_reservation_timeout", SET_DUR, S(max_reservation_timeout), RLT_NS_PER_MS,
+     86400 * RLT_NS_PER_S, "max_reservation_timeout"},
     {"top_keys", SET_SIZE, S(top_keys), 0, RLT__TOP_KEYS_MAX, "top_keys"},
     {"ui", SET_BOOL, S(ui), 0, 0, "ui"},
 };

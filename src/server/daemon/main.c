@@ -407,6 +407,7 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
     cfg->set.max_keys = keep.max_keys;
     cfg->set.fail_closed = keep.fail_closed;
     cfg->set.max_reservations = keep.max_reservations;
+    cfg->set.max_reservations_per_client = keep.max_reservations_per_client;
     cfg->set.max_args = keep.max_args;
     cfg->set.max_inline_policies = keep.max_inline_policies;
     cfg->set.max_memory = keep.max_memory; /* the store's cap and the connections' are set */

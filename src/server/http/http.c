@@ -104,8 +104,8 @@ static void reply_check(rlt__srv *s, const rlt__pipe_reply *r, int id, int64_t c
     render_check(s, r, id, cost, now, st, d, NULL);
 }
 
-static void handle_reserve(rlt__conn *c, const rlt__check_req *cr, const rlt__target *t,
-                           const rlt__pipe_reply *r, rlt_ns now);
+static void handle_reserve(rlt__conn *c, const rlt__session *ss, const rlt__check_req *cr,
+                           const rlt__target *t, const rlt__pipe_reply *r, rlt_ns now);
 
 static void handle_check(rlt__conn *c, const rlt__http_req *req, const rlt__session *ss,
                          unsigned flags, rlt_ns now)
@@ -129,7 +129,7 @@ static void handle_check(rlt__conn *c, const rlt__http_req *req, const rlt__sess
     }
     rlt__pipe_reply r = {.out = o, .fn = reply_check, .flags = flags, .arg = cr.deny_status};
     field_name(cr.policy, cr.plen, r.name, sizeof r.name);
-    if (cr.reserve || cr.reservation || cr.timeout_ms) return handle_reserve(c, &cr, &t, &r, now);
+    if (cr.reserve || cr.reservation || cr.timeout_ms) return handle_reserve(c, ss, &cr, &t, &r, now);
     /* HEAD shows where the key stands and charges nothing. */
     rlt__pipe_add(rlt__conn_pipe(c), s, now, &t, flags & RLT__HF_HEAD ? 0 : cr.cost, &r);
 }
@@ -138,8 +138,8 @@ static void handle_check(rlt__conn *c, const rlt__http_req *req, const rlt__sess
 
 /* /v1/check with reserve=1: decided at once (a reservation is not a batch item), after the
  * staged checks; the body adds "reservation": its id in hex, or null when denied. */
-static void handle_reserve(rlt__conn *c, const rlt__check_req *cr, const rlt__target *t,
-                           const rlt__pipe_reply *r, rlt_ns now)
+static void handle_reserve(rlt__conn *c, const rlt__session *ss, const rlt__check_req *cr,
+                           const rlt__target *t, const rlt__pipe_reply *r, rlt_ns now)
 {
     rlt__srv *s = rlt__conn_srv(c);
     rlt__pipe_flush(rlt__conn_pipe(c), s);
@@ -150,10 +150,16 @@ static void handle_reserve(rlt__conn *c, const rlt__check_req *cr, const rlt__ta
                                                : "timeout_ms needs reserve=1");
     if (r->flags & RLT__HF_HEAD)
         return rlt__http_error(r->out, 400, r->flags, NULL, "reserve=1 takes GET or POST");
+    rlt_ns timeout = rlt__decide_reserve_timeout(s, cr->timeout_ms, err, sizeof err);
+    if (timeout < 0) return rlt__http_error(r->out, 400, r->flags, NULL, err);
+    /* A tenant's reservations count together; the admin's per connection (a request's own
+     * session is new each time). */
+    uint64_t holder =
+        rlt__session_holder(ss->auth == RLT__AUTH_TENANT ? ss : rlt__conn_session(c));
     rlt_decision d;
     uint64_t rid;
-    int st = rlt__decide_reserve(s, t->policy_id, t->shadow, t->key, t->klen, now, cr->cost,
-                                 cr->timeout_ms * RLT_NS_PER_MS, &d, &rid);
+    int st = rlt__decide_reserve(s, holder, t->policy_id, t->shadow, t->key, t->klen, now,
+                                 cr->cost, timeout, &d, &rid);
     if (st != RLT_OK) {
         int code = !rlt__decide_can_reserve(s) ? 501 : st == RLT_EFULL ? 503 : 400;
         return rlt__http_error(

@@ -181,14 +181,26 @@ bool rlt__decide_can_reserve(const rlt__srv *s)
     return s->be->ops->reserve != NULL && s->be->ops->settle != NULL;
 }
 
-int rlt__decide_reserve(rlt__srv *s, int policy_id, bool shadow, const void *key, size_t klen,
-                        rlt_ns now, int64_t estimate, rlt_ns timeout, rlt_decision *d,
+rlt_ns rlt__decide_reserve_timeout(rlt__srv *s, int64_t ms, char *err, size_t errlen)
+{
+    const rlt_ns max = rlt__srv_config(s)->set.max_reservation_timeout;
+    if (ms <= 0) return RLT_RESERVE_DEFAULT_TIMEOUT < max ? RLT_RESERVE_DEFAULT_TIMEOUT : max;
+    if (ms > max / RLT_NS_PER_MS) {
+        snprintf(err, errlen, "timeout %lld ms is over max_reservation_timeout (%lld ms)",
+                 (long long)ms, (long long)(max / RLT_NS_PER_MS));
+        return -1;
+    }
+    return ms * RLT_NS_PER_MS;
+}
+
+int rlt__decide_reserve(rlt__srv *s, uint64_t holder, int policy_id, bool shadow, const void *key,
+                        size_t klen, rlt_ns now, int64_t estimate, rlt_ns timeout, rlt_decision *d,
                         uint64_t *reservation)
 {
     *reservation = 0;
     if (!rlt__decide_can_reserve(s)) return RLT_EINVAL;
-    int st =
-        s->be->ops->reserve(s->be, policy_id, key, klen, now, estimate, timeout, d, reservation);
+    int st = s->be->ops->reserve(s->be, holder, policy_id, key, klen, now, estimate, timeout, d,
+                                 reservation);
     if (st != RLT_OK) return st;
     settle(s, rlt__srv_config(s), policy_id, shadow, key, klen, estimate, now, d);
     return RLT_OK;

@@ -45,12 +45,15 @@ int rlt__decide_peek(struct rlt__srv *s, int policy_id, const void *key, size_t 
 /* Charge after the response.  Whether the backend holds reservations (the local store does;
  * Redis does not: the commands refuse with a message saying so). */
 bool rlt__decide_can_reserve(const struct rlt__srv *s);
-/* A reservation of `estimate` (rlt_store_reserve), counted as a decision, shadow mode applied
- * (a denial reported allowed has no reservation: *reservation 0).  RLT_EINVAL when the
- * backend cannot reserve or the policy cannot settle. */
-int rlt__decide_reserve(struct rlt__srv *s, int policy_id, bool shadow, const void *key,
-                        size_t klen, rlt_ns now, int64_t estimate, rlt_ns timeout, rlt_decision *d,
-                        uint64_t *reservation);
+/* A reservation of `estimate` on behalf of `holder` (rlt_store_reserve_for; 0: anonymous),
+ * counted as a decision, shadow mode applied (a denial reported allowed has no reservation:
+ * *reservation 0).  RLT_EINVAL when the backend cannot reserve or the policy cannot settle. */
+int rlt__decide_reserve(struct rlt__srv *s, uint64_t holder, int policy_id, bool shadow,
+                        const void *key, size_t klen, rlt_ns now, int64_t estimate, rlt_ns timeout,
+                        rlt_decision *d, uint64_t *reservation);
+/* The timeout of a reservation asked for `ms` ms (0: none given): ms, or the default 300 s,
+ * at most max_reservation_timeout.  -1 with a message when `ms` is over that bound. */
+rlt_ns rlt__decide_reserve_timeout(struct rlt__srv *s, int64_t ms, char *err, size_t errlen);
 /* Settles a reservation at its real cost (rlt_store_settle); not counted as a decision. */
 int rlt__decide_settle(struct rlt__srv *s, int policy_id, const void *key, size_t klen, rlt_ns now,
                        uint64_t reservation, int64_t real_cost, rlt_decision *d);

@@ -299,7 +299,7 @@ static int drain(rlt__srv *s, const limit *l, const char *key, size_t klen, rlt_
     bool fits = l->cost == 0 ? pk.allowed : pk.allowed && l->cost <= pk.remaining;
     if (l->cost > 0) {
         uint64_t id = 0;
-        e = rlt__decide_reserve(s, l->policy, false, key, klen, at, 0, 0, d, &id);
+        e = rlt__decide_reserve(s, 0, l->policy, false, key, klen, at, 0, 0, d, &id);
         if (e == RLT_OK) e = rlt__decide_settle(s, l->policy, key, klen, at, id, l->cost, d);
         if (e != RLT_OK) return e;
     } else {

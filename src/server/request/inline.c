@@ -1,5 +1,6 @@
-/* The inline-policy cache: bounded slots named "i#k" in the store, reused only when idle past
- * their horizon (inline.h says why that mints nothing), with a quota per tenant. */
+/* The inline-policy cache: bounded slots named "i#k" in the store, reused when idle past their
+ * horizon (inline.h says why that mints nothing) or else evicted least recently used first
+ * with their keys, never while in use, with a quota per tenant. */
 #include "server/request/inline.h"
 
 #include <stdio.h>
@@ -65,7 +66,8 @@ void rlt__inline_touch(rlt__inline_table *t, size_t slot, rlt_ns now)
 {
     if (slot >= t->max) return;
     rlt_ns *last = &t->slot[slot].last;
-    if (__atomic_load_n(last, __ATOMIC_RELAXED) < now) __atomic_store_n(last, now, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(last, __ATOMIC_RELAXED) < now)
+        __atomic_store_n(last, now, __ATOMIC_SEQ_CST);
 }
 
 static bool idle(const rlt__inline_slot *sl, rlt_ns now)
@@ -74,28 +76,54 @@ static bool idle(const rlt__inline_slot *sl, rlt_ns now)
     return sl->text != NULL && now - last > sl->horizon;
 }
 
-/* The slot to use for a new text: a free one, else the least recently used idle one (the
- * owner's own first when it is at its quota).  SIZE_MAX when there is none. */
-static size_t pick(const rlt__inline_table *t, uint64_t owner, bool own_only, rlt_ns now)
+/* Whether slot `sl` may be evicted with its live keys at `now`: not used within the grace. */
+static bool past_grace(const rlt__inline_slot *sl, rlt_ns now)
 {
-    size_t best = SIZE_MAX;
+    return sl->text != NULL &&
+           now - __atomic_load_n(&sl->last, __ATOMIC_SEQ_CST) > RLT__INLINE_GRACE;
+}
+
+/* The slot to use for a new text: a free one, else the least recently used idle one, else
+ * (evict_live) the least recently used one past its grace; only the owner's own when it is at
+ * its quota.  SIZE_MAX when there is none. */
+static size_t pick(const rlt__inline_table *t, uint64_t owner, bool own_only, bool evict_live,
+                   rlt_ns now)
+{
+    size_t best = SIZE_MAX, live = SIZE_MAX;
     for (size_t k = 0; k < t->max; k++) {
         const rlt__inline_slot *sl = &t->slot[k];
         if (sl->text == NULL) {
             if (!own_only) return k;
             continue;
         }
-        if ((own_only && sl->owner != owner) || !idle(sl, now)) continue;
-        if (best == SIZE_MAX || __atomic_load_n(&sl->last, __ATOMIC_RELAXED) <
-                                    __atomic_load_n(&t->slot[best].last, __ATOMIC_RELAXED))
-            best = k;
+        if (own_only && sl->owner != owner) continue;
+        rlt_ns last = __atomic_load_n(&sl->last, __ATOMIC_RELAXED);
+        size_t *into = idle(sl, now) ? &best : evict_live && past_grace(sl, now) ? &live : NULL;
+        if (into != NULL &&
+            (*into == SIZE_MAX || last < __atomic_load_n(&t->slot[*into].last, __ATOMIC_RELAXED)))
+            *into = k;
     }
-    return best;
+    return best != SIZE_MAX ? best : live;
+}
+
+static void refuse_full(const rlt__inline_table *t, bool at_quota, size_t quota, char *err,
+                        size_t errlen)
+{
+    if (at_quota)
+        snprintf(err, errlen,
+                 "this tenant has %zu inline policies in use, its quota: name them in the "
+                 "config instead",
+                 quota);
+    else
+        snprintf(err, errlen,
+                 "too many distinct inline policies in use (max %zu): name them in the "
+                 "config instead",
+                 t->max);
 }
 
 int rlt__inline_intern(rlt__inline_table *t, rlt__registry *reg, const rlt_policy *run,
-                       const char *canon, uint64_t owner, size_t quota, rlt_ns now, size_t *slot,
-                       int *id, char *err, size_t errlen)
+                       const char *canon, uint64_t owner, size_t quota, bool evict_live, rlt_ns now,
+                       size_t *slot, int *id, char *err, size_t errlen)
 {
     size_t mine = 0;
     for (size_t k = 0; k < t->max; k++) {
@@ -110,18 +138,9 @@ int rlt__inline_intern(rlt__inline_table *t, rlt__registry *reg, const rlt_polic
         mine += sl->owner == owner;
     }
     bool at_quota = owner != 0 && mine >= quota;
-    size_t k = pick(t, owner, at_quota, now);
+    size_t k = pick(t, owner, at_quota, evict_live, now);
     if (k == SIZE_MAX) {
-        if (at_quota)
-            snprintf(err, errlen,
-                     "this tenant has %zu inline policies in use, its quota: name them in the "
-                     "config instead",
-                     quota);
-        else
-            snprintf(err, errlen,
-                     "too many distinct inline policies in use (max %zu): name them in the "
-                     "config instead",
-                     t->max);
+        refuse_full(t, at_quota, quota, err, errlen);
         return RLT_ENOMEM;
     }
     rlt__inline_slot *sl = &t->slot[k];
@@ -130,11 +149,8 @@ int rlt__inline_intern(rlt__inline_table *t, rlt__registry *reg, const rlt_polic
          * from its cache touches, then reads the epoch (srv.c tl_get); one of the two sees the
          * other, so no request is decided under the slot's next policy. */
         __atomic_add_fetch(&t->epoch, 1, __ATOMIC_SEQ_CST);
-        if (!idle(sl, now)) {
-            snprintf(err, errlen,
-                     "too many distinct inline policies in use (max %zu): name them in the "
-                     "config instead",
-                     t->max);
+        if (!idle(sl, now) && !(evict_live && past_grace(sl, now))) {
+            refuse_full(t, at_quota, quota, err, errlen);
             return RLT_ENOMEM;
         }
         /* An eviction rewrites the store's table under all its locks: bounded per second. */
@@ -160,7 +176,8 @@ int rlt__inline_intern(rlt__inline_table *t, rlt__registry *reg, const rlt_polic
     char name[32];
     slot_name(name, sizeof name, k);
     int nid = -1;
-    /* Idle, every key of the old policy is fresh: resetting them drops no allowance. */
+    /* Idle, every key of the old policy is fresh: resetting them drops no allowance.  Evicted
+     * past its grace, its keys start fresh as a full store's least recently used key does. */
     int st = rlt__registry_set_policy(reg, name, run, RLT_CHANGE_RESET, &nid);
     if (st != RLT_OK) {
         free(text);

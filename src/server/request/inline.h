@@ -7,9 +7,21 @@
  * key of it can hold any state (every state is fresh again by then).  When a new text finds no
  * free slot, the least recently used slot idle past its horizon is reused: its store policy is
  * replaced with RLT_CHANGE_RESET, which mints nothing since each of its keys was fresh anyway.
- * Each tenant may hold at most its quota of slots (max / (tenants + 1)), so one tenant cannot
- * fill the table for the others; the admin may use every slot.  Evictions rewrite the store's
- * table under all its locks, so at most RLT__INLINE_EVICT_PER_S happen per second.
+ *
+ * When no slot is idle, the table is not full for anyone: like a full store, which evicts its
+ * least recently used key, it evicts its least recently used policy together with its keys
+ * (they start fresh, as an evicted key does), provided that policy was not used in the last
+ * RLT__INLINE_GRACE ns (a request resolved in this turn is still decided under the policy it
+ * resolved).  So one client's thousands of distinct texts cannot make the table refuse another
+ * client's text: they can only push out the least recently used policies' state, which the
+ * same client can already do to the least recently used keys by sending keys.  A fail-closed
+ * store (`fail_closed`: a full store refuses new keys rather than evict) refuses here too.
+ * With a Redis backend an eviction drops nothing: Redis keys carry the policy's numbers.
+ * Each tenant may hold at most its quota of slots (max / (tenants + 1)); at its quota it
+ * reuses or evicts its own, so one tenant cannot push out the others; the admin may use every
+ * slot.  A replacement rewrites the store's table under all its locks, so at most
+ * RLT__INLINE_EVICT_PER_S happen per second (beyond them a new text is refused for the rest
+ * of that second).
  *
  * Thread-safety: every call but rlt__inline_touch holds the caller's lock. */
 #ifndef RLT_SERVER_REQUEST_INLINE_H
@@ -24,6 +36,8 @@
 #include <stdint.h>
 
 #define RLT__INLINE_EVICT_PER_S 10
+/* A policy used this recently is never evicted with live keys (well over one event-loop turn). */
+#define RLT__INLINE_GRACE RLT_NS_PER_S
 
 typedef struct rlt__inline_slot {
     char *text; /* canonical policy text; NULL: free */
@@ -48,12 +62,14 @@ int rlt__inline_open(rlt__inline_table *t, size_t max, rlt__registry *reg, rlt_n
 void rlt__inline_close(rlt__inline_table *t);
 
 /* The slot of canonical text `canon` of policy `run` (the policy the store runs) for `owner`
- * at `now`: found, or a free slot, or an idle one reused.  Returns RLT_OK with *slot and
- * *id; RLT_ENOMEM with a message when the owner's quota or the table is full of policies in
- * use, or evictions are too frequent; another RLT_* code from the store. */
+ * at `now`: found, or a free slot, or an idle one reused, or (`evict_live`: the store is not
+ * fail-closed) the least recently used one past its grace evicted with its keys.  Returns
+ * RLT_OK with *slot and *id; RLT_ENOMEM with a message when every candidate was used within
+ * the grace (or, without `evict_live`, is in use), or replacements are too frequent; another
+ * RLT_* code from the store. */
 int rlt__inline_intern(rlt__inline_table *t, rlt__registry *reg, const rlt_policy *run,
-                       const char *canon, uint64_t owner, size_t quota, rlt_ns now, size_t *slot,
-                       int *id, char *err, size_t errlen);
+                       const char *canon, uint64_t owner, size_t quota, bool evict_live, rlt_ns now,
+                       size_t *slot, int *id, char *err, size_t errlen);
 
 /* Notes that slot `slot` was used at `now` (lock-free). */
 void rlt__inline_touch(rlt__inline_table *t, size_t slot, rlt_ns now);

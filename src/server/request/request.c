@@ -97,6 +97,12 @@ rlt__auth rlt__session_refresh(rlt__srv *s, rlt__session *ss)
     return check(c, ss, ss->has_user ? ss->user : NULL, ss->ulen, ss->secret, ss->slen);
 }
 
+uint64_t rlt__session_holder(const rlt__session *ss)
+{
+    if (ss->auth == RLT__AUTH_TENANT) return rlt_hash_fnv1a(ss->prefix, ss->prefix_len) | 1;
+    return (ss->id << 1) + 2; /* even: never a tenant's (odd), never 0 */
+}
+
 int rlt__session_key(const rlt__session *ss, const char *key, size_t klen, char *buf, size_t *len)
 {
     size_t pl = ss->prefix_len;

@@ -62,6 +62,10 @@ rlt__auth rlt__session_refresh(struct rlt__srv *s, rlt__session *ss);
 /* Whether any password or tenant is configured (AUTH makes sense). */
 bool rlt__auth_required(struct rlt__srv *s);
 
+/* Who holds the session's reservations (rlt_store_reserve_for): its tenant (every connection
+ * of a tenant shares the tenant's bound), else the connection itself.  Never 0. */
+uint64_t rlt__session_holder(const rlt__session *ss);
+
 /* Builds the session's prefix + key into buf (RLT_KEY_MAX bytes).  Returns RLT_OK and *len,
  * or RLT_EKEYLEN when the key is empty or the whole is longer than RLT_KEY_MAX. */
 int rlt__session_key(const rlt__session *ss, const char *key, size_t klen, char *buf,

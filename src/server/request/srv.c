@@ -433,7 +433,8 @@ int rlt__srv_open(rlt__srv **out, rlt__config *cfg, rlt_ns now, int64_t wall_ns,
     rlt_store_options opt = {.max_keys = cfg->set.max_keys,
                              .max_bytes = rlt__mem_store_share(cfg->set.max_memory),
                              .fail_closed = cfg->set.fail_closed,
-                             .max_reservations = cfg->set.max_reservations};
+                             .max_reservations = cfg->set.max_reservations,
+                             .max_reservations_per_holder = cfg->set.max_reservations_per_client};
     int st = s->metrics.slots ? rlt__registry_open(&s->reg, &opt) : RLT_ENOMEM;
     if (st != RLT_OK) {
         snprintf(err, errlen, "cannot open the store: %s", rlt_strerror(st));
@@ -559,8 +560,12 @@ static int intern_slot(rlt__srv *s, const rlt_policy *p, const rlt__asker *who, 
     const rlt_policy *run = rlt__srv_runnable(p, redis_mode(c), &tmp);
     pthread_mutex_lock(&s->lock);
     *epoch = inl_epoch(s);
+    /* A policy in use past its grace goes with its keys as a full store's key would: unless
+     * the store refuses rather than evict (fail_closed); Redis keys carry the policy's numbers,
+     * so there an eviction drops no state at all. */
+    bool evict_live = redis_mode(c) || !c->set.fail_closed;
     int st = rlt__inline_intern(&s->inl, &s->reg, run, canon, owner_of(who), quota_of(s, c),
-                                now_of(who), slot, id, err, errlen);
+                                evict_live, now_of(who), slot, id, err, errlen);
     if (st == RLT_OK && inl_epoch(s) != *epoch) rlt__registry_bump(&s->reg);
     if (st == RLT_OK) {
         char name[RLT__STR_MAX + 4];

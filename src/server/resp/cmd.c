@@ -366,13 +366,16 @@ static void cmd_reserve(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, s
                    timeout_ms > RESERVE_TIMEOUT_MAX_MS))
         return rlt__resp_error(o, "ERR syntax: RL.RESERVE key policy estimate [TIMEOUT ms] "
                                   "with 1 <= ms <= 86400000");
+    char terr[120];
+    rlt_ns timeout = rlt__decide_reserve_timeout(s, timeout_ms, terr, sizeof terr);
+    if (timeout < 0) return rlt__resp_errorf(o, "ERR %s", terr);
     char kbuf[RLT_KEY_MAX];
     rlt__target t;
     if (target(s, ss, &a[1], &a[2], true, now, kbuf, &t, o) != RLT_OK) return;
     rlt_decision d;
     uint64_t rid;
-    int st = rlt__decide_reserve(s, t.policy_id, t.shadow, t.key, t.klen, now, estimate,
-                                 timeout_ms * RLT_NS_PER_MS, &d, &rid);
+    int st = rlt__decide_reserve(s, rlt__session_holder(ss), t.policy_id, t.shadow, t.key, t.klen,
+                                 now, estimate, timeout, &d, &rid);
     if (st != RLT_OK) return reserve_error(s, t.policy_id, now, o, st, false);
     int64_t v[5] = {d.allowed ? 1 : 0, d.limit, d.remaining,
                     d.allowed ? 0 : rlt_retry_after_ms(d.retry_after),
