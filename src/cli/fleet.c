@@ -1,6 +1,6 @@
 /* `ratelimit sim --fleet`: the fleet simulator's options and the order of its run (fleet.h has
  * the model).  `ratelimit sim` hands its argv here when it holds --fleet. */
-#include "cli/fleet.h"
+#include "cli/fleet_types.h"
 
 #include <errno.h>
 #include <stdlib.h>

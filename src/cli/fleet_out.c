@@ -1,7 +1,7 @@
 /* The fleet simulator's output: the table (one row per mode: admitted, over-admission in the
  * worst window, under-admission against the exact limiter, messages per admitted request) and
  * the picture (each mode's admissions in the last window of T over time, against R x T + B). */
-#include "cli/fleet.h"
+#include "cli/fleet_types.h"
 
 #include "cli/sim_svg.h" /* rlt__svg_head */
 

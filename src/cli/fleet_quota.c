@@ -4,7 +4,7 @@
  * at different times do), applies each answer `latency` after it was sent, enforces its
  * assignment as a token bucket (the core's) that starts full on every new assignment, and
  * denies with no live assignment (no_assignment and expired_assignment behaviours: deny). */
-#include "cli/fleet.h"
+#include "cli/fleet_types.h"
 
 #include "quota/quota.h"
 

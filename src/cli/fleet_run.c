@@ -4,7 +4,7 @@
  * R/N).  Requests are counted per node per step and arrive at the step's start; a count of c
  * requests at one instant is decided exactly as c requests of cost 1 at that instant (a peek
  * says how many fit, then they are charged at once). */
-#include "cli/fleet.h"
+#include "cli/fleet_types.h"
 
 #include <stdlib.h>
 #include <string.h>

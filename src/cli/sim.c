@@ -6,7 +6,7 @@
  * machine.  The concurrency limiter's requests hold their slot for --hold ticks.  This file
  * reads the options and runs the parts in order (sim_types.h lists them). */
 #include "cli/cli.h"
-#include "cli/fleet.h"
+#include "cli/fleet_types.h"
 #include "cli/sim_accuracy.h"
 #include "cli/sim_run.h"
 #include "cli/sim_svg.h"

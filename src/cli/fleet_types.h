@@ -1,12 +1,12 @@
-/* `ratelimit sim --fleet` (fleet.c): a fleet of N nodes sharing one budget, run four ways on
- * the same demand: exact checks against one global limiter (RLS, Redis), local leases of k
- * units (libratelimit_redis's leases), quota division (src/quota, Envoy's RLQS) and a static
- * split (each node R/N).  Its parts: fleet.c (options, the run's order), fleet_run.c (the
- * demand and the four modes), fleet_quota.c (the quota-division mode), fleet_out.c (the
- * table and the picture).  Integer time in ns on a virtual clock, a seeded generator, no
- * clock read: the same options give byte-identical output. */
-#ifndef RLT_CLI_FLEET_H
-#define RLT_CLI_FLEET_H
+/* `ratelimit sim --fleet` (fleet.c) and its parts' shared types and calls: a fleet of N nodes
+ * sharing one budget, run four ways on the same demand: exact checks against one global limiter
+ * (RLS, Redis), local leases of k units (libratelimit_redis's leases), quota division (src/quota,
+ * Envoy's RLQS) and a static split (each node R/N).  Its parts: fleet.c (options, the run's order),
+ * fleet_run.c (the demand and the four modes), fleet_quota.c (the quota-division mode), fleet_out.c
+ * (the table and the picture).  Integer time in ns on a virtual clock, a seeded generator, no clock
+ * read: the same options give byte-identical output. */
+#ifndef RLT_CLI_FLEET_TYPES_H
+#define RLT_CLI_FLEET_TYPES_H
 
 #include "cli/cliutil.h"
 
