@@ -6,6 +6,7 @@
  * machine.  The concurrency limiter's requests hold their slot for --hold ticks.  This file
  * reads the options and runs the parts in order (sim_types.h lists them). */
 #include "cli/cli.h"
+#include "cli/fleet_types.h"
 #include "cli/sim_accuracy.h"
 #include "cli/sim_run.h"
 #include "cli/sim_serve.h"
@@ -52,7 +53,10 @@ static void usage(FILE *f)
           "                  counter's errors over time)\n"
           "  --accuracy      instead of the table: sliding window counter vs the exact log\n"
           "  --serve [ADDR]  serve the playground (this simulator in the browser) on ADDR,\n"
-          "                  HOST:PORT or PORT (default " RLT__SERVE_DEFAULT "), until Ctrl-C\n",
+          "                  HOST:PORT or PORT (default " RLT__SERVE_DEFAULT "), until Ctrl-C\n"
+          "  --fleet N       instead: N nodes sharing one budget, exact checks, leases, quota\n"
+          "                  division and a static split side by side (ratelimit sim --fleet 1\n"
+          "                  --help lists its options)\n",
           f);
 }
 
@@ -192,6 +196,9 @@ static int sim_main(sim *s, int argc, char **argv)
 
 int rlt__cli_sim(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--fleet") == 0 || strncmp(argv[i], "--fleet=", 8) == 0)
+            return rlt__cli_fleet(argc, argv);
     sim s;
     memset(&s, 0, sizeof s);
     s.limit = 4;

@@ -44,6 +44,26 @@ if [ -s "$tmp/out" ]; then echo "FAIL sim_svg_unwritable: printed the table befo
 expect sim_until_before_last 2 "--until must not be before" "" sim --until 1
 expect sim_trace_bad_line 1 "-:2: bad TIME 'x'" "1\nx\n" sim --trace -
 expect sim_trace_missing 1 "cannot open /nonexistent/trace" "" sim --trace /nonexistent/trace
+expect fleet_zero_nodes 2 "--fleet '0': must be between 1 and 100000" "" sim --fleet 0
+expect fleet_too_many_nodes 2 "--fleet '100001': must be between 1 and 100000" "" sim --fleet 100001
+expect fleet_bad_pattern 2 "unknown --pattern 'zigzag' (steady, skewed, join, die, flash)" "" sim --fleet 10 --pattern zigzag
+expect fleet_bad_budget 2 "--budget 'gcra:2/1x'" "" sim --fleet 10 --budget gcra:2/1x
+expect fleet_budget_algorithm 2 "--budget 'fixed_window:10/1s': must be a gcra or token_bucket policy" "" sim --fleet 10 --budget fixed_window:10/1s
+expect fleet_budget_block 2 "--budget 'gcra:10/1s,block=1s': block= and jitter= are not simulated" "" sim --fleet 10 --budget gcra:10/1s,block=1s
+expect fleet_budget_indivisible 1 "--budget 'gcra:5000000000/1s': the quota division cannot divide it" "" sim --fleet 2 --budget gcra:5000000000/1s --seconds 1 --step 100ms
+expect fleet_bad_demand 2 "--demand 'x': not a decimal number" "" sim --fleet 10 --demand x
+expect fleet_bad_unit 2 "--interval '2h': unknown unit 'h'" "" sim --fleet 10 --interval 2h
+expect fleet_bad_seconds 2 "--seconds '0': must be between 0.001 s and 86400 s" "" sim --fleet 10 --seconds 0
+expect fleet_ttl_short 2 "--ttl must be at least 3 x --interval" "" sim --fleet 10 --ttl 2s
+expect fleet_latency_long 2 "--latency must be below --interval" "" sim --fleet 10 --latency 1s
+expect fleet_step_multiple 2 "must be whole multiples of --step (0.03 s)" "" sim --fleet 10 --step 30ms
+expect fleet_window_long 2 "--window must not be longer than --seconds" "" sim --fleet 10 --window 20s
+expect fleet_too_much_work 2 "is too much work" "" sim --fleet 100000 --seconds 1000 --step 10ms
+expect fleet_bad_lease 2 "--lease '0': must be between 1 and" "" sim --fleet 10 --lease 0
+expect fleet_unknown_flag 2 "unknown option '--bogus'" "" sim --fleet 10 --bogus
+expect fleet_missing_value 2 "option --fleet needs a value" "" sim --fleet
+expect fleet_svg_unwritable 1 "cannot write $tmp/no/such/dir.svg" "" sim --fleet 10 --svg "$tmp/no/such/dir.svg"
+if [ -s "$tmp/out" ]; then echo "FAIL fleet_svg_unwritable: printed the table before failing"; fail=$((fail + 1)); fi
 expect replay_no_policy 2 "--policy is required" "" replay
 expect replay_bad_policy 2 "--policy 'gcra:2/1x'" "" replay --policy gcra:2/1x
 expect replay_bad_algo 2 "--policy 'frob:1/s'" "" replay --policy frob:1/s

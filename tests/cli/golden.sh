@@ -57,8 +57,15 @@ run sim_block.out /dev/null sim --pattern steady --rate 1 --block '4s*2..20s'
 run sim_hold.out /dev/null sim --at 0,0.5,1,1.5,2,2.5,3,6 --hold 2.2 --limit 3 --window 4
 run sim_accuracy_svg.out /dev/null sim --pattern random --rate 0.45 --seed 7 --duration 3000 --accuracy --svg "$tmp/sim_accuracy.svg"
 check sim_accuracy.svg "$tmp/sim_accuracy.svg"
+# The fleet simulator, one table per pattern (fleet.sh checks properties of them), and a picture.
+for p in steady skewed join die flash; do
+  run "sim_fleet_$p.out" /dev/null sim --fleet 20 --pattern "$p" --seconds 6
+done
+run sim_fleet_latency.out /dev/null sim --fleet 20 --pattern flash --seconds 6 --latency 50ms --interval 0.5s --ttl 2s --lease 4 --seed 3
+run sim_fleet_svg.out /dev/null sim --fleet 20 --pattern flash --seconds 6 --svg "$tmp/sim_fleet.svg"
+check sim_fleet.svg "$tmp/sim_fleet.svg"
 # Each picture is well-formed XML and renders.
-for svg in sim_default.svg sim_accuracy.svg; do
+for svg in sim_default.svg sim_accuracy.svg sim_fleet.svg; do
   if command -v python3 >/dev/null; then
     if python3 -c 'import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); assert r.tag.endswith("svg"), r.tag' "$tmp/$svg"; then
       echo "ok   $svg is well-formed XML"

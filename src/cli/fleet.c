@@ -1,0 +1,252 @@
+/* `ratelimit sim --fleet`: the fleet simulator's options and the order of its run (fleet.h has
+ * the model).  `ratelimit sim` hands its argv here when it holds --fleet. */
+#include "cli/fleet_types.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NS RLT_NS_PER_S
+#define MS RLT_NS_PER_MS
+#define fail_usage(...) rlt__usage_error(FLEET_CMD, __VA_ARGS__)
+#define STEPS_MAX INT64_C(1000000)
+#define WORK_MAX INT64_C(4000000000) /* nodes x steps */
+
+static void usage(FILE *f)
+{
+    fputs("usage: ratelimit sim --fleet N [--pattern NAME] [--budget POLICY] [--demand D]\n"
+          "                     [--seconds S] [--step DT] [--window T] [--interval I] [--ttl L]\n"
+          "                     [--latency D] [--lease K] [--lease-ttl L] [--seed X] [--svg FILE]\n"
+          "Simulates N nodes (1 to 100000) sharing one budget, four ways on the same demand:\n"
+          "exact checks (every request asks one global limiter: RLS, Redis), local leases of K\n"
+          "units (libratelimit_redis's leases), quota division (Envoy's RLQS, src/quota) and a\n"
+          "static split (each node a limiter of R/N); prints for each what it admitted, its\n"
+          "worst window against R x T + B (over-admission), what it refused that the exact\n"
+          "limiter admitted (under-admission) and its messages to the limiter per admitted\n"
+          "request.  Durations are decimals in seconds (0.01) or have a unit (10ms, 2s, 1m).\n"
+          "  --fleet N        nodes, 1..100000\n"
+          "  --pattern NAME   steady (default: every node D), skewed (a tenth of the nodes 10 D,\n"
+          "                   the others D/10), join (every node 2 D, the last one joining at\n"
+          "                   S/3), die (every node 2 D, node 0 dying at S/3), flash (every\n"
+          "                   node D, node 0 100 D from S/3 to 2S/3)\n"
+          "  --budget POLICY  the shared budget, a gcra or token_bucket policy (default\n"
+          "                   gcra:R/1s,burst=R/10 with R = N x D, at least 1)\n"
+          "  --demand D       requests per second per node (default 100)\n"
+          "  --seconds S      the run's length (default 10)\n"
+          "  --step DT        the clock's step; requests are counted per node per step and\n"
+          "                   arrive at its start (default 10ms)\n"
+          "  --window T       the over-admission window (default: the budget's period)\n"
+          "  --interval I     quota division: the reporting interval (default 1s)\n"
+          "  --ttl L          quota division: the assignments' time to live (default 8 I, at\n"
+          "                   least 3 I)\n"
+          "  --latency D      quota division: how late each answer reaches its node (default 0,\n"
+          "                   below I)\n"
+          "  --lease K        leases: units taken from the global limiter at once (default 10)\n"
+          "  --lease-ttl L    leases: what is left of a lease is dropped this long after its\n"
+          "                   grant (default 100ms)\n"
+          "  --seed X         the nodes' phases and order (default 1)\n"
+          "  --svg FILE       also draw the admissions in every window of T, per mode\n",
+          f);
+}
+
+/* A duration option: a decimal in seconds or a number with a unit (ns us ms s m). */
+static int opt_time(const char *name, const char *v, rlt_ns min, rlt_ns max, rlt_ns *out)
+{
+    size_t n = strlen(v), d = n;
+    while (d > 0 && v[d - 1] >= 'a' && v[d - 1] <= 'z')
+        d--;
+    int64_t unit = NS;
+    if (d < n) {
+        unit = strcmp(v + d, "m") == 0 ? 60 * NS : rlt__dec_unit_ns(v + d);
+        if (unit == 0) {
+            fail_usage("%s '%s': unknown unit '%s' (ns us ms s m)", name, v, v + d);
+            return -1;
+        }
+    }
+    int64_t x;
+    int rc = rlt__dec_parse(v, d, unit, &x);
+    if (rc != RLT__DEC_OK) {
+        fail_usage("%s '%s': %s", name, v, rlt__dec_strerror(rc));
+        return -1;
+    }
+    if (x < min || x > max) {
+        char a[RLT__DEC_BUF], b[RLT__DEC_BUF];
+        rlt__dec_format(a, min, NS);
+        rlt__dec_format(b, max, NS);
+        fail_usage("%s '%s': must be between %s s and %s s", name, v, a, b);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int parse_pattern(const char *v)
+{
+    for (int p = 0; p < NPAT; p++)
+        if (strcmp(v, rlt__fleet_pattern_name(p)) == 0) return p;
+    return -1;
+}
+
+static int parse_budget(fleet_opts *o, const char *v)
+{
+    char err[256] = "";
+    int rc = rlt_policy_parse(&o->budget, v, strlen(v), err, sizeof err);
+    if (rc != RLT_OK) return fail_usage("--budget '%s': %s", v, err[0] ? err : rlt_strerror(rc));
+    if (o->budget.algo != RLT_GCRA && o->budget.algo != RLT_TOKEN_BUCKET)
+        return fail_usage("--budget '%s': must be a gcra or token_bucket policy", v);
+    if (o->budget.block || o->budget.jitter)
+        return fail_usage("--budget '%s': block= and jitter= are not simulated", v);
+    if (o->budget.period > 3600 * NS)
+        return fail_usage("--budget '%s': the period must be at most 1h", v);
+    if (v != o->budget_text) snprintf(o->budget_text, sizeof o->budget_text, "%s", v);
+    return 0;
+}
+
+/* The default budget: R = N x D per second, a burst of R / 10 (100 ms of it). */
+static int default_budget(fleet_opts *o)
+{
+    int64_t r = o->nodes * o->demand_m / 1000, b = r / 10;
+    if (r < 1) r = 1;
+    if (b < 1) b = 1;
+    snprintf(o->budget_text, sizeof o->budget_text, "gcra:%lld/1s,burst=%lld", (long long)r,
+             (long long)b);
+    return parse_budget(o, o->budget_text);
+}
+
+static int check(fleet_opts *o, bool has_window)
+{
+    if (!has_window) o->window = o->budget.period;
+    if (o->ttl == 0) o->ttl = 8 * o->interval;
+    char a[RLT__DEC_BUF];
+    if (o->duration % o->step || o->interval % o->step || o->window % o->step ||
+        o->lease_ttl % o->step || o->latency % o->step || o->ttl % o->step)
+        return fail_usage("--seconds, --window, --interval, --ttl, --latency and --lease-ttl "
+                          "must be whole multiples of --step (%s s)",
+                          (rlt__dec_format(a, o->step, NS), a));
+    if (o->window > o->duration) return fail_usage("--window must not be longer than --seconds");
+    if (o->ttl < 3 * o->interval)
+        return fail_usage("--ttl must be at least 3 x --interval (the renewal margin of 2 I and "
+                          "the resend gap of I)");
+    if (o->latency >= o->interval) return fail_usage("--latency must be below --interval");
+    if (o->duration / o->step > STEPS_MAX)
+        return fail_usage("--seconds / --step is %lld steps, more than %lld: raise --step",
+                          (long long)(o->duration / o->step), (long long)STEPS_MAX);
+    if (o->nodes * (o->duration / o->step) > WORK_MAX)
+        return fail_usage("--fleet %lld for %lld steps is too much work (nodes x steps at most "
+                          "%lld): lower --seconds or raise --step",
+                          (long long)o->nodes, (long long)(o->duration / o->step),
+                          (long long)WORK_MAX);
+    return 0;
+}
+
+static int parse(fleet_opts *o, int argc, char **argv)
+{
+    const char *v;
+    bool has_budget = false, has_window = false;
+    for (int i = 1; i < argc; i++) /* first, so that `sim --fleet --help` is help */
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return -1;
+        }
+    for (int i = 1; i < argc; i++) {
+        int m;
+        const char *a = argv[i];
+#define OPT(name) (m = rlt__opt(argc, argv, &i, FLEET_CMD, name, &v)) < 0 ? -1 : m
+        if ((m = OPT("--fleet"))) {
+            if (m < 0 || rlt__opt_int(FLEET_CMD, "--fleet", v, 1, FLEET_NODES_MAX, &o->nodes))
+                return 2;
+        } else if ((m = OPT("--pattern"))) {
+            if (m < 0) return 2;
+            if ((o->pattern = parse_pattern(v)) < 0)
+                return fail_usage("unknown --pattern '%s' (steady, skewed, join, die, flash)", v);
+        } else if ((m = OPT("--budget"))) {
+            if (m < 0 || parse_budget(o, v)) return 2;
+            has_budget = true;
+        } else if ((m = OPT("--demand"))) {
+            if (m < 0 || rlt__opt_dec(FLEET_CMD, "--demand", v, 1000, 1, 1000000000, &o->demand_m))
+                return 2;
+        } else if ((m = OPT("--seconds"))) {
+            if (m < 0 || opt_time("--seconds", v, MS, 86400 * NS, &o->duration)) return 2;
+        } else if ((m = OPT("--step"))) {
+            if (m < 0 || opt_time("--step", v, RLT_NS_PER_US, NS, &o->step)) return 2;
+        } else if ((m = OPT("--window"))) {
+            if (m < 0 || opt_time("--window", v, RLT_NS_PER_US, 86400 * NS, &o->window)) return 2;
+            has_window = true;
+        } else if ((m = OPT("--interval"))) {
+            if (m < 0 || opt_time("--interval", v, RLT_NS_PER_US, 3600 * NS, &o->interval))
+                return 2;
+        } else if ((m = OPT("--ttl"))) {
+            if (m < 0 || opt_time("--ttl", v, RLT_NS_PER_US, 86400 * NS, &o->ttl)) return 2;
+        } else if ((m = OPT("--latency"))) {
+            if (m < 0 || opt_time("--latency", v, 0, 3600 * NS, &o->latency)) return 2;
+        } else if ((m = OPT("--lease"))) {
+            if (m < 0 ||
+                rlt__opt_int(FLEET_CMD, "--lease", v, 1, INT64_C(1) << 40, &o->lease_units))
+                return 2;
+        } else if ((m = OPT("--lease-ttl"))) {
+            if (m < 0 || opt_time("--lease-ttl", v, RLT_NS_PER_US, 3600 * NS, &o->lease_ttl))
+                return 2;
+        } else if ((m = OPT("--seed"))) {
+            int64_t s;
+            if (m < 0 || rlt__opt_int(FLEET_CMD, "--seed", v, 0, INT64_MAX, &s)) return 2;
+            o->seed = (uint64_t)s;
+        } else if ((m = OPT("--svg"))) {
+            if (m < 0) return 2;
+            o->svg = v;
+        } else {
+            return fail_usage("unknown option '%s'", a);
+        }
+#undef OPT
+    }
+    if (o->nodes == 0) return fail_usage("--fleet N is required");
+    if (!has_budget && default_budget(o)) return 2;
+    return check(o, has_window);
+}
+
+static int fleet_main(fleet *f, int argc, char **argv)
+{
+    fleet_opts *o = &f->o;
+    *o = (fleet_opts){.demand_m = 100000,
+                      .duration = 10 * NS,
+                      .step = 10 * MS,
+                      .interval = NS,
+                      .lease_units = 10,
+                      .lease_ttl = 100 * MS,
+                      .seed = 1};
+    int rc = parse(o, argc, argv);
+    if (rc) return rc < 0 ? 0 : rc;
+    f->steps = o->duration / o->step;
+    static const char *names[NMODE] = {"exact (RLS, Redis)", "leases", "quota division",
+                                       "static split R/N"};
+    for (int i = 0; i < NMODE; i++) {
+        f->m[i].name = names[i];
+        if (!(f->m[i].adm = calloc((size_t)f->steps, sizeof *f->m[i].adm))) {
+            fprintf(stderr, "ratelimit " FLEET_CMD ": out of memory\n");
+            return 1;
+        }
+    }
+    FILE *svg = NULL; /* opened first, so a bad path fails before the table is printed */
+    if (o->svg && !(svg = fopen(o->svg, "w"))) {
+        fprintf(stderr, "ratelimit " FLEET_CMD ": cannot write %s: %s\n", o->svg, strerror(errno));
+        return 1;
+    }
+    rlt__fleet_exact(f);
+    if (rlt__fleet_leases(f) || rlt__fleet_quota(f) || rlt__fleet_static(f)) {
+        if (svg) fclose(svg);
+        return 1;
+    }
+    rlt__fleet_totals(f);
+    rlt__fleet_table(f);
+    if (svg && rlt__fleet_svg(f, svg)) return 1;
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
+int rlt__cli_fleet(int argc, char **argv)
+{
+    fleet f;
+    memset(&f, 0, sizeof f);
+    int rc = fleet_main(&f, argc, argv);
+    for (int i = 0; i < NMODE; i++)
+        free(f.m[i].adm);
+    return rc;
+}
