@@ -32,6 +32,7 @@ typedef struct rlt__srv {
     uint64_t gen;                 /* unique per context: tags the per-thread policy caches */
     struct rlt__backend *be;      /* where decisions are made: chosen once (decide.h) */
     struct rlt__top *top;         /* top offenders (top.h); NULL when server.top_keys is 0 */
+    struct rlt__quotas *quotas;   /* Envoy's RLQS buckets and their division (quotas.h) */
 } rlt__srv;
 
 /* Opens a server context over a new store built from cfg->set, loads the snapshot
