@@ -597,6 +597,38 @@ def the_total_bucket_cap_refuses_with_a_status(tmp):
         assert d.stop() == 0, d.stderr()
 
 
+@test
+def the_envoy_example_buckets_get_their_assignments(tmp):
+    # examples/envoy/envoy_rlqs.yaml's bucket_id_builders, answered under
+    # examples/envoy/ratelimit-quota.yaml.
+    import yaml
+    ex = os.path.join(ROOT, "examples/envoy")
+    env = yaml.safe_load(open(os.path.join(ex, "envoy_rlqs.yaml")))
+    hcm = env["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]
+    f = [x for x in hcm["typed_config"]["http_filters"]
+         if x["name"] == "envoy.filters.http.rate_limit_quota"][0]["typed_config"]
+    m = f["bucket_matchers"]
+    settings = [x["on_match"]["action"]["typed_config"] for x in m["matcher_list"]["matchers"]]
+    settings.append(m["on_no_match"]["action"]["typed_config"])
+    buckets = []
+    for st in settings:
+        b = {k: v.get("string_value", "key-%d" % len(buckets))
+             for k, v in st["bucket_id_builder"]["bucket_id_builder"].items()}
+        buckets.append(B(**b))
+    d = daemon(tmp, config=open(os.path.join(ex, "ratelimit-quota.yaml")).read())
+    try:
+        e = Envoy(d.grpc, domain=f["domain"])
+        e.report(buckets + [B(name="api", user="blocked-key")], elapsed=1.0, allowed=1)
+        wait_for(lambda: all(e.current(b) for b in buckets), what="answers")
+        kinds = [e.current(b)["kind"] for b in buckets]
+        assert kinds == ["tb", "tb", "allow"], kinds
+        assert e.current(B(name="api", user="blocked-key"))["kind"] == "deny"
+        assert e.current(buckets[0])["ttl"] == 3.0  # 3 x the 1 s reporting interval
+        e.close()
+    finally:
+        assert d.stop() == 0, d.stderr()
+
+
 def main():
     it.BIN = os.path.abspath(sys.argv[1])
     return it.run_tests(TESTS, sys.argv[2:], prefix="rltq-")
