@@ -12,11 +12,8 @@ Usage: rlqs_integration.py PATH_TO_RATELIMITD [TEST_NAME...]   (with /usr/bin/py
 import os
 import queue
 import random
-import shutil
 import signal
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -24,10 +21,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import integration as it  # noqa: E402  (Daemon, run_tests)
+import grpc_integration as gi  # noqa: E402  (load_messages)
 
 try:
     import grpc
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 except ImportError as e:
     print("FAIL rlqs_integration: %s (install python3-grpcio python3-protobuf "
           "python3-grpc-tools; run with /usr/bin/python3)" % e)
@@ -43,27 +40,7 @@ def test(fn):
     return fn
 
 
-def load_messages():
-    tmp = tempfile.mkdtemp(prefix="rlt-pb-")
-    try:
-        out = os.path.join(tmp, "set.pb")
-        r = subprocess.run(["/usr/bin/python3", "-m", "grpc_tools.protoc",
-                            "-I" + os.path.join(ROOT, "src/server/grpc/proto"),
-                            "--descriptor_set_out=" + out, "--include_imports", "rlqs.proto"],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            raise SystemExit("FAIL rlqs_integration: grpc_tools.protoc failed: " + r.stderr)
-        fds = descriptor_pb2.FileDescriptorSet.FromString(open(out, "rb").read())
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    pool = descriptor_pool.DescriptorPool()
-    for f in fds.file:
-        pool.Add(f)
-    fac = message_factory.MessageFactory(pool)
-    return lambda name: fac.GetPrototype(pool.FindMessageTypeByName(name))
-
-
-M = load_messages()
+M = gi.load_messages(("rlqs.proto",))
 Rep = M("envoy.service.rate_limit_quota.v3.RateLimitQuotaUsageReports")
 Resp = M("envoy.service.rate_limit_quota.v3.RateLimitQuotaResponse")
 

@@ -25,6 +25,14 @@ static bool pair_is(const rlt__entry *e, const char *k, const char *v)
            memcmp(e->value, v, e->vlen) == 0;
 }
 
+/* Checks m[0..len) and starts *it at its first usage; *count gets the usages. */
+static int start(const uint8_t *m, size_t len, size_t *count, rlt__rlqs_reader *it)
+{
+    const char *d;
+    size_t dl;
+    return rlt__rlqs_decode_reports(m, len, &d, &dl, count, it, err, sizeof err);
+}
+
 TEST(a_report_written_by_protobuf_decodes_with_sorted_bucket_ids)
 {
     const char *d;
@@ -58,13 +66,10 @@ TEST(the_map_form_of_bucket_quota_usages_reads_as_the_list)
 {
     static const uint8_t m[] = "\x12\x0e\x08\x2a\x12\x0a\x0a\x08\x0a\x06\x0a\x01\x78\x12\x01\x79"
                                "\x12\x0c\x0a\x08\x0a\x06\x0a\x01\x78\x12\x01\x7a\x18\x05";
-    const char *d;
-    size_t dl, n;
+    size_t n;
     rlt__rlqs_reader it;
-    ASSERT_EQ(rlt__rlqs_decode_reports(m, sizeof m - 1, &d, &dl, &n, &it, err, sizeof err),
-              RLT__RLQS_OK);
+    ASSERT_EQ(start(m, sizeof m - 1, &n, &it), RLT__RLQS_OK);
     ASSERT_EQ(n, 2);
-    ASSERT_EQ(dl, 0);
     rlt__rlqs_usage u;
     ASSERT_EQ(rlt__rlqs_next_usage(&it, &u, err, sizeof err), RLT__RLQS_OK);
     ASSERT(u.id.n == 1 && pair_is(&u.id.pairs[0], "x", "y"));
@@ -74,10 +79,9 @@ TEST(the_map_form_of_bucket_quota_usages_reads_as_the_list)
 
 static int decode(const uint8_t *m, size_t len)
 {
-    const char *d;
-    size_t dl, n;
+    size_t n;
     rlt__rlqs_reader it;
-    return rlt__rlqs_decode_reports(m, len, &d, &dl, &n, &it, err, sizeof err);
+    return start(m, len, &n, &it);
 }
 
 TEST(hostile_reports_are_refused_without_reading_past_the_end)
@@ -142,11 +146,9 @@ TEST(a_repeated_key_keeps_its_last_value)
     /* bucket {x: 1}, {x: 2}: a map keeps the last value. */
     static const uint8_t ok[] = "\x12\x12\x0a\x10\x0a\x06\x0a\x01\x78\x12\x01\x31\x0a\x06\x0a\x01"
                                 "\x78\x12\x01\x32";
-    const char *d;
-    size_t dl, n;
+    size_t n;
     rlt__rlqs_reader it;
-    ASSERT_EQ(rlt__rlqs_decode_reports(ok, sizeof ok - 1, &d, &dl, &n, &it, err, sizeof err),
-              RLT__RLQS_OK);
+    ASSERT_EQ(start(ok, sizeof ok - 1, &n, &it), RLT__RLQS_OK);
     rlt__rlqs_usage u;
     ASSERT_EQ(rlt__rlqs_next_usage(&it, &u, err, sizeof err), RLT__RLQS_OK);
     ASSERT(u.id.n == 1 && pair_is(&u.id.pairs[0], "x", "2"));
@@ -213,11 +215,9 @@ TEST(the_largest_bucket_id_is_written_whole)
     rep[1] = (uint8_t)(0x80 | ((hdr + idlen) & 0x7f));
     rep[2] = (uint8_t)((hdr + idlen) >> 7);
     memcpy(rep + 3, p + i, hdr + idlen);
-    const char *d;
-    size_t dl, n;
+    size_t n;
     rlt__rlqs_reader it;
-    ASSERT_EQ(rlt__rlqs_decode_reports(rep, 3 + hdr + idlen, &d, &dl, &n, &it, err, sizeof err),
-              RLT__RLQS_OK);
+    ASSERT_EQ(start(rep, 3 + hdr + idlen, &n, &it), RLT__RLQS_OK);
     rlt__rlqs_usage u;
     ASSERT_EQ(rlt__rlqs_next_usage(&it, &u, err, sizeof err), RLT__RLQS_OK);
     ASSERT_EQ(u.id.n, RLT__RLQS_MAX_PAIRS);

@@ -4,8 +4,6 @@
 #ifndef RLT_SERVER_GRPC_GRPC_INTERNAL_H
 #define RLT_SERVER_GRPC_GRPC_INTERNAL_H
 
-#include "server/grpc/grpc.h"
-
 #include "server/base/escape.h"
 #include "server/base/obuf.h"
 #include "server/config/config.h"
@@ -16,6 +14,10 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+
+/* grpc.h's names, declared here so that the room's files need not include it. */
+typedef struct rlt__conn rlt__conn;
+typedef struct rlt__grpc_session rlt__grpc_session;
 
 #define MAX_STREAMS 100
 #define MAX_HEADER_LIST (16 << 10)
