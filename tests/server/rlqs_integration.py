@@ -374,6 +374,15 @@ def a_reload_that_removes_a_rule_abandons_its_buckets(tmp):
         e = Envoy(d.grpc)
         e.report([WEB], elapsed=0.1, allowed=5)
         wait_for(lambda: (e.current(WEB) or {}).get("kind") == "tb", what="a token bucket")
+        # A reload that leaves web's item as it was keeps the bucket and its division.
+        with open(d.config_path, "w") as f:
+            f.write(QCFG.replace("{name: open}", "{name: open2}"))
+        d.p.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        n = len(e.log)
+        e.report([WEB], elapsed=0.1, allowed=5)
+        time.sleep(0.3)
+        assert all(dd != "abandon" for (_, k, dd) in e.log[n:]), e.log[n:]
         with open(d.config_path, "w") as f:
             f.write(QCFG.replace("  - match: {name: web}\n    policy: token_bucket:200/1s,burst=40\n",
                                  ""))

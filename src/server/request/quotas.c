@@ -35,6 +35,7 @@ typedef struct bucket {
     division *dv;           /* kind POLICY */
     uint32_t qb;            /* its bucket in dv */
     rlt_ns ttl;
+    rlt_ns observed;      /* the time_elapsed of its first report (the default TTL's interval) */
     rlt_ns blocked_until; /* penalty box (the policy's block=): deny-all until then */
     size_t refs;          /* memberships */
     rlt_ns idle_since;    /* refs 0: freed a TTL later (the ledger's entries have expired) */
@@ -229,6 +230,16 @@ static const rlt__qrule *rule_of(const rlt__domain *d, const rlt__quotas_usage *
     return i < 0 ? NULL : &d->qrules[i];
 }
 
+static rlt_ns default_ttl(const rlt__domain *d, const rlt__qrule *r, rlt_ns elapsed)
+{
+    if (r != NULL && r->ttl > 0) return r->ttl;
+    if (d->quota_ttl > 0) return d->quota_ttl;
+    /* 3 x the observed reporting interval, at least 2 s, in whole seconds (few divisions). */
+    rlt_ns i = elapsed > 0 && elapsed < 60 * RLT_NS_PER_S ? elapsed : 0;
+    rlt_ns t = 3 * i < RLT__QUOTAS_MIN_TTL ? RLT__QUOTAS_MIN_TTL : 3 * i;
+    return (t + RLT_NS_PER_S - 1) / RLT_NS_PER_S * RLT_NS_PER_S;
+}
+
 /* Whether b still answers under cfg: its rule is the same (a reload kept it).  Else false. */
 static bool still_valid(bucket *b, const rlt__config *cfg, const char *domain, size_t dlen,
                         const rlt__quotas_usage *u)
@@ -240,21 +251,12 @@ static bool still_valid(bucket *b, const rlt__config *cfg, const char *domain, s
     int kind = r                                         ? r->kind
                : d->quota_default == RLT__QUOTA_DENY_ALL ? RLT__QUOTA_DENY_ALL
                                                          : RLT__QUOTA_ALLOW_ALL;
-    if (!same_rule(r, b->rule) || kind != b->kind) return false;
-    if (r == NULL && (b->rule != NULL)) return false;
+    if (!same_rule(r, b->rule) || kind != b->kind ||
+        default_ttl(d, r, b->observed) != b->ttl) /* the domain's assignment_ttl changed */
+        return false;
     b->cfg = cfg;
     b->rule = r;
     return true;
-}
-
-static rlt_ns default_ttl(const rlt__domain *d, const rlt__qrule *r, rlt_ns elapsed)
-{
-    if (r != NULL && r->ttl > 0) return r->ttl;
-    if (d->quota_ttl > 0) return d->quota_ttl;
-    /* 3 x the observed reporting interval, at least 2 s, in whole seconds (few divisions). */
-    rlt_ns i = elapsed > 0 && elapsed < 60 * RLT_NS_PER_S ? elapsed : 0;
-    rlt_ns t = 3 * i < RLT__QUOTAS_MIN_TTL ? RLT__QUOTAS_MIN_TTL : 3 * i;
-    return (t + RLT_NS_PER_S - 1) / RLT_NS_PER_S * RLT_NS_PER_S;
 }
 
 static int new_bucket(rlt__quotas *q, const rlt__config *cfg, const rlt__domain *d,
@@ -278,6 +280,7 @@ static int new_bucket(rlt__quotas *q, const rlt__config *cfg, const rlt__domain 
     b->hash = h;
     b->cfg = cfg;
     b->rule = r;
+    b->observed = u->elapsed;
     b->ttl = default_ttl(d, r, u->elapsed);
     b->idle_since = now;
     memcpy(b->key, domain, dlen);
