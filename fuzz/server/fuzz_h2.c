@@ -19,7 +19,9 @@ static rlt__srv *srv(void)
     if (s != NULL) return s;
     static const char yaml[] =
         "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, "
-        "requests_per_unit: 3}\n  - key: u\n    rate_limit: {unlimited: true}\n";
+        "requests_per_unit: 3}\n  - key: u\n    rate_limit: {unlimited: true}\n"
+        "quota_buckets:\n  - match: {name: w}\n    policy: token_bucket:10/1s\n"
+        "  - match: {name: x}\n    blanket: deny_all\n";
     s = fuzz_srv_open(yaml, sizeof yaml - 1);
     return s;
 }

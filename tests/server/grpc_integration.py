@@ -58,14 +58,14 @@ def redis_test(fn):
 
 # ---- messages from our .proto files -----------------------------------------------------------
 
-def load_messages():
+def load_messages(protos=("rls.proto", "health.proto")):
     tmp = tempfile.mkdtemp(prefix="rlt-pb-")
     try:
         out = os.path.join(tmp, "set.pb")
         r = subprocess.run(["/usr/bin/python3", "-m", "grpc_tools.protoc",
                             "-I" + os.path.join(ROOT, "src/server/grpc/proto"),
                             "--descriptor_set_out=" + out, "--include_imports",
-                            "rls.proto", "health.proto"], capture_output=True, text=True)
+                            *protos], capture_output=True, text=True)
         if r.returncode != 0:
             raise SystemExit("FAIL grpc_integration: grpc_tools.protoc failed (python3-grpc-tools): "
                              + r.stderr)

@@ -1,7 +1,7 @@
 #!/bin/sh
-# Wire compatibility with Envoy's own rls.proto: installs npm @grpc/grpc-js, @grpc/proto-loader
-# and @grpc/grpc-js-xds (which ships the upstream envoy-api protos) into a temporary folder,
-# starts ratelimitd on ephemeral ports and runs grpc_wire.js against it.
+# Wire compatibility with Envoy's own rls.proto and rlqs.proto: installs npm @grpc/grpc-js,
+# @grpc/proto-loader and @grpc/grpc-js-xds (which ships the upstream envoy-api protos) into a temporary folder,
+# starts ratelimitd on ephemeral ports and runs grpc_wire.js and rlqs_wire.js against it.
 # Usage: grpc_wire.sh PATH_TO_RATELIMITD.  Exit 77 (skipped, with a message) only when the npm
 # registry cannot be reached; a missing node or npm is a failure naming it.
 set -eu
@@ -25,6 +25,11 @@ domain: wire
 descriptors:
   - key: k
     rate_limit: {name: wire_rule, unit: minute, requests_per_unit: 3}
+quota_buckets:
+  - match: {name: web}
+    policy: token_bucket:100/1s,burst=20
+  - match: {name: blocked}
+    blanket: deny_all
 YAML
 "$bin" --config "$tmp/rl.yaml" --port 0 --http-port 0 --grpc-port 0 --no-snapshot \
   >"$tmp/out" 2>"$tmp/err" &
@@ -37,3 +42,4 @@ while ! grep -q "grpc " "$tmp/out" 2>/dev/null; do
 done
 port=$(sed -n 's/.* grpc [^ ]*:\([0-9]*\).*/\1/p' "$tmp/out")
 node "$here/grpc_wire.js" "$tmp/node_modules" "$port"
+node "$here/rlqs_wire.js" "$tmp/node_modules" "$port"

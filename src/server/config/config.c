@@ -76,12 +76,26 @@ static void free_descs(rlt__desc *d, size_t n)
     free(d);
 }
 
+static void free_qrules(rlt__qrule *q, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < q[i].nmatch; j++) {
+            free(q[i].keys[j]);
+            free(q[i].values[j]);
+        }
+        free(q[i].keys);
+        free(q[i].values);
+    }
+    free(q);
+}
+
 void rlt__config_free(rlt__config *c)
 {
     if (c == NULL) return;
     for (size_t i = 0; i < c->ndomains; i++) {
         free(c->domains[i].name);
         free_descs(c->domains[i].descs, c->domains[i].ndescs);
+        free_qrules(c->domains[i].qrules, c->domains[i].nqrules);
     }
     free(c->domains);
     for (size_t i = 0; i < c->nrules; i++) {
@@ -97,6 +111,33 @@ void rlt__config_free(rlt__config *c)
 }
 
 /* ---- lookups ---------------------------------------------------------------------------- */
+
+const rlt__domain *rlt__config_domain(const rlt__config *c, const char *name, size_t len)
+{
+    for (size_t i = 0; i < c->ndomains; i++)
+        if (strlen(c->domains[i].name) == len && memcmp(c->domains[i].name, name, len) == 0)
+            return &c->domains[i];
+    return NULL;
+}
+
+int rlt__config_quota_match(const rlt__domain *d, const rlt__entry *p, size_t n)
+{
+    for (size_t i = 0; i < d->nqrules; i++) {
+        const rlt__qrule *q = &d->qrules[i];
+        size_t j = 0;
+        for (; j < q->nmatch; j++) {
+            size_t kl = strlen(q->keys[j]), k = 0;
+            while (k < n && !(p[k].klen == kl && memcmp(p[k].key, q->keys[j], kl) == 0))
+                k++;
+            if (k == n) break;
+            if (strcmp(q->values[j], "*") == 0) continue;
+            if (p[k].vlen != strlen(q->values[j]) || memcmp(p[k].value, q->values[j], p[k].vlen))
+                break;
+        }
+        if (j == q->nmatch) return (int)i;
+    }
+    return -1;
+}
 
 const rlt__named *rlt__config_named(const rlt__config *c, const char *name, size_t len)
 {

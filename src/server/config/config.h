@@ -142,10 +142,32 @@ typedef struct rlt__tenant {
     char prefix[RLT__STR_MAX]; /* prepended to every key; default "<name>:" */
 } rlt__tenant;
 
+/* What a quota bucket rule gives (quota_buckets:, Envoy's RLQS; grpc/rlqs.c). */
+enum { RLT__QUOTA_POLICY = 0, RLT__QUOTA_ALLOW_ALL = 1, RLT__QUOTA_DENY_ALL = 2 };
+
+/* One item of a domain's `quota_buckets:` (read by quota_cfg.c): the BucketIds it matches and the
+ * global budget every Envoy reporting one of them shares. */
+typedef struct rlt__qrule {
+    char **keys, **values; /* match: each key must be in the BucketId with its value; a value
+                              "*" matches any (each BucketId stays its own budget) */
+    size_t nmatch;
+    int kind;              /* RLT__QUOTA_*: a policy's budget, or a blanket rule */
+    rlt_policy policy;     /* kind POLICY: N per P is the rate R, its burst B */
+    char text[RLT__STR_MAX]; /* the policy text ("" for a blanket rule) */
+    bool shadow;           /* shadow_mode: assignments allow all */
+    int fail;              /* RLT__FAIL_*, Redis mode */
+    rlt_ns ttl;            /* assignment_ttl; 0: the domain's */
+    int line;
+} rlt__qrule;
+
 typedef struct rlt__domain {
     char *name;
     rlt__desc *descs;
     size_t ndescs;
+    rlt__qrule *qrules; /* quota_buckets, first match wins */
+    size_t nqrules;
+    int quota_default;  /* RLT__QUOTA_ALLOW_ALL (default) or DENY_ALL: a BucketId none matches */
+    rlt_ns quota_ttl;   /* assignment_ttl; 0: 3 x the reporting interval, at least 2 s */
 } rlt__domain;
 
 typedef struct rlt__config {
@@ -188,6 +210,13 @@ typedef struct rlt__entry {
  * index or -1 (no limit applies). */
 int rlt__config_match(const rlt__config *c, const char *domain, size_t dlen, const rlt__entry *e,
                       size_t n);
+
+/* The domain `name`, or NULL. */
+const rlt__domain *rlt__config_domain(const rlt__config *c, const char *name, size_t len);
+
+/* The first of d's quota bucket rules that matches the BucketId p[0..n), or -1:
+ * every key of its match is among p with its value, or with any value for "*". */
+int rlt__config_quota_match(const rlt__domain *d, const rlt__entry *p, size_t n);
 
 /* A named policy by name, or NULL. */
 const rlt__named *rlt__config_named(const rlt__config *c, const char *name, size_t len);

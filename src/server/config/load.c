@@ -5,6 +5,7 @@
  * are rules.c's, the typed node readers yaml.c's. */
 #include "server/config/load.h"
 
+#include "server/config/quota_cfg.h"
 #include "server/config/rules.h"
 #include "server/config/yaml.h"
 
@@ -307,6 +308,7 @@ static int parse_root(rlt__cy *x, yaml_node_t *root)
     }
     if (rlt__cy_need_map(x, root, "the top level") != RLT_OK) return RLT_EPARSE;
     yaml_node_t *domain = NULL, *descs = NULL, *tiers = NULL, *policies = NULL;
+    yaml_node_t *qb = NULL, *qdefault = NULL, *qttl = NULL; /* Envoy's RLQS (quota_cfg.h) */
     /* policies first: tiers refer to them wherever they appear in the file. */
     FOR_PAIRS(x, root, k, v)
     {
@@ -326,6 +328,12 @@ static int parse_root(rlt__cy *x, yaml_node_t *root)
             descs = v;
         else if (rlt__cy_eq(kk, kl, "policies"))
             continue;
+        else if (rlt__cy_eq(kk, kl, "quota_buckets"))
+            qb = v;
+        else if (rlt__cy_eq(kk, kl, "quota_default"))
+            qdefault = v;
+        else if (rlt__cy_eq(kk, kl, "assignment_ttl"))
+            qttl = v;
         else if (rlt__cy_eq(kk, kl, "tiers"))
             tiers = v;
         else if (rlt__cy_eq(kk, kl, "server"))
@@ -364,6 +372,11 @@ static int parse_root(rlt__cy *x, yaml_node_t *root)
     }
     if (descs != NULL && domain == NULL) return rlt__cy_fail(x, descs, "descriptors need a domain");
     if (domain != NULL && rlt__cy_add_domain(x, domain, descs) != RLT_OK) return RLT_EPARSE;
+    yaml_node_t *q = qb ? qb : qdefault ? qdefault : qttl;
+    if (q != NULL && domain == NULL) return rlt__cy_fail(x, q, "quota buckets need a domain");
+    if (domain != NULL &&
+        rlt__cy_parse_quota(x, &x->c->domains[x->c->ndomains - 1], qb, qdefault, qttl) != RLT_OK)
+        return RLT_EPARSE;
     if (rlt__cy_check_rule_names(x) != RLT_OK) return RLT_EPARSE;
     if (tiers != NULL && rlt__cy_parse_tiers(x, tiers) != RLT_OK) return RLT_EPARSE;
     if (x->c->default_tier[0] != '\0') {

@@ -20,6 +20,9 @@
  * with envoyproxy/ratelimit's message; a protocol error ends the connection with GOAWAY. */
 #include "server/grpc/grpc.h"
 
+#include "server/grpc/grpc_internal.h"
+#include "server/grpc/rlqs.h"
+
 #include "server/base/escape.h"
 
 #include "server/net/conn.h"
@@ -38,67 +41,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-#define MAX_STREAMS 100
-#define MAX_HEADER_LIST (16 << 10)
-#define MAX_MESSAGE (64 << 10)
-#define MAX_BUFFERED (1 << 20)
-
-#define PATH_RLS "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
-#define PATH_HEALTH "/grpc.health.v1.Health/Check"
-
-enum { M_NONE = -1, M_RLS = 0, M_HEALTH = 1, M_OTHER = 2 };
-
-/* gRPC status codes used here. */
-enum {
-    G_OK = 0,
-    G_UNKNOWN = 2,
-    G_INVALID_ARGUMENT = 3,
-    G_DEADLINE_EXCEEDED = 4,
-    G_NOT_FOUND = 5,
-    G_RESOURCE_EXHAUSTED = 8,
-    G_UNIMPLEMENTED = 12,
-    G_INTERNAL = 13,
-    G_UNAVAILABLE = 14,
-    G_UNAUTHENTICATED = 16,
-};
-
-typedef struct gstream {
-    /* Reset for every stream (stream_start): */
-    int32_t id;
-    int method;
-    bool post, grpc_ctype, too_large;
-    bool refused;     /* reset with ENHANCE_YOUR_CALM: headers or memory over their bound */
-    size_t hdr_bytes; /* the decoded header list so far, as MAX_HEADER_LIST counts it */
-    size_t auth_len;
-    rlt_ns deadline; /* 0: none */
-    size_t len;      /* body bytes */
-    size_t sent;     /* response bytes handed to nghttp2 */
-    int status;      /* grpc-status of the trailers */
-    struct gstream *next_free;
-    struct gstream *prev, *next; /* the connection's live streams */
-    /* Kept when a stream is reused (a connection's calls reuse their buffers): */
-    uint8_t *body;
-    size_t cap;
-    rlt__obuf resp; /* the length-prefixed response message */
-    char auth[RLT__STR_MAX + 16];
-} gstream;
-
-#define FREE_STREAMS 16 /* streams kept for reuse per connection */
-
-struct rlt__grpc_session {
-    nghttp2_session *h2;
-    rlt__srv *s;
-    rlt__conn *c;    /* NULL when fed without a connection (the fuzz target) */
-    rlt_ns now;      /* the current turn's clock */
-    size_t buffered; /* request body bytes held by open streams */
-    gstream *free_list;
-    size_t nfree;
-    gstream *live;   /* streams nghttp2 has not closed: nghttp2_session_del does not call
-                        on_close, so the session frees these itself */
-    size_t h2_bytes; /* what nghttp2 holds for this session (its allocator below) */
-};
-typedef rlt__grpc_session gconn;
 
 /* Streams and their bodies count in the connections' memory budget (mem.h). */
 static gstream *stream_alloc(void)
@@ -136,47 +78,6 @@ static void refuse_stream(gconn *g, gstream *st)
 
 static nghttp2_session_callbacks *callbacks;
 static pthread_once_t callbacks_once = PTHREAD_ONCE_INIT;
-
-static void count_status(gconn *g, int status)
-{
-    rlt__mslot *m = rlt__mslot_get(&g->s->metrics);
-    rlt__mcount(&m->envoy.grpc_status[status < RLT__GRPC_STATUSES ? status : G_UNKNOWN], 1);
-}
-
-/* grpc-message is percent-encoded: bytes outside 0x20..0x7e and '%' as %XX. */
-static bool grpc_message_plain(unsigned char c)
-{
-    return c >= 0x20 && c <= 0x7e && c != '%';
-}
-
-static void pct_encode(const char *in, char *out, size_t cap)
-{
-    rlt__pct_encode(in, out, cap, grpc_message_plain);
-}
-
-#define NV(n, v)                                                                                   \
-    {                                                                                              \
-        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE             \
-    }
-/* Both literals: nghttp2 need not copy them. */
-#define NVS(n, v)                                                                                  \
-    {                                                                                              \
-        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1,                              \
-            NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE                           \
-    }
-
-/* A trailers-only answer: HTTP 200 with grpc-status (and grpc-message) in one HEADERS frame. */
-static void answer_error(gconn *g, gstream *st, int status, const char *msg)
-{
-    char enc[960];
-    char code[8];
-    snprintf(code, sizeof code, "%d", status);
-    pct_encode(msg ? msg : "", enc, sizeof enc);
-    nghttp2_nv nva[] = {NVS(":status", "200"), NVS("content-type", "application/grpc"),
-                        NV("grpc-status", code), NV("grpc-message", enc)};
-    nghttp2_submit_response(g->h2, st->id, nva, msg && msg[0] ? 4 : 3, NULL);
-    count_status(g, status);
-}
 
 static ssize_t read_resp(nghttp2_session *h2, int32_t id, uint8_t *buf, size_t length,
                          uint32_t *flags, nghttp2_data_source *src, void *user)
@@ -339,6 +240,7 @@ static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *f, void *u
     st->len = st->sent = 0;
     st->status = 0;
     st->next_free = NULL;
+    st->rq = NULL;
     st->resp.len = 0;
     st->resp.overflow = false;
     st->resp.max = MAX_MESSAGE + 5 + 4096;
@@ -408,6 +310,7 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t 
     if (is(name, nl, ":path")) {
         st->method = is(value, vl, PATH_RLS)      ? M_RLS
                      : is(value, vl, PATH_HEALTH) ? M_HEALTH
+                     : is(value, vl, PATH_RLQS)   ? M_RLQS
                                                   : M_OTHER;
     } else if (is(name, nl, ":method")) {
         st->post = is(value, vl, "POST");
@@ -434,6 +337,10 @@ static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t
     gconn *g = user;
     gstream *st = nghttp2_session_get_stream_user_data(h2, id);
     if (st == NULL || st->too_large || st->refused) return 0;
+    if (st->method == M_RLQS) {
+        rlt__rlqs_data(g, st, data, len);
+        return 0;
+    }
     if (st->len + len > MAX_MESSAGE + 5 || g->buffered + len > MAX_BUFFERED) {
         st->too_large = true;
         g->buffered -= st->len;
@@ -465,11 +372,16 @@ static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t
 static int on_frame(nghttp2_session *h2, const nghttp2_frame *f, void *user)
 {
     gconn *g = user;
-    if ((f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) ||
-        !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
-        return 0;
+    if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) return 0;
     gstream *st = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
     if (st == NULL || st->method == M_NONE || st->refused) return 0;
+    if (st->method == M_RLQS) { /* a stream: begun at its headers, answered as reports come */
+        if (f->hd.type == NGHTTP2_HEADERS && f->headers.cat == NGHTTP2_HCAT_REQUEST)
+            rlt__rlqs_begin(g, st);
+        if (f->hd.flags & NGHTTP2_FLAG_END_STREAM) rlt__rlqs_end(g, st);
+        return 0;
+    }
+    if (!(f->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
     call(g, st);
     g->buffered -= st->len;
     st->len = 0;
@@ -482,6 +394,7 @@ static int on_close(nghttp2_session *h2, int32_t id, uint32_t code, void *user)
     gconn *g = user;
     gstream *st = nghttp2_session_get_stream_user_data(h2, id);
     if (st == NULL) return 0;
+    rlt__rlqs_release(g, st);
     nghttp2_session_set_stream_user_data(h2, id, NULL);
     if (st->prev)
         st->prev->next = st->next;
@@ -511,60 +424,6 @@ static void callbacks_init(void)
     nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, on_close);
 }
 
-/* ---- nghttp2's memory, counted ---------------------------------------------------------- */
-
-/* nghttp2 allocates per stream and per connection (stream state, HPACK tables, queued frames);
- * each block carries its size in front so that a free can give it back to the budget.  Counted
- * whatever the limit (refusing inside nghttp2 would end the whole session): the budget then
- * refuses this layer's own allocations, new streams first. */
-typedef union h2_block {
-    size_t size;
-    max_align_t align;
-} h2_block;
-
-static void *h2_malloc(size_t size, void *user)
-{
-    h2_block *b = malloc(sizeof *b + size);
-    if (b == NULL) return NULL;
-    b->size = size;
-    ((gconn *)user)->h2_bytes += size;
-    rlt__mem_conn_take_always(size);
-    return b + 1;
-}
-
-static void h2_free(void *p, void *user)
-{
-    if (p == NULL) return;
-    h2_block *b = (h2_block *)p - 1;
-    ((gconn *)user)->h2_bytes -= b->size;
-    rlt__mem_conn_give(b->size);
-    free(b);
-}
-
-static void *h2_calloc(size_t n, size_t size, void *user)
-{
-    size_t total;
-    if (__builtin_mul_overflow(n, size, &total)) return NULL;
-    void *p = h2_malloc(total, user);
-    if (p != NULL) memset(p, 0, total);
-    return p;
-}
-
-static void *h2_realloc(void *p, size_t size, void *user)
-{
-    if (p == NULL) return h2_malloc(size, user);
-    h2_block *b = (h2_block *)p - 1;
-    size_t old = b->size;
-    h2_block *nb = realloc(b, sizeof *nb + size);
-    if (nb == NULL) return NULL;
-    nb->size = size;
-    gconn *g = user;
-    g->h2_bytes = g->h2_bytes - old + size;
-    rlt__mem_conn_give(old);
-    rlt__mem_conn_take_always(size);
-    return nb + 1;
-}
-
 /* ---- the protocol ------------------------------------------------------------------------ */
 
 static void drain(gconn *g, rlt__obuf *out)
@@ -592,7 +451,7 @@ int rlt__grpc_session_new(gconn **out, rlt__srv *s, rlt__conn *c)
         return RLT_ENOMEM;
     }
     nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
-    nghttp2_mem mem = {g, h2_malloc, h2_free, h2_calloc, h2_realloc};
+    nghttp2_mem mem = rlt__grpc_h2_mem(g);
     int e = nghttp2_session_server_new3(&g->h2, callbacks, g, opt, &mem);
     nghttp2_option_del(opt);
     if (e != 0) {
@@ -616,6 +475,7 @@ void rlt__grpc_session_free(gconn *g)
     while (g->live != NULL) {
         gstream *st = g->live;
         g->live = st->next;
+        rlt__rlqs_release(g, st);
         stream_free(st);
     }
     while (g->free_list != NULL) {

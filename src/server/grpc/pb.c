@@ -1,97 +1,24 @@
 /* A small protobuf codec for ratelimitd's gRPC messages (proto/rls.proto): a bounded reader
- * of the wire format (varints of at most 10 bytes, lengths checked against the bytes left, no
- * groups), the RateLimitRequest decoder over it, and encoders that size each nested message
- * before writing it.  Field numbers are the upstream ones:
- *   RateLimitRequest      1 domain, 2 descriptors, 3 hits_addend (uint32)
- *   RateLimitDescriptor   1 entries, 2 limit, 3 hits_addend (google.protobuf.UInt64Value)
- *     Entry               1 key, 2 value
- *     RateLimitOverride   1 requests_per_unit (uint32), 2 unit (enum)
- *   RateLimitResponse     1 overall_code, 2 statuses, 3 response_headers_to_add
- *     DescriptorStatus    1 code, 2 current_limit, 3 limit_remaining, 4 duration_until_reset
- *     RateLimit           1 requests_per_unit, 2 unit, 3 name
- *     HeaderValue         1 key, 2 value;  Duration 1 seconds, 2 nanos;  UInt64Value 1 value
- *   HealthCheckRequest    1 service;  HealthCheckResponse 1 status */
+ * of the wire format (pbwire.h), the RateLimitRequest decoder over it, and encoders that size each
+ * nested message before writing it.  Field numbers are the upstream ones: RateLimitRequest      1
+ * domain, 2 descriptors, 3 hits_addend (uint32) RateLimitDescriptor   1 entries, 2 limit, 3
+ * hits_addend (google.protobuf.UInt64Value) Entry               1 key, 2 value RateLimitOverride 1
+ * requests_per_unit (uint32), 2 unit (enum) RateLimitResponse     1 overall_code, 2 statuses, 3
+ * response_headers_to_add DescriptorStatus    1 code, 2 current_limit, 3 limit_remaining, 4
+ * duration_until_reset RateLimit           1 requests_per_unit, 2 unit, 3 name HeaderValue 1 key, 2
+ * value;  Duration 1 seconds, 2 nanos;  UInt64Value 1 value HealthCheckRequest    1 service;
+ * HealthCheckResponse 1 status */
 #include "server/grpc/pb.h"
+
+#include "server/grpc/pbwire.h"
 
 #include <stdio.h>
 #include <string.h>
-
-enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
-
-typedef struct rd {
-    const uint8_t *p, *end;
-} rd;
-
-static bool rd_varint(rd *r, uint64_t *out)
-{
-    uint64_t v = 0;
-    for (unsigned i = 0; i < 10; i++) {
-        if (r->p == r->end) return false;
-        uint8_t b = *r->p++;
-        if (i == 9 && b > 1) return false; /* past 64 bits */
-        v |= (uint64_t)(b & 0x7f) << (7 * i);
-        if (!(b & 0x80)) {
-            *out = v;
-            return true;
-        }
-    }
-    return false;
-}
-
-/* The next field's number and wire type; false at a bad tag. */
-static bool rd_tag(rd *r, uint32_t *num, int *wt)
-{
-    uint64_t t;
-    if (!rd_varint(r, &t) || t >> 3 == 0 || t >> 3 > 0x1fffffff) return false;
-    *num = (uint32_t)(t >> 3);
-    *wt = (int)(t & 7);
-    return true;
-}
-
-static bool rd_len(rd *r, rd *sub)
-{
-    uint64_t n;
-    if (!rd_varint(r, &n) || n > (uint64_t)(r->end - r->p)) return false;
-    sub->p = r->p;
-    sub->end = r->p + n;
-    r->p += n;
-    return true;
-}
-
-/* Skips an unknown field.  Groups (wire types 3 and 4) and 6, 7 are malformed. */
-static bool rd_skip(rd *r, int wt)
-{
-    uint64_t v;
-    rd sub;
-    switch (wt) {
-    case WT_VARINT: return rd_varint(r, &v);
-    case WT_LEN: return rd_len(r, &sub);
-    case WT_I64:
-        if (r->end - r->p < 8) return false;
-        r->p += 8;
-        return true;
-    case WT_I32:
-        if (r->end - r->p < 4) return false;
-        r->p += 4;
-        return true;
-    default: return false;
-    }
-}
 
 static int malformed(char *err, size_t errlen, const char *what)
 {
     snprintf(err, errlen, "malformed RateLimitRequest: %s", what);
     return RLT__PB_MALFORMED;
-}
-
-/* A string field: no NUL inside (keys and values become C-visible names and metrics). */
-static bool rd_str(rd *r, const char **s, size_t *n)
-{
-    rd sub;
-    if (!rd_len(r, &sub)) return false;
-    *s = (const char *)sub.p;
-    *n = (size_t)(sub.end - sub.p);
-    return memchr(*s, '\0', *n) == NULL;
 }
 
 static int decode_entry(rd m, rlt__entry *e, char *err, size_t errlen)
@@ -190,8 +117,7 @@ static int decode_descriptor(rd m, rlt__envoy_desc *d, char *err, size_t errlen)
     return RLT__PB_OK;
 }
 
-int rlt__pb_decode_rls(const uint8_t *buf, size_t len, rlt__envoy_req *r, char *err,
-                       size_t errlen)
+int rlt__pb_decode_rls(const uint8_t *buf, size_t len, rlt__envoy_req *r, char *err, size_t errlen)
 {
     rlt__envoy_req_init(r);
     rd m = {buf, buf + len};
@@ -254,61 +180,6 @@ int rlt__pb_decode_health(const uint8_t *buf, size_t len, const char **service, 
 }
 
 /* ---- encoding ---------------------------------------------------------------------------- */
-
-/* A bounded writer over a caller buffer; `ok` false once something did not fit. */
-typedef struct wr {
-    uint8_t *p, *end;
-    bool ok;
-} wr;
-
-static void w_bytes(wr *w, const void *s, size_t n)
-{
-    if (!w->ok || (size_t)(w->end - w->p) < n) {
-        w->ok = false;
-        return;
-    }
-    memcpy(w->p, s, n);
-    w->p += n;
-}
-
-static void w_varint(wr *w, uint64_t v)
-{
-    uint8_t b[10];
-    size_t n = 0;
-    do {
-        b[n] = (uint8_t)(v & 0x7f);
-        v >>= 7;
-        if (v) b[n] |= 0x80;
-        n++;
-    } while (v);
-    w_bytes(w, b, n);
-}
-
-static void w_tag(wr *w, uint32_t num, int wt)
-{
-    w_varint(w, (uint64_t)num << 3 | (uint64_t)wt);
-}
-
-/* A varint field, omitted when 0 (proto3). */
-static void w_uint(wr *w, uint32_t num, uint64_t v)
-{
-    if (v == 0) return;
-    w_tag(w, num, WT_VARINT);
-    w_varint(w, v);
-}
-
-static void w_len(wr *w, uint32_t num, const void *s, size_t n)
-{
-    w_tag(w, num, WT_LEN);
-    w_varint(w, n);
-    w_bytes(w, s, n);
-}
-
-static void w_str(wr *w, uint32_t num, const char *s)
-{
-    size_t n = strlen(s);
-    if (n > 0) w_len(w, num, s, n);
-}
 
 /* One DescriptorStatus into w. */
 static void w_status(wr *w, const rlt__envoy_status *st)

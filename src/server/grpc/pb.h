@@ -29,8 +29,7 @@ enum {
  * holds a NUL, hits_addend or requests_per_unit past uint32 (per-descriptor hits_addend past
  * INT64_MAX) are malformed.  Returns RLT__PB_OK or an RLT__PB_* error with a message in err.
  * Never reads outside buf; no recursion deeper than the message's own three levels. */
-int rlt__pb_decode_rls(const uint8_t *buf, size_t len, rlt__envoy_req *r, char *err,
-                       size_t errlen);
+int rlt__pb_decode_rls(const uint8_t *buf, size_t len, rlt__envoy_req *r, char *err, size_t errlen);
 
 /* A response header (HeaderValue). */
 typedef struct rlt__pb_header {

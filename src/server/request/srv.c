@@ -2,6 +2,8 @@
  * policies with a per-thread cache in front, and the id -> name table. */
 #include "server/request/srv.h"
 
+#include "server/request/quotas.h"
+
 #include "server/backend/backend.h"
 #include "server/base/clock.h"
 #include "server/config/config.h"
@@ -487,6 +489,8 @@ int rlt__srv_open(rlt__srv **out, rlt__config *cfg, rlt_ns now, int64_t wall_ns,
     } else if ((st = rlt__backend_local_open(&s->reg, &s->be)) != RLT_OK) {
         snprintf(err, errlen, "out of memory");
     }
+    if (st == RLT_OK && (st = rlt__quotas_open(&s->quotas)) != RLT_OK)
+        snprintf(err, errlen, "out of memory");
     if (st != RLT_OK) {
         rlt__srv_close(s);
         return st;
@@ -498,6 +502,7 @@ int rlt__srv_open(rlt__srv **out, rlt__config *cfg, rlt_ns now, int64_t wall_ns,
 void rlt__srv_close(rlt__srv *s)
 {
     if (s == NULL) return;
+    rlt__quotas_close(s->quotas); /* before the configs its buckets point into */
     if (s->be != NULL) s->be->ops->close(s->be);
     if (s->reg.store != NULL) rlt__registry_close(&s->reg);
     rlt__config_free(s->reg.cfg);

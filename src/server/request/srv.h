@@ -34,6 +34,7 @@ typedef struct rlt__srv {
     struct rlt__backend *be;      /* where decisions are made: chosen once (decide.h) */
     struct rlt__top *top;         /* top offenders (top.h); NULL when server.top_keys is 0 */
     rlt__series series;           /* decisions per second per policy (series.h, /v1/stats) */
+    struct rlt__quotas *quotas;   /* Envoy's RLQS buckets and their division (quotas.h) */
 } rlt__srv;
 
 /* Opens a server context over a new store built from cfg->set, loads the snapshot

@@ -1,0 +1,92 @@
+/* The daemon's quota state for Envoy's Rate Limit Quota Service (quotas.c): the BucketIds
+ * Envoys report, matched to the config's quota buckets, each policy bucket's global budget
+ * divided among the streams reporting it by src/quota (one division per assignment TTL), and
+ * each stream's memberships.  The gRPC service (grpc/rlqs.c) feeds it one usage at a time and
+ * sends what it answers.
+ *
+ * Thread-safety: one mutex guards everything (reports are not the hot path: an Envoy reports
+ * each bucket once per reporting interval).  rlt__quotas_report runs between
+ * rlt__quotas_lock and rlt__quotas_unlock, so that a whole report message takes the lock once;
+ * the other calls lock it themselves.
+ * Memory: every bucket and membership counts in the connections' share of max_memory (mem.h);
+ * caps: RLT__QUOTAS_MAX_BUCKETS BucketIds in all, RLT__QUOTAS_MAX_PER_STREAM per stream.
+ * Time: `now` is the caller's clock (the turn's), never read here. */
+#ifndef RLT_SERVER_REQUEST_QUOTAS_H
+#define RLT_SERVER_REQUEST_QUOTAS_H
+
+#include "ratelimit/ratelimit.h"
+#include "server/config/config.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RLT__QUOTAS_MAX_BUCKETS 65536
+#define RLT__QUOTAS_MAX_PER_STREAM 1024
+/* The TTL of a blanket rule's or an unknown domain's assignment, and the least default TTL. */
+#define RLT__QUOTAS_MIN_TTL (2 * RLT_NS_PER_S)
+
+typedef struct rlt__quotas rlt__quotas;
+typedef struct rlt__quotas_stream rlt__quotas_stream;
+
+/* Opens an empty state.  RLT_OK or RLT_ENOMEM. */
+int rlt__quotas_open(rlt__quotas **out);
+/* Frees everything (every stream must have ended).  NULL is a no-op. */
+void rlt__quotas_close(rlt__quotas *q);
+
+/* A new stream (one Envoy's StreamRateLimitQuotas call).  RLT_OK, RLT_ENOMEM (the memory
+ * budget is spent). */
+int rlt__quotas_stream_new(rlt__quotas *q, rlt__quotas_stream **out);
+/* The stream ended or broke at `now`: its memberships depart (their live assignments stay in
+ * the ledgers until their TTL, as the Envoy may enforce them until then) and it is freed. */
+void rlt__quotas_stream_end(rlt__quotas *q, rlt__quotas_stream *st, rlt_ns now);
+
+/* One BucketQuotaUsage. */
+typedef struct rlt__quotas_usage {
+    const rlt__entry *pairs; /* the BucketId, sorted by key, unique keys */
+    size_t npairs;
+    const char *key; /* its canonical bytes (rlqs_pb.h's rlt__rlqs_id_key) */
+    size_t klen;
+    rlt_ns elapsed; /* time_elapsed; <= 0: no rate */
+    uint64_t allowed, denied;
+} rlt__quotas_usage;
+
+/* What to send for the bucket; the kinds are rlqs_pb.h's rlt__rlqs_kind. */
+enum {
+    RLT__QA_NONE = -1, /* nothing: the Envoy keeps its assignment */
+    RLT__QA_TOKEN_BUCKET = 0,
+    RLT__QA_ALLOW_ALL = 1,
+    RLT__QA_DENY_ALL = 2,
+    RLT__QA_ABANDON = 3,
+};
+
+typedef struct rlt__quotas_answer {
+    int kind;                 /* RLT__QA_* */
+    uint32_t max_tokens;      /* TOKEN_BUCKET: >= 1 */
+    uint32_t tokens_per_fill; /* TOKEN_BUCKET: >= 1 */
+    rlt_ns fill_interval;     /* TOKEN_BUCKET: > 0 */
+    rlt_ns ttl;               /* not ABANDON: > 0 */
+} rlt__quotas_answer;
+
+void rlt__quotas_lock(rlt__quotas *q);
+void rlt__quotas_unlock(rlt__quotas *q);
+
+/* One usage of `domain` on stream st at `now`, under cfg (the config in force): the BucketId
+ * is matched to its quota bucket (first match wins; none: the domain's quota_default; an
+ * unknown domain: allow-all, logged once per domain), its usage recorded, and *a says what to
+ * send.  A bucket whose rule a reload removed or changed is answered ABANDON once (the Envoy
+ * forgets it and subscribes again under the new rule).  Returns RLT_OK; RLT_EFULL (a bucket
+ * cap: the usage is not recorded); RLT_ENOMEM. */
+int rlt__quotas_report(rlt__quotas *q, const rlt__config *cfg, rlt__quotas_stream *st,
+                       const char *domain, size_t dlen, const rlt__quotas_usage *u, rlt_ns now,
+                       rlt__quotas_answer *a);
+
+/* Counts for tests and metrics (locks). */
+typedef struct rlt__quotas_stats {
+    size_t buckets; /* BucketIds held (idle ones awaiting their TTL included) */
+    size_t members; /* stream memberships */
+    size_t streams;
+} rlt__quotas_stats;
+void rlt__quotas_stats_get(rlt__quotas *q, rlt__quotas_stats *out);
+
+#endif
