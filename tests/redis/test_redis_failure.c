@@ -144,7 +144,12 @@ TEST(batch_against_a_stopped_redis_returns_within_the_timeout)
         ck[i] = (rlt_redis_check){&p, "bk", 2, 1};
     rlt_decision out[16];
     int status[16];
-    ASSERT_EQ(rlt_redis_decide_batch(r, ck, 16, 0, 0, out, status), RLT_OK);
+    /* A served batch first (the scripts loaded), within a few tries: the previous test restarted
+     * this server and the short timeout may catch its first reply on a loaded machine. */
+    int warm = RLT_ETIMEDOUT;
+    for (int i = 0; i < 50 && warm != RLT_OK; i++)
+        warm = rlt_redis_decide_batch(r, ck, 16, 0, 0, out, status);
+    ASSERT_EQ(warm, RLT_OK);
     ASSERT_EQ(kill(rtest_pid(0), SIGSTOP), 0);
     int64_t t0 = rtest_mono_ns();
     int rc = rlt_redis_decide_batch(r, ck, 16, RLT_REDIS_FAIL_OPEN, 0, out, status);
