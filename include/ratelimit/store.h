@@ -243,6 +243,13 @@ int rlt_store_settle(rlt_store *s, int id, const void *key, size_t klen, rlt_ns 
  * exact when nothing reserves or settles meanwhile.  0 for NULL. */
 size_t rlt_store_reservations(rlt_store *s, rlt_ns now);
 
+/* Concurrency leases held at `now`: slots acquired (rlt_decide with cost 1 on an
+ * RLT_CONCURRENCY policy), neither released nor past their timeout, summed over every key.
+ * Counted when called (each shard locked in turn, one slot read per key; 0 at once when no
+ * policy is a concurrency limiter): exact when nothing acquires or releases meanwhile, and
+ * no cost on any decision.  0 for NULL. */
+size_t rlt_store_leases(rlt_store *s, rlt_ns now);
+
 #ifdef __cplusplus
 }
 #endif

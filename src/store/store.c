@@ -193,6 +193,46 @@ void rlt_store_stats_get(const rlt_store *s, rlt_store_stats *out)
     }
 }
 
+/* Whether some policy is a concurrency limiter: without one no state can hold a lease, and
+ * rlt_store_leases answers without walking a table. */
+static bool any_concurrency(rlt_store *s)
+{
+    bool any = false;
+    pthread_mutex_lock(&s->pol_mu);
+    for (uint32_t i = 0; i < s->npol && !any; i++)
+        any = s->pols[i].p.algo == RLT_CONCURRENCY;
+    pthread_mutex_unlock(&s->pol_mu);
+    return any;
+}
+
+/* Counted when asked, never kept: a lease ends by itself at its expiry, with no call to
+ * count it down, so a running counter would need every lease's expiry beside it.  Walking the
+ * tables costs the reader (one slot read per key, each shard under its own lock in turn) and
+ * nothing on any decision's path. */
+size_t rlt_store_leases(rlt_store *s, rlt_ns now)
+{
+    if (!s || !any_concurrency(s)) return 0;
+    size_t n = 0;
+    for (uint32_t i = 0; i < s->nshards; i++) {
+        rlt__shard *sh = &s->shards[i];
+        rlt__shard_lock(sh);
+        rlt_ns at = rlt__effective_now(s, now);
+        for (uint32_t j = 0; j < sh->cap; j++) {
+            const rlt__slot *e = &sh->tab[j];
+            if (!e->meta || s->pols[e->policy].p.algo != RLT_CONCURRENCY) continue;
+            /* A peek (cost 0) reads the state and writes nothing; a penalty box in force would
+             * answer 0 remaining whatever is held, so the slots are read without it. */
+            rlt_policy p = s->pols[e->policy].p;
+            p.block = 0;
+            rlt_decision d;
+            if (rlt_decide(&p, rlt__slot_state(s, e), at, 0, &d) == RLT_OK && d.remaining >= 0)
+                n += (size_t)(d.limit - d.remaining);
+        }
+        rlt__shard_unlock(sh);
+    }
+    return n;
+}
+
 /* The policy `id` of a key whose shard the caller has locked: RLT_OK, or RLT_ENOENT with the
  * lock released. */
 static int pol_locked(rlt_store *s, rlt__shard *sh, int id)
