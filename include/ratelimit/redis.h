@@ -211,6 +211,14 @@ typedef struct rlt_redis_stats {
     uint64_t master_switches; /* Sentinel: times the master's address changed */
 } rlt_redis_stats;
 
+/* Local lease units the handle holds now (RLT_REDIS_LEASE: granted by Redis, not yet spent,
+ * within lease_ttl of their grant), summed over its keys; 0 without leases.  `now` is read as
+ * rlt_redis_decide does: the caller's clock with RLT_REDIS_CALLER_TIME in flags, else the
+ * library's monotonic clock.  Unlike every other call it may run on another thread than the
+ * handle's while the handle is open: each key's units and expiry are read atomically (the sum
+ * is not one instant's).  0 for NULL. */
+int64_t rlt_redis_lease_units(const rlt_redis *r, unsigned flags, rlt_ns now);
+
 /* Fills *out with the handle's counters. */
 void rlt_redis_stats_get(const rlt_redis *r, rlt_redis_stats *out);
 

@@ -10,6 +10,13 @@
 
 #define KEYNAME_MAX RLT__KEYNAME_MAX
 
+/* Units and expiry are stored atomically (relaxed): rlt_redis_lease_units reads them from
+ * another thread than the handle's.  Only the handle's thread writes them. */
+static void set_units(rlt__lease *e, int64_t units)
+{
+    __atomic_store_n(&e->units, units, __ATOMIC_RELAXED);
+}
+
 bool rlt__leasable(const rlt_policy *p)
 {
     /* Not with block=: a denied big lease would start a block that the cost alone escapes. */
@@ -37,7 +44,7 @@ int rlt__lease_decide(rlt_redis *r, const rlt__limit *l, const rlt_redis_check *
         return RLT_OK;
     }
     if (mine && t < e->expires && e->units >= l->cost) {
-        e->units -= l->cost;
+        set_units(e, e->units - l->cost);
         *d = e->d;
         d->allowed = true;
         d->retry_after = 0;
@@ -79,11 +86,11 @@ int rlt__lease_decide(rlt_redis *r, const rlt__limit *l, const rlt_redis_check *
         }
     }
     if (mine) {
-        e->units = 0;
+        set_units(e, 0);
         e->denied_until = INT64_MIN;
         if (d->allowed) {
-            e->units = big.cost - l->cost;
-            e->expires = t + r->opt.lease_ttl;
+            __atomic_store_n(&e->expires, t + r->opt.lease_ttl, __ATOMIC_RELAXED);
+            set_units(e, big.cost - l->cost);
             e->d = *d;
             d->remaining += e->units;
         } else if (d->retry_after > 0 && l->cost == 1) {
@@ -101,9 +108,21 @@ void rlt__lease_forget(rlt_redis *r, const char *name, size_t len)
     if (!r->leases) return;
     rlt__lease *e = &r->leases[rlt_hash_fnv1a(name, len) % r->nleases];
     if (e->name && e->len == len && memcmp(e->name, name, len) == 0) {
-        e->units = 0;
+        set_units(e, 0);
         e->denied_until = INT64_MIN;
     }
+}
+
+int64_t rlt_redis_lease_units(const rlt_redis *r, unsigned flags, rlt_ns now)
+{
+    if (!r || !r->leases) return 0;
+    int64_t t = (flags & RLT_REDIS_CALLER_TIME) ? now : rlt__mono_ns(), n = 0;
+    for (size_t i = 0; i < r->nleases; i++) {
+        const rlt__lease *e = &r->leases[i];
+        int64_t u = __atomic_load_n(&e->units, __ATOMIC_RELAXED);
+        if (u > 0 && __atomic_load_n(&e->expires, __ATOMIC_RELAXED) > t) n += u;
+    }
+    return n;
 }
 
 void rlt__leases_free(rlt_redis *r)

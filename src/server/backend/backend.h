@@ -44,6 +44,9 @@ typedef struct rlt__backend_ops {
                    uint64_t *reservation);
     int (*settle)(rlt__backend *b, int policy_id, const void *key, size_t klen, rlt_ns now,
                   uint64_t reservation, int64_t real_cost, rlt_decision *d);
+    /* Local lease units held now, over every thread's handle (rlt_redis_lease_units); NULL
+     * when the backend holds none.  Any thread. */
+    uint64_t (*lease_units)(rlt__backend *b);
     /* The backend's lines of INFO / families of /metrics (may write nothing). */
     void (*info)(rlt__backend *b, rlt__obuf *out);
     void (*prometheus)(rlt__backend *b, rlt__obuf *out);

@@ -482,6 +482,7 @@ static const rlt__backend_ops redis_ops = {
     .settle = redis_settle,
     .info = rlt__backend_redis_info,
     .prometheus = rlt__backend_redis_prometheus,
+    .lease_units = rlt__backend_redis_lease_units,
     .close = redis_close,
 };
 

@@ -76,6 +76,17 @@ static unsigned sum(redis_be *b, pubstats *out)
     return handles;
 }
 
+uint64_t rlt__backend_redis_lease_units(rlt__backend *be)
+{
+    redis_be *b = (redis_be *)be;
+    int64_t n = 0;
+    pthread_mutex_lock(&b->mu); /* a handle lives in the list until the backend closes */
+    for (tctx *t = b->threads; t != NULL; t = t->next)
+        n += rlt_redis_lease_units(t->r, 0, 0);
+    pthread_mutex_unlock(&b->mu);
+    return n > 0 ? (uint64_t)n : 0;
+}
+
 static uint64_t ld(const uint64_t *p)
 {
     return __atomic_load_n(p, __ATOMIC_RELAXED);

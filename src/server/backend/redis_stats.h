@@ -14,4 +14,7 @@ void rlt__backend_redis_publish(tctx *t);
 void rlt__backend_redis_info(rlt__backend *be, rlt__obuf *o);
 void rlt__backend_redis_prometheus(rlt__backend *be, rlt__obuf *o);
 
+/* Local lease units the worker handles hold now (the backend table's lease_units). */
+uint64_t rlt__backend_redis_lease_units(rlt__backend *be);
+
 #endif

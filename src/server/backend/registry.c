@@ -81,3 +81,8 @@ size_t rlt__registry_reservations(rlt__registry *r, rlt_ns now)
 {
     return rlt_store_reservations(r->store, now);
 }
+
+size_t rlt__registry_leases(rlt__registry *r, rlt_ns now)
+{
+    return rlt_store_leases(r->store, now);
+}

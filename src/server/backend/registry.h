@@ -65,5 +65,7 @@ size_t rlt__registry_sweep(rlt__registry *r, rlt_ns now, size_t budget);
 /* The store's figures for INFO, DBSIZE and /metrics. */
 void rlt__registry_stats(rlt__registry *r, rlt_store_stats *st);
 size_t rlt__registry_reservations(rlt__registry *r, rlt_ns now);
+/* Concurrency leases held at `now` in the store (rlt_store_leases). */
+size_t rlt__registry_leases(rlt__registry *r, rlt_ns now);
 
 #endif

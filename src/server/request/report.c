@@ -227,6 +227,14 @@ static void grpc_prometheus(rlt__srv *s, rlt__obuf *o)
 
 /* ---- /metrics and INFO ---------------------------------------------------------------- */
 
+/* Leases held now: concurrency slots in the store, and the backend's local lease units
+ * (Redis mode's `lease: true`; 0 without). */
+static void leases(rlt__srv *s, rlt_ns now, uint64_t *concurrency, uint64_t *units)
+{
+    *concurrency = rlt__registry_leases(&s->reg, now);
+    *units = s->be != NULL && s->be->ops->lease_units ? s->be->ops->lease_units(s->be) : 0;
+}
+
 void rlt__report_prometheus(rlt__srv *s, rlt__obuf *o)
 {
     totals t;
@@ -283,6 +291,16 @@ void rlt__report_prometheus(rlt__srv *s, rlt__obuf *o)
     rlt__prom_value(o, "ratelimitd_reservations", "gauge",
                     "Outstanding reservations (RL.RESERVE, reserve=1) waiting for their settle.",
                     rlt__registry_reservations(&s->reg, rlt__now()));
+    uint64_t held, units;
+    leases(s, rlt__now(), &held, &units);
+    rlt__prom_family(o, "ratelimitd_leases", "gauge",
+                     "Leases held now: concurrency slots acquired and neither released nor "
+                     "expired (RL.ACQUIRE), and local lease units from Redis not yet spent "
+                     "(lease: true).");
+    rlt__obuf_printf(o,
+                     "ratelimitd_leases{kind=\"concurrency\"} %" PRIu64 "\n"
+                     "ratelimitd_leases{kind=\"redis_units\"} %" PRIu64 "\n",
+                     held, units);
     rlt__prom_family(o, "ratelimitd_connections", "gauge", "Open client connections.");
     rlt__obuf_printf(o, "ratelimitd_connections %" PRId64 "\n",
                      __atomic_load_n(&m->connections_current, __ATOMIC_RELAXED));
@@ -552,11 +570,14 @@ void rlt__report_stats_json(rlt__srv *s, rlt_ns now, rlt__obuf *o)
     uint64_t untracked;
     size_t n = v ? rlt__series_read(&s->series, v, RLT__SERIES_POLICIES, &last, &untracked) : 0;
     if (v == NULL) last = -1, untracked = 0;
+    uint64_t held, units;
+    leases(s, now, &held, &units);
     rlt__obuf_printf(o,
                      "{\"now_s\":%" PRId64 ",\"len\":%d,\"untracked\":%" PRIu64
-                     ",\"reservations\":%zu,\"backend\":\"%s\",\"backend_info\":[",
+                     ",\"reservations\":%zu,\"leases\":{\"concurrency\":%" PRIu64
+                     ",\"redis_units\":%" PRIu64 "},\"backend\":\"%s\",\"backend_info\":[",
                      last, RLT__SERIES_LEN, untracked, rlt__registry_reservations(&s->reg, now),
-                     rlt__decide_backend_name(s));
+                     held, units, rlt__decide_backend_name(s));
     rlt__obuf info = {0};
     if (s->be->ops->info) s->be->ops->info(s->be, &info);
     char line[512], esc[3 * sizeof line];

@@ -31,7 +31,8 @@ void rlt__report_top_json(struct rlt__srv *s, const rlt__session *ss, size_t n, 
  * RLT__TOP_METRICS entries, labels rank, key, policy) and ratelimitd_top_floor.  Nothing
  * when off. */
 void rlt__report_top_prometheus(struct rlt__srv *s, const rlt__session *ss, rlt__obuf *o);
-/* /v1/stats' body: {"now_s":S,"len":300,"untracked":N,"reservations":N,"backend":"local",
+/* /v1/stats' body: {"now_s":S,"len":300,"untracked":N,"reservations":N,
+ * "leases":{"concurrency":N,"redis_units":N},"backend":"local",
  * "backend_info":["INFO line", ...],"policies":[{"policy":P,"allowed_total":N,
  * "denied_total":N,"allowed":[300 per-second counts, oldest first, the last of second S],
  * "denied":[...]}, ...]} (series.h; names percent-encoded as /v1/top's). */
