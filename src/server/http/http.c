@@ -9,6 +9,7 @@
  *   GET|HEAD /v1/top          the top offenders (top.h) as JSON; ?n= bounds the list
  *   GET|HEAD /v1/stats        decisions per second per policy, the backend (ui.h)
  *   GET|HEAD /v1/peek         where a key stands, charging nothing (ui.h)
+ *   GET|HEAD /v1/rules        the config's envoy rules (ui.h)
  *   GET|HEAD /, /ui/live ...  the playground and its live page (ui.h; server.ui)
  *   GET|HEAD /healthz         "OK" (also /healthcheck), never behind the bearer token
  * A password or tenants require "Authorization: Bearer <token>" (the same check as RESP AUTH).
@@ -300,7 +301,8 @@ static void route(rlt__conn *c, const rlt__http_req *req, unsigned flags, rlt_ns
     bool post = req->method == RLT__HTTP_POST;
     bool check = path_is(req, "/v1/check"), envoy = path_is(req, "/json");
     bool metrics = path_is(req, "/metrics") || path_is(req, "/v1/top") ||
-                   path_is(req, "/v1/stats") || path_is(req, "/v1/peek");
+                   path_is(req, "/v1/stats") || path_is(req, "/v1/peek") ||
+                   path_is(req, "/v1/rules");
     bool settle = path_is(req, "/v1/settle");
     bool health = path_is(req, "/healthz") || path_is(req, "/healthcheck");
     const rlt__webasset *page =
@@ -322,7 +324,8 @@ static void route(rlt__conn *c, const rlt__http_req *req, unsigned flags, rlt_ns
     if (!check && !envoy && !metrics && !health && page == NULL)
         return rlt__http_error(o, 404, flags, NULL,
                                "no such endpoint (/v1/check, /v1/settle, /json, /metrics, /v1/top, "
-                               "/v1/stats, /v1/peek, /healthz, and / unless server.ui is off)");
+                               "/v1/stats, /v1/peek, /v1/rules, /healthz, and / unless "
+                               "server.ui is off)");
     if (check ? !(get || post) : envoy ? !post : !get)
         return rlt__http_error(o, 405, flags,
                                check   ? "Allow: GET, HEAD, POST\r\n"
@@ -336,6 +339,7 @@ static void route(rlt__conn *c, const rlt__http_req *req, unsigned flags, rlt_ns
         if (path_is(req, "/v1/top")) return handle_top(c, req, &ss, flags);
         if (path_is(req, "/v1/stats")) return rlt__ui_stats(s, o, flags, now);
         if (path_is(req, "/v1/peek")) return rlt__ui_peek(s, o, req, &ss, flags, now);
+        if (path_is(req, "/v1/rules")) return rlt__ui_rules(s, o, flags);
         rlt__obuf text = {0};
         rlt__report_prometheus(s, &text);
         rlt__report_top_prometheus(s, &ss, &text);

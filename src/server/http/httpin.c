@@ -53,6 +53,95 @@ static bool decode_once(bool given, const char *val, size_t vl, char *out, size_
     return !given && url_decode(val, vl, out, cap, len) == RLT_OK && *len > 0;
 }
 
+/* Splits "K=V,K=V" (r->desc) into r->entries. */
+static int split_entries(rlt__peek_req *r, char *err, size_t errlen)
+{
+    for (size_t i = 0; i <= r->desclen;) {
+        size_t end = i;
+        while (end < r->desclen && r->desc[end] != ',')
+            end++;
+        const char *eq = memchr(r->desc + i, '=', end - i);
+        if (eq == NULL || eq == r->desc + i || r->nentries == RLT__ENVOY_MAX_ENTRIES) {
+            snprintf(err, errlen,
+                     "descriptor: KEY=VALUE entries separated by ',' (at most %d), each with a "
+                     "key",
+                     RLT__ENVOY_MAX_ENTRIES);
+            return RLT_EINVAL;
+        }
+        r->entries[r->nentries++] = (rlt__entry){.key = r->desc + i,
+                                                 .klen = (size_t)(eq - (r->desc + i)),
+                                                 .value = eq + 1,
+                                                 .vlen = (size_t)(r->desc + end - (eq + 1))};
+        i = end + 1;
+    }
+    return RLT_OK;
+}
+
+int rlt__peek_parse(const char *q, size_t len, rlt__peek_req *r, char *err, size_t errlen)
+{
+    memset(r, 0, sizeof *r);
+    bool policy = false, bad_key = false;
+    const char *other = NULL; /* the first other parameter: the policy form's to judge */
+    size_t olen = 0;
+    for (size_t i = 0; i < len;) {
+        size_t end = i, eqp;
+        while (end < len && q[end] != '&')
+            end++;
+        for (eqp = i; eqp < end && q[eqp] != '=';)
+            eqp++;
+        const char *name = q + i, *val = eqp < end ? q + eqp + 1 : q + end;
+        size_t nl = eqp - i, vl = eqp < end ? end - eqp - 1 : 0;
+        struct {
+            const char *name;
+            char *out;
+            size_t cap, *len;
+        } const ps[] = {{"key", r->key, RLT_KEY_MAX, &r->klen},
+                        {"rule", r->rule, sizeof r->rule - 1, &r->rlen},
+                        {"domain", r->domain, sizeof r->domain - 1, &r->dlen},
+                        {"descriptor", r->desc, RLT_KEY_MAX, &r->desclen}};
+        size_t k = 0;
+        while (k < 4 && (strlen(ps[k].name) != nl || memcmp(ps[k].name, name, nl) != 0))
+            k++;
+        if (nl == 6 && memcmp(name, "policy", 6) == 0) {
+            policy = true;
+        } else if (k == 4 && end > i) {
+            if (other == NULL) other = name, olen = nl;
+        } else if (k < 4 &&
+                   !decode_once(*ps[k].len > 0, val, vl, ps[k].out, ps[k].cap, ps[k].len)) {
+            snprintf(err, errlen, "%s must be given once, 1..%zu bytes (percent-encoded)",
+                     ps[k].name, ps[k].cap);
+            if (k > 0) return RLT_EINVAL;
+            bad_key = true; /* the policy form's key is rlt__check_parse's to judge */
+        }
+        if (k > 0 && k < 4) r->envoy = true;
+        i = end + 1;
+    }
+    r->key[r->klen] = r->rule[r->rlen] = r->domain[r->dlen] = r->desc[r->desclen] = '\0';
+    if (!r->envoy) return RLT_OK;
+    if (bad_key) return RLT_EINVAL;
+    if (other != NULL) {
+        snprintf(err, errlen,
+                 "unknown parameter '%.*s': an envoy rule's peek takes rule, key, domain and "
+                 "descriptor (a peek charges nothing)",
+                 (int)(olen > 32 ? 32 : olen), other);
+        return RLT_EINVAL;
+    }
+    const char *why =
+        policy ? "policy= names no rule: give rule= or a descriptor, not both"
+        : r->desclen > 0 && r->dlen == 0 ? "descriptor needs its domain="
+        : r->desclen > 0 && r->klen > 0
+            ? "descriptor makes the key: give key= or descriptor=, not both"
+        : r->desclen == 0 && r->dlen > 0 ? "domain needs a descriptor=K=V[,K=V...]"
+        : r->desclen == 0 && r->klen == 0
+            ? "rule needs key= (the store's key, as RL.PEEK takes it) or domain= and descriptor="
+            : NULL;
+    if (why != NULL) {
+        snprintf(err, errlen, "%s", why);
+        return RLT_EINVAL;
+    }
+    return r->desclen > 0 ? split_entries(r, err, errlen) : RLT_OK;
+}
+
 int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, size_t errlen)
 {
     memset(r, 0, sizeof *r);

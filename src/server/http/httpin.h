@@ -44,4 +44,29 @@ typedef struct rlt__check_req {
  * Returns RLT_OK, or RLT_EINVAL with a message in err. */
 int rlt__check_parse(const char *query, size_t len, rlt__check_req *r, char *err, size_t errlen);
 
+/* /v1/peek's envoy forms: "rule=PATH&key=K" (the key as the store holds it: what RL.PEEK
+ * takes), or "domain=D&descriptor=K=V[,K=V...][&rule=PATH]" (a descriptor as ShouldRateLimit
+ * gets it: entries split at ',', each at its first '='; rule=, when given, must be the rule it
+ * matches). */
+typedef struct rlt__peek_req {
+    bool envoy; /* rule=, domain= or descriptor= given: an envoy form (else rlt__check_parse's) */
+    char key[RLT_KEY_MAX + 1];
+    size_t klen;
+    char rule[RLT__STR_MAX];
+    size_t rlen;
+    char domain[RLT__STR_MAX];
+    size_t dlen;
+    char desc[RLT_KEY_MAX + 1]; /* the descriptor's text; entries point into it */
+    size_t desclen;
+    rlt__entry entries[RLT__ENVOY_MAX_ENTRIES];
+    size_t nentries;
+} rlt__peek_req;
+
+/* Parses /v1/peek's query into r.  r->envoy false: none of rule, domain, descriptor is given
+ * (the caller parses the policy form with rlt__check_parse).  Returns RLT_OK, or RLT_EINVAL
+ * with a message in err: an unknown or repeated parameter, bad percent-encoding, policy= with
+ * an envoy form, a descriptor without domain or with key, rule= without key or descriptor, an
+ * entry without '=' or with an empty name, more than RLT__ENVOY_MAX_ENTRIES entries. */
+int rlt__peek_parse(const char *query, size_t len, rlt__peek_req *r, char *err, size_t errlen);
+
 #endif

@@ -1,9 +1,10 @@
 /* The playground and its live page on ratelimitd's HTTP port (ui.h): the embedded files,
- * /v1/stats and /v1/peek. */
+ * /v1/stats, /v1/peek and /v1/rules. */
 #include "server/http/ui.h"
 #include "server/http/httpin.h"
 #include "server/http/reply.h"
 #include "server/request/decide.h"
+#include "server/request/envoy.h"
 #include "server/request/report.h"
 #include "server/request/srv.h"
 
@@ -54,36 +55,31 @@ static void json_str(rlt__obuf *o, const char *p, size_t n)
     }
 }
 
-void rlt__ui_peek(rlt__srv *s, rlt__obuf *o, const rlt__http_req *req, const rlt__session *ss,
-                  unsigned flags, rlt_ns now)
+/* Where target t stands, as RL.PEEK answers it: 200 with its JSON (`key` and `policy` as
+ * given, `rule` when an envoy rule was named), or the decision's error. */
+static void answer(rlt__srv *s, rlt__obuf *o, unsigned flags, rlt_ns now, const rlt__target *t,
+                   const char *key, size_t klen, const char *policy, size_t plen, const char *rule)
 {
-    rlt__check_req cr;
-    char err[300], kbuf[RLT_KEY_MAX];
-    rlt__target t;
-    if (rlt__check_parse(req->query ? req->query : "", req->query_len, &cr, err, sizeof err) !=
-        RLT_OK)
-        return rlt__http_error(o, 400, flags, NULL, err);
-    if (cr.has_cost || cr.reserve || cr.reservation || cr.timeout_ms || cr.deny_status)
-        return rlt__http_error(o, 400, flags, NULL,
-                               "GET /v1/peek takes key and policy only: a peek charges nothing");
-    if (rlt__target_resolve(s, ss, cr.key, cr.klen, cr.policy, cr.plen, false, now, kbuf, &t, err,
-                            sizeof err) != RLT_OK)
-        return rlt__http_error(o, 400, flags, NULL, err);
+    char err[300];
     rlt_decision d;
-    int st = rlt__decide_peek(s, t.policy_id, t.key, t.klen, now, &d);
+    int st = rlt__decide_peek(s, t->policy_id, t->key, t->klen, now, &d);
     if (st != RLT_OK)
         return rlt__http_error(o, st == RLT_EFULL ? 503 : 400, flags, NULL,
-                               rlt__decide_strerror(s, t.policy_id, now, st, err, sizeof err));
+                               rlt__decide_strerror(s, t->policy_id, now, st, err, sizeof err));
     rlt_policy p;
     char text[512] = "";
-    if (rlt__registry_policy(&s->reg, t.policy_id, &p) != RLT_OK ||
+    if (rlt__registry_policy(&s->reg, t->policy_id, &p) != RLT_OK ||
         rlt_policy_format(&p, text, sizeof text) < 0)
         text[0] = '\0';
     rlt__obuf body = {0};
     rlt__http_put_str(&body, "{\"key\":\"");
-    json_str(&body, cr.key, cr.klen);
+    json_str(&body, key, klen);
     rlt__http_put_str(&body, "\",\"policy\":\"");
-    json_str(&body, cr.policy, cr.plen);
+    json_str(&body, policy, plen);
+    if (rule != NULL) {
+        rlt__http_put_str(&body, "\",\"rule\":\"");
+        json_str(&body, rule, strlen(rule));
+    }
     rlt__http_put_str(&body, "\",\"policy_text\":\"");
     json_str(&body, text, strlen(text));
     rlt__http_put_str(&body, d.allowed ? "\",\"allowed\":true" : "\",\"allowed\":false");
@@ -99,5 +95,123 @@ void rlt__ui_peek(rlt__srv *s, rlt__obuf *o, const rlt__http_req *req, const rlt
     rlt__http_put_str(&body, "}\n");
     rlt__http_respond(o, 200, flags, "application/json", "Cache-Control: no-store\r\n",
                       body.data ? body.data : "", body.len);
+    rlt__obuf_free(&body);
+}
+
+/* The envoy forms: the rule named by its path, or the one a descriptor matches (as
+ * ShouldRateLimit matches it), and the store key (the descriptor's, as envoy.c builds it);
+ * then "r:PATH" is resolved as RL.PEEK resolves it.  An unknown rule, or a descriptor no rule
+ * matches: 404. */
+static void peek_rule(rlt__srv *s, rlt__obuf *o, rlt__peek_req *pr, const rlt__session *ss,
+                      unsigned flags, rlt_ns now)
+{
+    char err[400], kbuf[RLT_KEY_MAX], policy[RLT__STR_MAX + 2];
+    const char *path = pr->rule;
+    if (pr->desclen > 0) {
+        const rlt__config *c = rlt__srv_config(s);
+        int ri = rlt__config_match(c, pr->domain, pr->dlen, pr->entries, pr->nentries);
+        if (ri < 0) {
+            snprintf(err, sizeof err,
+                     "no rule of domain '%.64s' matches descriptor '%.128s' (GET /v1/rules "
+                     "lists the envoy rules)",
+                     pr->domain, pr->desc);
+            return rlt__http_error(o, 404, flags, NULL, err);
+        }
+        path = c->rules[ri].path;
+        if (pr->rlen > 0 && strcmp(path, pr->rule) != 0) {
+            snprintf(err, sizeof err, "descriptor '%.128s' matches rule '%.100s', not '%.64s'",
+                     pr->desc, path, pr->rule);
+            return rlt__http_error(o, 400, flags, NULL, err);
+        }
+        const rlt__session bare = {0}; /* the key as RL.PEEK takes it: no tenant prefix yet */
+        if (rlt__envoy_key(pr->domain, pr->dlen, pr->entries, pr->nentries, &bare, pr->key,
+                           &pr->klen) != RLT_OK)
+            return rlt__http_error(o, 400, flags, NULL,
+                                   "the descriptor makes a key longer than the store takes");
+    }
+    int plen = snprintf(policy, sizeof policy, "r:%s", path);
+    rlt__target t;
+    int st = rlt__target_resolve(s, ss, pr->key, pr->klen, policy, (size_t)plen, false, now, kbuf,
+                                 &t, err, sizeof err);
+    if (st != RLT_OK) return rlt__http_error(o, st == RLT_ENOENT ? 404 : 400, flags, NULL, err);
+    answer(s, o, flags, now, &t, pr->key, pr->klen, policy, (size_t)plen, path);
+}
+
+void rlt__ui_peek(rlt__srv *s, rlt__obuf *o, const rlt__http_req *req, const rlt__session *ss,
+                  unsigned flags, rlt_ns now)
+{
+    static __thread rlt__peek_req pr;
+    rlt__check_req cr;
+    char err[300], kbuf[RLT_KEY_MAX];
+    const char *q = req->query ? req->query : "";
+    if (rlt__peek_parse(q, req->query_len, &pr, err, sizeof err) != RLT_OK)
+        return rlt__http_error(o, 400, flags, NULL, err);
+    if (pr.envoy) return peek_rule(s, o, &pr, ss, flags, now);
+    if (rlt__check_parse(q, req->query_len, &cr, err, sizeof err) != RLT_OK)
+        return rlt__http_error(o, 400, flags, NULL, err);
+    if (cr.has_cost || cr.reserve || cr.reservation || cr.timeout_ms || cr.deny_status)
+        return rlt__http_error(o, 400, flags, NULL,
+                               "GET /v1/peek takes key and policy only: a peek charges nothing");
+    rlt__target t;
+    if (rlt__target_resolve(s, ss, cr.key, cr.klen, cr.policy, cr.plen, false, now, kbuf, &t, err,
+                            sizeof err) != RLT_OK)
+        return rlt__http_error(o, 400, flags, NULL, err);
+    answer(s, o, flags, now, &t, cr.key, cr.klen, cr.policy, cr.plen, NULL);
+}
+
+/* One descriptor level: every rule under it, with the entries that lead to it. */
+static void rules_of(rlt__obuf *o, const rlt__config *c, const char *domain, const rlt__desc *d,
+                     size_t n, const rlt__desc **path, size_t depth, size_t *k)
+{
+    for (size_t i = 0; i < n && depth < 64; i++) {
+        path[depth] = &d[i];
+        if (d[i].rule >= 0) {
+            const rlt__rule *r = &c->rules[d[i].rule];
+            char text[512] = "";
+            if (!r->unlimited && !r->block_all &&
+                rlt_policy_format(&r->policy, text, sizeof text) < 0)
+                text[0] = '\0';
+            rlt__http_put_str(o, (*k)++ ? ",{\"rule\":\"" : "{\"rule\":\"");
+            json_str(o, r->path, strlen(r->path));
+            rlt__http_put_str(o, "\",\"policy\":\"r:");
+            json_str(o, r->path, strlen(r->path));
+            rlt__http_put_str(o, "\",\"domain\":\"");
+            json_str(o, domain, strlen(domain));
+            rlt__http_put_str(o, "\",\"descriptor\":[");
+            for (size_t j = 0; j <= depth; j++) {
+                rlt__http_put_str(o, j ? ",{\"key\":\"" : "{\"key\":\"");
+                json_str(o, path[j]->key, strlen(path[j]->key));
+                if (path[j]->value == NULL) {
+                    rlt__http_put_str(o, "\",\"value\":null}");
+                } else {
+                    rlt__http_put_str(o, "\",\"value\":\"");
+                    json_str(o, path[j]->value, strlen(path[j]->value));
+                    rlt__http_put_str(o, "\"}");
+                }
+            }
+            rlt__http_put_str(o, "],\"policy_text\":\"");
+            json_str(o, text, strlen(text));
+            rlt__http_put_str(o, r->unlimited   ? "\",\"kind\":\"unlimited\"}"
+                                 : r->block_all ? "\",\"kind\":\"deny_all\"}"
+                                 : r->shadow    ? "\",\"kind\":\"shadow\"}"
+                                                : "\",\"kind\":\"limit\"}");
+        }
+        rules_of(o, c, domain, d[i].children, d[i].nchildren, path, depth + 1, k);
+    }
+}
+
+void rlt__ui_rules(rlt__srv *s, rlt__obuf *o, unsigned flags)
+{
+    const rlt__config *c = rlt__srv_config(s);
+    const rlt__desc *path[64];
+    size_t k = 0;
+    rlt__obuf body = {0};
+    rlt__http_put_str(&body, "{\"rules\":[");
+    for (size_t i = 0; i < c->ndomains; i++)
+        rules_of(&body, c, c->domains[i].name, c->domains[i].descs, c->domains[i].ndescs, path, 0,
+                 &k);
+    rlt__http_put_str(&body, "]}\n");
+    rlt__http_respond(o, 200, flags, "application/json", "Cache-Control: no-store\r\n", body.data,
+                      body.len);
     rlt__obuf_free(&body);
 }

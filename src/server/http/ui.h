@@ -25,8 +25,18 @@ void rlt__ui_stats(struct rlt__srv *s, rlt__obuf *o, unsigned flags, rlt_ns now)
 /* GET /v1/peek?key=K&policy=P: where the key stands under the policy, as RL.PEEK answers it
  * (a cost-0 decision through the backend, not counted, nothing charged): 200 with
  * {"key","policy","policy_text","allowed","limit","remaining","retry_after_ms",
- * "reset_after_ms","delay_ms"}; 400 for a bad key or policy, or any other parameter. */
+ * "reset_after_ms","delay_ms"}; 400 for a bad key or policy, or any other parameter.
+ * An envoy rule instead of a policy (rlt__peek_parse's forms): ?rule=PATH&key=K, or
+ * ?domain=D&descriptor=K=V[,K=V...] (the rule it matches, the key envoy.c makes of it): the
+ * same body with "key" the store key, "policy" "r:PATH" (what RL.PEEK takes) and "rule" PATH;
+ * 404 for an unknown rule or a descriptor no rule matches. */
 void rlt__ui_peek(struct rlt__srv *s, rlt__obuf *o, const rlt__http_req *req,
                   const rlt__session *ss, unsigned flags, rlt_ns now);
+
+/* GET /v1/rules: the config's envoy rules, {"rules":[{"rule":PATH,"policy":"r:PATH","domain":D,
+ * "descriptor":[{"key":K,"value":V or null (any value; "abc*": a prefix)}, ...],
+ * "policy_text":T ("" when it keeps no state),"kind":"limit"|"shadow"|"unlimited"|"deny_all"},
+ * ...]} in the config's order. */
+void rlt__ui_rules(struct rlt__srv *s, rlt__obuf *o, unsigned flags);
 
 #endif

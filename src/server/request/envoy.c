@@ -78,8 +78,6 @@ typedef struct limit {
     const rlt_policy *calendar; /* the rule's policy when it has calendar windows, else NULL */
 } limit;
 
-/* Builds the store key: tenant prefix, then domain and every entry, length-prefixed so that
- * no two descriptors collide. */
 static char *put_len(char *o, size_t n)
 {
     char b[24];
@@ -88,23 +86,23 @@ static char *put_len(char *o, size_t n)
     return o + l;
 }
 
-static int envoy_key(const rlt__envoy_req *r, size_t i, const rlt__session *ss, char *out,
-                     size_t *len)
+int rlt__envoy_key(const char *domain, size_t dlen, const rlt__entry *entries, size_t n,
+                   const rlt__session *ss, char *out, size_t *len)
 {
-    const rlt__envoy_desc *d = &r->desc[i];
     /* 24 bytes bound each length's digits and separators; what cannot fit a key is refused
      * before anything is written. */
     char big[RLT_KEY_MAX + 24 * (RLT__ENVOY_MAX_ENTRIES + 1)];
-    size_t need = r->dlen + 24;
-    for (size_t j = 0; j < d->nentries; j++)
-        need += d->entries[j].klen + d->entries[j].vlen + 24;
+    if (n > RLT__ENVOY_MAX_ENTRIES) return RLT_EKEYLEN;
+    size_t need = dlen + 24;
+    for (size_t j = 0; j < n; j++)
+        need += entries[j].klen + entries[j].vlen + 24;
     if (need > sizeof big) return RLT_EKEYLEN;
-    char *o = put_len(big, r->dlen);
+    char *o = put_len(big, dlen);
     *o++ = ':';
-    memcpy(o, r->domain, r->dlen);
-    o += r->dlen;
-    for (size_t j = 0; j < d->nentries; j++) {
-        const rlt__entry *e = &d->entries[j];
+    memcpy(o, domain, dlen);
+    o += dlen;
+    for (size_t j = 0; j < n; j++) {
+        const rlt__entry *e = &entries[j];
         *o++ = '|';
         o = put_len(o, e->klen);
         *o++ = ':';
@@ -114,9 +112,9 @@ static int envoy_key(const rlt__envoy_req *r, size_t i, const rlt__session *ss, 
         memcpy(o, e->value, e->vlen);
         o += e->vlen;
     }
-    size_t n = (size_t)(o - big);
-    if (n > RLT_KEY_MAX) return RLT_EKEYLEN;
-    return rlt__session_key(ss, big, n, out, len);
+    size_t used = (size_t)(o - big);
+    if (used > RLT_KEY_MAX) return RLT_EKEYLEN;
+    return rlt__session_key(ss, big, used, out, len);
 }
 
 static int fail(rlt__srv *s, int policy, rlt_ns now, int e, long desc, char *err, size_t errlen)
@@ -340,7 +338,8 @@ int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const rlt__session *
             continue;
         }
         size_t klen;
-        if (envoy_key(r, i, ss, keys[i], &klen) != RLT_OK) {
+        if (rlt__envoy_key(r->domain, r->dlen, r->desc[i].entries, r->desc[i].nentries, ss, keys[i],
+                           &klen) != RLT_OK) {
             snprintf(err, errlen, "descriptor %zu is longer than %d bytes", i, RLT_KEY_MAX);
             return RLT_EKEYLEN;
         }

@@ -70,6 +70,13 @@ typedef struct rlt__envoy_result {
     rlt__envoy_status st[RLT__ENVOY_MAX_DESCRIPTORS];
 } rlt__envoy_result;
 
+/* The store key of a descriptor (entries[0..n)) of `domain`: the session's tenant prefix,
+ * then the domain and every entry, length-prefixed so that no two descriptors collide
+ * ("2:rl|8:category=books").  out gets RLT_KEY_MAX bytes.  Returns RLT_OK and *len, or
+ * RLT_EKEYLEN when it does not fit (or n > RLT__ENVOY_MAX_ENTRIES). */
+int rlt__envoy_key(const char *domain, size_t dlen, const rlt__entry *entries, size_t n,
+                   const rlt__session *ss, char *out, size_t *len);
+
 /* Decides an envoy request of session ss (its tenant prefix goes before every key) at `now`
  * (the daemon's clock; rlt__clock_origin() gives the epoch alignment of the long units): the
  * rule of every descriptor (or its `limit` override), `replaces`, then one all-or-nothing

@@ -607,6 +607,29 @@ int rlt__srv_cached_id(rlt__srv *s, const char *key, size_t klen, const rlt__ask
     return tl_get(s, key, klen, now_of(who));
 }
 
+/* "r:PATH": the envoy rule whose path (its /metrics label) is PATH, so that RESP and
+ * /v1/peek reach the state ShouldRateLimit and /json charge.  No policy text starts "r:". */
+static int resolve_rule(rlt__srv *s, const char *path, size_t len, int *id, bool *shadow,
+                        char *err, size_t errlen)
+{
+    const rlt__config *c = rlt__srv_config(s);
+    for (size_t i = 0; i < c->nrules; i++) {
+        const rlt__rule *r = &c->rules[i];
+        if (strlen(r->path) != len || memcmp(r->path, path, len) != 0) continue;
+        if (r->unlimited || r->block_all || r->policy_id < 0) {
+            snprintf(err, errlen, "rule '%s' keeps no state (%s)", r->path,
+                     r->unlimited ? "unlimited" : "requests_per_unit: 0 denies every request");
+            return RLT_EINVAL;
+        }
+        *id = r->policy_id;
+        *shadow = r->shadow || c->set.shadow_mode;
+        return RLT_OK;
+    }
+    snprintf(err, errlen, "unknown rule '%.*s' (GET /v1/rules lists the envoy rules)",
+             (int)(len > 64 ? 64 : len), path);
+    return RLT_ENOENT;
+}
+
 int rlt__srv_resolve(rlt__srv *s, const char *text, size_t len, const rlt__asker *who, int *id,
                      bool *shadow, char *err, size_t errlen)
 {
@@ -630,6 +653,8 @@ int rlt__srv_resolve(rlt__srv *s, const char *text, size_t len, const rlt__asker
         *id = n->policy_id;
         return RLT_OK;
     }
+    if (len > 2 && text[0] == 'r' && text[1] == ':')
+        return resolve_rule(s, text + 2, len - 2, id, shadow, err, errlen);
     *id = tl_get(s, text, len, now_of(who));
     if (*id >= 0) return RLT_OK;
     rlt_policy p;

@@ -77,10 +77,12 @@ typedef struct rlt__asker {
     rlt_ns now;
 } rlt__asker;
 
-/* Resolves a policy argument: a named policy ("api"), or inline policy text
+/* Resolves a policy argument: a named policy ("api"), an envoy rule by its path ("r:" + the
+ * path /metrics labels it with, "r:edge.remote_address"), or inline policy text
  * ("gcra:100/1m,burst=20").  Inline texts are interned in the bounded inline cache (inline.h:
  * at most max_inline_policies, a quota per tenant, idle ones reused).  Returns RLT_OK with
- * *id and *shadow, or RLT_EINVAL, RLT_ENOENT (unknown name), RLT_EPARSE (bad text),
+ * *id and *shadow, or RLT_EINVAL (a rule that keeps no state: unlimited or
+ * requests_per_unit 0), RLT_ENOENT (unknown name or rule), RLT_EPARSE (bad text),
  * RLT_ENOMEM (no room for another inline policy) with a message in err. */
 int rlt__srv_resolve(rlt__srv *s, const char *text, size_t len, const rlt__asker *who, int *id,
                      bool *shadow, char *err, size_t errlen);
