@@ -1,7 +1,8 @@
 // The live page (/ui/live, a tab of the playground's page): what a running ratelimitd decides,
 // from its own JSON endpoints: /v1/stats (allowed and denied per second per rule or policy over
-// the last 5 minutes, sampled by the daemon every second; the backend; the reservations),
-// /v1/top (the top offenders) and /v1/peek (explain a key without charging it).  Served by
+// the last 5 minutes, sampled by the daemon every second; the backend; the reservations and
+// leases), /v1/top (the top offenders), /v1/rules (the config's Envoy rules) and /v1/peek
+// (explain a key, under a policy or an Envoy rule, without charging it).  Served by
 // `ratelimit sim --serve` or a static server there is no daemon: the page says so.
 const $ = (id) => document.getElementById(id);
 const SVG = 'http://www.w3.org/2000/svg';
@@ -79,6 +80,8 @@ function drawStats(st) {
   $('live-untracked').textContent = st.untracked ? `${st.untracked} decisions of rules past the first 64 are not drawn` : '';
   $('live-backend').textContent = st.backend;
   $('live-reservations').textContent = String(st.reservations);
+  $('live-leases').textContent = String(st.leases ? st.leases.concurrency : 0);
+  $('live-lease-units').textContent = String(st.leases ? st.leases.redis_units : 0);
   // The Redis nodes, from the backend's INFO lines: redis_nodeN:addr=..,engine=..,connected=..,breaker=..
   const nodes = $('live-nodes').tBodies[0];
   nodes.replaceChildren();
@@ -103,6 +106,36 @@ function drawTop(top) {
     el('td', { class: 'policy' }, el('code', {}, decode(k.policy))), el('td', { class: 'n denied' }, String(k.denied)))));
   if (!top.keys.length) body.append(el('tr', {}, el('td', { colspan: 4, class: 'muted' }, 'no key denied yet')));
 }
+
+// ---- Envoy rules, for explain-a-key ----
+
+/** The rules of /v1/rules by path: their domain and descriptor (value null: any value). */
+let rules = new Map();
+async function loadRules() {
+  try {
+    rules = new Map((await get('/v1/rules')).rules.map((r) => [r.rule, r]));
+  } catch { rules = new Map(); } // no daemon, or one without /v1/rules
+  const sel = $('peek-rule'), was = sel.value;
+  sel.replaceChildren(el('option', { value: '' }, '(none: the policy)'));
+  for (const [path, r] of rules) sel.append(el('option', { value: path }, `${path} (${r.kind === 'limit' ? r.policy_text : r.kind})`));
+  sel.value = rules.has(was) ? was : '';
+  pickRule();
+}
+/** A rule picked: the key field takes the descriptor's entries (a template from the rule). */
+function pickRule() {
+  const r = rules.get($('peek-rule').value);
+  $('peek-policy').disabled = !!r;
+  $('peek-policy').required = !r;
+  $('peek-key-label').textContent = r ? 'descriptor' : 'key';
+  if (r) {
+    const tpl = r.descriptor.map((e) => `${e.key}=${e.value === null ? '' : e.value.replace(/\*$/, '')}`).join(',');
+    $('peek-key').placeholder = tpl;
+    if (!$('peek-key').value.includes('=')) $('peek-key').value = tpl;
+  } else {
+    $('peek-key').placeholder = '';
+  }
+}
+$('peek-rule').addEventListener('change', pickRule);
 
 let polling = false;
 async function poll() {
@@ -166,14 +199,17 @@ function drawPeek(p) {
 
 $('peek-form').addEventListener('submit', async (e) => {
   e.preventDefault();
-  const q = new URLSearchParams({ key: $('peek-key').value, policy: $('peek-policy').value });
+  const r = rules.get($('peek-rule').value);
+  const q = new URLSearchParams(r ? { rule: r.rule, domain: r.domain, descriptor: $('peek-key').value }
+    : { key: $('peek-key').value, policy: $('peek-policy').value });
   $('peek-error').textContent = '';
   try {
     const headers = token.value ? { Authorization: `Bearer ${token.value}` } : {};
     const r = await fetch(`/v1/peek?${q}`, { headers, cache: 'no-store' });
     const p = await r.json();
     if (!r.ok) throw new Error(p.error || `${r.status}`);
-    $('peek-text').textContent = p.policy_text || p.policy;
+    $('peek-text').textContent = p.rule ? `Envoy rule ${p.rule}: ${p.policy_text}` : p.policy_text || p.policy;
+    $('peek-resp').textContent = `RL.PEEK ${p.key} ${p.policy}`;
     $('peek-state').textContent = p.allowed ? (p.remaining > 0 ? 'within its limit' : 'at its limit: the next request is denied')
       : 'denied now';
     $('peek-limit').textContent = String(p.limit);
@@ -194,6 +230,8 @@ $('peek-form').addEventListener('submit', async (e) => {
 });
 
 if (live) {
+  loadRules();
+  token.addEventListener('change', loadRules);
   poll();
   setInterval(poll, 1000);
 }

@@ -4,7 +4,9 @@
 // failed), its files with their types, ETag/304, HEAD, 404 and no way out of the site; after
 // traffic on RESP, HTTP and gRPC the live page's per-rule counts equal /metrics' counters and
 // its top offenders /v1/top's; explain-a-key equals RL.PEEK of the same key and charges
-// nothing; --no-ui turns the page off, a password puts it behind the bearer token.
+// nothing, under a policy and under an Envoy rule (picked from /v1/rules, after gRPC traffic
+// on it); the leases held (RL.ACQUIRE) show on the page, /v1/stats and /metrics, and go back
+// to 0 when released; --no-ui turns the page off, a password puts it behind the bearer token.
 // Usage: node live.mjs NODE_MODULES RATELIMITD RATELIMIT_CLI REPO WASM(0|1) [SCREENSHOT_DIR]
 import { spawn, spawnSync } from 'node:child_process';
 import { request } from 'node:http';
@@ -183,15 +185,87 @@ for i in range(5): print(should_rate_limit("127.0.0.1:${d.grpc}", "rl", [[("cate
       && got.reset <= before[4] && got.reset >= after[4], `explain-a-key equals RL.PEEK: page ${JSON.stringify(got)}, RL.PEEK ${before} then ${after}`);
     check(got.remaining === 8, `user:3 after 2 of 10: 8 remaining (${got.remaining})`);
     check(await page.$eval('#peek-timeline', (e) => !e.hasAttribute('hidden') && e.getBoundingClientRect().height > 40 && e.querySelectorAll('line').length > 2), 'the key is drawn on a timeline');
+
+    // 6. Explain a key under an Envoy rule (the rule's path from /v1/rules, the descriptor as
+    // ShouldRateLimit got it above): equal to RL.PEEK of the store key under r:PATH, twice,
+    // with nothing charged or counted (the envoy counters included).
+    const rulesJson = JSON.parse((await raw(d.http, '/v1/rules')).body);
+    check(JSON.stringify(rulesJson.rules.map((r) => [r.rule, r.policy, r.domain, r.descriptor, r.policy_text]))
+      === JSON.stringify([['rl.category', 'r:rl.category', 'rl', [{ key: 'category', value: null }], 'fixed_window:3/1h']]),
+      `/v1/rules lists the config's one rule: ${JSON.stringify(rulesJson)}`);
+    const unknown = await raw(d.http, '/v1/peek?rule=rl.nope&key=a');
+    check(unknown.status === 404 && /unknown rule 'rl\.nope'/.test(JSON.parse(unknown.body).error), `an unknown rule is a 404 with a JSON error: ${unknown.status} ${unknown.body}`);
+    const nomatch = await raw(d.http, '/v1/peek?domain=rl&descriptor=colour%3Dred');
+    check(nomatch.status === 404 && /no rule of domain 'rl' matches/.test(JSON.parse(nomatch.body).error), `a descriptor no rule matches is a 404: ${nomatch.status} ${nomatch.body}`);
+    const storeKey = '2:rl|8:category=books';
+    const rpeek = () => redis(d.resp, 'RL.PEEK', storeKey, 'r:rl.category').map(Number);
+    const envoyHits = (t) => t.body.split('\n').filter((l) => /^ratelimitd_(envoy_[a-z_]+|policy_decisions|decisions)_total\{/.test(l)).join('\n');
+    const rBefore = rpeek();
+    const e0 = await raw(d.http, '/metrics');
+    check(rBefore.length === 6 && rBefore[0] === 0 && rBefore[1] === 3 && rBefore[2] === 0, `RL.PEEK of the rule's key after 3 OK and 2 OVER_LIMIT: denied, 0 of 3 left (${rBefore})`);
+    await page.select('#peek-rule', 'rl.category');
+    check(await page.$eval('#peek-policy', (e) => e.disabled) && await page.$eval('#peek-key', (e) => e.value) === 'category=',
+      'picking a rule turns the key field into its descriptor (template category=) and the policy off');
+    const explainRule = async (n) => {
+      await page.$eval('#peek-key', (e) => { e.value = ''; });
+      await page.type('#peek-key', 'category=books');
+      await page.click('#peek-go');
+      await page.waitForFunction((k) => document.body.dataset.peeked === String(k), { timeout: 5000 }, n);
+      return page.evaluate(() => ({
+        allowed: document.getElementById('peek-out').dataset.allowed === 'true',
+        limit: Number(document.getElementById('peek-limit').textContent),
+        remaining: Number(document.getElementById('peek-remaining').textContent),
+        retry: Number(document.getElementById('peek-retry').dataset.ms),
+        reset: Number(document.getElementById('peek-reset').dataset.ms),
+        resp: document.getElementById('peek-resp').textContent,
+      }));
+    };
+    const r1 = await explainRule(2);
+    const e1 = await raw(d.http, '/metrics');
+    const rMid = rpeek();
+    const e2 = await raw(d.http, '/metrics');
+    const r2 = await explainRule(3);
+    const e3 = await raw(d.http, '/metrics');
+    const rAfter = rpeek();
+    const same = (g, b, a) => g.allowed === (b[0] === 1) && g.limit === b[1] && g.remaining === b[2]
+      && g.retry <= b[3] && g.retry >= a[3] && g.reset <= b[4] && g.reset >= a[4];
+    check(same(r1, rBefore, rMid), `explain-a-key with the rule equals RL.PEEK ${storeKey} r:rl.category: page ${JSON.stringify(r1)}, RL.PEEK ${rBefore} then ${rMid}`);
+    check(same(r2, rMid, rAfter), `a second explain is the same (nothing charged): page ${JSON.stringify(r2)}, RL.PEEK ${rMid} then ${rAfter}`);
+    check(r1.retry > 0 && r1.resp === `RL.PEEK ${storeKey} r:rl.category`, `the rule's key is denied for a while, and the page says how RESP asks: ${JSON.stringify(r1)}`);
+    check(JSON.stringify(rBefore.slice(0, 3)) === JSON.stringify(rAfter.slice(0, 3)), `RL.PEEK of the rule's key is the same before and after: ${rBefore} / ${rAfter}`);
+    check(envoyHits(e0) === envoyHits(e1) && envoyHits(e2) === envoyHits(e3) && /rule="rl.category"\} 5$/m.test(envoyHits(e3)),
+      `explaining a rule counts nothing (decisions, envoy hits): ${envoyHits(e0)} / ${envoyHits(e1)}`);
+
+    // 7. Leases: K concurrency slots held (RESP), shown by the page, /v1/stats and /metrics;
+    // released, 0 again.
+    const K = 3, leaseIds = [];
+    for (let i = 0; i < K; i++) {
+      const a = redis(d.resp, 'RL.ACQUIRE', 'job:7', 'concurrency:5/1m');
+      check(a[0] === '1', `RL.ACQUIRE ${i + 1} of ${K} is allowed: ${a}`);
+      leaseIds.push(a[4]);
+    }
+    const leasesShown = async (n) => {
+      try {
+        await page.waitForFunction((k) => document.getElementById('live-leases').textContent === String(k), { timeout: 5000 }, n);
+      } catch { /* judged below */ }
+      const st = JSON.parse((await raw(d.http, '/v1/stats')).body);
+      const m = /^ratelimitd_leases\{kind="concurrency"\} (\d+)$/m.exec((await raw(d.http, '/metrics')).body);
+      return { page: await page.$eval('#live-leases', (e) => e.textContent), stats: st.leases.concurrency, metrics: m && Number(m[1]), units: st.leases.redis_units };
+    };
+    const held = await leasesShown(K);
+    check(held.page === String(K) && held.stats === K && held.metrics === K && held.units === 0, `${K} leases held: the page, /v1/stats and /metrics say so: ${JSON.stringify(held)}`);
     if (shots) {
-      await page.setViewport({ width: 1200, height: 1400 });
+      await page.setViewport({ width: 1200, height: 1500 });
       await page.screenshot({ path: join(shots, 'live.png'), fullPage: false });
     }
+    for (const id of leaseIds) check(redis(d.resp, 'RL.RELEASE', 'job:7', 'concurrency:5/1m', id)[0] === '1', `RL.RELEASE ${id}`);
+    const none = await leasesShown(0);
+    check(none.page === '0' && none.stats === 0 && none.metrics === 0, `released: 0 leases on the page, /v1/stats and /metrics: ${JSON.stringify(none)}`);
     await page.close();
   }
   d.p.kill('SIGTERM');
 
-  // 6. --no-ui: no page, the endpoints as before.  A password: the page behind the token.
+  // 8. --no-ui: no page, the endpoints as before.  A password: the page behind the token.
   const off = await daemon('--no-ui');
   check((await raw(off.http, '/')).status === 404 && (await raw(off.http, '/app.js')).status === 404, '--no-ui: / is 404');
   check((await raw(off.http, '/v1/check?key=a&policy=api2:1/1s'.replace('api2:', 'fixed_window:'))).status === 200, '--no-ui: /v1/check still answers');
@@ -203,7 +277,7 @@ for i in range(5): print(should_rate_limit("127.0.0.1:${d.grpc}", "rl", [[("cate
   check((await raw(pw.http, '/v1/stats')).status === 401 && (await raw(pw.http, '/v1/peek?key=a&policy=api')).status === 401, 'and /v1/stats, /v1/peek');
   pw.p.kill('SIGTERM');
 
-  // 7. `ratelimit sim --serve`: the same page without a daemon; Ctrl-C stops it.
+  // 9. `ratelimit sim --serve`: the same page without a daemon; Ctrl-C stops it.
   const sv = await start(cli, ['sim', '--serve', '127.0.0.1:0']);
   const url = /http:\/\/[^ ]+\//.exec(sv.line)[0].replace(/\/$/, '');
   page = await open(url, '/');
