@@ -453,6 +453,27 @@ def a_policy_with_lease_mode_answers_hot_keys_from_local_leases(tmp):
 
 
 @test("standalone")
+def the_local_lease_units_held_show_in_metrics_and_v1_stats(tmp):
+    # One connection (one worker handle): the first check takes a 50-unit lease and spends 1,
+    # 9 more spend 9 of it; a cold (lease-less) policy holds none.  Keys of their own: the Redis
+    # servers are shared by the tests.
+    cfg = ("policies:\n  hot: {policy: fixed_window:300/1h, lease: true}\n  cold: fixed_window:300/1h\n"
+           + redis_section("  lease_units: 50\n  lease_ttl: 10s\n"))
+    with Fleet(tmp, 1, config=cfg) as (a,):
+        def held():
+            m = re.search(r'^ratelimitd_leases\{kind="redis_units"\} (\d+)$', a.http_get("/metrics")[1], re.M)
+            return int(m.group(1)), json.loads(a.http_get("/v1/stats")[1])["leases"]
+        assert held() == (0, {"concurrency": 0, "redis_units": 0}), held()
+        assert a.c.ok("RL.CHECK", "units-cold", "cold")[0] == 1
+        assert held()[0] == 0
+        assert a.c.ok("RL.CHECK", "units-key", "hot")[0] == 1
+        assert held() == (49, {"concurrency": 0, "redis_units": 49}), held()
+        for _ in range(9):
+            assert a.c.ok("RL.CHECK", "units-key", "hot")[0] == 1
+        assert held() == (40, {"concurrency": 0, "redis_units": 40}), held()
+
+
+@test("standalone")
 def a_reused_inline_slot_is_decided_under_its_new_policy(tmp):
     # One inline slot: gcra:1000/1s idle past its horizon (3 s), then another text takes the
     # slot (the same store id): Redis must decide under the new policy, not a cached old one.
