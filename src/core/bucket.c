@@ -61,7 +61,7 @@ static int used_at(const rlt_policy *p, const void *st, rlt_ns now, int64_t *use
     if (elapsed < 0 && s.used > 0) *wait = rlt__sat_sub(s.last, now);
     if (elapsed <= 0 || s.used == 0)
         *used = s.used;
-    else if (__builtin_mul_overflow(elapsed, p->scale_, &refill) || refill >= s.used)
+    else if (rlt__mul_overflow(elapsed, p->scale_, &refill) || refill >= s.used)
         *used = 0;
     else
         *used = s.used - refill;
@@ -165,7 +165,7 @@ int rlt__bucket_settle(const rlt_policy *p, void *st, rlt_ns now, rlt_ns reserve
         /* Debt saturates at what the state can hold (a GCRA word: tat <= INT64_MAX): charged
          * as far as it fits, the rest is beyond any wait a client could see anyway. */
         int64_t extra;
-        if (__builtin_mul_overflow(real - estimate, p->unit_, &extra)) extra = INT64_MAX;
+        if (rlt__mul_overflow(real - estimate, p->unit_, &extra)) extra = INT64_MAX;
         after = rlt__sat_add(used, extra);
         if (p->algo == RLT_GCRA && now_s > 0 && after > INT64_MAX - now_s)
             after = INT64_MAX - now_s;
@@ -177,7 +177,7 @@ int rlt__bucket_settle(const rlt_policy *p, void *st, rlt_ns now, rlt_ns reserve
         rlt_ns latest = now;
         if (p->algo == RLT_TOKEN_BUCKET && tb_load(st).last > latest) latest = tb_load(st).last;
         rlt_ns elapsed = latest > reserved_at ? rlt__sat_sub(latest, reserved_at) : 0;
-        if (__builtin_mul_overflow(elapsed, p->scale_, &refilled) || refilled >= held)
+        if (rlt__mul_overflow(elapsed, p->scale_, &refilled) || refilled >= held)
             held = 0;
         else
             held -= refilled;

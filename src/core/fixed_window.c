@@ -38,7 +38,7 @@ static rlt_ns until_end(const rlt_policy *p, int64_t win, rlt_ns now, int64_t k,
 {
     __int128 end;
     if (p->months == 0)
-        end = ((__int128)win + 1) * p->period; /* may pass INT64_MAX: saturate */
+        end = rlt__mul_wide((__int128)win + 1, p->period); /* may pass INT64_MAX: saturate */
     else
         end = win == k ? k_end : rlt__calendar_end(p, win); /* kept after a step back */
     __int128 left = end - now;
@@ -83,7 +83,7 @@ int rlt__fixed_window_shift(const rlt_policy *p, void *st, rlt_ns delta)
     fw_state s;
     memcpy(&s, st, sizeof s);
     if (s.count == 0 || p->months != 0) return RLT_OK;
-    __int128 e = ((__int128)s.win + 1) * p->period;
+    __int128 e = rlt__mul_wide((__int128)s.win + 1, p->period);
     int64_t end = rlt__sat_add(e > INT64_MAX ? INT64_MAX : (int64_t)e, delta);
     s.win = rlt__floor_div(rlt__sat_sub(end, 1), p->period);
     memcpy(st, &s, sizeof s);
@@ -112,7 +112,7 @@ int rlt__fixed_window_settle(const rlt_policy *p, void *st, rlt_ns now, rlt_ns r
     int64_t k;
     fw_state s = current(p, st, now, &k, NULL);
     if (real > estimate) {
-        s.count = rlt__sat_add(s.count, real - estimate); /* debt saturates: still denied */
+        s.count = rlt__sat_add(s.count, real - estimate);  /* debt saturates: still denied */
     } else if (s.win == window_of(p, reserved_at, NULL)) { /* calendar windows too */
         int64_t back = estimate - real;
         s.count -= back < s.count ? back : s.count;

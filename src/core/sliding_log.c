@@ -24,10 +24,22 @@ static bool expired(const rlt_policy *p, int64_t t, rlt_ns now)
     return rlt__sat_sub(now, t) >= p->period;
 }
 
-/* How many of the oldest entries have expired at `now` (binary search: entries are sorted). */
+/* How many of the oldest entries have expired at `now`.  Entries are sorted, so the expired
+ * ones are a prefix: a galloping search (probe entries 0, 1, 3, 7..., then binary search the
+ * last gap) finds its length g in O(log g) probes; a steady stream expires 0 or 1 entry per
+ * request, so most calls take one to three probes where a binary search over all takes log N. */
 static int64_t expired_prefix(const rlt_policy *p, const log_state *s, rlt_ns now)
 {
-    int64_t lo = 0, hi = s->count;
+    int64_t lo = 0, hi = s->count, probe = 0;
+    while (probe < hi) { /* the entries before lo have expired: the length is in [lo, hi] */
+        if (!expired(p, at(p, s, probe), now)) {
+            hi = probe;
+            break;
+        }
+        lo = probe + 1;
+        if (lo - 1 >= hi - lo) break; /* the next probe, 2 lo - 1, is past the end */
+        probe = lo + (lo - 1);
+    }
     while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2;
         if (expired(p, at(p, s, mid), now))
@@ -61,7 +73,8 @@ int rlt__sliding_log_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t c
     d->reset_after = after > 0 ? rlt__sat_sub(rlt__sat_add(newest, p->period), now) : 0;
     if (d->reset_after < 0) d->reset_after = 0;
     if (commit && charge) {
-        s->head = (s->head + gone) % p->limit;
+        s->head += gone; /* head < N and gone <= N (a valid state): no division needed */
+        if (s->head >= p->limit) s->head -= p->limit;
         s->count = live;
         for (int64_t i = 0; i < cost; i++) {
             int64_t j = s->head + s->count++;

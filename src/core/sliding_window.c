@@ -38,7 +38,7 @@ static sw_state current(const rlt_policy *p, const void *st, rlt_ns now, int64_t
 /* Start of window win + step, saturated to the int64 range. */
 static int64_t window_start(const rlt_policy *p, int64_t win, int step)
 {
-    i128 t = ((i128)win + step) * p->period;
+    i128 t = rlt__mul_wide((i128)win + step, p->period);
     return t > INT64_MAX ? INT64_MAX : t < INT64_MIN ? INT64_MIN : (int64_t)t;
 }
 
@@ -51,9 +51,9 @@ static rlt_ns earliest(const rlt_policy *p, const sw_state *s, int64_t elapsed, 
         int64_t P = step == 0 ? s->prev : step == 1 ? s->curr : 0;
         int64_t C = step == 0 ? s->curr : 0;
         i128 e0 = step == 0 ? elapsed : 0;
-        i128 slack = ((i128)p->limit - C - need) * W;
+        i128 slack = rlt__mul_wide((i128)p->limit - C - need, p->period);
         if (slack < 0) continue;
-        i128 emin = P == 0 ? 0 : W - slack / P; /* P x (W - e) <= slack */
+        i128 emin = P == 0 ? 0 : W - rlt__div_wide(slack, P); /* P x (W - e) <= slack */
         if (emin < e0) emin = e0;
         if (emin < W) return rlt__sat_add(window_start(p, s->win, step), (int64_t)emin);
     }
@@ -65,19 +65,19 @@ int rlt__sliding_window_decide(const rlt_policy *p, void *st, rlt_ns now, int64_
 {
     int64_t e;
     sw_state s = current(p, st, now, &e);
-    const i128 W = p->period, NW = (i128)p->limit * W;
+    const i128 NW = rlt__mul_wide(p->limit, p->period);
     int64_t need = cost > 0 ? cost : 1;
-    i128 weighted = (i128)s.prev * (W - e);
+    i128 weighted = rlt__mul_wide(s.prev, p->period - e);
     rlt__decision_clear(d, p->limit);
     if (need > p->limit) {
         d->retry_after = -1;
     } else {
-        d->allowed = weighted + ((i128)s.curr + need) * W <= NW;
+        d->allowed = weighted + rlt__mul_wide((i128)s.curr + need, p->period) <= NW;
         if (!d->allowed) d->retry_after = rlt__sat_sub(earliest(p, &s, e, need), now);
     }
     int64_t curr_after = s.curr + (d->allowed && cost > 0 ? cost : 0);
-    i128 left = NW - weighted - (i128)curr_after * W;
-    d->remaining = left <= 0 ? 0 : (int64_t)(left / W);
+    i128 left = NW - weighted - rlt__mul_wide(curr_after, p->period);
+    d->remaining = left <= 0 ? 0 : (int64_t)rlt__div_wide(left, p->period);
     if (curr_after > 0)
         d->reset_after = rlt__sat_sub(window_start(p, s.win, 2), now);
     else if (s.prev > 0)
