@@ -95,7 +95,7 @@ static int bucket_amount(const rlt__limit *l, const redisReply *e, unsigned __in
     } else if (nv == 2 && p->algo != RLT_TOKEN_BUCKET && v[1] < p->scale) {
         *allowed = false;
         *a = (unsigned __int128)v[0] * (unsigned __int128)p->scale + (unsigned __int128)v[1];
-    } else if (nv == 3 && p->algo == RLT_TOKEN_BUCKET && v[0] <= 1 && v[2] <= NOW_MAX) {
+    } else if (nv == 3 && p->algo == RLT_TOKEN_BUCKET && v[0] <= 1 && v[2] < RLT_REDIS_NUM_MAX) {
         *allowed = v[0] == 1;
         *a = (unsigned __int128)v[1];
         *wait = v[2] * RLT_NS_PER_US;

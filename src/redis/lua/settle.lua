@@ -21,13 +21,14 @@
 -- made, settled, expired), else the decision of a peek (cost 0) after the settle.
 --
 -- Debt saturates, as rlt_settle's does at int64, where these numbers stop being exact: a
--- window's count and a token bucket's used amount at SAT = 2^52, a GCRA's tat at TAT_MAX =
--- 2^53 - 2^50 us (year 2255; a debt in (q, f) form, as lib/40_bucket.lua reads it).  A real
--- cost of any size (the client sends at most 2^53 - 1) is charged as far as it fits and the
--- key keeps denying: a count of 2^52 is above every N (<= 2^50) even after the refunds of
--- every outstanding reservation; a bucket holds at least 2^52 / scale us of refill (>= 3
--- full buckets past its capacity); a GCRA's tat decades ahead.  Every number stays below
--- 2^53: the additions below are guarded, never formed past the bound.
+-- window's count at SAT = 2^52, a bucket's debt at TAT_MAX = 2^53 - 2^50 us (year 2255, past
+-- every instant the scripts take, 2^52 us): a GCRA's tat in (q, f) form (as lib/40_bucket.lua
+-- reads it), a token bucket's used amount at most SAT with its `last` ahead of now for the
+-- rest (refill waits for it, as behind a clock that stepped back).  A real cost of any size
+-- (the client sends at most 2^53 - 1) is charged as far as it fits and the key keeps
+-- denying: a count of 2^52 is above every N (<= 2^50) even after the refunds of every
+-- outstanding reservation; a saturated bucket until TAT_MAX.  Every number stays below 2^53:
+-- the additions below are guarded, never formed past the bound.
 if redis.replicate_commands then redis.replicate_commands() end
 
 local SAT = 4503599627370496 -- 2^52
@@ -157,7 +158,20 @@ local function bucket_settle(key, pr, now, rat, est, real)
   local after
   if real > est then
     local x = real - est
-    if used >= SAT or x > idivq(SAT - used, unit) then after = SAT else after = used + x * unit end
+    if used >= SAT or x > idivq(SAT - used, unit) then
+      -- Saturated: empty again at TAT_MAX, as a GCRA's, the part past SAT held by `last`
+      -- ahead of now (no refill before it: the wait of a clock that stepped back).
+      local span, uq = TAT_MAX - now, idivq(SAT, scale)
+      if last > now then span = TAT_MAX - last end -- already saturated: keeps its end
+      if span <= uq then
+        after = span * scale
+      else
+        after, last = uq * scale, TAT_MAX - uq
+      end
+      if after < used then after = used end
+    else
+      after = used + x * unit
+    end
   else
     local k, held = (est - real) * unit, est * unit
     local latest = now
