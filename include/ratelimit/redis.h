@@ -113,9 +113,10 @@ enum {
  * Returns RLT_OK; RLT_EINVAL for NULL, an uninitialised policy, or a period or block= duration
  * that is not a whole number of microseconds; RLT_ERANGE when a number would reach 2^53 (e.g.
  * burst x period too large, or block='s max or factor above 2^50).  block= (the penalty box)
- * runs as in the core, its state in a companion key in the limit's slot (docs/distributed.md).  Every other function here returns the same codes for such a policy.  jitter= is
- * supported: every decision function here returns retry_after as rlt_jitter of the key at the
- * caller's `now` (whatever the clock flag), as the keyed store does. */
+ * runs as in the core, its state in a companion key in the limit's slot (docs/distributed.md).
+ * Every other function here returns the same codes for such a policy.  jitter= is supported: every
+ * decision function here returns retry_after as rlt_jitter of the key at the caller's `now`
+ * (whatever the clock flag), as the keyed store does. */
 int rlt_redis_policy_check(const rlt_policy *p);
 
 /* Creates a handle.  `opt` may be NULL for the defaults.  Does not need Redis (or a sentinel)
@@ -265,18 +266,21 @@ int rlt_redis_reserve(rlt_redis *r, const rlt_policy *p, unsigned flags, const v
                       size_t klen, rlt_ns now, int64_t estimate, rlt_ns timeout, rlt_decision *d,
                       uint64_t *reservation);
 
-/* Settles reservation `reservation` of `key` under `p` at `real_cost` (0..2^50), in one
+/* Settles reservation `reservation` of `key` under `p` at `real_cost` (>= 0), in one
  * script that reads and deletes the reservation's key (at most once: a second settle finds
  * nothing) and applies rlt_settle's maths to the limit's state at `now` (the Redis clock, or
  * the caller's with RLT_REDIS_CALLER_TIME): a higher cost is charged past the limit as a
- * debt, a lower one refunds only what the reservation still holds; never mints.  *d is a
- * peek (cost 0) after it.  Returns RLT_OK; RLT_ENOENT when no such reservation is
+ * debt, a lower one refunds only what the reservation still holds; never mints.  The debt
+ * saturates, as rlt_settle's does, where the scripts' numbers stay exact (a window's count and
+ * a token bucket's used amount at 2^52, a GCRA's tat at 2^53 - 2^50 us; docs/distributed.md):
+ * a real_cost up to INT64_MAX is charged as far as that holds and the key keeps denying.
+ * *d is a peek (cost 0) after it.  Returns RLT_OK; RLT_ENOENT when no such reservation is
  * outstanding (never made, already settled, expired: nothing changes); RLT_EINVAL for NULL
- * arguments, real_cost < 0 or a policy that cannot settle; RLT_ERANGE for real_cost > 2^50
- * or a debt that would pass the scripts' 2^52 (the reservation stays outstanding);
- * RLT_EKEYLEN; RLT_EBACKEND or RLT_ETIMEDOUT when Redis could not answer: *d is zeroed but
- * for its limit and nothing changes locally (a timed-out settle may or may not have been
- * applied; it is never sent twice, and a retry of it finds RLT_ENOENT if it was). */
+ * arguments, real_cost < 0 or a policy that cannot settle; RLT_ERANGE, RLT_EKEYLEN as
+ * rlt_redis_decide (a policy or a caller's `now` out of the scripts' range); RLT_EBACKEND or
+ * RLT_ETIMEDOUT when Redis could not answer: *d is zeroed but for its limit and nothing changes
+ * locally (a timed-out settle may or may not have been applied; it is never sent twice, and a retry
+ * of it finds RLT_ENOENT if it was). */
 int rlt_redis_settle(rlt_redis *r, const rlt_policy *p, unsigned flags, const void *key,
                      size_t klen, rlt_ns now, uint64_t reservation, int64_t real_cost,
                      rlt_decision *d);

@@ -95,7 +95,7 @@ static int bucket_amount(const rlt__limit *l, const redisReply *e, unsigned __in
     } else if (nv == 2 && p->algo != RLT_TOKEN_BUCKET && v[1] < p->scale) {
         *allowed = false;
         *a = (unsigned __int128)v[0] * (unsigned __int128)p->scale + (unsigned __int128)v[1];
-    } else if (nv == 3 && p->algo == RLT_TOKEN_BUCKET && v[0] <= 1 && v[2] <= NOW_MAX) {
+    } else if (nv == 3 && p->algo == RLT_TOKEN_BUCKET && v[0] <= 1 && v[2] < RLT_REDIS_NUM_MAX) {
         *allowed = v[0] == 1;
         *a = (unsigned __int128)v[1];
         *wait = v[2] * RLT_NS_PER_US;
@@ -175,9 +175,8 @@ static int parse_sliding(const rlt__limit *l, const redisReply *e, rlt_decision 
     }
     bool allowed = v[0] >= 0;
     int64_t c = allowed ? v[0] : -(v[0] + 1), prev = v[1], x = v[2];
-    /* prev > N: a debt a settle charged (rlt_redis_settle), still below the scripts' 2^52 */
-    if (c < 0 || prev < 0 || (i128)prev * p->W > (i128)NOW_MAX || x <= 0 || x > 2 * NOW_MAX)
-        return RLT_EBACKEND;
+    /* prev > N: a debt a settle charged (rlt_redis_settle), saturated at the scripts' 2^52 */
+    if (c < 0 || prev < 0 || prev > NOW_MAX || x <= 0 || x > 2 * NOW_MAX) return RLT_EBACKEND;
     int64_t need = l->cost > 0 ? l->cost : 1;
     if (decision_head(d, allowed, need, p->N)) return RLT_EBACKEND;
     const i128 W = (i128)p->W * RLT_NS_PER_US, NW = (i128)p->N * W, X = (i128)x * RLT_NS_PER_US;

@@ -14,6 +14,11 @@
 /* The longest reservation suffix, ":r:" + 16 hex digits. */
 #define RES_SUFFIX 19
 
+/* The largest real cost sent to the script (exact in Lua): beyond 2^52 + 2^50 every debt the
+ * script holds is saturated already (settle.lua's header), so a larger one, up to INT64_MAX
+ * (Envoy's hits_addend saturates there), is charged as this one. */
+#define REAL_MAX (RLT_REDIS_NUM_MAX - 1)
+
 /* 64 random bits, never 0: getrandom(2), else /dev/urandom.  Returns false if neither answers
  * (then no reservation is made: a guessable id would let a client settle another's). */
 static bool random_id(uint64_t *id)
@@ -75,7 +80,7 @@ static int settle_args(const rlt_policy *p, unsigned flags, const void *key, siz
     int rc = rlt__check_limit(&ck, l);
     if (rc) return rc;
     if (!rlt_settle_supported(p)) return RLT_EINVAL;
-    if (amount > LIM) return RLT_ERANGE; /* the scripts' numbers stay exact */
+    l->cost = amount > REAL_MAX ? REAL_MAX : amount; /* 0..2^53 - 1: exact in the script */
     return rlt__now_arg(flags, now, now_us);
 }
 
@@ -153,7 +158,7 @@ int rlt_redis_settle(rlt_redis *r, const rlt_policy *p, unsigned flags, const vo
         return rc;
     }
     if (rep->type == REDIS_REPLY_INTEGER)
-        rc = rep->integer == 0 ? RLT_ENOENT : rep->integer == -2 ? RLT_ERANGE : RLT_EBACKEND;
+        rc = rep->integer == 0 ? RLT_ENOENT : RLT_EBACKEND; /* a debt saturates: never ERANGE */
     else
         rc = rlt__parse_decision(rep, d);
     freeReplyObject(rep);

@@ -303,8 +303,10 @@ static int window_decide(const rlt__mpol *m, const char *val, size_t vlen, int64
         /* a window's instants stay within the scripts' 2^53 us */
         if (s[0] > RLT__NUM_VAL_MAX / m->rp.W || s[0] < -RLT__NUM_VAL_MAX / m->rp.W)
             return RLT_ECORRUPT;
-        for (int i = 1; i < n; i++) /* above N: a debt a settle charged (rlt_settle) */
-            if (s[i] < 0 || s[i] > RLT__NUM_VAL_MAX / m->rp.W) return RLT_ECORRUPT;
+        /* above N: a debt a settle charged (settle.lua saturates it at 2^52); the core
+         * weighs a sliding window's counts in 128 bits */
+        for (int i = 1; i < n; i++)
+            if (s[i] < 0 || s[i] > RLT__NUM_VAL_MAX) return RLT_ECORRUPT;
     }
     /* Fixed window in us (its replies are whole us), sliding window in ns (exact retry). */
     const rlt_policy *cp = sliding ? &m->p : &m->pu;

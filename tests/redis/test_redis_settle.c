@@ -277,3 +277,130 @@ TEST(redis_reserve_without_redis_follows_the_fail_mode)
     ASSERT(!d.allowed);
     rlt_redis_close(r);
 }
+
+/* ---- a huge real cost: the debt saturates (settle.lua's header) ---------------------------- */
+
+static const char *const debt_policies[] = {
+    "fixed_window:10/1m",      "sliding_window:10/1m",    "sliding_window:10000/1h",
+    "token_bucket:10/1m",      "token_bucket:1000003/1s", "gcra:10/1m",
+    "gcra:1000000/1s,burst=5", "gcra:1000003/1s",
+};
+
+/* One step of the saturation test: the core's decision dc against Redis's dr (and the scripts'
+ * ds when the module decides dr: both read one state, so they agree to the ns).  `exact`: the
+ * debt is below where the scripts saturate (a window's count 2^52 is above every N: always), so
+ * every field is the core's; a sliding window whose 1000 x N x W passes 2^52 retries at most
+ * 999 ns earlier (its count P = 2^52 leaves floor(1000 slack / P) ns); past the scripts' bound
+ * a bucket holds its debt to 2^53 - 2^50 us, the core its own to int64: Redis never allows what
+ * the core denies, and its waits stay positive and finite. */
+static void debt_same(const char *text, int64_t extra, const char *what, bool exact, bool sw_ns,
+                      const rlt_decision *dc, const rlt_decision *dr, const rlt_decision *ds)
+{
+    char ctx[200];
+    snprintf(ctx, sizeof ctx, "%s extra %lld %s", text, (long long)extra, what);
+    if (ds && (ds->allowed != dr->allowed || ds->remaining != dr->remaining ||
+               ds->retry_after != dr->retry_after || ds->reset_after != dr->reset_after))
+        RLT_FAIL_("%s: scripts %d/%lld/%lld/%lld, module %d/%lld/%lld/%lld", ctx, ds->allowed,
+                  (long long)ds->remaining, (long long)ds->retry_after, (long long)ds->reset_after,
+                  dr->allowed, (long long)dr->remaining, (long long)dr->retry_after,
+                  (long long)dr->reset_after);
+    if (dr->allowed && !dc->allowed) RLT_FAIL_("%s: Redis allows what the core denies", ctx);
+    if (!dr->allowed && dr->retry_after <= 0) RLT_FAIL_("%s: a denial without a wait", ctx);
+    if (dr->reset_after < 0) RLT_FAIL_("%s: reset_after %lld", ctx, (long long)dr->reset_after);
+    if (!exact) return;
+    int64_t dretry = dc->retry_after - dr->retry_after;
+    if (dc->allowed != dr->allowed || dc->remaining != dr->remaining ||
+        dc->reset_after != dr->reset_after || (sw_ns ? dretry < 0 || dretry >= 1000 : dretry != 0))
+        RLT_FAIL_("%s: C %d/%lld/%lld/%lld, Redis %d/%lld/%lld/%lld", ctx, dc->allowed,
+                  (long long)dc->remaining, (long long)dc->retry_after, (long long)dc->reset_after,
+                  dr->allowed, (long long)dr->remaining, (long long)dr->retry_after,
+                  (long long)dr->reset_after);
+}
+
+TEST(redis_a_huge_settle_saturates_and_keeps_denying)
+{
+    const rlt_redis_options o = {.timeout = 2 * RLT_NS_PER_S, .ttl_floor = 60 * RLT_NS_PER_S};
+    rlt_redis *r = rtest_open(o);
+    const char *extra_args = getenv("RLT_REDIS_EXTRA_ARGS");
+    rlt_redis *rs = NULL; /* with the module loaded: the scripts on the same keys */
+    if (extra_args && strstr(extra_args, "--loadmodule")) {
+        rlt_redis_options os = o;
+        os.engine = RLT_REDIS_ENGINE_SCRIPTS;
+        rs = rtest_open(os);
+    }
+    const int64_t extras[] = {100000000,          INT64_C(1) << 40, (INT64_C(1) << 52) - 5,
+                              (INT64_C(1) << 53), INT64_C(1) << 62, INT64_MAX - 1};
+    const unsigned ct = RLT_REDIS_CALLER_TIME;
+    for (size_t i = 0; i < sizeof debt_policies / sizeof debt_policies[0]; i++)
+        for (size_t x = 0; x < sizeof extras / sizeof extras[0]; x++) {
+            const char *text = debt_policies[i];
+            rlt_policy p = rtest_policy(text);
+            int64_t W = p.period / 1000, g = rlt_gcd(p.limit, W), unit = W / g;
+            bool bucket = p.algo == RLT_TOKEN_BUCKET || p.algo == RLT_GCRA;
+            bool sw_ns = p.algo == RLT_SLIDING_WINDOW && p.limit * W > (INT64_C(1) << 52) / 1000;
+            /* used <= 2 x B x unit before the debt: under 2^52 with what is charged here */
+            bool exact = !bucket || extras[x] <= ((INT64_C(1) << 52) - 4 * p.burst * unit) / unit;
+            void *st = calloc(1, rlt_state_size(&p));
+            char key[64];
+            snprintf(key, sizeof key, "debt:%zu:%zu", i, x);
+            size_t kl = strlen(key);
+            ASSERT_EQ(rlt_redis_reset(r, &p, key, kl), RLT_OK);
+            rlt_decision dc, dr, ds;
+            int64_t t = 1000 * RLT_NS_PER_S, t1 = t + RLT_NS_PER_MS;
+            uint64_t a = 0, b = 0, c = 0;
+            /* Two reservations at t: a settles at a huge cost, then b is refunded in full. */
+            ASSERT_EQ(rlt_decide(&p, st, t, 1, &dc), RLT_OK);
+            ASSERT_EQ(rlt_redis_reserve(r, &p, ct, key, kl, t, 1, 0, &dr, &a), RLT_OK);
+            ASSERT(dc.allowed && dr.allowed && a != 0);
+            ASSERT_EQ(rlt_decide(&p, st, t, 3, &dc), RLT_OK);
+            ASSERT_EQ(rlt_redis_reserve(r, &p, ct, key, kl, t, 3, 0, &dr, &b), RLT_OK);
+            ASSERT(dc.allowed && dr.allowed && b != 0);
+            ASSERT_EQ(rlt_settle(&p, st, t1, t, 1, 1 + extras[x], &dc), RLT_OK);
+            ASSERT_EQ(rlt_redis_settle(r, &p, ct, key, kl, t1, a, 1 + extras[x], &dr), RLT_OK);
+            ASSERT(!dc.allowed && !dr.allowed);
+            debt_same(text, extras[x], "after the settle", exact, sw_ns, &dc, &dr, NULL);
+            ASSERT_EQ(rlt_settle(&p, st, t1, t, 3, 0, &dc), RLT_OK);
+            ASSERT_EQ(rlt_redis_settle(r, &p, ct, key, kl, t1, b, 0, &dr), RLT_OK);
+            ASSERT(!dc.allowed && !dr.allowed); /* a refund does not undo the debt */
+            /* More debt on top: a saturated state takes it, still no error. */
+            ASSERT_EQ(rlt_decide(&p, st, t1, 0, &dc), RLT_OK);
+            ASSERT_EQ(rlt_redis_reserve(r, &p, ct, key, kl, t1, 0, 0, &dr, &c), RLT_OK);
+            ASSERT(c != 0);
+            ASSERT_EQ(rlt_settle(&p, st, t1, t1, 0, extras[x], &dc), RLT_OK);
+            ASSERT_EQ(rlt_redis_settle(r, &p, ct, key, kl, t1, c, extras[x], &dr), RLT_OK);
+            ASSERT(!dc.allowed && !dr.allowed);
+            /* Later requests (whole us: Redis's instants): within the window, past it, a day, a
+             * year, 80 years on. */
+            const int64_t later[] = {0,
+                                     1000,
+                                     p.period / 2 + 1000,
+                                     p.period + 1000,
+                                     2 * p.period + 1000,
+                                     86400 * RLT_NS_PER_S,
+                                     INT64_C(365) * 86400 * RLT_NS_PER_S,
+                                     INT64_C(80) * 365 * 86400 * RLT_NS_PER_S};
+            for (size_t k = 0; k < sizeof later / sizeof later[0] && !rlt_test_failed_now; k++) {
+                int64_t at = t1 + later[k];
+                char what[48];
+                snprintf(what, sizeof what, "at +%lldus", (long long)(later[k] / 1000));
+                if (rs) ASSERT_EQ(rlt_redis_decide(rs, &p, ct, key, kl, at, 0, &ds), RLT_OK);
+                int rc = rlt_decide(&p, st, at, 0, &dc);
+                ASSERT_EQ(rlt_redis_decide(r, &p, ct, key, kl, at, 0, &dr), RLT_OK);
+                if (rc == RLT_ERANGE) { /* the core's own bound (scale x now): Redis alone */
+                    ASSERT(p.algo == RLT_GCRA);
+                    dc = dr;
+                } else {
+                    ASSERT_EQ(rc, RLT_OK);
+                }
+                debt_same(text, extras[x], what, exact && rc == RLT_OK, sw_ns, &dc, &dr,
+                          rs ? &ds : NULL);
+                if (!exact) ASSERT(!dr.allowed); /* saturated: to 2^53 - 2^50 us */
+                if (!bucket && later[k] > 2 * p.period) ASSERT(dr.allowed); /* forgotten */
+            }
+            free(st);
+            if (rlt_test_failed_now) goto done;
+        }
+done:
+    rlt_redis_close(rs);
+    rlt_redis_close(r);
+}

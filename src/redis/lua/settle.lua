@@ -18,11 +18,27 @@
 -- {allowed, limit, remaining, retry_us, retry_ns, reset_us, reset_ns, delay_us, delay_ns,
 -- lease} (multi.lua's form) and, when allowed, creates the reservation (or returns -1 if that
 -- key exists: nothing charged).  Settle returns 0 when the reservation is not there (never
--- made, settled, expired), -2 when the debt would pass 2^52 (nothing changes, the reservation
--- stays), else the decision of a peek (cost 0) after the settle.
+-- made, settled, expired), else the decision of a peek (cost 0) after the settle.
+--
+-- Debt saturates, as rlt_settle's does at int64, where these numbers stop being exact: a
+-- window's count at SAT = 2^52, a bucket's debt at TAT_MAX = 2^53 - 2^50 us (year 2255, past
+-- every instant the scripts take, 2^52 us): a GCRA's tat in (q, f) form (as lib/40_bucket.lua
+-- reads it), a token bucket's used amount at most SAT with its `last` ahead of now for the
+-- rest (refill waits for it, as behind a clock that stepped back).  A real cost of any size
+-- (the client sends at most 2^53 - 1) is charged as far as it fits and the key keeps
+-- denying: a count of 2^52 is above every N (<= 2^50) even after the refunds of every
+-- outstanding reservation; a saturated bucket until TAT_MAX.  Every number stays below 2^53:
+-- the additions below are guarded, never formed past the bound.
 if redis.replicate_commands then redis.replicate_commands() end
 
-local SETTLE_MAX = 4503599627370496 -- 2^52: a state past it is refused (numbers stay exact)
+local SAT = 4503599627370496 -- 2^52
+local TAT_MAX = 7881299347898368 -- 2^53 - 2^50
+
+-- a + b saturated at SAT, for 0 <= a (a state never holds more than SAT) and 0 <= b < 2^53.
+local function sat_add(a, b)
+  if a >= SAT or b >= SAT - a then return SAT end
+  return a + b
+end
 
 local function smin(a, b)
   if a < b then return a end
@@ -35,8 +51,7 @@ local function fixed_window_settle(key, pr, now, rat, est, real)
   local win, count = fw_load(key, pr, now)
   local kr
   if real > est then
-    count = count + (real - est)
-    if count > SETTLE_MAX then return nil end
+    count = sat_add(count, real - est) -- still above N: denied to the window's end
   else
     if pr.cal then kr = cal_window(pr.cal, rat) else kr = idivq(rat, pr.W) end
     if win == kr then count = count - smin(est - real, count) end
@@ -50,8 +65,7 @@ local function sliding_window_settle(key, pr, now, rat, est, real)
   local win, prev, curr = sw_load(key, pr, now)
   local W = pr.W
   if real > est then
-    curr = curr + (real - est)
-    if curr * W > SETTLE_MAX then return nil end
+    curr = sat_add(curr, real - est) -- lib/30's products are guarded past 2^53
   else
     local back, kr = est - real, idivq(rat, W)
     if win == kr then
@@ -124,54 +138,95 @@ local function sliding_log_settle(key, pr, now, rat, est, real)
   end
 end
 
--- Token bucket and GCRA: the state at now (refill applied), then an extra charge adds
--- x x unit past the capacity (a debt), a refund takes back
+-- Token bucket: the state at now (refill applied), then an extra charge adds x x unit past
+-- the capacity (a debt, saturated at SAT), a refund takes back
 -- min(k x unit, max(0, e x unit - elapsed x scale), used), elapsed = max(0, latest -
--- reserved_at), latest = max(now, last) for a token bucket and now for GCRA.
+-- reserved_at), latest = max(now, last).
 local function bucket_settle(key, pr, now, rat, est, real)
   local scale, unit = pr.scale, pr.unit
-  local used, last
-  if pr.algo == 5 then
-    local q, f = tat_used(key, pr, now)
-    if q > idivq(SETTLE_MAX, scale) then return nil end
-    used = q * scale + f
-  else
-    local v = redis.call('GET', key)
-    used, last = 0, now
-    if v then
-      local c = string.find(v, ':', 1, true)
-      used, last = tonumber(string.sub(v, 1, c - 1)), tonumber(string.sub(v, c + 1))
-    end
-    local elapsed = now - last
-    if elapsed > 0 and used > 0 then
-      local uc = idivq(used + scale - 1, scale)
-      if elapsed >= uc then used = 0 else used = used - elapsed * scale end
-    end
+  local v = redis.call('GET', key)
+  local used, last = 0, now
+  if v then
+    local c = string.find(v, ':', 1, true)
+    used, last = tonumber(string.sub(v, 1, c - 1)), tonumber(string.sub(v, c + 1))
+  end
+  local elapsed = now - last
+  if elapsed > 0 and used > 0 then
+    local uc = idivq(used + scale - 1, scale)
+    if elapsed >= uc then used = 0 else used = used - elapsed * scale end
   end
   local after
   if real > est then
-    after = used + (real - est) * unit
-    if after > SETTLE_MAX then return nil end
+    local x = real - est
+    if used >= SAT or x > idivq(SAT - used, unit) then
+      -- Saturated: empty again at TAT_MAX, as a GCRA's, the part past SAT held by `last`
+      -- ahead of now (no refill before it: the wait of a clock that stepped back).
+      local span, uq = TAT_MAX - now, idivq(SAT, scale)
+      if last > now then span = TAT_MAX - last end -- already saturated: keeps its end
+      if span <= uq then
+        after = span * scale
+      else
+        after, last = uq * scale, TAT_MAX - uq
+      end
+      if after < used then after = used end
+    else
+      after = used + x * unit
+    end
   else
     local k, held = (est - real) * unit, est * unit
     local latest = now
-    if pr.algo ~= 5 and last > latest then latest = last end
-    local elapsed = 0
-    if latest > rat then elapsed = latest - rat end
-    if elapsed > idivq(held, scale) then held = 0 else held = held - elapsed * scale end
+    if last > latest then latest = last end
+    local el = 0
+    if latest > rat then el = latest - rat end
+    if el > idivq(held, scale) then held = 0 else held = held - el * scale end
     if held < 0 then held = 0 end
     after = used - smin(smin(k, held), used)
-  end
-  if pr.algo == 5 then
-    return function() tat_write(key, pr, now, after) end
   end
   if now > last then last = now end
   return function() redis.call('SET', key, S(after) .. ':' .. S(last)) end
 end
 
+-- GCRA: the same on the tat, used = q x scale + f past now, kept as (q, f) since q x scale may
+-- pass 2^53 (a saturated debt, or a clock stepped back); latest = now.  An extra charge whose
+-- x x unit passes SAT, or whose tat passes TAT_MAX, leaves the tat at TAT_MAX.
+local function gcra_settle(key, pr, now, rat, est, real)
+  local scale, unit = pr.scale, pr.unit
+  local q, f = tat_used(key, pr, now)
+  if real > est then
+    local x = real - est
+    if x > idivq(SAT, unit) then
+      q, f = TAT_MAX - now, 0
+    else
+      local dq, df = idiv(x * unit, scale)
+      q, f = q + dq, f + df
+      if f >= scale then q, f = q + 1, f - scale end
+      if q >= TAT_MAX - now then q, f = TAT_MAX - now, 0 end
+    end
+  else
+    local k, held = (est - real) * unit, est * unit
+    local el = 0
+    if now > rat then el = now - rat end
+    if el > idivq(held, scale) then held = 0 else held = held - el * scale end
+    if held < 0 then held = 0 end
+    local back = smin(k, held) -- <= 2^50
+    local used = small(q, f, scale, SAT)
+    if used ~= nil then back = smin(back, used) end
+    local bq, bf = idiv(back, scale)
+    q, f = q - bq, f - bf
+    if f < 0 then q, f = q - 1, f + scale end
+  end
+  return function()
+    if f == 0 then
+      redis.call('SET', key, S(now + q))
+    else
+      redis.call('SET', key, S(now + q) .. ':' .. S(f))
+    end
+  end
+end
+
 local algos = {fixed_window, sliding_log, sliding_window, bucket, bucket}
 local settles = {fixed_window_settle, sliding_log_settle, sliding_window_settle, bucket_settle,
-                 bucket_settle}
+                 gcra_settle}
 
 local op = ARGV[1]
 local now = tonumber(ARGV[2])
@@ -225,7 +280,6 @@ if not v then return 0 end
 local c = string.find(v, ':', 1, true)
 local rat, est = tonumber(string.sub(v, 1, c - 1)), tonumber(string.sub(v, c + 1))
 local write = settles[pr.algo](KEYS[1], pr, now, rat, est, amount)
-if write == nil then return -2 end
 redis.call('DEL', KEYS[2])
 write()
 local d = algos[pr.algo](KEYS[1], pr, now, 0)

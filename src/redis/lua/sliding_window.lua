@@ -20,7 +20,9 @@
 --
 -- Exactness: instants stay at or below 2^52, W at or below 2^50 and N x W at or below 2^50
 -- (the client refuses more), so every product and sum below stays under 2^53 and
--- floor(now / W) is the integer quotient (see gcra.lua).
+-- floor(now / W) is the integer quotient (see gcra.lua).  A settle's debt (settle.lua) can
+-- leave counts up to 2^52: prev x (W - e) is then compared through the quotient
+-- floor(s / (W - e)) instead of being formed, and curr + need > N needs no product.
 local now = tonumber(ARGV[1])
 if now < 0 then
   if redis.replicate_commands then redis.replicate_commands() end -- Redis < 7: TIME, then write
@@ -48,7 +50,14 @@ local x = (win + 1) * W - now
 local e = 0 -- the elapsed part of the window; 0 when the clock stepped back behind it
 if x <= W then e = W - x end
 local need = cost > 0 and cost or 1
-if need > N or prev * (W - e) + (curr + need) * W > N * W then return {-curr - 1, prev, x} end
+local fits = need <= N and curr + need <= N
+if fits then -- prev x (W - e) <= s, with s = (N - curr - need) x W <= N x W
+  local s, w = (N - curr - need) * W, W - e
+  local q = math.floor(s / w)
+  if q * w > s then q = q - 1 elseif (q + 1) * w <= s then q = q + 1 end
+  fits = prev <= q
+end
+if not fits then return {-curr - 1, prev, x} end
 if cost == 0 then return {curr, prev, x} end
 local ms = math.ceil((x + W) / 1000) -- reset_after: the end of the next window
 if ARGV[5] and ms < tonumber(ARGV[5]) then ms = tonumber(ARGV[5]) end

@@ -18,6 +18,23 @@ local function idivq(a, b)
   return q
 end
 
+-- floor(r * m / b) for 0 <= r < b < 2^52 and 0 <= m < 2^20, where r * m may pass 2^53: m's
+-- bits from the top, m' x r = q x b + x with x < b, so every number stays below 2^53.
+local function mul_div(r, m, b)
+  if r * m < 4503599627370496 then return idivq(r * m, b) end
+  local q, x, bit = 0, 0, 524288
+  while bit >= 1 do
+    q, x = 2 * q, 2 * x
+    if x >= b then q, x = q + 1, x - b end
+    if m % (2 * bit) >= bit then
+      x = x + r
+      if x >= b then q, x = q + 1, x - b end
+    end
+    bit = bit / 2
+  end
+  return q
+end
+
 -- A number as an integer string ("%.0f" never uses an exponent).
 local function S(x)
   return string.format('%.0f', x)
