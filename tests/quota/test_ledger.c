@@ -313,7 +313,7 @@ TEST(totals_sum_the_open_members_demands_and_count_the_unknown_ones)
     rlt__quota *q = open_quota(&o);
     uint32_t b = open_bucket(q, 100, S, 50);
     uint32_t s[3] = {open_stream(q), open_stream(q), open_stream(q)};
-    report(q, s[0], b, 30, 10, I, 0);      /* 40 per F = 1 s */
+    report(q, s[0], b, 30, 10, I, 0);       /* 40 per F = 1 s */
     report(q, s[1], b, 500, 500, 2 * I, 0); /* 500, above Q: counted whole */
     report(q, s[2], b, 0, 0, 0, 0);         /* no rate yet */
     rlt__quota_totals t;
