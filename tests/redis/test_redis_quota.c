@@ -39,19 +39,36 @@ static void stored_sums(redisContext *raw, const char *name, int64_t *sq, int64_
     freeReplyObject(rep);
 }
 
-static void key_name(rlt_redis *r, char *name, size_t cap)
+/* A handle, a plain connection and the test bucket's key name, emptied. */
+typedef struct fixture {
+    rlt_redis *r;
+    redisContext *raw;
+    char name[256];
+} fixture;
+
+static fixture setup(void)
 {
-    int len = rlt__redis_quota_key(r, "q\0web", 5, name, cap - 1);
+    fixture f = {rtest_open((rlt_redis_options){.timeout = RLT_NS_PER_S}), rtest_raw(0), ""};
+    int len = rlt__redis_quota_key(f.r, "q\0web", 5, f.name, sizeof f.name - 1);
     if (len < 0) abort();
-    name[len] = '\0';
+    f.name[len] = '\0';
+    freeReplyObject(redisCommand(f.raw, "DEL %s", f.name));
+    return f;
+}
+
+static void teardown(fixture *f)
+{
+    freeReplyObject(redisCommand(f->raw, "DEL %s", f->name));
+    redisFree(f->raw);
+    rlt_redis_close(f->r);
 }
 
 TEST(stored_claims_never_pass_q_or_b_and_never_drop_below_what_is_held)
 {
-    rlt_redis *r = rtest_open((rlt_redis_options){.timeout = RLT_NS_PER_S});
-    redisContext *raw = rtest_raw(0);
-    char name[256];
-    key_name(r, name, sizeof name);
+    fixture f = setup();
+    rlt_redis *r = f.r;
+    redisContext *raw = f.raw;
+    const char *name = f.name;
     static const int64_t demands[] = {0, 1, 7, 50, 500, 5000, 1000000};
     for (uint64_t seed = 1; seed <= 4; seed++) {
         freeReplyObject(redisCommand(raw, "DEL %s", name));
@@ -82,18 +99,15 @@ TEST(stored_claims_never_pass_q_or_b_and_never_drop_below_what_is_held)
             ASSERT_EQ(x.servers, n);
         }
     }
-    freeReplyObject(redisCommand(raw, "DEL %s", name));
-    redisFree(raw);
-    rlt_redis_close(r);
+    teardown(&f);
 }
 
 TEST(claims_follow_the_demands_and_a_joiner_gets_room_as_the_others_lower)
 {
-    rlt_redis *r = rtest_open((rlt_redis_options){.timeout = RLT_NS_PER_S});
-    redisContext *raw = rtest_raw(0);
-    char name[256];
-    key_name(r, name, sizeof name);
-    freeReplyObject(redisCommand(raw, "DEL %s", name));
+    fixture f = setup();
+    rlt_redis *r = f.r;
+    redisContext *raw = f.raw;
+    const char *name = f.name;
     /* alone: the whole budget */
     rlt__redis_quota a = ask(400, 0, 0, 1000, 100);
     ASSERT_EQ(rlt__redis_quota_exchange(r, 1, &a), RLT_OK);
@@ -135,18 +149,15 @@ TEST(claims_follow_the_demands_and_a_joiner_gets_room_as_the_others_lower)
     redisReply *ttl = redisCommand(raw, "PTTL %s", name);
     ASSERT(ttl->integer > 0 && ttl->integer <= 60000); /* the key lives as long as its fields */
     freeReplyObject(ttl);
-    freeReplyObject(redisCommand(raw, "DEL %s", name));
-    redisFree(raw);
-    rlt_redis_close(r);
+    teardown(&f);
 }
 
 TEST(expired_and_malformed_fields_are_dropped_and_their_claims_freed)
 {
-    rlt_redis *r = rtest_open((rlt_redis_options){.timeout = RLT_NS_PER_S});
-    redisContext *raw = rtest_raw(0);
-    char name[256];
-    key_name(r, name, sizeof name);
-    freeReplyObject(redisCommand(raw, "DEL %s", name));
+    fixture f = setup();
+    rlt_redis *r = f.r;
+    redisContext *raw = f.raw;
+    const char *name = f.name;
     /* a server that stopped exchanging long ago (expiry 1 ms after the epoch), and garbage */
     freeReplyObject(redisCommand(raw, "HSET %s dead %s junk %s", name, "10 1000 100 1", "x"));
     rlt__redis_quota a = ask(5, 0, 0, 1000, 100);
@@ -157,9 +168,7 @@ TEST(expired_and_malformed_fields_are_dropped_and_their_claims_freed)
     int n;
     stored_sums(raw, name, &sq, &sb, &n);
     ASSERT_EQ(n, 1);
-    freeReplyObject(redisCommand(raw, "DEL %s", name));
-    redisFree(raw);
-    rlt_redis_close(r);
+    teardown(&f);
 }
 
 TEST(the_key_escapes_every_byte_that_could_break_its_hash_tag)
