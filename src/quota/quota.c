@@ -131,14 +131,17 @@ void rlt__quota_close(rlt__quota *q)
     free(q);
 }
 
-/* Validates `b` and derives Q, B and the division's capacities into `k`. */
-static int set_budget(bucket *k, const rlt__quota_budget *b)
+/* Validates `b` and derives Q, B and the division's capacities into `k`.  `zero_ok`: a zero
+ * limit or burst is a zero budget (rlt__quota_bucket_budget), not an error. */
+static int set_budget(bucket *k, const rlt__quota_budget *b, bool zero_ok)
 {
-    if (b->limit <= 0 || b->period <= 0 || b->burst <= 0 || b->fill_interval < 0) return RLT_EINVAL;
+    int64_t least = zero_ok ? 0 : 1;
+    if (b->limit < least || b->period <= 0 || b->burst < least || b->fill_interval < 0)
+        return RLT_EINVAL;
     if (b->burst > RLT__QUOTA_TOKENS_MAX) return RLT_ERANGE;
     rlt_ns f = b->fill_interval ? b->fill_interval : b->period;
     __int128 cap_q = (__int128)b->limit * f / b->period;
-    if (cap_q < 1 || cap_q > RLT__QUOTA_TOKENS_MAX) return RLT_ERANGE;
+    if (cap_q < least || cap_q > RLT__QUOTA_TOKENS_MAX) return RLT_ERANGE;
     k->budget = *b;
     k->budget.fill_interval = f;
     k->cap_q = (int64_t)cap_q;
@@ -166,7 +169,7 @@ int rlt__quota_bucket_open(rlt__quota *q, const rlt__quota_budget *b, uint32_t *
 {
     if (!q || !b || !bucket_id) return RLT_EINVAL;
     bucket k = {0};
-    int rc = set_budget(&k, b);
+    int rc = set_budget(&k, b, false);
     if (rc) return rc;
     set_division(q, &k);
     uint32_t id;
@@ -209,7 +212,7 @@ int rlt__quota_bucket_budget(rlt__quota *q, uint32_t bucket_id, const rlt__quota
     bucket *k = bucket_get(q, bucket_id);
     if (!k || k->closing || !b) return RLT_EINVAL;
     bucket n = *k;
-    int rc = set_budget(&n, b);
+    int rc = set_budget(&n, b, true);
     if (rc) return rc;
     if (n.budget.fill_interval != k->budget.fill_interval) return RLT_EINVAL;
     set_division(q, &n);
@@ -515,6 +518,15 @@ int rlt__quota_bucket_totals(const rlt__quota *q, uint32_t bucket_id, rlt_ns now
             t->tokens_per_fill += m->aq;
             t->max_tokens += m->ab;
         }
+        if (m->stream == NO_ID) continue;
+        /* against the largest budget, not this one: in Redis mode the demand is what asks
+         * for a larger part, so it must not be capped by the part held now */
+        int64_t d = rlt__quota_demand(m->hcount, m->hel, m->nhist, k->budget.fill_interval,
+                                      RLT__QUOTA_TOKENS_MAX);
+        if (d < 0)
+            t->unknown++;
+        else
+            t->demand += d; /* at most 2^32 members of at most 2^32 - 1: no overflow */
     }
     t->fill_capacity = k->cap_q;
     t->burst = k->cap_b;

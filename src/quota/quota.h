@@ -128,8 +128,10 @@ void rlt__quota_close(rlt__quota *q);
 int rlt__quota_bucket_open(rlt__quota *q, const rlt__quota_budget *b, uint32_t *bucket);
 
 /* Replaces the budget of `bucket` (Redis mode: this server's part of R and B changed).
- * F must stay as it is.  Live assignments stay until replaced or expired: after a decrease
- * the ledger may exceed the new Q or B; no member is raised until it is back under (each
+ * F must stay as it is.  Unlike rlt__quota_bucket_open, a zero limit (Q = 0) or a zero burst
+ * is accepted: a zero budget, under which every member is answered deny-all (Redis mode: the
+ * server holds no claim on the bucket).  Live assignments stay until replaced or expired: after a
+ * decrease the ledger may exceed the new Q or B; no member is raised until it is back under (each
  * report's answer only lowers it), so the sums are bounded by the old budget until then,
  * at most one TTL.  Returns RLT_OK, RLT_EINVAL (unknown or closing bucket, a bad budget,
  * another F), RLT_ERANGE as rlt__quota_bucket_open. */
@@ -177,6 +179,10 @@ typedef struct rlt__quota_totals {
     rlt_ns fill_interval;    /* F */
     uint32_t members;        /* members, departed ones awaiting their TTL included */
     uint32_t active;         /* members whose stream is open */
+    int64_t demand;          /* sum of the active members' demands, tokens per F rounded up, each
+                                capped at RLT__QUOTA_TOKENS_MAX (not at Q: Redis mode reports it to
+                                ask for a larger part of the global budget) */
+    uint32_t unknown;        /* active members whose demand is not known yet (no rate reported) */
 } rlt__quota_totals;
 
 /* Fills *t for `bucket` at `now` (O(members)).  RLT_OK or RLT_EINVAL. */

@@ -11,8 +11,9 @@
 #                    sliding log and concurrency: lib/00_common.lua + their lib file +
 #                    single.lua
 #   settle           lib/*.lua + settle.lua: reserve and settle (rlt_redis_reserve, _settle)
+#   quota            quota.lua alone: RLQS claims in Redis mode (rlt__redis_quota_exchange)
 set(names multi fixed_window sliding_log sliding_window token_bucket gcra leaky_bucket
-          concurrency settle)
+          concurrency settle quota)
 set(lib ${LUA_DIR}/lib)
 file(GLOB all_lib ${lib}/*.lua)
 list(SORT all_lib)
@@ -25,6 +26,7 @@ set(token_bucket_parts ${LUA_DIR}/token_bucket.lua)
 set(gcra_parts ${LUA_DIR}/gcra.lua)
 set(leaky_bucket_parts ${LUA_DIR}/gcra.lua)
 set(settle_parts ${all_lib} ${LUA_DIR}/settle.lua)
+set(quota_parts ${LUA_DIR}/quota.lua)
 set(concurrency_parts ${lib}/00_common.lua ${lib}/50_concurrency.lua "decide=concurrency,7"
                       ${LUA_DIR}/single.lua)
 

@@ -15,7 +15,8 @@ typedef enum rlt__script_id {
     RLT__S_MULTI = 0,
     /* 1..7: RLT_FIXED_WINDOW .. RLT_CONCURRENCY */
     RLT__S_SETTLE = 8, /* reserve and settle (lua/settle.lua) */
-    RLT__NSCRIPTS = 9
+    RLT__S_QUOTA = 9,  /* RLQS claims (lua/quota.lua, quota.h) */
+    RLT__NSCRIPTS = 10
 } rlt__script_id;
 
 typedef struct rlt__script {

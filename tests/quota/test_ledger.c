@@ -265,6 +265,67 @@ TEST(a_lowered_budget_never_raises_the_ledger_and_is_met_within_one_ttl)
     rlt__quota_close(q);
 }
 
+TEST(a_zero_budget_answers_deny_all_and_drains_the_ledger_within_one_ttl)
+{
+    rlt__quota_options o = {.report_interval = I};
+    rlt__quota *q = open_quota(&o);
+    uint32_t b = open_bucket(q, 1000, S, 500);
+    uint32_t s[2] = {open_stream(q), open_stream(q)};
+    saturate(q, s, 2, b, I, 4);
+    rlt__quota_budget zero = {0, S, 0, 0};
+    ASSERT_EQ(rlt__quota_bucket_budget(q, b, &zero), RLT_OK);
+    rlt__quota_budget none = {0, S, 0, 0};
+    uint32_t other;
+    ASSERT_EQ(rlt__quota_bucket_open(q, &none, &other), RLT_EINVAL); /* only a new budget */
+    rlt__quota_totals t;
+    ASSERT_EQ(rlt__quota_bucket_totals(q, b, 5 * I, &t), RLT_OK);
+    ASSERT_EQ(t.fill_capacity, 0);
+    ASSERT_EQ(t.burst, 0);
+    int64_t prev = t.tokens_per_fill;
+    ASSERT_LE(1, prev);
+    rlt_ns now = 5 * I;
+    for (int k = 0; k < 10; k++, now += I) {
+        for (int j = 0; j < 2; j++) {
+            rlt__quota_answer a = report(q, s[j], b, 1000, 100000, I, now);
+            /* nothing is ever raised: whatever is sent is a deny-all */
+            if (a.reason != RLT__QUOTA_KEEP) ASSERT(a.assignment.deny_all);
+        }
+        ASSERT_EQ(rlt__quota_bucket_totals(q, b, now, &t), RLT_OK);
+        ASSERT_LE(t.tokens_per_fill, prev);
+        prev = t.tokens_per_fill;
+    }
+    ASSERT_EQ(t.tokens_per_fill, 0); /* within one TTL (8 I) */
+    ASSERT_EQ(t.max_tokens, 0);
+    /* the demand is still the streams', not capped by the zero budget: Redis mode asks for a
+     * part with it */
+    ASSERT_EQ(t.unknown, 0);
+    ASSERT_LE(2 * 101000, t.demand);
+    rlt__quota_budget back = {1000, S, 500, 0};
+    ASSERT_EQ(rlt__quota_bucket_budget(q, b, &back), RLT_OK);
+    rlt__quota_answer a = report(q, s[0], b, 1000, 100000, I, now);
+    ASSERT(!a.assignment.deny_all);
+    rlt__quota_close(q);
+}
+
+TEST(totals_sum_the_open_members_demands_and_count_the_unknown_ones)
+{
+    rlt__quota_options o = {.report_interval = I};
+    rlt__quota *q = open_quota(&o);
+    uint32_t b = open_bucket(q, 100, S, 50);
+    uint32_t s[3] = {open_stream(q), open_stream(q), open_stream(q)};
+    report(q, s[0], b, 30, 10, I, 0);       /* 40 per F = 1 s */
+    report(q, s[1], b, 500, 500, 2 * I, 0); /* 500, above Q: counted whole */
+    report(q, s[2], b, 0, 0, 0, 0);         /* no rate yet */
+    rlt__quota_totals t;
+    ASSERT_EQ(rlt__quota_bucket_totals(q, b, 0, &t), RLT_OK);
+    ASSERT_EQ(t.demand, 540);
+    ASSERT_EQ(t.unknown, 1);
+    ASSERT_EQ(rlt__quota_stream_close(q, s[1]), RLT_OK); /* departed: not asking any more */
+    ASSERT_EQ(rlt__quota_bucket_totals(q, b, 0, &t), RLT_OK);
+    ASSERT_EQ(t.demand, 40);
+    rlt__quota_close(q);
+}
+
 TEST(sweep_frees_departed_members_and_closed_buckets_after_their_ttl)
 {
     rlt__quota_options o = {.report_interval = I, .max_buckets = 1};

@@ -18,6 +18,22 @@
 
 typedef struct rlt__backend rlt__backend;
 
+/* One RLQS quota bucket's exchange with the other servers of the fleet (Redis mode of Envoy's
+ * Rate Limit Quota Service, request/quotas_sync.c; src/redis/quota.h has the claims' rule). */
+typedef struct rlt__quota_exchange {
+    /* in */
+    const char *key; /* the bucket: domain, NUL, canonical BucketId */
+    size_t klen;
+    int64_t demand;         /* this server's streams' demand, tokens per F */
+    int64_t held_q, held_b; /* the most its ledger may hold until the answer is applied */
+    int64_t cap_q, cap_b;   /* the bucket's global Q (tokens per F) and B */
+    rlt_ns ttl;             /* the claim's life without another exchange */
+    /* out */
+    int status;                 /* RLT_OK, or why not (RLT_EBACKEND, RLT_ETIMEDOUT...) */
+    int64_t budget_q, budget_b; /* RLT_OK: what this server may divide now */
+    int64_t servers;            /* RLT_OK: live servers on the bucket, this one included */
+} rlt__quota_exchange;
+
 typedef struct rlt__backend_ops {
     const char *name; /* "local" or "redis", for INFO and /metrics */
     /* Decisions are made at the daemon's `now` (true: the local store) or at the backend's own
@@ -47,6 +63,10 @@ typedef struct rlt__backend_ops {
     /* Local lease units held now, over every thread's handle (rlt_redis_lease_units); NULL
      * when the backend holds none.  Any thread. */
     uint64_t (*lease_units)(rlt__backend *b);
+    /* Exchanges x[0..n) with the fleet as server `server` (64 random bits), on the calling
+     * thread's own connection, setting each x[i].status; NULL when a backend has no fleet
+     * (local). */
+    void (*quota_exchange)(rlt__backend *b, uint64_t server, rlt__quota_exchange *x, size_t n);
     /* The backend's lines of INFO / families of /metrics (may write nothing). */
     void (*info)(rlt__backend *b, rlt__obuf *out);
     void (*prometheus)(rlt__backend *b, rlt__obuf *out);

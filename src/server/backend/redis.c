@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #ifdef RLT_SERVER_REDIS
+#include "redis/quota.h"
 #include "server/backend/fallback.h"
 #include "server/backend/redis_stats.h"
 #include "server/backend/redis_types.h"
@@ -453,6 +454,31 @@ static int redis_settle(rlt__backend *be, int policy_id, const void *key, size_t
     return st;
 }
 
+/* RLQS claims (src/redis/quota.h): one script call per bucket on this thread's handle. */
+static void redis_quota_exchange(rlt__backend *be, uint64_t server, rlt__quota_exchange *x,
+                                 size_t n)
+{
+    redis_be *b = (redis_be *)be;
+    const rlt__config *c;
+    int st;
+    tctx *t = enter(b, &c, &st);
+    for (size_t i = 0; i < n; i++) {
+        rlt__redis_quota q = {.key = x[i].key,
+                              .klen = x[i].klen,
+                              .demand = x[i].demand,
+                              .held_q = x[i].held_q,
+                              .held_b = x[i].held_b,
+                              .cap_q = x[i].cap_q,
+                              .cap_b = x[i].cap_b,
+                              .ttl = x[i].ttl};
+        x[i].status = t == NULL ? RLT_ENOMEM : rlt__redis_quota_exchange(t->r, server, &q);
+        x[i].budget_q = q.budget_q;
+        x[i].budget_b = q.budget_b;
+        x[i].servers = q.servers;
+    }
+    if (t != NULL) rlt__backend_redis_publish(t);
+}
+
 static void redis_close(rlt__backend *be)
 {
     redis_be *b = (redis_be *)be;
@@ -480,6 +506,7 @@ static const rlt__backend_ops redis_ops = {
     .release = redis_release,
     .reserve = redis_reserve,
     .settle = redis_settle,
+    .quota_exchange = redis_quota_exchange,
     .info = rlt__backend_redis_info,
     .prometheus = rlt__backend_redis_prometheus,
     .lease_units = rlt__backend_redis_lease_units,

@@ -5,6 +5,7 @@
 #include "server/request/quotas.h"
 
 #include "quota/quota.h"
+#include "server/backend/redis_check.h"
 #include "server/base/log.h"
 #include "server/base/mem.h"
 
@@ -18,6 +19,9 @@
  * beside this file's own records. */
 #define DIVISION_BUCKET_BYTES 256
 #define DIVISION_MEMBER_BYTES 192
+#define CLAIMED                                                                                    \
+    0 /* Redis mode: the bucket divides its claimed part (a mode beside RLT__FAIL_*)               \
+       */
 
 /* One division: every policy bucket whose assignments live `ttl`. */
 typedef struct division {
@@ -40,6 +44,10 @@ typedef struct bucket {
     size_t refs;          /* memberships */
     rlt_ns idle_since;    /* refs 0: freed a TTL later (the ledger's entries have expired) */
     bool dead;            /* out of the table: its rule was removed; freed at refs 0 */
+    uint64_t id;          /* unique: Redis mode finds it again by it */
+    int mode;             /* Redis mode: CLAIMED, or the fail mode it is in (RLT__FAIL_*) */
+    int64_t cap_q, cap_b; /* POLICY: the global Q and B */
+    int64_t servers;      /* Redis mode: live servers at the last exchange (0: never) */
     size_t klen;
     char key[]; /* domain, NUL, canonical BucketId */
 } bucket;
@@ -75,6 +83,10 @@ struct rlt__quotas {
     rlt_ns last_sweep;
     char *unknown[MAX_UNKNOWN_LOGGED];
     size_t nunknown;
+    uint64_t next_id;
+    bool redis;              /* Redis mode (rlt__quotas_redis_mode) */
+    void (*wake)(void *arg); /* a new policy bucket awaits its first exchange */
+    void *wake_arg;
 };
 
 static bool take(size_t n)
@@ -296,7 +308,15 @@ static int new_bucket(rlt__quotas *q, const rlt__config *cfg, const rlt__domain 
             bucket_free(b);
             return e == RLT_ENOMEM ? RLT_ENOMEM : RLT_EFULL;
         }
+        b->cap_q = bg.limit;
+        b->cap_b = bg.burst;
+        if (q->redis) { /* nothing is divided before the first claim */
+            rlt__quota_budget zero = {0, p->period, 0, 0};
+            rlt__quota_bucket_budget(b->dv->div, b->qb, &zero);
+            q->wake(q->wake_arg);
+        }
     }
+    b->id = ++q->next_id;
     b->next = q->tab[h & (q->cap - 1)];
     q->tab[h & (q->cap - 1)] = b;
     if (++q->n > q->cap) grow_table(q);
@@ -486,8 +506,10 @@ static int divided(rlt__quotas_stream *st, bucket *b, member *m, const rlt__quot
         m->overridden = true;
         return RLT_OK;
     }
-    if (b->rule->shadow) {
-        blanket(m, RLT__QA_ALLOW_ALL, b->ttl, now, a);
+    if (b->rule->shadow || b->mode == RLT__FAIL_OPEN || b->mode == RLT__FAIL_CLOSED) {
+        /* Redis down: fail open or closed (the division's budget is zero meanwhile) */
+        blanket(m, b->mode == RLT__FAIL_CLOSED ? RLT__QA_DENY_ALL : RLT__QA_ALLOW_ALL, b->ttl, now,
+                a);
         m->overridden = true;
         return RLT_OK;
     }
@@ -495,7 +517,8 @@ static int divided(rlt__quotas_stream *st, bucket *b, member *m, const rlt__quot
     const rlt__quota_assignment *as = &qa.assignment;
     m->overridden = false;
     m->sent_at = now;
-    a->ttl = as->ttl;
+    /* a live assignment sent again (after an override) lives only until the ledger's expiry */
+    a->ttl = qa.reason == RLT__QUOTA_KEEP ? as->expires_at - now : as->ttl;
     if (as->deny_all) {
         a->kind = m->sent_kind = RLT__QA_DENY_ALL;
         return RLT_OK;
@@ -561,4 +584,103 @@ void rlt__quotas_stats_get(rlt__quotas *q, rlt__quotas_stats *out)
     out->members = q->members;
     out->streams = q->streams;
     rlt__quotas_unlock(q);
+}
+
+/* ---- Redis mode ------------------------------------------------------------------------- */
+
+void rlt__quotas_redis_mode(rlt__quotas *q, void (*wake)(void *), void *arg)
+{
+    rlt__quotas_lock(q);
+    q->redis = wake != NULL;
+    q->wake = wake;
+    q->wake_arg = arg;
+    rlt__quotas_unlock(q);
+}
+
+void rlt__quotas_claims_free(rlt__quotas_claim *c, size_t n)
+{
+    for (size_t i = 0; c != NULL && i < n; i++)
+        free(c[i].key);
+    free(c);
+}
+
+int rlt__quotas_claims(rlt__quotas *q, rlt_ns now, rlt_ns extra, rlt__quotas_claim **out, size_t *n)
+{
+    rlt__quotas_lock(q);
+    rlt__quotas_claim *c = calloc(q->n ? q->n : 1, sizeof *c);
+    size_t k = 0;
+    for (size_t i = 0; c != NULL && i < q->cap; i++)
+        for (bucket *b = q->tab[i]; b != NULL; b = b->next) {
+            rlt__quota_totals t;
+            if (b->kind != RLT__QUOTA_POLICY ||
+                rlt__quota_bucket_totals(b->dv->div, b->qb, now, &t) != RLT_OK)
+                continue;
+            rlt__quotas_claim *x = &c[k];
+            if ((x->key = malloc(b->klen)) == NULL) {
+                rlt__quotas_claims_free(c, k);
+                c = NULL;
+                break;
+            }
+            memcpy(x->key, b->key, b->klen);
+            x->id = b->id;
+            x->hash = b->hash;
+            /* a member with no rate yet is treated as heavy, as the division treats it */
+            x->x = (rlt__quota_exchange){
+                .key = x->key,
+                .klen = b->klen,
+                .demand = t.demand + (int64_t)t.unknown * b->cap_q,
+                .held_q = t.tokens_per_fill > t.fill_capacity ? t.tokens_per_fill : t.fill_capacity,
+                .held_b = t.max_tokens > t.burst ? t.max_tokens : t.burst,
+                .cap_q = b->cap_q,
+                .cap_b = b->cap_b,
+                .ttl = b->ttl + extra};
+            k++;
+        }
+    rlt__quotas_unlock(q);
+    if (c == NULL) return RLT_ENOMEM;
+    *out = c;
+    *n = k;
+    return RLT_OK;
+}
+
+/* The bucket's division gets budget (bq, bb) of its global one (same fill interval). */
+static void divide_part(bucket *b, int64_t bq, int64_t bb)
+{
+    rlt_ns f = b->rule->policy.period;
+    rlt__quota_budget bg = {bq, f, bb, f};
+    rlt__quota_bucket_budget(b->dv->div, b->qb, &bg);
+}
+
+size_t rlt__quotas_claims_apply(rlt__quotas *q, const rlt__quotas_claim *c, size_t n)
+{
+    size_t failing = 0;
+    rlt__quotas_lock(q);
+    for (size_t i = 0; i < n; i++) {
+        bucket *b = q->tab[c[i].hash & (q->cap - 1)];
+        while (b != NULL && b->id != c[i].id)
+            b = b->next;
+        if (b == NULL || b->kind != RLT__QUOTA_POLICY) continue; /* retired meanwhile */
+        const rlt__quota_exchange *x = &c[i].x;
+        if (x->status == RLT_OK) {
+            b->mode = CLAIMED;
+            b->servers = x->servers;
+            divide_part(b, x->budget_q, x->budget_b);
+            continue;
+        }
+        const rlt__redis_settings *rs = &b->cfg->set.redis;
+        int f = b->rule->fail != RLT__FAIL_DEFAULT ? b->rule->fail
+                : rs->fail_local                   ? RLT__FAIL_LOCAL
+                : rs->fail_open                    ? RLT__FAIL_OPEN
+                                                   : RLT__FAIL_CLOSED;
+        b->mode = f;
+        failing++;
+        int64_t N = b->servers > 0 ? b->servers : (int64_t)rlt__backend_redis_fleet(b->cfg);
+        if (f == RLT__FAIL_LOCAL)
+            divide_part(b, b->cap_q / N > 0 ? b->cap_q / N : 1,
+                        b->cap_b / N > 0 ? b->cap_b / N : 1);
+        else
+            divide_part(b, 0, 0);
+    }
+    rlt__quotas_unlock(q);
+    return failing;
 }

@@ -8,6 +8,7 @@
 #include "server/base/escape.h"
 #include "server/base/mem.h"
 #include "server/request/decide.h"
+#include "server/request/quotas_sync.h"
 #include "server/request/srv.h"
 #include "server/stats/top.h"
 
@@ -344,6 +345,21 @@ void rlt__report_prometheus(rlt__srv *s, rlt__obuf *o)
                      "Where decisions are made (local store or Redis).");
     rlt__obuf_printf(o, "ratelimitd_backend{backend=\"%s\"} 1\n", rlt__decide_backend_name(s));
     grpc_prometheus(s, o);
+    if (s->qsync != NULL) { /* RLQS in Redis mode (quotas_sync.h) */
+        rlt__quotas_sync_stats q;
+        rlt__quotas_sync_stats_get(s->qsync, &q);
+        rlt__obuf_printf(o,
+                         "# HELP ratelimitd_rlqs_redis_exchanges_total RLQS quota bucket "
+                         "exchanges with Redis, by result.\n"
+                         "# TYPE ratelimitd_rlqs_redis_exchanges_total counter\n"
+                         "ratelimitd_rlqs_redis_exchanges_total{result=\"ok\"} %" PRIu64 "\n"
+                         "ratelimitd_rlqs_redis_exchanges_total{result=\"error\"} %" PRIu64 "\n"
+                         "# HELP ratelimitd_rlqs_redis_fail_buckets RLQS quota buckets answered "
+                         "in their fail mode (their last exchange failed).\n"
+                         "# TYPE ratelimitd_rlqs_redis_fail_buckets gauge\n"
+                         "ratelimitd_rlqs_redis_fail_buckets %" PRIu64 "\n",
+                         q.ok, q.errors, q.failing);
+    }
     if (s->be != NULL) s->be->ops->prometheus(s->be, o);
 }
 
@@ -424,6 +440,15 @@ void rlt__report_info(rlt__srv *s, rlt__obuf *o)
     }
     rlt__obuf_printf(o, "\r\n# Backend\r\nbackend:%s\r\n", rlt__decide_backend_name(s));
     if (s->be != NULL) s->be->ops->info(s->be, o);
+    if (s->qsync != NULL) {
+        rlt__quotas_sync_stats q;
+        rlt__quotas_sync_stats_get(s->qsync, &q);
+        rlt__obuf_printf(o,
+                         "rlqs_redis_server:%016" PRIx64 "\r\nrlqs_redis_exchanges_ok:%" PRIu64
+                         "\r\nrlqs_redis_exchanges_error:%" PRIu64
+                         "\r\nrlqs_redis_fail_buckets:%" PRIu64 "\r\n",
+                         q.server, q.ok, q.errors, q.failing);
+    }
 }
 
 /* ---- top offenders ------------------------------------------------------------------------- */

@@ -3,6 +3,7 @@
 #include "server/request/srv.h"
 
 #include "server/request/quotas.h"
+#include "server/request/quotas_sync.h"
 
 #include "server/backend/backend.h"
 #include "server/base/clock.h"
@@ -491,6 +492,10 @@ int rlt__srv_open(rlt__srv **out, rlt__config *cfg, rlt_ns now, int64_t wall_ns,
     }
     if (st == RLT_OK && (st = rlt__quotas_open(&s->quotas)) != RLT_OK)
         snprintf(err, errlen, "out of memory");
+    /* A backend with a fleet (Redis): each quota bucket's budget is shared with the fleet. */
+    if (st == RLT_OK && s->be->ops->quota_exchange != NULL &&
+        (st = rlt__quotas_sync_start(&s->qsync, s->quotas, s->be)) != RLT_OK)
+        snprintf(err, errlen, "cannot start the RLQS exchanges with Redis");
     if (st != RLT_OK) {
         rlt__srv_close(s);
         return st;
@@ -502,7 +507,8 @@ int rlt__srv_open(rlt__srv **out, rlt__config *cfg, rlt_ns now, int64_t wall_ns,
 void rlt__srv_close(rlt__srv *s)
 {
     if (s == NULL) return;
-    rlt__quotas_close(s->quotas); /* before the configs its buckets point into */
+    rlt__quotas_sync_stop(s->qsync); /* before the quota state and the backend it uses */
+    rlt__quotas_close(s->quotas);    /* before the configs its buckets point into */
     if (s->be != NULL) s->be->ops->close(s->be);
     if (s->reg.store != NULL) rlt__registry_close(&s->reg);
     rlt__config_free(s->reg.cfg);

@@ -30,11 +30,12 @@ typedef struct rlt__srv {
     size_t names_cap;
     rlt__metrics metrics;
     rlt_ns started;
-    uint64_t gen;                 /* unique per context: tags the per-thread policy caches */
-    struct rlt__backend *be;      /* where decisions are made: chosen once (decide.h) */
-    struct rlt__top *top;         /* top offenders (top.h); NULL when server.top_keys is 0 */
-    rlt__series series;           /* decisions per second per policy (series.h, /v1/stats) */
-    struct rlt__quotas *quotas;   /* Envoy's RLQS buckets and their division (quotas.h) */
+    uint64_t gen;                   /* unique per context: tags the per-thread policy caches */
+    struct rlt__backend *be;        /* where decisions are made: chosen once (decide.h) */
+    struct rlt__top *top;           /* top offenders (top.h); NULL when server.top_keys is 0 */
+    rlt__series series;             /* decisions per second per policy (series.h, /v1/stats) */
+    struct rlt__quotas *quotas;     /* Envoy's RLQS buckets and their division (quotas.h) */
+    struct rlt__quotas_sync *qsync; /* Redis mode: their exchanges with the fleet, or NULL */
 } rlt__srv;
 
 /* Opens a server context over a new store built from cfg->set, loads the snapshot

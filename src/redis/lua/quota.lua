@@ -1,0 +1,67 @@
+-- Redis mode of Envoy's Rate Limit Quota Service (RLQS): the claims of several ratelimitd on one
+-- quota bucket's global budget, changed by this one script so that every change is atomic
+-- (src/redis/quota.c calls it; docs/envoy.md "RLQS in Redis mode" has the model).
+--
+-- KEYS[1]: the bucket's hash, one field per server: "demand claim_q claim_b expires_ms".
+-- ARGV: server id (hex), demand d (the server's streams' demand, tokens per F), held_q, held_b
+-- (an upper bound of what the server's ledger may hold until it applies this call's answer:
+-- the larger of its live sums and the budget it divides now), Q, B (the bucket's global
+-- tokens per F and burst), ttl_ms (how long the claim lives without another exchange).
+--
+-- Per call: fields whose expiry has passed (by Redis's clock, TIME) are dropped; the target is
+-- floor(Q x d / D) (and B alike), D the sum of the live demands, or with D = 0 an equal share
+-- of the live servers; the budget given back is min(target, Q - the others' claims) (never
+-- below 0), and the claim stored is max(budget, held).  The key lives until its last field
+-- expires (PEXPIRE).
+--
+-- Invariant (tests/redis/test_redis_quota.c checks it): the stored claims sum to <= Q and to
+-- <= B.  A claim is raised only into what the others leave free; the max with held never
+-- raises it above the previous claim, because held is at most the previous claim: the ledger
+-- rises only up to the budget in force, which is at most the claim stored with it, and is
+-- only lowered towards a lowered budget (rlt__quota_bucket_budget's contract).  So a lowered
+-- claim is stored one exchange after its budget is lowered.  A server coming back from a fail mode
+-- may hold more than that (what it granted without a claim): then the sums recover as its
+-- held part expires, within one assignment TTL.
+--
+-- Returns {budget_q, budget_b, claim_q, claim_b, live servers (this one included), D}.
+if redis.replicate_commands then redis.replicate_commands() end
+
+local key, me = KEYS[1], ARGV[1]
+local d, hq, hb = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local Q, B, ttl = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local all = redis.call('HGETALL', key)
+local oq, ob, D, n, last = 0, 0, d, 1, now + ttl
+for i = 1, #all, 2 do
+  if all[i] ~= me then
+    local od, cq, cb, ex = string.match(all[i + 1], '^(%d+) (%d+) (%d+) (%d+)$')
+    ex = tonumber(ex)
+    if not ex or ex <= now then
+      redis.call('HDEL', key, all[i])
+    else
+      oq, ob, D, n = oq + tonumber(cq), ob + tonumber(cb), D + tonumber(od), n + 1
+      if ex > last then last = ex end
+    end
+  end
+end
+
+local tq, tb
+if D > 0 then
+  tq, tb = math.floor(Q * d / D), math.floor(B * d / D)
+else
+  tq, tb = math.floor(Q / n), math.floor(B / n)
+end
+local function part(target, cap, others)
+  local free = cap - others
+  if free < 0 then free = 0 end
+  if target > free then return free end
+  return target
+end
+local bq, bb = part(tq, Q, oq), part(tb, B, ob)
+local cq, cb = bq, bb
+if hq > cq then cq = hq end
+if hb > cb then cb = hb end
+redis.call('HSET', key, me, string.format('%d %d %d %d', d, cq, cb, now + ttl))
+redis.call('PEXPIRE', key, last - now)
+return {bq, bb, cq, cb, n, D}

@@ -1,0 +1,187 @@
+/* RLQS claims in Redis (src/redis/quota.c, lua/quota.lua) driven directly: fake servers with
+ * shifting demands exchange in random order, and after every exchange the claims stored in
+ * the bucket's hash sum to at most Q and B and no claim is below the held value passed in;
+ * demand-proportional targets, a joiner given room as the others lower, expired fields
+ * dropped, and the key's name.  Replay a failure with the seed printed. */
+#define RTEST_KIND "standalone"
+#include "rtest.h"
+#include "test.h"
+
+#include "redis/quota.h"
+
+#define NS 6 /* fake servers */
+
+static rlt__redis_quota ask(int64_t demand, int64_t held_q, int64_t held_b, int64_t Q, int64_t B)
+{
+    return (rlt__redis_quota){.key = "q\0web",
+                              .klen = 5,
+                              .demand = demand,
+                              .held_q = held_q,
+                              .held_b = held_b,
+                              .cap_q = Q,
+                              .cap_b = B,
+                              .ttl = 60 * RLT_NS_PER_S};
+}
+
+/* The claims stored in the bucket's hash, summed (fields "demand claim_q claim_b expires"). */
+static void stored_sums(redisContext *raw, const char *name, int64_t *sq, int64_t *sb, int *n)
+{
+    redisReply *rep = redisCommand(raw, "HGETALL %s", name);
+    *sq = *sb = 0;
+    *n = 0;
+    for (size_t i = 1; rep && i < rep->elements; i += 2) {
+        long long d, cq, cb, ex;
+        if (sscanf(rep->element[i]->str, "%lld %lld %lld %lld", &d, &cq, &cb, &ex) != 4) abort();
+        *sq += cq;
+        *sb += cb;
+        (*n)++;
+    }
+    freeReplyObject(rep);
+}
+
+/* A handle, a plain connection and the test bucket's key name, emptied. */
+typedef struct fixture {
+    rlt_redis *r;
+    redisContext *raw;
+    char name[256];
+} fixture;
+
+static fixture setup(void)
+{
+    fixture f = {rtest_open((rlt_redis_options){.timeout = RLT_NS_PER_S}), rtest_raw(0), ""};
+    int len = rlt__redis_quota_key(f.r, "q\0web", 5, f.name, sizeof f.name - 1);
+    if (len < 0) abort();
+    f.name[len] = '\0';
+    freeReplyObject(redisCommand(f.raw, "DEL %s", f.name));
+    return f;
+}
+
+static void teardown(fixture *f)
+{
+    freeReplyObject(redisCommand(f->raw, "DEL %s", f->name));
+    redisFree(f->raw);
+    rlt_redis_close(f->r);
+}
+
+TEST(stored_claims_never_pass_q_or_b_and_never_drop_below_what_is_held)
+{
+    fixture f = setup();
+    rlt_redis *r = f.r;
+    redisContext *raw = f.raw;
+    const char *name = f.name;
+    static const int64_t demands[] = {0, 1, 7, 50, 500, 5000, 1000000};
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        freeReplyObject(redisCommand(raw, "DEL %s", name));
+        uint64_t s = seed * 7919;
+        int64_t Q = 1 + rtest_below(&s, 2000), B = 1 + rtest_below(&s, 300);
+        int64_t claim_q[NS] = {0}, claim_b[NS] = {0}, demand[NS] = {0};
+        for (int step = 0; step < 1500; step++) {
+            int i = (int)rtest_below(&s, NS);
+            if (rtest_below(&s, 4) == 0) demand[i] = demands[rtest_below(&s, 7)];
+            /* the caller's contract: held is at most its last stored claim */
+            int64_t hq = rtest_below(&s, claim_q[i] + 1), hb = rtest_below(&s, claim_b[i] + 1);
+            if (rtest_below(&s, 3) == 0) hq = claim_q[i], hb = claim_b[i];
+            rlt__redis_quota x = ask(demand[i], hq, hb, Q, B);
+            ASSERT_EQ(rlt__redis_quota_exchange(r, (uint64_t)i + 1, &x), RLT_OK);
+            ASSERT_LE(hq, x.claim_q);
+            ASSERT_LE(hb, x.claim_b);
+            ASSERT_EQ(x.claim_q, x.budget_q > hq ? x.budget_q : hq);
+            ASSERT_EQ(x.claim_b, x.budget_b > hb ? x.budget_b : hb);
+            claim_q[i] = x.claim_q;
+            claim_b[i] = x.claim_b;
+            int64_t sq, sb;
+            int n;
+            stored_sums(raw, name, &sq, &sb, &n);
+            if (sq > Q || sb > B)
+                RLT_FAIL_("seed %llu step %d: stored %lld / %lld over Q %lld B %lld",
+                          (unsigned long long)seed, step, (long long)sq, (long long)sb,
+                          (long long)Q, (long long)B);
+            ASSERT_EQ(x.servers, n);
+        }
+    }
+    teardown(&f);
+}
+
+TEST(claims_follow_the_demands_and_a_joiner_gets_room_as_the_others_lower)
+{
+    fixture f = setup();
+    rlt_redis *r = f.r;
+    redisContext *raw = f.raw;
+    const char *name = f.name;
+    /* alone: the whole budget */
+    rlt__redis_quota a = ask(400, 0, 0, 1000, 100);
+    ASSERT_EQ(rlt__redis_quota_exchange(r, 1, &a), RLT_OK);
+    ASSERT_EQ(a.budget_q, 1000);
+    ASSERT_EQ(a.budget_b, 100);
+    ASSERT_EQ(a.servers, 1);
+    /* a joiner asking 4 x less: its target is 200, but nothing is free yet */
+    rlt__redis_quota b = ask(100, 0, 0, 1000, 100);
+    ASSERT_EQ(rlt__redis_quota_exchange(r, 2, &b), RLT_OK);
+    ASSERT_EQ(b.budget_q, 0);
+    ASSERT_EQ(b.servers, 2);
+    ASSERT_EQ(b.total_demand, 500);
+    /* the first lowers its budget to 800 but still holds 1000 (its budget until now) ... */
+    a = ask(400, 1000, 100, 1000, 100);
+    ASSERT_EQ(rlt__redis_quota_exchange(r, 1, &a), RLT_OK);
+    ASSERT_EQ(a.budget_q, 800);
+    ASSERT_EQ(a.budget_b, 80);
+    ASSERT_EQ(a.claim_q, 1000);
+    /* ... and its claim follows at its next exchange, once its ledger is under 800 */
+    a = ask(400, 800, 80, 1000, 100);
+    ASSERT_EQ(rlt__redis_quota_exchange(r, 1, &a), RLT_OK);
+    ASSERT_EQ(a.claim_q, 800);
+    b = ask(100, 0, 0, 1000, 100);
+    ASSERT_EQ(rlt__redis_quota_exchange(r, 2, &b), RLT_OK);
+    ASSERT_EQ(b.budget_q, 200);
+    ASSERT_EQ(b.budget_b, 20);
+    /* no demand anywhere: equal shares of the live servers */
+    a = ask(0, 800, 80, 1000, 100);
+    ASSERT_EQ(rlt__redis_quota_exchange(r, 1, &a), RLT_OK);
+    b = ask(0, 200, 20, 1000, 100);
+    ASSERT_EQ(rlt__redis_quota_exchange(r, 2, &b), RLT_OK);
+    ASSERT_EQ(b.budget_q, 200); /* its target 500, but the first still claims 800 */
+    a = ask(0, 500, 50, 1000, 100);
+    ASSERT_EQ(rlt__redis_quota_exchange(r, 1, &a), RLT_OK);
+    ASSERT_EQ(a.claim_q, 500);
+    b = ask(0, 200, 20, 1000, 100);
+    ASSERT_EQ(rlt__redis_quota_exchange(r, 2, &b), RLT_OK);
+    ASSERT_EQ(b.budget_q, 500);
+    redisReply *ttl = redisCommand(raw, "PTTL %s", name);
+    ASSERT(ttl->integer > 0 && ttl->integer <= 60000); /* the key lives as long as its fields */
+    freeReplyObject(ttl);
+    teardown(&f);
+}
+
+TEST(expired_and_malformed_fields_are_dropped_and_their_claims_freed)
+{
+    fixture f = setup();
+    rlt_redis *r = f.r;
+    redisContext *raw = f.raw;
+    const char *name = f.name;
+    /* a server that stopped exchanging long ago (expiry 1 ms after the epoch), and garbage */
+    freeReplyObject(redisCommand(raw, "HSET %s dead %s junk %s", name, "10 1000 100 1", "x"));
+    rlt__redis_quota a = ask(5, 0, 0, 1000, 100);
+    ASSERT_EQ(rlt__redis_quota_exchange(r, 1, &a), RLT_OK);
+    ASSERT_EQ(a.servers, 1);
+    ASSERT_EQ(a.budget_q, 1000);
+    int64_t sq, sb;
+    int n;
+    stored_sums(raw, name, &sq, &sb, &n);
+    ASSERT_EQ(n, 1);
+    teardown(&f);
+}
+
+TEST(the_key_escapes_every_byte_that_could_break_its_hash_tag)
+{
+    rlt_redis *r = rtest_open((rlt_redis_options){.prefix = "p:"});
+    char buf[64];
+    int len = rlt__redis_quota_key(r, "d\0{a} %b", 8, buf, sizeof buf);
+    ASSERT_EQ(len, 27);
+    buf[len] = '\0';
+    ASSERT_STR_EQ(buf, "p:rlqs:{d%00%7Ba%7D%20%25b}");
+    ASSERT_EQ(rlt__redis_quota_key(r, "abc", 3, buf, 10), RLT_ENOSPC);
+    ASSERT_EQ(rlt__redis_quota_key(r, "", 0, buf, sizeof buf), RLT_EINVAL);
+    rlt__redis_quota x = ask(1, 0, 0, INT64_C(1) << 32, 1); /* Q over 2^32 - 1 */
+    ASSERT_EQ(rlt__redis_quota_exchange(r, 1, &x), RLT_EINVAL);
+    rlt_redis_close(r);
+}
