@@ -542,7 +542,7 @@ def hostile_streams_are_refused_with_a_status_and_others_are_served(tmp):
             e.call.cancel()
             e.close()
         ok.report([WEB], elapsed=0.1, allowed=1)
-        wait_for(lambda: ok.current(WEB) is not None, what="the good Envoy's answer")
+        wait_for(lambda: ok.current(WEB) is not None, 30, what="the good Envoy's answer")
         empty.report([WEB], elapsed=0.1)
         wait_for(lambda: empty.current(WEB) is not None, what="an answer after an empty report")
         grown = rss_kb(d.p.pid) - before
