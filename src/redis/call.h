@@ -133,6 +133,10 @@ const struct rlt__ptext *rlt__policy_texts(const rlt_redis *r, const rlt_policy 
 int rlt__build_decide(const rlt_redis *r, rlt__call *c, const rlt__limit *l,
                       const rlt_redis_check *ck, size_t n, int64_t now_us, bool multi);
 
+/* rlt__build_decide(r, c, l, ck, 1, now_us, false): one limit, its algorithm's script. */
+int rlt__build_one(const rlt_redis *r, rlt__call *c, const rlt__limit *l, const rlt_redis_check *ck,
+                   int64_t now_us);
+
 /* Whether node n runs call c on the module. */
 static inline bool rlt__use_module(const rlt_redis *r, const rlt__node *n, const rlt__call *c)
 {
