@@ -68,7 +68,8 @@ const struct rlt__ptext *rlt__policy_texts(const rlt_redis *rc, const rlt_policy
         if (r->ptext[i].used && q->algo == p->algo && q->limit == p->limit &&
             q->period == p->period && q->burst == p->burst && q->queue == p->queue &&
             q->delay == p->delay && q->block == p->block && q->block_factor == p->block_factor &&
-            q->block_max == p->block_max && rlt_policy_calendar_equal(q, p))
+            q->block_max == p->block_max && q->months == p->months &&
+            (p->months == 0 || rlt_policy_calendar_equal(q, p))) /* no call for most policies */
             return &r->ptext[i];
     }
     struct rlt__ptext *e = &r->ptext[r->ptext_next++ % RLT__PTEXT_CACHE];
