@@ -115,7 +115,7 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
         memset(&out[i], 0, sizeof out[i]);
         status[i] = rlt__check_limit(&checks[i], &lim[i]);
         rlt__call *ci = rlt__call_init(calls_mem + i * csz, 1);
-        if (!status[i]) status[i] = rlt__build_decide(r, ci, &lim[i], &checks[i], 1, now_us, false);
+        if (!status[i]) status[i] = rlt__build_one(r, ci, &lim[i], &checks[i], now_us);
         sent[i] = status[i] != RLT_OK; /* nothing to send for a bad check */
         if (!status[i]) node[i] = rlt__route(r, ci->slot, deadline);
     }
