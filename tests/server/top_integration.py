@@ -299,7 +299,9 @@ def the_redis_backend_counts_denials_the_same_way(tmp):
     addr = os.environ.get("RLT_REDIS_SERVERS")
     if not addr:
         raise AssertionError("needs RLT_REDIS_SERVERS (run under tests/redis/redis-servers.sh)")
-    d = it.Daemon(tmp, "--redis", addr, config="policies:\n  api: fixed_window:1/1h\n")
+    # A 1 s timeout: a loaded machine must not turn a decision into its fail mode.
+    d = it.Daemon(tmp, "--redis", addr, "--redis-timeout", "1s",
+                  config="policies:\n  api: fixed_window:1/1h\n")
     try:
         key = "top-redis-%d" % os.getpid()
         send_all(d.port, [("RL.CHECK", key, "api")] * 6, conns=2)
