@@ -78,6 +78,31 @@ export class Core {
     return { policy: new Policy(this, p) };
   }
 
+  /**
+   * The batch arrays, reused by every decideBatch of this module (JavaScript runs it on one
+   * thread): times, costs and out (2 per decision) for at least `n` decisions, grown only when
+   * `n` outgrows them; fresh views when the module's memory has grown since.
+   */
+  batch(n) {
+    const x = this.x;
+    let b = this.batchBufs;
+    if (!b || n > b.cap) {
+      const cap = Math.max(n, 1024);
+      if (b) x.rlt_wasm_free(b.ptr);
+      this.batchBufs = null;
+      const ptr = x.rlt_wasm_alloc(32 * cap);
+      if (!ptr) throw new Error('ratelimit.wasm: out of memory');
+      b = this.batchBufs = { ptr, cap, times: null };
+    }
+    if (!b.times || b.times.buffer !== x.memory.buffer) {
+      const mem = x.memory.buffer;
+      b.times = new BigInt64Array(mem, b.ptr, b.cap);
+      b.costs = new BigInt64Array(mem, b.ptr + 8 * b.cap, b.cap);
+      b.out = new BigInt64Array(mem, b.ptr + 16 * b.cap, 2 * b.cap);
+    }
+    return b;
+  }
+
   strerror(code) {
     return this.cstr(this.x.rlt_wasm_strerror(code));
   }
@@ -136,20 +161,33 @@ export class State {
   }
 
   /**
-   * rlt_decide for every (times[i], costs[i]) in one call into the module (BigInt64Arrays):
-   * { made, out }, out[2i] the verdict (1 or 0, or the negative status where it stopped) and
-   * out[2i+1] the delay; `made` decisions were made before any failure.
+   * Views of the module's batch arrays for `n` decisions, { times, costs }: a caller that writes
+   * its trace there and hands them to decideBatch saves copying it in. They stay valid until a
+   * batch grows the arrays or anything grows the module's memory (a new state, a peek).
    */
-  decideBatch(times, costs) {
-    const x = this.p.core.x;
+  batchArrays(n) {
+    const b = this.p.core.batch(n);
+    return { times: b.times.subarray(0, n), costs: b.costs.subarray(0, n) };
+  }
+
+  /**
+   * rlt_decide for every (times[i], costs[i]) in one call into the module (BigInt64Arrays, or
+   * batchArrays' views, which are not copied): { made, out }, out[2i] the verdict (1 or 0, or the
+   * negative status where it stopped) and out[2i+1] the delay; `made` decisions were made before
+   * any failure. Given `out` (2n or more), the results are copied there; without it `out` is a
+   * view into the module, valid until the next batch or anything that grows the module's memory.
+   */
+  decideBatch(times, costs, out = null) {
+    const core = this.p.core;
     const n = times.length;
-    const buf = x.rlt_wasm_alloc(32 * Math.max(1, n));
-    if (!buf) throw new Error('ratelimit.wasm: out of memory');
-    new BigInt64Array(x.memory.buffer, buf, n).set(times);
-    new BigInt64Array(x.memory.buffer, buf + 8 * n, n).set(costs);
-    const made = x.rlt_wasm_decide_batch(this.p.ptr, this.ptr, buf, buf + 8 * n, n, buf + 16 * n);
-    const out = new BigInt64Array(x.memory.buffer, buf + 16 * n, 2 * n).slice();
-    x.rlt_wasm_free(buf);
+    const b = core.batch(n);
+    if (times.buffer !== b.times.buffer || times.byteOffset !== b.times.byteOffset) b.times.set(times);
+    if (costs.buffer !== b.costs.buffer || costs.byteOffset !== b.costs.byteOffset) b.costs.set(costs);
+    const made = core.x.rlt_wasm_decide_batch(this.p.ptr, this.ptr, b.times.byteOffset,
+      b.costs.byteOffset, n, b.out.byteOffset);
+    const res = b.out.subarray(0, 2 * n);
+    if (!out) return { made, out: res };
+    out.set(res);
     return { made, out };
   }
 

@@ -301,9 +301,15 @@ export function runRow(policy, cfg, n = cfg.requests.length) {
       else r.nOk++;
     }
   } else {
-    // One call into the module for the whole run: the same rlt_decide calls, in order.
-    const { made, out } = st.decideBatch(BigInt64Array.from(reqs.slice(0, n), (q) => q.t),
-      BigInt64Array.from(reqs.slice(0, n), (q) => q.cost));
+    // One call into the module for the whole run: the same rlt_decide calls, in order, over
+    // the trace written straight into the module's batch arrays; out is read before anything
+    // else runs in the module.
+    const { times, costs } = st.batchArrays(n);
+    for (let i = 0; i < n; i++) {
+      times[i] = reqs[i].t;
+      costs[i] = reqs[i].cost;
+    }
+    const { made, out } = st.decideBatch(times, costs);
     for (let i = 0; i < made; i++) {
       const allowed = out[2 * i] === 1n;
       r.ok[i] = allowed ? 1 : 0;

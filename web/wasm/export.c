@@ -8,7 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Natively (bench/web/decide.c links this file to time the same batch loop) nothing is exported. */
+#ifdef __wasm__
 #define EXPORT(name) __attribute__((export_name(name)))
+#else
+#define EXPORT(name)
+#endif
 
 /* Exported entry points are declared here, once, as the style wants a declaration with a
  * contract for every non-static function; they are called only from JavaScript. */
