@@ -56,8 +56,11 @@ def key_of(d):
 class Envoy:
     """One Envoy's rate_limit_quota filter: a stream, its assignments, local token buckets."""
 
-    def __init__(self, port, domain="q", token=None):
-        self.ch = grpc.insecure_channel("127.0.0.1:%d" % port)
+    def __init__(self, port, domain="q", token=None, own_connection=False):
+        # gRPC shares one connection among channels to the same address unless asked not to;
+        # own_connection makes this Envoy another client of the daemon, as a real one is.
+        opts = [("grpc.use_local_subchannel_pool", 1)] if own_connection else None
+        self.ch = grpc.insecure_channel("127.0.0.1:%d" % port, options=opts)
         self.domain = domain
         self.out = queue.Queue()
         self.lock = threading.Lock()
@@ -490,11 +493,15 @@ def status_of(e, timeout=10):
 def hostile_streams_are_refused_with_a_status_and_others_are_served(tmp):
     d = daemon(tmp)
     try:
-        ok = Envoy(d.grpc)  # a well-behaved Envoy served throughout
-        silent = Envoy(d.grpc)  # never reports
-        empty = Envoy(d.grpc)
+        # The Envoys meant to be served are other clients (connections of their own): the
+        # streams dropped below share one, and under load gRPC's client can cancel a stream
+        # whose HEADERS it has not sent yet, an RST_STREAM on an idle stream that nghttp2
+        # answers, as RFC 9113 says, by closing that connection (GOAWAY PROTOCOL_ERROR).
+        ok = Envoy(d.grpc, own_connection=True)  # a well-behaved Envoy served throughout
+        silent = Envoy(d.grpc, own_connection=True)  # never reports
+        empty = Envoy(d.grpc, own_connection=True)
         empty.send(Rep(domain="q"))  # no buckets: nothing to answer
-        odd = Envoy(d.grpc)  # zero, negative elapsed, counts near 2^64
+        odd = Envoy(d.grpc, own_connection=True)  # zero, negative elapsed, counts near 2^64
         odd.report([B(name="web")], elapsed=0.0, allowed=2**64 - 1, denied=2**64 - 1)
         odd.report([B(name="open")], elapsed=-5.0, allowed=2**63)
         wait_for(lambda: odd.current(B(name="web")) and odd.current(B(name="open")),
