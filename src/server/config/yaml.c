@@ -173,7 +173,7 @@ int rlt__cy_get_fail(rlt__cy *x, const yaml_node_t *n, int *out)
 {
     static const char *const names[] = {"open", "closed", "local"};
     static const int modes[] = {RLT__FAIL_OPEN, RLT__FAIL_CLOSED, RLT__FAIL_LOCAL};
-    size_t i;
+    size_t i = 0;
     if (rlt__cy_get_choice(x, n, names, 3, &i, "fail must be open, closed or local") != RLT_OK)
         return RLT_EPARSE;
     *out = modes[i];
