@@ -306,6 +306,46 @@ def sums_stay_within_the_budget_and_admissions_within_the_bound_under_saturation
 
 
 @test
+def the_ttl_comes_from_the_first_report_with_an_elapsed_and_the_budget_holds_across_the_move(tmp):
+    # Envoy's first report of a bucket has time_elapsed 0 (sent as it creates the bucket); its
+    # reports every 5 s then show 5 s: the default TTL must become 3 x 5 s, not stay at 2 s.
+    d = daemon(tmp)
+    try:
+        a, b = Envoy(d.grpc), Envoy(d.grpc)
+        for e in (a, b):
+            e.report([WEB], elapsed=0.0, allowed=1)
+        wait_for(lambda: a.current(WEB) and b.current(WEB), what="first assignments")
+        assert a.current(WEB)["ttl"] == 2.0 and b.current(WEB)["ttl"] == 2.0
+        t0 = time.monotonic()
+        b.report([WEB], elapsed=5.0, allowed=1000)  # b moves the bucket to the 15 s division
+        wait_for(lambda: b.current(WEB)["ttl"] == 15.0, what="a 15 s TTL")
+        # a still enforces its 2 s assignment from the old division: the sums hold.
+        ra, ba = a.current(WEB)["tpf"] / a.current(WEB)["fill"], a.current(WEB)["max"]
+        rb, bb = b.current(WEB)["tpf"] / b.current(WEB)["fill"], b.current(WEB)["max"]
+        print("    across the move: rates %.0f + %.0f <= %d, bursts %d + %d <= %d" %
+              (ra, rb, R, ba, bb, BURST))
+        assert ra + rb <= R and ba + bb <= BURST, (ra, rb, ba, bb)
+        assert time.monotonic() < t0 + 1.5  # a's old assignment was live throughout
+        while time.monotonic() < t0 + 6.5:
+            for e in (a, b):
+                e.report([WEB], elapsed=5.0, allowed=1000)
+            time.sleep(0.25)
+            t = time.monotonic()
+            r, bu = live_sums([a, b], WEB, t)
+            assert r <= R + 1e-6 and bu <= BURST, (t - t0, r, bu)
+        for e in (a, b):
+            assert e.current(WEB)["ttl"] == 15.0, e.current(WEB)
+        # Once the old division's assignments ran out, the whole budget is divided again.
+        r, bu = live_sums([a, b], WEB, time.monotonic())
+        print("    after: %.0f/s of %d, burst %d of %d" % (r, R, bu, BURST))
+        assert r >= 0.85 * R, r
+        a.close()
+        b.close()
+    finally:
+        assert d.stop() == 0, d.stderr()
+
+
+@test
 def a_light_stream_gets_its_demand_and_a_heavy_one_the_rest(tmp):
     d = daemon(tmp)
     try:
