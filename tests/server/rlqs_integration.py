@@ -254,6 +254,10 @@ quota_buckets:
   - match: {name: shadow}
     policy: token_bucket:10/1s
     shadow_mode: true
+  - match: {name: fast}
+    policy: token_bucket:10/100ms
+  - match: {name: boxed}
+    policy: token_bucket:5/1s,block=10s
   - match: {name: closed}
     blanket: deny_all
   - match: {name: open}
@@ -341,6 +345,65 @@ def the_ttl_comes_from_the_first_report_with_an_elapsed_and_the_budget_holds_acr
         assert r >= 0.85 * R, r
         a.close()
         b.close()
+    finally:
+        assert d.stop() == 0, d.stderr()
+
+
+@test
+def durations_are_sent_in_whole_seconds(tmp):
+    # Envoy reads assignment_time_to_live's seconds only and divides tokens_per_fill by
+    # fill_interval's whole seconds: 10/100ms is sent as 100 per 1 s, never a 100 ms interval.
+    d = daemon(tmp)
+    try:
+        e = Envoy(d.grpc)
+        fast = B(name="fast")
+        e.report([fast, WEB], elapsed=1.0, allowed=1000)
+        wait_for(lambda: e.current(fast) and e.current(WEB), what="assignments")
+        for k in (fast, WEB):
+            for (_, kk, dd) in e.log:
+                if kk == k:
+                    assert dd["ttl"] == int(dd["ttl"]) >= 1 and dd["fill"] == int(dd["fill"]), dd
+        f = e.current(fast)
+        assert f["kind"] == "tb" and f["fill"] == 1.0 and f["tpf"] <= 100, f
+        assert f["tpf"] >= 90, f  # alone, nearly the whole 100/s less the reserve
+        e.close()
+    finally:
+        assert d.stop() == 0, d.stderr()
+    cfg = os.path.join(tmp, "half.yaml")
+    with open(cfg, "w") as fh:
+        fh.write("domain: q\nassignment_ttl: 500ms\n")
+    import subprocess
+    r = subprocess.run([it.BIN, "--check-config", "--config", cfg], capture_output=True, text=True)
+    assert r.returncode != 0 and "whole seconds, at least 1s" in r.stderr + r.stdout, r
+
+
+@test
+def the_penalty_box_closes_only_when_the_fleet_reached_the_budget(tmp):
+    d = daemon(tmp)
+    try:
+        # One Envoy at 3/s (denying one more a second past its share): the fleet is under its
+        # 5/s budget, so no box.
+        e = Envoy(d.grpc)
+        one = B(name="boxed", n="1")
+        for _ in range(6):
+            e.report([one], elapsed=1.0, allowed=3, denied=1)
+            time.sleep(0.15)
+        wait_for(lambda: e.current(one), what="an assignment")
+        kinds = [dd["kind"] for (_, k, dd) in e.log if k == one]
+        assert kinds and all(x == "tb" for x in kinds), kinds
+        # Three Envoys at 2 x the budget together (4/s each): the bucket is boxed.
+        es = [Envoy(d.grpc) for _ in range(3)]
+        fleet = B(name="boxed", n="2")
+        for _ in range(6):
+            for x in es:
+                x.report([fleet], elapsed=1.0, allowed=2, denied=2)
+            time.sleep(0.15)
+        wait_for(lambda: any((x.current(fleet) or {}).get("kind") == "deny" for x in es),
+                 what="the box")
+        dd = [x.current(fleet) for x in es if x.current(fleet)["kind"] == "deny"][0]
+        assert 1 <= dd["ttl"] <= 10 and dd["ttl"] == int(dd["ttl"]), dd
+        for x in es + [e]:
+            x.close()
     finally:
         assert d.stop() == 0, d.stderr()
 
