@@ -408,6 +408,50 @@ def the_penalty_box_closes_only_when_the_fleet_reached_the_budget(tmp):
         assert d.stop() == 0, d.stderr()
 
 
+def metric(d, name):
+    for line in d.curl("/metrics").splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError("no metric " + name)
+
+
+@test
+def shadow_mode_counts_would_be_denials_and_an_empty_bucket_id_is_skipped(tmp):
+    d = daemon(tmp)
+    try:
+        e = Envoy(d.grpc)
+        sh = B(name="shadow")  # token_bucket:10/1s, shadow_mode: true
+        for _ in range(3):
+            e.report([sh], elapsed=1.0, allowed=100)
+            time.sleep(0.1)
+        wait_for(lambda: e.current(sh), what="an answer")
+        assert all(dd["kind"] == "allow" for (_, k, dd) in e.log if k == sh)
+        # alone, its would-be share is at most 10 of each second's 100 requests
+        wait_for(lambda: metric(d, "ratelimitd_rlqs_usages_total") >= 3, what="3 usages")
+        n = metric(d, "ratelimitd_rlqs_shadow_denied_total")
+        print("    shadow_denied %d of 300" % n)
+        assert 3 * 90 <= n <= 3 * 99, n
+        assert metric(d, 'ratelimitd_decisions_total{outcome="shadow_denied"}') == n
+        # An empty BucketId beside a good one: skipped and counted, the other answered.
+        m = Rep()
+        m.bucket_quota_usages.add().num_requests_allowed = 1
+        u = m.bucket_quota_usages.add()
+        u.bucket_id.bucket["name"] = "web"
+        u.time_elapsed.seconds = 1
+        e.send(m)
+        wait_for(lambda: e.current(WEB), what="the good bucket's answer")
+        assert e.error is None, e.error
+        assert metric(d, "ratelimitd_rlqs_usages_skipped_total") == 1
+        assert metric(d, "ratelimitd_rlqs_streams") == 1
+        assert metric(d, "ratelimitd_rlqs_buckets") == 2
+        assert metric(d, "ratelimitd_rlqs_actions_total") >= 2
+        info = d.cli("INFO")
+        assert "rlqs_usages_skipped:1" in info and "rlqs_members:2" in info, info
+        e.close()
+    finally:
+        assert d.stop() == 0, d.stderr()
+
+
 @test
 def a_light_stream_gets_its_demand_and_a_heavy_one_the_rest(tmp):
     d = daemon(tmp)

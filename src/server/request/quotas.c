@@ -83,6 +83,7 @@ struct rlt__quotas {
     division dvs[MAX_DIVISIONS];
     size_t ndvs;
     size_t members, streams;
+    rlt__quotas_counters counted;
     rlt_ns last_sweep;
     char *unknown[MAX_UNKNOWN_LOGGED];
     size_t nunknown;
@@ -224,13 +225,6 @@ static division *division_for(rlt__quotas *q, rlt_ns ttl)
     return d;
 }
 
-/* The rule of BucketId u in domain d (NULL: quota_default). */
-static const rlt__qrule *rule_of(const rlt__domain *d, const rlt__quotas_usage *u)
-{
-    int i = rlt__config_quota_match(d, u->pairs, u->npairs);
-    return i < 0 ? NULL : &d->qrules[i];
-}
-
 /* Whether b still answers under cfg: its rule is the same (a reload kept it).  Else false. */
 static bool still_valid(bucket *b, const rlt__config *cfg, const char *domain, size_t dlen,
                         const rlt__quotas_usage *u)
@@ -238,7 +232,7 @@ static bool still_valid(bucket *b, const rlt__config *cfg, const char *domain, s
     if (b->cfg == cfg) return true;
     const rlt__domain *d = rlt__config_domain(cfg, domain, dlen);
     if (d == NULL) return false;
-    const rlt__qrule *r = rule_of(d, u);
+    const rlt__qrule *r = rlt__quotas_rule_of(d, u->pairs, u->npairs);
     int kind = rlt__quotas_kind(d, r);
     if (!rlt__quotas_same_rule(r, b->rule) || kind != b->kind ||
         rlt__quotas_default_ttl(d, r, b->observed, RLT__QUOTAS_MIN_TTL) !=
@@ -262,7 +256,7 @@ static int new_bucket(rlt__quotas *q, const rlt__config *cfg, const rlt__domain 
                       rlt_ns now, bucket **out)
 {
     if (q->n >= RLT__QUOTAS_MAX_BUCKETS) return RLT_EFULL;
-    const rlt__qrule *r = rule_of(d, u);
+    const rlt__qrule *r = rlt__quotas_rule_of(d, u->pairs, u->npairs);
     int kind = rlt__quotas_kind(d, r);
     size_t klen = dlen + 1 + u->klen;
     bucket probe = {.klen = klen, .kind = kind};
@@ -510,6 +504,8 @@ static int divided(rlt__quotas_stream *st, bucket *b, member *m, const rlt__quot
         m->overridden = true;
         return RLT_OK;
     }
+    if (b->rule->shadow)
+        a->shadow_denied = rlt__quotas_shadow_denied(as, now, u->allowed + u->denied, u->elapsed);
     if (b->rule->shadow || b->mode == RLT__FAIL_OPEN || b->mode == RLT__FAIL_CLOSED) {
         /* Redis down: fail open or closed (the division's budget is zero meanwhile) */
         blanket(m, b->mode == RLT__FAIL_CLOSED ? RLT__QA_DENY_ALL : RLT__QA_ALLOW_ALL, b->ttl, now,
@@ -542,6 +538,7 @@ int rlt__quotas_report(rlt__quotas *q, const rlt__config *cfg, rlt__quotas_strea
                        rlt__quotas_answer *a)
 {
     a->kind = RLT__QA_NONE;
+    a->shadow_denied = 0;
     sweep(q, now);
     const rlt__domain *d = rlt__config_domain(cfg, domain, dlen);
     uint64_t h = hash_of(domain, dlen, u->key, u->klen);
@@ -591,7 +588,13 @@ void rlt__quotas_stats_get(rlt__quotas *q, rlt__quotas_stats *out)
     out->buckets = q->n;
     out->members = q->members;
     out->streams = q->streams;
+    out->c = q->counted;
     rlt__quotas_unlock(q);
+}
+
+rlt__quotas_counters *rlt__quotas_counted(rlt__quotas *q)
+{
+    return &q->counted;
 }
 
 /* ---- Redis mode ------------------------------------------------------------------------- */

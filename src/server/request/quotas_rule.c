@@ -18,6 +18,12 @@ bool rlt__quotas_same_rule(const rlt__qrule *a, const rlt__qrule *b)
     return true;
 }
 
+const rlt__qrule *rlt__quotas_rule_of(const rlt__domain *d, const rlt__entry *pairs, size_t n)
+{
+    int i = rlt__config_quota_match(d, pairs, n);
+    return i < 0 ? NULL : &d->qrules[i];
+}
+
 int rlt__quotas_kind(const rlt__domain *d, const rlt__qrule *r)
 {
     return r                                         ? r->kind

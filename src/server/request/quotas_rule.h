@@ -14,6 +14,10 @@
  * keeps its buckets and their ledgers).  Either may be NULL (quota_default). */
 bool rlt__quotas_same_rule(const rlt__qrule *a, const rlt__qrule *b);
 
+/* The rule of the BucketId pairs[0..n) (sorted by key) in domain d: the first item of
+ * quota_buckets whose match fits, NULL (quota_default) when none does. */
+const rlt__qrule *rlt__quotas_rule_of(const rlt__domain *d, const rlt__entry *pairs, size_t n);
+
 /* The RLT__QUOTA_* kind of rule r of domain d (NULL: the domain's quota_default). */
 int rlt__quotas_kind(const rlt__domain *d, const rlt__qrule *r);
 
