@@ -83,7 +83,7 @@ int rlt__quotas_report(rlt__quotas *q, const rlt__config *cfg, rlt__quotas_strea
                        const char *domain, size_t dlen, const rlt__quotas_usage *u, rlt_ns now,
                        rlt__quotas_answer *a);
 
-/* What the reports brought, counted by the gRPC service (quotas_envoy.h's rlt__quotas_count). */
+/* What the reports brought, counted by the gRPC service (grpc/rlqs.c, under the lock). */
 typedef struct rlt__quotas_counters {
     uint64_t usages;        /* bucket usages reported */
     uint64_t skipped;       /* of them, skipped: no BucketId or an empty one */
@@ -100,7 +100,7 @@ typedef struct rlt__quotas_stats {
 } rlt__quotas_stats;
 void rlt__quotas_stats_get(rlt__quotas *q, rlt__quotas_stats *out);
 
-/* The counters, for rlt__quotas_count (under rlt__quotas_lock). */
+/* The counters, to add to between rlt__quotas_lock and rlt__quotas_unlock. */
 rlt__quotas_counters *rlt__quotas_counted(rlt__quotas *q);
 
 /* ---- Redis mode (quotas_sync.c runs it) ----------------------------------------------------

@@ -70,12 +70,3 @@ uint64_t rlt__quotas_shadow_denied(const rlt__quota_assignment *a, rlt_ns now, u
     __int128 ok = (__int128)a->tokens_per_fill * elapsed / a->fill_interval;
     return (__int128)count > ok ? count - (uint64_t)ok : 0;
 }
-
-void rlt__quotas_count(rlt__quotas *q, const rlt__quotas_counters *add)
-{
-    rlt__quotas_counters *c = rlt__quotas_counted(q);
-    c->usages += add->usages;
-    c->skipped += add->skipped;
-    c->actions += add->actions;
-    c->shadow_denied += add->shadow_denied;
-}

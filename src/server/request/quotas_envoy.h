@@ -10,7 +10,6 @@
 
 #include "quota/quota.h"
 #include "ratelimit/ratelimit.h"
-#include "server/request/quotas.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -54,8 +53,5 @@ bool rlt__quotas_box_due(const rlt__quota *dv, uint32_t qb, rlt_ns now);
  * *a is not live at `now` or elapsed <= 0 (no rate to compare with). */
 uint64_t rlt__quotas_shadow_denied(const rlt__quota_assignment *a, rlt_ns now, uint64_t count,
                                    rlt_ns elapsed);
-
-/* Adds one report message's figures to q's counters (under rlt__quotas_lock). */
-void rlt__quotas_count(rlt__quotas *q, const rlt__quotas_counters *add);
 
 #endif
