@@ -17,7 +17,7 @@ static bool inside(const char *s, size_t n, const uint8_t *data, size_t size)
 static void check_id(const rlt__rlqs_bucket_id *id, const uint8_t *data, size_t size)
 {
     size_t bytes = 0;
-    if (id->n == 0 || id->n > RLT__RLQS_MAX_PAIRS) abort();
+    if (id->n > RLT__RLQS_MAX_PAIRS) abort(); /* 0: no BucketId, or an empty one (skipped) */
     for (size_t i = 0; i < id->n; i++) {
         const rlt__entry *e = &id->pairs[i];
         if (e->klen == 0 || e->vlen == 0) abort();

@@ -257,6 +257,10 @@ quota_buckets:
   - match: {name: shadow}
     policy: token_bucket:10/1s
     shadow_mode: true
+  - match: {name: fast}
+    policy: token_bucket:10/100ms
+  - match: {name: boxed}
+    policy: token_bucket:5/1s,block=10s
   - match: {name: closed}
     blanket: deny_all
   - match: {name: open}
@@ -304,6 +308,149 @@ def sums_stay_within_the_budget_and_admissions_within_the_bound_under_saturation
         for e in envoys:
             assert e.error is None, e.error
             e.close()
+    finally:
+        assert d.stop() == 0, d.stderr()
+
+
+@test
+def the_ttl_comes_from_the_first_report_with_an_elapsed_and_the_budget_holds_across_the_move(tmp):
+    # Envoy's first report of a bucket has time_elapsed 0 (sent as it creates the bucket); its
+    # reports every 5 s then show 5 s: the default TTL must become 3 x 5 s, not stay at 2 s.
+    d = daemon(tmp)
+    try:
+        a, b = Envoy(d.grpc), Envoy(d.grpc)
+        for e in (a, b):
+            e.report([WEB], elapsed=0.0, allowed=1)
+        wait_for(lambda: a.current(WEB) and b.current(WEB), what="first assignments")
+        assert a.current(WEB)["ttl"] == 2.0 and b.current(WEB)["ttl"] == 2.0
+        t0 = time.monotonic()
+        b.report([WEB], elapsed=5.0, allowed=1000)  # b moves the bucket to the 15 s division
+        wait_for(lambda: b.current(WEB)["ttl"] == 15.0, what="a 15 s TTL")
+        # a still enforces its 2 s assignment from the old division: the sums hold.
+        ra, ba = a.current(WEB)["tpf"] / a.current(WEB)["fill"], a.current(WEB)["max"]
+        rb, bb = b.current(WEB)["tpf"] / b.current(WEB)["fill"], b.current(WEB)["max"]
+        print("    across the move: rates %.0f + %.0f <= %d, bursts %d + %d <= %d" %
+              (ra, rb, R, ba, bb, BURST))
+        assert ra + rb <= R and ba + bb <= BURST, (ra, rb, ba, bb)
+        assert time.monotonic() < t0 + 1.5  # a's old assignment was live throughout
+        while time.monotonic() < t0 + 6.5:
+            for e in (a, b):
+                e.report([WEB], elapsed=5.0, allowed=1000)
+            time.sleep(0.25)
+            t = time.monotonic()
+            r, bu = live_sums([a, b], WEB, t)
+            assert r <= R + 1e-6 and bu <= BURST, (t - t0, r, bu)
+        for e in (a, b):
+            assert e.current(WEB)["ttl"] == 15.0, e.current(WEB)
+        # Once the old division's assignments ran out, the whole budget is divided again.
+        r, bu = live_sums([a, b], WEB, time.monotonic())
+        print("    after: %.0f/s of %d, burst %d of %d" % (r, R, bu, BURST))
+        assert r >= 0.85 * R, r
+        a.close()
+        b.close()
+    finally:
+        assert d.stop() == 0, d.stderr()
+
+
+@test
+def durations_are_sent_in_whole_seconds(tmp):
+    # Envoy reads assignment_time_to_live's seconds only and divides tokens_per_fill by
+    # fill_interval's whole seconds: 10/100ms is sent as 100 per 1 s, never a 100 ms interval.
+    d = daemon(tmp)
+    try:
+        e = Envoy(d.grpc)
+        fast = B(name="fast")
+        e.report([fast, WEB], elapsed=1.0, allowed=1000)
+        wait_for(lambda: e.current(fast) and e.current(WEB), what="assignments")
+        for k in (fast, WEB):
+            for (_, kk, dd) in e.log:
+                if kk == k:
+                    assert dd["ttl"] == int(dd["ttl"]) >= 1 and dd["fill"] == int(dd["fill"]), dd
+        f = e.current(fast)
+        assert f["kind"] == "tb" and f["fill"] == 1.0 and f["tpf"] <= 100, f
+        assert f["tpf"] >= 90, f  # alone, nearly the whole 100/s less the reserve
+        e.close()
+    finally:
+        assert d.stop() == 0, d.stderr()
+    cfg = os.path.join(tmp, "half.yaml")
+    with open(cfg, "w") as fh:
+        fh.write("domain: q\nassignment_ttl: 500ms\n")
+    import subprocess
+    r = subprocess.run([it.BIN, "--check-config", "--config", cfg], capture_output=True, text=True)
+    assert r.returncode != 0 and "whole seconds, at least 1s" in r.stderr + r.stdout, r
+
+
+@test
+def the_penalty_box_closes_only_when_the_fleet_reached_the_budget(tmp):
+    d = daemon(tmp)
+    try:
+        # One Envoy at 3/s (denying one more a second past its share): the fleet is under its
+        # 5/s budget, so no box.
+        e = Envoy(d.grpc)
+        one = B(name="boxed", n="1")
+        for _ in range(6):
+            e.report([one], elapsed=1.0, allowed=3, denied=1)
+            time.sleep(0.15)
+        wait_for(lambda: e.current(one), what="an assignment")
+        kinds = [dd["kind"] for (_, k, dd) in e.log if k == one]
+        assert kinds and all(x == "tb" for x in kinds), kinds
+        # Three Envoys at 2 x the budget together (4/s each): the bucket is boxed.
+        es = [Envoy(d.grpc) for _ in range(3)]
+        fleet = B(name="boxed", n="2")
+        for _ in range(6):
+            for x in es:
+                x.report([fleet], elapsed=1.0, allowed=2, denied=2)
+            time.sleep(0.15)
+        wait_for(lambda: any((x.current(fleet) or {}).get("kind") == "deny" for x in es),
+                 what="the box")
+        dd = [x.current(fleet) for x in es if x.current(fleet)["kind"] == "deny"][0]
+        assert 1 <= dd["ttl"] <= 10 and dd["ttl"] == int(dd["ttl"]), dd
+        for x in es + [e]:
+            x.close()
+    finally:
+        assert d.stop() == 0, d.stderr()
+
+
+def metric(d, name):
+    for line in d.curl("/metrics").splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError("no metric " + name)
+
+
+@test
+def shadow_mode_counts_would_be_denials_and_an_empty_bucket_id_is_skipped(tmp):
+    d = daemon(tmp)
+    try:
+        e = Envoy(d.grpc)
+        sh = B(name="shadow")  # token_bucket:10/1s, shadow_mode: true
+        for _ in range(3):
+            e.report([sh], elapsed=1.0, allowed=100)
+            time.sleep(0.1)
+        wait_for(lambda: e.current(sh), what="an answer")
+        assert all(dd["kind"] == "allow" for (_, k, dd) in e.log if k == sh)
+        # alone, its would-be share is at most 10 of each second's 100 requests
+        wait_for(lambda: metric(d, "ratelimitd_rlqs_usages_total") >= 3, what="3 usages")
+        n = metric(d, "ratelimitd_rlqs_shadow_denied_total")
+        print("    shadow_denied %d of 300" % n)
+        assert 3 * 90 <= n <= 3 * 99, n
+        assert metric(d, 'ratelimitd_decisions_total{outcome="shadow_denied"}') == n
+        # An empty BucketId beside a good one: skipped and counted, the other answered.
+        m = Rep()
+        m.bucket_quota_usages.add().num_requests_allowed = 1
+        u = m.bucket_quota_usages.add()
+        u.bucket_id.bucket["name"] = "web"
+        u.time_elapsed.seconds = 1
+        e.send(m)
+        wait_for(lambda: e.current(WEB), what="the good bucket's answer")
+        assert e.error is None, e.error
+        assert metric(d, "ratelimitd_rlqs_usages_skipped_total") == 1
+        assert metric(d, "ratelimitd_rlqs_streams") == 1
+        assert metric(d, "ratelimitd_rlqs_buckets") == 2
+        assert metric(d, "ratelimitd_rlqs_actions_total") >= 2
+        info = d.cli("INFO")
+        assert "rlqs_usages_skipped:1" in info and "rlqs_members:2" in info, info
+        e.close()
     finally:
         assert d.stop() == 0, d.stderr()
 

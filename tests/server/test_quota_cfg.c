@@ -131,7 +131,13 @@ TEST(bad_quota_buckets_are_refused_with_file_and_line)
     refused("domain: d\nquota_buckets:\n  - match: {a: b}\n    blanket: deny_all\n"
             "    colour: red\n",
             "q.yaml:5:", "unknown quota bucket field 'colour'");
-    refused("domain: d\nassignment_ttl: 10ms\n", "q.yaml:2:", "at least 100ms");
+    refused("domain: d\nassignment_ttl: 10ms\n", "q.yaml:2:", "at least 1s");
+    refused("domain: d\nassignment_ttl: 500ms\n", "q.yaml:2:", "whole seconds, at least 1s");
+    refused("domain: d\nquota_buckets:\n  - match: {a: b}\n    blanket: deny_all\n"
+            "    assignment_ttl: 1500ms\n",
+            "q.yaml:5:", "whole seconds");
+    refused("domain: d\nquota_buckets:\n  - match: {a: b}\n    policy: gcra:500000000/100ms\n",
+            "q.yaml:4:", "tokens per second");
     refused("domain: d\nquota_default: sometimes\n", "q.yaml:2:", "quota_default");
     refused("domain: d\nquota_buckets: {a: b}\n", "q.yaml:2:", "quota_buckets");
     refused("domain: d\nquota_buckets:\n  - match: {k0: v, k1: v, k2: v, k3: v, k4: v, k5: v, "

@@ -91,10 +91,20 @@ TEST(hostile_reports_are_refused_without_reading_past_the_end)
         int st = decode(report, i);
         ASSERT(st == RLT__RLQS_OK || st == RLT__RLQS_MALFORMED);
     }
-    ASSERT_EQ(decode((const uint8_t *)"\x12\x02\x0a\x00", 4), RLT__RLQS_MALFORMED); /* empty id */
-    ASSERT_EQ(decode((const uint8_t *)"\x12\x02\x18\x01", 4), RLT__RLQS_MALFORMED); /* no id */
-    ASSERT_EQ(decode((const uint8_t *)"\x0a\x01\x00", 3), RLT__RLQS_MALFORMED);     /* NUL */
-    ASSERT_EQ(decode((const uint8_t *)"\x12\x01\x1b", 3), RLT__RLQS_MALFORMED);     /* group */
+    /* An empty BucketId, or none: read as a usage of 0 pairs (the service skips it and answers
+     * the report's other buckets, as Envoy skips such an action), not the report's refusal. */
+    static const char *const noid[] = {"\x12\x02\x0a\x00", "\x12\x02\x18\x01"};
+    for (size_t k = 0; k < 2; k++) {
+        size_t n;
+        rlt__rlqs_reader it;
+        static rlt__rlqs_usage u;
+        ASSERT_EQ(start((const uint8_t *)noid[k], 4, &n, &it), RLT__RLQS_OK);
+        ASSERT_EQ(n, 1);
+        ASSERT_EQ(rlt__rlqs_next_usage(&it, &u, err, sizeof err), RLT__RLQS_OK);
+        ASSERT_EQ(u.id.n, 0);
+    }
+    ASSERT_EQ(decode((const uint8_t *)"\x0a\x01\x00", 3), RLT__RLQS_MALFORMED); /* NUL */
+    ASSERT_EQ(decode((const uint8_t *)"\x12\x01\x1b", 3), RLT__RLQS_MALFORMED); /* group */
     /* An empty value in a pair. */
     ASSERT_EQ(decode((const uint8_t *)"\x12\x07\x0a\x05\x0a\x03\x0a\x01\x61", 9),
               RLT__RLQS_MALFORMED);

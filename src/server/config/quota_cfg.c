@@ -15,8 +15,6 @@
 /* The RLQS TokenBucket's fields are uint32: a budget whose rate or burst passes it cannot be
  * assigned to even one Envoy. */
 #define TOKENS_MAX INT64_C(4294967295)
-/* An assignment lives at least this long: shorter would expire between two reports. */
-#define MIN_TTL (100 * RLT_NS_PER_MS)
 
 static int get_blanket(rlt__cy *x, const yaml_node_t *n, int *out, const char *what)
 {
@@ -30,7 +28,11 @@ static int get_blanket(rlt__cy *x, const yaml_node_t *n, int *out, const char *w
 static int get_ttl(rlt__cy *x, const yaml_node_t *n, rlt_ns *out)
 {
     if (rlt__cy_get_duration(x, n, out, "assignment_ttl") != RLT_OK) return RLT_EPARSE;
-    if (*out < MIN_TTL) return rlt__cy_fail(x, n, "assignment_ttl must be at least 100ms");
+    /* Envoy reads the TTL's whole seconds only (0 would expire the assignment at once) */
+    if (*out < RLT_NS_PER_S || *out % RLT_NS_PER_S != 0)
+        return rlt__cy_fail(x, n,
+                            "assignment_ttl must be whole seconds, at least 1s (Envoy "
+                            "reads a TTL's seconds only)");
     return RLT_OK;
 }
 
@@ -73,6 +75,14 @@ static int parse_budget(rlt__cy *x, yaml_node_t *n, const char *text, rlt__qrule
     if (q->policy.limit > TOKENS_MAX || burst > TOKENS_MAX)
         return rlt__cy_fail(x, n, "policy '%s': a quota's limit and burst are at most %lld", text,
                             (long long)TOKENS_MAX);
+    /* Envoy reads fill_interval's whole seconds: a shorter period is sent as tokens per its
+     * length rounded up to seconds (quotas_envoy.h), which must fit the uint32 field too */
+    rlt_ns p = q->policy.period, f = (p + RLT_NS_PER_S - 1) / RLT_NS_PER_S * RLT_NS_PER_S;
+    if ((__int128)q->policy.limit * f / p > TOKENS_MAX)
+        return rlt__cy_fail(x, n,
+                            "policy '%s': at most %lld tokens per second (Envoy's fill "
+                            "interval is whole seconds)",
+                            text, (long long)TOKENS_MAX);
     strcpy(q->text, text);
     return RLT_OK;
 }

@@ -161,19 +161,27 @@ static void report(gconn *g, gstream *st, const uint8_t *m, size_t n)
     int e = RLT_OK;
     rlt__quotas *q = g->s->quotas;
     rlt__quotas_lock(q);
+    rlt__quotas_counters *cnt = rlt__quotas_counted(q);
     while (rlt__rlqs_next_usage(&it, &u, err, sizeof err) == RLT__RLQS_OK) {
+        cnt->usages++;
+        if (u.id.n == 0) { /* no BucketId: nothing to answer it with; the others are */
+            cnt->skipped++;
+            continue;
+        }
         rlt__quotas_usage qu = {
             u.id.pairs, u.id.n,    key,     rlt__rlqs_id_key(&u.id, key, sizeof key),
             u.elapsed,  u.allowed, u.denied};
         rlt__quotas_answer a;
         if ((e = rlt__quotas_report(q, cfg, c->qs, c->domain, c->dlen, &qu, g->now, &a)) != RLT_OK)
             break;
+        cnt->shadow_denied += a.shadow_denied;
         if (a.kind == RLT__QA_NONE) continue;
         rlt__rlqs_action act = {
             &u.id, (rlt__rlqs_kind)a.kind, a.max_tokens, a.tokens_per_fill, a.fill_interval, a.ttl};
         rlt__rlqs_encode_response(&act, 1, &c->out);
         actions++;
     }
+    cnt->actions += actions;
     rlt__quotas_unlock(q);
     if (c->out.overflow) {
         /* A client that does not read its answers: nothing more can be queued. */

@@ -115,8 +115,7 @@ static int decode_id(rd m, rlt__rlqs_bucket_id *id, char *err, size_t errlen)
             return bad(err, errlen, RLT__RLQS_MALFORMED, "bad field in BucketId");
         }
     }
-    if (id->n == 0) return bad(err, errlen, RLT__RLQS_MALFORMED, "an empty BucketId");
-    return RLT__RLQS_OK;
+    return RLT__RLQS_OK; /* n == 0: an empty BucketId, skipped by the caller */
 }
 
 /* One BucketQuotaUsage, or (the newer upstream form) a map entry {1: uint64, 2: usage}. */
@@ -125,7 +124,6 @@ static int decode_usage(rd m, rlt__rlqs_usage *u, bool nested, char *err, size_t
     u->id.n = 0;
     u->elapsed = 0;
     u->allowed = u->denied = 0;
-    bool have_id = false;
     while (m.p < m.end) {
         uint32_t num;
         int wt;
@@ -147,7 +145,8 @@ static int decode_usage(rd m, rlt__rlqs_usage *u, bool nested, char *err, size_t
                 }
                 if (!rd_skip(&rest, wt)) return bad(err, errlen, RLT__RLQS_MALFORMED, "bad usage");
             }
-            return bad(err, errlen, RLT__RLQS_MALFORMED, "a usage without bucket_id");
+            u->id.n = 0; /* a map entry without its usage: no bucket_id */
+            return RLT__RLQS_OK;
         }
         if (num == 1 || num == 2) {
             if (wt != WT_LEN || !rd_len(&m, &sub))
@@ -156,7 +155,6 @@ static int decode_usage(rd m, rlt__rlqs_usage *u, bool nested, char *err, size_t
             if (num == 1) {
                 int st = decode_id(sub, &u->id, err, errlen);
                 if (st != RLT__RLQS_OK) return st;
-                have_id = true;
             } else if (!rd_duration(sub, &u->elapsed)) {
                 return bad(err, errlen, RLT__RLQS_MALFORMED, "bad time_elapsed");
             }
@@ -168,8 +166,7 @@ static int decode_usage(rd m, rlt__rlqs_usage *u, bool nested, char *err, size_t
             return bad(err, errlen, RLT__RLQS_MALFORMED, "bad field in a usage");
         }
     }
-    if (!have_id) return bad(err, errlen, RLT__RLQS_MALFORMED, "a usage without bucket_id");
-    return RLT__RLQS_OK;
+    return RLT__RLQS_OK; /* without bucket_id: id.n == 0, as an empty one */
 }
 
 int rlt__rlqs_next_usage(rlt__rlqs_reader *it, rlt__rlqs_usage *u, char *err, size_t errlen)

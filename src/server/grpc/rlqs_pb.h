@@ -31,7 +31,8 @@ enum {
  * keeps its last value, as a protobuf map does), keys and values 1..RLT__RLQS_MAX_ID bytes
  * without NUL, pointing into the message. */
 typedef struct rlt__rlqs_bucket_id {
-    size_t n; /* 1..RLT__RLQS_MAX_PAIRS */
+    size_t n; /* 0..RLT__RLQS_MAX_PAIRS; 0: the usage had no BucketId or an empty one (Envoy
+                 skips such an action; the caller skips such a usage, the others answered) */
     rlt__entry pairs[RLT__RLQS_MAX_PAIRS];
 } rlt__rlqs_bucket_id;
 

@@ -6,8 +6,9 @@
 
 #include "quota/quota.h"
 #include "server/backend/redis_check.h"
-#include "server/base/log.h"
 #include "server/base/mem.h"
+#include "server/request/quotas_envoy.h"
+#include "server/request/quotas_rule.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -39,7 +40,9 @@ typedef struct bucket {
     division *dv;           /* kind POLICY */
     uint32_t qb;            /* its bucket in dv */
     rlt_ns ttl;
-    rlt_ns observed;      /* the time_elapsed of its first report (the default TTL's interval) */
+    rlt_ns observed;      /* the time_elapsed its default TTL came from */
+    bool provisional;     /* its TTL is the least default (no elapsed seen): settle() moves it */
+    rlt_ns lowered_until; /* after a move: its budget is lowered until then (quotas_move) */
     rlt_ns blocked_until; /* penalty box (the policy's block=): deny-all until then */
     size_t refs;          /* memberships */
     rlt_ns idle_since;    /* refs 0: freed a TTL later (the ledger's entries have expired) */
@@ -80,6 +83,7 @@ struct rlt__quotas {
     division dvs[MAX_DIVISIONS];
     size_t ndvs;
     size_t members, streams;
+    rlt__quotas_counters counted;
     rlt_ns last_sweep;
     char *unknown[MAX_UNKNOWN_LOGGED];
     size_t nunknown;
@@ -221,37 +225,6 @@ static division *division_for(rlt__quotas *q, rlt_ns ttl)
     return d;
 }
 
-/* Whether two quota bucket rules give the same answers (a reload that keeps a rule as it was
- * keeps its buckets and their ledgers). */
-static bool same_rule(const rlt__qrule *a, const rlt__qrule *b)
-{
-    if (a == NULL || b == NULL) return a == b;
-    if (a->kind != b->kind || a->shadow != b->shadow || a->fail != b->fail || a->ttl != b->ttl ||
-        strcmp(a->text, b->text) != 0 || a->nmatch != b->nmatch)
-        return false;
-    for (size_t i = 0; i < a->nmatch; i++)
-        if (strcmp(a->keys[i], b->keys[i]) != 0 || strcmp(a->values[i], b->values[i]) != 0)
-            return false;
-    return true;
-}
-
-/* The rule of BucketId u in domain d (NULL: quota_default) and its TTL. */
-static const rlt__qrule *rule_of(const rlt__domain *d, const rlt__quotas_usage *u)
-{
-    int i = rlt__config_quota_match(d, u->pairs, u->npairs);
-    return i < 0 ? NULL : &d->qrules[i];
-}
-
-static rlt_ns default_ttl(const rlt__domain *d, const rlt__qrule *r, rlt_ns elapsed)
-{
-    if (r != NULL && r->ttl > 0) return r->ttl;
-    if (d->quota_ttl > 0) return d->quota_ttl;
-    /* 3 x the observed reporting interval, at least 2 s, in whole seconds (few divisions). */
-    rlt_ns i = elapsed > 0 && elapsed < 60 * RLT_NS_PER_S ? elapsed : 0;
-    rlt_ns t = 3 * i < RLT__QUOTAS_MIN_TTL ? RLT__QUOTAS_MIN_TTL : 3 * i;
-    return (t + RLT_NS_PER_S - 1) / RLT_NS_PER_S * RLT_NS_PER_S;
-}
-
 /* Whether b still answers under cfg: its rule is the same (a reload kept it).  Else false. */
 static bool still_valid(bucket *b, const rlt__config *cfg, const char *domain, size_t dlen,
                         const rlt__quotas_usage *u)
@@ -259,16 +232,23 @@ static bool still_valid(bucket *b, const rlt__config *cfg, const char *domain, s
     if (b->cfg == cfg) return true;
     const rlt__domain *d = rlt__config_domain(cfg, domain, dlen);
     if (d == NULL) return false;
-    const rlt__qrule *r = rule_of(d, u);
-    int kind = r                                         ? r->kind
-               : d->quota_default == RLT__QUOTA_DENY_ALL ? RLT__QUOTA_DENY_ALL
-                                                         : RLT__QUOTA_ALLOW_ALL;
-    if (!same_rule(r, b->rule) || kind != b->kind ||
-        default_ttl(d, r, b->observed) != b->ttl) /* the domain's assignment_ttl changed */
+    const rlt__qrule *r = rlt__quotas_rule_of(d, u->pairs, u->npairs);
+    int kind = rlt__quotas_kind(d, r);
+    if (!rlt__quotas_same_rule(r, b->rule) || kind != b->kind ||
+        rlt__quotas_default_ttl(d, r, b->observed, RLT__QUOTAS_MIN_TTL) !=
+            b->ttl) /* the domain's assignment_ttl changed */
         return false;
     b->cfg = cfg;
     b->rule = r;
     return true;
+}
+
+/* Redis mode: the bucket divides nothing before its next claim. */
+static void await_claim(rlt__quotas *q, bucket *b, const rlt__quota_budget *bg)
+{
+    rlt__quota_budget zero = {0, bg->period, 0, bg->fill_interval};
+    rlt__quota_bucket_budget(b->dv->div, b->qb, &zero);
+    q->wake(q->wake_arg);
 }
 
 static int new_bucket(rlt__quotas *q, const rlt__config *cfg, const rlt__domain *d,
@@ -276,10 +256,8 @@ static int new_bucket(rlt__quotas *q, const rlt__config *cfg, const rlt__domain 
                       rlt_ns now, bucket **out)
 {
     if (q->n >= RLT__QUOTAS_MAX_BUCKETS) return RLT_EFULL;
-    const rlt__qrule *r = rule_of(d, u);
-    int kind = r                                         ? r->kind
-               : d->quota_default == RLT__QUOTA_DENY_ALL ? RLT__QUOTA_DENY_ALL
-                                                         : RLT__QUOTA_ALLOW_ALL;
+    const rlt__qrule *r = rlt__quotas_rule_of(d, u->pairs, u->npairs);
+    int kind = rlt__quotas_kind(d, r);
     size_t klen = dlen + 1 + u->klen;
     bucket probe = {.klen = klen, .kind = kind};
     if (!take(bucket_bytes(&probe))) return RLT_ENOMEM;
@@ -293,15 +271,16 @@ static int new_bucket(rlt__quotas *q, const rlt__config *cfg, const rlt__domain 
     b->cfg = cfg;
     b->rule = r;
     b->observed = u->elapsed;
-    b->ttl = default_ttl(d, r, u->elapsed);
+    b->ttl = rlt__quotas_default_ttl(d, r, u->elapsed, RLT__QUOTAS_MIN_TTL);
     b->idle_since = now;
     memcpy(b->key, domain, dlen);
     memcpy(b->key + dlen + 1, u->key, u->klen);
+    b->provisional = u->elapsed <= 0 && !rlt__quotas_ttl_set(d, r);
     if (kind == RLT__QUOTA_POLICY) {
-        const rlt_policy *p = &r->policy;
-        rlt__quota_budget bg = {
-            .limit = p->limit, .period = p->period, .burst = p->burst > 0 ? p->burst : p->limit};
-        int e = (b->dv = division_for(q, b->ttl)) == NULL
+        rlt__quota_budget bg;
+        int e = rlt__quotas_budget_of(&r->policy, &bg);
+        if (e == RLT_OK)
+            e = (b->dv = division_for(q, b->ttl)) == NULL
                     ? RLT_EFULL
                     : rlt__quota_bucket_open(b->dv->div, &bg, &b->qb);
         if (e != RLT_OK) {
@@ -310,11 +289,7 @@ static int new_bucket(rlt__quotas *q, const rlt__config *cfg, const rlt__domain 
         }
         b->cap_q = bg.limit;
         b->cap_b = bg.burst;
-        if (q->redis) { /* nothing is divided before the first claim */
-            rlt__quota_budget zero = {0, p->period, 0, 0};
-            rlt__quota_bucket_budget(b->dv->div, b->qb, &zero);
-            q->wake(q->wake_arg);
-        }
+        if (q->redis) await_claim(q, b, &bg);
     }
     b->id = ++q->next_id;
     b->next = q->tab[h & (q->cap - 1)];
@@ -464,18 +439,6 @@ static void sweep(rlt__quotas *q, rlt_ns now)
         }
 }
 
-static void log_unknown(rlt__quotas *q, const char *domain, size_t dlen)
-{
-    for (size_t i = 0; i < q->nunknown; i++)
-        if (strlen(q->unknown[i]) == dlen && memcmp(q->unknown[i], domain, dlen) == 0) return;
-    if (q->nunknown == MAX_UNKNOWN_LOGGED) return;
-    char *s = strndup(domain, dlen);
-    if (s == NULL) return;
-    q->unknown[q->nunknown++] = s;
-    rlt__log(RLT__LOG_NOTICE, "rlqs: unknown domain '%.*s': its buckets are allowed all",
-             (int)(dlen > 200 ? 200 : dlen), domain);
-}
-
 /* A blanket answer: sent first, when it changes, and when a third of its TTL has passed. */
 static void blanket(member *m, int kind, rlt_ns ttl, rlt_ns now, rlt__quotas_answer *a)
 {
@@ -484,6 +447,36 @@ static void blanket(member *m, int kind, rlt_ns ttl, rlt_ns now, rlt__quotas_ans
     a->ttl = ttl;
     m->sent_kind = kind;
     m->sent_at = now;
+}
+
+/* Envoy's first report of a bucket has no elapsed: a default TTL from one is replaced at the
+ * first report with one, a policy bucket moving to that TTL's division (rlt__quotas_move keeps
+ * the budget safe; the full one is back after).  A failed move is tried at the next report. */
+static void settle(rlt__quotas *q, rlt__quotas_stream *st, const rlt__domain *d, bucket *b,
+                   rlt_ns elapsed, rlt_ns now)
+{
+    uint32_t sid;
+    rlt__quota_budget bg;
+    bool policy =
+        b->kind == RLT__QUOTA_POLICY && rlt__quotas_budget_of(&b->rule->policy, &bg) == RLT_OK;
+    if (policy && b->lowered_until != 0 && now >= b->lowered_until) {
+        b->lowered_until = 0;
+        if (!q->redis) rlt__quota_bucket_budget(b->dv->div, b->qb, &bg);
+    }
+    if (!b->provisional || elapsed <= 0) return;
+    rlt_ns ttl = rlt__quotas_default_ttl(d, b->rule, elapsed, RLT__QUOTAS_MIN_TTL);
+    if (ttl != b->ttl && b->kind == RLT__QUOTA_POLICY) {
+        division *dv = division_for(q, ttl);
+        if (!policy || dv == NULL || stream_in(st, b->dv, &sid) != RLT_OK ||
+            rlt__quotas_move(b->dv->div, b->qb, sid, b->ttl, dv->div, &bg, now, &b->qb,
+                             &b->lowered_until) != RLT_OK)
+            return;
+        b->dv = dv;
+        if (q->redis) await_claim(q, b, &bg);
+    }
+    b->provisional = false;
+    b->observed = elapsed;
+    b->ttl = ttl;
 }
 
 /* A policy bucket: the division's answer, unless a penalty box or shadow mode overrides it. */
@@ -497,15 +490,22 @@ static int divided(rlt__quotas_stream *st, bucket *b, member *m, const rlt__quot
     rlt__quota_answer qa;
     e = rlt__quota_report(b->dv->div, sid, b->qb, &qu, now, &qa);
     if (e != RLT_OK) return e == RLT_ENOMEM ? RLT_ENOMEM : RLT_EFULL;
+    const rlt__quota_assignment *as = &qa.assignment;
     const rlt_policy *p = &b->rule->policy;
-    /* The penalty box: an Envoy denying with its share of the budget is a breach. */
-    if (p->block > 0 && u->denied > 0 && m->sent_kind == RLT__QA_TOKEN_BUCKET)
+    /* The penalty box: denials while the fleet's demand reached the budget are a breach (an
+     * Envoy over its share of a fleet under the budget is not). */
+    if (p->block > 0 && u->denied > 0 && m->sent_kind == RLT__QA_TOKEN_BUCKET &&
+        rlt__quotas_box_due(b->dv->div, b->qb, now))
         b->blocked_until = now + p->block;
     if (now < b->blocked_until) {
-        blanket(m, RLT__QA_DENY_ALL, b->blocked_until - now, now, a);
+        /* Envoy reads whole seconds: under one left, its last deny-all runs out on its own */
+        rlt_ns left = rlt__quotas_whole_ttl(b->blocked_until - now);
+        if (left > 0) blanket(m, RLT__QA_DENY_ALL, left, now, a);
         m->overridden = true;
         return RLT_OK;
     }
+    if (b->rule->shadow)
+        a->shadow_denied = rlt__quotas_shadow_denied(as, now, u->allowed + u->denied, u->elapsed);
     if (b->rule->shadow || b->mode == RLT__FAIL_OPEN || b->mode == RLT__FAIL_CLOSED) {
         /* Redis down: fail open or closed (the division's budget is zero meanwhile) */
         blanket(m, b->mode == RLT__FAIL_CLOSED ? RLT__QA_DENY_ALL : RLT__QA_ALLOW_ALL, b->ttl, now,
@@ -514,11 +514,14 @@ static int divided(rlt__quotas_stream *st, bucket *b, member *m, const rlt__quot
         return RLT_OK;
     }
     if (qa.reason == RLT__QUOTA_KEEP && !m->overridden) return RLT_OK;
-    const rlt__quota_assignment *as = &qa.assignment;
+    /* a live assignment sent again (after an override) lives only until the ledger's expiry,
+     * in whole seconds down (Envoy reads those only); under one second: not sent */
+    rlt_ns ttl =
+        rlt__quotas_whole_ttl(qa.reason == RLT__QUOTA_KEEP ? as->expires_at - now : as->ttl);
+    if (ttl == 0) return RLT_OK;
     m->overridden = false;
     m->sent_at = now;
-    /* a live assignment sent again (after an override) lives only until the ledger's expiry */
-    a->ttl = qa.reason == RLT__QUOTA_KEEP ? as->expires_at - now : as->ttl;
+    a->ttl = ttl;
     if (as->deny_all) {
         a->kind = m->sent_kind = RLT__QA_DENY_ALL;
         return RLT_OK;
@@ -535,6 +538,7 @@ int rlt__quotas_report(rlt__quotas *q, const rlt__config *cfg, rlt__quotas_strea
                        rlt__quotas_answer *a)
 {
     a->kind = RLT__QA_NONE;
+    a->shadow_denied = 0;
     sweep(q, now);
     const rlt__domain *d = rlt__config_domain(cfg, domain, dlen);
     uint64_t h = hash_of(domain, dlen, u->key, u->klen);
@@ -548,7 +552,7 @@ int rlt__quotas_report(rlt__quotas *q, const rlt__config *cfg, rlt__quotas_strea
         return RLT_OK;
     }
     if (d == NULL) {
-        log_unknown(q, domain, dlen);
+        rlt__quotas_log_unknown(q->unknown, &q->nunknown, MAX_UNKNOWN_LOGGED, domain, dlen);
         a->kind = RLT__QA_ALLOW_ALL;
         a->ttl = RLT__QUOTAS_MIN_TTL;
         return RLT_OK;
@@ -569,6 +573,7 @@ int rlt__quotas_report(rlt__quotas *q, const rlt__config *cfg, rlt__quotas_strea
         }
     }
     bucket *b = m->b;
+    settle(q, st, d, b, u->elapsed, now);
     if (b->kind != RLT__QUOTA_POLICY) {
         blanket(m, b->kind == RLT__QUOTA_DENY_ALL ? RLT__QA_DENY_ALL : RLT__QA_ALLOW_ALL, b->ttl,
                 now, a);
@@ -583,7 +588,13 @@ void rlt__quotas_stats_get(rlt__quotas *q, rlt__quotas_stats *out)
     out->buckets = q->n;
     out->members = q->members;
     out->streams = q->streams;
+    out->c = q->counted;
     rlt__quotas_unlock(q);
+}
+
+rlt__quotas_counters *rlt__quotas_counted(rlt__quotas *q)
+{
+    return &q->counted;
 }
 
 /* ---- Redis mode ------------------------------------------------------------------------- */
@@ -646,7 +657,7 @@ int rlt__quotas_claims(rlt__quotas *q, rlt_ns now, rlt_ns extra, rlt__quotas_cla
 /* The bucket's division gets budget (bq, bb) of its global one (same fill interval). */
 static void divide_part(bucket *b, int64_t bq, int64_t bb)
 {
-    rlt_ns f = b->rule->policy.period;
+    rlt_ns f = rlt__quotas_fill(b->rule->policy.period);
     rlt__quota_budget bg = {bq, f, bb, f};
     rlt__quota_bucket_budget(b->dv->div, b->qb, &bg);
 }

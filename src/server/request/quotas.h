@@ -66,7 +66,8 @@ typedef struct rlt__quotas_answer {
     uint32_t max_tokens;      /* TOKEN_BUCKET: >= 1 */
     uint32_t tokens_per_fill; /* TOKEN_BUCKET: >= 1 */
     rlt_ns fill_interval;     /* TOKEN_BUCKET: > 0 */
-    rlt_ns ttl;               /* not ABANDON: > 0 */
+    rlt_ns ttl;               /* not ABANDON: > 0, whole seconds */
+    uint64_t shadow_denied;   /* shadow mode: requests of the usage beyond the would-be share */
 } rlt__quotas_answer;
 
 void rlt__quotas_lock(rlt__quotas *q);
@@ -82,13 +83,25 @@ int rlt__quotas_report(rlt__quotas *q, const rlt__config *cfg, rlt__quotas_strea
                        const char *domain, size_t dlen, const rlt__quotas_usage *u, rlt_ns now,
                        rlt__quotas_answer *a);
 
+/* What the reports brought, counted by the gRPC service (grpc/rlqs.c, under the lock). */
+typedef struct rlt__quotas_counters {
+    uint64_t usages;        /* bucket usages reported */
+    uint64_t skipped;       /* of them, skipped: no BucketId or an empty one */
+    uint64_t actions;       /* bucket actions sent */
+    uint64_t shadow_denied; /* requests shadow-mode buckets would have denied */
+} rlt__quotas_counters;
+
 /* Counts for tests and metrics (locks). */
 typedef struct rlt__quotas_stats {
     size_t buckets; /* BucketIds held (idle ones awaiting their TTL included) */
     size_t members; /* stream memberships */
     size_t streams;
+    rlt__quotas_counters c;
 } rlt__quotas_stats;
 void rlt__quotas_stats_get(rlt__quotas *q, rlt__quotas_stats *out);
+
+/* The counters, to add to between rlt__quotas_lock and rlt__quotas_unlock. */
+rlt__quotas_counters *rlt__quotas_counted(rlt__quotas *q);
 
 /* ---- Redis mode (quotas_sync.c runs it) ----------------------------------------------------
  * Each policy bucket's budget is this server's claimed part of the global one, given by its

@@ -8,6 +8,7 @@
 #include "server/base/escape.h"
 #include "server/base/mem.h"
 #include "server/request/decide.h"
+#include "server/request/quotas.h"
 #include "server/request/quotas_sync.h"
 #include "server/request/srv.h"
 #include "server/stats/top.h"
@@ -66,6 +67,42 @@ static void sum(rlt__srv *s, totals *t)
         t->http += ld(&m->http_requests);
         t->lat_sum += ld(&m->lat_sum_ns);
     }
+    /* RLQS shadow-mode buckets' would-be denials count with the other shadow decisions */
+    rlt__quotas_stats q = {0};
+    if (s->quotas != NULL) rlt__quotas_stats_get(s->quotas, &q);
+    t->shadowed += q.c.shadow_denied;
+}
+
+/* RLQS (StreamRateLimitQuotas): /metrics families, or INFO's lines. */
+static void rlqs_report(rlt__srv *s, rlt__obuf *o, bool info)
+{
+    rlt__quotas_stats q = {0};
+    if (s->quotas != NULL) rlt__quotas_stats_get(s->quotas, &q);
+    if (info) {
+        rlt__obuf_printf(o,
+                         "\r\n# RLQS\r\nrlqs_streams:%zu\r\nrlqs_buckets:%zu\r\nrlqs_members:%zu"
+                         "\r\nrlqs_usages:%" PRIu64 "\r\nrlqs_usages_skipped:%" PRIu64
+                         "\r\nrlqs_actions:%" PRIu64 "\r\nrlqs_shadow_denied:%" PRIu64 "\r\n",
+                         q.streams, q.buckets, q.members, q.c.usages, q.c.skipped, q.c.actions,
+                         q.c.shadow_denied);
+        return;
+    }
+    rlt__prom_value(o, "ratelimitd_rlqs_streams", "gauge",
+                    "Open StreamRateLimitQuotas streams (Envoys).", q.streams);
+    rlt__prom_value(o, "ratelimitd_rlqs_buckets", "gauge",
+                    "RLQS BucketIds held (idle ones awaiting their TTL included).", q.buckets);
+    rlt__prom_value(o, "ratelimitd_rlqs_members", "gauge", "RLQS (stream, bucket) memberships.",
+                    q.members);
+    rlt__prom_value(o, "ratelimitd_rlqs_usages_total", "counter", "RLQS bucket usages reported.",
+                    q.c.usages);
+    rlt__prom_value(o, "ratelimitd_rlqs_usages_skipped_total", "counter",
+                    "RLQS bucket usages skipped: no BucketId or an empty one.", q.c.skipped);
+    rlt__prom_value(o, "ratelimitd_rlqs_actions_total", "counter", "RLQS bucket actions sent.",
+                    q.c.actions);
+    rlt__prom_value(o, "ratelimitd_rlqs_shadow_denied_total", "counter",
+                    "Requests RLQS shadow-mode buckets would have denied (also in "
+                    "ratelimitd_decisions_total{outcome=\"shadow_denied\"}).",
+                    q.c.shadow_denied);
 }
 
 static void per_id(rlt__srv *s, size_t id, uint64_t *a, uint64_t *d, uint64_t *sh)
@@ -265,6 +302,7 @@ void rlt__report_prometheus(rlt__srv *s, rlt__obuf *o)
             esc, r.allowed, esc, r.denied, esc, r.shadowed);
     }
     rlt__prom_value(o, "ratelimitd_keys", "gauge", "Live keys in the store.", st.keys);
+    rlqs_report(s, o, false);
     rlt__prom_value(o, "ratelimitd_store_bytes", "gauge",
                     "Bytes held by the store for keys, states and its index.", st.bytes);
     const rlt__config *mc = rlt__srv_config(s);
@@ -438,6 +476,7 @@ void rlt__report_info(rlt__srv *s, rlt__obuf *o)
                          ",shadow_denied=%" PRIu64 "\r\n",
                          r.id, esc, r.allowed, r.denied, r.shadowed);
     }
+    rlqs_report(s, o, true);
     rlt__obuf_printf(o, "\r\n# Backend\r\nbackend:%s\r\n", rlt__decide_backend_name(s));
     if (s->be != NULL) s->be->ops->info(s->be, o);
     if (s->qsync != NULL) {
