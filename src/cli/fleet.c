@@ -28,6 +28,8 @@ static void usage(FILE *f)
           "worst window against R x T + B (over-admission), what it refused that the exact\n"
           "limiter admitted (under-admission) and its messages to the limiter per admitted\n"
           "request.  Durations are decimals in seconds (0.01) or have a unit (10ms, 2s, 1m).\n"
+          "A run is refused before it starts when nodes x steps passes 5e8 or its leases could\n"
+          "call the global limiter more than 4e9 times (minutes of work, not hours).\n"
           "  --fleet N        nodes, 1..100000\n"
           "  --pattern NAME   steady (default: every node D), skewed (a tenth of the nodes 10 D,\n"
           "                   the others D/10), join (every node 2 D, the last one joining at\n"
