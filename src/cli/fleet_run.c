@@ -71,6 +71,19 @@ int64_t rlt__fleet_arrivals(const fleet *f, int64_t i, int64_t k)
     return (int64_t)(a - b);
 }
 
+int64_t rlt__fleet_requests_max(const fleet *f)
+{
+    /* Every pattern's node runs at most at its rate at the start or after the event (the
+     * flash's node 0); from its phase it asks at most one request more than rate x S. */
+    int64_t kev = event_at(f) / f->o.step;
+    __int128 sum = 0;
+    for (int64_t i = 0; i < f->o.nodes; i++) {
+        int64_t a = demand_of(f, i, 0), b = demand_of(f, i, kev);
+        sum += (__int128)(a > b ? a : b) * f->o.duration / MILLI_NS + 1;
+    }
+    return sum > INT64_MAX ? INT64_MAX : (int64_t)sum;
+}
+
 int64_t rlt__fleet_first(const fleet *f, int64_t k)
 {
     return (int64_t)(mix(f->o.seed, 2, (uint64_t)k) % (uint64_t)f->o.nodes);

@@ -79,6 +79,10 @@ int64_t rlt__fleet_admit(const rlt_policy *p, void *st, rlt_ns now, int64_t n);
 int64_t rlt__fleet_arrivals(const fleet *f, int64_t i, int64_t k);
 bool rlt__fleet_alive(const fleet *f, int64_t i, int64_t k);
 
+/* An upper bound, read from the options alone (f->o), of the requests the run's nodes ask in
+ * all: no more than every node at its highest rate for the whole run.  Saturates at INT64_MAX. */
+int64_t rlt__fleet_requests_max(const fleet *f);
+
 /* The node order of step k: nodes are visited from this one on, wrapping (seeded, so that no
  * node always comes first to a shared limiter). */
 int64_t rlt__fleet_first(const fleet *f, int64_t k);

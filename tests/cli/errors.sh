@@ -13,7 +13,8 @@ fail=0 ok=0
 expect() {
   local name=$1 want=$2 pat=$3 in=$4
   shift 4
-  printf '%b' "$in" | "$rl" "$@" >"$tmp/out" 2>"$tmp/err"
+  # Every case is an error found before any work: a timeout (124) means a check is missing.
+  printf '%b' "$in" | timeout 60 "$rl" "$@" >"$tmp/out" 2>"$tmp/err"
   local got=$?
   if [ "$got" != "$want" ]; then
     echo "FAIL $name: exit status $got, want $want (stderr: $(head -2 "$tmp/err"))"
@@ -59,6 +60,11 @@ expect fleet_latency_long 2 "--latency must be below --interval" "" sim --fleet 
 expect fleet_step_multiple 2 "must be whole multiples of --step (0.03 s)" "" sim --fleet 10 --step 30ms
 expect fleet_window_long 2 "--window must not be longer than --seconds" "" sim --fleet 10 --window 20s
 expect fleet_too_much_work 2 "is too much work" "" sim --fleet 100000 --seconds 1000 --step 10ms
+# The work caps, checked before the run: nodes x steps at most 5e8 (one step more than 100,000
+# nodes x 50 s at 10 ms), and the leases' calls at most 4e9 (this one would take about an hour:
+# 100 nodes at 1,000,000/s for 1 s take 0.2-4.5 s).
+expect fleet_node_steps_cap 2 "--fleet 100000 for 5001 steps is too much work (nodes x steps at most 500000000): lower --fleet or --seconds, or raise --step" "" sim --fleet 100000 --seconds 50.01
+expect fleet_lease_calls_cap 2 "--fleet 100000 at --demand 1000000 for 1 s is too much work: the leases may call the global limiter 11000001800 times (at most 4000000000): lower --demand, --fleet or --seconds, or raise --lease" "" sim --fleet 100000 --demand 1000000 --seconds 1
 expect fleet_bad_lease 2 "--lease '0': must be between 1 and" "" sim --fleet 10 --lease 0
 expect fleet_unknown_flag 2 "unknown option '--bogus'" "" sim --fleet 10 --bogus
 expect fleet_missing_value 2 "option --fleet needs a value" "" sim --fleet
