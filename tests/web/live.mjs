@@ -129,7 +129,9 @@ try {
   // 3. Traffic on RESP, HTTP and gRPC.
   for (let i = 0; i < 8; i++) redis(d.resp, 'RL.CHECK', 'user:1', 'api');
   for (let i = 0; i < 7; i++) await raw(d.http, '/v1/check?key=user:2&policy=api');
-  for (let i = 0; i < 2; i++) await raw(d.http, '/v1/check?key=user:3&policy=gcra:10/1m');
+  // 10 an hour: a token comes back every 6 minutes, so a loaded machine cannot refill one
+  // between these checks and the explain below (10 a minute did, after 6 s).
+  for (let i = 0; i < 2; i++) await raw(d.http, '/v1/check?key=user:3&policy=gcra:10/1h');
   const g = spawnSync('/usr/bin/python3', ['-c', `import sys; sys.path.insert(0, ${JSON.stringify(join(repo, 'examples/grpc'))})
 from should_rate_limit import should_rate_limit
 for i in range(5): print(should_rate_limit("127.0.0.1:${d.grpc}", "rl", [[("category", "books")]]).overall_code)`], { encoding: 'utf8' });
@@ -162,11 +164,11 @@ for i in range(5): print(should_rate_limit("127.0.0.1:${d.grpc}", "rl", [[("cate
     check(await page.$eval('#playground', (e) => e.hidden), 'on /ui/live the playground is hidden');
 
     // 5. Explain a key: equal to RL.PEEK around it, and nothing charged or counted.
-    const peek = () => redis(d.resp, 'RL.PEEK', 'user:3', 'gcra:10/1m').map(Number);
+    const peek = () => redis(d.resp, 'RL.PEEK', 'user:3', 'gcra:10/1h').map(Number);
     const before = peek();
     const m0 = await raw(d.http, '/metrics');
     await page.type('#peek-key', 'user:3');
-    await page.type('#peek-policy', 'gcra:10/1m');
+    await page.type('#peek-policy', 'gcra:10/1h');
     await page.click('#peek-go');
     await page.waitForFunction(() => document.body.dataset.peeked === '1', { timeout: 5000 });
     const got = await page.evaluate(() => ({
