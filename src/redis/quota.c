@@ -87,6 +87,12 @@ int rlt__redis_quota_exchange(rlt_redis *r, uint64_t server, rlt__redis_quota *q
         v[i] = ok ? rep->element[i]->integer : 0;
     }
     freeReplyObject(rep);
+    /* the script's promises (lua/quota.lua): a budget within Q and B and within the claim, both
+     * parts zero or neither, a claim covering held, this server counted */
+    int64_t hq = clamp(q->held_q, q->cap_q), hb = clamp(q->held_b, q->cap_b);
+    ok = ok && v[0] <= q->cap_q && v[1] <= q->cap_b && v[0] <= v[2] && v[1] <= v[3] &&
+         v[2] <= q->cap_q && v[3] <= q->cap_b && v[2] >= hq && v[3] >= hb &&
+         (v[0] == 0) == (v[1] == 0) && v[4] >= 1;
     if (!ok) {
         r->st.errors++;
         return RLT_EBACKEND;
