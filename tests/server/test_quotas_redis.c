@@ -8,6 +8,7 @@
 #include "server/config/config.h"
 #include "server/config/load.h"
 #include "server/request/quotas.h"
+#include "server/request/quotas_redis.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -2,7 +2,9 @@
  * bucket rule, with its src/quota bucket when the rule is a policy), one src/quota division
  * per assignment TTL, and each stream's memberships (what it was last sent, for blanket rules,
  * shadow mode and penalty boxes, which the division does not see). */
+#include "server/request/quotas.h"
 #include "server/request/quotas_int.h"
+#include "server/request/quotas_redis.h"
 
 #include "server/base/log.h"
 #include "server/base/mem.h"

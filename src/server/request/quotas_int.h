@@ -5,7 +5,7 @@
 #define RLT_SERVER_REQUEST_QUOTAS_INT_H
 
 #include "quota/quota.h"
-#include "server/request/quotas.h"
+#include "server/config/config.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -69,6 +69,10 @@ typedef struct rlt__quotas_carry {
     char key[];
 } rlt__quotas_carry;
 
+/* (quotas.h declares the same name: this header does not include it, so that quotas_redis.c
+ * depends on the records alone.) */
+typedef struct rlt__quotas rlt__quotas;
+
 struct rlt__quotas {
     pthread_mutex_t lock;
     rlt__quotas_bucket **tab;
@@ -86,19 +90,5 @@ struct rlt__quotas {
     rlt__quotas_carry **carry; /* Redis mode: RLT__QUOTAS_CARRY_SLOTS chains, or NULL */
     size_t ncarry;
 };
-
-/* Redis mode, under the lock (quotas_redis.c). */
-
-/* A new policy bucket: divides nothing until its first claim; wakes the exchanges. */
-void rlt__quotas_redis_new(rlt__quotas *q, rlt__quotas_bucket *b);
-/* Policy bucket b is retired at `now`: its ledger's live sums are carried in its key's claim
- * until they expire (dropped silently when memory is short: the claim may then be low for one
- * TTL, as before carrying existed). */
-void rlt__quotas_redis_retire(rlt__quotas *q, rlt__quotas_bucket *b, rlt_ns now);
-/* Before a report of policy bucket b at `now`: a claim whose deadline passed without a
- * successful exchange puts the bucket in its fail mode. */
-void rlt__quotas_redis_check(rlt__quotas_bucket *b, rlt_ns now);
-/* Frees the carried amounts expired at `now` (every of them with `now` INT64_MAX). */
-void rlt__quotas_redis_sweep(rlt__quotas *q, rlt_ns now);
 
 #endif
