@@ -1,7 +1,7 @@
-/* The Redis mode of the RLQS quota state (quotas_redis.h has the contract): the exchanges' snapshots
- * taken a chunk at a time, their answers applied, each claim's deadline, the fail modes, and
- * the amounts retired buckets still hold under their key.  The records are quotas_int.h's;
- * this file takes the state's lock itself (never calling back into quotas.c). */
+/* The Redis mode of the RLQS quota state (quotas_redis.h has the contract): the exchanges'
+ * snapshots taken a chunk at a time, their answers applied, each claim's deadline, the fail
+ * modes, and the amounts retired buckets still hold under their key.  The records are
+ * quotas_int.h's; this file takes the state's lock itself (never calling into quotas.c). */
 #include "server/request/quotas_redis.h"
 
 #include "server/backend/redis_check.h"
