@@ -68,16 +68,17 @@ static rlt__quotas_answer report(rlt__quotas *q, const rlt__config *c, rlt__quot
 }
 
 /* Every claim of the chunk answered as Redis would with these numbers. */
-static void answer(rlt__quotas_chunk *ch, int status, int64_t bq, int64_t bb, int64_t servers)
+static void answer(rlt__quotas_chunk *ch, int status, int64_t bq, int64_t bb, rlt_ns began)
 {
     for (size_t i = 0; i < ch->n; i++) {
         rlt__quota_exchange *x = &ch->c[i].x;
+        ch->c[i].began = began;
         x->status = status;
         x->budget_q = bq;
         x->budget_b = bb;
         x->claim_q = bq > x->held_q ? bq : x->held_q;
         x->claim_b = bb > x->held_b ? bb : x->held_b;
-        x->servers = servers;
+        x->servers = 2;
     }
 }
 
@@ -88,8 +89,8 @@ static size_t round_at(rlt__quotas *q, rlt_ns now, int status, int64_t bq, int64
     rlt__quotas_chunk_begin(&ch);
     size_t failing = 0;
     while (rlt__quotas_claims(q, now, EXTRA, &ch) == RLT_OK && ch.n > 0) {
-        answer(&ch, status, bq, bb, 2);
-        failing += rlt__quotas_claims_apply(q, &ch, now, now);
+        answer(&ch, status, bq, bb, now);
+        failing += rlt__quotas_claims_apply(q, ch.c, ch.n, now);
     }
     rlt__quotas_chunk_free(&ch);
     return failing;
@@ -116,8 +117,8 @@ TEST(a_round_walks_every_bucket_a_chunk_at_a_time)
         ASSERT_LE(ch.n, RLT__QUOTAS_CHUNK + 8); /* whole hash slots: a chunk may pass 64 a little */
         total += ch.n;
         chunks++;
-        answer(&ch, RLT_OK, 50, 10, 2);
-        ASSERT_EQ(rlt__quotas_claims_apply(q, &ch, now, now), 0);
+        answer(&ch, RLT_OK, 50, 10, now);
+        ASSERT_EQ(rlt__quotas_claims_apply(q, ch.c, ch.n, now), 0);
     }
     ASSERT_EQ(total, 3 * RLT__QUOTAS_CHUNK + 5);
     ASSERT(chunks >= 4);
@@ -221,8 +222,8 @@ TEST(a_retired_bucket_carries_its_live_assignments_into_its_keys_claim)
     ASSERT_EQ(ch.c[0].id, 0);
     ASSERT_EQ(ch.c[0].x.demand, 0);
     ASSERT_EQ(ch.c[0].x.held_b, live_b);
-    answer(&ch, RLT_OK, 0, 0, 2);
-    ASSERT_EQ(rlt__quotas_claims_apply(q, &ch, now + 250 * MS, now + 250 * MS), 0);
+    answer(&ch, RLT_OK, 0, 0, now + 250 * MS);
+    ASSERT_EQ(rlt__quotas_claims_apply(q, ch.c, ch.n, now + 250 * MS), 0);
     ASSERT_EQ(report(q, c2, s1, "web", 200, now + 300 * MS).kind, RLT__QA_DENY_ALL);
     rlt__quotas_chunk_begin(&ch);
     ASSERT_EQ(rlt__quotas_claims(q, now + 400 * MS, EXTRA, &ch), RLT_OK);
@@ -230,8 +231,8 @@ TEST(a_retired_bucket_carries_its_live_assignments_into_its_keys_claim)
     ASSERT_EQ(ch.c[0].carried_b, live_b);
     ASSERT(ch.c[0].x.held_b >= live_b);
     /* Redis gives it 12: it divides 12 minus what is carried */
-    answer(&ch, RLT_OK, 60, 12, 2);
-    ASSERT_EQ(rlt__quotas_claims_apply(q, &ch, now + 400 * MS, now + 400 * MS), 0);
+    answer(&ch, RLT_OK, 60, 12, now + 400 * MS);
+    ASSERT_EQ(rlt__quotas_claims_apply(q, ch.c, ch.n, now + 400 * MS), 0);
     rlt__quotas_answer a = report(q, c2, s1, "web", 200, now + 500 * MS);
     ASSERT(a.kind == RLT__QA_DENY_ALL || (int64_t)a.max_tokens <= 12 - live_b);
     rlt__quotas_chunk_free(&ch);

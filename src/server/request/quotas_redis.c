@@ -323,13 +323,12 @@ int rlt__quotas_claims(rlt__quotas *q, rlt_ns now, rlt_ns extra, rlt__quotas_chu
     return RLT_OK;
 }
 
-size_t rlt__quotas_claims_apply(rlt__quotas *q, const rlt__quotas_chunk *ch, rlt_ns began,
-                                rlt_ns now)
+size_t rlt__quotas_claims_apply(rlt__quotas *q, const rlt__quotas_claim *cs, size_t n, rlt_ns now)
 {
     size_t failing = 0;
     pthread_mutex_lock(&q->lock);
-    for (size_t i = 0; i < ch->n; i++) {
-        const rlt__quotas_claim *c = &ch->c[i];
+    for (size_t i = 0; i < n; i++) {
+        const rlt__quotas_claim *c = &cs[i];
         if (c->id == 0) continue; /* a key only retired buckets hold */
         bucket *b = q->tab[c->hash & (q->cap - 1)];
         while (b != NULL && b->id != c->id)
@@ -340,7 +339,7 @@ size_t rlt__quotas_claims_apply(rlt__quotas *q, const rlt__quotas_chunk *ch, rlt
         if (x->status == RLT_OK &&
             divide_part(b, x->budget_q - c->carried_q, x->budget_b - c->carried_b) == RLT_OK) {
             b->claim = RLT__QUOTAS_CLAIMED;
-            b->claim_until = began + (x->ttl - b->ttl) - CLAIM_MARGIN;
+            b->claim_until = c->began + (x->ttl - b->ttl) - CLAIM_MARGIN;
             b->claim_q = x->claim_q;
             b->claim_b = x->claim_b;
             b->servers = x->servers;

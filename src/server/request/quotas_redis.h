@@ -29,6 +29,7 @@ typedef struct rlt__quotas_claim {
     uint64_t id, hash; /* the bucket, found again by both (it may be gone by then); id 0: a
                           key only retired buckets hold, exchanged to keep its claim */
     int64_t carried_q, carried_b; /* held by retired buckets of the key (in x.held_*) */
+    rlt_ns began;                 /* the caller's clock read just before the exchange */
     rlt__quota_exchange x;
 } rlt__quotas_claim;
 
@@ -63,12 +64,11 @@ void rlt__quotas_chunk_begin(rlt__quotas_chunk *ch);
  * or RLT_ENOMEM (nothing could be taken: the walk stays where it is). */
 int rlt__quotas_claims(rlt__quotas *q, rlt_ns now, rlt_ns extra, rlt__quotas_chunk *ch);
 
-/* Applies the chunk's exchanges (locks): a bucket whose x.status is RLT_OK divides
- * x.budget - carried until began + x.ttl - its TTL - 100 ms (`began`: read before the
- * exchange), the others take their fail mode at `now`; buckets retired meanwhile are
- * skipped.  Returns the number of the chunk's buckets in a fail mode after it. */
-size_t rlt__quotas_claims_apply(rlt__quotas *q, const rlt__quotas_chunk *ch, rlt_ns began,
-                                rlt_ns now);
+/* Applies exchanges c[0..n) of a chunk (locks): a bucket whose x.status is RLT_OK divides
+ * x.budget - carried until c->began + x.ttl - its TTL - 100 ms, the others take their fail
+ * mode at `now`; buckets retired meanwhile are skipped.  Returns the number of those buckets
+ * in a fail mode after it. */
+size_t rlt__quotas_claims_apply(rlt__quotas *q, const rlt__quotas_claim *c, size_t n, rlt_ns now);
 
 /* Frees the chunk's buffers (it stays usable, zeroed). */
 void rlt__quotas_chunk_free(rlt__quotas_chunk *ch);

@@ -18,6 +18,8 @@
 /* The least time between two rounds woken by new buckets: a stream of new buckets costs at
  * most 200 rounds a second, and a new bucket waits a few ms for its first claim, not 500. */
 #define WAKE_GAP (5 * RLT_NS_PER_MS)
+/* The longest an answer waits to be applied: a claim is divided for 900 ms after its call. */
+#define APPLY_GAP (20 * RLT_NS_PER_MS)
 
 struct rlt__quotas_sync {
     rlt__quotas *q;
@@ -49,8 +51,10 @@ static bool stopping(rlt__quotas_sync *s)
 }
 
 /* One round from `now`: every policy bucket exchanged and its answer applied, a chunk at a
- * time (a chunk's answers are applied as soon as they come, and each chunk's claims are
- * dated by a clock read just before their exchange); a stop ends it between two chunks. */
+ * time, each chunk snapshotted just before its exchanges.  Each answer is dated by a clock read
+ * just before its call and applied at most APPLY_GAP after it returned (a slow Redis, 40 ms a
+ * call, would otherwise leave a whole chunk's answers unapplied for 2.5 s, past their
+ * deadlines); a stop ends the round between two chunks. */
 static void round_trip(rlt__quotas_sync *s, rlt_ns now)
 {
     rlt__quotas_chunk *ch = &s->ch;
@@ -62,16 +66,22 @@ static void round_trip(rlt__quotas_sync *s, rlt_ns now)
         if (rlt__quotas_claims(s->q, now, 2 * RLT__QUOTAS_SYNC_INTERVAL, ch) != RLT_OK ||
             ch->n == 0)
             break;
+        size_t applied = 0;
+        rlt_ns last = now;
         for (size_t i = 0; i < ch->n; i++) {
+            ch->c[i].began = now;
             s->be->ops->quota_exchange(s->be, s->id, &ch->c[i].x, 1);
             ok += ch->c[i].x.status == RLT_OK;
             if (first_error == RLT_OK) first_error = ch->c[i].x.status;
+            now = rlt__now();
+            if (now - last >= APPLY_GAP || i + 1 == ch->n) {
+                failing += rlt__quotas_claims_apply(s->q, ch->c + applied, i + 1 - applied, now);
+                applied = i + 1;
+                last = now;
+            }
         }
         n += ch->n;
-        rlt_ns after = rlt__now();
-        failing += rlt__quotas_claims_apply(s->q, ch, now, after);
         if (stopping(s)) break;
-        now = after;
     }
     __atomic_fetch_add(&s->ok, ok, __ATOMIC_RELAXED);
     __atomic_fetch_add(&s->errors, n - ok, __ATOMIC_RELAXED);
