@@ -63,6 +63,15 @@ static void teardown(fixture *f)
     rlt_redis_close(f->r);
 }
 
+/* Whether the claims stored in f's bucket sum to at most Q and B. */
+static bool stored_within(const fixture *f, int64_t Q, int64_t B)
+{
+    int64_t sq, sb;
+    int n;
+    stored_sums(f->raw, f->name, &sq, &sb, &n);
+    return sq <= Q && sb <= B;
+}
+
 TEST(stored_claims_never_pass_q_or_b_and_never_drop_below_what_is_held)
 {
     fixture f = setup();
@@ -199,11 +208,7 @@ TEST(a_light_server_next_to_a_heavy_one_gets_a_token_of_each_part)
            (long long)a.budget_q, (long long)a.budget_b);
     ASSERT_EQ(a.budget_q, 1);
     ASSERT_EQ(a.budget_b, 1);
-    int64_t sq, sb;
-    int n;
-    stored_sums(f.raw, f.name, &sq, &sb, &n);
-    ASSERT_LE(sq, 200);
-    ASSERT_LE(sb, 40);
+    ASSERT(stored_within(&f, 200, 40));
     /* the heavy one's own target leaves that token: floor((40 - 1) x 100 / 100) = 39 */
     rlt__redis_quota h = ask(100, 198, 39, 200, 40);
     ASSERT_EQ(rlt__redis_quota_exchange(f.r, 2, &h), RLT_OK);
@@ -237,10 +242,6 @@ TEST(with_a_burst_of_one_one_of_two_light_servers_gets_it_and_the_other_nothing)
     ASSERT(a.budget_q >= 1 && a.budget_b == 1); /* the first holds a working pair */
     ASSERT_EQ(b.budget_q, 0);                   /* the second: not X / 0 */
     ASSERT_EQ(b.budget_b, 0);
-    int64_t sq, sb;
-    int n;
-    stored_sums(f.raw, f.name, &sq, &sb, &n);
-    ASSERT_LE(sq, 10);
-    ASSERT_LE(sb, 1);
+    ASSERT(stored_within(&f, 10, 1));
     teardown(&f);
 }

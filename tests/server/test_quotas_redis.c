@@ -11,6 +11,7 @@
 #include "server/request/quotas_redis.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define S RLT_NS_PER_S
@@ -51,9 +52,33 @@ static void nop(void *arg)
     (void)arg;
 }
 
+/* A quota state in Redis mode under config(fail), with one stream. */
+typedef struct world {
+    rlt__config *c;
+    rlt__quotas *q;
+    rlt__quotas_stream *st;
+} world;
+
+static world open_world(const char *fail)
+{
+    world w = {config(fail), NULL, NULL};
+    if (w.c == NULL || rlt__quotas_open(&w.q) != RLT_OK) abort();
+    rlt__quotas_redis_mode(w.q, nop, NULL);
+    if (rlt__quotas_stream_new(w.q, &w.st) != RLT_OK) abort();
+    return w;
+}
+
+static void close_world(world *w, rlt_ns now)
+{
+    rlt__quotas_stream_end(w->q, w->st, now);
+    rlt__quotas_redis_mode(w->q, NULL, NULL);
+    rlt__quotas_close(w->q);
+    rlt__config_free(w->c);
+}
+
 /* One report of bucket {name: value} with a rate of `rate` requests per second. */
-static rlt__quotas_answer report(rlt__quotas *q, const rlt__config *c, rlt__quotas_stream *st,
-                                 const char *value, int rate, rlt_ns now)
+static rlt__quotas_answer report_on(rlt__quotas *q, const rlt__config *c, rlt__quotas_stream *st,
+                                    const char *value, int rate, rlt_ns now)
 {
     rlt__entry e = {"name", 4, value, strlen(value)};
     char key[64];
@@ -65,6 +90,11 @@ static rlt__quotas_answer report(rlt__quotas *q, const rlt__config *c, rlt__quot
     rlt__quotas_unlock(q);
     if (rc != RLT_OK) a.kind = -100 - rc;
     return a;
+}
+
+static rlt__quotas_answer report(const world *w, const char *value, int rate, rlt_ns now)
+{
+    return report_on(w->q, w->c, w->st, value, rate, now);
 }
 
 /* Every claim of the chunk answered as Redis would with these numbers. */
@@ -98,99 +128,75 @@ static size_t round_at(rlt__quotas *q, rlt_ns now, int status, int64_t bq, int64
 
 TEST(a_round_walks_every_bucket_a_chunk_at_a_time)
 {
-    rlt__config *c = config("closed");
-    rlt__quotas *q;
-    rlt__quotas_stream *st;
-    ASSERT_EQ(rlt__quotas_open(&q), RLT_OK);
-    rlt__quotas_redis_mode(q, nop, NULL);
-    ASSERT_EQ(rlt__quotas_stream_new(q, &st), RLT_OK);
+    world w = open_world("closed");
     rlt_ns now = 10 * S;
     for (int i = 0; i < 3 * RLT__QUOTAS_CHUNK + 5; i++) {
         char v[16];
         snprintf(v, sizeof v, "b%d", i);
-        ASSERT_EQ(report(q, c, st, v, 10, now).kind, RLT__QA_DENY_ALL); /* no claim yet */
+        ASSERT_EQ(report(&w, v, 10, now).kind, RLT__QA_DENY_ALL); /* no claim yet */
     }
     rlt__quotas_chunk ch = {0};
     rlt__quotas_chunk_begin(&ch);
     size_t total = 0, chunks = 0;
-    while (rlt__quotas_claims(q, now, EXTRA, &ch) == RLT_OK && ch.n > 0) {
+    while (rlt__quotas_claims(w.q, now, EXTRA, &ch) == RLT_OK && ch.n > 0) {
         ASSERT_LE(ch.n, RLT__QUOTAS_CHUNK + 8); /* whole hash slots: a chunk may pass 64 a little */
         total += ch.n;
         chunks++;
         answer(&ch, RLT_OK, 50, 10, now);
-        ASSERT_EQ(rlt__quotas_claims_apply(q, ch.c, ch.n, now), 0);
+        ASSERT_EQ(rlt__quotas_claims_apply(w.q, ch.c, ch.n, now), 0);
     }
     ASSERT_EQ(total, 3 * RLT__QUOTAS_CHUNK + 5);
     ASSERT(chunks >= 4);
-    ASSERT_EQ(report(q, c, st, "b7", 10, now + MS).kind, RLT__QA_TOKEN_BUCKET);
+    ASSERT_EQ(report(&w, "b7", 10, now + MS).kind, RLT__QA_TOKEN_BUCKET);
     rlt__quotas_chunk_free(&ch);
-    rlt__quotas_stream_end(q, st, now);
-    rlt__quotas_redis_mode(q, NULL, NULL);
-    rlt__quotas_close(q);
-    rlt__config_free(c);
+    close_world(&w, now);
 }
 
 TEST(a_claim_is_divided_until_its_deadline_then_the_bucket_follows_its_fail_mode)
 {
-    rlt__config *c = config("closed");
-    rlt__quotas *q;
-    rlt__quotas_stream *st;
-    ASSERT_EQ(rlt__quotas_open(&q), RLT_OK);
-    rlt__quotas_redis_mode(q, nop, NULL);
-    ASSERT_EQ(rlt__quotas_stream_new(q, &st), RLT_OK);
+    world w = open_world("closed");
     rlt_ns now = 10 * S;
-    ASSERT_EQ(report(q, c, st, "web", 10, now).kind, RLT__QA_DENY_ALL);
-    ASSERT_EQ(round_at(q, now, RLT_OK, 50, 10), 0);
-    ASSERT_EQ(report(q, c, st, "web", 10, now + 100 * MS).kind, RLT__QA_TOKEN_BUCKET);
+    ASSERT_EQ(report(&w, "web", 10, now).kind, RLT__QA_DENY_ALL);
+    ASSERT_EQ(round_at(w.q, now, RLT_OK, 50, 10), 0);
+    ASSERT_EQ(report(&w, "web", 10, now + 100 * MS).kind, RLT__QA_TOKEN_BUCKET);
     /* the claim lives TTL + 1 s in Redis: an assignment made 900 ms on expires before it */
-    rlt__quotas_answer a = report(q, c, st, "web", 10, now + 899 * MS);
+    rlt__quotas_answer a = report(&w, "web", 10, now + 899 * MS);
     ASSERT(a.kind == RLT__QA_NONE || a.kind == RLT__QA_TOKEN_BUCKET);
     /* no answer since: past the deadline the rule's fail mode (closed) */
-    ASSERT_EQ(report(q, c, st, "web", 10, now + 900 * MS).kind, RLT__QA_DENY_ALL);
+    ASSERT_EQ(report(&w, "web", 10, now + 900 * MS).kind, RLT__QA_DENY_ALL);
     /* an answer again: claimed again */
-    ASSERT_EQ(round_at(q, now + S, RLT_OK, 50, 10), 0);
-    ASSERT_EQ(report(q, c, st, "web", 10, now + S + MS).kind, RLT__QA_TOKEN_BUCKET);
-    rlt__quotas_stream_end(q, st, now + 2 * S);
-    rlt__quotas_redis_mode(q, NULL, NULL);
-    rlt__quotas_close(q);
-    rlt__config_free(c);
+    ASSERT_EQ(round_at(w.q, now + S, RLT_OK, 50, 10), 0);
+    ASSERT_EQ(report(&w, "web", 10, now + S + MS).kind, RLT__QA_TOKEN_BUCKET);
+    close_world(&w, now + 2 * S);
 }
 
 TEST(fail_local_divides_no_more_than_the_last_claim_for_one_ttl_then_q_over_n)
 {
-    rlt__config *c = config("local");
-    rlt__quotas *q;
-    rlt__quotas_stream *st;
-    ASSERT_EQ(rlt__quotas_open(&q), RLT_OK);
-    rlt__quotas_redis_mode(q, nop, NULL);
-    ASSERT_EQ(rlt__quotas_stream_new(q, &st), RLT_OK);
+    world w = open_world("local");
     rlt_ns now = 10 * S;
-    report(q, c, st, "web", 200, now);
-    ASSERT_EQ(round_at(q, now, RLT_OK, 10, 4), 0); /* a small claim: 10 / 4 of 100 / 20 */
-    rlt__quotas_answer a = report(q, c, st, "web", 200, now + 500 * MS);
+    report(&w, "web", 200, now);
+    ASSERT_EQ(round_at(w.q, now, RLT_OK, 10, 4), 0); /* a small claim: 10 / 4 of 100 / 20 */
+    rlt__quotas_answer a = report(&w, "web", 200, now + 500 * MS);
     ASSERT_EQ(a.kind, RLT__QA_TOKEN_BUCKET);
     ASSERT_LE(a.tokens_per_fill, 10);
     ASSERT_LE(a.max_tokens, 4);
     /* Redis down: Q / N = 50 / 10, but within the claim (10 / 4) for the first TTL (3 s) */
-    ASSERT_EQ(round_at(q, now + 600 * MS, RLT_ETIMEDOUT, 0, 0), 1);
+    ASSERT_EQ(round_at(w.q, now + 600 * MS, RLT_ETIMEDOUT, 0, 0), 1);
     for (rlt_ns t = now + 600 * MS; t < now + 3500 * MS; t += 500 * MS) {
-        ASSERT_EQ(round_at(q, t, RLT_ETIMEDOUT, 0, 0), 1);
-        a = report(q, c, st, "web", 200, t + MS);
+        ASSERT_EQ(round_at(w.q, t, RLT_ETIMEDOUT, 0, 0), 1);
+        a = report(&w, "web", 200, t + MS);
         ASSERT(a.kind == RLT__QA_NONE || a.kind == RLT__QA_TOKEN_BUCKET);
         if (a.kind == RLT__QA_TOKEN_BUCKET) ASSERT_LE(a.max_tokens, 4);
     }
     /* after it, Q / N: a larger share */
     uint32_t most = 0;
     for (rlt_ns t = now + 3600 * MS; t < now + 8 * S; t += 500 * MS) {
-        ASSERT_EQ(round_at(q, t, RLT_ETIMEDOUT, 0, 0), 1);
-        a = report(q, c, st, "web", 200, t + MS);
+        ASSERT_EQ(round_at(w.q, t, RLT_ETIMEDOUT, 0, 0), 1);
+        a = report(&w, "web", 200, t + MS);
         if (a.kind == RLT__QA_TOKEN_BUCKET && a.max_tokens > most) most = a.max_tokens;
     }
     ASSERT(most > 4 && most <= 10);
-    rlt__quotas_stream_end(q, st, now + 10 * S);
-    rlt__quotas_redis_mode(q, NULL, NULL);
-    rlt__quotas_close(q);
-    rlt__config_free(c);
+    close_world(&w, now + 10 * S);
 }
 
 TEST(a_retired_bucket_carries_its_live_assignments_into_its_keys_claim)
@@ -203,16 +209,16 @@ TEST(a_retired_bucket_carries_its_live_assignments_into_its_keys_claim)
     ASSERT_EQ(rlt__quotas_stream_new(q, &s1), RLT_OK);
     ASSERT_EQ(rlt__quotas_stream_new(q, &s2), RLT_OK);
     rlt_ns now = 10 * S;
-    report(q, c, s1, "web", 200, now);
-    report(q, c, s2, "web", 200, now);
+    report_on(q, c, s1, "web", 200, now);
+    report_on(q, c, s2, "web", 200, now);
     ASSERT_EQ(round_at(q, now, RLT_OK, 60, 12), 0);
-    rlt__quotas_answer a1 = report(q, c, s1, "web", 200, now + 100 * MS);
-    rlt__quotas_answer a2 = report(q, c, s2, "web", 200, now + 100 * MS);
+    rlt__quotas_answer a1 = report_on(q, c, s1, "web", 200, now + 100 * MS);
+    rlt__quotas_answer a2 = report_on(q, c, s2, "web", 200, now + 100 * MS);
     ASSERT_EQ(a1.kind, RLT__QA_TOKEN_BUCKET);
     ASSERT_EQ(a2.kind, RLT__QA_TOKEN_BUCKET);
     int64_t live_b = (int64_t)a1.max_tokens + a2.max_tokens;
     /* the reload: s1 is abandoned and subscribes again; s2 still enforces its assignment */
-    ASSERT_EQ(report(q, c2, s1, "web", 200, now + 200 * MS).kind, RLT__QA_ABANDON);
+    ASSERT_EQ(report_on(q, c2, s1, "web", 200, now + 200 * MS).kind, RLT__QA_ABANDON);
     /* only the retired bucket holds the key: still exchanged (id 0), no demand, held = what
      * it carries */
     rlt__quotas_chunk ch = {0};
@@ -224,7 +230,7 @@ TEST(a_retired_bucket_carries_its_live_assignments_into_its_keys_claim)
     ASSERT_EQ(ch.c[0].x.held_b, live_b);
     answer(&ch, RLT_OK, 0, 0, now + 250 * MS);
     ASSERT_EQ(rlt__quotas_claims_apply(q, ch.c, ch.n, now + 250 * MS), 0);
-    ASSERT_EQ(report(q, c2, s1, "web", 200, now + 300 * MS).kind, RLT__QA_DENY_ALL);
+    ASSERT_EQ(report_on(q, c2, s1, "web", 200, now + 300 * MS).kind, RLT__QA_DENY_ALL);
     rlt__quotas_chunk_begin(&ch);
     ASSERT_EQ(rlt__quotas_claims(q, now + 400 * MS, EXTRA, &ch), RLT_OK);
     ASSERT_EQ(ch.n, 1); /* the new bucket: the carried amount joins its claim */
@@ -233,7 +239,7 @@ TEST(a_retired_bucket_carries_its_live_assignments_into_its_keys_claim)
     /* Redis gives it 12: it divides 12 minus what is carried */
     answer(&ch, RLT_OK, 60, 12, now + 400 * MS);
     ASSERT_EQ(rlt__quotas_claims_apply(q, ch.c, ch.n, now + 400 * MS), 0);
-    rlt__quotas_answer a = report(q, c2, s1, "web", 200, now + 500 * MS);
+    rlt__quotas_answer a = report_on(q, c2, s1, "web", 200, now + 500 * MS);
     ASSERT(a.kind == RLT__QA_DENY_ALL || (int64_t)a.max_tokens <= 12 - live_b);
     rlt__quotas_chunk_free(&ch);
     rlt__quotas_stream_end(q, s1, now + 600 * MS);
@@ -252,21 +258,13 @@ TEST(a_retired_bucket_carries_its_live_assignments_into_its_keys_claim)
 
 TEST(a_budget_the_division_refuses_puts_the_bucket_in_its_fail_mode)
 {
-    rlt__config *c = config("closed");
-    rlt__quotas *q;
-    rlt__quotas_stream *st;
-    ASSERT_EQ(rlt__quotas_open(&q), RLT_OK);
-    rlt__quotas_redis_mode(q, nop, NULL);
-    ASSERT_EQ(rlt__quotas_stream_new(q, &st), RLT_OK);
+    world w = open_world("closed");
     rlt_ns now = 10 * S;
-    report(q, c, st, "web", 10, now);
-    ASSERT_EQ(round_at(q, now, RLT_OK, 50, 10), 0);
-    ASSERT_EQ(report(q, c, st, "web", 10, now + MS).kind, RLT__QA_TOKEN_BUCKET);
+    report(&w, "web", 10, now);
+    ASSERT_EQ(round_at(w.q, now, RLT_OK, 50, 10), 0);
+    ASSERT_EQ(report(&w, "web", 10, now + MS).kind, RLT__QA_TOKEN_BUCKET);
     /* 2^33 tokens per fill: past what an RLQS TokenBucket can carry (RLT_ERANGE) */
-    ASSERT_EQ(round_at(q, now + 2 * MS, RLT_OK, INT64_C(1) << 33, 10), 1);
-    ASSERT_EQ(report(q, c, st, "web", 10, now + 3 * MS).kind, RLT__QA_DENY_ALL);
-    rlt__quotas_stream_end(q, st, now + S);
-    rlt__quotas_redis_mode(q, NULL, NULL);
-    rlt__quotas_close(q);
-    rlt__config_free(c);
+    ASSERT_EQ(round_at(w.q, now + 2 * MS, RLT_OK, INT64_C(1) << 33, 10), 1);
+    ASSERT_EQ(report(&w, "web", 10, now + 3 * MS).kind, RLT__QA_DENY_ALL);
+    close_world(&w, now + S);
 }
