@@ -47,17 +47,20 @@ int rlt__redis_quota_exchange(rlt_redis *r, uint64_t server, rlt__redis_quota *q
     if (!r || !q || q->demand < 0 || q->held_q < 0 || q->held_b < 0 || q->cap_q < 0 ||
         q->cap_b < 0 || q->cap_q > TOKENS_MAX || q->cap_b > TOKENS_MAX || q->ttl < RLT_NS_PER_MS)
         return RLT_EINVAL;
-    size_t cap = r->prefix_len + 8 + 3 * (size_t)RLT__REDIS_QUOTA_KEY_MAX;
-    char *name = malloc(cap);
+    if (!q->key || q->klen == 0 || q->klen > RLT__REDIS_QUOTA_KEY_MAX) return RLT_EINVAL;
+    /* the name on the stack for the usual keys: one exchange per bucket every 500 ms */
+    char small[1024];
+    size_t cap = r->prefix_len + 8 + 3 * q->klen;
+    char *name = cap <= sizeof small ? small : malloc(cap);
     rlt__call *c = name ? rlt__call_new(1) : NULL;
     if (!c) {
-        free(name);
+        if (name != small) free(name);
         return RLT_ENOMEM;
     }
     int len = rlt__redis_quota_key(r, q->key, q->klen, name, cap);
     if (len < 0) {
         free(c);
-        free(name);
+        if (name != small) free(name);
         return RLT_EINVAL;
     }
     char id[17];
@@ -78,7 +81,7 @@ int rlt__redis_quota_exchange(rlt_redis *r, uint64_t server, rlt__redis_quota *q
     rlt__arg_num(c, rlt_retry_after_ms(q->ttl));
     redisReply *rep = NULL;
     int rc = rlt__run_free(r, c, &rep, NULL);
-    free(name);
+    if (name != small) free(name);
     if (rc) return rc;
     int64_t v[6];
     bool ok = rep->type == REDIS_REPLY_ARRAY && rep->elements == 6;
@@ -87,6 +90,12 @@ int rlt__redis_quota_exchange(rlt_redis *r, uint64_t server, rlt__redis_quota *q
         v[i] = ok ? rep->element[i]->integer : 0;
     }
     freeReplyObject(rep);
+    /* the script's promises (lua/quota.lua): a budget within Q and B and within the claim, both
+     * parts zero or neither, a claim covering held, this server counted */
+    int64_t hq = clamp(q->held_q, q->cap_q), hb = clamp(q->held_b, q->cap_b);
+    ok = ok && v[0] <= q->cap_q && v[1] <= q->cap_b && v[0] <= v[2] && v[1] <= v[3] &&
+         v[2] <= q->cap_q && v[3] <= q->cap_b && v[2] >= hq && v[3] >= hb &&
+         (v[0] == 0) == (v[1] == 0) && v[4] >= 1;
     if (!ok) {
         r->st.errors++;
         return RLT_EBACKEND;

@@ -14,7 +14,9 @@
  * BucketId: the daemon's are at most 255 + 1 + 1,056 bytes). */
 #define RLT__REDIS_QUOTA_KEY_MAX 4096
 
-/* Numbers above this are clamped to it (the script's doubles stay exact with 2^12 servers). */
+/* Demands above this are clamped to it.  The script's doubles are not exact for Q x d (up to
+ * 2^72): harmless, as a target is only ever capped by the exact free amount (integers far
+ * below 2^53), so the sums stay within Q and B whatever the rounding. */
 #define RLT__REDIS_QUOTA_DEMAND_MAX (INT64_C(1) << 40)
 
 /* One exchange of one bucket: what the server tells (in) and what it is given (out). */
@@ -28,7 +30,8 @@ typedef struct rlt__redis_quota {
     int64_t cap_q, cap_b; /* the global Q (tokens per F) and B, 0..2^32 - 1 */
     rlt_ns ttl;           /* the claim's life without another exchange, >= 1 ms */
     /* out (RLT_OK only) */
-    int64_t budget_q, budget_b; /* what the server may divide now (0: deny-all) */
+    int64_t budget_q, budget_b; /* what the server may divide now (0: deny-all; both 0 or
+                                   neither) */
     int64_t claim_q, claim_b;   /* what is stored: max(budget, held) */
     int64_t servers;            /* live servers on the bucket, this one included */
     int64_t total_demand;       /* D: the live servers' demands summed */
@@ -42,7 +45,9 @@ typedef struct rlt__redis_quota {
  * <= cap_q and <= cap_b as long as every server passes a held no larger than its last claim
  * (the script's header has the argument).  Returns RLT_OK with the out fields; RLT_EINVAL
  * (NULL, an empty or too long key, a number out of range); RLT_ENOMEM; RLT_EBACKEND (Redis
- * unreachable, its breaker open, an error or a reply that does not decode), RLT_ETIMEDOUT. */
+ * unreachable, its breaker open, an error, a reply that does not decode or breaks the
+ * script's promises: a budget over Q, B or the claim, one part zero without the other, a
+ * claim over Q or B or under held, no server), RLT_ETIMEDOUT. */
 int rlt__redis_quota_exchange(rlt_redis *r, uint64_t server, rlt__redis_quota *q);
 
 /* The Redis key of bucket key[0..klen) into buf[0..cap): its length, or RLT_ENOSPC,

@@ -63,6 +63,15 @@ static void teardown(fixture *f)
     rlt_redis_close(f->r);
 }
 
+/* Whether the claims stored in f's bucket sum to at most Q and B. */
+static bool stored_within(const fixture *f, int64_t Q, int64_t B)
+{
+    int64_t sq, sb;
+    int n;
+    stored_sums(f->raw, f->name, &sq, &sb, &n);
+    return sq <= Q && sb <= B;
+}
+
 TEST(stored_claims_never_pass_q_or_b_and_never_drop_below_what_is_held)
 {
     fixture f = setup();
@@ -184,4 +193,55 @@ TEST(the_key_escapes_every_byte_that_could_break_its_hash_tag)
     rlt__redis_quota x = ask(1, 0, 0, INT64_C(1) << 32, 1); /* Q over 2^32 - 1 */
     ASSERT_EQ(rlt__redis_quota_exchange(r, 1, &x), RLT_EINVAL);
     rlt_redis_close(r);
+}
+
+/* The review's reproduction: Q = 200, B = 40, a heavy server (demand 100) holding 198 / 39;
+ * a light one (demand 1) was answered 1 / 0, a budget that admits nothing, for good. */
+TEST(a_light_server_next_to_a_heavy_one_gets_a_token_of_each_part)
+{
+    fixture f = setup();
+    freeReplyObject(
+        redisCommand(f.raw, "HSET %s 0000000000000002 %s", f.name, "100 198 39 99999999999999"));
+    rlt__redis_quota a = ask(1, 0, 0, 200, 40);
+    ASSERT_EQ(rlt__redis_quota_exchange(f.r, 1, &a), RLT_OK);
+    printf("    light next to heavy (198/39 of 200/40): budget %lld / %lld\n",
+           (long long)a.budget_q, (long long)a.budget_b);
+    ASSERT_EQ(a.budget_q, 1);
+    ASSERT_EQ(a.budget_b, 1);
+    ASSERT(stored_within(&f, 200, 40));
+    /* the heavy one's own target leaves that token: floor((40 - 1) x 100 / 100) = 39 */
+    rlt__redis_quota h = ask(100, 198, 39, 200, 40);
+    ASSERT_EQ(rlt__redis_quota_exchange(f.r, 2, &h), RLT_OK);
+    ASSERT_EQ(h.budget_q, 198);
+    ASSERT_EQ(h.budget_b, 39);
+    teardown(&f);
+}
+
+TEST(a_part_without_the_other_is_not_claimed)
+{
+    fixture f = setup();
+    /* the whole burst is taken, the rate is not: a budget of 1 / 0 would admit nothing */
+    freeReplyObject(redisCommand(f.raw, "HSET %s other %s", f.name, "100 100 40 99999999999999"));
+    rlt__redis_quota a = ask(100, 0, 0, 200, 40);
+    ASSERT_EQ(rlt__redis_quota_exchange(f.r, 1, &a), RLT_OK);
+    ASSERT_EQ(a.budget_q, 0);
+    ASSERT_EQ(a.budget_b, 0);
+    ASSERT_EQ(a.claim_q, 0); /* nothing stranded: the rate stays free for the others */
+    teardown(&f);
+}
+
+TEST(with_a_burst_of_one_one_of_two_light_servers_gets_it_and_the_other_nothing)
+{
+    fixture f = setup();
+    rlt__redis_quota a = ask(1, 0, 0, 10, 1), b = ask(1, 0, 0, 10, 1);
+    ASSERT_EQ(rlt__redis_quota_exchange(f.r, 1, &a), RLT_OK);
+    ASSERT_EQ(rlt__redis_quota_exchange(f.r, 2, &b), RLT_OK);
+    ASSERT_EQ(b.servers, 2);
+    a = ask(1, a.claim_q, a.claim_b, 10, 1);
+    ASSERT_EQ(rlt__redis_quota_exchange(f.r, 1, &a), RLT_OK);
+    ASSERT(a.budget_q >= 1 && a.budget_b == 1); /* the first holds a working pair */
+    ASSERT_EQ(b.budget_q, 0);                   /* the second: not X / 0 */
+    ASSERT_EQ(b.budget_b, 0);
+    ASSERT(stored_within(&f, 10, 1));
+    teardown(&f);
 }

@@ -5,12 +5,16 @@ Envoys, rlqs_integration.py's Envoy and Fleet) for the same budget.  Each daemon
 demand-proportional part of every quota bucket in Redis (src/redis/lua/quota.lua) and divides
 it among its own streams.  The tests check what docs/envoy.md promises: the sums over both
 daemons' live assignments never pass R and B, utilization under saturation, claims following
-the demand, and each fail mode while Redis is stopped, then claims again once it is back.
+the demand, a light daemon next to a heavy one served (not denied), a reload that changes the
+rule while Envoys hold assignments, each fail mode while Redis is stopped (and the sum while
+entering fail: local), then claims again once it is back.
 
 Usage: redis-servers.sh run standalone -- rlqs_redis.py PATH_TO_RATELIMITD [TEST_NAME...]"""
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -199,6 +203,140 @@ def stopped_redis_gives_each_fail_mode_and_claims_resume_once_it_is_back(tmp):
             assert info(d)["rlqs_redis_fail_buckets"] == "0"
         print("    Redis stopped %.1fs" % (t_back - t_stop))
     finally:
+        stop_all(ds, envoys)
+
+
+def drive(envoys, key, demand, seconds, every, at=None, action=None):
+    """Requests at demand[e] per second on each Envoy, each reporting every every[e] s
+    (staggered), for `seconds`; action() once `at` s in."""
+    start = time.monotonic()
+    end = start + seconds
+    due = {id(e): 0.0 for e in envoys}
+    nxt = {id(e): time.monotonic() + 0.1 * (i % 5) for i, e in enumerate(envoys)}
+    last = time.monotonic()
+    while True:
+        now = time.monotonic()
+        if now >= end:
+            return
+        if action is not None and now >= start + at:
+            action()
+            action = None
+        dt, last = now - last, now
+        for e in envoys:
+            due[id(e)] += demand[id(e)] * dt
+            while due[id(e)] >= 1:
+                due[id(e)] -= 1
+                e.request(key, now)
+            if now >= nxt[id(e)]:
+                e.report([key], now)
+                nxt[id(e)] = now + every[id(e)]
+        time.sleep(0.004)
+
+
+@test
+def a_light_daemon_next_to_a_heavy_one_gets_a_token_bucket_not_deny_all(tmp):
+    ds = daemons(tmp, config())
+    envoys = []
+    try:
+        fleet = rq.Fleet([], WEB)
+        for _ in range(3):
+            e = rq.Envoy(ds[0].grpc)
+            envoys.append(e)
+            fleet.add(e, 1.5 * R)  # heavy: 3 x 1.5 R on the first daemon
+        light = rq.Envoy(ds[1].grpc)
+        envoys.append(light)
+        fleet.add(light, 2.0)  # light: 2 requests a second, 1 % of R
+        t0 = time.monotonic()
+        fleet.run(7.0)
+        t1 = time.monotonic()
+        a = light.current(WEB)
+        got = sum(1 for (at, k) in light.admitted if at >= t0 + 3.0)
+        wr, wb = worst_sums(envoys, WEB, t0, t1)
+        print("    light daemon: %s %s/%ss burst %s, %d of %d admitted after 3 s; max sums %.1f/s, %d"
+              % (a["kind"], a.get("tpf"), a.get("fill"), a.get("max"), got,
+                 sum(1 for (at, k, ok) in light.requests if at >= t0 + 3.0), wr, wb))
+        assert a["kind"] == "tb" and a["max"] >= 1 and a["tpf"] >= 1, a
+        assert got >= 2, got  # deny-all admits none
+        assert wr <= R + 1e-6 and wb <= BURST, (wr, wb)
+    finally:
+        stop_all(ds, envoys)
+
+
+@test
+def a_reload_that_changes_the_rule_keeps_the_sums_over_both_daemons_within_the_budget(tmp):
+    ds = daemons(tmp, config())
+    envoys = [rq.Envoy(ds[0].grpc) for _ in range(2)] + [rq.Envoy(ds[1].grpc) for _ in range(3)]
+    demand = {id(e): 1.5 * R for e in envoys}
+    # The first daemon's first Envoy reports every 1.2 s, the others every 0.1 s: after the
+    # reload the fast ones are abandoned and served by the new rule's bucket while the slow one
+    # still enforces (for 1.1 s) what the old bucket gave it just before, so the first
+    # daemon's claim must still cover that (the old bucket's live sums carried in its key).
+    every = {id(e): 0.1 for e in envoys}
+    every[id(envoys[0])] = 1.2
+    t_reload = []
+
+    def reload():
+        t_reload.append(time.monotonic())
+        for d in ds:
+            with open(d.config_path, "w") as f:  # the same budget, another rule's text
+                f.write(config().replace("200/1s,burst=40", "200/1000ms,burst=40"))
+            d.p.send_signal(signal.SIGHUP)
+
+    try:
+        drive(envoys, WEB, demand, 9.0, every, at=3.7, action=reload)  # slow: 3.6, 4.8
+        t1 = time.monotonic()
+        t_reload = t_reload[0]
+        assert any(dd == "abandon" for e in envoys for (_, k, dd) in e.log), "no AbandonAction"
+        wr, wb = worst_sums(envoys, WEB, t_reload - 3.0, t1)
+        print("    around a reload that changes the rule: max sums %.1f/s (R %d), %d (B %d)"
+              % (wr, R, wb, BURST))
+        assert wr <= R + 1e-6 and wb <= BURST, (wr, wb)
+        for e in envoys:
+            assert e.current(WEB)["kind"] == "tb", e.current(WEB)
+    finally:
+        stop_all(ds, envoys)
+
+
+@test
+def entering_fail_local_keeps_the_sum_over_both_daemons_within_q(tmp):
+    cfg = config(FAIL_BUCKETS, "  timeout: 100ms\n  backoff_min: 50ms\n  backoff_max: 200ms\n")
+    ds = daemons(tmp, cfg.replace("  timeout: 1s\n", ""))
+    key = rq.B(name="local")
+    heavy = [rq.Envoy(ds[0].grpc) for _ in range(3)]
+    light = [rq.Envoy(ds[1].grpc)]
+    envoys = heavy + light
+    demand = {id(e): 150.0 for e in heavy}
+    demand[id(light[0])] = 60.0
+    # the heavy daemon's Envoys report every 0.6 s (it lowers their shares only then), the
+    # light one's every 0.1 s (it would raise its share at once)
+    every = {id(e): 0.6 for e in heavy}
+    every[id(light[0])] = 0.1
+    t_stop = []
+
+    def stop():  # in a thread: the Envoys go on reporting meanwhile
+        t_stop.append(time.monotonic())
+        th = threading.Thread(target=subprocess.run, daemon=True,
+                              args=(["sh", SH, "stop", os.path.join(BASE, "s0")],))
+        th.start()
+        t_stop.append(th)
+
+    try:
+        # claims: the heavy daemon holds most of Q = 100 / B = 20, the light one a little;
+        # then both enter fail: local, Q / N = 50 each, but the heavy one lowers only as its
+        # Envoys report: the light one stays within its last claim for one TTL meanwhile
+        drive(envoys, key, demand, 9.0, every, at=5.0, action=stop)
+        t1 = time.monotonic()
+        wr, wb = worst_sums(envoys, key, t_stop[0], t1)
+        print("    entering fail: local (heavy 3 x 150/s, light 60/s): max sums %.1f/s, %d "
+              "(Q 100, B 20)" % (wr, wb))
+        assert wr <= 100 + 1e-6 and wb <= 20, (wr, wb)
+        for e in envoys:
+            a = e.current(key)
+            assert a["kind"] == "tb" and a["tpf"] / a["fill"] <= 50 and a["max"] <= 10, a
+    finally:
+        if len(t_stop) == 2:
+            t_stop[1].join(30)
+        subprocess.run(["sh", SH, "restart", os.path.join(BASE, "s0")], check=True, timeout=30)
         stop_all(ds, envoys)
 
 

@@ -9,10 +9,16 @@
 -- tokens per F and burst), ttl_ms (how long the claim lives without another exchange).
 --
 -- Per call: fields whose expiry has passed (by Redis's clock, TIME) are dropped; the target is
--- floor(Q x d / D) (and B alike), D the sum of the live demands, or with D = 0 an equal share
--- of the live servers; the budget given back is min(target, Q - the others' claims) (never
--- below 0), and the claim stored is max(budget, held).  The key lives until its last field
--- expires (PEXPIRE).
+-- demand-proportional with a minimum of one token (Q and B alike, D the sum of the live
+-- demands): floor(Q x d / D), but a server with d > 0 whose floor is 0 (a light one) gets 1,
+-- and when there are r such light servers the others' floors are taken of Q - r over their
+-- own demands (at least 1 each), so that a light server next to heavy ones is not left with
+-- nothing; d = 0 gets 0; with D = 0 an equal share of the live servers.  The budget given back
+-- is min(target, Q - the others' claims) (never below 0), both parts 0 when either is (a part
+-- without the other admits nothing: claiming it would only strand it), and the claim stored
+-- is max(budget, held).  The key lives until its last field expires (PEXPIRE).  The doubles
+-- are not exact past 2^53 (Q x d reaches 2^72): harmless, the budget is capped by the exact
+-- free amount.
 --
 -- Invariant (tests/redis/test_redis_quota.c checks it): the stored claims sum to <= Q and to
 -- <= B.  A claim is raised only into what the others leave free; the max with held never
@@ -33,6 +39,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local all = redis.call('HGETALL', key)
 local oq, ob, D, n, last = 0, 0, d, 1, now + ttl
+local ds = {d}
 for i = 1, #all, 2 do
   if all[i] ~= me then
     local od, cq, cb, ex = string.match(all[i + 1], '^(%d+) (%d+) (%d+) (%d+)$')
@@ -40,18 +47,31 @@ for i = 1, #all, 2 do
     if not ex or ex <= now then
       redis.call('HDEL', key, all[i])
     else
-      oq, ob, D, n = oq + tonumber(cq), ob + tonumber(cb), D + tonumber(od), n + 1
+      od = tonumber(od)
+      oq, ob, D, n = oq + tonumber(cq), ob + tonumber(cb), D + od, n + 1
+      ds[n] = od
       if ex > last then last = ex end
     end
   end
 end
 
-local tq, tb
-if D > 0 then
-  tq, tb = math.floor(Q * d / D), math.floor(B * d / D)
-else
-  tq, tb = math.floor(Q / n), math.floor(B / n)
+local function target(cap)
+  if D == 0 then return math.floor(cap / n) end
+  if d == 0 then return 0 end
+  local t = math.floor(cap * d / D)
+  if t == 0 then return 1 end
+  local r, dl = 0, 0
+  for i = 1, n do
+    if ds[i] > 0 and math.floor(cap * ds[i] / D) == 0 then r, dl = r + 1, dl + ds[i] end
+  end
+  if r == 0 then return t end
+  local rest = cap - r
+  if rest < 0 then rest = 0 end
+  t = math.floor(rest * d / (D - dl))
+  if t < 1 then t = 1 end
+  return t
 end
+local tq, tb = target(Q), target(B)
 local function part(target, cap, others)
   local free = cap - others
   if free < 0 then free = 0 end
@@ -59,6 +79,7 @@ local function part(target, cap, others)
   return target
 end
 local bq, bb = part(tq, Q, oq), part(tb, B, ob)
+if bq == 0 or bb == 0 then bq, bb = 0, 0 end
 local cq, cb = bq, bb
 if hq > cq then cq = hq end
 if hb > cb then cb = hb end

@@ -31,6 +31,7 @@ typedef struct rlt__quota_exchange {
     /* out */
     int status;                 /* RLT_OK, or why not (RLT_EBACKEND, RLT_ETIMEDOUT...) */
     int64_t budget_q, budget_b; /* RLT_OK: what this server may divide now */
+    int64_t claim_q, claim_b;   /* RLT_OK: what is stored as its claim */
     int64_t servers;            /* RLT_OK: live servers on the bucket, this one included */
 } rlt__quota_exchange;
 

@@ -474,6 +474,8 @@ static void redis_quota_exchange(rlt__backend *be, uint64_t server, rlt__quota_e
         x[i].status = t == NULL ? RLT_ENOMEM : rlt__redis_quota_exchange(t->r, server, &q);
         x[i].budget_q = q.budget_q;
         x[i].budget_b = q.budget_b;
+        x[i].claim_q = q.claim_q;
+        x[i].claim_b = q.claim_b;
         x[i].servers = q.servers;
     }
     if (t != NULL) rlt__backend_redis_publish(t);

@@ -33,6 +33,11 @@ rlt_ns rlt__now(void)
     return mono() + clock_base;
 }
 
+rlt_ns rlt__now_mono(void)
+{
+    return mono();
+}
+
 int64_t rlt__now_wall(void)
 {
     struct timespec ts;

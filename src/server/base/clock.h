@@ -17,6 +17,8 @@
 void rlt__clock_start(int64_t wall_ns);
 int64_t rlt__clock_origin(void);
 rlt_ns rlt__now(void);
+/* CLOCK_MONOTONIC in ns: the deadlines of waits on a condition variable set to that clock. */
+rlt_ns rlt__now_mono(void);
 /* CLOCK_REALTIME in ns since the epoch. */
 int64_t rlt__now_wall(void);
 

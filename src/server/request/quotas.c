@@ -3,9 +3,10 @@
  * per assignment TTL, and each stream's memberships (what it was last sent, for blanket rules,
  * shadow mode and penalty boxes, which the division does not see). */
 #include "server/request/quotas.h"
+#include "server/request/quotas_int.h"
+#include "server/request/quotas_redis.h"
 
-#include "quota/quota.h"
-#include "server/backend/redis_check.h"
+#include "server/base/log.h"
 #include "server/base/mem.h"
 #include "server/request/quotas_envoy.h"
 #include "server/request/quotas_rule.h"
@@ -14,46 +15,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_DIVISIONS 32       /* distinct TTLs in use */
-#define MAX_UNKNOWN_LOGGED 256 /* unknown domains remembered for their one log line */
 /* What src/quota holds per bucket and per member, roughly, counted in the memory budget
  * beside this file's own records. */
 #define DIVISION_BUCKET_BYTES 256
 #define DIVISION_MEMBER_BYTES 192
-#define CLAIMED                                                                                    \
-    0 /* Redis mode: the bucket divides its claimed part (a mode beside RLT__FAIL_*)               \
-       */
+#define MAX_DIVISIONS RLT__QUOTAS_MAX_DIVISIONS
+#define MAX_UNKNOWN_LOGGED RLT__QUOTAS_MAX_UNKNOWN
 
-/* One division: every policy bucket whose assignments live `ttl`. */
-typedef struct division {
-    rlt_ns ttl;
-    rlt__quota *div;
-} division;
-
-/* A BucketId of a domain, as the table holds it. */
-typedef struct bucket {
-    struct bucket *next; /* hash chain */
-    uint64_t hash;
-    const rlt__config *cfg; /* the config it was matched under */
-    const rlt__qrule *rule; /* NULL: the domain's quota_default */
-    int kind;               /* RLT__QUOTA_* */
-    division *dv;           /* kind POLICY */
-    uint32_t qb;            /* its bucket in dv */
-    rlt_ns ttl;
-    rlt_ns observed;      /* the time_elapsed its default TTL came from */
-    bool provisional;     /* its TTL is the least default (no elapsed seen): settle() moves it */
-    rlt_ns lowered_until; /* after a move: its budget is lowered until then (quotas_move) */
-    rlt_ns blocked_until; /* penalty box (the policy's block=): deny-all until then */
-    size_t refs;          /* memberships */
-    rlt_ns idle_since;    /* refs 0: freed a TTL later (the ledger's entries have expired) */
-    bool dead;            /* out of the table: its rule was removed; freed at refs 0 */
-    uint64_t id;          /* unique: Redis mode finds it again by it */
-    int mode;             /* Redis mode: CLAIMED, or the fail mode it is in (RLT__FAIL_*) */
-    int64_t cap_q, cap_b; /* POLICY: the global Q and B */
-    int64_t servers;      /* Redis mode: live servers at the last exchange (0: never) */
-    size_t klen;
-    char key[]; /* domain, NUL, canonical BucketId */
-} bucket;
+typedef rlt__quotas_division division;
+typedef rlt__quotas_bucket bucket;
 
 /* One stream's membership of a bucket. */
 typedef struct member {
@@ -74,23 +44,6 @@ struct rlt__quotas_stream {
     size_t cap, n;
     joined js[MAX_DIVISIONS];
     size_t njs;
-};
-
-struct rlt__quotas {
-    pthread_mutex_t lock;
-    bucket **tab;
-    size_t cap, n;
-    division dvs[MAX_DIVISIONS];
-    size_t ndvs;
-    size_t members, streams;
-    rlt__quotas_counters counted;
-    rlt_ns last_sweep;
-    char *unknown[MAX_UNKNOWN_LOGGED];
-    size_t nunknown;
-    uint64_t next_id;
-    bool redis;              /* Redis mode (rlt__quotas_redis_mode) */
-    void (*wake)(void *arg); /* a new policy bucket awaits its first exchange */
-    void *wake_arg;
 };
 
 static bool take(size_t n)
@@ -141,6 +94,7 @@ void rlt__quotas_close(rlt__quotas *q)
         rlt__quota_close(q->dvs[i].div);
     for (size_t i = 0; i < q->nunknown; i++)
         free(q->unknown[i]);
+    rlt__quotas_redis_sweep(q, INT64_MAX);
     free(q->tab);
     pthread_mutex_destroy(&q->lock);
     free(q);
@@ -198,12 +152,16 @@ static void grow_table(rlt__quotas *q)
 
 /* Retires a bucket: out of the table, its division bucket closed (the members leave it; its
  * ledger keeps their live assignments until they expire, then a sweep frees it). */
-static void retire(rlt__quotas *q, bucket *b)
+static void retire(rlt__quotas *q, bucket *b, rlt_ns now)
 {
     if (b->dead) return;
     unlink_bucket(q, b);
     b->dead = true;
-    if (b->kind == RLT__QUOTA_POLICY) rlt__quota_bucket_close(b->dv->div, b->qb);
+    if (b->kind == RLT__QUOTA_POLICY) {
+        /* Redis mode: the key's claim keeps covering its live assignments */
+        if (q->redis) rlt__quotas_redis_retire(q, b, now);
+        rlt__quota_bucket_close(b->dv->div, b->qb);
+    }
     if (b->refs == 0) bucket_free(b);
 }
 
@@ -241,14 +199,6 @@ static bool still_valid(bucket *b, const rlt__config *cfg, const char *domain, s
     b->cfg = cfg;
     b->rule = r;
     return true;
-}
-
-/* Redis mode: the bucket divides nothing before its next claim. */
-static void await_claim(rlt__quotas *q, bucket *b, const rlt__quota_budget *bg)
-{
-    rlt__quota_budget zero = {0, bg->period, 0, bg->fill_interval};
-    rlt__quota_bucket_budget(b->dv->div, b->qb, &zero);
-    q->wake(q->wake_arg);
 }
 
 static int new_bucket(rlt__quotas *q, const rlt__config *cfg, const rlt__domain *d,
@@ -289,7 +239,7 @@ static int new_bucket(rlt__quotas *q, const rlt__config *cfg, const rlt__domain 
         }
         b->cap_q = bg.limit;
         b->cap_b = bg.burst;
-        if (q->redis) await_claim(q, b, &bg);
+        if (q->redis) rlt__quotas_redis_new(q, b);
     }
     b->id = ++q->next_id;
     b->next = q->tab[h & (q->cap - 1)];
@@ -432,10 +382,11 @@ static void sweep(rlt__quotas *q, rlt_ns now)
     q->last_sweep = now;
     for (size_t i = 0; i < q->ndvs; i++)
         rlt__quota_sweep(q->dvs[i].div, now);
+    rlt__quotas_redis_sweep(q, now);
     for (size_t i = 0; i < q->cap; i++)
         for (bucket *b = q->tab[i], *nx; b != NULL; b = nx) {
             nx = b->next;
-            if (b->refs == 0 && now - b->idle_since >= b->ttl) retire(q, b);
+            if (b->refs == 0 && now - b->idle_since >= b->ttl) retire(q, b, now);
         }
 }
 
@@ -472,7 +423,7 @@ static void settle(rlt__quotas *q, rlt__quotas_stream *st, const rlt__domain *d,
                              &b->lowered_until) != RLT_OK)
             return;
         b->dv = dv;
-        if (q->redis) await_claim(q, b, &bg);
+        if (q->redis) rlt__quotas_redis_new(q, b); /* divides nothing before its next claim */
     }
     b->provisional = false;
     b->observed = elapsed;
@@ -487,6 +438,7 @@ static int divided(rlt__quotas_stream *st, bucket *b, member *m, const rlt__quot
     int e = stream_in(st, b->dv, &sid);
     if (e != RLT_OK) return e == RLT_ENOMEM ? RLT_ENOMEM : RLT_EFULL;
     rlt__quota_usage qu = {u->allowed, u->denied, u->elapsed > 0 ? u->elapsed : 0};
+    if (b->claim != RLT__QUOTAS_UNCLAIMED) rlt__quotas_redis_check(b, now);
     rlt__quota_answer qa;
     e = rlt__quota_report(b->dv->div, sid, b->qb, &qu, now, &qa);
     if (e != RLT_OK) return e == RLT_ENOMEM ? RLT_ENOMEM : RLT_EFULL;
@@ -506,10 +458,12 @@ static int divided(rlt__quotas_stream *st, bucket *b, member *m, const rlt__quot
     }
     if (b->rule->shadow)
         a->shadow_denied = rlt__quotas_shadow_denied(as, now, u->allowed + u->denied, u->elapsed);
-    if (b->rule->shadow || b->mode == RLT__FAIL_OPEN || b->mode == RLT__FAIL_CLOSED) {
+    bool failing = b->claim == RLT__QUOTAS_FAILING;
+    if (b->rule->shadow ||
+        (failing && (b->fail == RLT__FAIL_OPEN || b->fail == RLT__FAIL_CLOSED))) {
         /* Redis down: fail open or closed (the division's budget is zero meanwhile) */
-        blanket(m, b->mode == RLT__FAIL_CLOSED ? RLT__QA_DENY_ALL : RLT__QA_ALLOW_ALL, b->ttl, now,
-                a);
+        blanket(m, failing && b->fail == RLT__FAIL_CLOSED ? RLT__QA_DENY_ALL : RLT__QA_ALLOW_ALL,
+                b->ttl, now, a);
         m->overridden = true;
         return RLT_OK;
     }
@@ -546,7 +500,7 @@ int rlt__quotas_report(rlt__quotas *q, const rlt__config *cfg, rlt__quotas_strea
     if (m != NULL && (m->b->dead || !still_valid(m->b, cfg, domain, dlen, u))) {
         /* A reload removed or changed its rule: the Envoy forgets the bucket; its next report
          * subscribes again, under the rule in force. */
-        retire(q, m->b);
+        retire(q, m->b, now);
         member_drop(q, st, m, now);
         a->kind = RLT__QA_ABANDON;
         return RLT_OK;
@@ -562,7 +516,7 @@ int rlt__quotas_report(rlt__quotas *q, const rlt__config *cfg, rlt__quotas_strea
         while (b != NULL && !same_key(b, h, domain, dlen, u->key, u->klen))
             b = b->next;
         if (b != NULL && !still_valid(b, cfg, domain, dlen, u)) {
-            retire(q, b);
+            retire(q, b, now);
             b = NULL;
         }
         int e = b != NULL ? RLT_OK : new_bucket(q, cfg, d, domain, dlen, u, h, now, &b);
@@ -595,103 +549,4 @@ void rlt__quotas_stats_get(rlt__quotas *q, rlt__quotas_stats *out)
 rlt__quotas_counters *rlt__quotas_counted(rlt__quotas *q)
 {
     return &q->counted;
-}
-
-/* ---- Redis mode ------------------------------------------------------------------------- */
-
-void rlt__quotas_redis_mode(rlt__quotas *q, void (*wake)(void *), void *arg)
-{
-    rlt__quotas_lock(q);
-    q->redis = wake != NULL;
-    q->wake = wake;
-    q->wake_arg = arg;
-    rlt__quotas_unlock(q);
-}
-
-void rlt__quotas_claims_free(rlt__quotas_claim *c, size_t n)
-{
-    for (size_t i = 0; c != NULL && i < n; i++)
-        free(c[i].key);
-    free(c);
-}
-
-int rlt__quotas_claims(rlt__quotas *q, rlt_ns now, rlt_ns extra, rlt__quotas_claim **out, size_t *n)
-{
-    rlt__quotas_lock(q);
-    rlt__quotas_claim *c = calloc(q->n ? q->n : 1, sizeof *c);
-    size_t k = 0;
-    for (size_t i = 0; c != NULL && i < q->cap; i++)
-        for (bucket *b = q->tab[i]; b != NULL; b = b->next) {
-            rlt__quota_totals t;
-            if (b->kind != RLT__QUOTA_POLICY ||
-                rlt__quota_bucket_totals(b->dv->div, b->qb, now, &t) != RLT_OK)
-                continue;
-            rlt__quotas_claim *x = &c[k];
-            if ((x->key = malloc(b->klen)) == NULL) {
-                rlt__quotas_claims_free(c, k);
-                c = NULL;
-                break;
-            }
-            memcpy(x->key, b->key, b->klen);
-            x->id = b->id;
-            x->hash = b->hash;
-            /* a member with no rate yet is treated as heavy, as the division treats it */
-            x->x = (rlt__quota_exchange){
-                .key = x->key,
-                .klen = b->klen,
-                .demand = t.demand + (int64_t)t.unknown * b->cap_q,
-                .held_q = t.tokens_per_fill > t.fill_capacity ? t.tokens_per_fill : t.fill_capacity,
-                .held_b = t.max_tokens > t.burst ? t.max_tokens : t.burst,
-                .cap_q = b->cap_q,
-                .cap_b = b->cap_b,
-                .ttl = b->ttl + extra};
-            k++;
-        }
-    rlt__quotas_unlock(q);
-    if (c == NULL) return RLT_ENOMEM;
-    *out = c;
-    *n = k;
-    return RLT_OK;
-}
-
-/* The bucket's division gets budget (bq, bb) of its global one (same fill interval). */
-static void divide_part(bucket *b, int64_t bq, int64_t bb)
-{
-    rlt_ns f = rlt__quotas_fill(b->rule->policy.period);
-    rlt__quota_budget bg = {bq, f, bb, f};
-    rlt__quota_bucket_budget(b->dv->div, b->qb, &bg);
-}
-
-size_t rlt__quotas_claims_apply(rlt__quotas *q, const rlt__quotas_claim *c, size_t n)
-{
-    size_t failing = 0;
-    rlt__quotas_lock(q);
-    for (size_t i = 0; i < n; i++) {
-        bucket *b = q->tab[c[i].hash & (q->cap - 1)];
-        while (b != NULL && b->id != c[i].id)
-            b = b->next;
-        if (b == NULL || b->kind != RLT__QUOTA_POLICY) continue; /* retired meanwhile */
-        const rlt__quota_exchange *x = &c[i].x;
-        if (x->status == RLT_OK) {
-            b->mode = CLAIMED;
-            b->servers = x->servers;
-            divide_part(b, x->budget_q, x->budget_b);
-            continue;
-        }
-        const rlt__redis_settings *rs = &b->cfg->set.redis;
-        int f = b->rule->fail != RLT__FAIL_DEFAULT ? b->rule->fail
-                : rs->fail_local                   ? RLT__FAIL_LOCAL
-                : rs->fail_open                    ? RLT__FAIL_OPEN
-                                                   : RLT__FAIL_CLOSED;
-        b->mode = f;
-        failing++;
-        int64_t N = b->servers > 0 ? b->servers : (int64_t)rlt__backend_redis_fleet(b->cfg);
-        if (f == RLT__FAIL_LOCAL)
-            divide_part(b, b->cap_q / N > 0 ? b->cap_q / N : 1,
-                        b->cap_b / N > 0 ? b->cap_b / N : 1);
-        else
-            divide_part(b, 0, 0);
-    }
-    rlt__quotas_unlock(q);
-    return failing;
 }

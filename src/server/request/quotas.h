@@ -17,6 +17,7 @@
 #include "ratelimit/ratelimit.h"
 #include "server/backend/backend.h"
 #include "server/config/config.h"
+#include "server/request/quotas_counters.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -83,13 +84,6 @@ int rlt__quotas_report(rlt__quotas *q, const rlt__config *cfg, rlt__quotas_strea
                        const char *domain, size_t dlen, const rlt__quotas_usage *u, rlt_ns now,
                        rlt__quotas_answer *a);
 
-/* What the reports brought, counted by the gRPC service (grpc/rlqs.c, under the lock). */
-typedef struct rlt__quotas_counters {
-    uint64_t usages;        /* bucket usages reported */
-    uint64_t skipped;       /* of them, skipped: no BucketId or an empty one */
-    uint64_t actions;       /* bucket actions sent */
-    uint64_t shadow_denied; /* requests shadow-mode buckets would have denied */
-} rlt__quotas_counters;
 
 /* Counts for tests and metrics (locks). */
 typedef struct rlt__quotas_stats {
@@ -103,39 +97,6 @@ void rlt__quotas_stats_get(rlt__quotas *q, rlt__quotas_stats *out);
 /* The counters, to add to between rlt__quotas_lock and rlt__quotas_unlock. */
 rlt__quotas_counters *rlt__quotas_counted(rlt__quotas *q);
 
-/* ---- Redis mode (quotas_sync.c runs it) ----------------------------------------------------
- * Each policy bucket's budget is this server's claimed part of the global one, given by its
- * latest exchange with the fleet; a bucket whose exchange failed takes its rule's fail mode
- * (`fail:`, default the redis section's): open answers allow-all, closed deny-all (both divide
- * a zero budget meanwhile, so the ledger drains), local divides Q / N and B / N (at least one
- * token each; N the bucket's last live-server count, never seen: redis.fleet_size). */
-
-/* One policy bucket's exchange: filled by rlt__quotas_claims, exchanged (x's out fields),
- * applied by rlt__quotas_claims_apply. */
-typedef struct rlt__quotas_claim {
-    uint64_t id, hash; /* the bucket, found again by both (it may be gone by then) */
-    char *key;         /* x.key's bytes, owned by the array (rlt__quotas_claims_free) */
-    rlt__quota_exchange x;
-} rlt__quotas_claim;
-
-/* Redis mode from now on (call before the first report): a new policy bucket divides a zero
- * budget (its members are answered deny-all) until its first exchange, and wake(arg) is
- * called, under the lock, when one appears.  wake NULL: back to one server's mode. */
-void rlt__quotas_redis_mode(rlt__quotas *q, void (*wake)(void *), void *arg);
-
-/* The exchanges of every policy bucket at `now` (locks): demand (an unknown one counts as Q),
- * held (max(the ledger's live sums, the budget divided now)), Q, B and the claim's TTL, the
- * bucket's assignment TTL + `extra`.  Returns RLT_OK with *out (malloc'ed) and *n, or
- * RLT_ENOMEM. */
-int rlt__quotas_claims(rlt__quotas *q, rlt_ns now, rlt_ns extra, rlt__quotas_claim **out,
-                       size_t *n);
-
-/* Applies c[0..n)'s exchanges (locks): a bucket whose x.status is RLT_OK divides x.budget_q
- * and x.budget_b, the others take their fail mode; buckets retired meanwhile are skipped.
- * Returns the number of buckets in a fail mode after it. */
-size_t rlt__quotas_claims_apply(rlt__quotas *q, const rlt__quotas_claim *c, size_t n);
-
-/* Frees an array of rlt__quotas_claims.  NULL is a no-op. */
-void rlt__quotas_claims_free(rlt__quotas_claim *c, size_t n);
+/* Redis mode: quotas_redis.h. */
 
 #endif

@@ -1,7 +1,7 @@
 /* The Redis mode's exchanges of the RLQS quota state (quotas_sync.h): one thread, waking every
- * interval (or when a new bucket awaits its first claim), takes a snapshot of every policy
- * bucket under the quota state's lock, exchanges each with Redis without it, and applies the
- * answers under it again; a bucket retired meanwhile is skipped at the apply. */
+ * interval (or when a new bucket awaits its first claim), walks the policy buckets a chunk at
+ * a time: a snapshot of the chunk under the quota state's lock, its exchanges with Redis
+ * without it, its answers applied under it again (a bucket retired meanwhile is skipped). */
 #include "server/request/quotas_sync.h"
 
 #include "server/base/clock.h"
@@ -18,6 +18,8 @@
 /* The least time between two rounds woken by new buckets: a stream of new buckets costs at
  * most 200 rounds a second, and a new bucket waits a few ms for its first claim, not 500. */
 #define WAKE_GAP (5 * RLT_NS_PER_MS)
+/* The longest an answer waits to be applied: a claim is divided for 900 ms after its call. */
+#define APPLY_GAP (20 * RLT_NS_PER_MS)
 
 struct rlt__quotas_sync {
     rlt__quotas *q;
@@ -27,6 +29,7 @@ struct rlt__quotas_sync {
     pthread_mutex_t mu; /* stop, woken (taken inside the quota state's lock: never the reverse) */
     pthread_cond_t cv;
     bool stop, woken;
+    rlt__quotas_chunk ch;         /* the round's chunk, its buffers reused (the thread's alone) */
     uint64_t ok, errors, failing; /* atomics */
 };
 
@@ -39,23 +42,47 @@ static void wake(void *arg)
     pthread_mutex_unlock(&s->mu);
 }
 
-/* One round: every policy bucket exchanged, the answers applied. */
-static void round_trip(rlt__quotas_sync *s)
+static bool stopping(rlt__quotas_sync *s)
 {
-    rlt__quotas_claim *c;
-    size_t n;
-    if (rlt__quotas_claims(s->q, rlt__now(), 2 * RLT__QUOTAS_SYNC_INTERVAL, &c, &n) != RLT_OK)
-        return; /* out of memory: the buckets keep their parts until the next round */
-    uint64_t ok = 0;
-    for (size_t i = 0; i < n; i++) {
-        s->be->ops->quota_exchange(s->be, s->id, &c[i].x, 1);
-        ok += c[i].x.status == RLT_OK;
-    }
-    uint64_t failing = rlt__quotas_claims_apply(s->q, c, n);
+    pthread_mutex_lock(&s->mu);
+    bool stop = s->stop;
+    pthread_mutex_unlock(&s->mu);
+    return stop;
+}
+
+/* One round from `now`: every policy bucket exchanged and its answer applied, a chunk at a
+ * time, each chunk snapshotted just before its exchanges.  Each answer is dated by a clock read
+ * just before its call and applied at most APPLY_GAP after it returned (a slow Redis, 40 ms a
+ * call, would otherwise leave a whole chunk's answers unapplied for 2.5 s, past their
+ * deadlines); a stop ends the round between two chunks. */
+static void round_trip(rlt__quotas_sync *s, rlt_ns now)
+{
+    rlt__quotas_chunk *ch = &s->ch;
+    uint64_t ok = 0, n = 0, failing = 0;
     int first_error = RLT_OK;
-    for (size_t i = 0; i < n && first_error == RLT_OK; i++)
-        first_error = c[i].x.status;
-    rlt__quotas_claims_free(c, n);
+    rlt__quotas_chunk_begin(ch);
+    for (;;) {
+        /* out of memory: the buckets not reached keep their parts until their deadlines */
+        if (rlt__quotas_claims(s->q, now, 2 * RLT__QUOTAS_SYNC_INTERVAL, ch) != RLT_OK ||
+            ch->n == 0)
+            break;
+        size_t applied = 0;
+        rlt_ns last = now;
+        for (size_t i = 0; i < ch->n; i++) {
+            ch->c[i].began = now;
+            s->be->ops->quota_exchange(s->be, s->id, &ch->c[i].x, 1);
+            ok += ch->c[i].x.status == RLT_OK;
+            if (first_error == RLT_OK) first_error = ch->c[i].x.status;
+            now = rlt__now();
+            if (now - last >= APPLY_GAP || i + 1 == ch->n) {
+                failing += rlt__quotas_claims_apply(s->q, ch->c + applied, i + 1 - applied, now);
+                applied = i + 1;
+                last = now;
+            }
+        }
+        n += ch->n;
+        if (stopping(s)) break;
+    }
     __atomic_fetch_add(&s->ok, ok, __ATOMIC_RELAXED);
     __atomic_fetch_add(&s->errors, n - ok, __ATOMIC_RELAXED);
     uint64_t before = __atomic_exchange_n(&s->failing, failing, __ATOMIC_RELAXED);
@@ -72,13 +99,6 @@ static struct timespec deadline_of(rlt_ns mono)
     return (struct timespec){.tv_sec = mono / RLT_NS_PER_S, .tv_nsec = mono % RLT_NS_PER_S};
 }
 
-static rlt_ns mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (rlt_ns)ts.tv_sec * RLT_NS_PER_S + ts.tv_nsec;
-}
-
 static void *run(void *arg)
 {
     rlt__quotas_sync *s = arg;
@@ -86,11 +106,11 @@ static void *run(void *arg)
     while (!s->stop) {
         s->woken = false;
         pthread_mutex_unlock(&s->mu);
-        rlt_ns began = mono_now();
-        round_trip(s);
+        rlt_ns began = rlt__now_mono();
+        round_trip(s, rlt__now());
         pthread_mutex_lock(&s->mu);
         while (!s->stop) {
-            rlt_ns now = mono_now();
+            rlt_ns now = rlt__now_mono();
             if (now >= began + RLT__QUOTAS_SYNC_INTERVAL || (s->woken && now >= began + WAKE_GAP))
                 break;
             struct timespec dl =
@@ -108,7 +128,7 @@ static uint64_t random_id(void)
 {
     uint64_t v = 0;
     if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v || v == 0)
-        v = ((uint64_t)mono_now() ^ (uint64_t)getpid() << 40) * UINT64_C(0x9e3779b97f4a7c15);
+        v = ((uint64_t)rlt__now_mono() ^ (uint64_t)getpid() << 40) * UINT64_C(0x9e3779b97f4a7c15);
     return v;
 }
 
@@ -145,6 +165,8 @@ void rlt__quotas_sync_stop(rlt__quotas_sync *s)
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->th, NULL);
+    rlt__quotas_redis_mode(s->q, NULL, NULL); /* q->wake must not point at the freed s */
+    rlt__quotas_chunk_free(&s->ch);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     free(s);

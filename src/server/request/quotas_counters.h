@@ -1,0 +1,16 @@
+/* The RLQS quota state's counters (quotas.h's stats, kept in quotas_int.h's record): their own
+ * header so that the record's header need not include quotas.h. */
+#ifndef RLT_SERVER_REQUEST_QUOTAS_COUNTERS_H
+#define RLT_SERVER_REQUEST_QUOTAS_COUNTERS_H
+
+#include <stdint.h>
+
+/* What the reports brought, counted by the gRPC service (grpc/rlqs.c, under the lock). */
+typedef struct rlt__quotas_counters {
+    uint64_t usages;        /* bucket usages reported */
+    uint64_t skipped;       /* of them, skipped: no BucketId or an empty one */
+    uint64_t actions;       /* bucket actions sent */
+    uint64_t shadow_denied; /* requests shadow-mode buckets would have denied */
+} rlt__quotas_counters;
+
+#endif

@@ -1,0 +1,98 @@
+/* The RLQS quota state's records, shared by the file that owns them (quotas.c: the table,
+ * streams and reports) and its Redis mode (quotas_redis.c: the claims, their deadlines, the
+ * fail modes and the amounts retired buckets still hold).  Internal to those two files. */
+#ifndef RLT_SERVER_REQUEST_QUOTAS_INT_H
+#define RLT_SERVER_REQUEST_QUOTAS_INT_H
+
+#include "quota/quota.h"
+#include "server/config/config.h"
+#include "server/request/quotas_counters.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RLT__QUOTAS_MAX_DIVISIONS 32 /* distinct TTLs in use */
+#define RLT__QUOTAS_MAX_UNKNOWN 256  /* unknown domains remembered for their one log line */
+#define RLT__QUOTAS_CARRY_SLOTS 1024 /* chains of the retired buckets' carried amounts */
+
+/* One division: every policy bucket whose assignments live `ttl`. */
+typedef struct rlt__quotas_division {
+    rlt_ns ttl;
+    rlt__quota *div;
+} rlt__quotas_division;
+
+/* Redis mode: where a policy bucket's budget comes from. */
+typedef enum rlt__quotas_claim_state {
+    RLT__QUOTAS_UNCLAIMED = 0, /* awaiting its first exchange: divides nothing */
+    RLT__QUOTAS_CLAIMED,       /* divides its claimed part until claim_until */
+    RLT__QUOTAS_FAILING,       /* in its fail mode (`fail`) since fail_since */
+} rlt__quotas_claim_state;
+
+/* A BucketId of a domain, as the table holds it. */
+typedef struct rlt__quotas_bucket {
+    struct rlt__quotas_bucket *next; /* hash chain */
+    uint64_t hash;
+    const rlt__config *cfg;   /* the config it was matched under */
+    const rlt__qrule *rule;   /* NULL: the domain's quota_default */
+    int kind;                 /* RLT__QUOTA_* */
+    rlt__quotas_division *dv; /* kind POLICY */
+    uint32_t qb;              /* its bucket in dv */
+    rlt_ns ttl;
+    rlt_ns observed;      /* the time_elapsed its default TTL came from */
+    bool provisional;     /* its TTL is the least default (no elapsed seen): settle() moves it */
+    rlt_ns lowered_until; /* after a move: its budget is lowered until then (quotas_move) */
+    rlt_ns blocked_until; /* penalty box (the policy's block=): deny-all until then */
+    size_t refs;          /* memberships */
+    rlt_ns idle_since;    /* refs 0: freed a TTL later (the ledger's entries have expired) */
+    bool dead;            /* out of the table: its rule was removed; freed at refs 0 */
+    uint64_t id;          /* unique: Redis mode finds it again by it */
+    int64_t cap_q, cap_b; /* POLICY: the global Q and B */
+    /* Redis mode */
+    rlt__quotas_claim_state claim;
+    int fail;                 /* FAILING: RLT__FAIL_OPEN, _CLOSED or _LOCAL */
+    rlt_ns claim_until;       /* CLAIMED: no assignment from the claim past this (its deadline) */
+    rlt_ns fail_since;        /* FAILING: when it entered the mode */
+    int64_t claim_q, claim_b; /* the claim stored by the last successful exchange */
+    int64_t servers;          /* live servers at the last exchange (0: never) */
+    size_t klen;
+    char key[]; /* domain, NUL, canonical BucketId */
+} rlt__quotas_bucket;
+
+/* Redis mode: what a retired policy bucket's ledger still holds for its key, until `until`
+ * (its live assignments' last expiry), counted in the key's claim. */
+typedef struct rlt__quotas_carry {
+    struct rlt__quotas_carry *next;
+    uint64_t hash;
+    int64_t q, b;         /* the live sums at retirement */
+    int64_t cap_q, cap_b; /* the rule's Q and B then */
+    rlt_ns ttl, until;
+    size_t klen;
+    char key[];
+} rlt__quotas_carry;
+
+/* (quotas.h declares the same name: this header does not include it, so that quotas_redis.c
+ * depends on the records alone.) */
+typedef struct rlt__quotas rlt__quotas;
+
+struct rlt__quotas {
+    pthread_mutex_t lock;
+    rlt__quotas_bucket **tab;
+    size_t cap, n;
+    rlt__quotas_division dvs[RLT__QUOTAS_MAX_DIVISIONS];
+    size_t ndvs;
+    size_t members, streams;
+    rlt__quotas_counters counted;
+    rlt_ns last_sweep;
+    char *unknown[RLT__QUOTAS_MAX_UNKNOWN];
+    size_t nunknown;
+    uint64_t next_id;
+    bool redis;              /* Redis mode (rlt__quotas_redis_mode) */
+    void (*wake)(void *arg); /* a new policy bucket awaits its first exchange */
+    void *wake_arg;
+    rlt__quotas_carry **carry; /* Redis mode: RLT__QUOTAS_CARRY_SLOTS chains, or NULL */
+    size_t ncarry;
+};
+
+#endif
