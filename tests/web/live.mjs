@@ -6,7 +6,8 @@
 // its top offenders /v1/top's; explain-a-key equals RL.PEEK of the same key and charges
 // nothing, under a policy and under an Envoy rule (picked from /v1/rules, after gRPC traffic
 // on it); the leases held (RL.ACQUIRE) show on the page, /v1/stats and /metrics, and go back
-// to 0 when released; --no-ui turns the page off, a password puts it behind the bearer token.
+// to 0 when released; --no-ui turns the page off, a password puts it behind the bearer token or
+// HTTP Basic with the same password (a browser prompts for it; the page and its fetches work).
 // Usage: node live.mjs NODE_MODULES RATELIMITD RATELIMIT_CLI REPO WASM(0|1) [SCREENSHOT_DIR]
 import { spawn, spawnSync } from 'node:child_process';
 import { request } from 'node:http';
@@ -275,6 +276,32 @@ for i in range(5): print(should_rate_limit("127.0.0.1:${d.grpc}", "rl", [[("cate
   check((await raw(pw.http, '/', { headers: { Authorization: 'Bearer nope' } })).status === 401, 'with a password, a wrong token is 401');
   check((await raw(pw.http, '/', { headers: { Authorization: 'Bearer sesame' } })).status === 200, 'with a password, the token opens /');
   check((await raw(pw.http, '/v1/stats')).status === 401 && (await raw(pw.http, '/v1/peek?key=a&policy=api')).status === 401, 'and /v1/stats, /v1/peek');
+  const unauth = await raw(pw.http, '/ui/live');
+  const challenges = String(unauth.headers['www-authenticate']); // node joins the two with ', '
+  check(challenges.startsWith('Basic realm="ratelimitd", charset="UTF-8"') && challenges.includes('Bearer realm="ratelimitd"'),
+    `a 401 challenges Basic (the browser prompts) and Bearer: ${JSON.stringify(challenges)}`);
+  const basic = (user, pass) => ({ Authorization: `Basic ${Buffer.from(`${user}:${pass}`).toString('base64')}` });
+  check((await raw(pw.http, '/v1/stats', { headers: basic('anyone', 'sesame') })).status === 200, 'Basic with the password (any user name) opens /v1/stats');
+  check((await raw(pw.http, '/', { headers: basic('anyone', 'sesam') })).status === 401
+    && (await raw(pw.http, '/', { headers: { Authorization: 'Basic !!!' } })).status === 401, 'Basic with a wrong password or bad base64 is 401');
+  if (wasm) {
+    // A browser sends Basic when it navigates: the page and the live tab (its fetches carry it).
+    const porigin = `http://127.0.0.1:${pw.http}`;
+    const bad = await browser.newPage();
+    await bad.authenticate({ username: 'ops', password: 'wrong' });
+    const denied = await bad.goto(porigin + '/ui/live');
+    check(denied.status() === 401, `the browser with a wrong password: 401 (${denied.status()})`);
+    await bad.close();
+    const pg = await browser.newPage();
+    await pg.authenticate({ username: 'ops', password: 'sesame' });
+    pg.on('pageerror', (e) => problems.push(`page error on the password page: ${e.message}`));
+    const res = await pg.goto(porigin + '/ui/live');
+    check(res.status() === 200, `the browser with the password opens /ui/live (${res.status()})`);
+    await pg.waitForSelector('body[data-ready]', { timeout: 15000 });
+    await pg.waitForFunction(() => Number(document.body.dataset.live || 0) >= 1, { timeout: 10000 });
+    check(await pg.$eval('#live-backend', (e) => e.textContent) === 'local', 'with a password the live tab polls the daemon (backend: local)');
+    await pg.close();
+  }
   pw.p.kill('SIGTERM');
 
   // 9. `ratelimit sim --serve`: the same page without a daemon; Ctrl-C stops it.
