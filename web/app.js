@@ -23,18 +23,26 @@ const S = {
   playing: false,
   speed: 2,      // ticks per second
   cursor: null,  // the traffic lane's keyboard cursor (ns)
+  hashError: '', // the fragment's malformed parts, shown with the parser's messages
 };
 
 // ---- The fragment ----
 
+/** The options in the fragment; a part whose percent-escapes are malformed (`limit=%`) is left
+ * out and named in S.hashError, shown where the parser's messages go, so the page still draws. */
 function readHash() {
   const o = {};
+  const bad = [];
+  const dec = (v) => { try { return decodeURIComponent(v); } catch { return undefined; } };
   for (const part of location.hash.replace(/^#/, '').split('&')) {
     if (!part) continue;
     const eq = part.indexOf('=');
-    const k = decodeURIComponent(eq < 0 ? part : part.slice(0, eq));
-    if (KEYS.includes(k)) o[k] = eq < 0 ? '' : decodeURIComponent(part.slice(eq + 1).replace(/\+/g, ' '));
+    const k = dec(eq < 0 ? part : part.slice(0, eq));
+    const v = eq < 0 ? '' : dec(part.slice(eq + 1).replace(/\+/g, ' '));
+    if (k === undefined || v === undefined) bad.push(part);
+    else if (KEYS.includes(k)) o[k] = v;
   }
+  S.hashError = bad.length ? `the link's ${bad.map((b) => `'${b}'`).join(', ')}: a malformed %-escape (%XX, XX hex, UTF-8), left out` : '';
   return o;
 }
 
@@ -65,7 +73,7 @@ function rebuild() {
   const o = { ...S.opts };
   delete o.until;
   const c = configure(o);
-  $('error').textContent = c.error ? `ratelimit sim: ${c.error}` : '';
+  $('error').textContent = [S.hashError, c.error ? `ratelimit sim: ${c.error}` : ''].filter(Boolean).join(' — ');
   if (c.error) return false;
   S.cfg = c.cfg;
   const until = S.opts.until !== undefined ? decParse(S.opts.until, NS).v : undefined;

@@ -199,6 +199,16 @@ try {
   }
   await page.close();
 
+  // 5c. A link with a malformed %-escape: the page still draws, the error says which part.
+  for (const hash of ['#limit=%', '#at=1,2%', '#trace=%ZZ']) {
+    page = await open(hash);
+    const err = await page.$eval('#error', (e) => e.textContent);
+    const rows = (await readTable(page)).rows;
+    check(err.includes(`'${hash.slice(1)}'`) && err.includes('malformed') && rows.length === 7 && rows.every((r) => r.length === 6),
+      `${hash}: the page draws and says the escape is malformed: "${err}"`);
+    await page.close();
+  }
+
   // 6. Reduced motion: the clock moves whole ticks, never gliding between them.
   page = await open('#pattern=steady', { reducedMotion: true });
   await page.$eval('#speed', (e) => { e.value = '10'; e.dispatchEvent(new Event('change')); });
