@@ -237,6 +237,34 @@ for i in range(5): print(should_rate_limit("127.0.0.1:${d.grpc}", "rl", [[("cate
     check(envoyHits(e0) === envoyHits(e1) && envoyHits(e2) === envoyHits(e3) && /rule="rl.category"\} 5$/m.test(envoyHits(e3)),
       `explaining a rule counts nothing (decisions, envoy hits): ${envoyHits(e0)} / ${envoyHits(e1)}`);
 
+    // 6b. Keys of any bytes: /v1/peek writes them percent-encoded as /v1/top does (valid JSON,
+    // both forms); the page shows a key named %41 as %41 and quotes a key with a space as
+    // redis-cli takes it.
+    const bin = await raw(d.http, '/v1/peek?key=%FF%FE&policy=gcra:1/1s');
+    check(bin.status === 200 && JSON.parse(bin.body).key === '%FF%FE' && JSON.parse(bin.body).policy === 'gcra:1/1s', `/v1/peek of key 0xFF 0xFE: percent-encoded JSON: ${bin.body}`);
+    const pct = await raw(d.http, '/v1/peek?key=%2541&policy=gcra:1/1s');
+    check(pct.status === 200 && JSON.parse(pct.body).key === '%2541', `/v1/peek of key "%41": %2541 as /v1/top writes it: ${pct.body}`);
+    const bdesc = await raw(d.http, '/v1/peek?domain=rl&descriptor=category%3D%FF%22');
+    check(bdesc.status === 200 && JSON.parse(bdesc.body).key === '2:rl|8:category=%FF%22', `/v1/peek with a descriptor of raw bytes: percent-encoded JSON: ${bdesc.body}`);
+    redis(d.resp, 'RL.CHECK', '%41', 'fixed_window:1/1h');
+    redis(d.resp, 'RL.CHECK', '%41', 'fixed_window:1/1h');
+    await page.waitForFunction(() => [...document.querySelectorAll('#live-top tbody tr')].some((r) => r.cells[1].textContent === '%41'), { timeout: 5000 })
+      .then(() => check(true, ''), () => fail('the top offenders show the key named %41 as %41'));
+    await page.select('#peek-rule', '');
+    const respLine = async (key, n) => {
+      await page.$eval('#peek-key', (e) => { e.value = ''; });
+      await page.$eval('#peek-policy', (e) => { e.value = ''; });
+      await page.type('#peek-key', key);
+      await page.type('#peek-policy', 'gcra:10/1m');
+      await page.click('#peek-go');
+      await page.waitForFunction((k) => document.body.dataset.peeked === String(k), { timeout: 5000 }, n);
+      return page.$eval('#peek-resp', (e) => e.textContent);
+    };
+    let line = await respLine('a b', 4);
+    check(line === 'RL.PEEK "a b" gcra:10/1m', `a key with a space is quoted in the RESP line: ${line}`);
+    line = await respLine('%41', 5);
+    check(line === 'RL.PEEK %41 gcra:10/1m', `a key named %41 shows as %41: ${line}`);
+
     // 7. Leases: K concurrency slots held (RESP), shown by the page, /v1/stats and /metrics;
     // released, 0 again.
     const K = 3, leaseIds = [];
