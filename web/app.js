@@ -3,8 +3,8 @@
 // lane, "Fire now"), the rows' policies with the parser's errors inline, and the presets.
 // The numbers come from sim.js over ratelimit.wasm; view.js draws them.
 import { Core } from './ratelimit.js';
-import { NS, configure, simulate, release, describeState, decFormat, decParse, defaultPolicy,
-  ROWS } from './sim.js';
+import { NS, configure, simulate, release, describeState, decFormat, defaultPolicy, parseUntil,
+  blockError, ROWS } from './sim.js';
 import { timeSpan, judge, accuracy, text } from './simtext.js';
 import { drawTable, drawTimeline, timeAt } from './view.js';
 
@@ -73,14 +73,28 @@ function rebuild() {
   const o = { ...S.opts };
   delete o.until;
   const c = configure(o);
-  $('error').textContent = [S.hashError, c.error ? `ratelimit sim: ${c.error}` : ''].filter(Boolean).join(' — ');
-  if (c.error) return false;
+  const error = c.error || blockError(core, c.cfg.block);
+  // A bad until (sim's message) or one before the picture's first window leaves the clock at
+  // the start; one before the last request is the clock stopped mid-run (the page's own).
+  const u = S.opts.until !== undefined ? parseUntil(S.opts.until) : {};
+  const show = (untilError) => {
+    $('error').textContent = [S.hashError, error ? `ratelimit sim: ${error}` : '', untilError ? `ratelimit sim: ${untilError}` : '']
+      .filter(Boolean).join(' — ');
+  };
+  show(u.error);
+  if (error) return false;
   S.cfg = c.cfg;
-  const until = S.opts.until !== undefined ? decParse(S.opts.until, NS).v : undefined;
+  if (u.error) delete S.opts.until;
+  const until = u.v;
   const end = until !== undefined && until > S.cfg.last ? until : S.cfg.last;
   const full = simulate(core, { ...S.cfg, until: end });
   S.sp = timeSpan(S.cfg, full);
   release(full);
+  if (until !== undefined && until < S.sp.t0) {
+    show(`--until '${S.opts.until}': before the picture's first window (t = ${decFormat(S.sp.t0)}), where the clock ` +
+      `starts (ratelimit sim refuses an --until before the last request, t = ${decFormat(S.cfg.last)})`);
+    delete S.opts.until;
+  }
   if (S.cur) release(S.cur);
   S.cur = null;
   drawPolicies();
@@ -322,7 +336,7 @@ function load() {
   S.playing = false;
   S.cursor = null;
   if (!rebuild()) { syncInputs(); return; }
-  const u = S.opts.until !== undefined ? decParse(S.opts.until, NS) : null;
+  const u = S.opts.until !== undefined ? parseUntil(S.opts.until) : null;
   S.T = u && u.v !== undefined ? u.v : start();
   delete S.opts.until;
   syncInputs();

@@ -223,6 +223,36 @@ try {
     await page.close();
   }
 
+  // 5e. Where the page and sim part: until not a number or before the picture (sim's message,
+  // the page drawn at the start), a bad --block said once (sim's message), a row whose own
+  // block= meets --block says the parser's "given twice", too many requests says why.
+  const errorOf = (p) => p.$eval('#error', (e) => e.textContent);
+  const rowsOf = async (p) => (await readTable(p)).rows;
+  page = await open('#until=abc');
+  let err = await errorOf(page);
+  check(err === "ratelimit sim: --until 'abc': not a decimal number" && (await rowsOf(page)).length === 7
+    && spawnSync(cli, ['sim', '--until', 'abc'], { encoding: 'utf8' }).stderr.includes(err.replace('ratelimit sim: ', '')), `#until=abc: sim's message, the page drawn: "${err}"`);
+  await page.close();
+  page = await open('#until=-5');
+  err = await errorOf(page);
+  check(/--until '-5': before the picture's first window \(t = 0\).*before the last request, t = 13\)/.test(err) && (await rowsOf(page)).length === 7
+    && (await clock()) === 0, `#until=-5: refused, the clock at the start: "${err}"`);
+  await page.close();
+  page = await open('#block=xyz');
+  const body = await page.evaluate(() => document.body.innerText);
+  const blockMsg = spawnSync(cli, ['sim', '--block', 'xyz'], { encoding: 'utf8' }).stderr.replace(/^ratelimit sim: | \(see.*\n$/g, '');
+  check(body.split("--block 'xyz'").length === 2 && (await errorOf(page)) === `ratelimit sim: ${blockMsg}`, `#block=xyz: sim's message once (${blockMsg}): ${body.split("--block 'xyz'").length - 1} times`);
+  await page.close();
+  page = await open('#block=4s&row1=fixed_window:4/10s,block=2s');
+  const inline = await page.$eval('#row1-error', (e) => e.textContent);
+  const cell = (await rowsOf(page))[0][1];
+  check(/twice/.test(inline) && cell === inline && !(await rowsOf(page))[1][1].includes('twice'), `a row's own block= with --block: the cell says the inline "${inline}": "${cell}"`);
+  await page.close();
+  page = await open('#pattern=steady&rate=1000&duration=1000&until=1000');
+  err = await errorOf(page);
+  check(/more than 200000 requests; lower --rate or --duration \(the page draws every request.*ratelimit sim takes up to 5000000\)/.test(err), `too many requests for the page says why: "${err}"`);
+  await page.close();
+
   // 6. Reduced motion: the clock moves whole ticks, never gliding between them.
   page = await open('#pattern=steady', { reducedMotion: true });
   await page.$eval('#speed', (e) => { e.value = '10'; e.dispatchEvent(new Event('change')); });

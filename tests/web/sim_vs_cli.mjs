@@ -55,6 +55,9 @@ const cases = [
   ['--at', '1,x'],
   ['--at', '5,6', '--until', '2'],
   ['--block', 'soon'],
+  ['--block', 'xyz'],
+  ['--until', 'abc'],
+  ['--until', '-5'],
   ['--at', '1', '--pattern', 'burst'],
 ];
 
