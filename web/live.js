@@ -73,15 +73,19 @@ async function get(path) {
   return r.json();
 }
 
-/** A 300-second sparkline of allowed (green) and denied (red), on one scale. */
+/** A 300-second sparkline of allowed (green, solid) and denied (red, dashed: not by colour
+ * alone), on one scale whose top is labelled with its maximum per second. */
 function spark(allowed, denied) {
   const w = 300, h = 40, max = Math.max(1, ...allowed, ...denied);
   const svg = svgEl('svg', { class: 'spark', viewBox: `0 0 ${w} ${h}`, role: 'img',
-    'aria-label': `allowed and denied per second, at most ${max}` });
+    'aria-label': `allowed (solid) and denied (dashed) per second, at most ${max}` });
   for (const [xs, cls] of [[allowed, 'ok'], [denied, 'no']]) {
     const pts = xs.map((v, i) => `${(i * w) / (xs.length - 1)},${h - 2 - ((h - 4) * v) / max}`).join(' ');
     svg.append(svgEl('polyline', { class: cls, points: pts }));
   }
+  const top = svgEl('text', { class: 'max', x: 2, y: 9 });
+  top.textContent = `${max}/s`;
+  svg.append(top);
   return svg;
 }
 

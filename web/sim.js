@@ -512,6 +512,13 @@ export function simulate(core, cfg, T = null) {
     if (!r.error) r.state = describeState(r, cfg, T, n);
     return r;
   });
+  // Two rows of one algorithm (tiers: token_bucket:2/10s and :8/10s) are told apart by their
+  // policies' parameters.
+  const names = rows.map((r) => r.name);
+  rows.forEach((r, i) => {
+    if (cfg.custom[i] && names.some((q, j) => j !== i && q === names[i]))
+      r.name = `${names[i]} ${cfg.policies[i].slice(cfg.policies[i].indexOf(':') + 1)}`;
+  });
   return { T, n, rows };
 }
 

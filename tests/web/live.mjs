@@ -160,6 +160,20 @@ for i in range(5): print(should_rate_limit("127.0.0.1:${d.grpc}", "rl", [[("cate
     const topWant = top.keys.map((k) => [decodeURIComponent(k.key), decodeURIComponent(k.policy), k.denied]);
     check(topWant.length >= 3 && JSON.stringify(topRows) === JSON.stringify(topWant), `the top offenders equal /v1/top: page ${JSON.stringify(topRows)}, /v1/top ${JSON.stringify(topWant)}`);
     check(await page.$eval('#live-backend', (e) => e.textContent) === 'local', 'the backend: local');
+    const sp = await page.$eval('#live-policies tbody tr svg.spark', (s) => ({ max: s.querySelector('text.max')?.textContent,
+      dash: getComputedStyle(s.querySelector('polyline.no')).strokeDasharray, solid: getComputedStyle(s.querySelector('polyline.ok')).strokeDasharray }));
+    check(/^\d+\/s$/.test(sp.max || '') && sp.dash !== 'none' && sp.solid === 'none', `the sparkline has its scale and a dashed denied line: ${JSON.stringify(sp)}`);
+    for (const [path, want] of [['/v1/peek?=x', /a peek takes key and policy, or an envoy rule's rule, key, domain and descriptor/],
+      ['/v1/stats?x=1', /GET \/v1\/stats takes no parameters/], ['/v1/rules?x=1', /GET \/v1\/rules takes no parameters/]]) {
+      const r = await raw(d.http, path);
+      check(r.status === 400 && want.test(JSON.parse(r.body).error) && !/cost/.test(r.body), `${path}: 400 with its own parameters: ${r.status} ${r.body}`);
+    }
+    const top1 = await raw(d.http, '/v1/top?n=%31');
+    check(top1.status === 200 && JSON.parse(top1.body).keys.length === 1, `/v1/top?n=%31 decodes as n=1: ${top1.status} ${top1.body}`);
+    const slash = await open(origin, '/ui/live/');
+    await slash.waitForFunction(() => Number(document.body.dataset.live || 0) >= 1, { timeout: 10000 });
+    check(await slash.$eval('#playground', (e) => e.hidden), '/ui/live/ (a trailing slash) opens the live tab');
+    await slash.close();
     check(await page.$eval('#playground', (e) => e.hidden), 'on /ui/live the playground is hidden');
 
     // 5. Explain a key: equal to RL.PEEK around it, and nothing charged or counted.

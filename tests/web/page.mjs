@@ -196,6 +196,9 @@ try {
     const pt = await readTable(page);
     check(pt.rows.length === 7 && pt.rows.every((r) => r.length === 6), `preset ${presets[i]} draws seven rows without an error`);
     if (i === 0) sameTable(pt, cliTable(['--pattern', 'boundary', '--until', '20']), `preset ${presets[i]}`);
+    check(/row\d=/.test(presets[i]), `preset ${presets[i]} sets the rows its line recommends`);
+    check(new Set(pt.rows.map((r) => r[0])).size === 7, `preset ${presets[i]}: seven distinct row names: ${pt.rows.map((r) => r[0])}`);
+    if (i === 4) check(pt.rows[3][0] === 'Token bucket 2/10s' && pt.rows[4][0] === 'Token bucket 8/10s', `the tiers are told apart: ${pt.rows[3][0]}, ${pt.rows[4][0]}`);
   }
   await page.close();
 

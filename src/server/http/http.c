@@ -262,10 +262,15 @@ static void handle_top(rlt__conn *c, const rlt__http_req *req, const rlt__sessio
     rlt__obuf *o = rlt__conn_out(c);
     if (s->top == NULL)
         return rlt__http_error(o, 404, flags, NULL, "top offenders are off (server.top_keys: 0)");
-    size_t n;
-    char err[128];
-    if (rlt__top_query(req->query, req->query_len, rlt__top_k(s->top), &n, err, sizeof err) !=
-        RLT_OK)
+    size_t n, qlen;
+    char err[128], q[64];
+    /* Decoded first, as /v1/peek decodes its parameters (n=%31 is n=1). */
+    const char *query = req->query;
+    if (rlt__url_decode(req->query, req->query_len, q, sizeof q, &qlen) == RLT_OK)
+        query = q;
+    else
+        qlen = req->query_len;
+    if (rlt__top_query(query, qlen, rlt__top_k(s->top), &n, err, sizeof err) != RLT_OK)
         return rlt__http_error(o, 400, flags, NULL, err);
     rlt__obuf body = {0};
     rlt__report_top_json(s, ss, n, &body);
@@ -386,6 +391,10 @@ static void route(rlt__conn *c, const rlt__http_req *req, unsigned flags, rlt_ns
         if (page != NULL) return rlt__ui_asset(o, req, page, flags);
         if (envoy) return handle_envoy(c, req, &ss, flags, now);
         if (path_is(req, "/v1/top")) return handle_top(c, req, &ss, flags);
+        if ((path_is(req, "/v1/stats") || path_is(req, "/v1/rules")) && req->query_len > 0)
+            return rlt__http_error(o, 400, flags, NULL,
+                                   path_is(req, "/v1/stats") ? "GET /v1/stats takes no parameters"
+                                                             : "GET /v1/rules takes no parameters");
         if (path_is(req, "/v1/stats")) return rlt__ui_stats(s, o, flags, now);
         if (path_is(req, "/v1/peek")) return rlt__ui_peek(s, o, req, &ss, flags, now);
         if (path_is(req, "/v1/rules")) return rlt__ui_rules(s, o, flags);
