@@ -3,8 +3,8 @@
 // lane, "Fire now"), the rows' policies with the parser's errors inline, and the presets.
 // The numbers come from sim.js over ratelimit.wasm; view.js draws them.
 import { Core } from './ratelimit.js';
-import { NS, configure, simulate, release, describeState, decFormat, decParse, defaultPolicy,
-  ROWS } from './sim.js';
+import { NS, configure, simulate, release, describeState, decFormat, defaultPolicy, parseUntil,
+  blockError, ROWS } from './sim.js';
 import { timeSpan, judge, accuracy, text } from './simtext.js';
 import { drawTable, drawTimeline, timeAt } from './view.js';
 
@@ -23,18 +23,26 @@ const S = {
   playing: false,
   speed: 2,      // ticks per second
   cursor: null,  // the traffic lane's keyboard cursor (ns)
+  hashError: '', // the fragment's malformed parts, shown with the parser's messages
 };
 
 // ---- The fragment ----
 
+/** The options in the fragment; a part whose percent-escapes are malformed (`limit=%`) is left
+ * out and named in S.hashError, shown where the parser's messages go, so the page still draws. */
 function readHash() {
   const o = {};
+  const bad = [];
+  const dec = (v) => { try { return decodeURIComponent(v); } catch { return undefined; } };
   for (const part of location.hash.replace(/^#/, '').split('&')) {
     if (!part) continue;
     const eq = part.indexOf('=');
-    const k = decodeURIComponent(eq < 0 ? part : part.slice(0, eq));
-    if (KEYS.includes(k)) o[k] = eq < 0 ? '' : decodeURIComponent(part.slice(eq + 1).replace(/\+/g, ' '));
+    const k = dec(eq < 0 ? part : part.slice(0, eq));
+    const v = eq < 0 ? '' : dec(part.slice(eq + 1).replace(/\+/g, ' '));
+    if (k === undefined || v === undefined) bad.push(part);
+    else if (KEYS.includes(k)) o[k] = v;
   }
+  S.hashError = bad.length ? `the link's ${bad.map((b) => `'${b}'`).join(', ')}: a malformed %-escape (%XX, XX hex, UTF-8), left out` : '';
   return o;
 }
 
@@ -65,14 +73,28 @@ function rebuild() {
   const o = { ...S.opts };
   delete o.until;
   const c = configure(o);
-  $('error').textContent = c.error ? `ratelimit sim: ${c.error}` : '';
-  if (c.error) return false;
+  const error = c.error || blockError(core, c.cfg.block);
+  // A bad until (sim's message) or one before the picture's first window leaves the clock at
+  // the start; one before the last request is the clock stopped mid-run (the page's own).
+  const u = S.opts.until !== undefined ? parseUntil(S.opts.until) : {};
+  const show = (untilError) => {
+    $('error').textContent = [S.hashError, error ? `ratelimit sim: ${error}` : '', untilError ? `ratelimit sim: ${untilError}` : '']
+      .filter(Boolean).join(' — ');
+  };
+  show(u.error);
+  if (error) return false;
   S.cfg = c.cfg;
-  const until = S.opts.until !== undefined ? decParse(S.opts.until, NS).v : undefined;
+  if (u.error) delete S.opts.until;
+  const until = u.v;
   const end = until !== undefined && until > S.cfg.last ? until : S.cfg.last;
   const full = simulate(core, { ...S.cfg, until: end });
   S.sp = timeSpan(S.cfg, full);
   release(full);
+  if (until !== undefined && until < S.sp.t0) {
+    show(`--until '${S.opts.until}': before the picture's first window (t = ${decFormat(S.sp.t0)}), where the clock ` +
+      `starts (ratelimit sim refuses an --until before the last request, t = ${decFormat(S.cfg.last)})`);
+    delete S.opts.until;
+  }
   if (S.cur) release(S.cur);
   S.cur = null;
   drawPolicies();
@@ -314,7 +336,7 @@ function load() {
   S.playing = false;
   S.cursor = null;
   if (!rebuild()) { syncInputs(); return; }
-  const u = S.opts.until !== undefined ? decParse(S.opts.until, NS) : null;
+  const u = S.opts.until !== undefined ? parseUntil(S.opts.until) : null;
   S.T = u && u.v !== undefined ? u.v : start();
   delete S.opts.until;
   syncInputs();

@@ -15,8 +15,34 @@ $('play-intro').hidden = live;
 $('live').hidden = !live;
 document.querySelector('footer').hidden = live; // the playground's keys
 
-/** A name as the daemon writes it in JSON (bytes outside printable ASCII percent-encoded). */
-const decode = (s) => { try { return decodeURIComponent(s); } catch { return s; } };
+/** The bytes of a name as the daemon writes it in JSON (bytes outside printable ASCII, and
+ * '%', '"', '\\', as %XX). */
+function bytesOf(s) {
+  const out = [];
+  for (let i = 0; i < s.length; i++) {
+    if (s[i] === '%' && /^[0-9A-Fa-f]{2}$/.test(s.slice(i + 1, i + 3))) { out.push(parseInt(s.slice(i + 1, i + 3), 16)); i += 2; }
+    else out.push(...new TextEncoder().encode(s[i]));
+  }
+  return Uint8Array.from(out);
+}
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+const hex2 = (c) => `\\x${c.toString(16).padStart(2, '0')}`;
+/** The name as text: UTF-8 as it is, else each byte outside printable ASCII as \xHH (so a key
+ * named %41 shows as %41, and a key of raw bytes still shows). */
+const utf8Text = (b) => { try { return utf8.decode(b); } catch { return null; } };
+const decode = (s) => {
+  const b = bytesOf(s);
+  return utf8Text(b) ?? [...b].map((c) => (c >= 0x20 && c < 0x7f ? String.fromCharCode(c) : hex2(c))).join('');
+};
+/** An argument as redis-cli reads it: bare when it can be, else in double quotes with \", \\
+ * and \xHH for control bytes (and for every non-ASCII byte when the name is not UTF-8). */
+const respArg = (s) => {
+  const b = bytesOf(s);
+  const t = utf8Text(b);
+  if (t !== null && t !== '' && !/[\s"'\\\x00-\x1f\x7f]/.test(t)) return t;
+  const chars = t !== null ? [...t] : [...b].map((c) => (c < 0x80 ? String.fromCharCode(c) : hex2(c)));
+  return `"${chars.map((ch) => (ch === '"' || ch === '\\' ? `\\${ch}` : ch.length === 1 && (ch < ' ' || ch === '\x7f') ? hex2(ch.charCodeAt(0)) : ch)).join('')}"`;
+};
 /** What to type as a policy for a rule's name: inline policies are named "i:TEXT". */
 const asPolicy = (name) => (name.startsWith('i:') ? name.slice(2) : name);
 
@@ -47,15 +73,19 @@ async function get(path) {
   return r.json();
 }
 
-/** A 300-second sparkline of allowed (green) and denied (red), on one scale. */
+/** A 300-second sparkline of allowed (green, solid) and denied (red, dashed: not by colour
+ * alone), on one scale whose top is labelled with its maximum per second. */
 function spark(allowed, denied) {
   const w = 300, h = 40, max = Math.max(1, ...allowed, ...denied);
   const svg = svgEl('svg', { class: 'spark', viewBox: `0 0 ${w} ${h}`, role: 'img',
-    'aria-label': `allowed and denied per second, at most ${max}` });
+    'aria-label': `allowed (solid) and denied (dashed) per second, at most ${max}` });
   for (const [xs, cls] of [[allowed, 'ok'], [denied, 'no']]) {
     const pts = xs.map((v, i) => `${(i * w) / (xs.length - 1)},${h - 2 - ((h - 4) * v) / max}`).join(' ');
     svg.append(svgEl('polyline', { class: cls, points: pts }));
   }
+  const top = svgEl('text', { class: 'max', x: 2, y: 9 });
+  top.textContent = `${max}/s`;
+  svg.append(top);
   return svg;
 }
 
@@ -208,8 +238,8 @@ $('peek-form').addEventListener('submit', async (e) => {
     const r = await fetch(`/v1/peek?${q}`, { headers, cache: 'no-store' });
     const p = await r.json();
     if (!r.ok) throw new Error(p.error || `${r.status}`);
-    $('peek-text').textContent = p.rule ? `Envoy rule ${p.rule}: ${p.policy_text}` : p.policy_text || p.policy;
-    $('peek-resp').textContent = `RL.PEEK ${p.key} ${p.policy}`;
+    $('peek-text').textContent = p.rule ? `Envoy rule ${decode(p.rule)}: ${p.policy_text}` : p.policy_text || decode(p.policy);
+    $('peek-resp').textContent = `RL.PEEK ${respArg(p.key)} ${respArg(p.policy)}`;
     $('peek-state').textContent = p.allowed ? (p.remaining > 0 ? 'within its limit' : 'at its limit: the next request is denied')
       : 'denied now';
     $('peek-limit').textContent = String(p.limit);

@@ -102,6 +102,24 @@ function optDec(errs, name, val, scale, min, max) {
   return r.v;
 }
 
+function untilOpt(errs, val) {
+  return optDec(errs, 'until', val, NS, I64_MIN / 4n, I64_MAX / 4n);
+}
+
+/** `--until`'s value in ns as `sim` reads it: { v } or { error } (sim's message). */
+export function parseUntil(val) {
+  const errs = [];
+  const v = untilOpt(errs, val);
+  return errs.length ? { error: errs[0] } : { v };
+}
+
+/** `sim`'s message for a --block spec the policy grammar refuses, or null (checked once, on a
+ * policy of its own, as sim.c's apply_block does). */
+export function blockError(core, block) {
+  if (!block || core.parse(`gcra:1/1s,block=${block}`).error === undefined) return null;
+  return `--block '${block}': expected DURATION or DURATION*FACTOR..MAX, e.g. 5s or 5s*2..1m`;
+}
+
 /**
  * Reads `sim`'s options from an object of strings keyed by their names without dashes
  * (limit, window, pattern, at, trace (the trace's text), rate, seed, duration, until, width,
@@ -113,8 +131,7 @@ export function configure(o) {
   if (o.limit !== undefined) cfg.limit = optDec(errs, 'limit', o.limit, 1n, 1n, SLIDING_LOG_MAX);
   if (o.window !== undefined) cfg.window = optDec(errs, 'window', o.window, NS, 1n, I64_MAX / 1024n);
   if (o.seed !== undefined) cfg.seed = optDec(errs, 'seed', o.seed, 1n, 0n, I64_MAX);
-  if (o.until !== undefined && o.until !== '')
-    cfg.until = optDec(errs, 'until', o.until, NS, I64_MIN / 4n, I64_MAX / 4n);
+  if (o.until !== undefined && o.until !== '') cfg.until = untilOpt(errs, o.until);
   if (o.width !== undefined) cfg.width = optDec(errs, 'width', o.width, 1n, 10n, 1000n);
   const sources = ['at', 'trace', 'pattern'].filter((k) => o[k] !== undefined);
   if (sources.length > 1) errs.push('--pattern, --at and --trace are alternatives: give one');
@@ -145,7 +162,9 @@ export function configure(o) {
 function addReq(reqs, t, cost) {
   if (t < -T_LIMIT || t > T_LIMIT)
     return `time ${decFormat(t)} is outside the simulator's range (+-${T_LIMIT / NS} ticks)`;
-  if (reqs.length >= MAX_REQUESTS) return `more than ${MAX_REQUESTS} requests; lower --rate or --duration`;
+  if (reqs.length >= MAX_REQUESTS)
+    return `more than ${MAX_REQUESTS} requests; lower --rate or --duration (the page draws every request, so it ` +
+      `stops at ${MAX_REQUESTS}; ratelimit sim takes up to 5000000)`;
   reqs.push({ t, cost });
   return null;
 }
@@ -261,12 +280,10 @@ function parseTrace(reqs, text) {
 
 /** Parses each row's policy (with --block added), giving { policy } or { error } per row. */
 export function policies(core, cfg) {
-  return cfg.policies.map((text) => {
-    const r = core.parse(cfg.block ? `${text},block=${cfg.block}` : text);
-    if (r.error !== undefined && cfg.block && !core.parse(text).error)
-      return { error: `--block '${cfg.block}': expected DURATION or DURATION*FACTOR..MAX, e.g. 5s or 5s*2..1m` };
-    return r;
-  });
+  const bad = blockError(core, cfg.block);
+  // A bad spec is sim's one message; a good one a row's policy refuses (its own block=, "given
+  // twice") is the parser's message for that row.
+  return cfg.policies.map((text) => (bad ? { error: bad } : core.parse(cfg.block ? `${text},block=${cfg.block}` : text)));
 }
 
 /**
@@ -494,6 +511,13 @@ export function simulate(core, cfg, T = null) {
     r.name = cfg.custom[i] ? NAMES[pp.policy.algo] : ROWS[i].name;
     if (!r.error) r.state = describeState(r, cfg, T, n);
     return r;
+  });
+  // Two rows of one algorithm (tiers: token_bucket:2/10s and :8/10s) are told apart by their
+  // policies' parameters.
+  const names = rows.map((r) => r.name);
+  rows.forEach((r, i) => {
+    if (cfg.custom[i] && names.some((q, j) => j !== i && q === names[i]))
+      r.name = `${names[i]} ${cfg.policies[i].slice(cfg.policies[i].indexOf(':') + 1)}`;
   });
   return { T, n, rows };
 }

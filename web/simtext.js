@@ -63,12 +63,22 @@ export function timeline(cfg, sim) {
   const ruler = new Array(nc + 1).fill('-');
   let freeFrom = 0;
   let lastLabel = 0;
-  for (let t = sp.t0; t <= sp.t1; t += cfg.window) {
-    const c = Number(((t - sp.t0) * cols) / (sp.t1 - sp.t0));
+  // sim's loop runs over every window boundary t0 + kW; only the first boundary in each column
+  // can mark it or place a label (the rest fall in a column already marked and labelled), so
+  // one boundary per column: the work is the width's, not the number of windows (W = 1 ns
+  // over a whole tick would be a billion turns).
+  const span = sp.t1 - sp.t0;
+  const W = cfg.window;
+  for (let col = 0n; col <= cols; col++) {
+    const k = (col * span + W * cols - 1n) / (W * cols); // the first boundary at or after col
+    const t = sp.t0 + k * W;
+    if (t > sp.t1) break;
+    const c = Number(((t - sp.t0) * cols) / span);
+    if (BigInt(c) !== col) continue;
     ruler[c] = '|';
     const a = decFormat(t);
     if (c >= freeFrom && c + a.length < nc + 63) {
-      for (let k = 0; k < a.length; k++) labels[c + k] = a[k];
+      for (let j = 0; j < a.length; j++) labels[c + j] = a[j];
       freeFrom = c + a.length + 1;
       lastLabel = c + a.length;
     }

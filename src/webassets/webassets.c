@@ -22,8 +22,10 @@ const rlt__webasset *rlt__webasset_find(const char *path, size_t len)
 {
     if (len == 0 || path[0] != '/') return NULL;
     if (eq(path, len, "/") || eq(path, len, "/ui") || eq(path, len, "/ui/") ||
-        eq(path, len, "/ui/live"))
+        eq(path, len, "/ui/live") || eq(path, len, "/ui/live/"))
         return named("index.html", 10);
+    /* /ui/live/ with a slash: its relative URLs (app.js) resolve under it. */
+    if (len > 9 && memcmp(path, "/ui/live/", 9) == 0) return named(path + 9, len - 9);
     if (len > 4 && memcmp(path, "/ui/", 4) == 0) return named(path + 4, len - 4);
     return named(path + 1, len - 1);
 }

@@ -657,6 +657,11 @@ def auth_and_bearer_token_guard_both_protocols(tmp):
             "HTTP/1.1 200")
         assert d.curl("/healthz").startswith("HTTP/1.1 200")
         assert d.curl("/metrics").startswith("HTTP/1.1 401")
+        # HTTP Basic with the same password (any user name), what a browser sends; the 401
+        # challenges Basic so a browser prompts.  Bearer above still works.
+        assert d.curl("/v1/check?key=a", "-u", "ops:s3cret").startswith("HTTP/1.1 200")
+        assert d.curl("/v1/check?key=a", "-u", "ops:wrong").startswith("HTTP/1.1 401")
+        assert 'WWW-Authenticate: Basic realm="ratelimitd", charset="UTF-8"' in d.curl("/metrics")
         assert "ratelimitd_decisions_total" in d.curl(
             "/metrics", "-H", "Authorization: Bearer s3cret")
     finally:

@@ -6,7 +6,8 @@
 // its top offenders /v1/top's; explain-a-key equals RL.PEEK of the same key and charges
 // nothing, under a policy and under an Envoy rule (picked from /v1/rules, after gRPC traffic
 // on it); the leases held (RL.ACQUIRE) show on the page, /v1/stats and /metrics, and go back
-// to 0 when released; --no-ui turns the page off, a password puts it behind the bearer token.
+// to 0 when released; --no-ui turns the page off, a password puts it behind the bearer token or
+// HTTP Basic with the same password (a browser prompts for it; the page and its fetches work).
 // Usage: node live.mjs NODE_MODULES RATELIMITD RATELIMIT_CLI REPO WASM(0|1) [SCREENSHOT_DIR]
 import { spawn, spawnSync } from 'node:child_process';
 import { request } from 'node:http';
@@ -161,6 +162,20 @@ for i in range(5): print(should_rate_limit("127.0.0.1:${d.grpc}", "rl", [[("cate
     const topWant = top.keys.map((k) => [decodeURIComponent(k.key), decodeURIComponent(k.policy), k.denied]);
     check(topWant.length >= 3 && JSON.stringify(topRows) === JSON.stringify(topWant), `the top offenders equal /v1/top: page ${JSON.stringify(topRows)}, /v1/top ${JSON.stringify(topWant)}`);
     check(await page.$eval('#live-backend', (e) => e.textContent) === 'local', 'the backend: local');
+    const sp = await page.$eval('#live-policies tbody tr svg.spark', (s) => ({ max: s.querySelector('text.max')?.textContent,
+      dash: getComputedStyle(s.querySelector('polyline.no')).strokeDasharray, solid: getComputedStyle(s.querySelector('polyline.ok')).strokeDasharray }));
+    check(/^\d+\/s$/.test(sp.max || '') && sp.dash !== 'none' && sp.solid === 'none', `the sparkline has its scale and a dashed denied line: ${JSON.stringify(sp)}`);
+    for (const [path, want] of [['/v1/peek?=x', /a peek takes key and policy, or an envoy rule's rule, key, domain and descriptor/],
+      ['/v1/stats?x=1', /GET \/v1\/stats takes no parameters/], ['/v1/rules?x=1', /GET \/v1\/rules takes no parameters/]]) {
+      const r = await raw(d.http, path);
+      check(r.status === 400 && want.test(JSON.parse(r.body).error) && !/cost/.test(r.body), `${path}: 400 with its own parameters: ${r.status} ${r.body}`);
+    }
+    const top1 = await raw(d.http, '/v1/top?n=%31');
+    check(top1.status === 200 && JSON.parse(top1.body).keys.length === 1, `/v1/top?n=%31 decodes as n=1: ${top1.status} ${top1.body}`);
+    const slash = await open(origin, '/ui/live/');
+    await slash.waitForFunction(() => Number(document.body.dataset.live || 0) >= 1, { timeout: 10000 });
+    check(await slash.$eval('#playground', (e) => e.hidden), '/ui/live/ (a trailing slash) opens the live tab');
+    await slash.close();
     check(await page.$eval('#playground', (e) => e.hidden), 'on /ui/live the playground is hidden');
 
     // 5. Explain a key: equal to RL.PEEK around it, and nothing charged or counted.
@@ -238,6 +253,34 @@ for i in range(5): print(should_rate_limit("127.0.0.1:${d.grpc}", "rl", [[("cate
     check(envoyHits(e0) === envoyHits(e1) && envoyHits(e2) === envoyHits(e3) && /rule="rl.category"\} 5$/m.test(envoyHits(e3)),
       `explaining a rule counts nothing (decisions, envoy hits): ${envoyHits(e0)} / ${envoyHits(e1)}`);
 
+    // 6b. Keys of any bytes: /v1/peek writes them percent-encoded as /v1/top does (valid JSON,
+    // both forms); the page shows a key named %41 as %41 and quotes a key with a space as
+    // redis-cli takes it.
+    const bin = await raw(d.http, '/v1/peek?key=%FF%FE&policy=gcra:1/1s');
+    check(bin.status === 200 && JSON.parse(bin.body).key === '%FF%FE' && JSON.parse(bin.body).policy === 'gcra:1/1s', `/v1/peek of key 0xFF 0xFE: percent-encoded JSON: ${bin.body}`);
+    const pct = await raw(d.http, '/v1/peek?key=%2541&policy=gcra:1/1s');
+    check(pct.status === 200 && JSON.parse(pct.body).key === '%2541', `/v1/peek of key "%41": %2541 as /v1/top writes it: ${pct.body}`);
+    const bdesc = await raw(d.http, '/v1/peek?domain=rl&descriptor=category%3D%FF%22');
+    check(bdesc.status === 200 && JSON.parse(bdesc.body).key === '2:rl|8:category=%FF%22', `/v1/peek with a descriptor of raw bytes: percent-encoded JSON: ${bdesc.body}`);
+    redis(d.resp, 'RL.CHECK', '%41', 'fixed_window:1/1h');
+    redis(d.resp, 'RL.CHECK', '%41', 'fixed_window:1/1h');
+    await page.waitForFunction(() => [...document.querySelectorAll('#live-top tbody tr')].some((r) => r.cells[1].textContent === '%41'), { timeout: 5000 })
+      .then(() => check(true, ''), () => fail('the top offenders show the key named %41 as %41'));
+    await page.select('#peek-rule', '');
+    const respLine = async (key, n) => {
+      await page.$eval('#peek-key', (e) => { e.value = ''; });
+      await page.$eval('#peek-policy', (e) => { e.value = ''; });
+      await page.type('#peek-key', key);
+      await page.type('#peek-policy', 'gcra:10/1m');
+      await page.click('#peek-go');
+      await page.waitForFunction((k) => document.body.dataset.peeked === String(k), { timeout: 5000 }, n);
+      return page.$eval('#peek-resp', (e) => e.textContent);
+    };
+    let line = await respLine('a b', 4);
+    check(line === 'RL.PEEK "a b" gcra:10/1m', `a key with a space is quoted in the RESP line: ${line}`);
+    line = await respLine('%41', 5);
+    check(line === 'RL.PEEK %41 gcra:10/1m', `a key named %41 shows as %41: ${line}`);
+
     // 7. Leases: K concurrency slots held (RESP), shown by the page, /v1/stats and /metrics;
     // released, 0 again.
     const K = 3, leaseIds = [];
@@ -277,6 +320,32 @@ for i in range(5): print(should_rate_limit("127.0.0.1:${d.grpc}", "rl", [[("cate
   check((await raw(pw.http, '/', { headers: { Authorization: 'Bearer nope' } })).status === 401, 'with a password, a wrong token is 401');
   check((await raw(pw.http, '/', { headers: { Authorization: 'Bearer sesame' } })).status === 200, 'with a password, the token opens /');
   check((await raw(pw.http, '/v1/stats')).status === 401 && (await raw(pw.http, '/v1/peek?key=a&policy=api')).status === 401, 'and /v1/stats, /v1/peek');
+  const unauth = await raw(pw.http, '/ui/live');
+  const challenges = String(unauth.headers['www-authenticate']); // node joins the two with ', '
+  check(challenges.startsWith('Basic realm="ratelimitd", charset="UTF-8"') && challenges.includes('Bearer realm="ratelimitd"'),
+    `a 401 challenges Basic (the browser prompts) and Bearer: ${JSON.stringify(challenges)}`);
+  const basic = (user, pass) => ({ Authorization: `Basic ${Buffer.from(`${user}:${pass}`).toString('base64')}` });
+  check((await raw(pw.http, '/v1/stats', { headers: basic('anyone', 'sesame') })).status === 200, 'Basic with the password (any user name) opens /v1/stats');
+  check((await raw(pw.http, '/', { headers: basic('anyone', 'sesam') })).status === 401
+    && (await raw(pw.http, '/', { headers: { Authorization: 'Basic !!!' } })).status === 401, 'Basic with a wrong password or bad base64 is 401');
+  if (wasm) {
+    // A browser sends Basic when it navigates: the page and the live tab (its fetches carry it).
+    const porigin = `http://127.0.0.1:${pw.http}`;
+    const bad = await browser.newPage();
+    await bad.authenticate({ username: 'ops', password: 'wrong' });
+    const denied = await bad.goto(porigin + '/ui/live');
+    check(denied.status() === 401, `the browser with a wrong password: 401 (${denied.status()})`);
+    await bad.close();
+    const pg = await browser.newPage();
+    await pg.authenticate({ username: 'ops', password: 'sesame' });
+    pg.on('pageerror', (e) => problems.push(`page error on the password page: ${e.message}`));
+    const res = await pg.goto(porigin + '/ui/live');
+    check(res.status() === 200, `the browser with the password opens /ui/live (${res.status()})`);
+    await pg.waitForSelector('body[data-ready]', { timeout: 15000 });
+    await pg.waitForFunction(() => Number(document.body.dataset.live || 0) >= 1, { timeout: 10000 });
+    check(await pg.$eval('#live-backend', (e) => e.textContent) === 'local', 'with a password the live tab polls the daemon (backend: local)');
+    await pg.close();
+  }
   pw.p.kill('SIGTERM');
 
   // 9. `ratelimit sim --serve`: the same page without a daemon; Ctrl-C stops it.

@@ -196,7 +196,64 @@ try {
     const pt = await readTable(page);
     check(pt.rows.length === 7 && pt.rows.every((r) => r.length === 6), `preset ${presets[i]} draws seven rows without an error`);
     if (i === 0) sameTable(pt, cliTable(['--pattern', 'boundary', '--until', '20']), `preset ${presets[i]}`);
+    check(/row\d=/.test(presets[i]), `preset ${presets[i]} sets the rows its line recommends`);
+    check(new Set(pt.rows.map((r) => r[0])).size === 7, `preset ${presets[i]}: seven distinct row names: ${pt.rows.map((r) => r[0])}`);
+    if (i === 4) check(pt.rows[3][0] === 'Token bucket 2/10s' && pt.rows[4][0] === 'Token bucket 8/10s', `the tiers are told apart: ${pt.rows[3][0]}, ${pt.rows[4][0]}`);
   }
+  await page.close();
+
+  // 5c. A link with a malformed %-escape: the page still draws, the error says which part.
+  for (const hash of ['#limit=%', '#at=1,2%', '#trace=%ZZ']) {
+    page = await open(hash);
+    const err = await page.$eval('#error', (e) => e.textContent);
+    const rows = (await readTable(page)).rows;
+    check(err.includes(`'${hash.slice(1)}'`) && err.includes('malformed') && rows.length === 7 && rows.every((r) => r.length === 6),
+      `${hash}: the page draws and says the escape is malformed: "${err}"`);
+    await page.close();
+  }
+
+  // 5d. Links over many windows draw within seconds (they took 16.5 s and 8.7 s when the axis
+  // and sim's ruler turned once per window), with sim's table.
+  for (const [hash, args] of [['#limit=3&window=0.001&until=200', ['--limit', '3', '--window', '0.001', '--until', '200']],
+    ['#until=1000000', ['--until', '1000000']]]) {
+    const t0 = Date.now();
+    page = await open(hash);
+    const took = Date.now() - t0;
+    check(took < 8000, `${hash} draws in ${took} ms (< 8 s)`);
+    const lines = await page.$$eval('#timeline line.boundary', (ls) => ls.length);
+    check(lines > 0 && lines <= 101, `${hash}: at most 101 window boundaries drawn: ${lines}`);
+    sameTable(await readTable(page), cliTable(args), hash);
+    await page.close();
+  }
+
+  // 5e. Where the page and sim part: until not a number or before the picture (sim's message,
+  // the page drawn at the start), a bad --block said once (sim's message), a row whose own
+  // block= meets --block says the parser's "given twice", too many requests says why.
+  const errorOf = (p) => p.$eval('#error', (e) => e.textContent);
+  const rowsOf = async (p) => (await readTable(p)).rows;
+  page = await open('#until=abc');
+  let err = await errorOf(page);
+  check(err === "ratelimit sim: --until 'abc': not a decimal number" && (await rowsOf(page)).length === 7
+    && spawnSync(cli, ['sim', '--until', 'abc'], { encoding: 'utf8' }).stderr.includes(err.replace('ratelimit sim: ', '')), `#until=abc: sim's message, the page drawn: "${err}"`);
+  await page.close();
+  page = await open('#until=-5');
+  err = await errorOf(page);
+  check(/--until '-5': before the picture's first window \(t = 0\).*before the last request, t = 13\)/.test(err) && (await rowsOf(page)).length === 7
+    && (await clock()) === 0, `#until=-5: refused, the clock at the start: "${err}"`);
+  await page.close();
+  page = await open('#block=xyz');
+  const body = await page.evaluate(() => document.body.innerText);
+  const blockMsg = spawnSync(cli, ['sim', '--block', 'xyz'], { encoding: 'utf8' }).stderr.replace(/^ratelimit sim: | \(see.*\n$/g, '');
+  check(body.split("--block 'xyz'").length === 2 && (await errorOf(page)) === `ratelimit sim: ${blockMsg}`, `#block=xyz: sim's message once (${blockMsg}): ${body.split("--block 'xyz'").length - 1} times`);
+  await page.close();
+  page = await open('#block=4s&row1=fixed_window:4/10s,block=2s');
+  const inline = await page.$eval('#row1-error', (e) => e.textContent);
+  const cell = (await rowsOf(page))[0][1];
+  check(/twice/.test(inline) && cell === inline && !(await rowsOf(page))[1][1].includes('twice'), `a row's own block= with --block: the cell says the inline "${inline}": "${cell}"`);
+  await page.close();
+  page = await open('#pattern=steady&rate=1000&duration=1000&until=1000');
+  err = await errorOf(page);
+  check(/more than 200000 requests; lower --rate or --duration \(the page draws every request.*ratelimit sim takes up to 5000000\)/.test(err), `too many requests for the page says why: "${err}"`);
   await page.close();
 
   // 6. Reduced motion: the clock moves whole ticks, never gliding between them.

@@ -39,6 +39,12 @@ const cases = [
   ['--trace', trace, '--limit', '5', '--window', '10', '--width', '90'],
   ['--pattern', 'boundary', '--width', '10', '--until', '1000'],
   ['--at', '-5,-2.5,0,0.000000001'],
+  // many windows per column: the ruler's work is the width's (web/simtext.js), same text
+  ['--limit', '3', '--window', '0.001', '--until', '200'],
+  ['--until', '1000000'],
+  ['--window', '0.000001', '--until', '1', '--width', '13'],
+  ['--window', '0.3', '--until', '50', '--width', '7'],
+  ['--window', '0.7', '--at', '-3,2.2', '--until', '41', '--width', '23'],
   ['--pattern', 'random', '--rate', '0.45', '--seed', '2024', '--duration', '2000', '--accuracy'],
   ['--pattern', 'burst', '--accuracy'],
   ['--trace', join(srcDir, 'examples', 'api.trace')],
@@ -49,6 +55,9 @@ const cases = [
   ['--at', '1,x'],
   ['--at', '5,6', '--until', '2'],
   ['--block', 'soon'],
+  ['--block', 'xyz'],
+  ['--until', 'abc'],
+  ['--until', '-5'],
   ['--at', '1', '--pattern', 'burst'],
 ];
 

@@ -12,7 +12,8 @@
  *   GET|HEAD /v1/rules        the config's envoy rules (ui.h)
  *   GET|HEAD /, /ui/live ...  the playground and its live page (ui.h; server.ui)
  *   GET|HEAD /healthz         "OK" (also /healthcheck), never behind the bearer token
- * A password or tenants require "Authorization: Bearer <token>" (the same check as RESP AUTH).
+ * A password or tenants require "Authorization: Bearer <token>" or Basic with the token as the
+ * password (the same check as RESP AUTH).
  * Keep-alive and pipelining as RFC 9112 says; /v1/check decisions are staged in the worker's
  * pipe like RESP's, so a turn's requests are decided in one batch.  Any framing error is
  * answered (400, 413, 414, 431, 501, 505) with "Connection: close" and the connection closed:
@@ -130,7 +131,8 @@ static void handle_check(rlt__conn *c, const rlt__http_req *req, const rlt__sess
     }
     rlt__pipe_reply r = {.out = o, .fn = reply_check, .flags = flags, .arg = cr.deny_status};
     field_name(cr.policy, cr.plen, r.name, sizeof r.name);
-    if (cr.reserve || cr.reservation || cr.timeout_ms) return handle_reserve(c, ss, &cr, &t, &r, now);
+    if (cr.reserve || cr.reservation || cr.timeout_ms)
+        return handle_reserve(c, ss, &cr, &t, &r, now);
     /* HEAD shows where the key stands and charges nothing. */
     rlt__pipe_add(rlt__conn_pipe(c), s, now, &t, flags & RLT__HF_HEAD ? 0 : cr.cost, &r);
 }
@@ -155,12 +157,11 @@ static void handle_reserve(rlt__conn *c, const rlt__session *ss, const rlt__chec
     if (timeout < 0) return rlt__http_error(r->out, 400, r->flags, NULL, err);
     /* A tenant's reservations count together; the admin's per connection (a request's own
      * session is new each time). */
-    uint64_t holder =
-        rlt__session_holder(ss->auth == RLT__AUTH_TENANT ? ss : rlt__conn_session(c));
+    uint64_t holder = rlt__session_holder(ss->auth == RLT__AUTH_TENANT ? ss : rlt__conn_session(c));
     rlt_decision d;
     uint64_t rid;
-    int st = rlt__decide_reserve(s, holder, t->policy_id, t->shadow, t->key, t->klen, now,
-                                 cr->cost, timeout, &d, &rid);
+    int st = rlt__decide_reserve(s, holder, t->policy_id, t->shadow, t->key, t->klen, now, cr->cost,
+                                 timeout, &d, &rid);
     if (st != RLT_OK) {
         int code = !rlt__decide_can_reserve(s) ? 501 : st == RLT_EFULL ? 503 : 400;
         return rlt__http_error(
@@ -261,10 +262,15 @@ static void handle_top(rlt__conn *c, const rlt__http_req *req, const rlt__sessio
     rlt__obuf *o = rlt__conn_out(c);
     if (s->top == NULL)
         return rlt__http_error(o, 404, flags, NULL, "top offenders are off (server.top_keys: 0)");
-    size_t n;
-    char err[128];
-    if (rlt__top_query(req->query, req->query_len, rlt__top_k(s->top), &n, err, sizeof err) !=
-        RLT_OK)
+    size_t n, qlen;
+    char err[128], q[64];
+    /* Decoded first, as /v1/peek decodes its parameters (n=%31 is n=1). */
+    const char *query = req->query;
+    if (rlt__url_decode(req->query, req->query_len, q, sizeof q, &qlen) == RLT_OK)
+        query = q;
+    else
+        qlen = req->query_len;
+    if (rlt__top_query(query, qlen, rlt__top_k(s->top), &n, err, sizeof err) != RLT_OK)
         return rlt__http_error(o, 400, flags, NULL, err);
     rlt__obuf body = {0};
     rlt__report_top_json(s, ss, n, &body);
@@ -273,15 +279,63 @@ static void handle_top(rlt__conn *c, const rlt__http_req *req, const rlt__sessio
     rlt__obuf_free(&body);
 }
 
-/* Authorization: Bearer <token>, when a password or tenants are configured. */
+/* Standard base64 (RFC 4648, padding optional) of in[0..n) into out (cap bytes).  Returns the
+ * decoded length, or -1 on a character outside the alphabet or an output too long. */
+static ssize_t base64_decode(const char *in, size_t n, char *out, size_t cap)
+{
+    uint32_t acc = 0;
+    int bits = 0;
+    size_t len = 0;
+    while (n > 0 && in[n - 1] == '=')
+        n--;
+    for (size_t i = 0; i < n; i++) {
+        char ch = in[i];
+        int v = ch >= 'A' && ch <= 'Z'   ? ch - 'A'
+                : ch >= 'a' && ch <= 'z' ? ch - 'a' + 26
+                : ch >= '0' && ch <= '9' ? ch - '0' + 52
+                : ch == '+'              ? 62
+                : ch == '/'              ? 63
+                                         : -1;
+        if (v < 0) return -1;
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (len == cap) return -1;
+            out[len++] = (char)((acc >> bits) & 0xff);
+        }
+    }
+    return (ssize_t)len;
+}
+
+/* Authorization: Bearer <token>, or Basic base64(user:password) with the token as the password
+ * and any user name (a browser can send Basic when it navigates, never Bearer), when a password
+ * or tenants are configured.  Both are checked by rlt__session_auth (constant-time). */
 static bool authorize(rlt__srv *s, const rlt__http_req *req, rlt__session *ss)
 {
     rlt__session_init(s, ss);
     if (ss->auth != RLT__AUTH_NONE) return true;
     const rlt__http_header *h = rlt__http_find(req, "Authorization");
-    if (h == NULL || h->vlen < 7 || strncasecmp(h->value, "Bearer ", 7) != 0) return false;
-    return rlt__session_auth(s, ss, NULL, 0, h->value + 7, h->vlen - 7) != RLT__AUTH_NONE;
+    if (h == NULL) return false;
+    if (h->vlen >= 7 && strncasecmp(h->value, "Bearer ", 7) == 0)
+        return rlt__session_auth(s, ss, NULL, 0, h->value + 7, h->vlen - 7) != RLT__AUTH_NONE;
+    if (h->vlen < 6 || strncasecmp(h->value, "Basic ", 6) != 0) return false;
+    char cred[2 * RLT__STR_MAX];
+    const char *b = h->value + 6;
+    size_t blen = h->vlen - 6;
+    while (blen > 0 && *b == ' ')
+        b++, blen--;
+    ssize_t n = base64_decode(b, blen, cred, sizeof cred);
+    const char *colon = n < 0 ? NULL : memchr(cred, ':', (size_t)n);
+    if (colon == NULL) return false;
+    size_t off = (size_t)(colon + 1 - cred);
+    return rlt__session_auth(s, ss, NULL, 0, colon + 1, (size_t)n - off) != RLT__AUTH_NONE;
 }
+
+/* The 401's challenges: Basic first, so a browser prompts for the password. */
+#define CHALLENGE                                                                                  \
+    "WWW-Authenticate: Basic realm=\"ratelimitd\", charset=\"UTF-8\"\r\n"                          \
+    "WWW-Authenticate: Bearer realm=\"ratelimitd\"\r\n"
 
 static bool path_is(const rlt__http_req *req, const char *p)
 {
@@ -318,8 +372,8 @@ static void route(rlt__conn *c, const rlt__http_req *req, unsigned flags, rlt_ns
                                    "POST the settle's parameters");
         if (authorize(s, req, &ss)) return handle_settle(c, req, &ss, flags, now);
         rlt__mcount(&ms->errors, 1);
-        return rlt__http_error(o, 401, flags, "WWW-Authenticate: Bearer realm=\"ratelimitd\"\r\n",
-                               "missing or wrong bearer token");
+        return rlt__http_error(o, 401, flags, CHALLENGE,
+                               "missing or wrong password (Bearer token or Basic)");
     }
     if (!check && !envoy && !metrics && !health && page == NULL)
         return rlt__http_error(o, 404, flags, NULL,
@@ -337,6 +391,10 @@ static void route(rlt__conn *c, const rlt__http_req *req, unsigned flags, rlt_ns
         if (page != NULL) return rlt__ui_asset(o, req, page, flags);
         if (envoy) return handle_envoy(c, req, &ss, flags, now);
         if (path_is(req, "/v1/top")) return handle_top(c, req, &ss, flags);
+        if ((path_is(req, "/v1/stats") || path_is(req, "/v1/rules")) && req->query_len > 0)
+            return rlt__http_error(o, 400, flags, NULL,
+                                   path_is(req, "/v1/stats") ? "GET /v1/stats takes no parameters"
+                                                             : "GET /v1/rules takes no parameters");
         if (path_is(req, "/v1/stats")) return rlt__ui_stats(s, o, flags, now);
         if (path_is(req, "/v1/peek")) return rlt__ui_peek(s, o, req, &ss, flags, now);
         if (path_is(req, "/v1/rules")) return rlt__ui_rules(s, o, flags);
@@ -349,8 +407,7 @@ static void route(rlt__conn *c, const rlt__http_req *req, unsigned flags, rlt_ns
         return;
     }
     rlt__mcount(&ms->errors, 1);
-    rlt__http_error(o, 401, flags, "WWW-Authenticate: Bearer realm=\"ratelimitd\"\r\n",
-                    "missing or wrong bearer token");
+    rlt__http_error(o, 401, flags, CHALLENGE, "missing or wrong password (Bearer token or Basic)");
 }
 
 static size_t http_feed(rlt__conn *c, char *in, size_t len, rlt_ns now)

@@ -19,10 +19,7 @@ static int hexv(char c)
     return -1;
 }
 
-/* Percent-decodes s[0..n) ('+' is a space) into out[0..cap) (out NULL: only validates).
- * Returns RLT_OK and *len, RLT_ENOSPC when it does not fit, or RLT_EPARSE for a bad escape
- * ('%' not followed by two hex digits). */
-static int url_decode(const char *s, size_t n, char *out, size_t cap, size_t *len)
+int rlt__url_decode(const char *s, size_t n, char *out, size_t cap, size_t *len)
 {
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
@@ -50,7 +47,7 @@ static int url_decode(const char *s, size_t n, char *out, size_t cap, size_t *le
  * True when it was not given before and decodes to 1..cap bytes (*len). */
 static bool decode_once(bool given, const char *val, size_t vl, char *out, size_t cap, size_t *len)
 {
-    return !given && url_decode(val, vl, out, cap, len) == RLT_OK && *len > 0;
+    return !given && rlt__url_decode(val, vl, out, cap, len) == RLT_OK && *len > 0;
 }
 
 /* Splits "K=V,K=V" (r->desc) into r->entries. */
@@ -117,6 +114,13 @@ int rlt__peek_parse(const char *q, size_t len, rlt__peek_req *r, char *err, size
         i = end + 1;
     }
     r->key[r->klen] = r->rule[r->rlen] = r->domain[r->dlen] = r->desc[r->desclen] = '\0';
+    if (!r->envoy && other != NULL) {
+        snprintf(err, errlen,
+                 "unknown parameter '%.*s': a peek takes key and policy, or an envoy rule's "
+                 "rule, key, domain and descriptor (a peek charges nothing)",
+                 (int)(olen > 32 ? 32 : olen), other);
+        return RLT_EINVAL;
+    }
     if (!r->envoy) return RLT_OK;
     if (bad_key) return RLT_EINVAL;
     if (other != NULL) {
@@ -160,8 +164,8 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
         const char *val = eqp < end ? q + eqp + 1 : q + end;
         size_t vl = eqp < end ? end - eqp - 1 : 0;
         size_t ignored;
-        if (url_decode(name, nl, NULL, 0, &ignored) == RLT_EPARSE ||
-            url_decode(val, vl, NULL, 0, &ignored) == RLT_EPARSE) {
+        if (rlt__url_decode(name, nl, NULL, 0, &ignored) == RLT_EPARSE ||
+            rlt__url_decode(val, vl, NULL, 0, &ignored) == RLT_EPARSE) {
             snprintf(err, errlen,
                      "bad percent-encoding in parameter '%.*s' (%% must be followed "
                      "by two hex digits)",

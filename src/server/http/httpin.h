@@ -37,6 +37,11 @@ typedef struct rlt__check_req {
     uint64_t reservation;
 } rlt__check_req;
 
+/* Percent-decodes s[0..n) ('+' is a space) into out[0..cap) (out NULL: only validates).
+ * Returns RLT_OK and *len, RLT_ENOSPC when it does not fit, or RLT_EPARSE for a bad escape
+ * ('%' not followed by two hex digits). */
+int rlt__url_decode(const char *s, size_t n, char *out, size_t cap, size_t *len);
+
 /* Parses "key=K&policy=P&cost=N[&deny_status=403][&reserve=1][&timeout_ms=T]
  * [&reservation=HEX]" (URL-encoded; policy defaults to "default", cost to 1, deny_status to
  * 0: the default 429; reserve takes 0 or 1, timeout_ms 1..86400000).  Which endpoint takes
@@ -64,9 +69,10 @@ typedef struct rlt__peek_req {
 
 /* Parses /v1/peek's query into r.  r->envoy false: none of rule, domain, descriptor is given
  * (the caller parses the policy form with rlt__check_parse).  Returns RLT_OK, or RLT_EINVAL
- * with a message in err: an unknown or repeated parameter, bad percent-encoding, policy= with
- * an envoy form, a descriptor without domain or with key, rule= without key or descriptor, an
- * entry without '=' or with an empty name, more than RLT__ENVOY_MAX_ENTRIES entries. */
+ * with a message in err: an unknown or repeated parameter (in either form), bad percent-encoding,
+ * policy= with an envoy form, a descriptor without domain or with key, rule= without key or
+ * descriptor, an entry without '=' or with an empty name, more than RLT__ENVOY_MAX_ENTRIES entries.
+ */
 int rlt__peek_parse(const char *query, size_t len, rlt__peek_req *r, char *err, size_t errlen);
 
 #endif

@@ -55,8 +55,26 @@ static void json_str(rlt__obuf *o, const char *p, size_t n)
     }
 }
 
-/* Where target t stands, as RL.PEEK answers it: 200 with its JSON (`key` and `policy` as
- * given, `rule` when an envoy rule was named), or the decision's error. */
+/* A name's bytes as /v1/top and /v1/stats write them: printable ASCII as it is, every other
+ * byte and '%', '"', '\\' as %XX (upper-case hex), so that any key is valid JSON and renders
+ * losslessly. */
+static void json_pct(rlt__obuf *o, const char *p, size_t n)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c >= 0x20 && c < 0x7f && c != '%' && c != '"' && c != '\\') {
+            rlt__obuf_put(o, p + i, 1);
+        } else {
+            char e[3] = {'%', hex[c >> 4], hex[c & 15]};
+            rlt__obuf_put(o, e, 3);
+        }
+    }
+}
+
+/* Where target t stands, as RL.PEEK answers it: 200 with its JSON (`key`, `policy` and, when an
+ * envoy rule was named, `rule` percent-encoded as /v1/top writes them), or the decision's
+ * error. */
 static void answer(rlt__srv *s, rlt__obuf *o, unsigned flags, rlt_ns now, const rlt__target *t,
                    const char *key, size_t klen, const char *policy, size_t plen, const char *rule)
 {
@@ -73,12 +91,12 @@ static void answer(rlt__srv *s, rlt__obuf *o, unsigned flags, rlt_ns now, const 
         text[0] = '\0';
     rlt__obuf body = {0};
     rlt__http_put_str(&body, "{\"key\":\"");
-    json_str(&body, key, klen);
+    json_pct(&body, key, klen);
     rlt__http_put_str(&body, "\",\"policy\":\"");
-    json_str(&body, policy, plen);
+    json_pct(&body, policy, plen);
     if (rule != NULL) {
         rlt__http_put_str(&body, "\",\"rule\":\"");
-        json_str(&body, rule, strlen(rule));
+        json_pct(&body, rule, strlen(rule));
     }
     rlt__http_put_str(&body, "\",\"policy_text\":\"");
     json_str(&body, text, strlen(text));
