@@ -342,9 +342,20 @@ def the_ttl_comes_from_the_first_report_with_an_elapsed_and_the_budget_holds_acr
             assert r <= R + 1e-6 and bu <= BURST, (t - t0, r, bu)
         for e in (a, b):
             assert e.current(WEB)["ttl"] == 15.0, e.current(WEB)
-        # Once the old division's assignments ran out, the whole budget is divided again.
-        r, bu = live_sums([a, b], WEB, time.monotonic())
-        print("    after: %.0f/s of %d, burst %d of %d" % (r, R, bu, BURST))
+        # Once the old division's assignments ran out (2 s), the whole budget is divided again,
+        # each share moving at its member's next answer (G = 5 s in the 15 s division after the
+        # answer of the move): by t0 + 2 + 5 s, plus what a loaded machine adds, well within
+        # the assignments' 15 s.
+        while True:
+            r, bu = live_sums([a, b], WEB, time.monotonic())
+            assert r <= R + 1e-6 and bu <= BURST, (r, bu)
+            if r >= 0.85 * R or time.monotonic() > t0 + 12:
+                break
+            for e in (a, b):
+                e.report([WEB], elapsed=5.0, allowed=1000)
+            time.sleep(0.25)
+        print("    after %.1f s: %.0f/s of %d, burst %d of %d" %
+              (time.monotonic() - t0, r, R, bu, BURST))
         assert r >= 0.85 * R, r
         a.close()
         b.close()
