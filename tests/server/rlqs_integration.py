@@ -343,13 +343,13 @@ def the_ttl_comes_from_the_first_report_with_an_elapsed_and_the_budget_holds_acr
         for e in (a, b):
             assert e.current(WEB)["ttl"] == 15.0, e.current(WEB)
         # Once the old division's assignments ran out (2 s), the whole budget is divided again,
-        # each share moving at its member's next answer (G = 5 s in the 15 s division after the
-        # answer of the move): by t0 + 2 + 5 s, plus what a loaded machine adds, well within
+        # each share moving at its member's next answer (G = 5 s in the 15 s division, one or
+        # two of them after the move's): by t0 + 10 s, plus what a loaded machine adds, within
         # the assignments' 15 s.
         while True:
             r, bu = live_sums([a, b], WEB, time.monotonic())
             assert r <= R + 1e-6 and bu <= BURST, (r, bu)
-            if r >= 0.85 * R or time.monotonic() > t0 + 12:
+            if r >= 0.85 * R or time.monotonic() > t0 + 14:
                 break
             for e in (a, b):
                 e.report([WEB], elapsed=5.0, allowed=1000)
