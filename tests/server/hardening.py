@@ -483,6 +483,66 @@ def a_sigterm_the_moment_it_is_ready_stops_it_cleanly_with_its_final_snapshot(tm
 
 
 @test
+def a_sigterm_at_any_instant_of_the_start_stops_it_cleanly_never_hangs(tmp):
+    # A signal at any instant of the start must stop the daemon: waiting, pending, while it
+    # loads its config and snapshot (the config here is a FIFO, so the signal surely comes
+    # while main is reading it), and at instants spread over the whole start.  Before the
+    # signals were read from a signalfd, a SIGTERM before the handlers killed it without its
+    # final snapshot, and one the moment READY=1 came was once lost under TSan.
+    fifo = os.path.join(tmp, "config.fifo")
+    os.mkfifo(fifo)
+    base = [it.BIN, "--port", "0", "--http-port", "0", "--grpc-port", "0", "--bind",
+            "127.0.0.1"]
+    for i in range(3):
+        snap = os.path.join(tmp, "fifo%d.snap" % i)
+        with open(os.path.join(tmp, "fifo-stderr%d" % i), "w+") as err:
+            p = subprocess.Popen(base + ["--config", fifo, "--snapshot", snap], cwd=tmp,
+                                 stdout=subprocess.DEVNULL, stderr=err)
+            try:
+                with open(fifo, "w") as f:  # opens once the daemon opened it to read
+                    p.send_signal(signal.SIGTERM)
+                    f.write("policies:\n  api: gcra:10/1s\n")
+                assert p.wait(20 * it.SCALE) == 0, p.returncode
+            finally:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            err.seek(0)
+            log = err.read()
+            assert "signal 15, stopping" in log and "ratelimitd: stopped" in log, log
+            assert not it.SANITIZER_REPORT.search(log), log
+        assert os.path.getsize(snap) > 0, snap
+    # How long a start takes here, then signals at instants spread over it and just past it.
+    t0 = time.time()
+    d = it.Daemon(tmp, "--no-snapshot")
+    ready = time.time() - t0
+    d.stop()
+    n = 24
+    for i in range(n):
+        delay = ready * 1.5 * i / (n - 1)
+        with open(os.path.join(tmp, "spread-stderr%d" % i), "w+") as err:
+            p = subprocess.Popen(base + ["--no-snapshot"], cwd=tmp, stdout=subprocess.DEVNULL,
+                                 stderr=err)
+            time.sleep(delay)
+            p.send_signal(signal.SIGTERM)
+            try:
+                rc = p.wait(20 * it.SCALE)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+                raise AssertionError("no exit within %ds of a SIGTERM %.3fs into the start"
+                                     % (20 * it.SCALE, delay))
+            err.seek(0)
+            log = err.read()
+            # Only before main's first line (the loader, a sanitizer's start) may the signal's
+            # default action end it; from there on it is read and the stop is clean.
+            assert rc == 0 or (rc == -signal.SIGTERM and log == ""), (delay, rc, log)
+            if rc == 0:
+                assert "ratelimitd: stopped" in log, (delay, log)
+            assert not it.SANITIZER_REPORT.search(log), log
+
+
+@test
 def under_systemd_it_reports_readiness_and_logs_with_priorities(tmp):
     # Type=notify: READY=1 on $NOTIFY_SOCKET once listening, STOPPING=1 at stop; with
     # JOURNAL_STREAM set every log line starts with its syslog priority (<3> errors, <6> info).

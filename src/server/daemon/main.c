@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <errno.h>
 #include <signal.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -333,12 +334,38 @@ static void snapshot(mainctx *m, const char *why)
     }
 }
 
+static void on_reload(evutil_socket_t sig, short what, void *arg);
+
 static void on_stop(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
     mainctx *m = arg;
     rlt__log(RLT__LOG_INFO, "signal %d, stopping", (int)sig);
     event_base_loopbreak(m->base);
+}
+
+/* SIGTERM, SIGINT and SIGHUP are blocked in every thread from main's first line (threads
+ * inherit the mask) and read by the loop from a signalfd.  A signal sent at any instant of the
+ * start then waits, pending in the kernel, until the loop reads it: no handler has to be in
+ * place in time, and none runs in a signal context that a sanitizer's runtime may defer (a
+ * SIGTERM sent the moment READY=1 came was once lost so under TSan). */
+static void stop_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGHUP);
+}
+
+static void on_signalfd(evutil_socket_t fd, short what, void *arg)
+{
+    struct signalfd_siginfo si;
+    while (read(fd, &si, sizeof si) == (ssize_t)sizeof si) {
+        if (si.ssi_signo == SIGHUP)
+            on_reload((evutil_socket_t)si.ssi_signo, what, arg);
+        else
+            on_stop((evutil_socket_t)si.ssi_signo, what, arg);
+    }
 }
 
 static const rlt__tenant *tenant_named(const rlt__config *c, const char *name)
@@ -476,6 +503,9 @@ static void on_sample(evutil_socket_t fd, short what, void *arg)
 
 int main(int argc, char **argv)
 {
+    sigset_t sigs;
+    stop_signals(&sigs);
+    sigprocmask(SIG_BLOCK, &sigs, NULL);
     overrides o = {0};
     args_next next;
     if (parse_args(argc, argv, &o, &next) != RLT_OK) return 2;
@@ -531,18 +561,25 @@ int main(int argc, char **argv)
         rlt__srv_close(s);
         return 1;
     }
-    /* The signals' handlers before the start line and READY=1: whoever reads either may stop
-     * or reload the daemon at once, and a SIGTERM before the handler would kill it without
-     * its final snapshot (libevent queues a signal that comes before the loop runs). */
-    struct event *ev_term = evsignal_new(m.base, SIGTERM, on_stop, &m);
-    struct event *ev_int = evsignal_new(m.base, SIGINT, on_stop, &m);
-    struct event *ev_hup = evsignal_new(m.base, SIGHUP, on_reload, &m);
+    /* The signals are read before the start line and READY=1: whoever reads either may stop
+     * or reload the daemon at once (stop_signals: one sent earlier is pending until then). */
+    int sfd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
+    struct event *ev_sig = sfd < 0 ? NULL : event_new(m.base, sfd, EV_READ | EV_PERSIST, on_signalfd, &m);
     struct event *ev_snap = event_new(m.base, -1, EV_PERSIST, on_snapshot, &m);
     struct event *ev_sweep = event_new(m.base, -1, EV_PERSIST, on_sweep, &m);
     struct event *ev_sample = event_new(m.base, -1, EV_PERSIST, on_sample, &m);
-    evsignal_add(ev_term, NULL);
-    evsignal_add(ev_int, NULL);
-    evsignal_add(ev_hup, NULL);
+    if (ev_sig == NULL || event_add(ev_sig, NULL) != 0) {
+        rlt__log(RLT__LOG_ERR, "cannot read signals: %s", strerror(errno));
+        rlt__daemon_stop(d);
+        if (ev_sig) event_free(ev_sig);
+        if (sfd >= 0) close(sfd);
+        event_free(ev_snap);
+        event_free(ev_sweep);
+        event_free(ev_sample);
+        event_base_free(m.base);
+        rlt__srv_close(s);
+        return 1;
+    }
     /* The start line: "ratelimitd: resp 127.0.0.1:6380 http 127.0.0.1:8080 grpc
      * 127.0.0.1:8081" (tests and
      * scripts read the ports from it). */
@@ -581,9 +618,8 @@ int main(int argc, char **argv)
     rlt__log_notify("STOPPING=1");
     rlt__daemon_stop(d);
     snapshot(&m, "final");
-    event_free(ev_term);
-    event_free(ev_int);
-    event_free(ev_hup);
+    event_free(ev_sig);
+    close(sfd);
     event_free(ev_snap);
     event_free(ev_sweep);
     event_free(ev_sample);
