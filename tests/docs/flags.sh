@@ -29,5 +29,10 @@ quick=$(awk '/^## Quick start/ { on = 1; next } /^## / { on = 0 } on' "$src/READ
 for f in --port --http-port --grpc-port --bind; do
   printf '%s\n' "$quick" | grep -q -- "$f " || bad "the README's Quick start does not show $f"
 done
+# The contributor's guide and the test command stand alone: nothing outside the checkout.
+for f in CONTRIBUTING.md scripts/test scripts/run scripts/deps; do
+  grep -n '\.\./shared\|/work/shared' "$src/$f" && bad "$f refers to a folder outside the checkout"
+done
+grep -q '^### Files to copy' "$src/CONTRIBUTING.md" || bad "CONTRIBUTING.md lacks the style guide's files to copy"
 [ "$fail" = 0 ] && echo "ok   $n options of --help in the manual pages; gRPC in ratelimitd(8); the port options in the Quick start"
 exit "$fail"
