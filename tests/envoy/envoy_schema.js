@@ -132,6 +132,11 @@ const controls = [
   { name: 'unquoted `no` (the boolean false) in a bool field', file: 'examples/envoy/envoy.yaml', from: 'failure_mode_deny: false', to: 'failure_mode_deny: no' },
   { name: 'another value of the enum, unquoted', file: 'examples/envoy/envoy.yaml', from: 'enable_x_ratelimit_headers: "OFF"', to: 'enable_x_ratelimit_headers: DRAFT_VERSION_03' },
   { name: 'an enum by number, a field by its JSON name', file: 'examples/envoy/envoy.yaml', from: 'stat_prefix: ingress', to: 'statPrefix: ingress\n                codec_type: 1' },
+  // protobuf's legacy JSON syntax, which Envoy's JsonStringToMessage runs with, and Envoy's
+  // case-insensitive enums
+  { name: 'a Duration as an object', file: 'examples/envoy/envoy.yaml', from: 'timeout: 0.05s', to: 'timeout: {seconds: 0, nanos: 50000000}' },
+  { name: 'an enum name in lower case', file: 'examples/envoy/envoy.yaml', from: 'transport_api_version: V3', to: 'transport_api_version: v3' },
+  { name: 'a single value for a list (a list of one, with a warning)', file: 'examples/envoy/envoy.yaml', from: 'domains: ["*"]', to: 'domains: "*"', warns: /domains is a list: Envoy takes this single value as a list of one/ },
 ];
 
 function mutate(t) {
@@ -164,7 +169,9 @@ for (const t of controls) {
   const item = { file: t.file + ' (changed)', type: schema.BOOTSTRAP, text: m.text, lineBase: 0 };
   const c = schema.checkItem(ctx, item);
   if (c.errors.length) fail(`control ${t.name}: refused:\n  ${schema.report(item, c).join('\n  ')}`);
-  else console.log(`ok   accepted: ${t.name}`);
+  else if (t.warns && !c.warnings.some((w) => t.warns.test(w.msg))) fail(`control ${t.name}: no warning matching ${t.warns}`);
+  else if (!t.warns && c.warnings.length) fail(`control ${t.name}: warned: ${JSON.stringify(c.warnings)}`);
+  else console.log(`ok   accepted: ${t.name}` + (t.warns ? ` (warning: ${c.warnings[0].msg})` : ''));
 }
 
 // 3. The docs' snippets: a marked fragment is checked as its message (a fault found at its

@@ -116,12 +116,14 @@ function envoyScalar(node) {
 function readYaml(mods, text, lineBase) {
   const YAML = require(path.join(mods, 'yaml'));
   const lc = new YAML.LineCounter();
-  const docs = YAML.parseAllDocuments(text, { lineCounter: lc, schema: 'failsafe', merge: false, uniqueKeys: true });
+  const docs = YAML.parseAllDocuments(text, { lineCounter: lc, schema: 'failsafe', merge: false, uniqueKeys: false });
+  const warnings = [];
   const lineOf = (n) => (n && n.range ? lc.linePos(n.range[0]).line + lineBase : lineBase + 1);
   if (!Array.isArray(docs)) return { error: { line: lineBase + 1, msg: 'not YAML' } };
   if (docs.length !== 1) return { error: { line: lineBase + 1, msg: `${docs.length} YAML documents, Envoy reads one` } };
   const doc = docs[0];
-  const errs = doc.errors.concat(doc.warnings);
+  // the yaml package's warnings (an unresolved tag such as Envoy's !ignore) are not faults
+  const errs = doc.errors;
   if (errs.length) {
     const e = errs[0];
     return { error: { line: e.linePos ? e.linePos[0].line + lineBase : lineBase + 1, msg: 'YAML: ' + e.message.split('\n')[0] } };
@@ -130,17 +132,24 @@ function readYaml(mods, text, lineBase) {
     if (depth > 200) throw new Error('YAML nested too deep');
     if (YAML.isAlias(n)) return conv(n.resolve(doc), depth + 1);
     if (YAML.isMap(n)) {
-      const entries = n.items.map((p) => {
+      // Envoy's parseYamlNode: a key tagged !ignore is dropped; a key given twice ends in its
+      // Struct once, with the last value.
+      const byKey = new Map();
+      for (const p of n.items) {
+        if (p.key && p.key.tag === '!ignore') continue;
         const k = YAML.isScalar(p.key) ? String(p.key.value) : JSON.stringify(p.key && p.key.toJSON ? p.key.toJSON() : p.key);
-        return { key: k, line: lineOf(p.key), value: p.value == null ? { kind: 'scalar', v: null, line: lineOf(p.key) } : conv(p.value, depth + 1) };
-      });
-      return { kind: 'map', entries, line: lineOf(n) };
+        const e = { key: k, line: lineOf(p.key), value: p.value == null ? { kind: 'scalar', v: null, line: lineOf(p.key) } : conv(p.value, depth + 1) };
+        if (byKey.has(k)) warnings.push({ line: e.line, path: '', msg: `key "${k}" given twice in one map (also line ${byKey.get(k).line}): Envoy takes the last` });
+        byKey.set(k, e);
+      }
+      return { kind: 'map', entries: [...byKey.values()], line: lineOf(n) };
     }
     if (YAML.isSeq(n)) return { kind: 'seq', items: n.items.map((x) => conv(x, depth + 1)), line: lineOf(n) };
     if (YAML.isScalar(n)) return Object.assign({ kind: 'scalar', line: lineOf(n) }, envoyScalar(n));
     return { kind: 'scalar', v: null, line: lineOf(n) };
   }
-  return { tree: doc.contents == null ? { kind: 'map', entries: [], line: lineBase + 1 } : conv(doc.contents, 0) };
+  const tree = doc.contents == null ? { kind: 'map', entries: [], line: lineBase + 1 } : conv(doc.contents, 0);
+  return { tree, warnings };
 }
 
 // ---- protobuf's JSON mapping and protoc-gen-validate's rules -------------------------------
@@ -240,6 +249,12 @@ class Checker {
     const name = bare(type);
     this.noteType(type);
     if (name === 'google.protobuf.Any') return this.any(node, at);
+    // protobuf's JSON parser, in the legacy syntax Envoy's JsonStringToMessage runs with, reads
+    // an object given for a Duration, Timestamp, FieldMask, wrapper or ListValue as the message
+    // itself ({seconds: 1}, {value: 5}).
+    const legacyObject = node.kind === 'map' && ['google.protobuf.Duration', 'google.protobuf.Timestamp', 'google.protobuf.FieldMask',
+      'google.protobuf.ListValue'].concat(Object.keys(WRAPPERS)).includes(name);
+    if (legacyObject) return this.fields(node, type, at, node.entries);
     if (name === 'google.protobuf.Duration') return this.durationValue(node, at);
     if (name === 'google.protobuf.Timestamp') {
       if (node.kind !== 'scalar' || typeof node.v !== 'string' || isNaN(Date.parse(node.v))) this.err(node, at, `a Timestamp is an RFC 3339 string, not ${describe(node)}`);
@@ -278,9 +293,12 @@ class Checker {
         this.err(e, p, `unknown field "${e.key}" in ${bare(type)}` + (near.length ? ` (its fields include: ${near.join(', ')})` : ''));
         continue;
       }
-      if (set.has(f.name)) {
-        this.err(e, p, `${f.name} given twice`);
-        continue;
+      if (set.has(f.name) && !(e.value.kind === 'scalar' && e.value.v === null)) {
+        if (f.partOf && !(f.partOf.fieldsArray.length === 1 && f.partOf.name === '_' + f.name)) {
+          this.err(e, p, `${f.name} given twice`);
+          continue;
+        }
+        this.warnings.push({ line: e.line, path: p, msg: `${f.name} given twice (by its name and its JSON name): Envoy takes ${f.repeated || f.map ? 'both' : 'the last'}` });
       }
       this.stats.fields++;
       if (e.value.kind === 'scalar' && e.value.v === null) continue; // JSON null: the field is unset
@@ -293,6 +311,7 @@ class Checker {
     // oneofs: protobuf refuses two members; (validate.required) wants one
     for (const o of type.oneofsArray) {
       const members = o.fieldsArray.filter((f) => set.has(f.name));
+      // (a member given under both names was refused above)
       const synthetic = o.fieldsArray.length === 1 && o.name === '_' + o.fieldsArray[0].name;
       if (members.length > 1) this.err(node, at, `${members.map((f) => f.name).join(' and ')} are one oneof (${o.name}) of ${bare(type)}: give one`);
       if (!synthetic && !disabled && o.options && o.options['(validate.required)']) {
@@ -326,9 +345,16 @@ class Checker {
       return;
     }
     if (f.repeated) {
-      if (node.kind !== 'seq') return this.err(node, at, `${f.name} is a list, not ${describe(node)}`);
-      node.items.forEach((x, i) => {
-        if (x.kind === 'scalar' && x.v === null) this.err(x, `${at}[${i}]`, 'null in a list');
+      // protobuf's legacy JSON syntax (Envoy's): a single value stands for a list of one, a null
+      // item for a default one, and a list inside the list is flattened into it.
+      if (node.kind !== 'seq') {
+        this.warnings.push({ line: node.line, path: at, msg: `${f.name} is a list: Envoy takes this single value as a list of one` });
+        return this.single(node, f, `${at}[0]`);
+      }
+      const items = flatten(node.items);
+      if (node.items.some((x) => x.kind === 'seq')) this.warnings.push({ line: node.line, path: at, msg: `${f.name}: a list inside the list, which Envoy flattens` });
+      items.forEach((x, i) => {
+        if (x.kind === 'scalar' && x.v === null) this.warnings.push({ line: x.line, path: `${at}[${i}]`, msg: 'null in a list: Envoy adds a default item' });
         else this.single(x, f, `${at}[${i}]`);
       });
       return;
@@ -359,8 +385,10 @@ class Checker {
       return undefined;
     }
     if (typeof node.v === 'number') return node.v;
-    if (Object.prototype.hasOwnProperty.call(e.values, node.v)) return e.values[node.v];
-    if (/^-?\d+$/.test(node.v)) return Number(node.v);
+    // Envoy's loadFromJson sets case_insensitive_enum_parsing
+    const name = Object.keys(e.values).find((k) => k.toLowerCase() === node.v.toLowerCase());
+    if (name !== undefined) return e.values[name];
+    if (/^[-+]?\d+$/.test(node.v)) return Number(node.v);
     this.err(node, at, `${JSON.stringify(node.v)} is not a value of ${bare(e)} (${Object.keys(e.values).join(', ')})`);
     return undefined;
   }
@@ -371,17 +399,25 @@ class Checker {
     if (node.kind !== 'scalar' || node.v === null) return node.kind === 'scalar' ? null : bad('a scalar');
     const v = node.v;
     if (type === 'string') return typeof v === 'string' ? v : bad('a string');
-    if (type === 'bool') return typeof v === 'boolean' ? v : bad('true or false');
+    if (type === 'bool') {
+      if (typeof v === 'boolean') return v;
+      // legacy syntax: a string through absl::SimpleAtob
+      const l = typeof v === 'string' ? v.toLowerCase() : '';
+      if (['true', 't', 'yes', 'y', '1'].includes(l)) return true;
+      if (['false', 'f', 'no', 'n', '0'].includes(l)) return false;
+      return bad('true or false');
+    }
     if (type === 'bytes') return typeof v === 'string' && /^[A-Za-z0-9+/_-]*={0,2}$/.test(v) ? v : bad('base64 text');
     if (type === 'double' || type === 'float') {
       if (typeof v === 'number') return v;
-      if (typeof v === 'string' && (/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(v) || ['NaN', 'Infinity', '-Infinity'].includes(v))) return Number(v);
+      if (typeof v === 'string' && /^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(v)) return Number(v);
+      if (typeof v === 'string' && /^[-+]?(inf|infinity|nan)$/i.test(v)) return /nan/i.test(v) ? NaN : v[0] === '-' ? -Infinity : Infinity;
       return bad('a number');
     }
     if (INT_RANGE[type]) {
       let b;
       if (typeof v === 'number' && Number.isInteger(v)) b = BigInt(v);
-      else if (typeof v === 'string' && /^-?\d+$/.test(v)) b = BigInt(v);
+      else if (typeof v === 'string' && /^[-+]?\d+$/.test(v)) b = BigInt(v.replace(/^\+/, ''));
       else return bad('an integer');
       const [lo, hi] = INT_RANGE[type];
       if (b < lo || b > hi) return bad(`an integer in [${lo}, ${hi}]`);
@@ -457,22 +493,24 @@ class Checker {
         continue; // skip: the nested message is still read (protobuf), its rules checked by its own type
       }
       if (kind === 'repeated' || kind === 'map') {
-        const n = node ? (kind === 'map' ? node.entries.length : node.items ? node.items.length : 0) : 0;
+        // a list as Envoy reads it (a single value is a list of one, inner lists flattened)
+        const items = !node || kind === 'map' ? [] : node.kind === 'seq' ? flatten(node.items) : [node];
+        const n = node ? (kind === 'map' ? node.entries.length : items.length) : 0;
         if (r.ignore_empty && n === 0) continue;
         const min = kind === 'map' ? r.min_pairs : r.min_items;
         const max = kind === 'map' ? r.max_pairs : r.max_items;
         if (min !== undefined && n < Number(min)) fail(`${f.name} needs at least ${min} ${kind === 'map' ? 'pairs' : 'items'}, has ${n}`);
         if (max !== undefined && n > Number(max)) fail(`${f.name} takes at most ${max} ${kind === 'map' ? 'pairs' : 'items'}, has ${n}`);
-        if (kind === 'repeated' && r.unique && node && node.items) {
+        if (kind === 'repeated' && r.unique) {
           const seen = new Set();
-          for (const x of node.items) {
+          for (const x of items) {
             const k = JSON.stringify(plain(x));
             if (seen.has(k)) fail(`${f.name}: items must be unique, ${k} repeats`);
             seen.add(k);
           }
         }
-        if (kind === 'repeated' && r.items && node && node.items) {
-          node.items.forEach((x, i) => this.rules(x, fieldView(f, { repeated: false }), r.items, `${at}[${i}]`, parent));
+        if (kind === 'repeated' && r.items) {
+          items.forEach((x, i) => this.rules(x, fieldView(f, { repeated: false }), r.items, `${at}[${i}]`, parent));
         }
         if (kind === 'map' && node && node.entries) {
           for (const e of node.entries) {
@@ -637,6 +675,10 @@ function cmpRules(r, v, conv, fmt, fail, name, skip, ignore) {
   for (const k of Object.keys(r)) if (!['const', 'lt', 'lte', 'gt', 'gte', 'in', 'not_in'].concat(ignore).includes(k)) skip(k);
 }
 
+function flatten(items) {
+  return items.flatMap((x) => (x.kind === 'seq' ? flatten(x.items) : [x]));
+}
+
 function plain(n) {
   if (n.kind === 'map') return Object.fromEntries(n.entries.map((e) => [e.key, plain(e.value)]));
   if (n.kind === 'seq') return n.items.map(plain);
@@ -668,6 +710,7 @@ function checkText(ctx, text, typeName, lineBase) {
     c.errors.push({ line: (lineBase || 0) + 1, path: '', msg: `unknown message type ${typeName}` });
     return c;
   }
+  c.warnings.push(...y.warnings);
   c.message(y.tree, t, '');
   return c;
 }
