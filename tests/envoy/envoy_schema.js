@@ -1,5 +1,5 @@
 // The ctest test envoy_schema: every Envoy YAML we ship (examples/ and the docs' Envoy
-// snippets, schema.js's shipped()) read as Envoy reads it into envoy.config.bootstrap.v3.Bootstrap
+// snippets, shipped.js) read as Envoy reads it into envoy.config.bootstrap.v3.Bootstrap
 // (or the message a doc snippet names) and checked against the protoc-gen-validate rules of
 // Envoy's upstream protos; then faults put into copies of the examples, each of which must be
 // refused at its path and line: the two the examples had (an unquoted OFF, read as the boolean
@@ -12,6 +12,7 @@
 const fs = require('fs');
 const path = require('path');
 const schema = require('./schema.js');
+const { shipped, docSnippets } = require('./shipped.js');
 
 const [mods, src] = process.argv.slice(2);
 let failed = 0;
@@ -27,7 +28,7 @@ if (!cluster || !cluster.fields.lrs_report_endpoint_metrics || cluster.fields.lr
 }
 
 // 1. What we ship passes.
-const { items, notes } = schema.shipped(ctx, src);
+const { items, notes } = shipped(mods, src);
 for (const n of notes) console.log('note ' + n);
 const files = new Set(items.map((i) => i.file));
 for (const need of ['examples/envoy/envoy.yaml', 'examples/envoy/envoy_rlqs.yaml']) {
@@ -183,7 +184,7 @@ const md = [
   '<!-- envoy-schema: skip a sketch -->', '```yaml', 'foo: {"@type": type.googleapis.com/envoy.x}', '```', '',
   '<!-- envoy-schema: envoy.config.route.v3.RouteAction -->', '```yaml', 'cluster: backend', 'timeout: 2s', '```', '',
 ].join('\n');
-const d = schema.docSnippets('doc.md', md);
+const d = docSnippets('doc.md', md);
 const got = d.items.map((it) => ({ it, c: schema.checkItem(ctx, it) }));
 const expectDoc = [
   [0, (c) => c.errors.some((e) => e.path === 'rate_limits[0].stage' && e.line === 8 && /must be <= 10/.test(e.msg)), 'a marked fragment: rate_limits[0].stage at doc.md:8'],

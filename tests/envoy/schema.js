@@ -10,6 +10,7 @@
 const fs = require('fs');
 const net = require('net');
 const path = require('path');
+const { readYaml } = require('./envoy_yaml.js');
 
 const BOOTSTRAP = 'envoy.config.bootstrap.v3.Bootstrap';
 
@@ -64,92 +65,6 @@ function openProtos(mods) {
     return t instanceof pb.Type || t instanceof pb.Enum ? t : null;
   }
   return { pb, root, lookup, deps };
-}
-
-// ---- YAML as Envoy reads it ---------------------------------------------------------------
-
-// yaml-cpp's YAML::convert<bool>: y/yes/true/on and n/no/false/off in lower case, UPPER case
-// or Capitalised (YAML 1.1's booleans): `OFF` unquoted is the boolean false.
-function yamlCppBool(s) {
-  const flexible = s === s.toLowerCase() || s === s.toUpperCase() ||
-    (s[0] === s[0].toUpperCase() && s.slice(1) === s.slice(1).toLowerCase());
-  if (!flexible) return undefined;
-  const l = s.toLowerCase();
-  if (['y', 'yes', 'true', 'on'].includes(l)) return true;
-  if (['n', 'no', 'false', 'off'].includes(l)) return false;
-  return undefined;
-}
-
-// yaml-cpp's YAML::convert<int64_t> (a stream without std::dec: 0x hex, a leading 0 octal).
-function yamlCppInt(s) {
-  const m = /^([-+]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)$/.exec(s);
-  if (!m) return undefined;
-  let v;
-  if (/^0[xX]/.test(m[2])) v = BigInt(m[2]);
-  else if (m[2].length > 1 && m[2][0] === '0') v = BigInt('0o' + m[2].slice(1));
-  else v = BigInt(m[2]);
-  if (m[1] === '-') v = -v;
-  if (v < -(2n ** 63n) || v >= 2n ** 63n) return undefined;
-  return v;
-}
-
-// Envoy's parseYamlNode (source/common/protobuf/yaml_utility.cc): a quoted or block scalar is
-// a string; a plain one is null (~, null, empty), a boolean (above), an integer (a JSON number
-// within int32, else its decimal string: proto3 JSON takes both), or else a string (floats
-// too: protobuf's JSON parser reads them by the field's type).
-function envoyScalar(node) {
-  const s = String(node.value);
-  if (node.type && node.type !== 'PLAIN') return { v: s, quoted: true };
-  if (s === '' || s === '~' || s === 'null' || s === 'Null' || s === 'NULL') return { v: null };
-  const b = yamlCppBool(s);
-  if (b !== undefined) return { v: b, text: s };
-  const i = yamlCppInt(s);
-  if (i !== undefined) {
-    if (i >= -(2n ** 31n) && i < 2n ** 31n) return { v: Number(i), text: s };
-    return { v: i.toString(), text: s };
-  }
-  return { v: s, text: s };
-}
-
-// The YAML text as a tree of {kind: map|seq|scalar, line, ...} with Envoy's scalar types.
-// Returns {tree} or {error}.  lineBase shifts the line numbers (a snippet inside a document).
-function readYaml(mods, text, lineBase) {
-  const YAML = require(path.join(mods, 'yaml'));
-  const lc = new YAML.LineCounter();
-  const docs = YAML.parseAllDocuments(text, { lineCounter: lc, schema: 'failsafe', merge: false, uniqueKeys: false });
-  const warnings = [];
-  const lineOf = (n) => (n && n.range ? lc.linePos(n.range[0]).line + lineBase : lineBase + 1);
-  if (!Array.isArray(docs)) return { error: { line: lineBase + 1, msg: 'not YAML' } };
-  if (docs.length !== 1) return { error: { line: lineBase + 1, msg: `${docs.length} YAML documents, Envoy reads one` } };
-  const doc = docs[0];
-  // the yaml package's warnings (an unresolved tag such as Envoy's !ignore) are not faults
-  const errs = doc.errors;
-  if (errs.length) {
-    const e = errs[0];
-    return { error: { line: e.linePos ? e.linePos[0].line + lineBase : lineBase + 1, msg: 'YAML: ' + e.message.split('\n')[0] } };
-  }
-  function conv(n, depth) {
-    if (depth > 200) throw new Error('YAML nested too deep');
-    if (YAML.isAlias(n)) return conv(n.resolve(doc), depth + 1);
-    if (YAML.isMap(n)) {
-      // Envoy's parseYamlNode: a key tagged !ignore is dropped; a key given twice ends in its
-      // Struct once, with the last value.
-      const byKey = new Map();
-      for (const p of n.items) {
-        if (p.key && p.key.tag === '!ignore') continue;
-        const k = YAML.isScalar(p.key) ? String(p.key.value) : JSON.stringify(p.key && p.key.toJSON ? p.key.toJSON() : p.key);
-        const e = { key: k, line: lineOf(p.key), value: p.value == null ? { kind: 'scalar', v: null, line: lineOf(p.key) } : conv(p.value, depth + 1) };
-        if (byKey.has(k)) warnings.push({ line: e.line, path: '', msg: `key "${k}" given twice in one map (also line ${byKey.get(k).line}): Envoy takes the last` });
-        byKey.set(k, e);
-      }
-      return { kind: 'map', entries: [...byKey.values()], line: lineOf(n) };
-    }
-    if (YAML.isSeq(n)) return { kind: 'seq', items: n.items.map((x) => conv(x, depth + 1)), line: lineOf(n) };
-    if (YAML.isScalar(n)) return Object.assign({ kind: 'scalar', line: lineOf(n) }, envoyScalar(n));
-    return { kind: 'scalar', v: null, line: lineOf(n) };
-  }
-  const tree = doc.contents == null ? { kind: 'map', entries: [], line: lineBase + 1 } : conv(doc.contents, 0);
-  return { tree, warnings };
 }
 
 // ---- protobuf's JSON mapping and protoc-gen-validate's rules -------------------------------
@@ -694,7 +609,7 @@ function lev(a, b) {
   return d[a.length][b.length];
 }
 
-// ---- what we ship ---------------------------------------------------------------------------
+// ---- checking ------------------------------------------------------------------------------
 
 // Check one YAML text as a message type.  Returns {errors, warnings, unenforced, stats}; each
 // error is {line, path, msg}.
@@ -713,83 +628,6 @@ function checkText(ctx, text, typeName, lineBase) {
   c.warnings.push(...y.warnings);
   c.message(y.tree, t, '');
   return c;
-}
-
-// The Envoy YAML of a tree: examples/**/*.y*ml whose top level has static_resources or
-// dynamic_resources (a Bootstrap), and the fenced yaml blocks of README.md and docs/**/*.md
-// that are Envoy's: one with static_resources is a Bootstrap; any other is checked as the
-// message a `<!-- envoy-schema: TYPE -->` line just above its fence names (or skipped with
-// `<!-- envoy-schema: skip REASON -->`); a block that looks like Envoy's (an @type of
-// type.googleapis.com/envoy., an envoy.filters. or envoy.extensions. name) with neither is an
-// error.  Returns [{file, type, text, lineBase}] and notes (what was left aside, and why).
-function shipped(ctx, src) {
-  const items = [];
-  const notes = [];
-  const walk = (dir, pred, out) => {
-    if (!fs.existsSync(dir)) return;
-    for (const e of fs.readdirSync(dir, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : 1))) {
-      const p = path.join(dir, e.name);
-      if (e.isDirectory()) walk(p, pred, out);
-      else if (pred(e.name)) out.push(p);
-    }
-  };
-  const yamls = [];
-  walk(path.join(src, 'examples'), (n) => /\.ya?ml$/.test(n), yamls);
-  for (const f of yamls) {
-    const rel = path.relative(src, f);
-    const text = fs.readFileSync(f, 'utf8');
-    const y = readYaml(ctx.mods, text, 0);
-    const top = y.tree && y.tree.kind === 'map' ? y.tree.entries.map((e) => e.key) : [];
-    if (y.error || top.includes('static_resources') || top.includes('dynamic_resources') || /type\.googleapis\.com\/envoy\./.test(text)) {
-      items.push({ file: rel, type: BOOTSTRAP, text, lineBase: 0 });
-    } else {
-      notes.push(`${rel}: not Envoy's (top level: ${top.join(', ')})`);
-    }
-  }
-  const mds = [];
-  if (fs.existsSync(path.join(src, 'README.md'))) mds.push(path.join(src, 'README.md'));
-  walk(path.join(src, 'docs'), (n) => n.endsWith('.md'), mds);
-  for (const f of mds) {
-    const r = docSnippets(path.relative(src, f), fs.readFileSync(f, 'utf8'));
-    items.push(...r.items);
-    notes.push(...r.notes);
-  }
-  return { items, notes };
-}
-
-function docSnippets(rel, md) {
-  const items = [];
-  const notes = [];
-  const lines = md.split('\n');
-  let yamlBlocks = 0;
-  for (let i = 0; i < lines.length; i++) {
-    const open = /^(\s*)(```+|~~~+)\s*([A-Za-z0-9_-]*)/.exec(lines[i]);
-    if (!open) continue;
-    const fence = open[2];
-    let j = i + 1;
-    while (j < lines.length && !lines[j].trimStart().startsWith(fence)) j++;
-    const lang = open[3].toLowerCase();
-    const body = lines.slice(i + 1, j).map((l) => (l.startsWith(open[1]) ? l.slice(open[1].length) : l)).join('\n');
-    const start = i;
-    i = j;
-    if (lang !== 'yaml' && lang !== 'yml') continue;
-    yamlBlocks++;
-    let k = start - 1;
-    while (k >= 0 && lines[k].trim() === '') k--;
-    const mark = k >= 0 ? /^\s*<!--\s*envoy-schema:\s*(.*?)\s*-->\s*$/.exec(lines[k]) : null;
-    const at = `${rel}:${start + 1}`;
-    if (mark && /^skip\b/.test(mark[1])) {
-      notes.push(`${at}: an Envoy snippet left unchecked: ${mark[1].replace(/^skip\s*/, '')}`);
-    } else if (mark) {
-      items.push({ file: rel, type: mark[1], text: body, lineBase: start + 1 });
-    } else if (/^static_resources\s*:/m.test(body)) {
-      items.push({ file: rel, type: BOOTSTRAP, text: body, lineBase: start + 1 });
-    } else if (/type\.googleapis\.com\/envoy\.|\benvoy\.(filters|extensions)\./.test(body)) {
-      items.push({ file: rel, type: null, text: body, lineBase: start + 1, unmarked: true });
-    }
-  }
-  if (yamlBlocks) notes.push(`${rel}: ${yamlBlocks} yaml block(s), ${items.length} of them Envoy's`);
-  return { items, notes };
 }
 
 function open(mods) {
@@ -811,7 +649,7 @@ function checkItem(ctx, item) {
   return checkText(ctx, item.text, item.type, item.lineBase);
 }
 
-module.exports = { open, shipped, docSnippets, checkText, checkItem, report, readYaml, BOOTSTRAP };
+module.exports = { open, checkText, checkItem, report, BOOTSTRAP };
 
 if (require.main === module) {
   const [mods, ...files] = process.argv.slice(2);
