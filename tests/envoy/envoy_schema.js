@@ -184,6 +184,21 @@ const md = [
   '<!-- envoy-schema: skip a sketch -->', '```yaml', 'foo: {"@type": type.googleapis.com/envoy.x}', '```', '',
   '<!-- envoy-schema: envoy.config.route.v3.RouteAction -->', '```yaml', 'cluster: backend', 'timeout: 2s', '```', '',
 ].join('\n');
+// the snippet of docs/envoy.md (the filter with initial_metadata), a field misspelt there
+{
+  const text = read('docs/envoy.md');
+  const from = '    initial_metadata: [{key: authorization';
+  const at = text.indexOf(from);
+  const line = text.slice(0, at).split('\n').length;
+  const r = at < 0 ? { items: [] } : docSnippets('docs/envoy.md', text.slice(0, at) + '    initial_metadta: [{key: authorization' + text.slice(at + from.length));
+  const it = r.items.find((i) => i.type === 'envoy.extensions.filters.http.ratelimit.v3.RateLimit');
+  const c = it && schema.checkItem(ctx, it);
+  if (c && c.errors.some((e) => e.path === 'rate_limit_service.grpc_service.initial_metadta' && e.line === line && /unknown field/.test(e.msg))) {
+    console.log(`ok   docs: refused: a misspelt field in docs/envoy.md's RateLimit snippet\n       ${schema.report(it, c).join('\n       ')}`);
+  } else {
+    fail(`docs: docs/envoy.md's RateLimit snippet with initial_metadta not refused at line ${line}: ${c ? JSON.stringify(c.errors) : 'snippet not found'}`);
+  }
+}
 const d = docSnippets('doc.md', md);
 const got = d.items.map((it) => ({ it, c: schema.checkItem(ctx, it) }));
 const expectDoc = [

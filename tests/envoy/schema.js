@@ -528,7 +528,12 @@ class Checker {
       return;
     }
     if (kind === 'bytes') {
-      for (const k of Object.keys(r)) this.skip(`bytes.${k}`);
+      const n = Buffer.from(v, 'base64').length;
+      if (r.ignore_empty && n === 0) return;
+      if (r.min_len !== undefined && n < Number(r.min_len)) fail(`${name} needs at least ${r.min_len} bytes, has ${n}`);
+      if (r.max_len !== undefined && n > Number(r.max_len)) fail(`${name} takes at most ${r.max_len} bytes, has ${n}`);
+      if (r.len !== undefined && n !== Number(r.len)) fail(`${name} must have ${r.len} bytes, has ${n}`);
+      for (const k of Object.keys(r)) if (!['ignore_empty', 'min_len', 'max_len', 'len'].includes(k)) this.skip(`bytes.${k}`);
       return;
     }
     if (INT_RANGE[kind] || kind === 'double' || kind === 'float') {
