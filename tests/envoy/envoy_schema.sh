@@ -7,10 +7,9 @@
 # Usage: envoy_schema.sh SOURCE_DIR.  Exit 77 (skipped, with a message) only when the npm
 # registry cannot be reached; a missing node or npm is a failure naming it.
 set -eu
-src=$1
-here=$(cd "$(dirname "$0")" && pwd)
-command -v node >/dev/null 2>&1 || { echo "envoy_schema: node is missing (apt-get install nodejs npm)" >&2; exit 1; }
-command -v npm >/dev/null 2>&1 || { echo "envoy_schema: npm is missing (apt-get install npm)" >&2; exit 1; }
+for tool in node npm; do
+  command -v $tool >/dev/null 2>&1 || { echo "envoy_schema: $tool is missing (apt-get install nodejs npm)" >&2; exit 1; }
+done
 tmp=$(mktemp -d /tmp/rlt-envoyschema.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 if ! timeout 30 npm ping >/dev/null 2>&1; then
@@ -20,4 +19,4 @@ fi
 (cd "$tmp" && timeout 240 npm install --no-audit --no-fund --loglevel=error --legacy-peer-deps --prefix "$tmp" \
    @grpc/grpc-js-xds@1.14.1 protobufjs@8.8.1 yaml@2.9.1 >npm.log 2>&1) ||
   { cat "$tmp/npm.log" >&2; echo "envoy_schema: npm install failed" >&2; exit 1; }
-node "$here/envoy_schema.js" "$tmp/node_modules" "$src"
+node "$(dirname "$0")/envoy_schema.js" "$tmp/node_modules" "$1"
