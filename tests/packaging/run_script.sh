@@ -27,7 +27,8 @@ url=$(sed -n 's/^  playground  \(http:[^ ]*\)$/\1/p' "$tmp/out")
 [ -n "$url" ] || fail "no playground URL in scripts/run's output"
 grep -q '^ratelimitd is up' "$tmp/out" || fail "no block saying the daemon is up"
 grep -qE '^  RESP        redis-cli -h 127.0.0.1 -p [0-9]+ CL.THROTTLE' "$tmp/out" || fail "no RESP line"
-curl -s --max-time 10 "$url" | grep -qi '<html' || fail "the playground URL $url does not answer with the page"
+page=$(curl -s --max-time 10 "$url") || fail "the playground URL $url does not answer"
+grep -qi '<html' <<<"$page" || fail "the playground URL $url does not answer with the page"
 # The same command, as printed, answers.
 cmd=$(sed -n 's/^  RESP        //p' "$tmp/out")
 r=$($cmd | tr '\n' ' ')
