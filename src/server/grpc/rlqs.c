@@ -67,14 +67,14 @@ static ssize_t read_out(nghttp2_session *h2, int32_t id, uint8_t *buf, size_t le
     return (ssize_t)n;
 }
 
-static bool authorized(gconn *g, const gstream *st)
+/* Who calls: *ss authenticated as the admin or a tenant (its key prefix), or false. */
+static bool authorized(gconn *g, const gstream *st, rlt__session *ss)
 {
-    rlt__session ss;
-    rlt__session_init(g->s, &ss);
-    return ss.auth != RLT__AUTH_NONE ||
+    rlt__session_init(g->s, ss);
+    ss->id = g->client_id; /* the connection, not this call, holds what an admin's call holds */
+    return ss->auth != RLT__AUTH_NONE ||
            (st->auth_len >= 7 && strncasecmp(st->auth, "Bearer ", 7) == 0 &&
-            rlt__session_auth(g->s, &ss, NULL, 0, st->auth + 7, st->auth_len - 7) !=
-                RLT__AUTH_NONE);
+            rlt__session_auth(g->s, ss, NULL, 0, st->auth + 7, st->auth_len - 7) != RLT__AUTH_NONE);
 }
 
 void rlt__rlqs_begin(gconn *g, gstream *st)
@@ -85,16 +85,26 @@ void rlt__rlqs_begin(gconn *g, gstream *st)
         nghttp2_submit_response(g->h2, st->id, nva, 2, NULL);
         return;
     }
-    if (!authorized(g, st))
+    static __thread rlt__session ss;
+    if (!authorized(g, st, &ss))
         return answer_error(g, st, G_UNAUTHENTICATED, "missing or wrong bearer token");
     rlt__rlqs_call *c = NULL;
     if (rlt__mem_conn_take(sizeof *c) && (c = calloc(1, sizeof *c)) == NULL)
         rlt__mem_conn_give(sizeof *c);
     if (c == NULL) return answer_error(g, st, G_RESOURCE_EXHAUSTED, "out of memory");
-    if (rlt__quotas_stream_new(g->s->quotas, &c->qs) != RLT_OK) {
+    /* A tenant's buckets are its own (its key prefix), and its streams and buckets count
+     * together over its connections; the admin's per connection. */
+    size_t cap = rlt__srv_config(g->s)->set.rlqs_max_streams_per_client;
+    rlt__quotas_client who = {rlt__session_holder(&ss), ss.prefix, ss.prefix_len, cap};
+    int e = rlt__quotas_stream_new_for(g->s->quotas, &who, &c->qs);
+    if (e != RLT_OK) {
         free(c);
         rlt__mem_conn_give(sizeof *c);
-        return answer_error(g, st, G_RESOURCE_EXHAUSTED, "out of memory");
+        char msg[160];
+        snprintf(msg, sizeof msg,
+                 "too many quota streams: %zu per client (server.rlqs_max_streams_per_client)",
+                 cap);
+        return answer_error(g, st, G_RESOURCE_EXHAUSTED, e == RLT_EFULL ? msg : "out of memory");
     }
     c->out.budgeted = true;
     c->out.max = RLT__RLQS_MAX_QUEUED;
