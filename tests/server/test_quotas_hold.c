@@ -6,6 +6,7 @@
  * each have their own bucket, budget and Redis key.  End to end with grpcio streams:
  * rlqs_integration.py (one_client_filling_its_share_locks_no_other_envoy_out,
  * tenants_reporting_one_bucket_id_each_get_the_whole_budget). */
+#include "quotas_usage.h"
 #include "test.h"
 
 #include "server/config/config.h"
@@ -47,23 +48,6 @@ static rlt__quotas_stream *stream(rlt__quotas *q, uint64_t holder, const char *p
     return rlt__quotas_stream_new_for(q, &who, &st) == RLT_OK ? st : NULL;
 }
 
-/* One usage of BucketId {name: value} at `rate` requests a second over the last second; the
- * answer's kind, or -100 - the error. */
-static rlt__quotas_answer usage(rlt__quotas *q, const rlt__config *c, rlt__quotas_stream *st,
-                                const char *name, const char *value, int rate, rlt_ns now)
-{
-    rlt__entry e = {name, strlen(name), value, strlen(value)};
-    char key[128];
-    int klen = snprintf(key, sizeof key, "%s=%s", name, value);
-    rlt__quotas_usage u = {&e, 1, key, (size_t)klen, S, (uint64_t)rate, 0};
-    rlt__quotas_answer a;
-    rlt__quotas_lock(q);
-    int rc = rlt__quotas_report(q, c, st, "q", 1, &u, now, &a);
-    rlt__quotas_unlock(q);
-    if (rc != RLT_OK) a.kind = -100 - rc;
-    return a;
-}
-
 static rlt__quotas_stats stats(rlt__quotas *q)
 {
     rlt__quotas_stats s;
@@ -86,7 +70,7 @@ TEST(bucket_ids_that_match_no_rule_take_no_place_in_the_table)
         for (int j = 0; j < 1024; j++) {
             char v[32];
             snprintf(v, sizeof v, "%d-%d", i, j);
-            rlt__quotas_answer a = usage(q, c, att[i], "junk", v, 10, now);
+            rlt__quotas_answer a = quotas_usage(q, c, att[i], "junk", v, 10, now);
             ASSERT_EQ(a.kind, RLT__QA_ALLOW_ALL); /* quota_default */
             ASSERT_EQ(a.ttl, 3 * S);              /* 3 x the 1 s interval */
         }
@@ -94,15 +78,16 @@ TEST(bucket_ids_that_match_no_rule_take_no_place_in_the_table)
     ASSERT_EQ(stats(q).buckets, 0);
     ASSERT_EQ(stats(q).members, 0);
     /* sent again only when a third of its TTL has passed */
-    ASSERT_EQ(usage(q, c, att[0], "junk", "0-0", 10, now + 500 * MS).kind, RLT__QA_NONE);
-    ASSERT_EQ(usage(q, c, att[0], "junk", "0-0", 10, now + S).kind, RLT__QA_ALLOW_ALL);
+    ASSERT_EQ(quotas_usage(q, c, att[0], "junk", "0-0", 10, now + 500 * MS).kind, RLT__QA_NONE);
+    ASSERT_EQ(quotas_usage(q, c, att[0], "junk", "0-0", 10, now + S).kind, RLT__QA_ALLOW_ALL);
     /* past the 1,024 a stream remembers: answered at every report, still no bucket */
-    ASSERT_EQ(usage(q, c, att[0], "junk", "extra", 10, now).kind, RLT__QA_ALLOW_ALL);
-    ASSERT_EQ(usage(q, c, att[0], "junk", "extra", 10, now + 100 * MS).kind, RLT__QA_ALLOW_ALL);
+    ASSERT_EQ(quotas_usage(q, c, att[0], "junk", "extra", 10, now).kind, RLT__QA_ALLOW_ALL);
+    ASSERT_EQ(quotas_usage(q, c, att[0], "junk", "extra", 10, now + 100 * MS).kind,
+              RLT__QA_ALLOW_ALL);
     /* another Envoy gets its assignment; so does the attacker's own matched bucket */
     rlt__quotas_stream *honest = stream(q, 4, "", 256);
-    ASSERT_EQ(usage(q, c, honest, "name", "web", 10, now).kind, RLT__QA_TOKEN_BUCKET);
-    ASSERT_EQ(usage(q, c, att[1], "flood", "x", 10, now).kind, RLT__QA_TOKEN_BUCKET);
+    ASSERT_EQ(quotas_usage(q, c, honest, "name", "web", 10, now).kind, RLT__QA_TOKEN_BUCKET);
+    ASSERT_EQ(quotas_usage(q, c, att[1], "flood", "x", 10, now).kind, RLT__QA_TOKEN_BUCKET);
     ASSERT_EQ(stats(q).buckets, 2);
     for (int i = 0; i < 65; i++)
         rlt__quotas_stream_end(q, att[i], now);
@@ -123,17 +108,17 @@ TEST(a_clients_new_buckets_past_its_cap_get_no_answer_and_others_are_served)
         char v[16];
         snprintf(v, sizeof v, "%d", i);
         int want = i < 100 ? RLT__QA_TOKEN_BUCKET : RLT__QA_NONE;
-        ASSERT_EQ(usage(q, c, a1, "flood", v, 10, now).kind, want);
+        ASSERT_EQ(quotas_usage(q, c, a1, "flood", v, 10, now).kind, want);
     }
     ASSERT_EQ(stats(q).buckets, 100);
     ASSERT_EQ(stats(q).c.over_cap, 50);
     /* the same client's other stream: its share is spent too; its known buckets still answer */
-    ASSERT_EQ(usage(q, c, a2, "flood", "new", 10, now).kind, RLT__QA_NONE);
-    ASSERT_EQ(usage(q, c, a2, "flood", "7", 10, now).kind, RLT__QA_TOKEN_BUCKET);
+    ASSERT_EQ(quotas_usage(q, c, a2, "flood", "new", 10, now).kind, RLT__QA_NONE);
+    ASSERT_EQ(quotas_usage(q, c, a2, "flood", "7", 10, now).kind, RLT__QA_TOKEN_BUCKET);
     /* another client is served, and joining its bucket costs the first one nothing */
-    ASSERT_EQ(usage(q, c, b, "flood", "b", 10, now).kind, RLT__QA_TOKEN_BUCKET);
-    ASSERT_EQ(usage(q, c, b, "name", "web", 10, now).kind, RLT__QA_TOKEN_BUCKET);
-    ASSERT_EQ(usage(q, c, a1, "name", "web", 10, now).kind, RLT__QA_TOKEN_BUCKET);
+    ASSERT_EQ(quotas_usage(q, c, b, "flood", "b", 10, now).kind, RLT__QA_TOKEN_BUCKET);
+    ASSERT_EQ(quotas_usage(q, c, b, "name", "web", 10, now).kind, RLT__QA_TOKEN_BUCKET);
+    ASSERT_EQ(quotas_usage(q, c, a1, "name", "web", 10, now).kind, RLT__QA_TOKEN_BUCKET);
     ASSERT_EQ(stats(q).buckets, 102);
     rlt__quotas_stream_end(q, a1, now);
     rlt__quotas_stream_end(q, a2, now);
@@ -152,15 +137,15 @@ TEST(a_clients_buckets_stay_charged_until_they_are_freed)
     for (int i = 0; i < 100; i++) {
         char v[16];
         snprintf(v, sizeof v, "%d", i);
-        ASSERT_EQ(usage(q, c, a, "flood", v, 10, now).kind, RLT__QA_TOKEN_BUCKET);
+        ASSERT_EQ(quotas_usage(q, c, a, "flood", v, 10, now).kind, RLT__QA_TOKEN_BUCKET);
     }
     /* ending the stream and opening another gives nothing back while the buckets idle */
     rlt__quotas_stream_end(q, a, now);
     a = stream(q, 2, "", 256);
-    ASSERT_EQ(usage(q, c, a, "flood", "new", 10, now + S).kind, RLT__QA_NONE);
+    ASSERT_EQ(quotas_usage(q, c, a, "flood", "new", 10, now + S).kind, RLT__QA_NONE);
     ASSERT_EQ(stats(q).buckets, 100);
     /* a TTL (3 s) after their last member left they are freed, and the share with them */
-    ASSERT_EQ(usage(q, c, a, "flood", "new", 10, now + 3 * S).kind, RLT__QA_TOKEN_BUCKET);
+    ASSERT_EQ(quotas_usage(q, c, a, "flood", "new", 10, now + 3 * S).kind, RLT__QA_TOKEN_BUCKET);
     ASSERT_EQ(stats(q).buckets, 1);
     rlt__quotas_stream_end(q, a, now + 3 * S);
     rlt__quotas_close(q);
@@ -195,8 +180,8 @@ static void both_heavy(rlt__quotas *q, const rlt__config *c, rlt__quotas_stream 
     *rx = *ry = -1;
     for (int i = 0; i < 10; i++) {
         rlt_ns t = now + i * 500 * MS;
-        rlt__quotas_answer a = usage(q, c, x, "name", "web", 400, t);
-        rlt__quotas_answer b = usage(q, c, y, "name", "web", 400, t);
+        rlt__quotas_answer a = quotas_usage(q, c, x, "name", "web", 400, t);
+        rlt__quotas_answer b = quotas_usage(q, c, y, "name", "web", 400, t);
         if (a.kind == RLT__QA_TOKEN_BUCKET) *rx = (int64_t)a.tokens_per_fill * S / a.fill_interval;
         if (b.kind == RLT__QA_TOKEN_BUCKET) *ry = (int64_t)b.tokens_per_fill * S / b.fill_interval;
     }
@@ -242,8 +227,8 @@ TEST(a_tenants_bucket_is_claimed_in_redis_under_its_prefix)
     rlt__quotas_redis_mode(q, nop, NULL);
     rlt_ns now = 10 * S;
     rlt__quotas_stream *acme = stream(q, 3, "acme:", 256), *admin = stream(q, 2, "", 256);
-    usage(q, c, acme, "name", "web", 10, now);
-    usage(q, c, admin, "name", "web", 10, now);
+    quotas_usage(q, c, acme, "name", "web", 10, now);
+    quotas_usage(q, c, admin, "name", "web", 10, now);
     rlt__quotas_chunk ch = {0};
     rlt__quotas_chunk_begin(&ch);
     ASSERT_EQ(rlt__quotas_claims(q, now, S, &ch), RLT_OK);
