@@ -854,6 +854,34 @@ def tenants_reporting_one_bucket_id_each_get_the_whole_budget(tmp):
 
 
 @test
+def a_reload_that_removes_a_tenant_ends_its_streams(tmp):
+    tenants = ("server:\n  password: admin-pw\ntenants:\n  - {name: acme, password: acme-pw}\n"
+               "  - {name: umbrella, password: umbrella-pw}\n")
+    d = daemon(tmp, config=QCFG + tenants)
+    try:
+        acme = Envoy(d.grpc, token="acme-pw", own_connection=True)
+        umb = Envoy(d.grpc, token="umbrella-pw", own_connection=True)
+        for e in (acme, umb):
+            e.report([WEB], elapsed=0.1, allowed=1)
+        wait_for(lambda: acme.current(WEB) and umb.current(WEB), what="assignments")
+        with open(d.config_path, "w") as f:
+            f.write(QCFG + tenants.replace("  - {name: acme, password: acme-pw}\n", ""))
+        d.p.send_signal(signal.SIGHUP)
+        time.sleep(0.8)  # the reload, and a third of the TTL: umbrella's assignment is renewed
+        n = umb.responses
+        for e in (acme, umb):
+            e.report([WEB], elapsed=0.1, allowed=1)
+        code, det = status_of(acme)
+        assert code == grpc.StatusCode.UNAUTHENTICATED and "reload" in det, (code, det)
+        wait_for(lambda: umb.responses > n, what="the other tenant served still")
+        assert umb.error is None, umb.error
+        acme.close()
+        umb.close()
+    finally:
+        assert d.stop() == 0, d.stderr()
+
+
+@test
 def the_envoy_example_buckets_get_their_assignments(tmp):
     # examples/envoy/envoy_rlqs.yaml's bucket_id_builders, answered under
     # examples/envoy/ratelimit-quota.yaml.
