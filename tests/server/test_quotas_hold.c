@@ -13,6 +13,7 @@
 #include "server/config/load.h"
 #include "server/request/quotas.h"
 #include "server/request/quotas_redis.h"
+#include "server/request/quotas_unmatched.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +94,45 @@ TEST(bucket_ids_that_match_no_rule_take_no_place_in_the_table)
         rlt__quotas_stream_end(q, att[i], now);
     rlt__quotas_stream_end(q, honest, now);
     rlt__quotas_close(q);
+    rlt__config_free(c);
+}
+
+/* The per-stream set of unmatched BucketIds against a plain array: hashes drawn from a small
+ * range whose low bits collide (long probe runs, one wrapping past the last slot), answered
+ * and forgotten in a seeded order; at one instant, an id is sent exactly when the model does
+ * not hold it. */
+TEST(the_unmatched_set_matches_a_naive_model_through_collisions_and_deletions)
+{
+    rlt__config *c = config();
+    const rlt__domain *d = rlt__config_domain(c, "q", 1);
+    ASSERT(d != NULL);
+    rlt__quotas_unmatched s = {0};
+    static bool held[300];
+    uint64_t x = 88172645463325252u;
+    for (int i = 0; i < 200000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        uint64_t k = x % 300;
+        /* half the hashes' low bits all 0, half all 1: two long probe runs, one that wraps */
+        uint64_t h = k << 20 | (k & 1 ? 0xfffff : 0);
+        if ((x >> 32) % 3 == 0) {
+            rlt__quotas_unmatched_forget(&s, h);
+            held[k] = false;
+            continue;
+        }
+        int kind = -1;
+        rlt_ns ttl = 0;
+        bool sent = rlt__quotas_unmatched_answer(&s, d, h, S, 2 * S, 10 * S, &kind, &ttl);
+        if (sent != !held[k])
+            RLT_FAIL_("step %d, id %d: sent %d, model %d", i, (int)k, sent, held[k]);
+        held[k] = true;
+        if (sent) ASSERT_EQ(kind, RLT__QUOTA_ALLOW_ALL);
+        if (sent) ASSERT_EQ(ttl, 3 * S);
+    }
+    size_t n = 0;
+    for (int k = 0; k < 300; k++)
+        n += held[k];
+    ASSERT_EQ(s.n, n);
+    rlt__quotas_unmatched_free(&s);
     rlt__config_free(c);
 }
 
