@@ -823,6 +823,36 @@ def one_client_filling_its_share_locks_no_other_envoy_out(tmp):
 
 
 @test
+def a_clients_streams_past_its_share_are_refused_and_others_are_served(tmp):
+    d = daemon(tmp, config=QCFG + "server:\n  rlqs_max_streams_per_client: 2\n")
+    try:
+        mine = [Envoy(d.grpc) for _ in range(2)]  # one client: one connection
+        for e in mine:
+            e.report([WEB], elapsed=0.1, allowed=1)
+        wait_for(lambda: all(e.current(WEB) for e in mine), what="two assignments")
+        third = Envoy(d.grpc)
+        third.report([WEB], elapsed=0.1, allowed=1)
+        code, det = status_of(third)
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "quota streams" in det, (code, det)
+        other = Envoy(d.grpc, own_connection=True)
+        other.report([WEB], elapsed=0.1, allowed=1)
+        wait_for(lambda: other.current(WEB) is not None or other.error is not None,
+                 what="another client's answer")
+        assert other.error is None and all(e.error is None for e in mine)
+        mine[0].close()  # a stream ends: the client may open another
+        wait_for(lambda: metric(d, "ratelimitd_rlqs_streams") == 2, what="the stream's end")
+        again = Envoy(d.grpc)
+        again.report([WEB], elapsed=0.1, allowed=1)
+        wait_for(lambda: again.current(WEB) is not None or again.error is not None,
+                 what="an answer")
+        assert again.error is None, again.error
+        for e in mine[1:] + [third, other, again]:
+            e.close()
+    finally:
+        assert d.stop() == 0, d.stderr()
+
+
+@test
 def tenants_reporting_one_bucket_id_each_get_the_whole_budget(tmp):
     # Issue 42: the quota service ignored tenants: two tenants' Envoys reporting the same
     # BucketId shared one bucket (95/s each of 200/s).  A tenant's buckets are now its own.
