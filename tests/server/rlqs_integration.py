@@ -6,7 +6,8 @@ when it arrives (a token bucket starts full, as Envoy's does), admits nothing wi
 assignment, and reports its counts every 100-200 ms.  The tests check what docs/quota.md
 promises: the sums of the live assignments never pass the budget, admissions over every window
 stay within the documented bound, utilization under saturation, max-min fairness, a joiner and
-a leaver, abandon on reload, blanket rules, "*" buckets, auth, and hostile clients.
+a leaver, abandon on reload, blanket rules, "*" buckets, auth, hostile clients, one client's
+share of the bucket table (issue 42's flood locks no one else out), and tenants' own buckets.
 
 Usage: rlqs_integration.py PATH_TO_RATELIMITD [TEST_NAME...]   (with /usr/bin/python3)"""
 import os
@@ -649,7 +650,9 @@ def status_of(e, timeout=10):
 
 @test
 def hostile_streams_are_refused_with_a_status_and_others_are_served(tmp):
-    d = daemon(tmp)
+    # The thousands of streams below all share one connection (one client): its bucket cap
+    # (one_client_filling_its_share_locks_no_other_envoy_out) is raised out of the way.
+    d = daemon(tmp, config=QCFG + "server:\n  rlqs_max_buckets_per_client: 65536\n")
     try:
         # The Envoys meant to be served are other clients (connections of their own): the
         # streams dropped below share one, and under load gRPC's client can cancel a stream
@@ -665,13 +668,14 @@ def hostile_streams_are_refused_with_a_status_and_others_are_served(tmp):
         wait_for(lambda: odd.current(B(name="web")) and odd.current(B(name="open")),
                  what="answers to odd reports")
         assert odd.error is None
-        # 100,000 buckets on one stream, 2,000 a message: refused past 1,024.
+        # 100,000 buckets of a rule on one stream, 2,000 a message: refused past 1,024.
         many = Envoy(d.grpc)
         for i in range(50):
             m = Rep(domain="q" if i == 0 else "")
             for j in range(2000):
                 u = m.bucket_quota_usages.add()
-                u.bucket_id.bucket["n"] = "%d" % (i * 2000 + j)
+                u.bucket_id.bucket["name"] = "api"
+                u.bucket_id.bucket["user"] = "%d" % (i * 2000 + j)
                 u.time_elapsed.nanos = 100000000
             many.send(m)
         code, det = status_of(many)
@@ -722,8 +726,10 @@ def hostile_streams_are_refused_with_a_status_and_others_are_served(tmp):
 
 @test
 def the_total_bucket_cap_refuses_with_a_status(tmp):
+    # One client (the streams share a connection) with its bucket cap as large as the table.
     d = daemon(tmp, config="domain: q\nquota_buckets:\n  - match: {n: \"*\"}\n"
-                          "    policy: token_bucket:1000/1s\n")
+                          "    policy: token_bucket:1000/1s\n"
+                          "server:\n  rlqs_max_buckets_per_client: 65536\n")
     try:
         es = []
         for i in range(70):  # 70 x 1,000 BucketIds > 65,536 in all
@@ -747,6 +753,160 @@ def the_total_bucket_cap_refuses_with_a_status(tmp):
         assert all(e.error is None for e in es[:65])
         for e in es:
             e.close()
+    finally:
+        assert d.stop() == 0, d.stderr()
+
+
+def flood_message(key, first, n):
+    """A first report of n BucketIds {key: first}, {key: first + 1}, ..."""
+    m = Rep(domain="q")
+    for j in range(n):
+        u = m.bucket_quota_usages.add()
+        u.bucket_id.bucket[key] = "%d" % (first + j)
+        u.time_elapsed.nanos = 100000000
+    return m
+
+
+@test
+def one_client_filling_its_share_locks_no_other_envoy_out(tmp):
+    # Issue 42: one client's 65 streams x 1,024 BucketIds that match no rule filled the
+    # 65,536-bucket table, and every other Envoy's stream then ended RESOURCE_EXHAUSTED (the
+    # shipped example's Envoy then admits everything).  Such BucketIds now take no place in
+    # the table, and a client's buckets of a rule stop at its share (4,096 by default).
+    cfg = QCFG + '  - match: {flood: "*"}\n    policy: token_bucket:1000/1s\n'
+    d = daemon(tmp, config=cfg)
+    try:
+        junk = []
+        for i in range(65):  # one client: gRPC shares one connection among these channels
+            e = Envoy(d.grpc)
+            e.send(flood_message("junk", i * 1024, 1024))
+            junk.append(e)
+        for e in junk:
+            wait_for(lambda: e.responses > 0 or e.error is not None, 60, what="an answer")
+        honest = Envoy(d.grpc, own_connection=True)
+        honest.report([WEB], elapsed=0.1, allowed=1)
+        wait_for(lambda: honest.current(WEB) is not None or honest.error is not None, 30,
+                 what="the other Envoy's answer")
+        assert honest.error is None, honest.error
+        assert honest.current(WEB)["kind"] == "tb", honest.current(WEB)
+        errors = [e.error for e in junk if e.error is not None]
+        assert not errors, (len(errors), errors[0])  # answered quota_default (allow-all)
+        assert all(e.current(B(junk="0")) is not None for e in junk[:1])
+        assert metric(d, "ratelimitd_rlqs_buckets") == 1
+        # The same client floods new buckets of a rule: 20 streams x 1,000 BucketIds.  Past
+        # its 4,096 they are not kept and get no answer; its streams go on.
+        flood = []
+        for i in range(20):
+            e = Envoy(d.grpc)
+            e.send(flood_message("flood", i * 1000, 1000))
+            flood.append(e)
+        wait_for(lambda: metric(d, "ratelimitd_rlqs_usages_over_cap_total") >= 20000 - 4096, 60,
+                 what="the flood past its share")
+        assert metric(d, "ratelimitd_rlqs_usages_over_cap_total") == 20000 - 4096
+        assert metric(d, "ratelimitd_rlqs_buckets") == 4096 + 1
+        other = Envoy(d.grpc, own_connection=True)  # another client: a bucket of the same rule
+        mine = B(flood="mine")
+        other.report([mine], elapsed=0.1, allowed=1)
+        wait_for(lambda: other.current(mine) is not None or other.error is not None, 30,
+                 what="another client's answer")
+        assert other.current(mine)["kind"] == "tb", other.current(mine)
+        n = honest.responses
+        honest.report([WEB], elapsed=0.1, allowed=1)
+        time.sleep(0.8)  # a third of the TTL: the assignment is renewed
+        honest.report([WEB], elapsed=0.1, allowed=1)
+        wait_for(lambda: honest.responses > n, 30, what="the other Envoy served still")
+        assert all(e.error is None for e in junk + flood + [honest, other])
+        for e in junk + flood + [honest, other]:
+            e.close()
+    finally:
+        assert d.stop() == 0, d.stderr()
+
+
+@test
+def a_clients_streams_past_its_share_are_refused_and_others_are_served(tmp):
+    d = daemon(tmp, config=QCFG + "server:\n  rlqs_max_streams_per_client: 2\n")
+    try:
+        mine = [Envoy(d.grpc) for _ in range(2)]  # one client: one connection
+        for e in mine:
+            e.report([WEB], elapsed=0.1, allowed=1)
+        wait_for(lambda: all(e.current(WEB) for e in mine), what="two assignments")
+        third = Envoy(d.grpc)
+        third.report([WEB], elapsed=0.1, allowed=1)
+        code, det = status_of(third)
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "quota streams" in det, (code, det)
+        other = Envoy(d.grpc, own_connection=True)
+        other.report([WEB], elapsed=0.1, allowed=1)
+        wait_for(lambda: other.current(WEB) is not None or other.error is not None,
+                 what="another client's answer")
+        assert other.error is None and all(e.error is None for e in mine)
+        mine[0].close()  # a stream ends: the client may open another
+        wait_for(lambda: metric(d, "ratelimitd_rlqs_streams") == 2, what="the stream's end")
+        again = Envoy(d.grpc)
+        again.report([WEB], elapsed=0.1, allowed=1)
+        wait_for(lambda: again.current(WEB) is not None or again.error is not None,
+                 what="an answer")
+        assert again.error is None, again.error
+        for e in mine[1:] + [third, other, again]:
+            e.close()
+    finally:
+        assert d.stop() == 0, d.stderr()
+
+
+@test
+def tenants_reporting_one_bucket_id_each_get_the_whole_budget(tmp):
+    # Issue 42: the quota service ignored tenants: two tenants' Envoys reporting the same
+    # BucketId shared one bucket (95/s each of 200/s).  A tenant's buckets are now its own.
+    cfg = QCFG + ("server:\n  password: admin-pw\ntenants:\n  - {name: acme, password: acme-pw}\n"
+                  "  - {name: umbrella, password: umbrella-pw}\n")
+    d = daemon(tmp, config=cfg)
+    try:
+        def assigned(tokens):
+            es = [Envoy(d.grpc, token=t, own_connection=True) for t in tokens]
+            for _ in range(4):  # heavy demand: 1,000/s each
+                for e in es:
+                    e.report([WEB], elapsed=0.1, allowed=100)
+                time.sleep(0.12)
+            wait_for(lambda: all((e.current(WEB) or {}).get("kind") == "tb" for e in es),
+                     what="token buckets")
+            rates = [e.current(WEB)["tpf"] / e.current(WEB)["fill"] for e in es]
+            for e in es:
+                e.close()
+            return rates
+        ra, ru = assigned(["acme-pw", "umbrella-pw"])
+        print("    tenants: %.0f/s and %.0f/s of %d" % (ra, ru, R))
+        assert ra >= 0.75 * R and ru >= 0.75 * R, (ra, ru)  # each alone in its own bucket
+        # Without tenants, unchanged: two Envoys of the admin share the bucket (live sums).
+        x, y = assigned(["admin-pw", "admin-pw"])
+        print("    admin: %.0f/s + %.0f/s of %d" % (x, y, R))
+        assert x + y <= R, (x, y)
+    finally:
+        assert d.stop() == 0, d.stderr()
+
+
+@test
+def a_reload_that_removes_a_tenant_ends_its_streams(tmp):
+    tenants = ("server:\n  password: admin-pw\ntenants:\n  - {name: acme, password: acme-pw}\n"
+               "  - {name: umbrella, password: umbrella-pw}\n")
+    d = daemon(tmp, config=QCFG + tenants)
+    try:
+        acme = Envoy(d.grpc, token="acme-pw", own_connection=True)
+        umb = Envoy(d.grpc, token="umbrella-pw", own_connection=True)
+        for e in (acme, umb):
+            e.report([WEB], elapsed=0.1, allowed=1)
+        wait_for(lambda: acme.current(WEB) and umb.current(WEB), what="assignments")
+        with open(d.config_path, "w") as f:
+            f.write(QCFG + tenants.replace("  - {name: acme, password: acme-pw}\n", ""))
+        d.p.send_signal(signal.SIGHUP)
+        time.sleep(0.8)  # the reload, and a third of the TTL: umbrella's assignment is renewed
+        n = umb.responses
+        for e in (acme, umb):
+            e.report([WEB], elapsed=0.1, allowed=1)
+        code, det = status_of(acme)
+        assert code == grpc.StatusCode.UNAUTHENTICATED and "reload" in det, (code, det)
+        wait_for(lambda: umb.responses > n, what="the other tenant served still")
+        assert umb.error is None, umb.error
+        acme.close()
+        umb.close()
     finally:
         assert d.stop() == 0, d.stderr()
 

@@ -340,6 +340,36 @@ def entering_fail_local_keeps_the_sum_over_both_daemons_within_q(tmp):
         stop_all(ds, envoys)
 
 
+@test
+def two_tenants_reporting_one_bucket_id_each_claim_their_own_key(tmp):
+    # Issue 42: a tenant's buckets are its own, in Redis too: its key carries its prefix, as
+    # the per-request doors' keys do, so two tenants on two daemons do not split one budget.
+    cfg = config() + ("server:\n  password: admin-pw\ntenants:\n"
+                      "  - {name: acme, password: acme-pw}\n"
+                      "  - {name: umbrella, password: umbrella-pw}\n")
+    ds = daemons(tmp, cfg)
+    envoys = []
+    try:
+        fleet = rq.Fleet([], WEB)
+        for d, token in zip(ds, ("acme-pw", "umbrella-pw")):
+            e = rq.Envoy(d.grpc, token=token)
+            envoys.append(e)
+            fleet.add(e, 1.5 * R)
+        fleet.run(6.0)
+        rates = [[dd["tpf"] / dd["fill"] for (at, k, dd) in e.log
+                  if isinstance(dd, dict) and dd["kind"] == "tb"][-1] for e in envoys]
+        print("    acme %.0f/s, umbrella %.0f/s of %d" % (rates[0], rates[1], R))
+        assert all(r >= 0.75 * R for r in rates), rates  # one budget would give R / 2 each
+        port = int(SERVERS.split(",")[0].rsplit(":", 1)[1])
+        keys = it.raw(port, it.resp("KEYS", "*rlqs*"), wait=0.5)
+        assert b"rlt:rlqs:{acme:q%00name%00web%00}" in keys, keys
+        assert b"rlt:rlqs:{umbrella:q%00name%00web%00}" in keys, keys
+        for e in envoys:
+            assert e.error is None, e.error
+    finally:
+        stop_all(ds, envoys)
+
+
 def main():
     it.BIN = os.path.abspath(sys.argv[1])
     if not SERVERS:

@@ -295,6 +295,10 @@ TEST(settings_that_cannot_work_are_refused)
         {"server:\n  max_reservations_per_client: 0\n",
          "t.yaml:2: max_reservations_per_client must be"},
         {"server:\n  max_reservation_timeout: 2d\n", "t.yaml:2: max_reservation_timeout must be"},
+        {"server:\n  rlqs_max_buckets_per_client: 0\n",
+         "t.yaml:2: rlqs_max_buckets_per_client must be an integer in [1, 65536]"},
+        {"server:\n  rlqs_max_streams_per_client: 65537\n",
+         "t.yaml:2: rlqs_max_streams_per_client must be an integer in [1, 65536]"},
         {"server:\n  threads: 65\n", "t.yaml:2: threads must be an integer in [0, 64]"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -3,6 +3,7 @@
  * over every bucket, a claim's deadline, fail: local's first TTL within the last claim, what a
  * retired bucket carries into its key's claim, and a reply the division refuses.  The
  * exchanges with a real Redis are tests/redis/test_redis_quota.c and server_rlqs_redis. */
+#include "quotas_usage.h"
 #include "test.h"
 
 #include "server/config/config.h"
@@ -80,16 +81,7 @@ static void close_world(world *w, rlt_ns now)
 static rlt__quotas_answer report_on(rlt__quotas *q, const rlt__config *c, rlt__quotas_stream *st,
                                     const char *value, int rate, rlt_ns now)
 {
-    rlt__entry e = {"name", 4, value, strlen(value)};
-    char key[64];
-    int klen = snprintf(key, sizeof key, "name=%s", value);
-    rlt__quotas_usage u = {&e, 1, key, (size_t)klen, S, (uint64_t)rate, 0};
-    rlt__quotas_answer a;
-    rlt__quotas_lock(q);
-    int rc = rlt__quotas_report(q, c, st, "q", 1, &u, now, &a);
-    rlt__quotas_unlock(q);
-    if (rc != RLT_OK) a.kind = -100 - rc;
-    return a;
+    return quotas_usage(q, c, st, "name", value, rate, now);
 }
 
 static rlt__quotas_answer report(const world *w, const char *value, int rate, rlt_ns now)

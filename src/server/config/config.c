@@ -33,6 +33,8 @@ void rlt__settings_default(rlt__settings *s)
     s->max_bulk = RLT__RESP_DEFAULT_MAX_BULK;
     s->max_reservations = 65536;
     s->max_reservations_per_client = 4096;
+    s->rlqs_max_buckets_per_client = 4096;
+    s->rlqs_max_streams_per_client = 256;
     s->max_reservation_timeout = 3600 * RLT_NS_PER_S;
     s->top_keys = 100;
     s->ui = true;

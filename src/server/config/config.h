@@ -85,6 +85,10 @@ typedef struct rlt__settings {
     size_t max_reservations;     /* outstanding RL.RESERVE reservations; default 65536 */
     size_t max_reservations_per_client; /* of one connection, or one tenant; default 4096 */
     rlt_ns max_reservation_timeout;     /* longest TIMEOUT / timeout_ms; default 1 h */
+    /* RLQS, of one connection, or one tenant (all its connections): buckets created and held
+     * (until freed, a TTL after their last member), default 4096; open streams, default 256 */
+    size_t rlqs_max_buckets_per_client;
+    size_t rlqs_max_streams_per_client;
     size_t top_keys;             /* top offenders' counters per thread (top.h); 0 = off; 100 */
     bool ui;                     /* GET / on HTTP answers the playground and its live page
                                     (server.ui, --no-ui); default on */

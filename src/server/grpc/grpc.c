@@ -445,6 +445,9 @@ int rlt__grpc_session_new(gconn **out, rlt__srv *s, rlt__conn *c)
     if (g == NULL) return RLT_ENOMEM;
     g->s = s;
     g->c = c;
+    rlt__session ss;
+    rlt__session_init(s, &ss); /* for its id alone: who holds this connection's RLQS streams */
+    g->client_id = ss.id;
     nghttp2_option *opt;
     if (nghttp2_option_new(&opt) != 0) {
         free(g);

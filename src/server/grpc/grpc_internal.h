@@ -79,6 +79,8 @@ struct rlt__grpc_session {
     gstream *live;   /* streams nghttp2 has not closed: nghttp2_session_del does not call
                         on_close, so the session frees these itself */
     size_t h2_bytes; /* what nghttp2 holds for this session (its allocator below) */
+    /* a session id of its own (request.h): the connection as a holder of RLQS streams */
+    uint64_t client_id;
 };
 typedef rlt__grpc_session gconn;
 

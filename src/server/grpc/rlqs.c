@@ -1,8 +1,11 @@
 /* The StreamRateLimitQuotas call (Envoy's RLQS): reports in, bucket actions out, on one open
- * HTTP/2 stream.  A call binds the domain of its first report; every report is answered with
- * the actions the quota state gives (request/quotas.h), in one response message, or nothing
- * when every Envoy keeps what it holds.  Errors end the call with trailers: a malformed report
- * INVALID_ARGUMENT, a bucket past the caps or a report too large RESOURCE_EXHAUSTED. */
+ * HTTP/2 stream.  A call binds the identity of its bearer token (a tenant's buckets are its
+ * own; its streams and buckets count in its share, the admin's in its connection's) and the
+ * domain of its first report; every report is answered with the actions the quota state gives
+ * (request/quotas.h), in one response message, or nothing when every Envoy keeps what it
+ * holds.  Errors end the call with trailers: a malformed report INVALID_ARGUMENT, a bucket
+ * past the table's or the stream's cap, a client's streams past its share or a report too
+ * large RESOURCE_EXHAUSTED, an identity a reload changed UNAUTHENTICATED. */
 #include "server/grpc/rlqs.h"
 
 #include "server/base/mem.h"
@@ -15,6 +18,8 @@
 
 struct rlt__rlqs_call {
     rlt__quotas_stream *qs;
+    const rlt__config *cfg; /* the config its identity was checked under */
+    uint64_t holder;        /* that identity (rlt__session_holder: a tenant, or the connection) */
     char domain[RLT__STR_MAX];
     size_t dlen;   /* 0: not bound yet */
     rlt__obuf out; /* response bytes queued for nghttp2 */
@@ -67,14 +72,14 @@ static ssize_t read_out(nghttp2_session *h2, int32_t id, uint8_t *buf, size_t le
     return (ssize_t)n;
 }
 
-static bool authorized(gconn *g, const gstream *st)
+/* Who calls: *ss authenticated as the admin or a tenant (its key prefix), or false. */
+static bool authorized(gconn *g, const gstream *st, rlt__session *ss)
 {
-    rlt__session ss;
-    rlt__session_init(g->s, &ss);
-    return ss.auth != RLT__AUTH_NONE ||
+    rlt__session_init(g->s, ss);
+    ss->id = g->client_id; /* the connection, not this call, holds what an admin's call holds */
+    return ss->auth != RLT__AUTH_NONE ||
            (st->auth_len >= 7 && strncasecmp(st->auth, "Bearer ", 7) == 0 &&
-            rlt__session_auth(g->s, &ss, NULL, 0, st->auth + 7, st->auth_len - 7) !=
-                RLT__AUTH_NONE);
+            rlt__session_auth(g->s, ss, NULL, 0, st->auth + 7, st->auth_len - 7) != RLT__AUTH_NONE);
 }
 
 void rlt__rlqs_begin(gconn *g, gstream *st)
@@ -85,16 +90,28 @@ void rlt__rlqs_begin(gconn *g, gstream *st)
         nghttp2_submit_response(g->h2, st->id, nva, 2, NULL);
         return;
     }
-    if (!authorized(g, st))
+    static __thread rlt__session ss;
+    if (!authorized(g, st, &ss))
         return answer_error(g, st, G_UNAUTHENTICATED, "missing or wrong bearer token");
     rlt__rlqs_call *c = NULL;
     if (rlt__mem_conn_take(sizeof *c) && (c = calloc(1, sizeof *c)) == NULL)
         rlt__mem_conn_give(sizeof *c);
     if (c == NULL) return answer_error(g, st, G_RESOURCE_EXHAUSTED, "out of memory");
-    if (rlt__quotas_stream_new(g->s->quotas, &c->qs) != RLT_OK) {
+    /* A tenant's buckets are its own (its key prefix), and its streams and buckets count
+     * together over its connections; the admin's per connection. */
+    c->cfg = rlt__srv_config(g->s);
+    c->holder = rlt__session_holder(&ss);
+    size_t cap = c->cfg->set.rlqs_max_streams_per_client;
+    rlt__quotas_client who = {c->holder, ss.prefix, ss.prefix_len, cap};
+    int e = rlt__quotas_stream_new_for(g->s->quotas, &who, &c->qs);
+    if (e != RLT_OK) {
         free(c);
         rlt__mem_conn_give(sizeof *c);
-        return answer_error(g, st, G_RESOURCE_EXHAUSTED, "out of memory");
+        char msg[160];
+        snprintf(msg, sizeof msg,
+                 "too many quota streams: %zu per client (server.rlqs_max_streams_per_client)",
+                 cap);
+        return answer_error(g, st, G_RESOURCE_EXHAUSTED, e == RLT_EFULL ? msg : "out of memory");
     }
     c->out.budgeted = true;
     c->out.max = RLT__RLQS_MAX_QUEUED;
@@ -154,6 +171,16 @@ static void report(gconn *g, gstream *st, const uint8_t *m, size_t n)
     if (why != NULL) return finish(g, st, G_INVALID_ARGUMENT, why);
     if (count == 0) return; /* nothing reported, nothing to answer */
     const rlt__config *cfg = rlt__srv_config(g->s);
+    if (cfg != c->cfg) {
+        /* A reload that removed the stream's tenant, changed its prefix or password, or set a
+         * password where there was none ends the stream, as the other doors refuse the next
+         * request: the Envoy opens another, under the identity its token now has. */
+        static __thread rlt__session ss;
+        if (!authorized(g, st, &ss) || rlt__session_holder(&ss) != c->holder)
+            return finish(g, st, G_UNAUTHENTICATED,
+                          "the stream's credentials changed with a reload: open another");
+        c->cfg = cfg;
+    }
     size_t mark = c->out.len, actions = 0;
     rlt__obuf_put(&c->out, "\0\0\0\0\0", 5);
     static __thread rlt__rlqs_usage u;

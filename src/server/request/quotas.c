@@ -1,7 +1,8 @@
-/* The daemon's RLQS quota state: a table of the BucketIds reported (each matched to its quota
- * bucket rule, with its src/quota bucket when the rule is a policy), one src/quota division
- * per assignment TTL, and each stream's memberships (what it was last sent, for blanket rules,
- * shadow mode and penalty boxes, which the division does not see). */
+/* The daemon's RLQS quota state: a table of the BucketIds reported that match a quota bucket
+ * rule (each with its src/quota bucket when the rule is a policy, and the client it is charged
+ * to), one src/quota division per assignment TTL, and each stream's memberships (what it was
+ * last sent, for blanket rules, shadow mode and penalty boxes, which the division does not
+ * see).  A bucket's key starts with its stream's tenant prefix, so tenants never share one. */
 #include "server/request/quotas.h"
 #include "server/request/quotas_int.h"
 #include "server/request/quotas_redis.h"
@@ -9,7 +10,11 @@
 #include "server/base/log.h"
 #include "server/base/mem.h"
 #include "server/request/quotas_envoy.h"
+#include "server/request/quotas_hold.h"
 #include "server/request/quotas_rule.h"
+#include "server/request/quotas_unmatched.h"
+
+#include <assert.h>
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -44,6 +49,10 @@ struct rlt__quotas_stream {
     size_t cap, n;
     joined js[MAX_DIVISIONS];
     size_t njs;
+    rlt__quotas_holder *holder;      /* NULL: none (no per-client cap) */
+    rlt__quotas_unmatched unmatched; /* its BucketIds that match no rule */
+    size_t plen;
+    char prefix[RLT__STR_MAX]; /* the tenant's key prefix, plen bytes */
 };
 
 static bool take(size_t n)
@@ -62,8 +71,10 @@ int rlt__quotas_open(rlt__quotas **out)
     if (q == NULL) return RLT_ENOMEM;
     q->cap = 1024;
     q->tab = calloc(q->cap, sizeof *q->tab);
-    if (q->tab == NULL || pthread_mutex_init(&q->lock, NULL) != 0) {
+    q->holders = calloc(1, sizeof *q->holders);
+    if (q->tab == NULL || q->holders == NULL || pthread_mutex_init(&q->lock, NULL) != 0) {
         free(q->tab);
+        free(q->holders);
         free(q);
         return RLT_ENOMEM;
     }
@@ -76,8 +87,13 @@ static size_t bucket_bytes(const bucket *b)
     return sizeof *b + b->klen + (b->kind == RLT__QUOTA_POLICY ? DIVISION_BUCKET_BYTES : 0);
 }
 
-static void bucket_free(bucket *b)
+static void bucket_free(rlt__quotas *q, bucket *b)
 {
+    if (b->holder != NULL) {
+        assert(b->holder->buckets > 0);
+        b->holder->buckets--;
+        rlt__quotas_holder_release(q->holders, b->holder);
+    }
     give(bucket_bytes(b));
     free(b);
 }
@@ -88,13 +104,15 @@ void rlt__quotas_close(rlt__quotas *q)
     for (size_t i = 0; i < q->cap; i++)
         for (bucket *b = q->tab[i], *nx; b != NULL; b = nx) {
             nx = b->next;
-            bucket_free(b);
+            bucket_free(q, b);
         }
     for (size_t i = 0; i < q->ndvs; i++)
         rlt__quota_close(q->dvs[i].div);
     for (size_t i = 0; i < q->nunknown; i++)
         free(q->unknown[i]);
     rlt__quotas_redis_sweep(q, INT64_MAX);
+    rlt__quotas_holders_free(q->holders);
+    free(q->holders);
     free(q->tab);
     pthread_mutex_destroy(&q->lock);
     free(q);
@@ -162,7 +180,7 @@ static void retire(rlt__quotas *q, bucket *b, rlt_ns now)
         if (q->redis) rlt__quotas_redis_retire(q, b, now);
         rlt__quota_bucket_close(b->dv->div, b->qb);
     }
-    if (b->refs == 0) bucket_free(b);
+    if (b->refs == 0) bucket_free(q, b);
 }
 
 static division *division_for(rlt__quotas *q, rlt_ns ttl)
@@ -201,14 +219,14 @@ static bool still_valid(bucket *b, const rlt__config *cfg, const char *domain, s
     return true;
 }
 
+/* A new bucket of rule r (matched), its key scope (tenant prefix + domain), NUL, the BucketId. */
 static int new_bucket(rlt__quotas *q, const rlt__config *cfg, const rlt__domain *d,
-                      const char *domain, size_t dlen, const rlt__quotas_usage *u, uint64_t h,
-                      rlt_ns now, bucket **out)
+                      const rlt__qrule *r, const char *scope, size_t slen,
+                      const rlt__quotas_usage *u, uint64_t h, rlt_ns now, bucket **out)
 {
     if (q->n >= RLT__QUOTAS_MAX_BUCKETS) return RLT_EFULL;
-    const rlt__qrule *r = rlt__quotas_rule_of(d, u->pairs, u->npairs);
     int kind = rlt__quotas_kind(d, r);
-    size_t klen = dlen + 1 + u->klen;
+    size_t klen = slen + 1 + u->klen;
     bucket probe = {.klen = klen, .kind = kind};
     if (!take(bucket_bytes(&probe))) return RLT_ENOMEM;
     bucket *b = calloc(1, sizeof *b + klen);
@@ -223,8 +241,8 @@ static int new_bucket(rlt__quotas *q, const rlt__config *cfg, const rlt__domain 
     b->observed = u->elapsed;
     b->ttl = rlt__quotas_default_ttl(d, r, u->elapsed, RLT__QUOTAS_MIN_TTL);
     b->idle_since = now;
-    memcpy(b->key, domain, dlen);
-    memcpy(b->key + dlen + 1, u->key, u->klen);
+    memcpy(b->key, scope, slen);
+    memcpy(b->key + slen + 1, u->key, u->klen);
     b->provisional = u->elapsed <= 0 && !rlt__quotas_ttl_set(d, r);
     if (kind == RLT__QUOTA_POLICY) {
         rlt__quota_budget bg;
@@ -234,7 +252,7 @@ static int new_bucket(rlt__quotas *q, const rlt__config *cfg, const rlt__domain 
                     ? RLT_EFULL
                     : rlt__quota_bucket_open(b->dv->div, &bg, &b->qb);
         if (e != RLT_OK) {
-            bucket_free(b);
+            bucket_free(q, b);
             return e == RLT_ENOMEM ? RLT_ENOMEM : RLT_EFULL;
         }
         b->cap_q = bg.limit;
@@ -251,27 +269,55 @@ static int new_bucket(rlt__quotas *q, const rlt__config *cfg, const rlt__domain 
 
 /* ---- streams ---------------------------------------------------------------------------- */
 
-int rlt__quotas_stream_new(rlt__quotas *q, rlt__quotas_stream **out)
+int rlt__quotas_stream_new_for(rlt__quotas *q, const rlt__quotas_client *who,
+                               rlt__quotas_stream **out)
 {
+    if (who != NULL && who->plen >= RLT__STR_MAX) return RLT_EINVAL;
     if (!take(sizeof(rlt__quotas_stream))) return RLT_ENOMEM;
     rlt__quotas_stream *st = calloc(1, sizeof *st);
     if (st == NULL) {
         give(sizeof *st);
         return RLT_ENOMEM;
     }
+    if (who != NULL && who->plen > 0) {
+        memcpy(st->prefix, who->prefix, who->plen);
+        st->plen = who->plen;
+    }
+    int e = RLT_OK;
     rlt__quotas_lock(q);
-    q->streams++;
+    if (who != NULL && who->holder != 0) {
+        rlt__quotas_holder *h = rlt__quotas_holder_get(q->holders, who->holder);
+        if (h == NULL) {
+            e = RLT_ENOMEM;
+        } else if (who->max_streams > 0 && h->streams >= who->max_streams) {
+            rlt__quotas_holder_release(q->holders, h);
+            e = RLT_EFULL;
+        } else {
+            h->streams++;
+            st->holder = h;
+        }
+    }
+    if (e == RLT_OK) q->streams++;
     rlt__quotas_unlock(q);
+    if (e != RLT_OK) {
+        free(st);
+        give(sizeof *st);
+        return e;
+    }
     *out = st;
     return RLT_OK;
 }
 
+int rlt__quotas_stream_new(rlt__quotas *q, rlt__quotas_stream **out)
+{
+    return rlt__quotas_stream_new_for(q, NULL, out);
+}
+
 static void unref(rlt__quotas *q, bucket *b, rlt_ns now)
 {
-    (void)q;
     if (--b->refs > 0) return;
     if (b->dead)
-        bucket_free(b);
+        bucket_free(q, b);
     else
         b->idle_since = now;
 }
@@ -303,8 +349,13 @@ void rlt__quotas_stream_end(rlt__quotas *q, rlt__quotas_stream *st, rlt_ns now)
         }
     for (size_t i = 0; i < st->njs; i++)
         rlt__quota_stream_close(st->js[i].dv->div, st->js[i].sid);
+    if (st->holder != NULL) {
+        st->holder->streams--;
+        rlt__quotas_holder_release(q->holders, st->holder);
+    }
     q->streams--;
     rlt__quotas_unlock(q);
+    rlt__quotas_unmatched_free(&st->unmatched);
     give(st->cap * sizeof *st->tab);
     free(st->tab);
     free(st);
@@ -493,10 +544,16 @@ int rlt__quotas_report(rlt__quotas *q, const rlt__config *cfg, rlt__quotas_strea
 {
     a->kind = RLT__QA_NONE;
     a->shadow_denied = 0;
+    if (dlen >= RLT__STR_MAX) return RLT_EINVAL;
     sweep(q, now);
+    /* the bucket's identity: the tenant's prefix and the domain, then the BucketId */
+    char scope[2 * RLT__STR_MAX];
+    size_t slen = st->plen + dlen;
+    memcpy(scope, st->prefix, st->plen);
+    memcpy(scope + st->plen, domain, dlen);
     const rlt__domain *d = rlt__config_domain(cfg, domain, dlen);
-    uint64_t h = hash_of(domain, dlen, u->key, u->klen);
-    member *m = member_find(st, h, domain, dlen, u->key, u->klen);
+    uint64_t h = hash_of(scope, slen, u->key, u->klen);
+    member *m = member_find(st, h, scope, slen, u->key, u->klen);
     if (m != NULL && (m->b->dead || !still_valid(m->b, cfg, domain, dlen, u))) {
         /* A reload removed or changed its rule: the Envoy forgets the bucket; its next report
          * subscribes again, under the rule in force. */
@@ -513,18 +570,42 @@ int rlt__quotas_report(rlt__quotas *q, const rlt__config *cfg, rlt__quotas_strea
     }
     if (m == NULL) {
         bucket *b = q->tab[h & (q->cap - 1)];
-        while (b != NULL && !same_key(b, h, domain, dlen, u->key, u->klen))
+        while (b != NULL && !same_key(b, h, scope, slen, u->key, u->klen))
             b = b->next;
         if (b != NULL && !still_valid(b, cfg, domain, dlen, u)) {
             retire(q, b, now);
             b = NULL;
         }
-        int e = b != NULL ? RLT_OK : new_bucket(q, cfg, d, domain, dlen, u, h, now, &b);
-        if (e != RLT_OK) return e;
-        if ((e = member_add(q, st, b, &m)) != RLT_OK) {
+        if (b == NULL) {
+            const rlt__qrule *r = rlt__quotas_rule_of(d, u->pairs, u->npairs);
+            int kind;
+            rlt_ns ttl;
+            if (r == NULL) { /* no rule: quota_default, and no bucket */
+                if (rlt__quotas_unmatched_answer(&st->unmatched, d, h, u->elapsed,
+                                                 RLT__QUOTAS_MIN_TTL, now, &kind, &ttl)) {
+                    a->kind = kind == RLT__QUOTA_DENY_ALL ? RLT__QA_DENY_ALL : RLT__QA_ALLOW_ALL;
+                    a->ttl = ttl;
+                }
+                return RLT_OK;
+            }
+            rlt__quotas_holder *ho = st->holder;
+            size_t cap = cfg->set.rlqs_max_buckets_per_client;
+            if (q->n >= RLT__QUOTAS_MAX_BUCKETS) return RLT_EFULL; /* the table's cap first */
+            if (ho != NULL && cap > 0 && ho->buckets >= cap) { /* this client's share is full */
+                q->counted.over_cap++;
+                return RLT_OK;
+            }
+            int e = new_bucket(q, cfg, d, r, scope, slen, u, h, now, &b);
+            if (e != RLT_OK) return e;
+            b->holder = ho;
+            if (ho != NULL) ho->buckets++;
+        }
+        int e = member_add(q, st, b, &m);
+        if (e != RLT_OK) {
             if (b->refs == 0) b->idle_since = now;
             return e;
         }
+        rlt__quotas_unmatched_forget(&st->unmatched, h);
     }
     bucket *b = m->b;
     settle(q, st, d, b, u->elapsed, now);

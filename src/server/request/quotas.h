@@ -9,7 +9,12 @@
  * rlt__quotas_lock and rlt__quotas_unlock, so that a whole report message takes the lock once;
  * the other calls lock it themselves.
  * Memory: every bucket and membership counts in the connections' share of max_memory (mem.h);
- * caps: RLT__QUOTAS_MAX_BUCKETS BucketIds in all, RLT__QUOTAS_MAX_PER_STREAM per stream.
+ * caps: RLT__QUOTAS_MAX_BUCKETS BucketIds in all, RLT__QUOTAS_MAX_PER_STREAM per stream, and
+ * per client (a tenant, or else a connection: quotas_hold.h) server.rlqs_max_streams_per_client
+ * streams and server.rlqs_max_buckets_per_client buckets created.  BucketIds that match no
+ * rule are answered from quota_default without a bucket (quotas_unmatched.h).
+ * Tenants: a stream opened by a tenant has its own buckets (the bucket's identity, and its
+ * Redis key, start with the tenant's key prefix, as the per-request doors' keys do).
  * Time: `now` is the caller's clock (the turn's), never read here. */
 #ifndef RLT_SERVER_REQUEST_QUOTAS_H
 #define RLT_SERVER_REQUEST_QUOTAS_H
@@ -36,8 +41,21 @@ int rlt__quotas_open(rlt__quotas **out);
 /* Frees everything (every stream must have ended).  NULL is a no-op. */
 void rlt__quotas_close(rlt__quotas *q);
 
-/* A new stream (one Envoy's StreamRateLimitQuotas call).  RLT_OK, RLT_ENOMEM (the memory
- * budget is spent). */
+/* Who opens a stream. */
+typedef struct rlt__quotas_client {
+    uint64_t holder;    /* rlt__session_holder's id (a tenant, or a connection); 0: none, no
+                           per-client cap applies (tests of the table alone) */
+    const char *prefix; /* the tenant's key prefix (plen bytes, copied); NULL with plen 0 */
+    size_t plen;        /* < RLT__STR_MAX */
+    size_t max_streams; /* the holder's open streams, this one included; 0: no cap */
+} rlt__quotas_client;
+
+/* A new stream (one Envoy's StreamRateLimitQuotas call) of client `who` (NULL: no tenant, no
+ * holder).  RLT_OK; RLT_EFULL (the holder has max_streams open: nothing is opened);
+ * RLT_ENOMEM (the memory budget is spent). */
+int rlt__quotas_stream_new_for(rlt__quotas *q, const rlt__quotas_client *who,
+                               rlt__quotas_stream **out);
+/* rlt__quotas_stream_new_for(q, NULL, out). */
 int rlt__quotas_stream_new(rlt__quotas *q, rlt__quotas_stream **out);
 /* The stream ended or broke at `now`: its memberships depart (their live assignments stay in
  * the ledgers until their TTL, as the Envoy may enforce them until then) and it is freed. */
@@ -74,12 +92,16 @@ typedef struct rlt__quotas_answer {
 void rlt__quotas_lock(rlt__quotas *q);
 void rlt__quotas_unlock(rlt__quotas *q);
 
-/* One usage of `domain` on stream st at `now`, under cfg (the config in force): the BucketId
- * is matched to its quota bucket (first match wins; none: the domain's quota_default; an
- * unknown domain: allow-all, logged once per domain), its usage recorded, and *a says what to
- * send.  A bucket whose rule a reload removed or changed is answered ABANDON once (the Envoy
- * forgets it and subscribes again under the new rule).  Returns RLT_OK; RLT_EFULL (a bucket
- * cap: the usage is not recorded); RLT_ENOMEM. */
+/* One usage of `domain` (dlen < RLT__STR_MAX) on stream st at `now`, under cfg (the config in
+ * force): the BucketId is matched to its quota bucket (first match wins; an unknown domain:
+ * allow-all, logged once per domain), its usage recorded, and *a says what to send.  None
+ * matches: the domain's quota_default, with no bucket kept (quotas_unmatched.h).  A bucket
+ * whose rule a reload removed or changed is answered ABANDON once (the Envoy forgets it and
+ * subscribes again under the new rule).  A new bucket past its client's
+ * cfg->set.rlqs_max_buckets_per_client is not kept and gets no answer (a->kind NONE: the
+ * Envoy applies its no_assignment_behavior), counted in over_cap; the other clients' buckets
+ * are not affected.  Returns RLT_OK; RLT_EFULL (the table's or the stream's bucket cap: the
+ * usage is not recorded); RLT_ENOMEM. */
 int rlt__quotas_report(rlt__quotas *q, const rlt__config *cfg, rlt__quotas_stream *st,
                        const char *domain, size_t dlen, const rlt__quotas_usage *u, rlt_ns now,
                        rlt__quotas_answer *a);

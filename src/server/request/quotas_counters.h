@@ -11,6 +11,8 @@ typedef struct rlt__quotas_counters {
     uint64_t skipped;       /* of them, skipped: no BucketId or an empty one */
     uint64_t actions;       /* bucket actions sent */
     uint64_t shadow_denied; /* requests shadow-mode buckets would have denied */
+    uint64_t over_cap;      /* usages of new buckets past their client's bucket cap: not kept,
+                               not answered */
 } rlt__quotas_counters;
 
 #endif

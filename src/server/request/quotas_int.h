@@ -7,6 +7,7 @@
 #include "quota/quota.h"
 #include "server/config/config.h"
 #include "server/request/quotas_counters.h"
+#include "server/request/quotas_hold.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -48,6 +49,8 @@ typedef struct rlt__quotas_bucket {
     rlt_ns idle_since;    /* refs 0: freed a TTL later (the ledger's entries have expired) */
     bool dead;            /* out of the table: its rule was removed; freed at refs 0 */
     uint64_t id;          /* unique: Redis mode finds it again by it */
+    /* the client it is charged to until freed (NULL: none) */
+    rlt__quotas_holder *holder;
     int64_t cap_q, cap_b; /* POLICY: the global Q and B */
     /* Redis mode */
     rlt__quotas_claim_state claim;
@@ -57,7 +60,7 @@ typedef struct rlt__quotas_bucket {
     int64_t claim_q, claim_b; /* the claim stored by the last successful exchange */
     int64_t servers;          /* live servers at the last exchange (0: never) */
     size_t klen;
-    char key[]; /* domain, NUL, canonical BucketId */
+    char key[]; /* tenant prefix, domain, NUL, canonical BucketId */
 } rlt__quotas_bucket;
 
 /* Redis mode: what a retired policy bucket's ledger still holds for its key, until `until`
@@ -93,6 +96,7 @@ struct rlt__quotas {
     void *wake_arg;
     rlt__quotas_carry **carry; /* Redis mode: RLT__QUOTAS_CARRY_SLOTS chains, or NULL */
     size_t ncarry;
+    rlt__quotas_holders *holders; /* the clients holding streams and buckets */
 };
 
 #endif

@@ -82,9 +82,10 @@ static void rlqs_report(rlt__srv *s, rlt__obuf *o, bool info)
         rlt__obuf_printf(o,
                          "\r\n# RLQS\r\nrlqs_streams:%zu\r\nrlqs_buckets:%zu\r\nrlqs_members:%zu"
                          "\r\nrlqs_usages:%" PRIu64 "\r\nrlqs_usages_skipped:%" PRIu64
-                         "\r\nrlqs_actions:%" PRIu64 "\r\nrlqs_shadow_denied:%" PRIu64 "\r\n",
+                         "\r\nrlqs_actions:%" PRIu64 "\r\nrlqs_shadow_denied:%" PRIu64
+                         "\r\nrlqs_usages_over_cap:%" PRIu64 "\r\n",
                          q.streams, q.buckets, q.members, q.c.usages, q.c.skipped, q.c.actions,
-                         q.c.shadow_denied);
+                         q.c.shadow_denied, q.c.over_cap);
         return;
     }
     rlt__prom_value(o, "ratelimitd_rlqs_streams", "gauge",
@@ -99,6 +100,10 @@ static void rlqs_report(rlt__srv *s, rlt__obuf *o, bool info)
                     "RLQS bucket usages skipped: no BucketId or an empty one.", q.c.skipped);
     rlt__prom_value(o, "ratelimitd_rlqs_actions_total", "counter", "RLQS bucket actions sent.",
                     q.c.actions);
+    rlt__prom_value(o, "ratelimitd_rlqs_usages_over_cap_total", "counter",
+                    "RLQS usages of new buckets past their client's "
+                    "rlqs_max_buckets_per_client: not kept, not answered.",
+                    q.c.over_cap);
     rlt__prom_value(o, "ratelimitd_rlqs_shadow_denied_total", "counter",
                     "Requests RLQS shadow-mode buckets would have denied (also in "
                     "ratelimitd_decisions_total{outcome=\"shadow_denied\"}).",
