@@ -17,7 +17,7 @@ for p in cmake libevent-dev libnghttp2-dev wasi-libc; do
   grep -qx "$p" <<<"$run_set" || fail "scripts/deps --run lacks $p, which the build needs"
 done
 tmp=$(mktemp -d)
-trap 'kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'kill $pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
 RATELIMITD=$bin "$root/scripts/run" --port 0 --http-port 0 --grpc-port 0 --no-snapshot \
   >"$tmp/out" 2>"$tmp/err" &
 pid=$!
