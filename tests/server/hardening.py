@@ -26,8 +26,9 @@ def test(fn):
 class Conn:
     """One RESP connection kept open across commands (a session)."""
 
-    def __init__(self, port):
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    def __init__(self, port, source="127.0.0.1"):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=5,
+                                          source_address=(source, 0))
         self.buf = b""
 
     def cmd(self, *args):
@@ -365,6 +366,30 @@ def one_clients_distinct_inline_policies_do_not_lock_another_client_out(tmp):
         second = v.cmd("CL.THROTTLE", "user:42", 15, 30, 60, 1)
         assert isinstance(second, list) and second[2] == first[2] - 1, (first, second)
         v.close()
+    finally:
+        d.stop()
+
+
+@test
+def every_json_answer_of_the_http_door_is_nosniff_and_no_store(tmp):
+    # /v1/top, /v1/stats, /v1/rules and /v1/peek answered JSON without
+    # X-Content-Type-Options: nosniff (and /v1/top without Cache-Control: no-store): a browser
+    # could sniff a key an attacker chose into HTML, a cache could keep counters.  Every JSON
+    # answer, errors included, now carries both.
+    d = it.Daemon(tmp)
+    try:
+        paths = ["/v1/top", "/v1/stats", "/v1/rules", "/v1/peek?key=a&policy=gcra:1/1s",
+                 "/v1/check?key=a&policy=gcra:1/1s", "/v1/check?key=a&policy=gcra:1/1s",
+                 "/v1/check?key=a&policy=nope:1", "/v1/nothing"]
+        for path in paths:
+            r = d.curl(path)
+            head = r.split("\n\n", 1)[0].lower()
+            assert "content-type: application/json" in head, (path, r)
+            assert "x-content-type-options: nosniff" in head, (path, r)
+            assert head.count("cache-control: no-store") == 1, (path, r)
+        r = d.curl("/json", "-d", "{}")
+        head = r.split("\n\n", 1)[0].lower()
+        assert "x-content-type-options: nosniff" in head and "cache-control: no-store" in head, r
     finally:
         d.stop()
 
