@@ -50,7 +50,15 @@ typedef struct StoreObject {
     char *host; /* daemon */
     int port;
     rlt_ns timeout;
+    /* memory: the live in-process stores' list, which the fork handlers walk (store.c) */
+    struct StoreObject *fork_prev, *fork_next;
 } StoreObject;
+
+/* Registers (once per process, with pthread_atfork) the handlers that take every live
+ * in-process store's locks around a fork() and free them in the parent and the child, so a
+ * child forked while other threads are inside the store finds its locks free.  Returns 0, or
+ * an errno value. */
+int pyrlt_fork_handlers_register(void);
 
 /* A limiter: one or more policies (all-or-nothing when several) over one store. */
 typedef struct LimiterObject {

@@ -2,6 +2,7 @@
  * or a pool of RESP connections to a ratelimitd, behind one set of calls for the limiter. */
 #include "native.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -69,6 +70,83 @@ static rlt_redis *redis_take(StoreObject *s, int *rc)
     return r;
 }
 
+/* ---- fork() ----------------------------------------------------------------------------
+ * Threads call the in-process store with the GIL released, so a fork() from another thread
+ * can copy a shard lock held by a thread the child will not have: the child's first call on
+ * that shard would spin for good.  pthread_atfork's handlers take every live store's locks
+ * before the fork (waiting for the calls in flight, which need no GIL to finish) and free
+ * them after it on both sides (rlt_store_fork_*).  The list of live stores is changed under
+ * the GIL and `forks_mu`; the handlers hold `forks_mu` across the fork so that no store joins
+ * or leaves between prepare and release.  pthread_atfork rather than os.register_at_fork:
+ * it covers every fork() in the process, from Python or from C. */
+static pthread_mutex_t forks_mu = PTHREAD_MUTEX_INITIALIZER;
+static StoreObject *forks_head; /* newest first */
+
+static void forks_add(StoreObject *s)
+{
+    pthread_mutex_lock(&forks_mu);
+    s->fork_prev = NULL;
+    s->fork_next = forks_head;
+    if (forks_head) forks_head->fork_prev = s;
+    forks_head = s;
+    pthread_mutex_unlock(&forks_mu);
+}
+
+static void forks_remove(StoreObject *s)
+{
+    pthread_mutex_lock(&forks_mu);
+    if (s->fork_prev)
+        s->fork_prev->fork_next = s->fork_next;
+    else if (forks_head == s)
+        forks_head = s->fork_next;
+    if (s->fork_next) s->fork_next->fork_prev = s->fork_prev;
+    s->fork_prev = s->fork_next = NULL;
+    pthread_mutex_unlock(&forks_mu);
+}
+
+/* One order for every fork (the list's), released in the reverse. */
+static void forks_prepare(void)
+{
+    pthread_mutex_lock(&forks_mu);
+    for (StoreObject *s = forks_head; s; s = s->fork_next)
+        rlt_store_fork_prepare(s->mem);
+}
+
+static StoreObject *forks_tail(void)
+{
+    StoreObject *t = forks_head;
+    while (t && t->fork_next)
+        t = t->fork_next;
+    return t;
+}
+
+static void forks_parent(void)
+{
+    for (StoreObject *s = forks_tail(); s; s = s->fork_prev)
+        rlt_store_fork_parent(s->mem);
+    pthread_mutex_unlock(&forks_mu);
+}
+
+static void forks_child(void)
+{
+    for (StoreObject *s = forks_tail(); s; s = s->fork_prev)
+        rlt_store_fork_child(s->mem);
+    pthread_mutex_init(&forks_mu, NULL); /* held by the forking thread: made anew */
+}
+
+static int forks_rc;
+static void forks_register_once(void)
+{
+    forks_rc = pthread_atfork(forks_prepare, forks_parent, forks_child);
+}
+
+int pyrlt_fork_handlers_register(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, forks_register_once);
+    return forks_rc;
+}
+
 /* ---- The type ------------------------------------------------------------------------ */
 
 static char *dup_or_null(const char *t)
@@ -119,6 +197,7 @@ static int store_init(StoreObject *s, PyObject *args, PyObject *kw)
         s->origin = org;
         s->sweep = sweep;
         s->kind = PYRLT_MEMORY;
+        forks_add(s);
         return 0;
     }
     if (strcmp(kind, "redis") == 0) {
@@ -165,6 +244,7 @@ static int store_init(StoreObject *s, PyObject *args, PyObject *kw)
 static void store_dealloc(StoreObject *s)
 {
     pool_clear(s);
+    if (s->kind == PYRLT_MEMORY) forks_remove(s);
     rlt_store_close(s->mem);
     free(s->servers);
     free(s->password);

@@ -55,3 +55,68 @@ def test_fork_child_has_its_own_state():
     os.waitpid(pid, 0)
     assert child == "[True, True, False]"
     assert lim.hit("k", now_ns=0).remaining == 1  # the parent's state did not move
+
+
+def fork_while_hammered(store, forks=300, threads=4, child_timeout=60.0):
+    """Forks `forks` times while `threads` threads call hit on `store` (with the GIL released
+    inside the store); returns the pids of children that did not finish within
+    `child_timeout` seconds (killed then; forking stops at the first) and of those that failed.
+    Each child makes one decision and exits 0."""
+    import signal
+    import time
+    lim = rl.Limiter("gcra:1000000/1s", store)
+    stop = threading.Event()
+
+    def run(i):
+        n = 0
+        while not stop.is_set():
+            lim.hit("k%d" % (n % 64))
+            n += 1
+
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
+    for t in ts:
+        t.start()
+    hung, failed = [], []
+    try:
+        for _ in range(forks):
+            if hung:
+                break
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    code = 0 if lim.hit("child").allowed else 2
+                finally:
+                    os._exit(code)
+            # a hung child never exits: wait for it, but give up after child_timeout (this is
+            # a bound on a hang, not a timing assumption about a healthy child)
+            deadline = time.monotonic() + child_timeout
+            while True:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    if os.waitstatus_to_exitcode(status) != 0:
+                        failed.append(pid)
+                    break
+                if time.monotonic() > deadline:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    hung.append(pid)
+                    break
+                time.sleep(0.001)
+    finally:
+        stop.set()
+        for t in ts:
+            t.join()
+    return hung, failed
+
+
+def test_fork_while_threads_hit_never_hangs_the_child():
+    # One shard: its lock is held most of the time the threads run, so a fork that does not
+    # take it first hands the child a held lock (before the fix: most children hung).
+    hung, failed = fork_while_hammered(rl.MemoryStore(shards=1), child_timeout=20.0)
+    assert (hung, failed) == ([], [])
+
+
+def test_fork_while_threads_hit_default_store_never_hangs_the_child():
+    hung, failed = fork_while_hammered(rl.MemoryStore(), child_timeout=20.0)
+    assert (hung, failed) == ([], [])
