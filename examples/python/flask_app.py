@@ -4,10 +4,13 @@ import os
 
 from flask import Flask, g, request
 
-from libratelimit.flask import FlaskLimiter
+from libratelimit.flask import FlaskLimiter, user_or_address
 
 app = Flask(__name__)
-limiter = FlaskLimiter(default="100/minute;1000/hour", store=os.environ.get("RATELIMIT_STORE"))
+# The key: g.user where the app's authentication set one, else the client address (the default
+# key is the client address alone: a user identity is the app's to give).
+limiter = FlaskLimiter(default="100/minute;1000/hour", store=os.environ.get("RATELIMIT_STORE"),
+                       key=user_or_address)
 
 
 @app.before_request

@@ -1,7 +1,10 @@
 """What the middleware share: a limiter from a policy or a Limiter, per-route policies, the
-429 answer and the header list."""
+429 answer, the header list, the client-address key and the store key (hashed when long)."""
+import hashlib
+import ipaddress
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
+from ._native import KEY_MAX
 from .limiter import Limiter
 from .stores import Store
 
@@ -67,3 +70,52 @@ def user_key(user: Any) -> Optional[str]:
         if ident:
             return "user:%s" % ident
     return None
+
+
+IPV6_SUBNET = 56
+
+
+def check_subnet(ipv6_subnet: int) -> int:
+    if isinstance(ipv6_subnet, bool) or not isinstance(ipv6_subnet, int) or \
+            not 1 <= ipv6_subnet <= 128:
+        raise ValueError("ipv6_subnet must be a prefix length in 1..128 (128: whole addresses)")
+    return ipv6_subnet
+
+
+def address_key(addr: Optional[str], ipv6_subnet: int = IPV6_SUBNET) -> str:
+    """The key of a client address: ``"addr:IP"``.  An IPv6 address counts as its /56
+    (``ipv6_subnet``; 128 keeps whole addresses): one subscriber is usually given a /56 or a
+    /48 and can pick any address in it, so a per-address limit would give them 2^72 fresh
+    counts.  An IPv4-mapped IPv6 address (``::ffff:192.0.2.1``, what a dual-stack socket
+    reports for IPv4 clients) counts as its IPv4 address.  Anything that is not an IP
+    (a Unix socket, a test client's name) is kept as it is."""
+    if not addr:
+        return "addr:-"
+    try:
+        ip = ipaddress.ip_address(addr.split("%", 1)[0])  # a zone (fe80::1%eth0) is no identity
+    except ValueError:
+        return "addr:%s" % addr
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.version == 4:
+        return "addr:%s" % ip
+    net = ipaddress.IPv6Network((int(ip) >> (128 - ipv6_subnet) << (128 - ipv6_subnet),
+                                 ipv6_subnet))
+    return "addr:%s" % (net if ipv6_subnet < 128 else ip)
+
+
+# A hashed key's first byte: 0xff never starts a UTF-8 route name, so a hashed key cannot equal
+# an unhashed one.
+HASHED = b"\xffsha256:"
+
+
+def store_key(scope: str, key: Union[str, bytes]) -> bytes:
+    """The store's key for (scope, key): ``scope NUL key`` in UTF-8, or, when that is longer
+    than the store's KEY_MAX (512 bytes), ``0xff "sha256:"`` and the SHA-256 of it (32 bytes):
+    an over-long key (a long user name from a key function, say) still counts, apart from
+    every other, and never makes ``hit`` raise."""
+    k = key.encode() if isinstance(key, str) else bytes(key)
+    full = scope.encode() + b"\0" + k
+    if len(full) <= KEY_MAX:
+        return full
+    return HASHED + hashlib.sha256(full).digest()

@@ -8,19 +8,26 @@ added to allowed responses.
 """
 from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
-from ._web import BODY_429, KeyFunc, Routes, Spec, header_list
+from ._web import (IPV6_SUBNET, BODY_429, KeyFunc, Routes, Spec, address_key, check_subnet,
+                   header_list, store_key)
 from .stores import Store
 
-__all__ = ["RateLimitMiddleware", "default_key"]
+__all__ = ["RateLimitMiddleware", "default_key", "remote_user_or_address"]
 
 
 def default_key(environ: Mapping[str, Any]) -> Optional[str]:
-    """REMOTE_USER when the server or an auth layer set one ("user:NAME"), else the client
-    address ("addr:IP")."""
+    """The client address ("addr:IP", REMOTE_ADDR as the server or a trusted proxy fixer set
+    it), IPv6 as its /56.  Never a header the client chose."""
+    return address_key(environ.get("REMOTE_ADDR"))
+
+
+def remote_user_or_address(environ: Mapping[str, Any]) -> Optional[str]:
+    """A key function for apps behind a server or auth layer that sets REMOTE_USER after
+    checking the credentials: "user:NAME", else the client address."""
     user = environ.get("REMOTE_USER")
     if user:
         return "user:%s" % user
-    return "addr:%s" % environ.get("REMOTE_ADDR", "-")
+    return default_key(environ)
 
 
 class RateLimitMiddleware:
@@ -30,13 +37,14 @@ class RateLimitMiddleware:
     state lives (a Store or URL; default in-process); ``cost``: a callable(environ) -> int."""
 
     def __init__(self, app: Callable[..., Iterable[bytes]], default: Optional[Spec] = None,
-                 routes: Optional[Mapping[str, Spec]] = None, key: KeyFunc = default_key,
+                 routes: Optional[Mapping[str, Spec]] = None, key: Optional[KeyFunc] = None,
                  store: Union[None, str, Store] = None,
                  cost: Optional[Callable[[Mapping[str, Any]], int]] = None,
-                 strategy: Optional[str] = None) -> None:
+                 strategy: Optional[str] = None, ipv6_subnet: int = IPV6_SUBNET) -> None:
         self.app = app
         self.routes = Routes(routes, default, store, strategy)
-        self.key = key
+        subnet = check_subnet(ipv6_subnet)
+        self.key = key or (lambda environ: address_key(environ.get("REMOTE_ADDR"), subnet))
         self.cost = cost
 
     def __call__(self, environ: Any, start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -44,9 +52,7 @@ class RateLimitMiddleware:
         k = self.key(environ) if lim is not None else None
         if lim is None or k is None:
             return self.app(environ, start_response)
-        if isinstance(k, str):
-            k = k.encode()
-        d = lim.hit(route.encode() + b"\0" + k, self.cost(environ) if self.cost else 1)
+        d = lim.hit(store_key(route, k), self.cost(environ) if self.cost else 1)
         environ["libratelimit.decision"] = d
         headers = header_list(d)
         if not d.allowed:
