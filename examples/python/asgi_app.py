@@ -1,6 +1,6 @@
 """A Starlette app behind libratelimit's ASGI middleware, keyed by the authenticated user (a
 toy bearer-token authentication) or the client address.
-Run: uvicorn examples.python.asgi_app:app  (any ASGI server)."""
+Run: python -m uvicorn examples.python.asgi_app:app  (any ASGI server)."""
 from starlette.applications import Starlette
 from starlette.authentication import (AuthCredentials, AuthenticationBackend, SimpleUser)
 from starlette.middleware import Middleware

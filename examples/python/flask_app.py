@@ -1,5 +1,5 @@
 """A Flask app limited by libratelimit: app-wide defaults, a stricter login, a per-user API.
-Run: FLASK_APP=examples/python/flask_app.py flask run  (RATELIMIT_STORE=redis://... to share)."""
+Run: python -m flask --app examples/python/flask_app.py run  (RATELIMIT_STORE=redis://... to share)."""
 import os
 
 from flask import Flask, g, request
