@@ -12,11 +12,33 @@ Spec = Union[str, Limiter]
 BODY_429 = b"429 Too Many Requests: rate limit exceeded\n"
 
 
+BODY_503 = b"503 Service Unavailable: the rate limiter's store cannot answer\n"
+
+
+def failure_mode(fail_open: bool = False, fallback: Any = None,
+                 fallback_probe: float = 1.0) -> Dict[str, Any]:
+    """The Limiter arguments for a store that cannot answer (Limiter's docstring)."""
+    return {"fail_open": fail_open, "fallback": fallback, "fallback_probe": fallback_probe}
+
+
 def as_limiter(spec: Spec, store: Union[None, str, Store], name: Optional[str] = None,
-               strategy: Optional[str] = None) -> Limiter:
+               strategy: Optional[str] = None,
+               on_error: Optional[Dict[str, Any]] = None) -> Limiter:
     if isinstance(spec, Limiter):
         return spec
-    return Limiter(spec, store, name=name, strategy=strategy)
+    kw = dict(on_error or {})
+    remote = isinstance(store, str) and not store.startswith("memory:") or \
+        isinstance(store, Store) and store.kind != "memory"
+    if not remote:
+        kw.pop("fallback", None)
+        kw.pop("fallback_probe", None)
+    return Limiter(spec, store, name=name, strategy=strategy, **kw)
+
+
+def refusal(d: Any) -> Tuple[int, bytes]:
+    """A denied decision's status and body: 429, or 503 when the store could not answer and
+    the limiter fails closed (the client is not over any limit: nobody could tell)."""
+    return (503, BODY_503) if d.error else (429, BODY_429)
 
 
 class Routes:
@@ -24,7 +46,8 @@ class Routes:
     match wins, then the default (None: the route is not limited)."""
 
     def __init__(self, routes: Optional[Mapping[str, Spec]], default: Optional[Spec],
-                 store: Union[None, str, Store], strategy: Optional[str] = None) -> None:
+                 store: Union[None, str, Store], strategy: Optional[str] = None,
+                 on_error: Optional[Dict[str, Any]] = None) -> None:
         if store is None or isinstance(store, str):
             from .stores import MemoryStore, store_from_url
             store = MemoryStore() if store is None else store_from_url(store)
@@ -32,13 +55,14 @@ class Routes:
         self.exact: Dict[str, Limiter] = {}
         self.prefix: List[Tuple[str, Limiter]] = []
         for path, spec in (routes or {}).items():
-            lim = as_limiter(spec, store, strategy=strategy)
+            lim = as_limiter(spec, store, strategy=strategy, on_error=on_error)
             if path.endswith("*"):
                 self.prefix.append((path[:-1], lim))
             else:
                 self.exact[path] = lim
         self.prefix.sort(key=lambda p: -len(p[0]))
-        self.default = as_limiter(default, store, strategy=strategy) if default else None
+        self.default = (as_limiter(default, store, strategy=strategy, on_error=on_error)
+                        if default else None)
 
     def find(self, path: str) -> Tuple[str, Optional[Limiter]]:
         """(the route's name, its limiter): the route name keeps routes' counters apart."""

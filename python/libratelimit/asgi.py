@@ -6,8 +6,8 @@ client address; 429 with Retry-After and the IETF headers, the headers on allowe
 """
 from typing import Any, Awaitable, Callable, Mapping, MutableMapping, Optional, Union
 
-from ._web import (IPV6_SUBNET, BODY_429, KeyFunc, Routes, Spec, address_key, check_subnet,
-                   header_list, store_key, user_key)
+from ._web import (IPV6_SUBNET, KeyFunc, Routes, Spec, address_key, check_subnet,
+                   failure_mode, header_list, refusal, store_key, user_key)
 from .stores import Store
 
 __all__ = ["RateLimitMiddleware", "default_key", "user_or_address"]
@@ -37,9 +37,12 @@ class RateLimitMiddleware:
                  routes: Optional[Mapping[str, Spec]] = None, key: Optional[KeyFunc] = None,
                  store: Union[None, str, Store] = None,
                  cost: Optional[Callable[[Scope], int]] = None,
-                 strategy: Optional[str] = None, ipv6_subnet: int = IPV6_SUBNET) -> None:
+                 strategy: Optional[str] = None, ipv6_subnet: int = IPV6_SUBNET,
+                 fail_open: bool = False, fallback: Any = None,
+                 fallback_probe: float = 1.0) -> None:
         self.app = app
-        self.routes = Routes(routes, default, store, strategy)
+        self.routes = Routes(routes, default, store, strategy,
+                             failure_mode(fail_open, fallback, fallback_probe))
         subnet = check_subnet(ipv6_subnet)
         self.key = key or (lambda scope: address_key(
             scope["client"][0] if scope.get("client") else None, subnet))
@@ -56,10 +59,11 @@ class RateLimitMiddleware:
         scope.setdefault("state", {})["libratelimit.decision"] = d
         headers = [(n.lower().encode("latin-1"), v.encode("latin-1")) for n, v in header_list(d)]
         if not d.allowed:
-            await send({"type": "http.response.start", "status": 429,
+            status, body = refusal(d)
+            await send({"type": "http.response.start", "status": status,
                         "headers": [(b"content-type", b"text/plain; charset=utf-8"),
-                                    (b"content-length", str(len(BODY_429)).encode())] + headers})
-            await send({"type": "http.response.body", "body": BODY_429})
+                                    (b"content-length", str(len(body)).encode())] + headers})
+            await send({"type": "http.response.body", "body": body})
             return
 
         async def send_with_headers(message: Mapping[str, Any]) -> None:

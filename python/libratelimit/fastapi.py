@@ -12,7 +12,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ._web import IPV6_SUBNET, Spec, address_key, as_limiter, check_subnet, store_key, user_key
+from ._web import (IPV6_SUBNET, Spec, address_key, as_limiter, check_subnet, failure_mode,
+                   store_key, user_key)
 from .stores import Store
 
 __all__ = ["RateLimit", "default_key", "user_or_address"]
@@ -39,8 +40,10 @@ class RateLimit:
     def __init__(self, policy: Spec, key: Optional[Callable[[Request], Optional[str]]] = None,
                  store: Union[None, str, Store] = None, strategy: Optional[str] = None,
                  name: Optional[str] = None, scope: Optional[str] = None,
-                 ipv6_subnet: int = IPV6_SUBNET) -> None:
-        self.limiter = as_limiter(policy, store, name=name, strategy=strategy)
+                 ipv6_subnet: int = IPV6_SUBNET, fail_open: bool = False,
+                 fallback: object = None, fallback_probe: float = 1.0) -> None:
+        self.limiter = as_limiter(policy, store, name=name, strategy=strategy,
+                                  on_error=failure_mode(fail_open, fallback, fallback_probe))
         subnet = check_subnet(ipv6_subnet)
         self.key = key or (lambda request: address_key(
             request.client.host if request.client else None, subnet))
@@ -58,6 +61,8 @@ class RateLimit:
         d = await self.limiter.ahit(store_key(route, k))
         request.state.libratelimit_decision = d
         if not d.allowed:
+            if d.error:  # failing closed: the store could not answer, nobody is over a limit
+                raise HTTPException(503, "rate limiter unavailable", headers=d.headers())
             raise HTTPException(429, "rate limit exceeded", headers=d.headers())
         for name, value in d.headers().items():
             response.headers[name] = value

@@ -12,7 +12,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar, Union
 
 import flask
 
-from ._web import IPV6_SUBNET, BODY_429, Spec, address_key, as_limiter, check_subnet, store_key
+from ._web import (IPV6_SUBNET, Spec, address_key, as_limiter, check_subnet, failure_mode,
+                   refusal, store_key)
 from .limiter import Limiter
 from .stores import Store, store_from_url, MemoryStore
 
@@ -48,6 +49,8 @@ class FlaskLimiter:
     its /``ipv6_subnet`` (56).  Keys longer than the store takes are hashed (store_key).
     ``store``: a Store or URL
     (``redis://``...); default in-process.  ``init_app`` for the app-factory pattern.
+    ``fail_open``, ``fallback``, ``fallback_probe``: what a request gets when the store cannot
+    answer (Limiter; failing closed answers 503, not 429).
     The check runs as a before_request hook: register the app's authentication hook first
     (before init_app) so that the key sees the user, as with Flask-Limiter.
     """
@@ -55,14 +58,19 @@ class FlaskLimiter:
     def __init__(self, app: Optional[flask.Flask] = None, default: Optional[Spec] = None,
                  key: Optional[Callable[[], Optional[str]]] = None,
                  store: Union[None, str, Store] = None, strategy: Optional[str] = None,
-                 app_limit: Optional[Spec] = None, ipv6_subnet: int = IPV6_SUBNET) -> None:
+                 app_limit: Optional[Spec] = None, ipv6_subnet: int = IPV6_SUBNET,
+                 fail_open: bool = False, fallback: Any = None,
+                 fallback_probe: float = 1.0) -> None:
         self.store = MemoryStore() if store is None else (
             store_from_url(store) if isinstance(store, str) else store)
         self.strategy = strategy
+        self.on_error = failure_mode(fail_open, fallback, fallback_probe)
         subnet = check_subnet(ipv6_subnet)
         self.key = key or (lambda: address_key(flask.request.remote_addr, subnet))
-        self.default = as_limiter(default, self.store, strategy=strategy) if default else None
-        self.app_limit = as_limiter(app_limit, self.store, strategy=strategy) if app_limit else None
+        self.default = (as_limiter(default, self.store, strategy=strategy, on_error=self.on_error)
+                        if default else None)
+        self.app_limit = (as_limiter(app_limit, self.store, strategy=strategy,
+                                     on_error=self.on_error) if app_limit else None)
         self._views: Dict[Callable[..., Any], List[Tuple[Limiter, Callable[[], Any]]]] = {}
         self._exempt: set = set()
         if app is not None:
@@ -77,7 +85,8 @@ class FlaskLimiter:
               name: Optional[str] = None) -> Callable[[F], F]:
         """Decorator: this view's own limit (replacing the defaults), optionally keyed by its
         own callable.  Stack several for several limits."""
-        lim = as_limiter(policy, self.store, name=name, strategy=self.strategy)
+        lim = as_limiter(policy, self.store, name=name, strategy=self.strategy,
+                         on_error=self.on_error)
 
         def wrap(view: F) -> F:
             self._views.setdefault(view, []).append((lim, key or self.key))
@@ -107,7 +116,8 @@ class FlaskLimiter:
             route = "" if lim is self.app_limit else flask.request.endpoint
             d = lim.hit(store_key(route, k))
             if not d.allowed:
-                resp = flask.Response(BODY_429, status=429, mimetype="text/plain")
+                status, body = refusal(d)
+                resp = flask.Response(body, status=status, mimetype="text/plain")
                 resp.headers.extend(d.headers())
                 return resp
             if shown is None or d.remaining < shown.remaining:

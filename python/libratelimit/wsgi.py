@@ -8,8 +8,8 @@ added to allowed responses.
 """
 from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
-from ._web import (IPV6_SUBNET, BODY_429, KeyFunc, Routes, Spec, address_key, check_subnet,
-                   header_list, store_key)
+from ._web import (IPV6_SUBNET, KeyFunc, Routes, Spec, address_key, check_subnet,
+                   failure_mode, header_list, refusal, store_key)
 from .stores import Store
 
 __all__ = ["RateLimitMiddleware", "default_key", "remote_user_or_address"]
@@ -34,15 +34,19 @@ class RateLimitMiddleware:
     """Wraps a WSGI app.  ``default``: the policy (or Limiter) of every route not in
     ``routes`` (None: not limited); ``routes``: {path or "prefix*": policy}; ``key``: a
     callable(environ) -> key, None to let the request through unlimited; ``store``: where the
-    state lives (a Store or URL; default in-process); ``cost``: a callable(environ) -> int."""
+    state lives (a Store or URL; default in-process); ``cost``: a callable(environ) -> int.  ``fail_open``, ``fallback``, ``fallback_probe``: what a request
+    gets when the store cannot answer (Limiter; failing closed answers 503, not 429)."""
 
     def __init__(self, app: Callable[..., Iterable[bytes]], default: Optional[Spec] = None,
                  routes: Optional[Mapping[str, Spec]] = None, key: Optional[KeyFunc] = None,
                  store: Union[None, str, Store] = None,
                  cost: Optional[Callable[[Mapping[str, Any]], int]] = None,
-                 strategy: Optional[str] = None, ipv6_subnet: int = IPV6_SUBNET) -> None:
+                 strategy: Optional[str] = None, ipv6_subnet: int = IPV6_SUBNET,
+                 fail_open: bool = False, fallback: Any = None,
+                 fallback_probe: float = 1.0) -> None:
         self.app = app
-        self.routes = Routes(routes, default, store, strategy)
+        self.routes = Routes(routes, default, store, strategy,
+                             failure_mode(fail_open, fallback, fallback_probe))
         subnet = check_subnet(ipv6_subnet)
         self.key = key or (lambda environ: address_key(environ.get("REMOTE_ADDR"), subnet))
         self.cost = cost
@@ -56,10 +60,11 @@ class RateLimitMiddleware:
         environ["libratelimit.decision"] = d
         headers = header_list(d)
         if not d.allowed:
-            start_response("429 Too Many Requests",
+            status, body = refusal(d)
+            start_response("429 Too Many Requests" if status == 429 else "503 Service Unavailable",
                            [("Content-Type", "text/plain; charset=utf-8"),
-                            ("Content-Length", str(len(BODY_429)))] + headers)
-            return [BODY_429]
+                            ("Content-Length", str(len(body)))] + headers)
+            return [body]
 
         def start(status: str, response_headers: Any, exc_info: Any = None) -> Any:
             return start_response(status, list(response_headers) + headers, exc_info)

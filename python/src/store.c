@@ -156,28 +156,30 @@ static char *dup_or_null(const char *t)
 
 static int store_init(StoreObject *s, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"kind",      "max_keys",   "max_bytes", "fail_closed", "shards",
-                            "origin_ns", "sweep",      "servers",   "cluster",     "password",
-                            "prefix",    "timeout_ns", "sentinels", "master_name", "engine",
-                            "host",      "port",       NULL};
+    static char *names[] = {"kind",      "max_keys",       "max_bytes",      "fail_closed",
+                            "shards",    "origin_ns",      "sweep",          "servers",
+                            "cluster",   "password",       "prefix",         "timeout_ns",
+                            "sentinels", "master_name",    "engine",         "host",
+                            "port",      "backoff_min_ns", "backoff_max_ns", NULL};
     const char *kind, *servers = NULL, *password = NULL, *prefix = NULL, *sentinels = NULL,
                       *master = NULL, *host = NULL;
     Py_ssize_t max_keys = 0, max_bytes = 0;
     int fail_closed = 0, sweep = 1, cluster = 0, engine = 0, port = 0;
     unsigned shards = 0;
     PyObject *origin = Py_None;
-    long long timeout = 0;
+    long long timeout = 0, backoff_min = 0, backoff_max = 0;
     if (s->kind) {
         PyErr_SetString(PyExc_RuntimeError, "Store is already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$nnpIOpzpzzLzzizi", names, &kind, &max_keys,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$nnpIOpzpzzLzziziLL", names, &kind, &max_keys,
                                      &max_bytes, &fail_closed, &shards, &origin, &sweep, &servers,
                                      &cluster, &password, &prefix, &timeout, &sentinels, &master,
-                                     &engine, &host, &port))
+                                     &engine, &host, &port, &backoff_min, &backoff_max))
         return -1;
-    if (max_keys < 0 || max_bytes < 0 || timeout < 0) {
-        PyErr_SetString(PyExc_ValueError, "max_keys, max_bytes and timeout_ns must be >= 0");
+    if (max_keys < 0 || max_bytes < 0 || timeout < 0 || backoff_min < 0 || backoff_max < 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "max_keys, max_bytes, timeout_ns and backoff_*_ns must be >= 0");
         return -1;
     }
     s->timeout = timeout ? (rlt_ns)timeout : RLT_REDIS_DEFAULT_TIMEOUT;
@@ -217,7 +219,9 @@ static int store_init(StoreObject *s, PyObject *args, PyObject *kw)
                                       .timeout = s->timeout,
                                       .sentinels = s->sentinels,
                                       .master_name = s->master,
-                                      .engine = (rlt_redis_engine)engine};
+                                      .engine = (rlt_redis_engine)engine,
+                                      .backoff_min = (rlt_ns)backoff_min,
+                                      .backoff_max = (rlt_ns)backoff_max};
         /* Validate the options now, with the library's own checks: open needs no server. */
         rlt_redis *r = NULL;
         int rc = rlt_redis_open(&r, &s->ropt);

@@ -1,0 +1,81 @@
+"""A store that cannot answer fails as the user chose, loudly: a real redis-server stopped and
+restarted under traffic through a Flask app, for each mode (fail closed: 503, never a 429; fail
+open: every request allowed; an in-process fallback: the limits still hold, and Redis decides
+again once it is back).  Each switch is logged once on the `libratelimit` logger and counted."""
+import logging
+
+import flask
+import pytest
+
+from libratelimit.flask import FlaskLimiter
+
+
+def app_for(url, policy, **kw):
+    from libratelimit import RedisStore
+    app = flask.Flask("down")
+    # backoff: the client's breaker tries a failed server again after 1 ns, so the first request
+    # after the restart reaches it (the default waits 0.1 s and more: a timing assumption)
+    store = RedisStore(url.split("://")[1], backoff_min=1e-9, backoff_max=1e-9)
+    limiter = FlaskLimiter(app, default=policy, store=store, **kw)
+    app.add_url_rule("/", "index", lambda: "ok")
+    return app, limiter.default
+
+
+def switches(caplog):
+    return [r.getMessage() for r in caplog.records if r.name == "libratelimit"]
+
+
+@pytest.mark.parametrize("mode", ["closed", "open", "fallback"])
+def test_redis_stopped_and_restarted_under_traffic(redis_server, caplog, mode):
+    caplog.set_level(logging.INFO, logger="libratelimit")
+    kw = {"closed": {}, "open": {"fail_open": True},
+          "fallback": {"fallback": True, "fallback_probe": 0}}[mode]
+    app, lim = app_for(redis_server.url, "1000/hour", **kw)
+    c = app.test_client()
+    assert [c.get("/").status_code for _ in range(5)] == [200] * 5
+    assert switches(caplog) == []
+    redis_server.kill()
+    during = [c.get("/").status_code for _ in range(20)]
+    if mode == "closed":
+        assert during == [503] * 20  # loud, and not a 429: nobody is over a limit
+        r = c.get("/")
+        assert r.status_code == 503 and r.headers["Retry-After"]
+    else:
+        assert during == [200] * 20  # no request refused for the outage
+    logged = switches(caplog)
+    assert len(logged) == 1 and "cannot answer" in logged[0], logged  # once, not 20 times
+    h = lim.health()
+    assert not h["up"] and h["outages"] == 1 and h["mode"] == mode
+    if mode == "fallback":
+        assert h["fallback_decisions"] >= 20 and h["failed_decisions"] == 0
+    else:
+        assert h["failed_decisions"] >= 20
+    redis_server.start()
+    after = [c.get("/").status_code for _ in range(5)]
+    assert after == [200] * 5
+    logged = switches(caplog)
+    assert len(logged) == 2 and "is back" in logged[1], logged
+    h = lim.health()
+    assert h["up"] and h["recoveries"] == 1
+    # Redis decides again: its (fresh) count holds exactly the requests since it came back
+    d = lim.peek(b"index\0addr:127.0.0.1")
+    assert d.error is None and d.remaining == 1000 - 5
+
+
+def test_fallback_keeps_the_limits_while_redis_is_down(redis_server, caplog):
+    caplog.set_level(logging.INFO, logger="libratelimit")
+    app, lim = app_for(redis_server.url, "5/hour", fallback=True, fallback_probe=0)
+    c = app.test_client()
+    assert [c.get("/").status_code for _ in range(2)] == [200] * 2
+    redis_server.kill()
+    # the fallback counts from zero (it cannot know Redis's count): 5 more, then 429s
+    assert [c.get("/").status_code for _ in range(7)] == [200] * 5 + [429] * 2
+    redis_server.start()
+    assert [c.get("/").status_code for _ in range(6)] == [200] * 5 + [429]  # Redis, fresh: 5
+    assert lim.health()["recoveries"] == 1
+
+
+def test_fallback_only_for_remote_stores():
+    import libratelimit as rl
+    with pytest.raises(ValueError):
+        rl.Limiter("5/minute", fallback=True)
