@@ -82,7 +82,8 @@ class Limiter(_native.Limiter):
     the decision's ``error`` saying why; ``fallback=True`` (or other policy text) decides in an
     in-process store with the same policies (or those) while the store is down, and hands back
     to it when it answers again (tried at most every ``fallback_probe`` seconds; 0: on every
-    call).  The fallback covers hit, peek and their async twins.
+    call).  The fallback covers hit, peek, multi (each item in turn: not all-or-nothing while
+    down) and their async twins.
     """
 
     def __init__(self, policy: Union[str, Sequence[str]], store: Union[None, str, Store] = None,
@@ -133,6 +134,7 @@ class Limiter(_native.Limiter):
         if self._remote:  # an instance attribute: the in-process store's calls stay direct
             self.hit = self._guarded_hit  # type: ignore[method-assign]
             self.peek = self._guarded_peek  # type: ignore[method-assign]
+            self.multi = self._guarded_multi  # type: ignore[method-assign]
 
     # ---- the store's failures: the chosen mode, every switch logged once and counted
 
@@ -200,6 +202,27 @@ class Limiter(_native.Limiter):
                      now_ns: Optional[int] = None) -> "_native.Decision":
         return self._guarded(super().hit, self._fallback.hit if self._fallback else None,
                              key, cost, now_ns)
+
+    def _guarded_multi(self, items: Sequence[Tuple[Any, ...]],
+                       now_ns: Optional[int] = None) -> "_native.Decision":
+        """multi(), its failures noted; with a fallback, while the store is down each item is
+        decided in its limiter's fallback in turn (not all-or-nothing: the fallbacks are
+        separate in-process stores), stopping at the first refusal."""
+        d = super().multi(items, now_ns)
+        if d.error is None and self._down_since is None:
+            return d
+        self._note(d.error)
+        if d.error is None or self._fallback is None:
+            return d
+        for item in items:
+            lim, key, cost = (self, item[0], item[1]) if len(item) == 2 else item
+            fb = getattr(lim, "_fallback", None) or lim
+            with self._health_mu:
+                self._counts["fallback_decisions"] += 1
+            d = fb.hit(key, cost, now_ns)
+            if not d.allowed:
+                break
+        return d
 
     def _guarded_peek(self, key: Key, now_ns: Optional[int] = None) -> "_native.Decision":
         return self._guarded(super().peek, self._fallback.peek if self._fallback else None,

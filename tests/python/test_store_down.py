@@ -79,3 +79,27 @@ def test_fallback_only_for_remote_stores():
     import libratelimit as rl
     with pytest.raises(ValueError):
         rl.Limiter("5/minute", fallback=True)
+
+
+def test_flask_limiter_api_swallow_errors_and_in_memory_fallback(redis_server, caplog):
+    from libratelimit import RedisStore
+    from libratelimit.flask_limiter import Limiter
+    from libratelimit.flask_limiter.util import get_remote_address
+    caplog.set_level(logging.INFO, logger="libratelimit")
+    results = {}
+    for name, kw in [("swallow", {"swallow_errors": True}),
+                     ("fallback", {"in_memory_fallback_enabled": True}),
+                     ("closed", {})]:
+        app = flask.Flask(name)
+        store = RedisStore(redis_server.url.split("://")[1], backoff_min=1e-9, backoff_max=1e-9,
+                           prefix=name)
+        lim = Limiter(get_remote_address, app=app, storage_uri=store, **kw)
+        app.add_url_rule("/", "index", lim.limit("3/hour")(lim.limit("100/hour")(lambda: "ok")))
+        results[name] = app.test_client()
+    redis_server.kill()
+    got = {n: [c.get("/").status_code for _ in range(4)] for n, c in results.items()}
+    assert got == {"swallow": [200] * 4, "fallback": [200] * 3 + [429], "closed": [503] * 4}
+    assert sum("cannot answer" in r.getMessage() for r in caplog.records) >= 3
+    redis_server.start()
+    got = {n: [c.get("/").status_code for _ in range(4)] for n, c in results.items()}
+    assert got == {n: [200] * 3 + [429] for n in results}
