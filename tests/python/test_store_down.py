@@ -15,7 +15,7 @@ def app_for(url, policy, **kw):
     app = flask.Flask("down")
     # backoff: the client's breaker tries a failed server again after 1 ns, so the first request
     # after the restart reaches it (the default waits 0.1 s and more: a timing assumption)
-    store = RedisStore(url.split("://")[1], backoff_min=1e-9, backoff_max=1e-9)
+    store = RedisStore(url.split("://")[1], backoff_min=1e-9, backoff_max=1e-9, timeout=5)
     limiter = FlaskLimiter(app, default=policy, store=store, **kw)
     app.add_url_rule("/", "index", lambda: "ok")
     return app, limiter.default
@@ -92,6 +92,7 @@ def test_flask_limiter_api_swallow_errors_and_in_memory_fallback(redis_server, c
                      ("closed", {})]:
         app = flask.Flask(name)
         store = RedisStore(redis_server.url.split("://")[1], backoff_min=1e-9, backoff_max=1e-9,
+                           timeout=5,
                            prefix=name)
         lim = Limiter(get_remote_address, app=app, storage_uri=store, **kw)
         app.add_url_rule("/", "index", lim.limit("3/hour")(lim.limit("100/hour")(lambda: "ok")))
