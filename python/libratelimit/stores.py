@@ -14,9 +14,11 @@ class MemoryStore(Store):
     """The in-process sharded store (libratelimit's rlt_store): exact, thread-safe, bounded.
 
     ``max_keys`` / ``max_bytes`` cap it (0: none); when full it evicts the least recently used
-    key, or with ``fail_closed=True`` refuses new keys (StoreFullError).  ``origin_ns`` is the
-    Unix time in ns at the store's now = 0 (calendar windows; default: set from the clocks so
-    that the monotonic clock maps to Unix time).  Idle keys are swept on clock-driven calls.
+    key, or with ``fail_closed=True`` refuses new keys (StoreFullError).  The store's clock
+    is the monotonic clock shifted at creation to read the Unix time minus ``origin_ns``
+    (default 0): fixed windows start on the wall clock's whole minutes and hours, as limits
+    counts them, in every process alike; an explicit ``now_ns`` is taken as it is, the Unix time
+    at ``origin_ns + now_ns`` for calendar windows.  Idle keys are swept on clock-driven calls.
     Several limiters may share one store (and so one memory budget).
     """
 

@@ -40,7 +40,8 @@ typedef struct StoreObject {
     PyObject_HEAD int kind;
     /* memory */
     rlt_store *mem;
-    rlt_ns origin;       /* Unix ns at the store's now = 0 (calendar windows) */
+    rlt_ns origin;       /* Unix ns at the store's now = 0 (calendar windows); default 0 */
+    rlt_ns clock_shift;  /* now = monotonic + clock_shift = Unix time - origin (store_init) */
     int sweep;           /* sweep idle keys on clock-driven calls */
     unsigned long calls; /* clock-driven calls since the last sweep */
     /* redis and daemon */

@@ -190,13 +190,18 @@ static int store_init(StoreObject *s, PyObject *args, PyObject *kw)
                                .fail_closed = fail_closed != 0,
                                .shards = shards};
         int64_t org = 0;
-        if (origin != Py_None) {
-            if (pyrlt_int(origin, "origin_ns", INT64_MIN, INT64_MAX, &org)) return -1;
-        } else
-            org = pyrlt_wall_ns() - pyrlt_mono_ns();
+        if (origin != Py_None &&
+            pyrlt_int(origin, "origin_ns", INT64_MIN / 4, INT64_MAX / 4, &org))
+            return -1;
         int rc = rlt_store_open(&s->mem, &o);
         if (rc) return pyrlt_raise(rc, "MemoryStore"), -1;
+        /* The clock: the monotonic clock (never steps back) shifted once so that it reads the
+         * Unix time minus the origin.  Fixed windows [kW, (k+1)W) then start on the wall
+         * clock's whole minutes and hours (with the default origin 0), as limits counts them,
+         * and every process of a machine agrees on them; calendar windows see origin + now =
+         * Unix time. */
         s->origin = org;
+        s->clock_shift = pyrlt_wall_ns() - pyrlt_mono_ns() - org;
         s->sweep = sweep;
         s->kind = PYRLT_MEMORY;
         forks_add(s);
@@ -353,7 +358,7 @@ int pyrlt_store_prepare(StoreObject *s, LimiterObject *lim)
 static rlt_ns mem_now(StoreObject *s, rlt_ns now)
 {
     if (now != PYRLT_NOW_NONE) return now;
-    now = pyrlt_mono_ns();
+    now = pyrlt_mono_ns() + s->clock_shift;
     if (s->sweep && ++s->calls >= SWEEP_EVERY) {
         s->calls = 0;
         rlt_store_sweep(s->mem, now, SWEEP_BUDGET);

@@ -120,3 +120,35 @@ def test_fork_while_threads_hit_never_hangs_the_child():
 def test_fork_while_threads_hit_default_store_never_hangs_the_child():
     hung, failed = fork_while_hammered(rl.MemoryStore(), child_timeout=20.0)
     assert (hung, failed) == ([], [])
+
+
+CHILD = r"""
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import libratelimit as rl
+lim = rl.Limiter("10/hour")                # a fixed window, as limits counts it
+before = time.time_ns()
+d = lim.hit("k")
+after = time.time_ns()
+print(before + d.reset_after_ns, after + d.reset_after_ns)
+"""
+
+
+def test_fixed_windows_end_on_wall_clock_hours_in_two_processes():
+    # Each process has its own in-process store; both must put the window's end on a whole
+    # Unix hour (as limits does), so they agree on the window.  The window's end is bracketed
+    # by two wall-clock reads around the hit; SLACK covers the drift between the monotonic and
+    # the wall clock over the process's life (NTP slews by at most 0.5 ms/s), not scheduling.
+    import subprocess
+    import sys
+    path = os.path.dirname(os.path.dirname(rl.__file__))
+    hour, slack = 3600 * 10**9, 50 * 10**6
+    ends = []
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", CHILD, path], stdout=subprocess.PIPE,
+                             check=True, text=True).stdout.split()
+        lo, hi = int(out[0]), int(out[1])
+        k = (hi + slack) // hour * hour
+        assert lo - slack <= k <= hi + slack, (lo, hi, k)  # a whole hour inside the bracket
+        ends.append(k)
+    assert ends[1] - ends[0] in (0, hour)  # the same window, or the next at an hour's turn
