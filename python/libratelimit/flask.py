@@ -108,21 +108,23 @@ class FlaskLimiter:
             checks = [(self.default, self.key)]
         if self.app_limit is not None:
             checks.append((self.app_limit, self.key))
-        shown = None
+        items = []
         for lim, keyf in checks:
             k = keyf()
-            if k is None:
-                continue
-            route = "" if lim is self.app_limit else flask.request.endpoint
-            d = lim.hit(store_key(route, k))
-            if not d.allowed:
-                status, body = refusal(d)
-                resp = flask.Response(body, status=status, mimetype="text/plain")
-                resp.headers.extend(d.headers())
-                return resp
-            if shown is None or d.remaining < shown.remaining:
-                shown = d
-        flask.g.libratelimit_decision = shown
+            if k is not None:
+                route = "" if lim is self.app_limit else flask.request.endpoint
+                items.append((lim, store_key(route, k), 1))
+        if not items:
+            return None
+        # every limit of the request in one all-or-nothing call: a refused request is charged
+        # to none of them
+        d = items[0][0].hit(items[0][1]) if len(items) == 1 else items[0][0].multi(items)
+        if not d.allowed:
+            status, body = refusal(d)
+            resp = flask.Response(body, status=status, mimetype="text/plain")
+            resp.headers.extend(d.headers())
+            return resp
+        flask.g.libratelimit_decision = d
         return None
 
     def _headers(self, response: flask.Response) -> flask.Response:

@@ -209,3 +209,21 @@ def test_wsgi_default_key_ignores_remote_user_unless_asked():
     assert codes == [200] * 5 + [429]
     long_key = Client(RateLimitMiddleware(hello, default="5/minute", key=lambda e: "k" * 700))
     assert [long_key.get("/").status_code for _ in range(6)] == [200] * 5 + [429]
+
+
+def test_flask_stacked_limits_are_all_or_nothing():
+    import flask
+    from libratelimit.flask import FlaskLimiter
+    app = flask.Flask("t")
+    limiter = FlaskLimiter(app)
+    hourly = limiter.limit("5/hour")
+
+    @app.route("/")
+    @limiter.limit("3/minute")
+    @hourly
+    def index():
+        return "ok"
+    c = app.test_client()
+    assert [c.get("/").status_code for _ in range(4)] == [200] * 3 + [429]
+    lim = limiter._views[index][0][0]  # the 5/hour limiter: charged 3, not 4
+    assert lim.peek(b"index\0addr:127.0.0.1").remaining == 2
