@@ -190,8 +190,7 @@ static int store_init(StoreObject *s, PyObject *args, PyObject *kw)
                                .fail_closed = fail_closed != 0,
                                .shards = shards};
         int64_t org = 0;
-        if (origin != Py_None &&
-            pyrlt_int(origin, "origin_ns", INT64_MIN / 4, INT64_MAX / 4, &org))
+        if (origin != Py_None && pyrlt_int(origin, "origin_ns", INT64_MIN / 4, INT64_MAX / 4, &org))
             return -1;
         int rc = rlt_store_open(&s->mem, &o);
         if (rc) return pyrlt_raise(rc, "MemoryStore"), -1;
