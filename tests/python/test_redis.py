@@ -192,7 +192,7 @@ def test_rediss_is_refused():
 
 
 def test_daemon_store(ratelimitd):
-    lim = rl.Limiter("fixed_window:3/1h", "ratelimitd://127.0.0.1:%d" % ratelimitd)
+    lim = rl.Limiter("fixed_window:3/1h", "ratelimitd://127.0.0.1:%d?timeout=5" % ratelimitd)
     assert [lim.hit("u").remaining for _ in range(3)] == [2, 1, 0]
     d = lim.hit("u")
     assert not d.allowed and d.retry_after_ns % 10**6 == 0 and d.headers()["Retry-After"]

@@ -3,6 +3,7 @@ restarted under traffic through a Flask app, for each mode (fail closed: 503, ne
 open: every request allowed; an in-process fallback: the limits still hold, and Redis decides
 again once it is back).  Each switch is logged once on the `libratelimit` logger and counted."""
 import logging
+import threading
 
 import flask
 import pytest
@@ -104,3 +105,44 @@ def test_flask_limiter_api_swallow_errors_and_in_memory_fallback(redis_server, c
     redis_server.start()
     got = {n: [c.get("/").status_code for _ in range(4)] for n, c in results.items()}
     assert got == {n: [200] * 3 + [429] for n in results}
+
+
+@pytest.mark.parametrize("mode", ["closed", "open", "fallback"])
+def test_redis_stopped_and_restarted_under_concurrent_traffic(redis_server, caplog, mode):
+    # Two threads keep requesting while the main thread stops and restarts Redis: the codes
+    # they see are the mode's, and every switch the limiter counted was logged once (calls in
+    # flight across the restart may flap down and up again: each flap is a counted, logged pair).
+    caplog.set_level(logging.INFO, logger="libratelimit")
+    kw = {"closed": {}, "open": {"fail_open": True},
+          "fallback": {"fallback": True, "fallback_probe": 0}}[mode]
+    app, lim = app_for(redis_server.url, "1000000/hour", **kw)
+    stop, seen = threading.Event(), []
+
+    def traffic():
+        c = app.test_client()
+        while not stop.is_set():
+            seen.append(c.get("/").status_code)
+
+    ts = [threading.Thread(target=traffic) for _ in range(2)]
+    for t in ts:
+        t.start()
+    try:
+        c = app.test_client()
+        assert c.get("/").status_code == 200
+        redis_server.kill()
+        down = [c.get("/").status_code for _ in range(10)]
+        redis_server.start()
+        after = [c.get("/").status_code for _ in range(10)]
+    finally:
+        stop.set()
+        for t in ts:
+            t.join()
+    allowed = {"closed": {200, 503}, "open": {200}, "fallback": {200}}[mode]
+    assert seen and set(seen) <= allowed  # never a 429: nobody is over 1,000,000 an hour
+    assert down == ([503] * 10 if mode == "closed" else [200] * 10)
+    assert after[-1] == 200
+    h = lim.health()
+    logged = [r.getMessage() for r in caplog.records if r.name == "libratelimit"]
+    assert h["outages"] >= 1 and h["up"]
+    assert sum("cannot answer" in m for m in logged) == h["outages"]
+    assert sum("is back" in m for m in logged) == h["recoveries"] == h["outages"]
