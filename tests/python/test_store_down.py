@@ -26,12 +26,15 @@ def switches(caplog):
     return [r.getMessage() for r in caplog.records if r.name == "libratelimit"]
 
 
-@pytest.mark.parametrize("mode", ["closed", "open", "fallback"])
+# Each mode's arguments (the fallback tries Redis again on every call: no waiting in a test).
+MODES = {"closed": {}, "open": {"fail_open": True},
+         "fallback": {"fallback": True, "fallback_probe": 0}}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
 def test_redis_stopped_and_restarted_under_traffic(redis_server, caplog, mode):
     caplog.set_level(logging.INFO, logger="libratelimit")
-    kw = {"closed": {}, "open": {"fail_open": True},
-          "fallback": {"fallback": True, "fallback_probe": 0}}[mode]
-    app, lim = app_for(redis_server.url, "1000/hour", **kw)
+    app, lim = app_for(redis_server.url, "1000/hour", **MODES[mode])
     c = app.test_client()
     assert [c.get("/").status_code for _ in range(5)] == [200] * 5
     assert switches(caplog) == []
@@ -107,15 +110,13 @@ def test_flask_limiter_api_swallow_errors_and_in_memory_fallback(redis_server, c
     assert got == {n: [200] * 3 + [429] for n in results}
 
 
-@pytest.mark.parametrize("mode", ["closed", "open", "fallback"])
+@pytest.mark.parametrize("mode", list(MODES))
 def test_redis_stopped_and_restarted_under_concurrent_traffic(redis_server, caplog, mode):
     # Two threads keep requesting while the main thread stops and restarts Redis: the codes
     # they see are the mode's, and every switch the limiter counted was logged once (calls in
     # flight across the restart may flap down and up again: each flap is a counted, logged pair).
     caplog.set_level(logging.INFO, logger="libratelimit")
-    kw = {"closed": {}, "open": {"fail_open": True},
-          "fallback": {"fallback": True, "fallback_probe": 0}}[mode]
-    app, lim = app_for(redis_server.url, "1000000/hour", **kw)
+    app, lim = app_for(redis_server.url, "1000000/hour", **MODES[mode])
     stop, seen = threading.Event(), []
 
     def traffic():
