@@ -206,7 +206,7 @@ def test_config_keys_and_headers_enabled():
     assert "sliding_log:2/1m" in lim._limiters
     a2 = flask.Flask("off")
     a2.config["RATELIMIT_ENABLED"] = False
-    lim2 = Limiter(get_remote_address, app=a2, default_limits=["1/minute"])
+    Limiter(get_remote_address, app=a2, default_limits=["1/minute"])
     a2.add_url_rule("/", "index", lambda: "ok")
     assert codes(a2.test_client(), "/", 3) == [200] * 3
 

@@ -6,7 +6,6 @@ import glob
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

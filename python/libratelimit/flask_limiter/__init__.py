@@ -11,7 +11,6 @@ in_memory_fallback=, in_memory_fallback_enabled=, on_breach=, ...)``, ``limit``,
 ``shared_limit``, ``exempt`` (views and blueprints), ``request_filter``, the ``RATELIMIT_*``
 config keys.  A breach raises RateLimitExceeded, a werkzeug TooManyRequests: the app's
 ``@app.errorhandler(429)`` renders it.  What differs is in docs/python.md."""
-import functools
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import flask
@@ -369,4 +368,3 @@ class Limiter:
 
 
 __all__ += ["LimitDecorator"]
-del functools
