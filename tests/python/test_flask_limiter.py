@@ -221,3 +221,18 @@ def test_default_limits_per_method_and_exempt_when_and_unsupported_arguments():
     assert codes(c, "/?free=1", 2) == [200, 200]
     with pytest.raises(TypeError):
         Limiter(get_remote_address, header_name_mapping={})
+
+
+def test_limit_as_a_context_manager_inside_a_view():
+    from libratelimit.flask_limiter import RateLimitExceeded
+    a, lim = make()
+
+    @a.route("/")
+    def index():
+        try:
+            with lim.limit("2/minute"):
+                return "inside"
+        except RateLimitExceeded:
+            return "outside"
+    c = a.test_client()
+    assert [c.get("/").text for _ in range(3)] == ["inside", "inside", "outside"]

@@ -89,10 +89,19 @@ class _Check:
 
 
 class LimitDecorator:
-    """What ``limit`` and ``shared_limit`` return: a decorator for a view or a blueprint."""
+    """What ``limit`` and ``shared_limit`` return: a decorator for a view or a blueprint, or a
+    context manager limiting a block inside a view (``with limiter.limit("10/second"):``,
+    RateLimitExceeded on a breach)."""
 
     def __init__(self, ext: "Limiter", group: _Group) -> None:
         self.ext, self.group = ext, group
+
+    def __enter__(self) -> None:
+        if self.ext.enabled:
+            self.ext._decide(self.ext._checks(self.group, flask.request.endpoint or ""))
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
 
     def __call__(self, obj: Any) -> Any:
         if isinstance(obj, flask.Blueprint):
@@ -319,24 +328,26 @@ class Limiter:
         checks = [c for g in self._groups() for c in self._checks(g, endpoint)]
         if not checks:
             return
-        now, later = [c for c in checks if c.group.deduct_when is None], \
-            [c for c in checks if c.group.deduct_when is not None]
-        shown = None
-        if now:
-            if len(now) == 1:
-                d = now[0].limiter.hit(now[0].store_key, now[0].cost)
-                breached = None if d.allowed else now[0]
-            else:
-                d = now[0].limiter.multi([(c.limiter, c.store_key, c.cost) for c in now])
-                breached = None if d.allowed else now[d.refused or 0]
-            if breached is not None:
-                self._breach(breached, d)
-            shown = d
+        now = [c for c in checks if c.group.deduct_when is None]
+        later = [c for c in checks if c.group.deduct_when is not None]
+        shown = self._decide(now)
         for c in later:  # deducted after the response, if deduct_when says so: tested now
             d = c.limiter.peek(c.store_key)
             if d.remaining < c.cost:
                 self._breach(c, d)
         flask.g._libratelimit_fl = (shown, later)
+
+    def _decide(self, checks: List[_Check]) -> Any:
+        """Charges every check in one all-or-nothing call; raises for a breach."""
+        if not checks:
+            return None
+        if len(checks) == 1:
+            d = checks[0].limiter.hit(checks[0].store_key, checks[0].cost)
+        else:
+            d = checks[0].limiter.multi([(c.limiter, c.store_key, c.cost) for c in checks])
+        if not d.allowed:
+            self._breach(checks[d.refused or 0] if len(checks) > 1 else checks[0], d)
+        return d
 
     def _breach(self, c: _Check, d: Any) -> None:
         rl = RequestLimit(c.text, c.key, d)
