@@ -236,3 +236,12 @@ def test_limit_as_a_context_manager_inside_a_view():
             return "outside"
     c = a.test_client()
     assert [c.get("/").text for _ in range(3)] == ["inside", "inside", "outside"]
+
+
+def test_get_remote_address_masks_ipv6_to_56():
+    a, lim = make(default_limits=["2/minute"])
+    a.add_url_rule("/", "index", lambda: "ok")
+    c = a.test_client()
+    ips = ["2001:db8:0:1::1", "2001:db8:0:2::2", "2001:db8:0:3::3", "2001:db8:1::1"]
+    assert [c.get("/", environ_base={"REMOTE_ADDR": ip}).status_code for ip in ips] == \
+        [200, 200, 429, 200]
