@@ -1,6 +1,8 @@
 """ASGI middleware (Starlette, FastAPI, any ASGI app): a limit per route (or a default) keyed by
-the authenticated user (scope["user"], as Starlette's AuthenticationMiddleware sets it) or the
-client address; 429 with Retry-After and the IETF headers, the headers on allowed responses.
+the client address (IPv6 per /56), or by what ``key=`` gives (user_or_address: the user that
+Starlette's AuthenticationMiddleware authenticated); 429 with Retry-After and the IETF headers
+(503 when the store cannot answer and the limiter fails closed), the headers on allowed
+responses.
 
     app.add_middleware(RateLimitMiddleware, default="100/minute", routes={"/login": "5/minute"})
 """

@@ -1,6 +1,7 @@
 """A FastAPI / Starlette dependency: ``Depends(RateLimit("10/minute"))`` on a route or a router
-limits it per user (or client address), raising 429 with Retry-After and the IETF headers and
-adding the headers to allowed responses.
+limits it per client address (IPv6 per /56; ``key=user_or_address`` for the authenticated
+user), raising 429 with Retry-After and the IETF headers (503 when the store cannot answer and
+the limiter fails closed) and adding the headers to allowed responses.
 
     from libratelimit.fastapi import RateLimit
     @app.get("/search", dependencies=[Depends(RateLimit("10/minute"))])

@@ -1,6 +1,7 @@
-"""WSGI middleware: a limit per route (or a default) keyed by the authenticated user or the
-client address; 429 with Retry-After and the IETF RateLimit headers when denied, the headers
-added to allowed responses.
+"""WSGI middleware: a limit per route (or a default) keyed by the client address (IPv6 per /56),
+or by what ``key=`` gives (remote_user_or_address: REMOTE_USER); 429 with Retry-After and the
+IETF RateLimit headers when denied (503 when the store cannot answer and the limiter fails
+closed), the headers added to allowed responses.
 
     from libratelimit.wsgi import RateLimitMiddleware
     app.wsgi_app = RateLimitMiddleware(app.wsgi_app, default="100/minute",
