@@ -3,7 +3,9 @@
 // request to any other host; its table must equal `ratelimit sim`'s for the same input (the
 // default pattern and others, set through the URL and through the controls, a pasted trace
 // among them); clicking the traffic row, the keyboard and "Fire now" add requests where
-// expected; a bad policy shows the parser's message; the URL fragment round-trips.
+// expected; a bad policy shows the parser's message; the URL fragment round-trips; a worst
+// burst above L is red with "within its contract" as a note; no label of the timeline is
+// clipped at its edges.
 // Usage: node page.mjs NODE_MODULES SITE_DIR RATELIMIT_CLI [SCREENSHOT_DIR]
 import { createServer } from 'node:http';
 import { readFile, mkdtemp, rm } from 'node:fs/promises';
