@@ -92,7 +92,7 @@ const readRows = (page, sel) => page.$$eval(`${sel} tbody tr`, (rs) => rs.map((r
 
 try {
   const cfg = join(tmp, 'live.yaml');
-  await writeFile(cfg, 'policies:\n  api: {policy: "fixed_window:5/1h"}\ndomain: rl\ndescriptors:\n  - key: category\n'
+  await writeFile(cfg, 'policies:\n  api: {policy: "fixed_window:5/1h"}\n  the_quota_of_the_partner_integrations_team: {policy: "gcra:100/1m"}\ndomain: rl\ndescriptors:\n  - key: category\n'
     + '    rate_limit: {unit: hour, requests_per_unit: 3}\n');
   const d = await daemon('--config', cfg);
   const origin = `http://127.0.0.1:${d.http}`;
@@ -138,6 +138,7 @@ try {
   // Inline policies with long names (the issue's i:fixed_window:5/1m was wrapped mid-word).
   redis(d.resp, 'RL.CHECK', 'user:4', 'fixed_window:5/1m');
   redis(d.resp, 'RL.CHECK', 'user:4', 'sliding_window:5/1m,block=4s*2..20s');
+  redis(d.resp, 'RL.CHECK', 'user:4', 'the_quota_of_the_partner_integrations_team');
   const g = spawnSync('/usr/bin/python3', ['-c', `import sys; sys.path.insert(0, ${JSON.stringify(join(repo, 'examples/grpc'))})
 from should_rate_limit import should_rate_limit
 for i in range(5): print(should_rate_limit("127.0.0.1:${d.grpc}", "rl", [[("category", "books")]]).overall_code)`], { encoding: 'utf8' });
@@ -206,6 +207,8 @@ for i in range(5): print(should_rate_limit("127.0.0.1:${d.grpc}", "rl", [[("cate
         check(n.bad.length === 0, `at ${width} px ${n.name} is never broken mid-word: ${n.bad.join('; ')}`);
         check(!n.clipped || n.title.includes(n.name), `at ${width} px ${n.name}, ellipsized, has its whole name in the title: ${n.title}`);
       }
+      const long = ns.find((n) => n.name === 'p:the_quota_of_the_partner_integrations_team');
+      check(long && long.clipped && long.lines === 1 && long.title.includes(long.name), `at ${width} px a name of one piece too long for the column is ellipsized, whole in its title: ${JSON.stringify(long)}`);
       if (width < 1000) check(ns.some((n) => n.lines > 1 || n.clipped), `at ${width} px a long name wraps or is ellipsized: ${JSON.stringify(ns)}`);
     }
     await page.setViewport({ width: 1200, height: 900 });
@@ -362,7 +365,7 @@ for i in range(5): print(should_rate_limit("127.0.0.1:${d.grpc}", "rl", [[("cate
     const held = await leasesShown(K);
     check(held.page === String(K) && held.stats === K && held.metrics === K && held.units === 0, `${K} leases held: the page, /v1/stats and /metrics say so: ${JSON.stringify(held)}`);
     if (shots) {
-      await page.setViewport({ width: 1200, height: 1640 });
+      await page.setViewport({ width: 1200, height: 1700 });
       await page.evaluate(() => window.scrollTo(0, 0));
       await page.screenshot({ path: join(shots, 'live.png'), fullPage: false });
     }
