@@ -75,7 +75,8 @@ class Sdist(sdist):
                             ignore=shutil.ignore_patterns("__pycache__", "*.o", "*.a"))
 
 
-SOURCES = ["src/module.c", "src/store.c", "src/daemon.c", "src/decision.c", "src/limiter.c"]
+SOURCES = ["src/module.c", "src/util.c", "src/store.c", "src/pool.c", "src/daemon.c",
+           "src/decision.c", "src/limiter.c"]
 
 setup(
     ext_modules=[Extension(

@@ -29,7 +29,7 @@ plant core_uses_the_store '^order: room core uses room store' \
   "sed -i '1a #include \"ratelimit/store.h\"' src/core/algo.c"
 # base/ is the server's lowest room: it may not use http/.
 plant base_uses_http '^order: server room base/ uses http/' \
-  "sed -i '1a #include \"server/http/http.h\"' src/server/base/log.c"
+  "sed -i '1a #include \"server/http/http1.h\"' src/server/base/log.c"
 # Two units of one room calling each other.
 plant circle_by_calls '^circle of 2 units: src/core/jitter src/core/text' \
   "printf 'int rlt__plant_a(void) { return rlt__plant_b(); }\n' >>src/core/jitter.c;

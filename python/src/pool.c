@@ -1,0 +1,37 @@
+/* libratelimit._native: the pools of connections that the Redis and daemon stores reuse
+ * across calls, under the GIL.  Apart from both stores' code so that each uses the pool and
+ * neither calls the other. */
+#include "native.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+void *pyrlt_pool_take(pyrlt_pool *p)
+{
+    pid_t pid = getpid();
+    if (p->pid != pid) { /* forked: the pooled connections are the parent's */
+        p->n = 0;
+        p->pid = pid;
+    }
+    return p->n ? p->items[--p->n] : NULL;
+}
+
+void pyrlt_pool_give(pyrlt_pool *p, void *item, void (*close_fn)(void *))
+{
+    if (!item) return;
+    if (p->pid != getpid()) { /* taken before a fork in another thread: not ours to pool */
+        close_fn(item);
+        return;
+    }
+    if (p->n == p->cap) {
+        size_t nc = p->cap ? p->cap * 2 : 8;
+        void **ni = realloc(p->items, nc * sizeof *ni);
+        if (!ni) {
+            close_fn(item);
+            return;
+        }
+        p->items = ni;
+        p->cap = nc;
+    }
+    p->items[p->n++] = item;
+}
