@@ -1,7 +1,11 @@
 /* `ratelimit sim --serve`: the embedded playground on a small HTTP/1.1 server (sim_serve.h).
- * One thread and poll(2): a browser opens several connections at once (and preconnects idle
- * ones), so a connection that sends nothing must not hold up the others.  Each connection
- * gets one response and is closed; only GET and HEAD of the embedded files are answered. */
+ * One thread and poll(2), every socket non-blocking: a browser opens several connections at
+ * once (and preconnects idle ones), so a connection that sends nothing, or does not read its
+ * answer, must not hold up the others.  Bounds: MAX_CONNS connections, each closed IDLE_MS
+ * after it was accepted whatever it did; when all are taken, a new client takes the place of
+ * the one accepted first (it has waited longest without a whole request, or without reading
+ * its answer), so the listener is always served.  Each connection gets one response and is
+ * closed; only GET and HEAD of the embedded files are answered. */
 #define _GNU_SOURCE /* accept4 */
 #include "cli/sim_serve.h"
 #include "webassets/webassets.h"
@@ -20,14 +24,22 @@
 #include <unistd.h>
 
 #define CMD "ratelimit sim"
-#define MAX_CONNS 32
-#define REQ_MAX 8192
-#define IDLE_MS 10000
+#define MAX_CONNS 64  /* connections at once (64 x ~9 KB) */
+#define REQ_MAX 8192  /* request head */
+#define IDLE_MS 10000 /* a connection's whole life: its request read and its answer sent */
+#define ACCEPTS 16    /* new connections taken per turn */
 
 typedef struct client {
     int fd;
-    size_t len;
-    long long since; /* ms, when accepted */
+    long long since;        /* ms, when accepted */
+    unsigned long long seq; /* accepted seq-th: the first accepted gives its place up */
+    size_t len;             /* request bytes read into buf */
+    /* The answer, once the head is whole: hdr then body (static: an embedded file or a
+     * message), `sent` bytes of the two already sent. */
+    bool answering;
+    size_t hlen, blen, sent;
+    const char *body;
+    char hdr[512];
     char buf[REQ_MAX];
 } client;
 
@@ -46,28 +58,37 @@ static long long ms_now(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void send_all(int fd, const void *p, size_t n)
+/* Sends what the socket takes now of c's answer.  Returns false (close) when all is sent or
+ * the client is gone; true when the rest waits for POLLOUT. */
+static bool flush(client *c)
 {
-    const char *c = p;
-    while (n > 0) {
-        ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
+    while (c->sent < c->hlen + c->blen) {
+        bool in_hdr = c->sent < c->hlen;
+        const char *p = in_hdr ? c->hdr + c->sent : c->body + (c->sent - c->hlen);
+        size_t n = in_hdr ? c->hlen - c->sent : c->blen - (c->sent - c->hlen);
+        ssize_t w = send(c->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return;
-        c += w;
-        n -= (size_t)w;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+        if (w <= 0) return false;
+        c->sent += (size_t)w;
     }
+    return false;
 }
 
-static void reply(int fd, int code, const char *what, const char *type, const char *extra,
+/* Sets c's answer (body: static, not copied) and starts sending it. */
+static bool reply(client *c, int code, const char *what, const char *type, const char *extra,
                   const void *body, size_t len, bool head)
 {
-    char h[512];
-    int n = snprintf(h, sizeof h,
+    int n = snprintf(c->hdr, sizeof c->hdr,
                      "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
                      "Connection: close\r\n%s\r\n",
                      code, what, type, len, extra ? extra : "");
-    send_all(fd, h, (size_t)n);
-    if (!head) send_all(fd, body, len);
+    c->hlen = n < 0 ? 0 : (size_t)n < sizeof c->hdr ? (size_t)n : sizeof c->hdr - 1;
+    c->body = body;
+    c->blen = head ? 0 : len;
+    c->sent = 0;
+    c->answering = true;
+    return flush(c);
 }
 
 /* The value of header `name` in the request's head (NULL if absent). */
@@ -89,53 +110,50 @@ static const char *header(const char *req, const char *name, size_t *vlen)
     return NULL;
 }
 
-/* Answers one whole request head (NUL-terminated) on fd. */
-static void answer(int fd, const char *req)
+/* Answers one whole request head (NUL-terminated, in c->buf); returns flush's answer. */
+static bool answer(client *c)
 {
+    const char *req = c->buf;
     static const char notfound[] = "not found: the playground is at /\n";
     const char *sp = strchr(req, ' ');
     const char *target = sp ? sp + 1 : NULL;
     const char *sp2 = target ? strchr(target, ' ') : NULL;
     if (sp == NULL || sp2 == NULL || strncmp(sp2 + 1, "HTTP/1.", 7) != 0)
-        return reply(fd, 400, "Bad Request", "text/plain", NULL, "bad request\n", 12, false);
+        return reply(c, 400, "Bad Request", "text/plain", NULL, "bad request\n", 12, false);
     bool head = (size_t)(sp - req) == 4 && memcmp(req, "HEAD", 4) == 0;
     bool get = (size_t)(sp - req) == 3 && memcmp(req, "GET", 3) == 0;
     if (!get && !head)
-        return reply(fd, 405, "Method Not Allowed", "text/plain", "Allow: GET, HEAD\r\n",
+        return reply(c, 405, "Method Not Allowed", "text/plain", "Allow: GET, HEAD\r\n",
                      "GET or HEAD\n", 12, false);
     size_t plen = (size_t)(sp2 - target);
     const char *q = memchr(target, '?', plen);
     if (q != NULL) plen = (size_t)(q - target);
     const rlt__webasset *a = rlt__webasset_find(target, plen);
     if (a == NULL)
-        return reply(fd, 404, "Not Found", "text/plain", NULL, notfound, sizeof notfound - 1, head);
+        return reply(c, 404, "Not Found", "text/plain", NULL, notfound, sizeof notfound - 1, head);
     char hdr[RLT__WEBASSET_HEADERS];
     rlt__webasset_headers(a, hdr, sizeof hdr);
     size_t il;
     const char *inm = header(req, "If-None-Match", &il);
     if (inm != NULL && rlt__webasset_fresh(a, inm, il))
-        return reply(fd, 304, "Not Modified", a->type, hdr, a->data, a->len, true);
-    reply(fd, 200, "OK", a->type, hdr, a->data, a->len, head);
+        return reply(c, 304, "Not Modified", a->type, hdr, a->data, a->len, true);
+    return reply(c, 200, "OK", a->type, hdr, a->data, a->len, head);
 }
 
-/* Reads what the client sent; answers and returns false (close) once the head is whole, on
- * EOF, an error or a head too large. */
+/* Reads what the client sent, and answers once the head is whole.  Returns false (close) on
+ * EOF, an error, or an answer sent whole; true while the head or the answer is unfinished. */
 static bool feed(client *c)
 {
+    if (c->answering) return flush(c); /* the rest of the request is not read */
     ssize_t r = recv(c->fd, c->buf + c->len, REQ_MAX - 1 - c->len, 0);
     if (r < 0 && (errno == EINTR || errno == EAGAIN)) return true;
     if (r <= 0) return false;
     c->len += (size_t)r;
     c->buf[c->len] = '\0';
-    if (strstr(c->buf, "\r\n\r\n") != NULL) {
-        answer(c->fd, c->buf);
-        return false;
-    }
-    if (c->len == REQ_MAX - 1) {
-        reply(c->fd, 431, "Request Header Fields Too Large", "text/plain", NULL, "too large\n", 10,
-              false);
-        return false;
-    }
+    if (strstr(c->buf, "\r\n\r\n") != NULL) return answer(c);
+    if (c->len == REQ_MAX - 1)
+        return reply(c, 431, "Request Header Fields Too Large", "text/plain", NULL, "too large\n",
+                     10, false);
     return true;
 }
 
@@ -167,7 +185,7 @@ static int listen_on(const char *addr, char *shown, size_t cap)
     if (getaddrinfo(host, port, &hints, &ai) != 0) return -2;
     int fd = -1;
     for (struct addrinfo *x = ai; x != NULL && fd < 0; x = x->ai_next) {
-        fd = socket(x->ai_family, x->ai_socktype | SOCK_CLOEXEC, x->ai_protocol);
+        fd = socket(x->ai_family, x->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, x->ai_protocol);
         if (fd < 0) continue;
         int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -213,29 +231,40 @@ int rlt__sim_serve(const char *addr)
     fflush(stdout);
     static client cs[MAX_CONNS];
     size_t n = 0;
+    unsigned long long accepted = 0;
     while (!stop) {
         struct pollfd pf[MAX_CONNS + 1];
-        pf[0] = (struct pollfd){.fd = n < MAX_CONNS ? lfd : -1, .events = POLLIN};
-        for (size_t i = 0; i < n; i++)
-            pf[i + 1] = (struct pollfd){.fd = cs[i].fd, .events = POLLIN};
-        if (poll(pf, n + 1, 1000) < 0 && errno != EINTR) break;
-        long long now = ms_now();
+        /* At most a second: a signal between the loop's test and poll is seen within it. */
+        long long now = ms_now(), wait = 1000;
+        pf[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
+        for (size_t i = 0; i < n; i++) {
+            pf[i + 1] =
+                (struct pollfd){.fd = cs[i].fd, .events = cs[i].answering ? POLLOUT : POLLIN};
+            long long left = cs[i].since + IDLE_MS - now;
+            if (left < wait) wait = left < 0 ? 0 : left;
+        }
+        if (poll(pf, n + 1, (int)wait + 1) < 0 && errno != EINTR) break;
+        now = ms_now();
         for (size_t i = n; i-- > 0;) {
             bool keep = now - cs[i].since < IDLE_MS;
-            if (keep && (pf[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) keep = feed(&cs[i]);
+            if (keep && pf[i + 1].revents != 0) keep = feed(&cs[i]);
             if (!keep) {
                 close(cs[i].fd);
                 cs[i] = cs[--n];
             }
         }
-        if (pf[0].revents & POLLIN) {
-            int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-            if (fd >= 0) {
-                cs[n].fd = fd;
-                cs[n].len = 0;
-                cs[n].since = now;
-                n++;
+        for (int k = 0; k < ACCEPTS && (pf[0].revents & POLLIN); k++) {
+            int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            if (fd < 0) break;    /* EAGAIN: no more; EMFILE and others: next turn */
+            if (n == MAX_CONNS) { /* the place of the one accepted first */
+                size_t old = 0;
+                for (size_t i = 1; i < n; i++)
+                    if (cs[i].seq < cs[old].seq) old = i;
+                close(cs[old].fd);
+                cs[old] = cs[--n];
             }
+            cs[n] = (client){.fd = fd, .since = now, .seq = ++accepted};
+            n++;
         }
     }
     for (size_t i = 0; i < n; i++)

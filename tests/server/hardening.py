@@ -26,8 +26,9 @@ def test(fn):
 class Conn:
     """One RESP connection kept open across commands (a session)."""
 
-    def __init__(self, port):
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    def __init__(self, port, source="127.0.0.1"):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=5,
+                                          source_address=(source, 0))
         self.buf = b""
 
     def cmd(self, *args):
@@ -365,6 +366,137 @@ def one_clients_distinct_inline_policies_do_not_lock_another_client_out(tmp):
         second = v.cmd("CL.THROTTLE", "user:42", 15, 30, 60, 1)
         assert isinstance(second, list) and second[2] == first[2] - 1, (first, second)
         v.close()
+    finally:
+        d.stop()
+
+
+class Flood:
+    """A client sending new inline texts on one RESP connection (or, `reconnect`, a new
+    connection for every 50), pipelined by 50, until told to stop: every text distinct (its
+    period), each holding a key's state for a day."""
+
+    def __init__(self, port, reconnect=False):
+        import threading
+        self.port, self.reconnect = port, reconnect
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=30)
+        self.r = it.Replies(self.s)
+        self.stop = threading.Event()
+        self.sent = self.refused = 0
+        self.last = ""
+        self.th = threading.Thread(target=self.run, daemon=True)
+        self.th.start()
+
+    def run(self):
+        while not self.stop.is_set():
+            if self.reconnect and self.sent > 0:
+                self.s.close()
+                self.s = socket.create_connection(("127.0.0.1", self.port), timeout=30)
+                self.r = it.Replies(self.s)
+            cmds = [("CL.THROTTLE", "f%d" % i, 0, 1, 86400 + i)
+                    for i in range(self.sent, self.sent + 50)]
+            self.s.sendall(b"".join(it.resp(*c) for c in cmds))
+            for _ in cmds:
+                r = self.r.one()
+                if "change too fast" in str(r):
+                    self.refused += 1
+                    self.last = str(r)
+            self.sent += len(cmds)
+
+    def wait_full(self):
+        """Until the table is full and a new text of the flood was refused."""
+        deadline = time.time() + 60
+        while self.refused == 0 and time.time() < deadline:
+            time.sleep(0.05)
+        assert self.refused > 0, "the flood never filled the table"
+
+    def still_refused(self, whose):
+        """The flood goes on, refused naming `whose` budget."""
+        before = self.refused
+        time.sleep(0.3)
+        assert self.refused > before, "the flood stopped being refused: was it still flooding?"
+        assert whose in self.last, self.last
+
+    def close(self):
+        self.stop.set()
+        self.th.join(30)
+        self.s.close()
+
+
+def ten_new_texts_served(v):
+    """Ten new inline texts on Conn v, each served."""
+    for i in range(10):
+        r = v.cmd("RL.CHECK", "v%d" % i, "gcra:%d/1h" % (i + 2))
+        assert isinstance(r, list), (i, r)
+    v.close()
+
+
+@test
+def one_client_flooding_new_inline_texts_leaves_another_clients_new_texts_served(tmp):
+    # The table (64 slots) is full of one client's texts and it keeps sending new ones: each
+    # now needs a replacement.  Replacements were one budget for all (10 a second, first come
+    # first served): the flood took them all and 0 of 10 new texts of another client got
+    # through.  Now each client (connection) has its own budget within the global one: the
+    # flood spends its own, and another client's 10 new texts on RESP, then 10 on HTTP (one
+    # keep-alive connection), are all served while the flood goes on.
+    import http.client
+    d = it.Daemon(tmp, config="server:\n  max_inline_policies: 64\n")
+    f = Flood(d.port)
+    try:
+        f.wait_full()
+        time.sleep(1.2)  # past the grace of the slots the flood filled first
+        ten_new_texts_served(Conn(d.port))
+        h = http.client.HTTPConnection("127.0.0.1", d.http, timeout=10)
+        for i in range(10):
+            h.request("GET", "/v1/check?key=h%d&policy=sliding_window:%d/1h" % (i, i + 2))
+            resp = h.getresponse()
+            body = resp.read()
+            assert resp.status in (200, 429), (i, resp.status, body)
+        h.close()
+        f.still_refused("this connection's new texts")
+    finally:
+        f.close()
+        d.stop()
+
+
+@test
+def a_client_reconnecting_for_each_new_text_leaves_other_addresses_served(tmp):
+    # The flood opens a new connection for every 50 texts, so each of its connections has a
+    # fresh budget; its address (127.0.0.1) has one budget for all of them, and a client from
+    # another address (127.0.0.2) gets its 10 new texts through.
+    d = it.Daemon(tmp, config="server:\n  max_inline_policies: 64\n")
+    f = Flood(d.port, reconnect=True)
+    try:
+        f.wait_full()
+        # The flood spent the global burst with its address's; the global budget refills at
+        # 10/s and the address's at 5/s: in 2.5 s the rest holds 12.
+        time.sleep(2.5)
+        ten_new_texts_served(Conn(d.port, source="127.0.0.2"))
+        f.still_refused("this address's new texts")
+    finally:
+        f.close()
+        d.stop()
+
+
+@test
+def every_json_answer_of_the_http_door_is_nosniff_and_no_store(tmp):
+    # /v1/top, /v1/stats, /v1/rules and /v1/peek answered JSON without
+    # X-Content-Type-Options: nosniff (and /v1/top without Cache-Control: no-store): a browser
+    # could sniff a key an attacker chose into HTML, a cache could keep counters.  Every JSON
+    # answer, errors included, now carries both.
+    d = it.Daemon(tmp)
+    try:
+        paths = ["/v1/top", "/v1/stats", "/v1/rules", "/v1/peek?key=a&policy=gcra:1/1s",
+                 "/v1/check?key=a&policy=gcra:1/1s", "/v1/check?key=a&policy=gcra:1/1s",
+                 "/v1/check?key=a&policy=nope:1", "/v1/nothing"]
+        for path in paths:
+            r = d.curl(path)
+            head = r.split("\n\n", 1)[0].lower()
+            assert "content-type: application/json" in head, (path, r)
+            assert "x-content-type-options: nosniff" in head, (path, r)
+            assert head.count("cache-control: no-store") == 1, (path, r)
+        r = d.curl("/json", "-d", "{}")
+        head = r.split("\n\n", 1)[0].lower()
+        assert "x-content-type-options: nosniff" in head and "cache-control: no-store" in head, r
     finally:
         d.stop()
 

@@ -603,7 +603,7 @@ TEST(busy_inline_policies_go_least_recently_used_first_with_their_keys_past_a_gr
     rlt__srv_close(s);
 }
 
-TEST(inline_policy_replacements_are_bounded_per_second)
+TEST(inline_policy_replacements_wait_for_an_idle_slot)
 {
     rlt__srv *s = open_srv("server:\n  max_inline_policies: 1\n");
     ASSERT(s != NULL);
@@ -629,22 +629,100 @@ TEST(inline_policy_replacements_are_bounded_per_second)
         if (r[0] == '*') replaced++;
     }
     ASSERT_EQ(replaced, 30);
-    /* Many idle candidates in one second: at most 10 replacements, then a clear error. */
     rlt__srv_close(s);
-    s = open_srv("server:\n  max_inline_policies: 30\n");
-    rlt__session_init(s, &ss);
-    for (int i = 0; i < 30; i++) {
-        snprintf(line, sizeof line, "RL.CHECK k gcra:%d/1s", 1 + i);
-        run(s, &ss, S(1), line);
+}
+
+/* Sends `n` new texts (gcra:*next/1s, then the next ...) on ss at `now`; returns how many were
+ * interned, and checks that every refusal names `whose` budget. */
+static int new_texts(rlt__srv *s, rlt__session *ss, rlt_ns now, int *next, int n, const char *whose,
+                     bool *named)
+{
+    char line[96];
+    int replaced = 0;
+    for (int i = 0; i < n; i++) {
+        snprintf(line, sizeof line, "RL.CHECK k gcra:%d/1s", (*next)++);
+        const char *r = run(s, ss, now, line);
+        if (r[0] == '*')
+            replaced++;
+        else if (strncmp(r, "-ERR inline policies change too fast", 36) != 0 ||
+                 strstr(r, whose) == NULL)
+            *named = false;
     }
-    replaced = refused = 0;
-    for (int i = 0; i < 20; i++) {
-        snprintf(line, sizeof line, "RL.CHECK k gcra:%d/1s", 500 + i);
-        const char *r = run(s, &ss, S(100), line);
-        if (r[0] == '*') replaced++;
-        if (strncmp(r, "-ERR inline policies change too fast", 36) == 0) refused++;
+    return replaced;
+}
+
+/* A server whose `max` slots one session filled at 1 s with texts idle by 100 s. */
+static rlt__srv *full_of_idle_texts(const char *yaml, int max, rlt__session *ss)
+{
+    rlt__srv *s = open_srv(yaml);
+    if (s == NULL) return NULL;
+    rlt__session_init(s, ss);
+    int next = 1;
+    bool named = true;
+    if (new_texts(s, ss, S(1), &next, max, "", &named) != max) {
+        rlt__srv_close(s);
+        return NULL;
     }
-    ASSERT_EQ(replaced, RLT__INLINE_EVICT_PER_S);
-    ASSERT_EQ(refused, 20 - RLT__INLINE_EVICT_PER_S);
+    return s;
+}
+
+TEST(inline_policy_replacements_are_budgeted_per_connection_address_tenant_and_in_all)
+{
+    /* 60 idle candidates at one instant: a connection replaces its burst (10), then is
+     * refused naming its own budget; other connections go on until all clients' burst (30)
+     * is spent.  Free slots cost nothing (the 60 above). */
+    rlt__session ss, c[4];
+    rlt__srv *s = full_of_idle_texts("server:\n  max_inline_policies: 60\n", 60, &ss);
+    ASSERT(s != NULL);
+    int next = 500;
+    bool named = true;
+    for (int i = 0; i < 4; i++) {
+        rlt__session_init(s, &c[i]);
+        int got = new_texts(s, &c[i], S(100), &next, 15,
+                            i < 3 ? "(this connection's new texts replace more than 2 per second)"
+                                  : "(all clients' new texts replace more than 10 per second)",
+                            &named);
+        ASSERT_EQ(got, i < 3 ? RLT__INLINE_CLIENT_BURST : 0);
+        ASSERT(named);
+    }
+    /* A refused text charged nothing: a second later the global budget holds 10, and a
+     * connection that was refused gets the 2 its own refilled. */
+    ASSERT_EQ(new_texts(s, &c[0], S(101), &next, 5, "this connection's", &named), 2);
+    ASSERT(named);
+    rlt__srv_close(s);
+
+    /* One address, several connections: 30 at once, then 5 a second for the address while
+     * all clients together get 10. */
+    s = full_of_idle_texts("server:\n  max_inline_policies: 60\n", 60, &ss);
+    ASSERT(s != NULL);
+    for (int i = 0; i < 4; i++) {
+        rlt__session_init(s, &c[i]);
+        c[i].addr = i < 3 ? 77 : 79;
+        ASSERT_EQ(new_texts(s, &c[i], S(100), &next, 10, "", &named), i < 3 ? 10 : 0);
+    }
+    rlt__session d;
+    rlt__session_init(s, &d);
+    d.addr = 77;
+    ASSERT_EQ(new_texts(s, &d, S(101), &next, 8, "this address's", &named), 5);
+    ASSERT(named);
+    ASSERT_EQ(new_texts(s, &c[3], S(101), &next, 8, "all clients'", &named), 5);
+    ASSERT(named);
+    rlt__srv_close(s);
+
+    /* One tenant, two connections: the second finds the tenant's burst spent. */
+    s = full_of_idle_texts("server:\n  max_inline_policies: 60\n  password: admin\n"
+                           "tenants:\n  - {name: a, password: pa}\n",
+                           0, &ss);
+    ASSERT(s != NULL);
+    rlt__session_init(s, &c[0]);
+    rlt__session_init(s, &c[1]);
+    ASSERT_STR_EQ(run(s, &c[0], S(1), "AUTH pa"), "+OK\r\n");
+    ASSERT_STR_EQ(run(s, &c[1], S(1), "AUTH pa"), "+OK\r\n");
+    next = 1;
+    ASSERT_EQ(new_texts(s, &c[0], S(1), &next, 30, "", &named), 30); /* its quota: free slots */
+    ASSERT_EQ(new_texts(s, &c[0], S(100), &next, 15, "this connection's", &named), 10);
+    ASSERT(named);
+    ASSERT_EQ(new_texts(s, &c[1], S(100), &next, 5, "this tenant's", &named), 0);
+    ASSERT(named);
     rlt__srv_close(s);
 }

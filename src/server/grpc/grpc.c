@@ -147,6 +147,7 @@ static void call_rls(gconn *g, gstream *st, const uint8_t *m, size_t len)
         return answer_error(g, st, pst == RLT__PB_EMPTY ? G_UNKNOWN : G_INVALID_ARGUMENT, err);
     rlt__session ss;
     rlt__session_init(s, &ss);
+    if (g->c != NULL) rlt__session_same_client(&ss, rlt__conn_session(g->c));
     if (ss.auth == RLT__AUTH_NONE &&
         (st->auth_len < 7 || strncasecmp(st->auth, "Bearer ", 7) != 0 ||
          rlt__session_auth(s, &ss, NULL, 0, st->auth + 7, st->auth_len - 7) == RLT__AUTH_NONE))

@@ -310,10 +310,13 @@ static ssize_t base64_decode(const char *in, size_t n, char *out, size_t cap)
 
 /* Authorization: Bearer <token>, or Basic base64(user:password) with the token as the password
  * and any user name (a browser can send Basic when it navigates, never Bearer), when a password
- * or tenants are configured.  Both are checked by rlt__session_auth (constant-time). */
-static bool authorize(rlt__srv *s, const rlt__http_req *req, rlt__session *ss)
+ * or tenants are configured.  Both are checked by rlt__session_auth (constant-time).  A session
+ * lasts one request; its client is the connection's (what per-client budgets count). */
+static bool authorize(rlt__conn *c, const rlt__http_req *req, rlt__session *ss)
 {
+    rlt__srv *s = rlt__conn_srv(c);
     rlt__session_init(s, ss);
+    rlt__session_same_client(ss, rlt__conn_session(c));
     if (ss->auth != RLT__AUTH_NONE) return true;
     const rlt__http_header *h = rlt__http_find(req, "Authorization");
     if (h == NULL) return false;
@@ -362,7 +365,7 @@ static void route(rlt__conn *c, const rlt__http_req *req, unsigned flags, rlt_ns
     const rlt__webasset *page =
         check || envoy || metrics || settle || health ? NULL : rlt__ui_find(s, req);
     rlt__session ss;
-    if (check && (get || post) && authorize(s, req, &ss))
+    if (check && (get || post) && authorize(c, req, &ss))
         return handle_check(c, req, &ss, flags, now); /* staged: no flush */
     /* Everything else answers at once: what is staged goes first, in order. */
     rlt__pipe_flush(rlt__conn_pipe(c), s);
@@ -370,7 +373,7 @@ static void route(rlt__conn *c, const rlt__http_req *req, unsigned flags, rlt_ns
         if (!post)
             return rlt__http_error(o, 405, flags, "Allow: POST\r\n",
                                    "POST the settle's parameters");
-        if (authorize(s, req, &ss)) return handle_settle(c, req, &ss, flags, now);
+        if (authorize(c, req, &ss)) return handle_settle(c, req, &ss, flags, now);
         rlt__mcount(&ms->errors, 1);
         return rlt__http_error(o, 401, flags, CHALLENGE,
                                "missing or wrong password (Bearer token or Basic)");
@@ -387,7 +390,7 @@ static void route(rlt__conn *c, const rlt__http_req *req, unsigned flags, rlt_ns
                                        : "Allow: GET, HEAD\r\n",
                                envoy ? "POST a JSON body" : "method not allowed");
     if (health) return rlt__http_respond(o, 200, flags, "text/plain", NULL, "OK\n", 3);
-    if (!check && authorize(s, req, &ss)) {
+    if (!check && authorize(c, req, &ss)) {
         if (page != NULL) return rlt__ui_asset(o, req, page, flags);
         if (envoy) return handle_envoy(c, req, &ss, flags, now);
         if (path_is(req, "/v1/top")) return handle_top(c, req, &ss, flags);

@@ -56,6 +56,10 @@ void rlt__http_respond(rlt__obuf *o, int code, unsigned flags, const char *ctype
     rlt__http_put_str(o, flags & RLT__HF_CLOSE       ? "\r\nConnection: close\r\n"
                          : flags & RLT__HF_KEEPALIVE ? "\r\nConnection: keep-alive\r\n"
                                                      : "\r\n");
+    /* JSON answers hold decisions and counters: no cache may keep them, and no browser may
+     * take one for a page or a script. */
+    if (strncmp(ctype, "application/json", 16) == 0)
+        rlt__http_put_str(o, "X-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\n");
     if (extra) rlt__http_put_str(o, extra);
     rlt__obuf_put(o, "\r\n", 2);
     if (!(flags & RLT__HF_HEAD)) rlt__obuf_put(o, body, blen);

@@ -29,8 +29,9 @@ static inline void rlt__http_put_num(rlt__obuf *o, int64_t v)
 }
 
 /* One response: status line, Content-Type, Content-Length (blen, also without a body),
- * Connection as flags say, `extra` (whole "Name: value\r\n" lines, may be NULL), then the
- * body unless RLT__HF_HEAD. */
+ * Connection as flags say, for a JSON ctype ("application/json...") `X-Content-Type-Options:
+ * nosniff` and `Cache-Control: no-store`, `extra` (whole "Name: value\r\n" lines, may be
+ * NULL), then the body unless RLT__HF_HEAD. */
 void rlt__http_respond(rlt__obuf *o, int code, unsigned flags, const char *ctype, const char *extra,
                        const char *body, size_t blen);
 /* {"error":"msg"} with status `code`, the message's quotes and backslashes escaped. */

@@ -31,8 +31,8 @@ void rlt__ui_stats(rlt__srv *s, rlt__obuf *o, unsigned flags, rlt_ns now)
 {
     rlt__obuf body = {0};
     rlt__report_stats_json(s, now, &body);
-    rlt__http_respond(o, 200, flags, "application/json", "Cache-Control: no-store\r\n",
-                      body.data ? body.data : "", body.len);
+    rlt__http_respond(o, 200, flags, "application/json", NULL, body.data ? body.data : "",
+                      body.len);
     rlt__obuf_free(&body);
 }
 
@@ -111,8 +111,8 @@ static void answer(rlt__srv *s, rlt__obuf *o, unsigned flags, rlt_ns now, const 
         rlt__http_put_num(&body, v[i]);
     }
     rlt__http_put_str(&body, "}\n");
-    rlt__http_respond(o, 200, flags, "application/json", "Cache-Control: no-store\r\n",
-                      body.data ? body.data : "", body.len);
+    rlt__http_respond(o, 200, flags, "application/json", NULL, body.data ? body.data : "",
+                      body.len);
     rlt__obuf_free(&body);
 }
 
@@ -229,7 +229,6 @@ void rlt__ui_rules(rlt__srv *s, rlt__obuf *o, unsigned flags)
         rules_of(&body, c, c->domains[i].name, c->domains[i].descs, c->domains[i].ndescs, path, 0,
                  &k);
     rlt__http_put_str(&body, "]}\n");
-    rlt__http_respond(o, 200, flags, "application/json", "Cache-Control: no-store\r\n", body.data,
-                      body.len);
+    rlt__http_respond(o, 200, flags, "application/json", NULL, body.data, body.len);
     rlt__obuf_free(&body);
 }

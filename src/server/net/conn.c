@@ -391,6 +391,25 @@ void rlt__worker_finish_turn(worker *w)
     w->turn_now = 0;
 }
 
+/* The peer's address as per-address budgets count it: a hash of its IP (an IPv4-mapped IPv6
+ * address as the IPv4 one), odd; 0 when it has none (not IP). */
+static uint64_t peer_addr(int fd)
+{
+    struct sockaddr_storage sa;
+    socklen_t sl = sizeof sa;
+    if (getpeername(fd, (struct sockaddr *)&sa, &sl) != 0) return 0;
+    if (sa.ss_family == AF_INET) {
+        const struct sockaddr_in *v4 = (const struct sockaddr_in *)&sa;
+        return rlt_hash_fnv1a(&v4->sin_addr, 4) | 1;
+    }
+    if (sa.ss_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)&sa)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(a)) return rlt_hash_fnv1a(a->s6_addr + 12, 4) | 1;
+        return rlt_hash_fnv1a(a->s6_addr, 16) | 1;
+    }
+    return 0;
+}
+
 void rlt__conn_accepted(worker *w, const rlt__proto *proto, int fd)
 {
     rlt__srv *s = w->d->s;
@@ -411,6 +430,7 @@ void rlt__conn_accepted(worker *w, const rlt__proto *proto, int fd)
     c->out.max = set->max_output;
     c->out.budgeted = true;
     rlt__session_init(s, &c->ss);
+    c->ss.addr = peer_addr(fd);
     c->rev = event_new(w->base, fd, EV_READ | EV_PERSIST, on_read, c);
     c->wev = event_new(w->base, fd, EV_WRITE | EV_PERSIST, on_write, c);
     c->next = w->conns;

@@ -323,7 +323,8 @@ int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const rlt__session *
     res->over = false;
     res->n = r->ndesc;
     memset(res->st, 0, r->ndesc * sizeof res->st[0]);
-    rlt__asker who = {.owner = ss->prefix, .olen = ss->prefix_len, .now = now};
+    rlt__asker who;
+    rlt__session_asker(ss, now, &who);
     int e = match_all(s, c, r, ls, &who, err, errlen);
     if (e != RLT_OK) return e;
 

@@ -1,6 +1,7 @@
 /* The inline-policy cache: bounded slots named "i#k" in the store, reused when idle past their
  * horizon (inline.h says why that mints nothing) or else evicted least recently used first
- * with their keys, never while in use, with a quota per tenant. */
+ * with their keys, never while in use, with a quota per tenant and replacements budgeted per
+ * connection, per address, per tenant and in all. */
 #include "server/request/inline.h"
 
 #include <stdio.h>
@@ -36,6 +37,17 @@ int rlt__inline_open(rlt__inline_table *t, size_t max, rlt__registry *reg, rlt_n
     if (t->slot == NULL) return RLT_ENOMEM;
     t->max = max;
     t->epoch = 1;
+    int st = rlt__budgets_open(&t->all, RLT__INLINE_ALL_PER_S, RLT__INLINE_ALL_BURST, 1);
+    if (st == RLT_OK)
+        st = rlt__budgets_open(&t->clients, RLT__INLINE_CLIENT_PER_S, RLT__INLINE_CLIENT_BURST,
+                               RLT__INLINE_BUDGETS);
+    if (st == RLT_OK)
+        st = rlt__budgets_open(&t->addrs, RLT__INLINE_ADDR_PER_S, RLT__INLINE_ADDR_BURST,
+                               RLT__INLINE_BUDGETS);
+    if (st == RLT_OK)
+        st = rlt__budgets_open(&t->tenants, RLT__INLINE_TENANT_PER_S, RLT__INLINE_TENANT_BURST,
+                               RLT__INLINE_BUDGETS);
+    if (st != RLT_OK) return st;
     for (size_t k = 0; k < max; k++) {
         rlt__inline_slot *sl = &t->slot[k];
         char name[32], canon[256];
@@ -59,6 +71,10 @@ void rlt__inline_close(rlt__inline_table *t)
     for (size_t k = 0; k < t->max; k++)
         free(t->slot[k].text);
     free(t->slot);
+    rlt__budgets_close(&t->all);
+    rlt__budgets_close(&t->clients);
+    rlt__budgets_close(&t->addrs);
+    rlt__budgets_close(&t->tenants);
     memset(t, 0, sizeof *t);
 }
 
@@ -121,10 +137,53 @@ static void refuse_full(const rlt__inline_table *t, bool at_quota, size_t quota,
                  t->max);
 }
 
-int rlt__inline_intern(rlt__inline_table *t, rlt__registry *reg, const rlt_policy *run,
-                       const char *canon, uint64_t owner, size_t quota, bool evict_live, rlt_ns now,
-                       size_t *slot, int *id, char *err, size_t errlen)
+/* The budgets a replacement for `who` is charged to: the global one, its connection's, its
+ * address's, its tenant's (NULL when it has none). */
+typedef struct charges {
+    rlt__budget *all, *client, *addr, *tenant;
+} charges;
+
+/* Whether one replacement fits every budget `who` answers to at `now`, nothing charged yet
+ * (copy, decide, then commit: a refused or failed text charges none).  False with a message. */
+static bool fits_budgets(rlt__inline_table *t, rlt__inline_who who, rlt_ns now, charges *c,
+                         char *err, size_t errlen)
 {
+    c->all = rlt__budgets_get(&t->all, 0, now);
+    c->client = who.client ? rlt__budgets_get(&t->clients, who.client, now) : NULL;
+    c->addr = who.addr ? rlt__budgets_get(&t->addrs, who.addr, now) : NULL;
+    c->tenant = who.owner ? rlt__budgets_get(&t->tenants, who.owner, now) : NULL;
+    const char *whose = NULL;
+    int per_s = 0;
+    if (who.client && !rlt__budget_fits(&t->clients, c->client, now))
+        whose = "this connection's", per_s = RLT__INLINE_CLIENT_PER_S;
+    else if (who.addr && !rlt__budget_fits(&t->addrs, c->addr, now))
+        whose = "this address's", per_s = RLT__INLINE_ADDR_PER_S;
+    else if (who.owner && !rlt__budget_fits(&t->tenants, c->tenant, now))
+        whose = "this tenant's", per_s = RLT__INLINE_TENANT_PER_S;
+    else if (!rlt__budget_fits(&t->all, c->all, now))
+        whose = "all clients'", per_s = RLT__INLINE_ALL_PER_S;
+    if (whose == NULL) return true;
+    snprintf(err, errlen,
+             "inline policies change too fast (%s new texts replace more than %d per second): "
+             "name them in the config instead",
+             whose, per_s);
+    return false;
+}
+
+static void charge(rlt__inline_table *t, const charges *c, rlt_ns now)
+{
+    rlt__budget_charge(&t->all, c->all, now);
+    if (c->client) rlt__budget_charge(&t->clients, c->client, now);
+    if (c->addr) rlt__budget_charge(&t->addrs, c->addr, now);
+    if (c->tenant) rlt__budget_charge(&t->tenants, c->tenant, now);
+}
+
+int rlt__inline_intern(rlt__inline_table *t, rlt__registry *reg, const rlt_policy *run,
+                       const char *canon, rlt__inline_who who, size_t quota, bool evict_live,
+                       rlt_ns now, size_t *slot, int *id, char *err, size_t errlen)
+{
+    uint64_t owner = who.owner;
+    charges ch = {0};
     size_t mine = 0;
     for (size_t k = 0; k < t->max; k++) {
         rlt__inline_slot *sl = &t->slot[k];
@@ -153,20 +212,7 @@ int rlt__inline_intern(rlt__inline_table *t, rlt__registry *reg, const rlt_polic
             refuse_full(t, at_quota, quota, err, errlen);
             return RLT_ENOMEM;
         }
-        /* An eviction rewrites the store's table under all its locks: bounded per second. */
-        int64_t sec = now / RLT_NS_PER_S;
-        if (sec != t->evict_second) {
-            t->evict_second = sec;
-            t->evictions = 0;
-        }
-        if (t->evictions >= RLT__INLINE_EVICT_PER_S) {
-            snprintf(err, errlen,
-                     "inline policies change too fast (more than %d replaced per second): name "
-                     "them in the config instead",
-                     RLT__INLINE_EVICT_PER_S);
-            return RLT_ENOMEM;
-        }
-        t->evictions++;
+        if (!fits_budgets(t, who, now, &ch, err, errlen)) return RLT_ENOMEM;
     }
     char *text = strdup(canon);
     if (text == NULL) {
@@ -184,6 +230,7 @@ int rlt__inline_intern(rlt__inline_table *t, rlt__registry *reg, const rlt_polic
         snprintf(err, errlen, "cannot add policy: %s", rlt_strerror(st));
         return st;
     }
+    if (ch.all != NULL) charge(t, &ch, now);
     free(sl->text);
     sl->text = text;
     sl->id = nid;

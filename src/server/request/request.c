@@ -21,6 +21,7 @@ void rlt__session_init(rlt__srv *s, rlt__session *ss)
     memset(ss, 0, sizeof *ss);
     ss->resp = 2;
     ss->id = __atomic_fetch_add(&next_session_id, 1, __ATOMIC_RELAXED);
+    ss->client = ss->id;
     ss->cfg = rlt__srv_config(s);
     ss->auth = rlt__auth_required(s) ? RLT__AUTH_NONE : RLT__AUTH_ADMIN;
 }
@@ -103,6 +104,21 @@ uint64_t rlt__session_holder(const rlt__session *ss)
     return (ss->id << 1) + 2; /* even: never a tenant's (odd), never 0 */
 }
 
+void rlt__session_same_client(rlt__session *ss, const rlt__session *conn)
+{
+    ss->client = conn->client;
+    ss->addr = conn->addr;
+}
+
+void rlt__session_asker(const rlt__session *ss, rlt_ns now, rlt__asker *who)
+{
+    *who = (rlt__asker){.owner = ss->prefix,
+                        .olen = ss->prefix_len,
+                        .client = ss->client,
+                        .addr = ss->addr,
+                        .now = now};
+}
+
 int rlt__session_key(const rlt__session *ss, const char *key, size_t klen, char *buf, size_t *len)
 {
     size_t pl = ss->prefix_len;
@@ -137,7 +153,8 @@ int rlt__target_resolve(rlt__srv *s, const rlt__session *ss, const char *key, si
         t->is_tier = true;
         return RLT_OK;
     }
-    rlt__asker who = {.owner = ss->prefix, .olen = ss->prefix_len, .now = now};
+    rlt__asker who;
+    rlt__session_asker(ss, now, &who);
     int st = rlt__srv_resolve(s, policy, plen, &who, &t->policy_id, &t->shadow, err, errlen);
     return st;
 bad_key:

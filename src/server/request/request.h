@@ -36,6 +36,12 @@ typedef struct rlt__session {
      * and name, and a MULTI transaction's queued commands (serialized, owned). */
     int resp;
     uint64_t id;
+    /* The client its requests come from, for per-client budgets (new inline texts): the
+     * connection's first session id (rlt__session_init sets it to the new id), and its peer
+     * address (a hash of the IP, odd; 0: none, e.g. tests).  The connection layer sets the
+     * address; a door whose sessions last one request (HTTP, gRPC) copies both from its
+     * connection's session (rlt__session_same_client). */
+    uint64_t client, addr;
     char name[64];
     bool in_multi, multi_abort;
     char *mq;
@@ -65,6 +71,15 @@ bool rlt__auth_required(struct rlt__srv *s);
 /* Who holds the session's reservations (rlt_store_reserve_for): its tenant (every connection
  * of a tenant shares the tenant's bound), else the connection itself.  Never 0. */
 uint64_t rlt__session_holder(const rlt__session *ss);
+
+/* Makes ss, a session that lasts one request, count against the budgets of `conn`, its
+ * connection's session: the same client and address. */
+void rlt__session_same_client(rlt__session *ss, const rlt__session *conn);
+
+struct rlt__asker;
+/* Fills *who (srv.h) with what an inline policy's admission asks of this session: its tenant's
+ * prefix, its client and address, and `now`. */
+void rlt__session_asker(const rlt__session *ss, rlt_ns now, struct rlt__asker *who);
 
 /* Builds the session's prefix + key into buf (RLT_KEY_MAX bytes).  Returns RLT_OK and *len,
  * or RLT_EKEYLEN when the key is empty or the whole is longer than RLT_KEY_MAX. */

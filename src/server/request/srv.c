@@ -575,8 +575,10 @@ static int intern_slot(rlt__srv *s, const rlt_policy *p, const rlt__asker *who, 
      * the store refuses rather than evict (fail_closed); Redis keys carry the policy's numbers,
      * so there an eviction drops no state at all. */
     bool evict_live = redis_mode(c) || !c->set.fail_closed;
-    int st = rlt__inline_intern(&s->inl, &s->reg, run, canon, owner_of(who), quota_of(s, c),
-                                evict_live, now_of(who), slot, id, err, errlen);
+    rlt__inline_who iw = {
+        .owner = owner_of(who), .client = who ? who->client : 0, .addr = who ? who->addr : 0};
+    int st = rlt__inline_intern(&s->inl, &s->reg, run, canon, iw, quota_of(s, c), evict_live,
+                                now_of(who), slot, id, err, errlen);
     if (st == RLT_OK && inl_epoch(s) != *epoch) rlt__registry_bump(&s->reg);
     if (st == RLT_OK) {
         char name[RLT__STR_MAX + 4];

@@ -70,11 +70,13 @@ size_t rlt__srv_policy_ids(rlt__srv *s);
 /* The name of policy `id` for metrics ("" if unknown). */
 const char *rlt__srv_policy_name(rlt__srv *s, int id, char *buf, size_t cap);
 
-/* Who asks for an inline policy, and when: the tenant's key prefix ("" or NULL for the admin)
- * and the daemon clock.  NULL: the admin at 0 (tests). */
+/* Who asks for an inline policy, and when: the tenant's key prefix ("" or NULL for the admin),
+ * the client and address whose budgets a new text is charged to (rlt__session's `client` and
+ * `addr`; 0: none) and the daemon clock.  NULL: the admin at 0 without a client (tests). */
 typedef struct rlt__asker {
     const char *owner;
     size_t olen;
+    uint64_t client, addr;
     rlt_ns now;
 } rlt__asker;
 

@@ -180,7 +180,8 @@ static int parse_throttle(rlt__srv *s, const rlt__session *ss, const rlt__resp_a
         cl += a[i].len;
         ck[cl++] = ' ';
     }
-    rlt__asker who = {.owner = ss->prefix, .olen = ss->prefix_len, .now = now};
+    rlt__asker who;
+    rlt__session_asker(ss, now, &who);
     t->policy_id = rlt__srv_cached_id(s, ck, cl, &who);
     if (t->policy_id < 0) {
         rlt_policy p;
@@ -431,7 +432,8 @@ static void exec_other(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, si
         bool shadow;
         int id;
         char err[256], text[256];
-        rlt__asker who = {.owner = ss->prefix, .olen = ss->prefix_len, .now = now};
+        rlt__asker who;
+        rlt__session_asker(ss, now, &who);
         if (rlt__srv_resolve(s, a[1].ptr, a[1].len, &who, &id, &shadow, err, sizeof err) != RLT_OK)
             return rlt__resp_errorf(o, "ERR %s", err);
         rlt_policy p;
