@@ -157,7 +157,7 @@ void rlt__report_quotas_prometheus(const rlt__quotas_view *v, rlt__obuf *o)
             enc_row(&v->rows[i], d, b);
             sample(o, &fams[f], d, b, &v->rows[i]);
         }
-        if (v->nother > 0) sample(o, &fams[f], "", "other", &v->other);
+        sample(o, &fams[f], "", "other", &v->other); /* always: a stable series */
     }
     rlt__prom_value(o, "ratelimitd_rlqs_buckets_other", "gauge",
                     "RLQS quota buckets summed in the bucket=\"other\" series (past the top by "
