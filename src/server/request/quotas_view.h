@@ -57,12 +57,12 @@ typedef struct rlt__quotas_view_row {
 } rlt__quotas_view_row;
 
 typedef struct rlt__quotas_view {
-    rlt_ns at;            /* the `now` it was taken at */
-    bool redis;           /* Redis mode */
-    size_t buckets;       /* every bucket held (== nrows + nother) */
-    size_t nrows;         /* rows[0..nrows): demand descending, then oldest first */
+    rlt_ns at;      /* the `now` it was taken at */
+    bool redis;     /* Redis mode */
+    size_t buckets; /* every bucket held (== nrows + nother) */
+    size_t nrows;   /* rows[0..nrows): demand descending, then oldest first */
     rlt__quotas_view_row rows[RLT__QUOTAS_VIEW_TOP];
-    size_t nother;        /* buckets summed in `other` (its numeric fields; text empty) */
+    size_t nother; /* buckets summed in `other` (its numeric fields; text empty) */
     rlt__quotas_view_row other;
 } rlt__quotas_view;
 

@@ -43,11 +43,12 @@ static void json_row(rlt__obuf *o, const rlt__quotas_view_row *r, bool redis, bo
     } else {
         enc_label d, b;
         enc_row(r, d, b);
-        rlt__obuf_printf(o,
-                         "{\"domain\":\"%s\",\"bucket\":\"%s\",\"cut\":%s,\"rule\":%d,\"kind\":\"%s\","
-                         "\"shadow\":%s,\"ttl_ms\":%" PRId64 ",\"fill_interval_ms\":%" PRId64,
-                         d, b, r->cut ? "true" : "false", r->rule, rlt__quotas_view_kind(r->kind),
-                         r->shadow ? "true" : "false", ms(r->ttl), ms(r->fill_interval));
+        rlt__obuf_printf(
+            o,
+            "{\"domain\":\"%s\",\"bucket\":\"%s\",\"cut\":%s,\"rule\":%d,\"kind\":\"%s\","
+            "\"shadow\":%s,\"ttl_ms\":%" PRId64 ",\"fill_interval_ms\":%" PRId64,
+            d, b, r->cut ? "true" : "false", r->rule, rlt__quotas_view_kind(r->kind),
+            r->shadow ? "true" : "false", ms(r->ttl), ms(r->fill_interval));
     }
     rlt__obuf_printf(o,
                      ",\"members\":%" PRIu64 ",\"departed\":%" PRIu64 ",\"demand\":%" PRId64
@@ -59,8 +60,7 @@ static void json_row(rlt__obuf *o, const rlt__quotas_view_row *r, bool redis, bo
                      r->budget_q, r->budget_b, r->left_q, r->left_b);
     if (redis) {
         if (!other) rlt__obuf_printf(o, ",\"claim\":\"%s\"", rlt__quotas_view_claim_name(r->claim));
-        rlt__obuf_printf(o,
-                         ",\"claim_tokens_per_fill\":%" PRId64 ",\"claim_max_tokens\":%" PRId64,
+        rlt__obuf_printf(o, ",\"claim_tokens_per_fill\":%" PRId64 ",\"claim_max_tokens\":%" PRId64,
                          r->claim_q, r->claim_b);
         if (!other) rlt__obuf_printf(o, ",\"claim_servers\":%" PRId64, r->servers);
     }
@@ -140,8 +140,7 @@ void rlt__report_quotas_prometheus(const rlt__quotas_view *v, rlt__obuf *o)
          "Live assignments of an RLQS quota bucket, summed (tokens per fill, burst tokens).",
          assigned, 2},
         {"ratelimitd_rlqs_bucket_budget",
-         "The budget an RLQS quota bucket divides now (tokens per fill, burst tokens).", budget,
-         2},
+         "The budget an RLQS quota bucket divides now (tokens per fill, burst tokens).", budget, 2},
         {"ratelimitd_rlqs_bucket_left",
          "An RLQS quota bucket's budget not assigned (tokens per fill, burst tokens).", left, 2},
         {"ratelimitd_rlqs_bucket_claim",

@@ -19,9 +19,9 @@ void rlt__report_quotas_json(const rlt__quotas_view *v, rlt__obuf *o);
 
 /* Appends the gauges ratelimitd_rlqs_bucket_{members,demand,assigned,budget,left} (and
  * _claim in Redis mode), labels domain and bucket (percent-encoded as /v1/top's; the summed
- * rest: domain "" and bucket "other", always there, 0 when nothing is summed), assigned, budget, left and claim also by part
- * (tokens_per_fill, max_tokens); then ratelimitd_rlqs_buckets_other, how many buckets the
- * "other" series sum. */
+ * rest: domain "" and bucket "other", always there, 0 when nothing is summed), assigned, budget,
+ * left and claim also by part (tokens_per_fill, max_tokens); then ratelimitd_rlqs_buckets_other,
+ * how many buckets the "other" series sum. */
 void rlt__report_quotas_prometheus(const rlt__quotas_view *v, rlt__obuf *o);
 
 #endif
