@@ -152,7 +152,7 @@ function drawQuotas(q) {
   const cells = (r) => [num(r.members), num(r.demand), num(r.assigned_tokens_per_fill, r.assigned_max_tokens),
     num(r.budget_tokens_per_fill, r.budget_max_tokens), num(r.left_tokens_per_fill, r.left_max_tokens), claim(r)];
   for (const r of q.shown) {
-    const rule = r.kind === 'policy' ? `#${r.rule}${r.shadow ? ' shadow' : ''}` : `#${r.rule} ${r.kind}`;
+    const rule = `#${r.rule} ${r.kind === 'policy' ? decode(r.policy_text) : r.kind}${r.shadow ? ' (shadow)' : ''}`;
     body.append(el('tr', { 'data-kind': r.kind }, el('td', {}, el('code', {}, decode(r.domain))),
       el('td', { class: 'key' }, el('code', {}, decode(r.bucket))), el('td', {}, rule), ...cells(r)));
   }

@@ -92,6 +92,7 @@ TEST(ten_thousand_buckets_show_the_top_twenty_and_sum_the_rest)
     ASSERT_EQ(v.rows[0].left_q, 200 - v.rows[0].assigned_q);
     ASSERT_EQ(v.rows[0].left_b, 40 - v.rows[0].assigned_b);
     ASSERT_EQ(v.rows[0].fill_interval, S);
+    ASSERT_STR_EQ(v.rows[0].policy, "token_bucket:200/1s,burst=40");
     for (size_t i = 1; i < v.nrows; i++) {
         ASSERT_EQ(v.rows[i].demand, 12);
         ASSERT_EQ(v.rows[i].rule, 1);
@@ -167,6 +168,7 @@ TEST(a_blanket_rules_bucket_shows_its_streams_and_no_budget)
     ASSERT_EQ(v.rows[0].kind, RLT__QUOTA_DENY_ALL);
     ASSERT_STR_EQ(rlt__quotas_view_kind(v.rows[0].kind), "deny_all");
     ASSERT_EQ(v.rows[0].rule, 2);
+    ASSERT_STR_EQ(v.rows[0].policy, "");
     ASSERT_EQ(v.rows[0].members, 2);
     ASSERT_EQ(v.rows[0].budget_q, 0);
     ASSERT_EQ(v.rows[0].assigned_q, 0);

@@ -115,6 +115,10 @@ static void read_bucket(const rlt__quotas *q, const rlt__quotas_bucket *b, rlt_n
     r->rule = rule_index(b);
     r->kind = b->kind;
     r->shadow = b->rule != NULL && b->rule->shadow;
+    if (b->rule != NULL) {
+        size_t n = 0;
+        r->cut |= !put(r->policy, &n, b->rule->text, strnlen(b->rule->text, RLT__STR_MAX));
+    }
     r->ttl = b->ttl;
     r->members = b->refs;
     rlt__quota_totals t;

@@ -35,22 +35,23 @@ typedef struct rlt__quotas_view_row {
     char bucket[RLT__QUOTAS_VIEW_TEXT]; /* the BucketId as "k=v,k=v" (its order), NUL-ended; the
                                            bytes as Envoy sent them */
     bool cut;                           /* domain or bucket was longer than kept */
-    uint64_t id;          /* its order of creation (ties in the ranking go to the oldest) */
-    int rule;             /* the rule's index in its domain's quota_buckets (0-based) */
-    int kind;             /* RLT__QUOTA_* (config.h) */
-    bool shadow;          /* the rule's shadow_mode */
-    rlt_ns ttl;           /* its assignments' TTL */
-    rlt_ns fill_interval; /* F of its token buckets; 0 for a blanket rule */
-    uint64_t members;     /* streams (Envoys) holding it now */
-    uint64_t departed;    /* members whose stream ended, their assignments not yet expired */
-    int64_t demand;       /* the members' summed demand, tokens per F (0 while unknown) */
-    uint64_t unknown;     /* members whose demand is not known yet (no rate reported) */
-    int64_t assigned_q;   /* live assignments handed out: summed tokens_per_fill ... */
-    int64_t assigned_b;   /* ... and summed max_tokens */
-    int64_t budget_q;     /* the budget divided now: Q (tokens per F) ... */
-    int64_t budget_b;     /* ... and B */
-    int64_t left_q;       /* budget_q - assigned_q, at least 0 */
-    int64_t left_b;       /* budget_b - assigned_b, at least 0 */
+    uint64_t id; /* its order of creation (ties in the ranking go to the oldest) */
+    int rule;    /* the rule's index in its domain's quota_buckets (0-based) */
+    char policy[RLT__QUOTAS_VIEW_TEXT]; /* the rule's policy text ("" for a blanket rule) */
+    int kind;                           /* RLT__QUOTA_* (config.h) */
+    bool shadow;                        /* the rule's shadow_mode */
+    rlt_ns ttl;                         /* its assignments' TTL */
+    rlt_ns fill_interval;               /* F of its token buckets; 0 for a blanket rule */
+    uint64_t members;                   /* streams (Envoys) holding it now */
+    uint64_t departed;  /* members whose stream ended, their assignments not yet expired */
+    int64_t demand;     /* the members' summed demand, tokens per F (0 while unknown) */
+    uint64_t unknown;   /* members whose demand is not known yet (no rate reported) */
+    int64_t assigned_q; /* live assignments handed out: summed tokens_per_fill ... */
+    int64_t assigned_b; /* ... and summed max_tokens */
+    int64_t budget_q;   /* the budget divided now: Q (tokens per F) ... */
+    int64_t budget_b;   /* ... and B */
+    int64_t left_q;     /* budget_q - assigned_q, at least 0 */
+    int64_t left_b;     /* budget_b - assigned_b, at least 0 */
     rlt__quotas_view_claim claim; /* Redis mode */
     int64_t claim_q, claim_b;     /* the claim of its last successful exchange (0: none) */
     int64_t servers;              /* live servers at its last exchange (0: never) */

@@ -42,12 +42,14 @@ static void json_row(rlt__obuf *o, const rlt__quotas_view_row *r, bool redis, bo
         rlt__obuf_printf(o, "{\"buckets\":%zu", nother);
     } else {
         enc_label d, b;
+        enc_text p;
         enc_row(r, d, b);
+        rlt__pct_encode(r->policy, p, sizeof p, plain);
         rlt__obuf_printf(
             o,
-            "{\"domain\":\"%s\",\"bucket\":\"%s\",\"cut\":%s,\"rule\":%d,\"kind\":\"%s\","
-            "\"shadow\":%s,\"ttl_ms\":%" PRId64 ",\"fill_interval_ms\":%" PRId64,
-            d, b, r->cut ? "true" : "false", r->rule, rlt__quotas_view_kind(r->kind),
+            "{\"domain\":\"%s\",\"bucket\":\"%s\",\"cut\":%s,\"rule\":%d,\"policy_text\":\"%s\","
+            "\"kind\":\"%s\",\"shadow\":%s,\"ttl_ms\":%" PRId64 ",\"fill_interval_ms\":%" PRId64,
+            d, b, r->cut ? "true" : "false", r->rule, p, rlt__quotas_view_kind(r->kind),
             r->shadow ? "true" : "false", ms(r->ttl), ms(r->fill_interval));
     }
     rlt__obuf_printf(o,

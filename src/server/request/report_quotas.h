@@ -10,7 +10,8 @@
 
 /* Appends `"quotas":{"buckets":N,"redis":B,"top":RLT__QUOTAS_VIEW_TOP,"shown":[ROW, ...],
  * "other":ROW}` where ROW is {"domain","bucket" (percent-encoded as /v1/top's names; "" in
- * other),"rule","kind","shadow","ttl_ms","fill_interval_ms","members","departed","demand",
+ * other),"rule","policy_text" (encoded
+ * alike),"kind","shadow","ttl_ms","fill_interval_ms","members","departed","demand",
  * "unknown","assigned_tokens_per_fill","assigned_max_tokens","budget_tokens_per_fill",
  * "budget_max_tokens","left_tokens_per_fill","left_max_tokens"}, plus in Redis mode "claim"
  * (unclaimed, claimed, failing), "claim_tokens_per_fill", "claim_max_tokens", "claim_servers";
