@@ -1,72 +1,78 @@
-"""Builds libratelimit's extension: the C libraries (libratelimit, libratelimit_redis) are built
-with cmake from the repository this folder sits in, position-independent, and linked statically;
-hiredis is the system's.  RLT_BUILD_DIR names a cmake build folder to take them from instead
-(configured with -DCMAKE_POSITION_INDEPENDENT_CODE=ON).  Offline: nothing is downloaded."""
+"""Builds libratelimit's extension.  The C libraries it links statically (libratelimit,
+libratelimit_redis) are built with cmake (cmake/CMakeLists.txt: the parts' own CMakeLists,
+position-independent, Release) from the C sources: an sdist's csrc/ (a copy of the
+repository's include/, src/core, src/store, src/redis), else the repository this folder sits
+in.  RLT_SOURCE_DIR names another folder holding include/ and src/; RLT_BUILD_DIR an existing
+cmake build of the repository to take the libraries from instead.  hiredis is the system's.
+Offline: nothing is downloaded.  The wheel is zipped by _rlt_backend.py (no `wheel` needed)."""
 import os
+import shutil
 import subprocess
 import sys
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
-
 from setuptools.command.sdist import sdist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-RECORDED = os.path.join(HERE, "rlt_source_dir.txt")
+# What the sdist copies of the repository: the library's headers and the three parts it links.
+C_PARTS = ["include/ratelimit", "src/core", "src/store", "src/redis"]
 
 
-def source_root():
-    """The repository: RLT_SOURCE_DIR, else the folder above this one, else (building from an
-    sdist that `python3 -m build` made of this folder) the one the sdist recorded."""
-    if os.environ.get("RLT_SOURCE_DIR"):
-        return os.environ["RLT_SOURCE_DIR"]
-    up = os.path.dirname(HERE)
-    if os.path.exists(os.path.join(up, "include", "ratelimit", "ratelimit.h")):
-        return up
-    if os.path.exists(RECORDED):
-        return open(RECORDED).read().strip()
-    return up
+def has_sources(d):
+    return os.path.exists(os.path.join(d, "include", "ratelimit", "ratelimit.h"))
 
 
-ROOT = source_root()
+def c_root():
+    """Where include/ and src/ are: RLT_SOURCE_DIR, the sdist's csrc/, or the repository."""
+    for d in (os.environ.get("RLT_SOURCE_DIR"), os.path.join(HERE, "csrc"), os.path.dirname(HERE)):
+        if d and has_sources(d):
+            return os.path.abspath(d)
+    sys.exit("libratelimit: the C sources are not here: build from the repository "
+             "(pip install ./python), from an sdist, or set RLT_SOURCE_DIR")
 
 
-def libs_dir():
-    """The cmake build folder holding src/store/libratelimit.a and src/redis/libratelimit_redis.a."""
+def static_libs(root):
+    """The two static libraries, [libratelimit_redis.a, libratelimit.a], built if need be."""
     given = os.environ.get("RLT_BUILD_DIR")
     if given:
-        return os.path.abspath(given)
-    if not os.path.exists(os.path.join(ROOT, "include", "ratelimit", "ratelimit.h")):
-        sys.exit("libratelimit: the C sources are not at %s; build from the repository "
-                 "(pip install ./python) or set RLT_SOURCE_DIR" % ROOT)
-    build = os.path.join(ROOT, "build", "python-ext")
-    jobs = os.environ.get("JOBS", "2")
-    if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
-        subprocess.check_call(["cmake", "-S", ROOT, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
-                               "-DCMAKE_POSITION_INDEPENDENT_CODE=ON", "-DBUILD_TESTING=OFF"],
-                              stdout=subprocess.DEVNULL)
-    subprocess.check_call(["cmake", "--build", build, "-j", jobs, "--target", "ratelimit",
-                           "ratelimit_redis"], stdout=subprocess.DEVNULL)
-    return build
+        b = os.path.abspath(given)
+        return [os.path.join(b, "src", "redis", "libratelimit_redis.a"),
+                os.path.join(b, "src", "store", "libratelimit.a")]
+    build = os.path.join(HERE, "build", "clibs")
+    subprocess.check_call(["cmake", "-S", os.path.join(HERE, "cmake"), "-B", build,
+                           "-DRLT_ROOT=" + root, "-DCMAKE_BUILD_TYPE=Release"],
+                          stdout=subprocess.DEVNULL)
+    subprocess.check_call(["cmake", "--build", build, "-j", os.environ.get("JOBS", "2"),
+                           "--target", "ratelimit", "ratelimit_redis"], stdout=subprocess.DEVNULL)
+    libs = [os.path.join(build, "redis", "libratelimit_redis.a"),
+            os.path.join(build, "store", "libratelimit.a")]
+    for lib in libs:
+        if not os.path.exists(lib):
+            sys.exit("libratelimit: %s was not built (is libhiredis-dev installed?)" % lib)
+    return libs
 
 
 class BuildExt(build_ext):
     def build_extensions(self):
-        build = libs_dir()
+        root = c_root()
+        libs = static_libs(root)
         for ext in self.extensions:
-            ext.extra_objects = [os.path.join(build, "src", "redis", "libratelimit_redis.a"),
-                                 os.path.join(build, "src", "store", "libratelimit.a")]
+            ext.include_dirs = [os.path.join(root, "include")]
+            ext.extra_objects = libs
         super().build_extensions()
 
 
 class Sdist(sdist):
-    """Records where the C sources are, so that the wheel `python3 -m build` makes from this
-    sdist (offline, on this machine) finds them."""
+    """Copies the C sources into the sdist (csrc/), so that it builds anywhere: nothing in it
+    names the machine or the folder it was made in."""
 
     def make_release_tree(self, base_dir, files):
         super().make_release_tree(base_dir, files)
-        with open(os.path.join(base_dir, "rlt_source_dir.txt"), "w") as f:
-            f.write(ROOT + "\n")
+        root = c_root()
+        for part in C_PARTS:
+            shutil.copytree(os.path.join(root, part), os.path.join(base_dir, "csrc", part),
+                            ignore=shutil.ignore_patterns("__pycache__", "*.o", "*.a"))
 
 
 SOURCES = ["src/module.c", "src/store.c", "src/daemon.c", "src/decision.c", "src/limiter.c"]
@@ -75,7 +81,6 @@ setup(
     ext_modules=[Extension(
         "libratelimit._native",
         sources=SOURCES,
-        include_dirs=[os.path.join(ROOT, "include")],
         libraries=["hiredis", "pthread"],
         extra_compile_args=["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Wno-missing-field-initializers",
                             "-Wno-cast-function-type"],

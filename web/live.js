@@ -46,6 +46,26 @@ const respArg = (s) => {
 /** What to type as a policy for a rule's name: inline policies are named "i:TEXT". */
 const asPolicy = (name) => (name.startsWith('i:') ? name.slice(2) : name);
 
+/** What a name of the daemon's stands for (src/server: set_name): "p:NAME" a named policy of
+ * the config, "i:TEXT" policy text sent with a request, and an Envoy rule by its path. */
+function kindOf(name) {
+  if (rules.has(name)) return `Envoy rule ${name} of the config's descriptors (RL.PEEK asks it as r:${name})`;
+  if (name.startsWith('p:')) return `named policy ${name.slice(2)}, from the config's policies (tiers use them)`;
+  if (name.startsWith('i:')) return `inline policy: the policy text ${name.slice(2)}, sent with the request itself`;
+  return `Envoy rule ${name} of the config's descriptors (RL.PEEK asks it as r:${name})`;
+}
+/** A name that wraps only after '/' or ',' (each piece unbroken, one too long for the column
+ * ellipsized), the whole name and its kind in the title. */
+function nameEl(name) {
+  const code = el('code', { class: 'name', title: `${name}: ${kindOf(name)}` });
+  const pieces = name.match(/[^/,]*[/,]|[^/,]+$/g) || [name];
+  pieces.forEach((p, i) => {
+    if (i) code.append(document.createElement('wbr'));
+    code.append(el('span', { class: 'seg' }, p));
+  });
+  return code;
+}
+
 function el(tag, attrs = {}, ...kids) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
@@ -98,7 +118,7 @@ function drawStats(st) {
     const name = decode(p.policy);
     const last = (xs) => xs[xs.length - 1];
     const row = el('tr', { 'data-policy': name },
-      el('td', {}, el('code', {}, name)),
+      el('td', {}, nameEl(name)),
       el('td', { class: 'n allowed' }, String(p.allowed_total)),
       el('td', { class: 'n denied' }, String(p.denied_total)),
       el('td', { class: 'n' }, `${last(p.allowed)} / ${last(p.denied)}`),
@@ -133,7 +153,7 @@ function drawTop(top) {
   body.replaceChildren();
   top.keys.forEach((k, i) => body.append(el('tr', {},
     el('td', { class: 'n' }, String(i + 1)), el('td', { class: 'key' }, el('code', {}, decode(k.key))),
-    el('td', { class: 'policy' }, el('code', {}, decode(k.policy))), el('td', { class: 'n denied' }, String(k.denied)))));
+    el('td', { class: 'policy' }, nameEl(decode(k.policy))), el('td', { class: 'n denied' }, String(k.denied)))));
   if (!top.keys.length) body.append(el('tr', {}, el('td', { colspan: 4, class: 'muted' }, 'no key denied yet')));
 }
 
@@ -243,8 +263,15 @@ function drawPeek(p) {
   svg.append(name);
   // What is used and what is left of the limit, at now.
   const used = p.limit > 0 ? (p.limit - Math.max(0, p.remaining)) / p.limit : 0;
-  svg.append(svgEl('rect', { class: 'used', x: x0 - 14, y: 14 + 40 * (1 - used), width: 8, height: 40 * used }));
-  svg.append(svgEl('rect', { class: 'free', x: x0 - 14, y: 14, width: 8, height: 40 * (1 - used) }));
+  const left = Math.max(0, p.remaining);
+  for (const [cls, y, h, what] of [['used', 14 + 40 * (1 - used), 40 * used, `used: ${p.limit - left} of ${p.limit}`],
+    ['free', 14, 40 * (1 - used), `left: ${left} of ${p.limit}`]]) {
+    const r = svgEl('rect', { class: cls, x: x0 - 14, y, width: 8, height: h });
+    const t = svgEl('title');
+    t.textContent = what;
+    r.append(t);
+    svg.append(r);
+  }
   if (!p.allowed && p.retry_after_ms > 0)
     svg.append(svgEl('line', { class: 'wait', x1: X(0), x2: X(p.retry_after_ms), y1: 28, y2: 28 }));
   svg.append(svgEl('line', { class: 'refill', x1: X(0), x2: X(p.reset_after_ms), y1: 44, y2: 44 }));
@@ -256,6 +283,7 @@ function drawPeek(p) {
   }
   svg.append(svgEl('line', { class: 'clock', x1: X(0), x2: X(0), y1: 8, y2: 64 }));
   svg.removeAttribute('hidden'); // an SVG element has no .hidden property
+  $('peek-legend').hidden = false;
 }
 
 $('peek-form').addEventListener('submit', async (e) => {
@@ -287,6 +315,7 @@ $('peek-form').addEventListener('submit', async (e) => {
     $('peek-error').textContent = err.message;
     $('peek-out').hidden = true;
     $('peek-timeline').setAttribute('hidden', '');
+    $('peek-legend').hidden = true;
   }
 });
 

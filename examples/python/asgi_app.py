@@ -1,6 +1,6 @@
 """A Starlette app behind libratelimit's ASGI middleware, keyed by the authenticated user (a
 toy bearer-token authentication) or the client address.
-Run: uvicorn examples.python.asgi_app:app  (any ASGI server)."""
+Run: python -m uvicorn examples.python.asgi_app:app  (any ASGI server)."""
 from starlette.applications import Starlette
 from starlette.authentication import (AuthCredentials, AuthenticationBackend, SimpleUser)
 from starlette.middleware import Middleware
@@ -8,7 +8,7 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from libratelimit.asgi import RateLimitMiddleware
+from libratelimit.asgi import RateLimitMiddleware, user_or_address
 
 
 class TokenAuth(AuthenticationBackend):
@@ -26,4 +26,5 @@ async def hello(request):
 app = Starlette(routes=[Route("/", hello), Route("/login", hello, methods=["POST"])],
                 middleware=[Middleware(AuthenticationMiddleware, backend=TokenAuth()),
                             Middleware(RateLimitMiddleware, default="10/second",
-                                       routes={"/login": "5/minute"})])
+                                       routes={"/login": "5/minute"},
+                                       key=user_or_address)])

@@ -1,5 +1,5 @@
 """A FastAPI app with libratelimit's dependency on its routes.
-Run: uvicorn examples.python.fastapi_app:app"""
+Run: python -m uvicorn examples.python.fastapi_app:app"""
 from fastapi import Depends, FastAPI
 
 from libratelimit.fastapi import RateLimit

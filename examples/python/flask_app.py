@@ -1,13 +1,16 @@
 """A Flask app limited by libratelimit: app-wide defaults, a stricter login, a per-user API.
-Run: FLASK_APP=examples/python/flask_app.py flask run  (RATELIMIT_STORE=redis://... to share)."""
+Run: python -m flask --app examples/python/flask_app.py run  (RATELIMIT_STORE=redis://... to share)."""
 import os
 
 from flask import Flask, g, request
 
-from libratelimit.flask import FlaskLimiter
+from libratelimit.flask import FlaskLimiter, user_or_address
 
 app = Flask(__name__)
-limiter = FlaskLimiter(default="100/minute;1000/hour", store=os.environ.get("RATELIMIT_STORE"))
+# The key: g.user where the app's authentication set one, else the client address (the default
+# key is the client address alone: a user identity is the app's to give).
+limiter = FlaskLimiter(default="100/minute;1000/hour", store=os.environ.get("RATELIMIT_STORE"),
+                       key=user_or_address)
 
 
 @app.before_request

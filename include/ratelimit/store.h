@@ -159,6 +159,23 @@ int rlt_store_release(rlt_store *s, int id, const void *key, size_t klen, rlt_ns
  * Returns how many were dropped. */
 size_t rlt_store_sweep(rlt_store *s, rlt_ns now, size_t budget);
 
+/* fork() while other threads use the store.  A fork copies the store with whatever locks
+ * other threads held at that instant, and those threads do not exist in the child: its next
+ * call on the store would wait for good.  So a program that may fork while the store is in use
+ * calls rlt_store_fork_prepare(s) just before fork() and, just after, rlt_store_fork_parent(s)
+ * in the parent and rlt_store_fork_child(s) in the child: the three handlers of
+ * pthread_atfork, in that order (a program with several stores prepares them in one order and
+ * releases them in the reverse).  prepare takes every lock of the store in the lock order,
+ * waiting for the calls in flight to finish (each takes microseconds; no call waits on
+ * anything outside the store while holding a lock); until parent or child, every other call
+ * on `s` waits.  parent releases them; child gives the child a store whose locks are all free
+ * (re-initialised: the child's only thread is the one that forked) and whose keys and states
+ * are the parent's at the fork.  The calling thread must not be inside a call on `s` (it
+ * never is outside one).  NULL is a no-op.  Not for a store being closed concurrently. */
+void rlt_store_fork_prepare(rlt_store *s);
+void rlt_store_fork_parent(rlt_store *s);
+void rlt_store_fork_child(rlt_store *s);
+
 typedef struct rlt_store_stats {
     uint64_t keys;           /* live entries */
     uint64_t bytes;          /* bytes held for entries, states and the index */

@@ -1,7 +1,11 @@
 """What the middleware share: a limiter from a policy or a Limiter, per-route policies, the
-429 answer and the header list."""
+429 answer, the header list, the client-address key and the store key (hashed when long)."""
+import functools
+import hashlib
+import ipaddress
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
+from ._native import KEY_MAX
 from .limiter import Limiter
 from .stores import Store
 
@@ -9,11 +13,33 @@ Spec = Union[str, Limiter]
 BODY_429 = b"429 Too Many Requests: rate limit exceeded\n"
 
 
+BODY_503 = b"503 Service Unavailable: the rate limiter's store cannot answer\n"
+
+
+def failure_mode(fail_open: bool = False, fallback: Any = None,
+                 fallback_probe: float = 1.0) -> Dict[str, Any]:
+    """The Limiter arguments for a store that cannot answer (Limiter's docstring)."""
+    return {"fail_open": fail_open, "fallback": fallback, "fallback_probe": fallback_probe}
+
+
 def as_limiter(spec: Spec, store: Union[None, str, Store], name: Optional[str] = None,
-               strategy: Optional[str] = None) -> Limiter:
+               strategy: Optional[str] = None,
+               on_error: Optional[Dict[str, Any]] = None) -> Limiter:
     if isinstance(spec, Limiter):
         return spec
-    return Limiter(spec, store, name=name, strategy=strategy)
+    kw = dict(on_error or {})
+    remote = isinstance(store, str) and not store.startswith("memory:") or \
+        isinstance(store, Store) and store.kind != "memory"
+    if not remote:
+        kw.pop("fallback", None)
+        kw.pop("fallback_probe", None)
+    return Limiter(spec, store, name=name, strategy=strategy, **kw)
+
+
+def refusal(d: Any) -> Tuple[int, bytes]:
+    """A denied decision's status and body: 429, or 503 when the store could not answer and
+    the limiter fails closed (the client is not over any limit: nobody could tell)."""
+    return (503, BODY_503) if d.error else (429, BODY_429)
 
 
 class Routes:
@@ -21,7 +47,8 @@ class Routes:
     match wins, then the default (None: the route is not limited)."""
 
     def __init__(self, routes: Optional[Mapping[str, Spec]], default: Optional[Spec],
-                 store: Union[None, str, Store], strategy: Optional[str] = None) -> None:
+                 store: Union[None, str, Store], strategy: Optional[str] = None,
+                 on_error: Optional[Dict[str, Any]] = None) -> None:
         if store is None or isinstance(store, str):
             from .stores import MemoryStore, store_from_url
             store = MemoryStore() if store is None else store_from_url(store)
@@ -29,13 +56,14 @@ class Routes:
         self.exact: Dict[str, Limiter] = {}
         self.prefix: List[Tuple[str, Limiter]] = []
         for path, spec in (routes or {}).items():
-            lim = as_limiter(spec, store, strategy=strategy)
+            lim = as_limiter(spec, store, strategy=strategy, on_error=on_error)
             if path.endswith("*"):
                 self.prefix.append((path[:-1], lim))
             else:
                 self.exact[path] = lim
         self.prefix.sort(key=lambda p: -len(p[0]))
-        self.default = as_limiter(default, store, strategy=strategy) if default else None
+        self.default = (as_limiter(default, store, strategy=strategy, on_error=on_error)
+                        if default else None)
 
     def find(self, path: str) -> Tuple[str, Optional[Limiter]]:
         """(the route's name, its limiter): the route name keeps routes' counters apart."""
@@ -67,3 +95,61 @@ def user_key(user: Any) -> Optional[str]:
         if ident:
             return "user:%s" % ident
     return None
+
+
+IPV6_SUBNET = 56
+
+
+def check_subnet(ipv6_subnet: int) -> int:
+    if isinstance(ipv6_subnet, bool) or not isinstance(ipv6_subnet, int) or \
+            not 1 <= ipv6_subnet <= 128:
+        raise ValueError("ipv6_subnet must be a prefix length in 1..128 (128: whole addresses)")
+    return ipv6_subnet
+
+
+def address_key(addr: Optional[str], ipv6_subnet: int = IPV6_SUBNET) -> str:
+    """The key of a client address: ``"addr:IP"``.  An IPv6 address counts as its /56
+    (``ipv6_subnet``; 128 keeps whole addresses): one subscriber is usually given a /56 or a
+    /48 and can pick any address in it, so a per-address limit would give them 2^72 fresh
+    counts.  An IPv4-mapped IPv6 address (``::ffff:192.0.2.1``, what a dual-stack socket
+    reports for IPv4 clients) counts as its IPv4 address.  Anything that is not an IP
+    (a Unix socket, a test client's name) is kept as it is."""
+    if not addr:
+        return "addr:-"
+    if ":" not in addr:  # IPv4 as a socket reports it (dotted quad), or not an IP: as it is
+        return "addr:" + addr
+    return _ipv6_key(addr, ipv6_subnet)
+
+
+@functools.lru_cache(maxsize=4096)
+def _ipv6_key(addr: str, ipv6_subnet: int) -> str:
+    """address_key for an address with a colon; cached, as parsing costs ~30 us (a client
+    churning addresses only churns the bounded cache)."""
+    try:
+        ip = ipaddress.ip_address(addr.split("%", 1)[0])  # a zone (fe80::1%eth0) is no identity
+    except ValueError:
+        return "addr:%s" % addr
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        return "addr:%s" % ip.ipv4_mapped
+    if ip.version == 4:
+        return "addr:%s" % ip
+    net = ipaddress.IPv6Network((int(ip) >> (128 - ipv6_subnet) << (128 - ipv6_subnet),
+                                 ipv6_subnet))
+    return "addr:%s" % (net if ipv6_subnet < 128 else ip)
+
+
+# A hashed key's first byte: 0xff never starts a UTF-8 route name, so a hashed key cannot equal
+# an unhashed one.
+HASHED = b"\xffsha256:"
+
+
+def store_key(scope: str, key: Union[str, bytes]) -> bytes:
+    """The store's key for (scope, key): ``scope NUL key`` in UTF-8, or, when that is longer
+    than the store's KEY_MAX (512 bytes), ``0xff "sha256:"`` and the SHA-256 of it (32 bytes):
+    an over-long key (a long user name from a key function, say) still counts, apart from
+    every other, and never makes ``hit`` raise."""
+    k = key.encode() if isinstance(key, str) else bytes(key)
+    full = scope.encode() + b"\0" + k
+    if len(full) <= KEY_MAX:
+        return full
+    return HASHED + hashlib.sha256(full).digest()

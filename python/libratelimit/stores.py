@@ -14,9 +14,11 @@ class MemoryStore(Store):
     """The in-process sharded store (libratelimit's rlt_store): exact, thread-safe, bounded.
 
     ``max_keys`` / ``max_bytes`` cap it (0: none); when full it evicts the least recently used
-    key, or with ``fail_closed=True`` refuses new keys (StoreFullError).  ``origin_ns`` is the
-    Unix time in ns at the store's now = 0 (calendar windows; default: set from the clocks so
-    that the monotonic clock maps to Unix time).  Idle keys are swept on clock-driven calls.
+    key, or with ``fail_closed=True`` refuses new keys (StoreFullError).  The store's clock
+    is the monotonic clock shifted at creation to read the Unix time minus ``origin_ns``
+    (default 0): fixed windows start on the wall clock's whole minutes and hours, as limits
+    counts them, in every process alike; an explicit ``now_ns`` is taken as it is, the Unix time
+    at ``origin_ns + now_ns`` for calendar windows.  Idle keys are swept on clock-driven calls.
     Several limiters may share one store (and so one memory budget).
     """
 
@@ -42,17 +44,26 @@ class RedisStore(Store):
     ``cluster=True``); ``sentinels`` + ``master_name``: Redis Sentinel.  ``timeout``: seconds
     per call (default 0.05).  ``engine``: "auto", "scripts" or "module".  One connection per
     thread that uses the store at once (pooled); a child process after fork() opens its own.
+    ``backoff_min`` / ``backoff_max``: seconds a server that failed is left alone before a
+    trial call, doubling per failed trial (the C client's circuit breaker; default 0.1 and 5):
+    how soon a restarted Redis is used again.
     """
 
     def __init__(self, servers: Optional[str] = None, *, cluster: bool = False,
                  password: Optional[str] = None, prefix: Optional[str] = None,
                  timeout: float = 0.05, sentinels: Optional[str] = None,
-                 master_name: Optional[str] = None, engine: str = "auto") -> None:
+                 master_name: Optional[str] = None, engine: str = "auto",
+                 backoff_min: float = 0.1, backoff_max: float = 5.0) -> None:
         if engine not in _ENGINES:
             raise ValueError("engine must be one of auto, scripts, module")
+        for b in (backoff_min, backoff_max):
+            if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b <= 3600:
+                raise ValueError("backoff_min and backoff_max must be in (0, 3600] seconds")
         super().__init__("redis", servers=servers, cluster=cluster, password=password,
                          prefix=prefix, timeout_ns=_timeout_ns(timeout), sentinels=sentinels,
-                         master_name=master_name, engine=_ENGINES[engine])
+                         master_name=master_name, engine=_ENGINES[engine],
+                         backoff_min_ns=max(1, int(backoff_min * 1e9)),
+                         backoff_max_ns=max(1, int(backoff_max * 1e9)))
 
 
 class DaemonStore(Store):

@@ -1,6 +1,7 @@
 /* libratelimit._native: the module itself, its exceptions, clocks and argument conversions. */
 #include "native.h"
 
+#include <errno.h>
 #include <string.h>
 #include <time.h>
 
@@ -179,6 +180,11 @@ PyMODINIT_FUNC PyInit__native(void)
     if (PyType_Ready(&pyrlt_StoreType) < 0 || PyType_Ready(&pyrlt_LimiterType) < 0 ||
         PyType_Ready(&pyrlt_DecisionType) < 0)
         return NULL;
+    int frc = pyrlt_fork_handlers_register();
+    if (frc) {
+        errno = frc;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
     PyObject *m = PyModule_Create(&module_def);
     if (!m) return NULL;
     pyrlt_BackendError = PyErr_NewExceptionWithDoc(

@@ -40,7 +40,8 @@ typedef struct StoreObject {
     PyObject_HEAD int kind;
     /* memory */
     rlt_store *mem;
-    rlt_ns origin;       /* Unix ns at the store's now = 0 (calendar windows) */
+    rlt_ns origin;       /* Unix ns at the store's now = 0 (calendar windows); default 0 */
+    rlt_ns clock_shift;  /* now = monotonic + clock_shift = Unix time - origin (store_init) */
     int sweep;           /* sweep idle keys on clock-driven calls */
     unsigned long calls; /* clock-driven calls since the last sweep */
     /* redis and daemon */
@@ -50,7 +51,15 @@ typedef struct StoreObject {
     char *host; /* daemon */
     int port;
     rlt_ns timeout;
+    /* memory: the live in-process stores' list, which the fork handlers walk (store.c) */
+    struct StoreObject *fork_prev, *fork_next;
 } StoreObject;
+
+/* Registers (once per process, with pthread_atfork) the handlers that take every live
+ * in-process store's locks around a fork() and free them in the parent and the child, so a
+ * child forked while other threads are inside the store finds its locks free.  Returns 0, or
+ * an errno value. */
+int pyrlt_fork_handlers_register(void);
 
 /* A limiter: one or more policies (all-or-nothing when several) over one store. */
 typedef struct LimiterObject {

@@ -2,6 +2,7 @@
  * or a pool of RESP connections to a ratelimitd, behind one set of calls for the limiter. */
 #include "native.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -69,6 +70,83 @@ static rlt_redis *redis_take(StoreObject *s, int *rc)
     return r;
 }
 
+/* ---- fork() ----------------------------------------------------------------------------
+ * Threads call the in-process store with the GIL released, so a fork() from another thread
+ * can copy a shard lock held by a thread the child will not have: the child's first call on
+ * that shard would spin for good.  pthread_atfork's handlers take every live store's locks
+ * before the fork (waiting for the calls in flight, which need no GIL to finish) and free
+ * them after it on both sides (rlt_store_fork_*).  The list of live stores is changed under
+ * the GIL and `forks_mu`; the handlers hold `forks_mu` across the fork so that no store joins
+ * or leaves between prepare and release.  pthread_atfork rather than os.register_at_fork:
+ * it covers every fork() in the process, from Python or from C. */
+static pthread_mutex_t forks_mu = PTHREAD_MUTEX_INITIALIZER;
+static StoreObject *forks_head; /* newest first */
+
+static void forks_add(StoreObject *s)
+{
+    pthread_mutex_lock(&forks_mu);
+    s->fork_prev = NULL;
+    s->fork_next = forks_head;
+    if (forks_head) forks_head->fork_prev = s;
+    forks_head = s;
+    pthread_mutex_unlock(&forks_mu);
+}
+
+static void forks_remove(StoreObject *s)
+{
+    pthread_mutex_lock(&forks_mu);
+    if (s->fork_prev)
+        s->fork_prev->fork_next = s->fork_next;
+    else if (forks_head == s)
+        forks_head = s->fork_next;
+    if (s->fork_next) s->fork_next->fork_prev = s->fork_prev;
+    s->fork_prev = s->fork_next = NULL;
+    pthread_mutex_unlock(&forks_mu);
+}
+
+/* One order for every fork (the list's), released in the reverse. */
+static void forks_prepare(void)
+{
+    pthread_mutex_lock(&forks_mu);
+    for (StoreObject *s = forks_head; s; s = s->fork_next)
+        rlt_store_fork_prepare(s->mem);
+}
+
+static StoreObject *forks_tail(void)
+{
+    StoreObject *t = forks_head;
+    while (t && t->fork_next)
+        t = t->fork_next;
+    return t;
+}
+
+static void forks_parent(void)
+{
+    for (StoreObject *s = forks_tail(); s; s = s->fork_prev)
+        rlt_store_fork_parent(s->mem);
+    pthread_mutex_unlock(&forks_mu);
+}
+
+static void forks_child(void)
+{
+    for (StoreObject *s = forks_tail(); s; s = s->fork_prev)
+        rlt_store_fork_child(s->mem);
+    pthread_mutex_init(&forks_mu, NULL); /* held by the forking thread: made anew */
+}
+
+static int forks_rc;
+static void forks_register_once(void)
+{
+    forks_rc = pthread_atfork(forks_prepare, forks_parent, forks_child);
+}
+
+int pyrlt_fork_handlers_register(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, forks_register_once);
+    return forks_rc;
+}
+
 /* ---- The type ------------------------------------------------------------------------ */
 
 static char *dup_or_null(const char *t)
@@ -78,28 +156,30 @@ static char *dup_or_null(const char *t)
 
 static int store_init(StoreObject *s, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"kind",      "max_keys",   "max_bytes", "fail_closed", "shards",
-                            "origin_ns", "sweep",      "servers",   "cluster",     "password",
-                            "prefix",    "timeout_ns", "sentinels", "master_name", "engine",
-                            "host",      "port",       NULL};
+    static char *names[] = {"kind",      "max_keys",       "max_bytes",      "fail_closed",
+                            "shards",    "origin_ns",      "sweep",          "servers",
+                            "cluster",   "password",       "prefix",         "timeout_ns",
+                            "sentinels", "master_name",    "engine",         "host",
+                            "port",      "backoff_min_ns", "backoff_max_ns", NULL};
     const char *kind, *servers = NULL, *password = NULL, *prefix = NULL, *sentinels = NULL,
                       *master = NULL, *host = NULL;
     Py_ssize_t max_keys = 0, max_bytes = 0;
     int fail_closed = 0, sweep = 1, cluster = 0, engine = 0, port = 0;
     unsigned shards = 0;
     PyObject *origin = Py_None;
-    long long timeout = 0;
+    long long timeout = 0, backoff_min = 0, backoff_max = 0;
     if (s->kind) {
         PyErr_SetString(PyExc_RuntimeError, "Store is already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$nnpIOpzpzzLzzizi", names, &kind, &max_keys,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$nnpIOpzpzzLzziziLL", names, &kind, &max_keys,
                                      &max_bytes, &fail_closed, &shards, &origin, &sweep, &servers,
                                      &cluster, &password, &prefix, &timeout, &sentinels, &master,
-                                     &engine, &host, &port))
+                                     &engine, &host, &port, &backoff_min, &backoff_max))
         return -1;
-    if (max_keys < 0 || max_bytes < 0 || timeout < 0) {
-        PyErr_SetString(PyExc_ValueError, "max_keys, max_bytes and timeout_ns must be >= 0");
+    if (max_keys < 0 || max_bytes < 0 || timeout < 0 || backoff_min < 0 || backoff_max < 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "max_keys, max_bytes, timeout_ns and backoff_*_ns must be >= 0");
         return -1;
     }
     s->timeout = timeout ? (rlt_ns)timeout : RLT_REDIS_DEFAULT_TIMEOUT;
@@ -110,15 +190,20 @@ static int store_init(StoreObject *s, PyObject *args, PyObject *kw)
                                .fail_closed = fail_closed != 0,
                                .shards = shards};
         int64_t org = 0;
-        if (origin != Py_None) {
-            if (pyrlt_int(origin, "origin_ns", INT64_MIN, INT64_MAX, &org)) return -1;
-        } else
-            org = pyrlt_wall_ns() - pyrlt_mono_ns();
+        if (origin != Py_None && pyrlt_int(origin, "origin_ns", INT64_MIN / 4, INT64_MAX / 4, &org))
+            return -1;
         int rc = rlt_store_open(&s->mem, &o);
         if (rc) return pyrlt_raise(rc, "MemoryStore"), -1;
+        /* The clock: the monotonic clock (never steps back) shifted once so that it reads the
+         * Unix time minus the origin.  Fixed windows [kW, (k+1)W) then start on the wall
+         * clock's whole minutes and hours (with the default origin 0), as limits counts them,
+         * and every process of a machine agrees on them; calendar windows see origin + now =
+         * Unix time. */
         s->origin = org;
+        s->clock_shift = pyrlt_wall_ns() - pyrlt_mono_ns() - org;
         s->sweep = sweep;
         s->kind = PYRLT_MEMORY;
+        forks_add(s);
         return 0;
     }
     if (strcmp(kind, "redis") == 0) {
@@ -138,7 +223,9 @@ static int store_init(StoreObject *s, PyObject *args, PyObject *kw)
                                       .timeout = s->timeout,
                                       .sentinels = s->sentinels,
                                       .master_name = s->master,
-                                      .engine = (rlt_redis_engine)engine};
+                                      .engine = (rlt_redis_engine)engine,
+                                      .backoff_min = (rlt_ns)backoff_min,
+                                      .backoff_max = (rlt_ns)backoff_max};
         /* Validate the options now, with the library's own checks: open needs no server. */
         rlt_redis *r = NULL;
         int rc = rlt_redis_open(&r, &s->ropt);
@@ -165,6 +252,7 @@ static int store_init(StoreObject *s, PyObject *args, PyObject *kw)
 static void store_dealloc(StoreObject *s)
 {
     pool_clear(s);
+    if (s->kind == PYRLT_MEMORY) forks_remove(s);
     rlt_store_close(s->mem);
     free(s->servers);
     free(s->password);
@@ -269,7 +357,7 @@ int pyrlt_store_prepare(StoreObject *s, LimiterObject *lim)
 static rlt_ns mem_now(StoreObject *s, rlt_ns now)
 {
     if (now != PYRLT_NOW_NONE) return now;
-    now = pyrlt_mono_ns();
+    now = pyrlt_mono_ns() + s->clock_shift;
     if (s->sweep && ++s->calls >= SWEEP_EVERY) {
         s->calls = 0;
         rlt_store_sweep(s->mem, now, SWEEP_BUDGET);

@@ -60,8 +60,18 @@ class RedisServer:
                 *extra]
         if module:
             args += ["--loadmodule", module, "testing", "yes"]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.args = args
+        self.start()
+
+    def start(self):
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
         wait_port(self.port, self.proc)
+
+    def kill(self):
+        """Stops the server (its data is gone); start() brings it back on the same port."""
+        self.proc.terminate()
+        self.proc.wait(10)
 
     @property
     def url(self):

@@ -34,19 +34,19 @@ def same_as_memory(store, policies=POLICIES, keys="abc", n=150, seed=5):
 
 
 def test_redis_scripts_decide_as_the_library(redis_server):
-    store = rl.RedisStore("127.0.0.1:%d" % redis_server.port, engine="scripts")
+    store = rl.RedisStore("127.0.0.1:%d" % redis_server.port, engine="scripts", timeout=5)
     same_as_memory(store)
     assert store.stats()["module_calls"] == 0
 
 
 def test_redis_module_decides_as_the_library(redis_module_server):
-    store = rl.store_from_url(redis_module_server.url + "?engine=auto")
+    store = rl.store_from_url(redis_module_server.url + "?engine=auto&timeout=5")
     same_as_memory(store)
     assert store.stats()["module_calls"] > 0
 
 
 def test_redis_clock_multi_reserve_lease(redis_server):
-    lim = rl.Limiter("fixed_window:3/1h", redis_server.url)
+    lim = rl.Limiter("fixed_window:3/1h", redis_server.url + "?timeout=5")
     assert [lim.hit("u").remaining for _ in range(3)] == [2, 1, 0]
     d = lim.hit("u")
     assert not d.allowed and d.headers()["Retry-After"]
@@ -77,7 +77,7 @@ def test_redis_clock_multi_reserve_lease(redis_server):
 
 def test_redis_async_twins(redis_server):
     import asyncio
-    lim = rl.Limiter("fixed_window:2/1h", redis_server.url)
+    lim = rl.Limiter("fixed_window:2/1h", redis_server.url + "?timeout=5")
 
     async def go():
         a = await lim.ahit("k")
@@ -137,14 +137,14 @@ def test_redis_gil_released_during_a_blocking_call(redis_server):
 
 
 def test_redis_eight_threads_exact(redis_server):
-    lim = rl.Limiter("fixed_window:500/1h", redis_server.url)
+    lim = rl.Limiter("fixed_window:500/1h", redis_server.url + "?timeout=5")
     from test_threads import hammer
     assert hammer(lim, "k", 100, now_ns=10**12) == 500
     assert lim.store.stats()["connections"] >= 2  # one handle per concurrent thread
 
 
 def test_redis_fork_child_opens_its_own_connection(redis_server):
-    lim = rl.Limiter("fixed_window:100/1h", redis_server.url)
+    lim = rl.Limiter("fixed_window:100/1h", redis_server.url + "?timeout=5")
     lim.hit("k")
     admin = redispy.Redis(port=redis_server.port)
     before = admin.info("clients")["connected_clients"]
@@ -167,7 +167,7 @@ def test_redis_fork_child_opens_its_own_connection(redis_server):
 
 
 def test_redis_cluster_url(redis_cluster):
-    store = rl.store_from_url("redis+cluster://" + redis_cluster)
+    store = rl.store_from_url("redis+cluster://" + redis_cluster + "?timeout=5")
     same_as_memory(store, POLICIES[:4], keys="abcdefgh", n=80)
     lim = rl.Limiter("fixed_window:2/1h", store)
     other = rl.Limiter("gcra:5/1h", store)
@@ -192,7 +192,7 @@ def test_rediss_is_refused():
 
 
 def test_daemon_store(ratelimitd):
-    lim = rl.Limiter("fixed_window:3/1h", "ratelimitd://127.0.0.1:%d" % ratelimitd)
+    lim = rl.Limiter("fixed_window:3/1h", "ratelimitd://127.0.0.1:%d?timeout=5" % ratelimitd)
     assert [lim.hit("u").remaining for _ in range(3)] == [2, 1, 0]
     d = lim.hit("u")
     assert not d.allowed and d.retry_after_ns % 10**6 == 0 and d.headers()["Retry-After"]

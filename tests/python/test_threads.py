@@ -55,3 +55,100 @@ def test_fork_child_has_its_own_state():
     os.waitpid(pid, 0)
     assert child == "[True, True, False]"
     assert lim.hit("k", now_ns=0).remaining == 1  # the parent's state did not move
+
+
+def fork_while_hammered(store, forks=300, threads=4, child_timeout=60.0):
+    """Forks `forks` times while `threads` threads call hit on `store` (with the GIL released
+    inside the store); returns the pids of children that did not finish within
+    `child_timeout` seconds (killed then; forking stops at the first) and of those that failed.
+    Each child makes one decision and exits 0."""
+    import signal
+    import time
+    lim = rl.Limiter("gcra:1000000/1s", store)
+    stop = threading.Event()
+
+    def run(i):
+        n = 0
+        while not stop.is_set():
+            lim.hit("k%d" % (n % 64))
+            n += 1
+
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
+    for t in ts:
+        t.start()
+    hung, failed = [], []
+    try:
+        for _ in range(forks):
+            if hung:
+                break
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    code = 0 if lim.hit("child").allowed else 2
+                finally:
+                    os._exit(code)
+            # a hung child never exits: wait for it, but give up after child_timeout (this is
+            # a bound on a hang, not a timing assumption about a healthy child)
+            deadline = time.monotonic() + child_timeout
+            while True:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    if os.waitstatus_to_exitcode(status) != 0:
+                        failed.append(pid)
+                    break
+                if time.monotonic() > deadline:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    hung.append(pid)
+                    break
+                time.sleep(0.001)
+    finally:
+        stop.set()
+        for t in ts:
+            t.join()
+    return hung, failed
+
+
+def test_fork_while_threads_hit_never_hangs_the_child():
+    # One shard: its lock is held most of the time the threads run, so a fork that does not
+    # take it first hands the child a held lock (before the fix: most children hung).
+    hung, failed = fork_while_hammered(rl.MemoryStore(shards=1), child_timeout=20.0)
+    assert (hung, failed) == ([], [])
+
+
+def test_fork_while_threads_hit_default_store_never_hangs_the_child():
+    hung, failed = fork_while_hammered(rl.MemoryStore(), child_timeout=20.0)
+    assert (hung, failed) == ([], [])
+
+
+CHILD = r"""
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import libratelimit as rl
+lim = rl.Limiter("10/hour")                # a fixed window, as limits counts it
+before = time.time_ns()
+d = lim.hit("k")
+after = time.time_ns()
+print(before + d.reset_after_ns, after + d.reset_after_ns)
+"""
+
+
+def test_fixed_windows_end_on_wall_clock_hours_in_two_processes():
+    # Each process has its own in-process store; both must put the window's end on a whole
+    # Unix hour (as limits does), so they agree on the window.  The window's end is bracketed
+    # by two wall-clock reads around the hit; SLACK covers the drift between the monotonic and
+    # the wall clock over the process's life (NTP slews by at most 0.5 ms/s), not scheduling.
+    import subprocess
+    import sys
+    path = os.path.dirname(os.path.dirname(rl.__file__))
+    hour, slack = 3600 * 10**9, 50 * 10**6
+    ends = []
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", CHILD, path], stdout=subprocess.PIPE,
+                             check=True, text=True).stdout.split()
+        lo, hi = int(out[0]), int(out[1])
+        k = (hi + slack) // hour * hour
+        assert lo - slack <= k <= hi + slack, (lo, hi, k)  # a whole hour inside the bracket
+        ends.append(k)
+    assert ends[1] - ends[0] in (0, hour)  # the same window, or the next at an hour's turn

@@ -3,7 +3,9 @@
 // answers GET / with the page (no console error, no request to another host: intercepted and
 // failed), its files with their types, ETag/304, HEAD, 404 and no way out of the site; after
 // traffic on RESP, HTTP and gRPC the live page's per-rule counts equal /metrics' counters and
-// its top offenders /v1/top's; explain-a-key equals RL.PEEK of the same key and charges
+// its top offenders /v1/top's; names wrap only after '/' or ',' (or are ellipsized with a
+// title), each says in its title what its prefix means and a legend says it for all;
+// explain-a-key (its bar and lines with a legend in their colours) equals RL.PEEK of the same key and charges
 // nothing, under a policy and under an Envoy rule (picked from /v1/rules, after gRPC traffic
 // on it); the leases held (RL.ACQUIRE) show on the page, /v1/stats and /metrics, and go back
 // to 0 when released; --no-ui turns the page off, a password puts it behind the bearer token or
@@ -90,7 +92,7 @@ const readRows = (page, sel) => page.$$eval(`${sel} tbody tr`, (rs) => rs.map((r
 
 try {
   const cfg = join(tmp, 'live.yaml');
-  await writeFile(cfg, 'policies:\n  api: {policy: "fixed_window:5/1h"}\ndomain: rl\ndescriptors:\n  - key: category\n'
+  await writeFile(cfg, 'policies:\n  api: {policy: "fixed_window:5/1h"}\n  the_quota_of_the_partner_integrations_team: {policy: "gcra:100/1m"}\ndomain: rl\ndescriptors:\n  - key: category\n'
     + '    rate_limit: {unit: hour, requests_per_unit: 3}\n');
   const d = await daemon('--config', cfg);
   const origin = `http://127.0.0.1:${d.http}`;
@@ -133,6 +135,10 @@ try {
   // 10 an hour: a token comes back every 6 minutes, so a loaded machine cannot refill one
   // between these checks and the explain below (10 a minute did, after 6 s).
   for (let i = 0; i < 2; i++) await raw(d.http, '/v1/check?key=user:3&policy=gcra:10/1h');
+  // Inline policies with long names (the issue's i:fixed_window:5/1m was wrapped mid-word).
+  redis(d.resp, 'RL.CHECK', 'user:4', 'fixed_window:5/1m');
+  redis(d.resp, 'RL.CHECK', 'user:4', 'sliding_window:5/1m,block=4s*2..20s');
+  redis(d.resp, 'RL.CHECK', 'user:4', 'the_quota_of_the_partner_integrations_team');
   const g = spawnSync('/usr/bin/python3', ['-c', `import sys; sys.path.insert(0, ${JSON.stringify(join(repo, 'examples/grpc'))})
 from should_rate_limit import should_rate_limit
 for i in range(5): print(should_rate_limit("127.0.0.1:${d.grpc}", "rl", [[("category", "books")]]).overall_code)`], { encoding: 'utf8' });
@@ -165,6 +171,69 @@ for i in range(5): print(should_rate_limit("127.0.0.1:${d.grpc}", "rl", [[("cate
     const sp = await page.$eval('#live-policies tbody tr svg.spark', (s) => ({ max: s.querySelector('text.max')?.textContent,
       dash: getComputedStyle(s.querySelector('polyline.no')).strokeDasharray, solid: getComputedStyle(s.querySelector('polyline.ok')).strokeDasharray }));
     check(/^\d+\/s$/.test(sp.max || '') && sp.dash !== 'none' && sp.solid === 'none', `the sparkline has its scale and a dashed denied line: ${JSON.stringify(sp)}`);
+
+    // 4b. Names: never broken mid-word (a line ends only after '/' or ',', a segment too long
+    // for its cell is ellipsized with the whole name in the title), at the test's width and a
+    // narrow one; each name's title says what its prefix means, and a legend says it for all.
+    const names = (pg) => pg.$$eval('#live-policies tbody td:first-child code, #live-top td.policy code', (cs) => cs.map((c) => {
+      const name = c.textContent, bad = [];
+      let prev = null, prevTop = null, lines = 1;
+      const w = document.createTreeWalker(c, NodeFilter.SHOW_TEXT);
+      for (let n = w.nextNode(); n; n = w.nextNode()) {
+        for (let i = 0; i < n.data.length; i++) {
+          const r = document.createRange();
+          r.setStart(n, i);
+          r.setEnd(n, i + 1);
+          const rect = r.getClientRects()[0];
+          if (!rect || !rect.width) continue;
+          if (prevTop !== null && rect.top > prevTop + 2) {
+            lines++;
+            if (!'/,'.includes(prev)) bad.push(`after '${prev}' before '${n.data[i]}'`);
+          }
+          prev = n.data[i];
+          prevTop = rect.top;
+        }
+      }
+      const clipped = [c, ...c.querySelectorAll('*')].some((e) => e.scrollWidth > e.clientWidth + 1);
+      const segs = [...c.querySelectorAll('*')].map((e) => `${getComputedStyle(e).display} ${e.clientWidth}/${e.scrollWidth} max ${getComputedStyle(e).maxWidth}`).join('; ');
+      return { name, bad, lines, clipped, title: c.title, segs };
+    }));
+    const LONG = 'p:the_quota_of_the_partner_integrations_team';
+    const judge = (ns, width) => {
+      const bad = [];
+      if (!ns.some((n) => n.name === 'i:fixed_window:5/1m') || !ns.some((n) => n.name.startsWith('i:sliding_window:5/1m,')))
+        bad.push(`the inline policies are listed: ${ns.map((n) => n.name)}`);
+      for (const n of ns) {
+        if (n.bad.length) bad.push(`${n.name} is broken mid-word: ${n.bad.join('; ')}`);
+        if (n.clipped && !n.title.includes(n.name)) bad.push(`${n.name}, ellipsized, has not its whole name in the title: ${n.title}`);
+      }
+      const long = ns.find((n) => n.name === LONG);
+      if (!(long && long.clipped && long.lines === 1 && long.title.includes(long.name)))
+        bad.push(`a name of one piece too long for the column is ellipsized, whole in its title: ${JSON.stringify(long)}`);
+      if (width < 1000 && !ns.some((n) => n.name !== LONG && n.lines > 1)) bad.push('a long name of pieces wraps');
+      return bad;
+    };
+    for (const width of [1200, 560]) {
+      await page.setViewport({ width, height: 900 });
+      await page.waitForFunction((w) => window.innerWidth === w, { timeout: 5000 }, width);
+      // Judged on a drawn table at this width: a few tries, as the page polls and redraws.
+      let bad = [], ns = [];
+      for (let k = 0; k < 8; k++) {
+        await sleep(600);
+        ns = await names(page);
+        bad = judge(ns, width);
+        if (!bad.length) break;
+      }
+      const col = await page.$eval('#live-policies', (t) => `window ${window.innerWidth} px, table ${t.getBoundingClientRect().width} px, names ${t.tBodies[0].rows[0].cells[0].getBoundingClientRect().width} px`);
+      check(!bad.length, `at ${width} px the names wrap only after '/' or ',' (${col}): ${bad.join(' | ')} ${bad.length ? JSON.stringify(ns) : ''}`);
+    }
+    await page.setViewport({ width: 1200, height: 900 });
+    const kinds = Object.fromEntries((await names(page)).map((n) => [n.name, n.title]));
+    check(/inline policy/.test(kinds['i:fixed_window:5/1m'] || '') && /named policy/.test(kinds['p:api'] || '')
+      && /Envoy rule/.test(kinds['rl.category'] || ''), `each name's title says what it is: ${JSON.stringify(kinds)}`);
+    const legendText = await page.$eval('#live-names', (e) => (e.getBoundingClientRect().height > 0 ? e.textContent.replace(/\s+/g, ' ') : '')).catch(() => '');
+    check(/i:TEXT/.test(legendText) && /inline/.test(legendText) && /p:NAME/.test(legendText) && /named/.test(legendText)
+      && /Envoy rule/.test(legendText) && /r:PATH/.test(legendText), `a legend explains the names' prefixes: "${legendText}"`);
     for (const [path, want] of [['/v1/peek?=x', /a peek takes key and policy, or an envoy rule's rule, key, domain and descriptor/],
       ['/v1/stats?x=1', /GET \/v1\/stats takes no parameters/], ['/v1/rules?x=1', /GET \/v1\/rules takes no parameters/]]) {
       const r = await raw(d.http, path);
@@ -202,6 +271,18 @@ for i in range(5): print(should_rate_limit("127.0.0.1:${d.grpc}", "rl", [[("cate
       && got.reset <= before[4] && got.reset >= after[4], `explain-a-key equals RL.PEEK: page ${JSON.stringify(got)}, RL.PEEK ${before} then ${after}`);
     check(got.remaining === 8, `user:3 after 2 of 10: 8 remaining (${got.remaining})`);
     check(await page.$eval('#peek-timeline', (e) => !e.hasAttribute('hidden') && e.getBoundingClientRect().height > 40 && e.querySelectorAll('line').length > 2), 'the key is drawn on a timeline');
+    // Its bar and lines have a legend, in the colours they are drawn in.
+    const lg = await page.evaluate(() => {
+      const l = document.getElementById('peek-legend');
+      if (!l || l.hidden || !l.getBoundingClientRect().height) return null;
+      const paint = (sel, prop) => getComputedStyle(document.querySelector(`#peek-timeline ${sel}`))[prop];
+      const sw = (k) => { const s = l.querySelector(`[data-k="${k}"]`); return s ? getComputedStyle(s).color : null; };
+      return { text: l.textContent.replace(/\s+/g, ' '), used: [paint('.used', 'fill'), sw('used')], free: [paint('.free', 'fill'), sw('free')],
+        refill: [paint('.refill', 'stroke'), sw('refill')], wait: sw('wait') };
+    });
+    check(lg && /used/.test(lg.text) && /left/.test(lg.text) && /retry/.test(lg.text) && /whole again/.test(lg.text)
+      && lg.used[0] === lg.used[1] && lg.free[0] === lg.free[1] && lg.refill[0] === lg.refill[1] && lg.wait,
+      `explain-a-key's bar and lines have a legend in their colours: ${JSON.stringify(lg)}`);
 
     // 6. Explain a key under an Envoy rule (the rule's path from /v1/rules, the descriptor as
     // ShouldRateLimit got it above): equal to RL.PEEK of the store key under r:PATH, twice,
@@ -300,7 +381,8 @@ for i in range(5): print(should_rate_limit("127.0.0.1:${d.grpc}", "rl", [[("cate
     const held = await leasesShown(K);
     check(held.page === String(K) && held.stats === K && held.metrics === K && held.units === 0, `${K} leases held: the page, /v1/stats and /metrics say so: ${JSON.stringify(held)}`);
     if (shots) {
-      await page.setViewport({ width: 1200, height: 1500 });
+      await page.setViewport({ width: 1200, height: 1700 });
+      await page.evaluate(() => window.scrollTo(0, 0));
       await page.screenshot({ path: join(shots, 'live.png'), fullPage: false });
     }
     for (const id of leaseIds) check(redis(d.resp, 'RL.RELEASE', 'job:7', 'concurrency:5/1m', id)[0] === '1', `RL.RELEASE ${id}`);

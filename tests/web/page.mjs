@@ -3,7 +3,9 @@
 // request to any other host; its table must equal `ratelimit sim`'s for the same input (the
 // default pattern and others, set through the URL and through the controls, a pasted trace
 // among them); clicking the traffic row, the keyboard and "Fire now" add requests where
-// expected; a bad policy shows the parser's message; the URL fragment round-trips.
+// expected; a bad policy shows the parser's message; the URL fragment round-trips; a worst
+// burst above L is red with "within its contract" as a note; no label of the timeline is
+// clipped at its edges.
 // Usage: node page.mjs NODE_MODULES SITE_DIR RATELIMIT_CLI [SCREENSHOT_DIR]
 import { createServer } from 'node:http';
 import { readFile, mkdtemp, rm } from 'node:fs/promises';
@@ -97,6 +99,57 @@ try {
   check(t.rows[0][1] === 'window [0, 10): count 0/4' && t.rows[3][1] === 'tokens 4.00 / 4, +0.40 per tick' &&
     t.rows[5][1] === 'queue 0/4, drains 1 per 2.5 ticks', `the states at t = 0 read as sim's: ${t.rows.map((r) => r[1])}`);
   await page.close();
+
+  // 1b. The seed's lesson: at t = 20 the fixed window has accepted all eight in a 10-tick span,
+  // and a worst burst above L is red (the number and its cell), whether or not the algorithm's
+  // contract allows it; "within its contract" is a secondary note where it does (the fixed
+  // window's contract is per aligned window). A burst at or under L is not red. On the
+  // timeline the worst span above L is a red band as well.
+  page = await open('#until=20');
+  const bursts = await page.$$eval('#table tbody tr', (rs) => rs.map((r) => {
+    const td = r.cells[4], n = td.querySelector('.n'), note = td.querySelector('.note');
+    const rgb = (c) => (c.match(/\d+(\.\d+)?/g) || []).map(Number);
+    return { name: r.cells[0].textContent, worst: Number(n.textContent), color: rgb(getComputedStyle(n).color),
+      bg: rgb(getComputedStyle(td).backgroundColor), note: note ? note.textContent : '',
+      noteSmaller: note ? parseFloat(getComputedStyle(note).fontSize) < parseFloat(getComputedStyle(n).fontSize) : false };
+  }));
+  // Red: the text clearly red, or a red background behind it (amber, #fff1d6, is not).
+  const reddish = ([r, g, b, a = 1]) => a > 0 && r > 120 && r - g > 35 && Math.abs(g - b) < 20;
+  const red = (c) => reddish(c.color) || reddish(c.bg);
+  const fw = bursts[0];
+  check(fw.name === 'Fixed window' && fw.worst === 8 && red(fw), `the fixed window's 8 in 10 ticks is red: ${JSON.stringify(fw)}`);
+  check(/within its contract/.test(fw.note) && /per aligned window/.test(fw.note) && fw.noteSmaller,
+    `the fixed window's 8 has "within its contract" (per aligned window) as a smaller note: ${JSON.stringify(fw)}`);
+  for (const b of bursts) {
+    if (b.worst > 4) check(red(b) && /within its contract/.test(b.note), `${b.name}: ${b.worst} > L = 4 is red, within its contract: ${JSON.stringify(b)}`);
+    else check(!red(b) && b.note === '', `${b.name}: ${b.worst} ≤ L = 4 is neither red nor noted: ${JSON.stringify(b)}`);
+  }
+  const band = await page.$eval('#timeline g.row .band', (r) => (getComputedStyle(r).fill.match(/\d+/g) || []).map(Number));
+  check(reddish(band), `the fixed window's worst span on the timeline is a red band: rgb(${band})`);
+  const legend = await page.$eval('#timeline-h + .legend', (p) => p.textContent);
+  check(/above L/.test(legend) && !/as the algorithm allows/.test(legend), `the timeline's legend says the band is a burst above L: ${legend}`);
+  await page.close();
+
+  // 1c. The clock's label and the axis's labels are never clipped: at either end of the
+  // timeline (the default picture spans 0 .. 30: the clock stepped to t = 30 is its right
+  // edge), with long numbers, on spans of other widths.
+  const clipped = (pg) => pg.$eval('#timeline', (svg) => {
+    const box = svg.getBoundingClientRect();
+    return [...svg.querySelectorAll('text.clocklabel, text.axis')].map((t) => {
+      const b = t.getBoundingClientRect();
+      return { text: t.textContent, left: b.left - box.left, right: box.right - b.right, width: b.width };
+    }).filter((t) => t.left < -0.5 || t.right < -0.5 || t.width === 0);
+  });
+  for (const [hash, steps] of [['#until=20', 10], ['#until=20', -20], ['#until=30', 0], ['#until=1000000', 0],
+    ['#pattern=burst&limit=5&window=12&until=40', 0], ['#at=0.5,99999.5&until=99999.9', 0]]) {
+    page = await open(hash);
+    for (let i = 0; i < Math.abs(steps); i++) await page.click(steps > 0 ? '#step' : '#back');
+    const out = await clipped(page);
+    const label = await page.$eval('#timeline text.clocklabel', (t) => t.textContent).catch(() => null);
+    const clockText = await page.$eval('#clock', (e) => e.textContent);
+    check(out.length === 0 && label === clockText, `${hash}${steps ? ` and ${steps} steps` : ''}: every label inside the timeline, the clock's "${label}" (${clockText}): ${JSON.stringify(out)}`);
+    await page.close();
+  }
 
   // 2. The page's numbers are the CLI's: through the URL ...
   const viaUrl = [
