@@ -1,7 +1,7 @@
 // The live page (/ui/live, a tab of the playground's page): what a running ratelimitd decides,
 // from its own JSON endpoints: /v1/stats (allowed and denied per second per rule or policy over
 // the last 5 minutes, sampled by the daemon every second; the backend; the reservations and
-// leases), /v1/top (the top offenders), /v1/rules (the config's Envoy rules) and /v1/peek
+// leases; the RLQS quota buckets), /v1/top (the top offenders), /v1/rules (the config's Envoy rules) and /v1/peek
 // (explain a key, under a policy or an Envoy rule, without charging it).  Served by
 // `ratelimit sim --serve` or a static server there is no daemon: the page says so.
 const $ = (id) => document.getElementById(id);
@@ -157,6 +157,35 @@ function drawTop(top) {
   if (!top.keys.length) body.append(el('tr', {}, el('td', { colspan: 4, class: 'muted' }, 'no key denied yet')));
 }
 
+// ---- RLQS quota buckets ----
+
+/** The quota buckets of /v1/stats' one snapshot: the top by demand, then the rest summed.
+ * Each number cell carries its value in data-v (the burst in data-b), for tests to read. */
+function drawQuotas(q) {
+  const body = $('live-quotas').tBodies[0];
+  body.replaceChildren();
+  if (!q) return; // a daemon before quota buckets were shown
+  const num = (v, b) => el('td', b === undefined ? { class: 'n', 'data-v': String(v) } : { class: 'n', 'data-v': String(v), 'data-b': String(b) },
+    b === undefined ? String(v) : `${v} (${b})`);
+  const claim = (r) => el('td', { class: 'redis-only' }, r.claim === undefined ? ''
+    : `${r.claim ? `${r.claim} ` : ''}${r.claim_tokens_per_fill} (${r.claim_max_tokens})`);
+  const cells = (r) => [num(r.members), num(r.demand), num(r.assigned_tokens_per_fill, r.assigned_max_tokens),
+    num(r.budget_tokens_per_fill, r.budget_max_tokens), num(r.left_tokens_per_fill, r.left_max_tokens), claim(r)];
+  for (const r of q.shown) {
+    const rule = `#${r.rule} ${r.kind === 'policy' ? decode(r.policy_text) : r.kind}${r.shadow ? ' (shadow)' : ''}`;
+    body.append(el('tr', { 'data-kind': r.kind }, el('td', {}, el('code', {}, decode(r.domain))),
+      el('td', { class: 'key' }, el('code', {}, decode(r.bucket))), el('td', {}, rule), ...cells(r)));
+  }
+  if (q.other.buckets > 0 || !q.shown.length) {
+    body.append(el('tr', { class: 'other', 'data-buckets': String(q.other.buckets) },
+      el('td', { colspan: 3, class: 'muted' }, q.shown.length ? `the other ${q.other.buckets} buckets, summed` : 'no quota bucket yet'),
+      ...cells(q.other)));
+  }
+  $('live-quotas').classList.toggle('redis', q.redis);
+  $('live-quota-top').textContent = String(q.top);
+  $('live-quota-count').textContent = `${q.buckets} bucket${q.buckets === 1 ? '' : 's'} held.`;
+}
+
 // ---- Envoy rules, for explain-a-key ----
 
 /** The rules of /v1/rules by path: their domain and descriptor (value null: any value). */
@@ -192,7 +221,9 @@ async function poll() {
   if (polling) return;
   polling = true;
   try {
-    drawStats(await get('/v1/stats'));
+    const stats = await get('/v1/stats');
+    drawStats(stats);
+    drawQuotas(stats.quotas);
     try { drawTop(await get('/v1/top')); } catch (e) {
       if (e.status !== 404) throw e;
       drawTop({ keys: [] });

@@ -7,7 +7,8 @@ it among its own streams.  The tests check what docs/envoy.md promises: the sums
 daemons' live assignments never pass R and B, utilization under saturation, claims following
 the demand, a light daemon next to a heavy one served (not denied), a reload that changes the
 rule while Envoys hold assignments, each fail mode while Redis is stopped (and the sum while
-entering fail: local), then claims again once it is back.
+entering fail: local), then claims again once it is back; and each daemon's /v1/stats and
+/metrics show its claims.
 
 Usage: redis-servers.sh run standalone -- rlqs_redis.py PATH_TO_RATELIMITD [TEST_NAME...]"""
 import os
@@ -131,6 +132,64 @@ def claims_follow_each_daemons_demand(tmp):
         assert wr <= R + 1e-6 and wb <= BURST, (wr, wb)
         assert 2.5 <= rates[0] / rates[1] <= 6.0, rates
         assert sum(rates) >= 0.8 * R, rates
+    finally:
+        stop_all(ds, envoys)
+
+
+def quota_rows(d):
+    """/v1/stats' quota rows by BucketId, and /metrics' per-bucket claim gauges, read as
+    stats, metrics, stats until the two stats reads agree (an exchange every 500 ms may move
+    the numbers between two reads)."""
+    import json
+    for _ in range(50):
+        a = json.loads(d.curl("/v1/stats").split("\n\n", 1)[1])["quotas"]
+        m = d.curl("/metrics").split("\n\n", 1)[1]
+        b = json.loads(d.curl("/v1/stats").split("\n\n", 1)[1])["quotas"]
+        if a == b:
+            return a, m
+    raise AssertionError("the quota state never held still for three reads")
+
+
+@test
+def each_daemon_shows_its_claims_in_stats_and_metrics(tmp):
+    # The quota service in sight in Redis mode: each daemon's /v1/stats and /metrics show the
+    # bucket's claim on the global budget (the same numbers, from one snapshot), claimed by
+    # both daemons, the two claims within Q and B.
+    import shutil
+    ds = daemons(tmp, config())
+    envoys = []
+    try:
+        fleet = rq.Fleet([], WEB)
+        for d, demand in zip(ds, (1.5 * R, 0.5 * R)):
+            e = rq.Envoy(d.grpc)
+            envoys.append(e)
+            fleet.add(e, demand)
+        fleet.run(3.0)
+        claims = []
+        for d in ds:
+            rq.wait_for(lambda: quota_rows(d)[0]["shown"][0]["claim"] == "claimed", 10,
+                        what="a claimed bucket")
+            q, m = quota_rows(d)
+            assert q["redis"] is True and q["buckets"] == 1, q
+            row = q["shown"][0]
+            assert row["bucket"] == "name=web" and row["claim_servers"] == 2, row
+            assert 0 < row["claim_tokens_per_fill"] <= 200 and 0 < row["claim_max_tokens"] <= 40, row
+            assert row["budget_tokens_per_fill"] <= row["claim_tokens_per_fill"], row
+            for part, key in (("tokens_per_fill", "claim_tokens_per_fill"),
+                              ("max_tokens", "claim_max_tokens")):
+                line = 'ratelimitd_rlqs_bucket_claim{domain="q",bucket="name=web",part="%s"} %d' % (
+                    part, row[key])
+                assert line in m.splitlines(), (line, m[:3000])
+            if shutil.which("promtool"):
+                r = subprocess.run(["promtool", "check", "metrics"], input=m, capture_output=True,
+                                   text=True, timeout=30)
+                assert r.returncode == 0, (r.stdout, r.stderr)
+            claims.append(row)
+        print("    claims %d (%d) and %d (%d) of 200 (40)" % (
+            claims[0]["claim_tokens_per_fill"], claims[0]["claim_max_tokens"],
+            claims[1]["claim_tokens_per_fill"], claims[1]["claim_max_tokens"]))
+        assert sum(c["claim_tokens_per_fill"] for c in claims) <= 200, claims
+        assert sum(c["claim_max_tokens"] for c in claims) <= 40, claims
     finally:
         stop_all(ds, envoys)
 

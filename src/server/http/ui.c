@@ -218,6 +218,61 @@ static void rules_of(rlt__obuf *o, const rlt__config *c, const char *domain, con
     }
 }
 
+/* The domains' quota bucket rules (RLQS), in the config's order, and each domain's answer to
+ * a BucketId none matches. */
+static void quota_rules(rlt__obuf *o, const rlt__config *c)
+{
+    static const char *const fails[] = {"default", "closed", "open", "local"};
+    size_t k = 0;
+    rlt__http_put_str(o, "],\"quota_buckets\":[");
+    for (size_t i = 0; i < c->ndomains; i++) {
+        const rlt__domain *d = &c->domains[i];
+        for (size_t j = 0; j < d->nqrules; j++) {
+            const rlt__qrule *r = &d->qrules[j];
+            rlt__http_put_str(o, k++ ? ",{\"domain\":\"" : "{\"domain\":\"");
+            json_str(o, d->name, strlen(d->name));
+            rlt__http_put_str(o, "\",\"rule\":");
+            rlt__http_put_num(o, (int64_t)j);
+            rlt__http_put_str(o, ",\"match\":[");
+            for (size_t m = 0; m < r->nmatch; m++) {
+                rlt__http_put_str(o, m ? ",{\"key\":\"" : "{\"key\":\"");
+                json_str(o, r->keys[m], strlen(r->keys[m]));
+                rlt__http_put_str(o, "\",\"value\":\"");
+                json_str(o, r->values[m], strlen(r->values[m]));
+                rlt__http_put_str(o, "\"}");
+            }
+            rlt__http_put_str(o, "],\"kind\":\"");
+            rlt__http_put_str(o, r->kind == RLT__QUOTA_ALLOW_ALL  ? "allow_all"
+                                 : r->kind == RLT__QUOTA_DENY_ALL ? "deny_all"
+                                                                  : "policy");
+            rlt__http_put_str(o, "\",\"policy_text\":\"");
+            json_str(o, r->text, strlen(r->text));
+            rlt__http_put_str(o, r->shadow ? "\",\"shadow\":true,\"fail\":\""
+                                           : "\",\"shadow\":false,\"fail\":\"");
+            rlt__http_put_str(o, fails[r->fail >= 0 && r->fail <= 3 ? r->fail : 0]);
+            rlt__http_put_str(o, "\",\"ttl_ms\":");
+            rlt__http_put_num(o, (r->ttl ? r->ttl : d->quota_ttl) / RLT_NS_PER_MS);
+            rlt__http_put_str(o, ",\"line\":");
+            rlt__http_put_num(o, r->line);
+            rlt__http_put_str(o, "}");
+        }
+    }
+    rlt__http_put_str(o, "],\"quota_defaults\":[");
+    k = 0;
+    for (size_t i = 0; i < c->ndomains; i++) {
+        const rlt__domain *d = &c->domains[i];
+        if (d->nqrules == 0 && d->quota_default == RLT__QUOTA_ALLOW_ALL && d->quota_ttl == 0)
+            continue;
+        rlt__http_put_str(o, k++ ? ",{\"domain\":\"" : "{\"domain\":\"");
+        json_str(o, d->name, strlen(d->name));
+        rlt__http_put_str(o, d->quota_default == RLT__QUOTA_DENY_ALL
+                                 ? "\",\"kind\":\"deny_all\",\"ttl_ms\":"
+                                 : "\",\"kind\":\"allow_all\",\"ttl_ms\":");
+        rlt__http_put_num(o, d->quota_ttl / RLT_NS_PER_MS);
+        rlt__http_put_str(o, "}");
+    }
+}
+
 void rlt__ui_rules(rlt__srv *s, rlt__obuf *o, unsigned flags)
 {
     const rlt__config *c = rlt__srv_config(s);
@@ -228,6 +283,7 @@ void rlt__ui_rules(rlt__srv *s, rlt__obuf *o, unsigned flags)
     for (size_t i = 0; i < c->ndomains; i++)
         rules_of(&body, c, c->domains[i].name, c->domains[i].descs, c->domains[i].ndescs, path, 0,
                  &k);
+    quota_rules(&body, c);
     rlt__http_put_str(&body, "]}\n");
     rlt__http_respond(o, 200, flags, "application/json", NULL, body.data, body.len);
     rlt__obuf_free(&body);

@@ -36,7 +36,14 @@ void rlt__ui_peek(struct rlt__srv *s, rlt__obuf *o, const rlt__http_req *req,
 /* GET /v1/rules: the config's envoy rules, {"rules":[{"rule":PATH,"policy":"r:PATH","domain":D,
  * "descriptor":[{"key":K,"value":V or null (any value; "abc*": a prefix)}, ...],
  * "policy_text":T ("" when it keeps no state),"kind":"limit"|"shadow"|"unlimited"|"deny_all"},
- * ...]} in the config's order. */
+ * ...],"quota_buckets":[{"domain":D,"rule":I (its index in the domain's quota_buckets),
+ * "match":[{"key":K,"value":V ("*": any value, each BucketId its own budget)}, ...],
+ * "kind":"policy"|"allow_all"|"deny_all","policy_text":T ("" for a blanket rule),
+ * "shadow":B,"fail":"default"|"open"|"closed"|"local" (Redis mode),"ttl_ms":N (the
+ * assignments' TTL; 0: three reporting intervals, at least 2 s),"line":N}, ...],
+ * "quota_defaults":[{"domain":D,"kind":"allow_all"|"deny_all","ttl_ms":N}, ...] (the answer
+ * to a BucketId no rule matches, for the domains with quota_buckets or a quota_default)} in
+ * the config's order. */
 void rlt__ui_rules(struct rlt__srv *s, rlt__obuf *o, unsigned flags);
 
 #endif

@@ -1,6 +1,7 @@
 /* The RLQS quota state's records, shared by the file that owns them (quotas.c: the table,
  * streams and reports) and its Redis mode (quotas_redis.c: the claims, their deadlines, the
- * fail modes and the amounts retired buckets still hold).  Internal to those two files. */
+ * fail modes and the amounts retired buckets still hold); read, under the lock, by its bounded
+ * snapshot (quotas_view.c).  Internal to those three files. */
 #ifndef RLT_SERVER_REQUEST_QUOTAS_INT_H
 #define RLT_SERVER_REQUEST_QUOTAS_INT_H
 

@@ -10,6 +10,7 @@
 #include "server/request/decide.h"
 #include "server/request/quotas.h"
 #include "server/request/quotas_sync.h"
+#include "server/request/report_quotas.h"
 #include "server/request/srv.h"
 #include "server/stats/top.h"
 
@@ -308,6 +309,9 @@ void rlt__report_prometheus(rlt__srv *s, rlt__obuf *o)
     }
     rlt__prom_value(o, "ratelimitd_keys", "gauge", "Live keys in the store.", st.keys);
     rlqs_report(s, o, false);
+    rlt__quotas_view qv; /* ~11 kB */
+    rlt__quotas_view_get(s->quotas, rlt__now(), &qv);
+    rlt__report_quotas_prometheus(&qv, o);
     rlt__prom_value(o, "ratelimitd_store_bytes", "gauge",
                     "Bytes held by the store for keys, states and its index.", st.bytes);
     const rlt__config *mc = rlt__srv_config(s);
@@ -684,6 +688,10 @@ void rlt__report_stats_json(rlt__srv *s, rlt_ns now, rlt__obuf *o)
         }
         rlt__obuf_printf(o, "}");
     }
-    rlt__obuf_printf(o, "]}\n");
+    rlt__quotas_view qv;
+    rlt__quotas_view_get(s->quotas, now, &qv);
+    rlt__obuf_printf(o, "],");
+    rlt__report_quotas_json(&qv, o);
+    rlt__obuf_printf(o, "}\n");
     free(v);
 }
