@@ -57,7 +57,6 @@ typedef struct rlt__quotas_bucket {
     int64_t claim_q, claim_b; /* the claim stored by the last successful exchange, less what
                                  retired buckets of the key carried in it */
     rlt_ns claim_expires;     /* that claim's earliest end of reservation in Redis (0: none) */
-    int64_t servers;          /* live servers at the last exchange (0: never) */
     size_t klen;
     char key[]; /* domain, NUL, canonical BucketId */
 } rlt__quotas_bucket;

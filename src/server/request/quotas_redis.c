@@ -353,7 +353,6 @@ size_t rlt__quotas_claims_apply(rlt__quotas *q, const rlt__quotas_claim *cs, siz
             b->claim_expires = c->began + x->ttl;
             b->claim_q = x->claim_q - c->carried_q;
             b->claim_b = x->claim_b - c->carried_b;
-            b->servers = x->servers;
             continue;
         }
         enter_fail(b, now); /* unreachable, or a budget the division refused */
