@@ -8,7 +8,8 @@ daemon, each asking 100/s.  Each scenario is repeated 20 times on one pair of da
   - one daemon's link cut (its proxy closes every connection and refuses new ones) for 0.3 to
     4.6 s while the other keeps Redis;
   - both daemons' links cut at once;
-  - Redis restarted empty (stopped, started again on its port, no persistence);
+  - Redis restarted empty (stopped; an empty redis-server, no persistence, back behind the
+    same address: the proxies');
   - junk written with redis-cli into the bucket's hash: over each daemon's field and as new
     fields (not numbers, negative, huge, too few), and the key replaced by a string.
 
@@ -119,9 +120,14 @@ class Proxy:
         self.ls.close()
 
 
+REDIS = {}  # the Redis in use: "addr" (host, port) and "dir" (redis-servers.sh's)
+
+
 def redis_addr():
-    host, port = SERVERS.split(",")[0].rsplit(":", 1)
-    return host, int(port)
+    if not REDIS:
+        host, port = SERVERS.split(",")[0].rsplit(":", 1)
+        REDIS.update(addr=(host, int(port)), dir=os.path.join(BASE, "s0"))
+    return REDIS["addr"]
 
 
 def cli(*args):
@@ -304,15 +310,21 @@ def both_daemons_links_cut_keep_the_fleets_sums_within_the_budget(tmp):
 @test
 def redis_restarted_empty_keeps_the_fleets_sums_within_the_budget(tmp):
     def rep(rig, i, rng):
-        # While Redis is down the proxies refuse the daemons' links (as the closed port
-        # would): a connect from the proxy to the free port could take it itself (a TCP
-        # self-connect on an ephemeral port) and keep Redis from starting again.
+        # Redis stops; an empty one comes back behind the same address (the proxies'): a new
+        # redis-server on a port of its own, as restarting on the old port can fail when
+        # another test's server took it meanwhile.  The proxies refuse the daemons' links
+        # while none answers, as a closed port would.
+        redis_addr()
         for p in rig.proxies:
             p.cut()
-        subprocess.run(["sh", SH, "stop", os.path.join(BASE, "s0")], check=True, timeout=30)
+        subprocess.run(["sh", SH, "stop", REDIS["dir"]], check=True, timeout=30)
         time.sleep(rng.uniform(0.0, 1.0))
-        subprocess.run(["sh", SH, "restart", os.path.join(BASE, "s0")], check=True, timeout=30)
+        REDIS["dir"] = os.path.join(BASE, "s%d" % (i + 1))  # stopped at exit as s0 is
+        subprocess.run(["sh", SH, "start", REDIS["dir"]], check=True, timeout=30)
+        with open(os.path.join(REDIS["dir"], "port")) as f:
+            REDIS["addr"] = ("127.0.0.1", int(f.read()))
         for p in rig.proxies:
+            p.upstream = REDIS["addr"]
             p.restore()
         time.sleep(rng.uniform(0.2, 0.6))
     scenario(tmp, "Redis restarted empty", rep)
