@@ -44,8 +44,9 @@ static int64_t clamp(int64_t v, int64_t hi)
 
 int rlt__redis_quota_exchange(rlt_redis *r, uint64_t server, rlt__redis_quota *q)
 {
-    if (!r || !q || q->demand < 0 || q->held_q < 0 || q->held_b < 0 || q->cap_q < 0 ||
-        q->cap_b < 0 || q->cap_q > TOKENS_MAX || q->cap_b > TOKENS_MAX || q->ttl < RLT_NS_PER_MS)
+    if (!r || !q || q->flags > (RLT__REDIS_QUOTA_EXPECT | RLT__REDIS_QUOTA_GAP) || q->demand < 0 ||
+        q->held_q < 0 || q->held_b < 0 || q->cap_q < 0 || q->cap_b < 0 || q->cap_q > TOKENS_MAX ||
+        q->cap_b > TOKENS_MAX || q->ttl < RLT_NS_PER_MS)
         return RLT_EINVAL;
     if (!q->key || q->klen == 0 || q->klen > RLT__REDIS_QUOTA_KEY_MAX) return RLT_EINVAL;
     /* the name on the stack for the usual keys: one exchange per bucket every 500 ms */
@@ -79,6 +80,7 @@ int rlt__redis_quota_exchange(rlt_redis *r, uint64_t server, rlt__redis_quota *q
     rlt__arg_num(c, q->cap_q);
     rlt__arg_num(c, q->cap_b);
     rlt__arg_num(c, rlt_retry_after_ms(q->ttl));
+    rlt__arg_num(c, (int64_t)q->flags);
     redisReply *rep = NULL;
     int rc = rlt__run_free(r, c, &rep, NULL);
     if (name != small) free(name);

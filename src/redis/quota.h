@@ -19,6 +19,16 @@
  * below 2^53), so the sums stay within Q and B whatever the rounding. */
 #define RLT__REDIS_QUOTA_DEMAND_MAX (INT64_C(1) << 40)
 
+/* rlt__redis_quota.flags.  EXPECT: the server's previous exchange of the bucket stored a
+ * field that should still be live (its claim's TTL has not passed since): not finding it
+ * means the fleet's claims were lost (Redis restarted empty, the key evicted or flushed), and
+ * the bucket is marked so for one claim's TTL, every server's budget capped at what it holds.
+ * GAP: the server's view of Redis had a gap (a failed exchange, any bucket) less than a claim's
+ * TTL ago: without its own field it is given no more than it holds (the others' claims may
+ * have been lost while it was not looking). */
+#define RLT__REDIS_QUOTA_EXPECT 1u
+#define RLT__REDIS_QUOTA_GAP 2u
+
 /* One exchange of one bucket: what the server tells (in) and what it is given (out). */
 typedef struct rlt__redis_quota {
     /* in */
@@ -29,6 +39,7 @@ typedef struct rlt__redis_quota {
     int64_t held_b;       /* max(its live sums, the budget it divides now), >= 0 */
     int64_t cap_q, cap_b; /* the global Q (tokens per F) and B, 0..2^32 - 1 */
     rlt_ns ttl;           /* the claim's life without another exchange, >= 1 ms */
+    unsigned flags;       /* RLT__REDIS_QUOTA_EXPECT | RLT__REDIS_QUOTA_GAP, or 0 */
     /* out (RLT_OK only) */
     int64_t budget_q, budget_b; /* what the server may divide now (0: deny-all; both 0 or
                                    neither) */
@@ -43,11 +54,12 @@ typedef struct rlt__redis_quota {
  * Redis key is the handle's prefix + "rlqs:{" + the key with bytes outside 0x21..0x7e and
  * '%', '{', '}' as %XX + "}".  Time is Redis's (TIME).  The stored claims of a bucket sum to
  * <= cap_q and <= cap_b as long as every server passes a held no larger than its last claim
- * (the script's header has the argument).  Returns RLT_OK with the out fields; RLT_EINVAL
- * (NULL, an empty or too long key, a number out of range); RLT_ENOMEM; RLT_EBACKEND (Redis
- * unreachable, its breaker open, an error, a reply that does not decode or breaks the
- * script's promises: a budget over Q, B or the claim, one part zero without the other, a
- * claim over Q or B or under held, no server), RLT_ETIMEDOUT. */
+ * (the script's header has the argument); a field that does not parse counts as a claim of
+ * cap_q and cap_b for one claim's TTL, and a lost state (flags) caps every budget at held.  Returns
+ * RLT_OK with the out fields; RLT_EINVAL (NULL, an empty or too long key, a number out of range);
+ * RLT_ENOMEM; RLT_EBACKEND (Redis unreachable, its breaker open, an error, a reply that does not
+ * decode or breaks the script's promises: a budget over Q, B or the claim, one part zero without
+ * the other, a claim over Q or B or under held, no server), RLT_ETIMEDOUT. */
 int rlt__redis_quota_exchange(rlt_redis *r, uint64_t server, rlt__redis_quota *q);
 
 /* The Redis key of bucket key[0..klen) into buf[0..cap): its length, or RLT_ENOSPC,

@@ -31,12 +31,22 @@ static void stored_sums(redisContext *raw, const char *name, int64_t *sq, int64_
     *n = 0;
     for (size_t i = 1; rep && i < rep->elements; i += 2) {
         long long d, cq, cb, ex;
+        if (strcmp(rep->element[i - 1]->str, "!lost") == 0) continue; /* the lost state's mark */
         if (sscanf(rep->element[i]->str, "%lld %lld %lld %lld", &d, &cq, &cb, &ex) != 4) abort();
         *sq += cq;
         *sb += cb;
         (*n)++;
     }
     freeReplyObject(rep);
+}
+
+/* Redis's clock (TIME) in ms. */
+static long long redis_ms(redisContext *raw)
+{
+    redisReply *t = redisCommand(raw, "TIME");
+    long long ms = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
+    freeReplyObject(t);
+    return ms;
 }
 
 /* A handle, a plain connection and the test bucket's key name, emptied. */
@@ -161,22 +171,98 @@ TEST(claims_follow_the_demands_and_a_joiner_gets_room_as_the_others_lower)
     teardown(&f);
 }
 
-TEST(expired_and_malformed_fields_are_dropped_and_their_claims_freed)
+TEST(expired_fields_are_dropped_and_their_claims_freed)
 {
     fixture f = setup();
-    rlt_redis *r = f.r;
-    redisContext *raw = f.raw;
-    const char *name = f.name;
-    /* a server that stopped exchanging long ago (expiry 1 ms after the epoch), and garbage */
-    freeReplyObject(redisCommand(raw, "HSET %s dead %s junk %s", name, "10 1000 100 1", "x"));
+    /* a server that stopped exchanging long ago (expiry 1 ms after the epoch) */
+    freeReplyObject(redisCommand(f.raw, "HSET %s dead %s", f.name, "10 1000 100 1"));
     rlt__redis_quota a = ask(5, 0, 0, 1000, 100);
-    ASSERT_EQ(rlt__redis_quota_exchange(r, 1, &a), RLT_OK);
+    ASSERT_EQ(rlt__redis_quota_exchange(f.r, 1, &a), RLT_OK);
     ASSERT_EQ(a.servers, 1);
     ASSERT_EQ(a.budget_q, 1000);
     int64_t sq, sb;
     int n;
-    stored_sums(raw, name, &sq, &sb, &n);
+    stored_sums(f.raw, f.name, &sq, &sb, &n);
     ASSERT_EQ(n, 1);
+    teardown(&f);
+}
+
+/* Whatever was in a field that does not parse may be a live server's claim: it counts as the
+ * whole Q and B for one claim's life (rewritten so), then it is dropped like any expired one. */
+TEST(a_field_that_does_not_parse_reserves_the_whole_budget_for_one_claims_life)
+{
+    static const char *junk[] = {"x",
+                                 "",
+                                 "-1 50 10 99999999999",
+                                 "5 5 5",
+                                 "1 100 20 1e30",
+                                 "1 9999999999999999 5 99999999999",
+                                 "0x10 0 0 0",
+                                 "99999999999999 1 1 99999999999"};
+    for (size_t i = 0; i < sizeof junk / sizeof *junk; i++) {
+        fixture f = setup();
+        freeReplyObject(redisCommand(f.raw, "HSET %s other %s", f.name, junk[i]));
+        rlt__redis_quota a = ask(5, 3, 1, 1000, 100);
+        a.ttl = 200 * RLT_NS_PER_MS;
+        ASSERT_EQ(rlt__redis_quota_exchange(f.r, 1, &a), RLT_OK);
+        ASSERT_EQ(a.budget_q, 0); /* nothing beyond what it holds */
+        ASSERT_EQ(a.claim_q, 3);
+        ASSERT_EQ(a.claim_b, 1);
+        long long ex = 0, now = redis_ms(f.raw);
+        redisReply *v = redisCommand(f.raw, "HGET %s other", f.name);
+        ASSERT(v && v->type == REDIS_REPLY_STRING && sscanf(v->str, "0 1000 100 %lld", &ex) == 1);
+        freeReplyObject(v);
+        ASSERT(ex > now && ex <= now + 200); /* until one claim's life from the call */
+        /* once that has passed (set by hand: no waiting on Redis's clock) it is dropped */
+        freeReplyObject(redisCommand(f.raw, "HSET %s other %s", f.name, "0 1000 100 1"));
+        a = ask(5, 3, 1, 1000, 100);
+        ASSERT_EQ(rlt__redis_quota_exchange(f.r, 1, &a), RLT_OK);
+        ASSERT_EQ(a.budget_q, 1000);
+        teardown(&f);
+    }
+}
+
+/* A server that expects its field (its claim has not expired) and finds it gone: the fleet's
+ * claims were lost (a restart, a flush).  Every server keeps at most what it holds for one
+ * claim's life, a newcomer too; a server after a gap without its field as well. */
+TEST(a_lost_state_caps_every_budget_at_what_is_held_for_one_claims_life)
+{
+    fixture f = setup();
+    rlt__redis_quota a = ask(100, 60, 12, 100, 20);
+    a.flags = RLT__REDIS_QUOTA_EXPECT;
+    a.ttl = 300 * RLT_NS_PER_MS;
+    ASSERT_EQ(rlt__redis_quota_exchange(f.r, 1, &a), RLT_OK);
+    ASSERT_EQ(a.budget_q, 60); /* its target is the whole 100: capped at held */
+    ASSERT_EQ(a.budget_b, 12);
+    rlt__redis_quota b = ask(100, 0, 0, 100, 20); /* a newcomer: nothing while it is marked */
+    ASSERT_EQ(rlt__redis_quota_exchange(f.r, 2, &b), RLT_OK);
+    ASSERT_EQ(b.budget_q, 0);
+    rlt__redis_quota c = ask(100, 30, 6, 100, 20); /* the other old one, after a gap */
+    c.flags = RLT__REDIS_QUOTA_GAP;
+    ASSERT_EQ(rlt__redis_quota_exchange(f.r, 3, &c), RLT_OK);
+    ASSERT_EQ(c.budget_q, 30);
+    ASSERT(stored_within(&f, 100, 20));
+    /* its field there again: a gap alone caps nothing */
+    c = ask(100, 30, 6, 100, 20);
+    c.flags = RLT__REDIS_QUOTA_GAP | RLT__REDIS_QUOTA_EXPECT;
+    ASSERT_EQ(rlt__redis_quota_exchange(f.r, 3, &c), RLT_OK);
+    ASSERT_EQ(c.budget_q, 30); /* still the mark: 30 of its target 33 */
+    long long ex = 0, now = redis_ms(f.raw);
+    redisReply *v = redisCommand(f.raw, "HGET %s !lost", f.name);
+    ASSERT(v && v->type == REDIS_REPLY_STRING && sscanf(v->str, "%lld", &ex) == 1);
+    freeReplyObject(v);
+    ASSERT(ex > now && ex <= now + 300); /* one claim's life from the call that found it */
+    /* once every field and the mark have expired (set by hand) */
+    freeReplyObject(redisCommand(f.raw, "DEL %s", f.name));
+    freeReplyObject(
+        redisCommand(f.raw, "HSET %s !lost 1 0000000000000001 %s", f.name, "1 60 12 1"));
+    c = ask(100, 0, 0, 100, 20);
+    c.flags = RLT__REDIS_QUOTA_GAP;
+    ASSERT_EQ(rlt__redis_quota_exchange(f.r, 3, &c), RLT_OK);
+    ASSERT_EQ(c.budget_q, 0); /* a gap and no field of its own: nothing beyond held */
+    b = ask(100, 0, 0, 100, 20);
+    ASSERT_EQ(rlt__redis_quota_exchange(f.r, 2, &b), RLT_OK);
+    ASSERT_EQ(b.budget_q, 50); /* no mark, no gap: its target, half (3 asks as much) */
     teardown(&f);
 }
 

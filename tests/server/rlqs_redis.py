@@ -238,7 +238,7 @@ def stopped_redis_gives_each_fail_mode_and_claims_resume_once_it_is_back(tmp):
         for k, kind in KINDS.items():
             for e in envoys:
                 assert e.current(k)["kind"] == kind, (k, e.current(k))
-        # fail: local divides Q / N on each daemon, N = 2 the live servers last seen
+        # fail: local divides each daemon's last claim (equal demands: about Q / 2 each)
         for e in envoys:
             a = e.current(rq.B(name="local"))
             assert 0 < a["tpf"] / a["fill"] <= 50 and a["max"] <= 10, a
@@ -381,8 +381,8 @@ def entering_fail_local_keeps_the_sum_over_both_daemons_within_q(tmp):
 
     try:
         # claims: the heavy daemon holds most of Q = 100 / B = 20, the light one a little;
-        # then both enter fail: local, Q / N = 50 each, but the heavy one lowers only as its
-        # Envoys report: the light one stays within its last claim for one TTL meanwhile
+        # then both enter fail: local, each dividing its last claim (never Q / N: the light
+        # one must not raise its share while the heavy one's Envoys still hold theirs)
         drive(envoys, key, demand, 9.0, every, at=5.0, action=stop)
         t1 = time.monotonic()
         wr, wb = worst_sums(envoys, key, t_stop[0], t1)

@@ -1,6 +1,7 @@
 /* Tests of the RLQS quota state's Redis mode (src/server/request/quotas_redis.c), driven with
  * the exchanges' answers filled in by hand and time as a parameter: the walk a chunk at a time
- * over every bucket, a claim's deadline, fail: local's first TTL within the last claim, what a
+ * over every bucket, a claim's deadline, fail: local within the last claim until it may be
+ * taken, what a
  * retired bucket carries into its key's claim, and a reply the division refuses.  The
  * exchanges with a real Redis are tests/redis/test_redis_quota.c and server_rlqs_redis. */
 #include "quotas_usage.h"
@@ -162,7 +163,11 @@ TEST(a_claim_is_divided_until_its_deadline_then_the_bucket_follows_its_fail_mode
     close_world(&w, now + 2 * S);
 }
 
-TEST(fail_local_divides_no_more_than_the_last_claim_for_one_ttl_then_q_over_n)
+/* fail: local keeps a claim reserved in Redis two assignment TTLs longer (3 + 1 + 6 s here),
+ * and while cut from Redis divides that claim, never Q / N, until the reservation's end less
+ * one TTL and the margin (now + 6.9 s), then nothing: every assignment made from it has
+ * expired when another daemon may take it. */
+TEST(fail_local_divides_its_last_claim_until_its_reservation_ends_less_one_ttl_then_nothing)
 {
     world w = open_world("local");
     rlt_ns now = 10 * S;
@@ -172,23 +177,38 @@ TEST(fail_local_divides_no_more_than_the_last_claim_for_one_ttl_then_q_over_n)
     ASSERT_EQ(a.kind, RLT__QA_TOKEN_BUCKET);
     ASSERT_LE(a.tokens_per_fill, 10);
     ASSERT_LE(a.max_tokens, 4);
-    /* Redis down: Q / N = 50 / 10, but within the claim (10 / 4) for the first TTL (3 s) */
-    ASSERT_EQ(round_at(w.q, now + 600 * MS, RLT_ETIMEDOUT, 0, 0), 1);
-    for (rlt_ns t = now + 600 * MS; t < now + 3500 * MS; t += 500 * MS) {
+    /* the next exchange asks for the longer reservation and expects its field */
+    rlt__quotas_chunk ch = {0};
+    rlt__quotas_chunk_begin(&ch);
+    ASSERT_EQ(rlt__quotas_claims(w.q, now + 500 * MS, EXTRA, &ch), RLT_OK);
+    ASSERT_EQ(ch.n, 1);
+    ASSERT_EQ(ch.c[0].x.ttl, 10 * S);
+    ASSERT_EQ(ch.c[0].x.flags, RLT__QUOTA_X_EXPECT);
+    rlt__quotas_chunk_free(&ch);
+    /* Redis unreachable from 600 ms on: the claim, not Q / N = 50 / 10 */
+    uint32_t most = 0;
+    for (rlt_ns t = now + 600 * MS; t < now + 6800 * MS; t += 500 * MS) {
         ASSERT_EQ(round_at(w.q, t, RLT_ETIMEDOUT, 0, 0), 1);
         a = report(&w, "web", 200, t + MS);
         ASSERT(a.kind == RLT__QA_NONE || a.kind == RLT__QA_TOKEN_BUCKET);
-        if (a.kind == RLT__QA_TOKEN_BUCKET) ASSERT_LE(a.max_tokens, 4);
-    }
-    /* after it, Q / N: a larger share */
-    uint32_t most = 0;
-    for (rlt_ns t = now + 3600 * MS; t < now + 8 * S; t += 500 * MS) {
-        ASSERT_EQ(round_at(w.q, t, RLT_ETIMEDOUT, 0, 0), 1);
-        a = report(&w, "web", 200, t + MS);
         if (a.kind == RLT__QA_TOKEN_BUCKET && a.max_tokens > most) most = a.max_tokens;
     }
-    ASSERT(most > 4 && most <= 10);
-    close_world(&w, now + 10 * S);
+    ASSERT(most > 0 && most <= 4);
+    /* from now + 6.9 s: nothing more is assigned (reports alone end it, no round needed) */
+    a = report(&w, "web", 200, now + 6900 * MS);
+    ASSERT_NE(a.kind, RLT__QA_TOKEN_BUCKET);
+    for (rlt_ns t = now + 7 * S; t < now + 12 * S; t += 500 * MS) {
+        ASSERT_EQ(round_at(w.q, t, RLT_ETIMEDOUT, 0, 0), 1);
+        a = report(&w, "web", 200, t + MS);
+        ASSERT_NE(a.kind, RLT__QA_TOKEN_BUCKET);
+    }
+    /* its field long expired: the next exchange expects nothing */
+    rlt__quotas_chunk_begin(&ch);
+    ASSERT_EQ(rlt__quotas_claims(w.q, now + 12 * S, EXTRA, &ch), RLT_OK);
+    ASSERT_EQ(ch.c[0].x.flags, 0u);
+    ASSERT_EQ(ch.c[0].x.held_q, 0);
+    rlt__quotas_chunk_free(&ch);
+    close_world(&w, now + 13 * S);
 }
 
 TEST(a_retired_bucket_carries_its_live_assignments_into_its_keys_claim)

@@ -20,6 +20,12 @@ typedef struct rlt__backend rlt__backend;
 
 /* One RLQS quota bucket's exchange with the other servers of the fleet (Redis mode of Envoy's
  * Rate Limit Quota Service, request/quotas_sync.c; src/redis/quota.h has the claims' rule). */
+/* rlt__quota_exchange.flags, src/redis/quota.h's RLT__REDIS_QUOTA_EXPECT and _GAP (the same
+ * values): the server's previous exchange stored a field that should still be live; the
+ * server's view of Redis had a gap less than a claim's life ago. */
+#define RLT__QUOTA_X_EXPECT 1u
+#define RLT__QUOTA_X_GAP 2u
+
 typedef struct rlt__quota_exchange {
     /* in */
     const char *key; /* the bucket: domain, NUL, canonical BucketId */
@@ -28,6 +34,7 @@ typedef struct rlt__quota_exchange {
     int64_t held_q, held_b; /* the most its ledger may hold until the answer is applied */
     int64_t cap_q, cap_b;   /* the bucket's global Q (tokens per F) and B */
     rlt_ns ttl;             /* the claim's life without another exchange */
+    unsigned flags;         /* RLT__QUOTA_X_EXPECT | RLT__QUOTA_X_GAP, or 0 */
     /* out */
     int status;                 /* RLT_OK, or why not (RLT_EBACKEND, RLT_ETIMEDOUT...) */
     int64_t budget_q, budget_b; /* RLT_OK: what this server may divide now */

@@ -454,6 +454,10 @@ static int redis_settle(rlt__backend *be, int policy_id, const void *key, size_t
     return st;
 }
 
+_Static_assert(RLT__QUOTA_X_EXPECT == RLT__REDIS_QUOTA_EXPECT &&
+                   RLT__QUOTA_X_GAP == RLT__REDIS_QUOTA_GAP,
+               "backend.h's exchange flags are quota.h's");
+
 /* RLQS claims (src/redis/quota.h): one script call per bucket on this thread's handle. */
 static void redis_quota_exchange(rlt__backend *be, uint64_t server, rlt__quota_exchange *x,
                                  size_t n)
@@ -470,7 +474,8 @@ static void redis_quota_exchange(rlt__backend *be, uint64_t server, rlt__quota_e
                               .held_b = x[i].held_b,
                               .cap_q = x[i].cap_q,
                               .cap_b = x[i].cap_b,
-                              .ttl = x[i].ttl};
+                              .ttl = x[i].ttl,
+                              .flags = x[i].flags};
         x[i].status = t == NULL ? RLT_ENOMEM : rlt__redis_quota_exchange(t->r, server, &q);
         x[i].budget_q = q.budget_q;
         x[i].budget_b = q.budget_b;

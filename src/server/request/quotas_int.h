@@ -58,8 +58,9 @@ typedef struct rlt__quotas_bucket {
     int fail;                 /* FAILING: RLT__FAIL_OPEN, _CLOSED or _LOCAL */
     rlt_ns claim_until;       /* CLAIMED: no assignment from the claim past this (its deadline) */
     rlt_ns fail_since;        /* FAILING: when it entered the mode */
-    int64_t claim_q, claim_b; /* the claim stored by the last successful exchange */
-    int64_t servers;          /* live servers at the last exchange (0: never) */
+    int64_t claim_q, claim_b; /* the claim stored by the last successful exchange, less what
+                                 retired buckets of the key carried in it */
+    rlt_ns claim_expires;     /* that claim's earliest end of reservation in Redis (0: none) */
     size_t klen;
     char key[]; /* tenant prefix, domain, NUL, canonical BucketId */
 } rlt__quotas_bucket;

@@ -4,7 +4,6 @@
  * quotas_int.h's; this file takes the state's lock itself (never calling into quotas.c). */
 #include "server/request/quotas_redis.h"
 
-#include "server/backend/redis_check.h"
 #include "server/base/mem.h"
 #include "server/request/quotas_envoy.h"
 
@@ -18,11 +17,6 @@
 
 typedef rlt__quotas_bucket bucket;
 typedef rlt__quotas_carry carry;
-
-static int64_t min64(int64_t a, int64_t b)
-{
-    return a < b ? a : b;
-}
 
 static int64_t max64(int64_t a, int64_t b)
 {
@@ -56,29 +50,39 @@ void rlt__quotas_redis_new(rlt__quotas *q, bucket *b)
     q->wake(q->wake_arg);
 }
 
-/* fail: local's part: Q / N and B / N (at least one token each), but for the first TTL in the
- * mode no more than the last claim: the daemons holding more lower theirs only as their
- * members report, so until then the others must not raise theirs. */
+/* The bucket's fail mode: its rule's, else the redis section's. */
+static int fail_mode(const bucket *b)
+{
+    const rlt__redis_settings *rs = &b->cfg->set.redis;
+    return b->rule->fail != RLT__FAIL_DEFAULT ? b->rule->fail
+           : rs->fail_local                   ? RLT__FAIL_LOCAL
+           : rs->fail_open                    ? RLT__FAIL_OPEN
+                                              : RLT__FAIL_CLOSED;
+}
+
+/* How much longer than its deadline needs a claim stays reserved in Redis: fail: local's
+ * hold, two assignment TTLs, during which a daemon cut from Redis keeps dividing its last
+ * claim (the others cannot take it meanwhile); none for the other modes. */
+static rlt_ns hold_of(const bucket *b)
+{
+    return fail_mode(b) == RLT__FAIL_LOCAL ? 2 * b->ttl : 0;
+}
+
+/* fail: local's part: the last claim, while Redis still reserves it for this daemon; from its
+ * expiry less one assignment TTL (and the margin), nothing, so that every assignment made
+ * from it has expired when the others may take it.  Never Q / N: the others' claims are not
+ * known, and one that still reaches Redis takes whatever this one's expired claim freed. */
 static void fail_local(bucket *b, rlt_ns now)
 {
-    int64_t n = b->servers > 0 ? b->servers : (int64_t)rlt__backend_redis_fleet(b->cfg);
-    int64_t lq = max64(b->cap_q / n, 1), lb = max64(b->cap_b / n, 1);
-    if (now - b->fail_since < b->ttl) {
-        lq = min64(lq, b->claim_q);
-        lb = min64(lb, b->claim_b);
-    }
+    bool held = b->claim_expires > 0 && now < b->claim_expires - b->ttl - CLAIM_MARGIN;
     /* cannot fail: F is the rule's, the parts are within 0..Q */
-    (void)divide_part(b, lq, lb);
+    (void)divide_part(b, held ? b->claim_q : 0, held ? b->claim_b : 0);
 }
 
 static void enter_fail(bucket *b, rlt_ns now)
 {
     if (b->claim != RLT__QUOTAS_FAILING) {
-        const rlt__redis_settings *rs = &b->cfg->set.redis;
-        b->fail = b->rule->fail != RLT__FAIL_DEFAULT ? b->rule->fail
-                  : rs->fail_local                   ? RLT__FAIL_LOCAL
-                  : rs->fail_open                    ? RLT__FAIL_OPEN
-                                                     : RLT__FAIL_CLOSED;
+        b->fail = fail_mode(b);
         b->claim = RLT__QUOTAS_FAILING;
         b->fail_since = now;
     }
@@ -93,6 +97,8 @@ void rlt__quotas_redis_check(bucket *b, rlt_ns now)
     /* the exchanges run late (a slow Redis, a long round): the claim may expire in Redis
      * before what is divided from it now would; the next applied answer ends the mode */
     if (b->claim == RLT__QUOTAS_CLAIMED && now >= b->claim_until) enter_fail(b, now);
+    /* fail: local's part ends with the claim's reservation, reports or not */
+    if (b->claim == RLT__QUOTAS_FAILING && b->fail == RLT__FAIL_LOCAL) fail_local(b, now);
 }
 
 /* ---- what retired buckets carry ---------------------------------------------------------- */
@@ -253,7 +259,10 @@ static bool snap_bucket(const rlt__quotas *q, rlt__quotas_chunk *ch, const bucke
     x->x.held_b = max64(t.max_tokens, t.burst) + x->carried_b;
     x->x.cap_q = b->cap_q;
     x->x.cap_b = b->cap_b;
-    x->x.ttl = b->ttl + extra;
+    x->x.ttl = b->ttl + extra + hold_of(b);
+    /* its field should be there: not finding it means the fleet's claims were lost */
+    if (b->claim_expires > 0 && now < b->claim_expires - CLAIM_MARGIN)
+        x->x.flags = RLT__QUOTA_X_EXPECT;
     return true;
 }
 
@@ -340,10 +349,10 @@ size_t rlt__quotas_claims_apply(rlt__quotas *q, const rlt__quotas_claim *cs, siz
         if (x->status == RLT_OK &&
             divide_part(b, x->budget_q - c->carried_q, x->budget_b - c->carried_b) == RLT_OK) {
             b->claim = RLT__QUOTAS_CLAIMED;
-            b->claim_until = c->began + (x->ttl - b->ttl) - CLAIM_MARGIN;
-            b->claim_q = x->claim_q;
-            b->claim_b = x->claim_b;
-            b->servers = x->servers;
+            b->claim_until = c->began + (x->ttl - hold_of(b) - b->ttl) - CLAIM_MARGIN;
+            b->claim_expires = c->began + x->ttl;
+            b->claim_q = x->claim_q - c->carried_q;
+            b->claim_b = x->claim_b - c->carried_b;
             continue;
         }
         enter_fail(b, now); /* unreachable, or a budget the division refused */

@@ -15,13 +15,16 @@
  * Each policy bucket's budget is this server's claimed part of the global one, given by its
  * latest exchange with the fleet, minus what retired buckets of the same key (a reload, an
  * abandon) still hold in live assignments.  A claim is divided until its deadline: the time
- * taken before its exchange + the claim's TTL - the assignment TTL - 100 ms, so that every
- * assignment made from it expires before the claim does in Redis.  A bucket whose exchange
- * failed, whose answer the division refused, or whose deadline passed without a new answer
- * takes its rule's fail mode (`fail:`, default the redis section's): open answers allow-all,
- * closed deny-all (both divide a zero budget meanwhile, so the ledger drains), local divides
- * min(Q / N, the last claim) (B alike) for one assignment TTL, then Q / N (at least one token
- * each; N the bucket's last live-server count, never seen: redis.fleet_size).  A budget with
+ * taken before its exchange + the claim's TTL - the hold - the assignment TTL - 100 ms, so that
+ * every assignment made from it expires before the claim does in Redis.  The hold is fail:
+ * local's, two assignment TTLs (0 for the other modes): the claim's TTL asked of Redis is the
+ * assignment TTL + `extra` + the hold.  A bucket whose exchange failed, whose answer the
+ * division refused, or whose deadline passed without a new answer takes its rule's fail mode
+ * (`fail:`, default the redis section's): open answers allow-all, closed deny-all (both divide
+ * a zero budget meanwhile, so the ledger drains), local divides its last claim (less what
+ * retired buckets carried in it) until the claim's expiry less one assignment TTL and 100 ms,
+ * then nothing: never more than Redis still reserves for this server.  An exchange is flagged
+ * RLT__QUOTA_X_EXPECT while the bucket's last claim should still be live in Redis.  A budget with
  * one part zero admits nothing and is divided as zero. */
 
 /* One exchange of a snapshot chunk. */
@@ -60,13 +63,14 @@ void rlt__quotas_chunk_begin(rlt__quotas_chunk *ch);
 /* The next chunk of exchanges at `now` (locks, for one chunk's walk): ch->n of them, 0 when
  * the round is done.  Each has demand (an unknown one counts as Q; an active member with no
  * rate yet, 1), held (max(the ledger's live sums, the part divided now) + the carried
- * amounts), Q, B and the claim's TTL, the bucket's assignment TTL + `extra`.  Returns RLT_OK,
- * or RLT_ENOMEM (nothing could be taken: the walk stays where it is). */
+ * amounts), Q, B, the claim's TTL (the bucket's assignment TTL + `extra` + the hold) and the
+ * EXPECT flag.  Returns RLT_OK, or RLT_ENOMEM (nothing could be taken: the walk stays where
+ * it is). */
 int rlt__quotas_claims(rlt__quotas *q, rlt_ns now, rlt_ns extra, rlt__quotas_chunk *ch);
 
 /* Applies exchanges c[0..n) of a chunk (locks): a bucket whose x.status is RLT_OK divides
- * x.budget - carried until c->began + x.ttl - its TTL - 100 ms, the others take their fail
- * mode at `now`; buckets retired meanwhile are skipped.  Returns the number of those buckets
+ * x.budget - carried until c->began + x.ttl - the hold - its TTL - 100 ms, the others take their
+ * fail mode at `now`; buckets retired meanwhile are skipped.  Returns the number of those buckets
  * in a fail mode after it. */
 size_t rlt__quotas_claims_apply(rlt__quotas *q, const rlt__quotas_claim *c, size_t n, rlt_ns now);
 

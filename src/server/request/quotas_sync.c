@@ -29,7 +29,11 @@ struct rlt__quotas_sync {
     pthread_mutex_t mu; /* stop, woken (taken inside the quota state's lock: never the reverse) */
     pthread_cond_t cv;
     bool stop, woken;
-    rlt__quotas_chunk ch;         /* the round's chunk, its buffers reused (the thread's alone) */
+    rlt__quotas_chunk ch; /* the round's chunk, its buffers reused (the thread's alone) */
+    /* The gap in this daemon's view of Redis (the thread's alone): failed, the latest exchange
+     * failed; back, the time before the first one answered after a failure (0: none yet). */
+    bool failed;
+    rlt_ns back;
     uint64_t ok, errors, failing; /* atomics */
 };
 
@@ -70,7 +74,18 @@ static void round_trip(rlt__quotas_sync *s, rlt_ns now)
         rlt_ns last = now;
         for (size_t i = 0; i < ch->n; i++) {
             ch->c[i].began = now;
+            /* Redis may have lost the fleet's claims while this daemon could not see it (a
+             * restart is seen as one failed call, or none): for a claim's life after the
+             * gap, claims that may have been lost are still being divided */
+            if (s->failed || (s->back > 0 && now - s->back < ch->c[i].x.ttl))
+                ch->c[i].x.flags |= RLT__QUOTA_X_GAP;
             s->be->ops->quota_exchange(s->be, s->id, &ch->c[i].x, 1);
+            if (ch->c[i].x.status != RLT_OK) {
+                s->failed = true;
+            } else if (s->failed) {
+                s->failed = false;
+                s->back = ch->c[i].began;
+            }
             ok += ch->c[i].x.status == RLT_OK;
             if (first_error == RLT_OK) first_error = ch->c[i].x.status;
             now = rlt__now();

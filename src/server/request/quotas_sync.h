@@ -12,7 +12,9 @@
 #include <stdint.h>
 
 /* The time between two exchanges of a bucket; a claim lives its bucket's assignment TTL + 2
- * of them without another exchange. */
+ * of them (+ fail: local's hold) without another exchange.  After a failed exchange, the
+ * exchanges of the next claim's TTL are flagged RLT__QUOTA_X_GAP (Redis may have lost the
+ * fleet's claims meanwhile). */
 #define RLT__QUOTAS_SYNC_INTERVAL (500 * RLT_NS_PER_MS)
 
 typedef struct rlt__quotas_sync rlt__quotas_sync;
