@@ -84,6 +84,24 @@ static int report(qrun *r, qnode *e, rlt_ns now)
     return 0;
 }
 
+/* Node i comes up at step k: it opens its stream and reports at once.  Every node coming up
+ * in a step opens its stream before any of that step's reports (they come up at one instant),
+ * so the division sees the whole wave of streams when it answers their first reports. */
+static int node_up(qrun *r, int64_t i, int64_t k)
+{
+    qnode *e = &r->nodes[i];
+    if (e->joined || !rlt__fleet_alive(r->f, i, k)) return 0;
+    if (rlt__quota_stream_open(r->q, &e->stream) != RLT_OK) {
+        fprintf(stderr, "ratelimit " FLEET_CMD ": the quota division refused a stream\n");
+        return 1;
+    }
+    rlt_ns now = k * r->f->o.step;
+    e->up = e->joined = true;
+    e->last_report = now;
+    e->next_report = now;
+    return 0;
+}
+
 /* Node i at step k: its life, its report, the answers reaching it, then its requests. */
 static int node_step(qrun *r, int64_t i, int64_t k)
 {
@@ -96,15 +114,6 @@ static int node_step(qrun *r, int64_t i, int64_t k)
             e->up = false;
         }
         return 0;
-    }
-    if (!e->joined) { /* its first request opens the stream and reports at once */
-        if (rlt__quota_stream_open(r->q, &e->stream) != RLT_OK) {
-            fprintf(stderr, "ratelimit " FLEET_CMD ": the quota division refused a stream\n");
-            return 1;
-        }
-        e->up = e->joined = true;
-        e->last_report = now;
-        e->next_report = now;
     }
     if (e->up && now >= e->next_report && report(r, e, now)) return 1;
     int used = 0;
@@ -173,6 +182,8 @@ int rlt__fleet_quota(fleet *f)
             next_sweep = now + ttl;
         }
         int64_t first = rlt__fleet_first(f, k);
+        for (int64_t j = 0; rc == 0 && j < f->o.nodes; j++)
+            rc = node_up(&r, (first + j) % f->o.nodes, k);
         for (int64_t j = 0; rc == 0 && j < f->o.nodes; j++)
             rc = node_step(&r, (first + j) % f->o.nodes, k);
     }
