@@ -3,7 +3,9 @@
  * its first request and then every reporting interval (from a seeded phase, as Envoys started
  * at different times do), applies each answer `latency` after it was sent, enforces its
  * assignment as a token bucket (the core's) that starts full on every new assignment, and
- * denies with no live assignment (no_assignment and expired_assignment behaviours: deny). */
+ * with no live assignment follows --no-assignment (before its first one arrives) or
+ * --expired-assignment (after its last one's TTL): Envoy's no_assignment_behavior and
+ * expired_assignment_behavior, a fallback token bucket (started full on entering) by default. */
 #include "cli/fleet_types.h"
 
 #include "quota/quota.h"
@@ -22,6 +24,8 @@ typedef struct qnode {
     bool up;     /* its stream is open */
     bool joined; /* it opened one */
     bool has;    /* it enforces an assignment */
+    bool ever;   /* it received one (so without one, its assignment expired) */
+    bool in_fb;  /* it is in its fallback token bucket (fb_st is its state) */
     bool deny;   /* that assignment is a deny-all */
     uint32_t stream;
     rlt_ns expires; /* the assignment's TTL runs out then (from when it arrived) */
@@ -30,6 +34,7 @@ typedef struct qnode {
     uint64_t allowed, denied; /* since the last report */
     rlt_policy pol;           /* the assignment's token bucket */
     uint64_t st[4];           /* its state: all-zero is full */
+    uint64_t fb_st[4];        /* the fallback token bucket's */
     pending pend[PENDING];
     int npend;
 } qnode;
@@ -43,7 +48,8 @@ typedef struct qrun {
 
 static void install(qnode *e, const pending *p)
 {
-    e->has = true;
+    e->has = e->ever = true;
+    e->in_fb = false;
     e->deny = p->a.deny_all;
     e->expires = p->at + p->a.ttl;
     memset(e->st, 0, sizeof e->st); /* Envoy may start every new assignment full */
@@ -58,6 +64,28 @@ static rlt_ns next_firing(const qrun *r, const qnode *e, rlt_ns now)
     rlt_ns iv = r->f->o.interval;
     if (now < e->phase) return e->phase;
     return e->phase + ((now - e->phase) / iv + 1) * iv;
+}
+
+/* What node e admits of n requests at `now` with no live assignment: its no-assignment
+ * behaviour before its first assignment, its expired-assignment behaviour after. */
+static int64_t fallback(const qrun *r, qnode *e, rlt_ns now, int64_t n)
+{
+    const fleet_fallback *fb = e->ever ? &r->f->o.expired : &r->f->o.no_assignment;
+    switch (fb->kind) {
+    case FB_ALLOW:
+        return n;
+    case FB_REUSE: /* the last assignment's bucket runs on as it was */
+        return e->deny ? 0 : rlt__fleet_admit(&e->pol, e->st, now, n);
+    case FB_SPLIT:
+    case FB_BUCKET:
+        if (!e->in_fb) { /* Envoy builds the fallback's bucket on entering it: full */
+            memset(e->fb_st, 0, sizeof e->fb_st);
+            e->in_fb = true;
+        }
+        return rlt__fleet_admit(&fb->bucket, e->fb_st, now, n);
+    default:
+        return 0;
+    }
 }
 
 static int report(qrun *r, qnode *e, rlt_ns now)
@@ -126,7 +154,9 @@ static int node_step(qrun *r, int64_t i, int64_t k)
     if (e->has && now >= e->expires) e->has = false;
     int64_t n = rlt__fleet_arrivals(f, i, k);
     if (n <= 0) return 0;
-    int64_t adm = e->has && !e->deny ? rlt__fleet_admit(&e->pol, e->st, now, n) : 0;
+    int64_t adm = !e->has  ? fallback(r, e, now, n)
+                  : e->deny ? 0
+                            : rlt__fleet_admit(&e->pol, e->st, now, n);
     e->allowed += (uint64_t)adm;
     e->denied += (uint64_t)(n - adm);
     f->m[M_QUOTA].adm[k] += adm;

@@ -23,6 +23,18 @@ enum { PAT_STEADY, PAT_SKEWED, PAT_JOIN, PAT_DIE, PAT_FLASH, NPAT };
 /* The modes, in the table's order. */
 enum { M_EXACT, M_LEASE, M_QUOTA, M_STATIC, NMODE };
 
+/* What a quota-division node does with no live assignment: Envoy's no_assignment_behavior
+ * (before its first assignment arrives) and expired_assignment_behavior (after its last one's
+ * TTL ran out), each a fallback_rate_limit (a blanket rule or a token bucket) or, when expired,
+ * reuse_last_assignment. */
+enum { FB_SPLIT, FB_ALLOW, FB_DENY, FB_BUCKET, FB_REUSE };
+
+typedef struct fleet_fallback {
+    int kind;          /* FB_*; FB_SPLIT is FB_BUCKET at the static split (R / N, B / N) */
+    rlt_policy bucket; /* FB_SPLIT, FB_BUCKET: a token bucket, started full on entering */
+    char text[96];     /* as given */
+} fleet_fallback;
+
 typedef struct fleet_opts {
     int64_t nodes;     /* N */
     int pattern;       /* PAT_* */
@@ -35,6 +47,8 @@ typedef struct fleet_opts {
     rlt_ns interval;     /* quota: I, the reporting interval */
     rlt_ns ttl;          /* quota: the assignments' TTL */
     rlt_ns latency;      /* quota: how late each answer reaches its node */
+    fleet_fallback no_assignment; /* quota: before a node's first assignment */
+    fleet_fallback expired;       /* quota: after its assignment expired */
     int64_t lease_units; /* leases: k */
     rlt_ns lease_ttl;    /* leases: a lease is dropped this long after its grant */
     uint64_t seed;
