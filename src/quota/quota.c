@@ -438,7 +438,7 @@ static void first_share(const rlt__quota *q, bucket *k, member *m)
     m->tb = min64(m->tb, sb);
 }
 
-/* Joins stream `sid` to bucket `bid`: a new member whose target is its equal share until
+/* Joins stream `sid` to bucket `bid`: a new member whose target is its first share until
  * the next division.  Everything that can fail is done before anything changes. */
 static int join(rlt__quota *q, uint32_t sid, uint32_t bid, member **out)
 {
