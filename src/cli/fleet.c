@@ -112,8 +112,8 @@ static int parse_fallback(fleet_fallback *fb, const char *name, const char *v, b
     if (reuse_ok && strcmp(v, "reuse-last") == 0) fb->kind = FB_REUSE;
     if (fb->kind >= 0) return 0;
     if (strncmp(v, "token_bucket:", 13) != 0)
-        return fail_usage("%s '%s': split, allow-all, deny-all%s or a token_bucket policy", name,
-                          v, reuse_ok ? ", reuse-last" : "");
+        return fail_usage("%s '%s': split, allow-all, deny-all%s or a token_bucket policy", name, v,
+                          reuse_ok ? ", reuse-last" : "");
     char err[256] = "";
     int rc = rlt_policy_parse(&fb->bucket, v, strlen(v), err, sizeof err);
     if (rc != RLT_OK) return fail_usage("%s '%s': %s", name, v, err[0] ? err : rlt_strerror(rc));
@@ -129,8 +129,8 @@ static int split_fallback(fleet_opts *o, fleet_fallback *fb)
 {
     if (fb->kind != FB_SPLIT) return 0;
     int64_t burst = o->budget.burst / o->nodes;
-    if (rlt_policy_init(&fb->bucket, RLT_TOKEN_BUCKET, o->budget.limit,
-                        o->budget.period * o->nodes, burst ? burst : 1, 0, 0) != RLT_OK)
+    if (rlt_policy_init(&fb->bucket, RLT_TOKEN_BUCKET, o->budget.limit, o->budget.period * o->nodes,
+                        burst ? burst : 1, 0, 0) != RLT_OK)
         return fail_usage("the static split of --budget is out of range for a fallback");
     return 0;
 }

@@ -154,7 +154,7 @@ static int node_step(qrun *r, int64_t i, int64_t k)
     if (e->has && now >= e->expires) e->has = false;
     int64_t n = rlt__fleet_arrivals(f, i, k);
     if (n <= 0) return 0;
-    int64_t adm = !e->has  ? fallback(r, e, now, n)
+    int64_t adm = !e->has   ? fallback(r, e, now, n)
                   : e->deny ? 0
                             : rlt__fleet_admit(&e->pol, e->st, now, n);
     e->allowed += (uint64_t)adm;

@@ -40,17 +40,17 @@ typedef struct fleet_opts {
     int pattern;       /* PAT_* */
     rlt_policy budget; /* gcra or token_bucket: R = limit / period, burst B */
     char budget_text[128];
-    int64_t demand_m;    /* D: requests per second per node, x 1000 */
-    rlt_ns duration;     /* S */
-    rlt_ns step;         /* the clock's step: arrivals are counted per node per step */
-    rlt_ns window;       /* T: the over-admission window */
-    rlt_ns interval;     /* quota: I, the reporting interval */
-    rlt_ns ttl;          /* quota: the assignments' TTL */
-    rlt_ns latency;      /* quota: how late each answer reaches its node */
+    int64_t demand_m;             /* D: requests per second per node, x 1000 */
+    rlt_ns duration;              /* S */
+    rlt_ns step;                  /* the clock's step: arrivals are counted per node per step */
+    rlt_ns window;                /* T: the over-admission window */
+    rlt_ns interval;              /* quota: I, the reporting interval */
+    rlt_ns ttl;                   /* quota: the assignments' TTL */
+    rlt_ns latency;               /* quota: how late each answer reaches its node */
     fleet_fallback no_assignment; /* quota: before a node's first assignment */
     fleet_fallback expired;       /* quota: after its assignment expired */
-    int64_t lease_units; /* leases: k */
-    rlt_ns lease_ttl;    /* leases: a lease is dropped this long after its grant */
+    int64_t lease_units;          /* leases: k */
+    rlt_ns lease_ttl;             /* leases: a lease is dropped this long after its grant */
     uint64_t seed;
     const char *svg;
 } fleet_opts;

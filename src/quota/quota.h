@@ -158,10 +158,11 @@ int rlt__quota_stream_close(rlt__quota *q, uint32_t stream);
  * A joiner's first answer comes at once: its target is at most its equal share among
  * max(the bucket's active members, the streams open on this rlt__quota), so that a fleet
  * reporting a new bucket at once gets about Q / n each rather than first come, first served;
- * capped by what the ledger has free (the reserve); the others give way at their next answers.  Costs O(buckets of the stream), plus O(n log n) for a bucket of n members
- * when it redivides.  Returns RLT_OK; RLT_EINVAL (NULL, unknown stream or bucket, a closing
- * bucket, elapsed < 0); RLT_EFULL (max_buckets_per_stream or max_members: the stream is
- * not joined); RLT_ENOMEM (not joined).  On error nothing changes. */
+ * capped by what the ledger has free (the reserve); the others give way at their next answers.
+ * Costs O(buckets of the stream), plus O(n log n) for a bucket of n members when it redivides.
+ * Returns RLT_OK; RLT_EINVAL (NULL, unknown stream or bucket, a closing bucket, elapsed < 0);
+ * RLT_EFULL (max_buckets_per_stream or max_members: the stream is not joined); RLT_ENOMEM (not
+ * joined).  On error nothing changes. */
 int rlt__quota_report(rlt__quota *q, uint32_t stream, uint32_t bucket, const rlt__quota_usage *u,
                       rlt_ns now, rlt__quota_answer *a);
 

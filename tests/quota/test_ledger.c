@@ -1,7 +1,7 @@
 /* The quota division state (src/quota/quota.c) driven through its API: the ledger against a
  * shadow of every assignment sent (departed streams' included until their TTL), fairness once
- * settled, a joiner's share at once (one, and a fleet of 1,000 at one instant), freeing after the TTL, budget changes, caps and bad
- * arguments.  Replay a failure with RLT_TEST_SEED=<seed printed>. */
+ * settled, a joiner's share at once (one, and a fleet of 1,000 at one instant), freeing after
+ * the TTL, budget changes, caps and bad arguments.  Replay a failure with RLT_TEST_SEED=<seed>. */
 #include "core/core_util.h"
 
 #include "quota/quota.h"
