@@ -35,7 +35,8 @@ static void usage(FILE *f)
           "  --pattern NAME   steady (default: every node D), skewed (a tenth of the nodes 10 D,\n"
           "                   the others D/10), join (every node 2 D, the last one joining at\n"
           "                   S/3), die (every node 2 D, node 0 dying at S/3), flash (every\n"
-          "                   node D, node 0 100 D from S/3 to 2S/3)\n"
+          "                   node D, node 0 100 D from S/3 to 2S/3), break (every node 2 D,\n"
+          "                   node 0's stream breaking at S/3: it lives on, unconnected)\n"
           "  --budget POLICY  the shared budget, a gcra or token_bucket policy (default\n"
           "                   gcra:R/1s,burst=R/10 with R = N x D, at least 1)\n"
           "  --demand D       requests per second per node (default 100)\n"
@@ -235,7 +236,7 @@ static int parse(fleet_opts *o, int argc, char **argv)
         } else if ((m = OPT("--pattern"))) {
             if (m < 0) return 2;
             if ((o->pattern = parse_pattern(v)) < 0)
-                return fail_usage("unknown --pattern '%s' (steady, skewed, join, die, flash)", v);
+                return fail_usage("unknown --pattern '%s' (steady, skewed, join, die, flash, break)", v);
         } else if ((m = OPT("--budget"))) {
             if (m < 0 || parse_budget(o, v)) return 2;
             has_budget = true;

@@ -143,6 +143,11 @@ static int node_step(qrun *r, int64_t i, int64_t k)
         }
         return 0;
     }
+    if (e->up && !rlt__fleet_connected(f, i, k)) { /* its stream broke: it lives on, enforcing
+                                                      its assignment, then its expired behaviour */
+        rlt__quota_stream_close(r->q, e->stream);
+        e->up = false;
+    }
     if (e->up && now >= e->next_report && report(r, e, now)) return 1;
     int used = 0;
     while (used < e->npend && e->pend[used].at <= now)

@@ -18,7 +18,7 @@
 #define FLEET_NODES_MAX 100000
 
 /* The demand patterns (fleet_run.c's demand_of says what each one asks). */
-enum { PAT_STEADY, PAT_SKEWED, PAT_JOIN, PAT_DIE, PAT_FLASH, NPAT };
+enum { PAT_STEADY, PAT_SKEWED, PAT_JOIN, PAT_DIE, PAT_FLASH, PAT_BREAK, NPAT };
 
 /* The modes, in the table's order. */
 enum { M_EXACT, M_LEASE, M_QUOTA, M_STATIC, NMODE };
@@ -92,6 +92,10 @@ int64_t rlt__fleet_admit(const rlt_policy *p, void *st, rlt_ns now, int64_t n);
  * (joined and not dead) then. */
 int64_t rlt__fleet_arrivals(const fleet *f, int64_t i, int64_t k);
 bool rlt__fleet_alive(const fleet *f, int64_t i, int64_t k);
+
+/* Whether node i, alive in step k, can reach the limiter then (false for node 0 from S / 3
+ * under the break pattern: its stream breaks and it does not reconnect). */
+bool rlt__fleet_connected(const fleet *f, int64_t i, int64_t k);
 
 /* An upper bound, read from the options alone (f->o), of the requests the run's nodes ask in
  * all: no more than every node at its highest rate for the whole run.  Saturates at INT64_MAX. */

@@ -24,7 +24,7 @@ row() {
 
 # The exact mode's worst window is within R x T + B in every pattern, on a fleet large enough
 # to saturate the budget (join, die: every node asks twice its share; flash: one node 100x).
-for p in steady skewed join die flash; do
+for p in steady skewed join die flash break; do
   "$rl" sim --fleet 50 --pattern "$p" --seconds 6 --budget gcra:4000/1s,burst=200 >"$tmp/$p" || bad "exit status for $p"
   over=$(row "$tmp/$p" "exact (RLS, Redis)" 2)
   if [ "$over" = 0 ]; then pass "exact over-admission is 0 under $p"; else bad "exact over-admission under $p is '$over'"; fi
@@ -99,6 +99,21 @@ for na in allow-all split; do
   elif [ "$na" = allow-all ] && ! le "$over" "$lim"; then pass "--no-assignment allow-all: over by $over > $lim (the bound needs a bounded fallback)"
   else bad "--no-assignment $na: over by $over against $lim"; fi
 done
+
+# Expired assignments (break: node 0's stream breaks at 4 s, its assignment runs out by 7 s):
+# with deny-all it admits nothing after, with the split fallback its R/N (the fleet within the
+# bound plus one Envoy's R/N x T + B/N: over by 0 here), and with allow-all its whole demand,
+# past R x T + B.
+for ex in deny-all split allow-all; do
+  "$rl" sim --fleet 20 --pattern break --seconds 12 --ttl 3s --expired-assignment "$ex" >"$tmp/ex_$ex" ||
+    bad "exit status for --expired-assignment $ex"
+done
+dn=$(row "$tmp/ex_deny-all" "quota division" 1) sp=$(row "$tmp/ex_split" "quota division" 1)
+spo=$(row "$tmp/ex_split" "quota division" 2) alo=$(row "$tmp/ex_allow-all" "quota division" 2)
+# the default budget: R = 2,000/s, B = 200; the bound beyond R x T + B over T = 1 s, G = 1 s:
+# B x 2 = 400, plus R/N x T + B/N = 110 for node 0 on its split fallback
+if [ "$sp" -gt "$dn" ] && le "$spo" 510; then pass "--expired-assignment split: $sp admitted (deny-all $dn), over by $spo <= 510"; else bad "--expired-assignment split: $sp admitted (deny-all $dn), over by $spo"; fi
+if [ "$alo" -gt 0 ]; then pass "--expired-assignment allow-all: over R x T + B by $alo"; else bad "--expired-assignment allow-all: not over R x T + B ($alo)"; fi
 
 echo "$ok passed, $fail failed"
 [ "$fail" = 0 ]
