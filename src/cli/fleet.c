@@ -236,7 +236,8 @@ static int parse(fleet_opts *o, int argc, char **argv)
         } else if ((m = OPT("--pattern"))) {
             if (m < 0) return 2;
             if ((o->pattern = parse_pattern(v)) < 0)
-                return fail_usage("unknown --pattern '%s' (steady, skewed, join, die, flash, break)", v);
+                return fail_usage(
+                    "unknown --pattern '%s' (steady, skewed, join, die, flash, break)", v);
         } else if ((m = OPT("--budget"))) {
             if (m < 0 || parse_budget(o, v)) return 2;
             has_budget = true;
