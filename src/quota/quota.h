@@ -211,8 +211,11 @@ int rlt__quota_member(const rlt__quota *q, uint32_t stream, uint32_t bucket, rlt
  * G = min_resend (`steady` false: any demand pattern) or ttl - renew_before (`steady` true:
  * no material change and no join in or just before the window, renewals only).  Holds while
  * every Envoy applies an answer when the server gives it and admits nothing with no live
- * assignment (no_assignment and expired_assignment behaviours deny).  Returns RLT_OK,
- * RLT_EINVAL, RLT_ERANGE (saturates *excess at INT64_MAX). */
+ * assignment (no_assignment and expired_assignment behaviours deny); an Envoy on a fallback
+ * token bucket of rate f and burst b adds f x T + b while on it (the static split R / N, B / N
+ * for all N: R x d + B over the start, d the round trip; docs/quota.md).  It covers the start:
+ * first answers are in the ledger like any other.  Returns RLT_OK, RLT_EINVAL, RLT_ERANGE
+ * (saturates *excess at INT64_MAX). */
 int rlt__quota_excess_bound(const rlt__quota *q, uint32_t bucket, rlt_ns window, bool steady,
                             int64_t *excess);
 
