@@ -20,7 +20,8 @@ static void usage(FILE *f)
 {
     fputs("usage: ratelimit sim --fleet N [--pattern NAME] [--budget POLICY] [--demand D]\n"
           "                     [--seconds S] [--step DT] [--window T] [--interval I] [--ttl L]\n"
-          "                     [--latency D] [--lease K] [--lease-ttl L] [--seed X] [--svg FILE]\n"
+          "                     [--latency D] [--no-assignment B] [--expired-assignment B]\n"
+          "                     [--lease K] [--lease-ttl L] [--seed X] [--svg FILE]\n"
           "Simulates N nodes (1 to 100000) sharing one budget, four ways on the same demand:\n"
           "exact checks (every request asks one global limiter: RLS, Redis), local leases of K\n"
           "units (libratelimit_redis's leases), quota division (Envoy's RLQS, src/quota) and a\n"
@@ -34,7 +35,8 @@ static void usage(FILE *f)
           "  --pattern NAME   steady (default: every node D), skewed (a tenth of the nodes 10 D,\n"
           "                   the others D/10), join (every node 2 D, the last one joining at\n"
           "                   S/3), die (every node 2 D, node 0 dying at S/3), flash (every\n"
-          "                   node D, node 0 100 D from S/3 to 2S/3)\n"
+          "                   node D, node 0 100 D from S/3 to 2S/3), break (every node 2 D,\n"
+          "                   node 0's stream breaking at S/3: it lives on, unconnected)\n"
           "  --budget POLICY  the shared budget, a gcra or token_bucket policy (default\n"
           "                   gcra:R/1s,burst=R/10 with R = N x D, at least 1)\n"
           "  --demand D       requests per second per node (default 100)\n"
@@ -47,6 +49,13 @@ static void usage(FILE *f)
           "                   least 3 I)\n"
           "  --latency D      quota division: how late each answer reaches its node (default 0,\n"
           "                   below I)\n"
+          "  --no-assignment B  quota division: what a node does before its first assignment\n"
+          "                   arrives (Envoy's no_assignment_behavior): split (default: a token\n"
+          "                   bucket of R/N, burst B/N, at least 1), allow-all, deny-all, or a\n"
+          "                   token_bucket policy (token_bucket:50/1s,burst=5)\n"
+          "  --expired-assignment B  quota division: what a node does once its assignment\n"
+          "                   expired (expired_assignment_behavior): the same choices, or\n"
+          "                   reuse-last (default split)\n"
           "  --lease K        leases: units taken from the global limiter at once (default 10)\n"
           "  --lease-ttl L    leases: what is left of a lease is dropped this long after its\n"
           "                   grant (default 100ms)\n"
@@ -91,6 +100,40 @@ static int parse_pattern(const char *v)
     for (int p = 0; p < NPAT; p++)
         if (strcmp(v, rlt__fleet_pattern_name(p)) == 0) return p;
     return -1;
+}
+
+/* --no-assignment / --expired-assignment: a fallback; `split` is resolved by check(). */
+static int parse_fallback(fleet_fallback *fb, const char *name, const char *v, bool reuse_ok)
+{
+    snprintf(fb->text, sizeof fb->text, "%s", v);
+    fb->kind = -1;
+    if (strcmp(v, "split") == 0) fb->kind = FB_SPLIT;
+    if (strcmp(v, "allow-all") == 0) fb->kind = FB_ALLOW;
+    if (strcmp(v, "deny-all") == 0) fb->kind = FB_DENY;
+    if (reuse_ok && strcmp(v, "reuse-last") == 0) fb->kind = FB_REUSE;
+    if (fb->kind >= 0) return 0;
+    if (strncmp(v, "token_bucket:", 13) != 0)
+        return fail_usage("%s '%s': split, allow-all, deny-all%s or a token_bucket policy", name, v,
+                          reuse_ok ? ", reuse-last" : "");
+    char err[256] = "";
+    int rc = rlt_policy_parse(&fb->bucket, v, strlen(v), err, sizeof err);
+    if (rc != RLT_OK) return fail_usage("%s '%s': %s", name, v, err[0] ? err : rlt_strerror(rc));
+    if (fb->bucket.block || fb->bucket.jitter)
+        return fail_usage("%s '%s': block= and jitter= are not simulated", name, v);
+    fb->kind = FB_BUCKET;
+    return 0;
+}
+
+/* The static split of the budget as a token bucket: R / N (N per P x nodes), burst B / N, at
+ * least 1: the fallback an operator who knows the fleet's size would configure. */
+static int split_fallback(fleet_opts *o, fleet_fallback *fb)
+{
+    if (fb->kind != FB_SPLIT) return 0;
+    int64_t burst = o->budget.burst / o->nodes;
+    if (rlt_policy_init(&fb->bucket, RLT_TOKEN_BUCKET, o->budget.limit, o->budget.period * o->nodes,
+                        burst ? burst : 1, 0, 0) != RLT_OK)
+        return fail_usage("the static split of --budget is out of range for a fallback");
+    return 0;
 }
 
 static int parse_budget(fleet_opts *o, const char *v)
@@ -152,6 +195,7 @@ static int check(fleet_opts *o, bool has_window)
         return fail_usage("--ttl must be at least 3 x --interval (the renewal margin of 2 I and "
                           "the resend gap of I)");
     if (o->latency >= o->interval) return fail_usage("--latency must be below --interval");
+    if (split_fallback(o, &o->no_assignment) || split_fallback(o, &o->expired)) return 2;
     if (o->duration / o->step > STEPS_MAX)
         return fail_usage("--seconds / --step is %lld steps, more than %lld: raise --step",
                           (long long)(o->duration / o->step), (long long)STEPS_MAX);
@@ -192,7 +236,8 @@ static int parse(fleet_opts *o, int argc, char **argv)
         } else if ((m = OPT("--pattern"))) {
             if (m < 0) return 2;
             if ((o->pattern = parse_pattern(v)) < 0)
-                return fail_usage("unknown --pattern '%s' (steady, skewed, join, die, flash)", v);
+                return fail_usage(
+                    "unknown --pattern '%s' (steady, skewed, join, die, flash, break)", v);
         } else if ((m = OPT("--budget"))) {
             if (m < 0 || parse_budget(o, v)) return 2;
             has_budget = true;
@@ -213,6 +258,10 @@ static int parse(fleet_opts *o, int argc, char **argv)
             if (m < 0 || opt_time("--ttl", v, RLT_NS_PER_US, 86400 * NS, &o->ttl)) return 2;
         } else if ((m = OPT("--latency"))) {
             if (m < 0 || opt_time("--latency", v, 0, 3600 * NS, &o->latency)) return 2;
+        } else if ((m = OPT("--no-assignment"))) {
+            if (m < 0 || parse_fallback(&o->no_assignment, "--no-assignment", v, false)) return 2;
+        } else if ((m = OPT("--expired-assignment"))) {
+            if (m < 0 || parse_fallback(&o->expired, "--expired-assignment", v, true)) return 2;
         } else if ((m = OPT("--lease"))) {
             if (m < 0 ||
                 rlt__opt_int(FLEET_CMD, "--lease", v, 1, INT64_C(1) << 40, &o->lease_units))
@@ -246,7 +295,9 @@ static int fleet_main(fleet *f, int argc, char **argv)
                       .interval = NS,
                       .lease_units = 10,
                       .lease_ttl = 100 * MS,
-                      .seed = 1};
+                      .seed = 1,
+                      .no_assignment = {.kind = FB_SPLIT, .text = "split"},
+                      .expired = {.kind = FB_SPLIT, .text = "split"}};
     int rc = parse(o, argc, argv);
     if (rc) return rc < 0 ? 0 : rc;
     f->steps = o->duration / o->step;

@@ -34,10 +34,10 @@ void rlt__fleet_table(const fleet *f)
            secs(a, o->window));
     rlt__dec_format(c, o->demand_m, 1000);
     printf("demand D = %s per second per node: %lld requests in all\n", c, (long long)f->demand);
-    printf("quota division: interval %s s, TTL %s s, latency %s s; leases of %lld units, "
-           "dropped %s s after their grant\n\n",
-           secs(a, o->interval), secs(b, o->ttl), secs(d, o->latency), (long long)o->lease_units,
-           secs(c, o->lease_ttl));
+    printf("quota division: interval %s s, TTL %s s, latency %s s, no assignment %s, expired "
+           "%s;\nleases of %lld units, dropped %s s after their grant\n\n",
+           secs(a, o->interval), secs(b, o->ttl), secs(d, o->latency), o->no_assignment.text,
+           o->expired.text, (long long)o->lease_units, secs(c, o->lease_ttl));
     printf("%-20s %10s %10s %7s %10s %7s %10s %12s\n", "mode", "admitted", "over", "%", "under",
            "%", "messages", "per admitted");
     for (int i = 0; i < NMODE; i++) {

@@ -3,7 +3,9 @@
  * its first request and then every reporting interval (from a seeded phase, as Envoys started
  * at different times do), applies each answer `latency` after it was sent, enforces its
  * assignment as a token bucket (the core's) that starts full on every new assignment, and
- * denies with no live assignment (no_assignment and expired_assignment behaviours: deny). */
+ * with no live assignment follows --no-assignment (before its first one arrives) or
+ * --expired-assignment (after its last one's TTL): Envoy's no_assignment_behavior and
+ * expired_assignment_behavior, a fallback token bucket (started full on entering) by default. */
 #include "cli/fleet_types.h"
 
 #include "quota/quota.h"
@@ -22,6 +24,8 @@ typedef struct qnode {
     bool up;     /* its stream is open */
     bool joined; /* it opened one */
     bool has;    /* it enforces an assignment */
+    bool ever;   /* it received one (so without one, its assignment expired) */
+    bool in_fb;  /* it is in its fallback token bucket (fb_st is its state) */
     bool deny;   /* that assignment is a deny-all */
     uint32_t stream;
     rlt_ns expires; /* the assignment's TTL runs out then (from when it arrived) */
@@ -30,6 +34,7 @@ typedef struct qnode {
     uint64_t allowed, denied; /* since the last report */
     rlt_policy pol;           /* the assignment's token bucket */
     uint64_t st[4];           /* its state: all-zero is full */
+    uint64_t fb_st[4];        /* the fallback token bucket's */
     pending pend[PENDING];
     int npend;
 } qnode;
@@ -43,7 +48,8 @@ typedef struct qrun {
 
 static void install(qnode *e, const pending *p)
 {
-    e->has = true;
+    e->has = e->ever = true;
+    e->in_fb = false;
     e->deny = p->a.deny_all;
     e->expires = p->at + p->a.ttl;
     memset(e->st, 0, sizeof e->st); /* Envoy may start every new assignment full */
@@ -58,6 +64,28 @@ static rlt_ns next_firing(const qrun *r, const qnode *e, rlt_ns now)
     rlt_ns iv = r->f->o.interval;
     if (now < e->phase) return e->phase;
     return e->phase + ((now - e->phase) / iv + 1) * iv;
+}
+
+/* What node e admits of n requests at `now` with no live assignment: its no-assignment
+ * behaviour before its first assignment, its expired-assignment behaviour after. */
+static int64_t fallback(const qrun *r, qnode *e, rlt_ns now, int64_t n)
+{
+    const fleet_fallback *fb = e->ever ? &r->f->o.expired : &r->f->o.no_assignment;
+    switch (fb->kind) {
+    case FB_ALLOW:
+        return n;
+    case FB_REUSE: /* the last assignment's bucket runs on as it was */
+        return e->deny ? 0 : rlt__fleet_admit(&e->pol, e->st, now, n);
+    case FB_SPLIT:
+    case FB_BUCKET:
+        if (!e->in_fb) { /* Envoy builds the fallback's bucket on entering it: full */
+            memset(e->fb_st, 0, sizeof e->fb_st);
+            e->in_fb = true;
+        }
+        return rlt__fleet_admit(&fb->bucket, e->fb_st, now, n);
+    default:
+        return 0;
+    }
 }
 
 static int report(qrun *r, qnode *e, rlt_ns now)
@@ -84,6 +112,24 @@ static int report(qrun *r, qnode *e, rlt_ns now)
     return 0;
 }
 
+/* Node i comes up at step k: it opens its stream and reports at once.  Every node coming up
+ * in a step opens its stream before any of that step's reports (they come up at one instant),
+ * so the division sees the whole wave of streams when it answers their first reports. */
+static int node_up(qrun *r, int64_t i, int64_t k)
+{
+    qnode *e = &r->nodes[i];
+    if (e->joined || !rlt__fleet_alive(r->f, i, k)) return 0;
+    if (rlt__quota_stream_open(r->q, &e->stream) != RLT_OK) {
+        fprintf(stderr, "ratelimit " FLEET_CMD ": the quota division refused a stream\n");
+        return 1;
+    }
+    rlt_ns now = k * r->f->o.step;
+    e->up = e->joined = true;
+    e->last_report = now;
+    e->next_report = now;
+    return 0;
+}
+
 /* Node i at step k: its life, its report, the answers reaching it, then its requests. */
 static int node_step(qrun *r, int64_t i, int64_t k)
 {
@@ -97,14 +143,10 @@ static int node_step(qrun *r, int64_t i, int64_t k)
         }
         return 0;
     }
-    if (!e->joined) { /* its first request opens the stream and reports at once */
-        if (rlt__quota_stream_open(r->q, &e->stream) != RLT_OK) {
-            fprintf(stderr, "ratelimit " FLEET_CMD ": the quota division refused a stream\n");
-            return 1;
-        }
-        e->up = e->joined = true;
-        e->last_report = now;
-        e->next_report = now;
+    if (e->up && !rlt__fleet_connected(f, i, k)) { /* its stream broke: it lives on, enforcing
+                                                      its assignment, then its expired behaviour */
+        rlt__quota_stream_close(r->q, e->stream);
+        e->up = false;
     }
     if (e->up && now >= e->next_report && report(r, e, now)) return 1;
     int used = 0;
@@ -117,7 +159,9 @@ static int node_step(qrun *r, int64_t i, int64_t k)
     if (e->has && now >= e->expires) e->has = false;
     int64_t n = rlt__fleet_arrivals(f, i, k);
     if (n <= 0) return 0;
-    int64_t adm = e->has && !e->deny ? rlt__fleet_admit(&e->pol, e->st, now, n) : 0;
+    int64_t adm = !e->has   ? fallback(r, e, now, n)
+                  : e->deny ? 0
+                            : rlt__fleet_admit(&e->pol, e->st, now, n);
     e->allowed += (uint64_t)adm;
     e->denied += (uint64_t)(n - adm);
     f->m[M_QUOTA].adm[k] += adm;
@@ -173,6 +217,8 @@ int rlt__fleet_quota(fleet *f)
             next_sweep = now + ttl;
         }
         int64_t first = rlt__fleet_first(f, k);
+        for (int64_t j = 0; rc == 0 && j < f->o.nodes; j++)
+            rc = node_up(&r, (first + j) % f->o.nodes, k);
         for (int64_t j = 0; rc == 0 && j < f->o.nodes; j++)
             rc = node_step(&r, (first + j) % f->o.nodes, k);
     }

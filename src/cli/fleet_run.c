@@ -37,11 +37,17 @@ bool rlt__fleet_alive(const fleet *f, int64_t i, int64_t k)
     return true;
 }
 
+bool rlt__fleet_connected(const fleet *f, int64_t i, int64_t k)
+{
+    return !(f->o.pattern == PAT_BREAK && i == 0 && k * f->o.step >= event_at(f));
+}
+
 /* Node i's demand in step k, requests per second x 1000:
  *   steady  every node D
  *   skewed  the first tenth of the nodes (at least one) 10 D, the others D / 10
  *   join    every node 2 D (the budget twice over); the last node joins at S / 3
  *   die     every node 2 D; node 0 dies at S / 3
+ *   break   every node 2 D; node 0's stream breaks at S / 3 (it lives on, unconnected)
  *   flash   every node D; node 0 100 D from S / 3 to 2 S / 3 */
 static int64_t demand_of(const fleet *f, int64_t i, int64_t k)
 {
@@ -52,6 +58,7 @@ static int64_t demand_of(const fleet *f, int64_t i, int64_t k)
         return i < (n + 9) / 10 ? 10 * d : d / 10;
     case PAT_JOIN:
     case PAT_DIE:
+    case PAT_BREAK:
         return 2 * d;
     case PAT_FLASH:
         return i == 0 && t >= ev && t < 2 * ev ? 100 * d : d;
@@ -246,6 +253,6 @@ void rlt__fleet_totals(fleet *f)
 
 const char *rlt__fleet_pattern_name(int pattern)
 {
-    static const char *names[NPAT] = {"steady", "skewed", "join", "die", "flash"};
+    static const char *names[NPAT] = {"steady", "skewed", "join", "die", "flash", "break"};
     return pattern >= 0 && pattern < NPAT ? names[pattern] : "?";
 }

@@ -18,25 +18,39 @@
 #define FLEET_NODES_MAX 100000
 
 /* The demand patterns (fleet_run.c's demand_of says what each one asks). */
-enum { PAT_STEADY, PAT_SKEWED, PAT_JOIN, PAT_DIE, PAT_FLASH, NPAT };
+enum { PAT_STEADY, PAT_SKEWED, PAT_JOIN, PAT_DIE, PAT_FLASH, PAT_BREAK, NPAT };
 
 /* The modes, in the table's order. */
 enum { M_EXACT, M_LEASE, M_QUOTA, M_STATIC, NMODE };
+
+/* What a quota-division node does with no live assignment: Envoy's no_assignment_behavior
+ * (before its first assignment arrives) and expired_assignment_behavior (after its last one's
+ * TTL ran out), each a fallback_rate_limit (a blanket rule or a token bucket) or, when expired,
+ * reuse_last_assignment. */
+enum { FB_SPLIT, FB_ALLOW, FB_DENY, FB_BUCKET, FB_REUSE };
+
+typedef struct fleet_fallback {
+    int kind;          /* FB_*; FB_SPLIT is FB_BUCKET at the static split (R / N, B / N) */
+    rlt_policy bucket; /* FB_SPLIT, FB_BUCKET: a token bucket, started full on entering */
+    char text[96];     /* as given */
+} fleet_fallback;
 
 typedef struct fleet_opts {
     int64_t nodes;     /* N */
     int pattern;       /* PAT_* */
     rlt_policy budget; /* gcra or token_bucket: R = limit / period, burst B */
     char budget_text[128];
-    int64_t demand_m;    /* D: requests per second per node, x 1000 */
-    rlt_ns duration;     /* S */
-    rlt_ns step;         /* the clock's step: arrivals are counted per node per step */
-    rlt_ns window;       /* T: the over-admission window */
-    rlt_ns interval;     /* quota: I, the reporting interval */
-    rlt_ns ttl;          /* quota: the assignments' TTL */
-    rlt_ns latency;      /* quota: how late each answer reaches its node */
-    int64_t lease_units; /* leases: k */
-    rlt_ns lease_ttl;    /* leases: a lease is dropped this long after its grant */
+    int64_t demand_m;             /* D: requests per second per node, x 1000 */
+    rlt_ns duration;              /* S */
+    rlt_ns step;                  /* the clock's step: arrivals are counted per node per step */
+    rlt_ns window;                /* T: the over-admission window */
+    rlt_ns interval;              /* quota: I, the reporting interval */
+    rlt_ns ttl;                   /* quota: the assignments' TTL */
+    rlt_ns latency;               /* quota: how late each answer reaches its node */
+    fleet_fallback no_assignment; /* quota: before a node's first assignment */
+    fleet_fallback expired;       /* quota: after its assignment expired */
+    int64_t lease_units;          /* leases: k */
+    rlt_ns lease_ttl;             /* leases: a lease is dropped this long after its grant */
     uint64_t seed;
     const char *svg;
 } fleet_opts;
@@ -78,6 +92,10 @@ int64_t rlt__fleet_admit(const rlt_policy *p, void *st, rlt_ns now, int64_t n);
  * (joined and not dead) then. */
 int64_t rlt__fleet_arrivals(const fleet *f, int64_t i, int64_t k);
 bool rlt__fleet_alive(const fleet *f, int64_t i, int64_t k);
+
+/* Whether node i, alive in step k, can reach the limiter then (false for node 0 from S / 3
+ * under the break pattern: its stream breaks and it does not reconnect). */
+bool rlt__fleet_connected(const fleet *f, int64_t i, int64_t k);
 
 /* An upper bound, read from the options alone (f->o), of the requests the run's nodes ask in
  * all: no more than every node at its highest rate for the whole run.  Saturates at INT64_MAX. */

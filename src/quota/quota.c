@@ -149,19 +149,23 @@ static int set_budget(bucket *k, const rlt__quota_budget *b, bool zero_ok)
     return RLT_OK;
 }
 
-/* The reserve kept for joiners: permille of the capacity, at least one token when there are
- * two or more, so a joiner finds one free at once. */
-static int64_t after_reserve(int64_t cap, uint32_t permille)
+/* The reserve kept for joiners: permille of the capacity, but no more than one joiner's equal
+ * share among `members` + 1 (a joiner is answered at once with its equal share; more reserve
+ * would only idle: with 1,000 members 5 % is fifty joiners' shares), and at least one token
+ * when there are two or more, so a joiner finds one free at once. */
+static int64_t after_reserve(int64_t cap, uint32_t permille, uint32_t members)
 {
     int64_t r = cap * (int64_t)permille / 1000;
+    int64_t share = (cap + members) / ((int64_t)members + 1); /* rounded up */
+    if (r > share) r = share;
     if (r < 1 && cap >= 2) r = 1;
     return cap - r;
 }
 
 static void set_division(const rlt__quota *q, bucket *k)
 {
-    k->div_q = after_reserve(k->cap_q, q->o.reserve_permille);
-    k->div_b = after_reserve(k->cap_b, q->o.reserve_permille);
+    k->div_q = after_reserve(k->cap_q, q->o.reserve_permille, k->active);
+    k->div_b = after_reserve(k->cap_b, q->o.reserve_permille, k->active);
     k->divided = false;
 }
 
@@ -311,6 +315,8 @@ static int64_t member_demand(const bucket *k, const member *m)
 static void divide(rlt__quota *q, bucket *k, rlt_ns now)
 {
     expire(k, now);
+    k->div_q = after_reserve(k->cap_q, q->o.reserve_permille, k->active);
+    k->div_b = after_reserve(k->cap_b, q->o.reserve_permille, k->active);
     rlt__quota_share *sc = q->scratch;
     size_t n = 0;
     for (uint32_t i = 0; i < k->n; i++) {
@@ -407,7 +413,32 @@ static rlt__quota_reason answer(rlt__quota *q, bucket *k, member *m, rlt_ns now)
     return why;
 }
 
-/* Joins stream `sid` to bucket `bid`: a new member whose target is its equal share until
+/* The streams open on the division: the Envoys that may report any of its buckets. */
+static uint32_t open_streams(const rlt__quota *q)
+{
+    return q->ns - q->nsfree;
+}
+
+/* A joiner's first target, at most its equal share of the division among n = max(active
+ * members, open streams): every open stream is taken as a member to come, so that a fleet
+ * reporting a new bucket at once (a cold start: 1,000 Envoys in one millisecond) is answered
+ * with about Q / n each, not the whole division for the first and deny-all for the rest
+ * until the first ones may be lowered, G later.  The cost: a bucket that only a few of the
+ * open streams report starts each of them at Q / n and reaches its share at the member's next
+ * answer after G. */
+static void first_share(const rlt__quota *q, bucket *k, member *m)
+{
+    uint32_t n = open_streams(q);
+    if (n < k->active) n = k->active;
+    if (n == 0) n = 1;
+    int64_t dq = after_reserve(k->cap_q, q->o.reserve_permille, n);
+    int64_t db = after_reserve(k->cap_b, q->o.reserve_permille, n);
+    int64_t sq = dq >= n ? dq / n : 0, sb = db >= n ? db / n : 0;
+    m->tq = min64(m->tq, sq);
+    m->tb = min64(m->tb, sb);
+}
+
+/* Joins stream `sid` to bucket `bid`: a new member whose target is its first share until
  * the next division.  Everything that can fail is done before anything changes. */
 static int join(rlt__quota *q, uint32_t sid, uint32_t bid, member **out)
 {
@@ -425,9 +456,9 @@ static int join(rlt__quota *q, uint32_t sid, uint32_t bid, member **out)
     s->e[s->n++] = (entry){bid, k->n++};
     k->active++;
     q->members++;
-    m->want_q = k->div_q;
-    m->tq = k->div_q >= k->active ? k->div_q / k->active : 0;
-    m->tb = k->div_b >= k->active ? k->div_b / k->active : 0;
+    m->want_q = m->tq = k->div_q;
+    m->tb = k->div_b;
+    first_share(q, k, m);
     *out = m;
     return RLT_OK;
 }
@@ -446,9 +477,11 @@ int rlt__quota_report(rlt__quota *q, uint32_t stream_id, uint32_t bucket_id,
     bucket *k = bucket_get(q, bucket_id);
     if (!s || !k || k->closing || !u || !a || u->elapsed < 0) return RLT_EINVAL;
     member *m = find(q, s, bucket_id);
+    bool joined = false;
     if (!m) {
         int rc = join(q, stream_id, bucket_id, &m);
         if (rc) return rc;
+        joined = true;
     }
     /* A clock stepping back is held at the latest instant: an assignment expired then must
      * not come back to life (and be kept) at an earlier one. */
@@ -464,6 +497,7 @@ int rlt__quota_report(rlt__quota *q, uint32_t stream_id, uint32_t bucket_id,
     }
     if (!k->divided || rlt__sat_sub(now, k->divided_at) >= q->o.report_interval / 4) {
         divide(q, k, now); /* moves no member: m stays valid */
+        if (joined) first_share(q, k, m);
     }
     a->reason = answer(q, k, m, now);
     fill_assignment(q, k, m, &a->assignment);

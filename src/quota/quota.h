@@ -62,8 +62,9 @@ typedef struct rlt__quota_options {
     rlt_ns min_resend;             /* G: the shortest time between two assignments with a burst
                                       to one member; 0 = I.  ttl >= renew_before + G. */
     uint32_t headroom_permille;    /* want = demand + max(1, demand x this / 1000); 0 = 250 */
-    uint32_t reserve_permille;     /* kept out of the division for joiners (at least one token
-                                      when Q or B >= 2); 0 = 50; at most 500 */
+    uint32_t reserve_permille;     /* kept out of the division for joiners, but no more than
+                                      one joiner's share, ceil(Q / (members + 1)), and at least
+                                      one token when Q or B >= 2; 0 = 50; at most 500 */
     uint32_t change_permille;      /* a material change: |new - old| x 1000 >= this x old;
                                       0 = 125; at most 1000 */
     size_t max_streams;            /* open streams; 0 = 65536 */
@@ -154,12 +155,14 @@ int rlt__quota_stream_close(rlt__quota *q, uint32_t stream);
 /* One report of `bucket` on `stream` at `now`: records the usage, joins the stream to the
  * bucket on its first report, redivides the bucket when its division is older than I / 4,
  * and applies the resend rule.  a->reason says whether to send a->assignment now.
- * A joiner's first answer comes at once: its target is its equal share until the next
- * division, capped by what the ledger has free (the reserve); the others give way at their
- * next answers.  Costs O(buckets of the stream), plus O(n log n) for a bucket of n members
- * when it redivides.  Returns RLT_OK; RLT_EINVAL (NULL, unknown stream or bucket, a closing
- * bucket, elapsed < 0); RLT_EFULL (max_buckets_per_stream or max_members: the stream is
- * not joined); RLT_ENOMEM (not joined).  On error nothing changes. */
+ * A joiner's first answer comes at once: its target is at most its equal share among
+ * max(the bucket's active members, the streams open on this rlt__quota), so that a fleet
+ * reporting a new bucket at once gets about Q / n each rather than first come, first served;
+ * capped by what the ledger has free (the reserve); the others give way at their next answers.
+ * Costs O(buckets of the stream), plus O(n log n) for a bucket of n members when it redivides.
+ * Returns RLT_OK; RLT_EINVAL (NULL, unknown stream or bucket, a closing bucket, elapsed < 0);
+ * RLT_EFULL (max_buckets_per_stream or max_members: the stream is not joined); RLT_ENOMEM (not
+ * joined).  On error nothing changes. */
 int rlt__quota_report(rlt__quota *q, uint32_t stream, uint32_t bucket, const rlt__quota_usage *u,
                       rlt_ns now, rlt__quota_answer *a);
 
@@ -208,8 +211,11 @@ int rlt__quota_member(const rlt__quota *q, uint32_t stream, uint32_t bucket, rlt
  * G = min_resend (`steady` false: any demand pattern) or ttl - renew_before (`steady` true:
  * no material change and no join in or just before the window, renewals only).  Holds while
  * every Envoy applies an answer when the server gives it and admits nothing with no live
- * assignment (no_assignment and expired_assignment behaviours deny).  Returns RLT_OK,
- * RLT_EINVAL, RLT_ERANGE (saturates *excess at INT64_MAX). */
+ * assignment (no_assignment and expired_assignment behaviours deny); an Envoy on a fallback
+ * token bucket of rate f and burst b adds f x T + b while on it (the static split R / N, B / N
+ * for all N: R x d + B over the start, d the round trip; docs/quota.md).  It covers the start:
+ * first answers are in the ledger like any other.  Returns RLT_OK, RLT_EINVAL, RLT_ERANGE
+ * (saturates *excess at INT64_MAX). */
 int rlt__quota_excess_bound(const rlt__quota *q, uint32_t bucket, rlt_ns window, bool steady,
                             int64_t *excess);
 

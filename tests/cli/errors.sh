@@ -47,7 +47,10 @@ expect sim_trace_bad_line 1 "-:2: bad TIME 'x'" "1\nx\n" sim --trace -
 expect sim_trace_missing 1 "cannot open /nonexistent/trace" "" sim --trace /nonexistent/trace
 expect fleet_zero_nodes 2 "--fleet '0': must be between 1 and 100000" "" sim --fleet 0
 expect fleet_too_many_nodes 2 "--fleet '100001': must be between 1 and 100000" "" sim --fleet 100001
-expect fleet_bad_pattern 2 "unknown --pattern 'zigzag' (steady, skewed, join, die, flash)" "" sim --fleet 10 --pattern zigzag
+expect fleet_bad_pattern 2 "unknown --pattern 'zigzag' (steady, skewed, join, die, flash, break)" "" sim --fleet 10 --pattern zigzag
+expect fleet_no_assignment_reuse 2 "--no-assignment 'reuse-last': split, allow-all, deny-all or a token_bucket policy" "" sim --fleet 10 --no-assignment reuse-last
+expect fleet_expired_bad 2 "--expired-assignment 'gcra:5/1s': split, allow-all, deny-all, reuse-last or a token_bucket policy" "" sim --fleet 10 --expired-assignment gcra:5/1s
+expect fleet_fallback_bad_policy 2 "--no-assignment 'token_bucket:5/1x'" "" sim --fleet 10 --no-assignment token_bucket:5/1x
 expect fleet_bad_budget 2 "--budget 'gcra:2/1x'" "" sim --fleet 10 --budget gcra:2/1x
 expect fleet_budget_algorithm 2 "--budget 'fixed_window:10/1s': must be a gcra or token_bucket policy" "" sim --fleet 10 --budget fixed_window:10/1s
 expect fleet_budget_block 2 "--budget 'gcra:10/1s,block=1s': block= and jitter= are not simulated" "" sim --fleet 10 --budget gcra:10/1s,block=1s

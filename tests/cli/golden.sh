@@ -61,6 +61,9 @@ check sim_accuracy.svg "$tmp/sim_accuracy.svg"
 for p in steady skewed join die flash; do
   run "sim_fleet_$p.out" /dev/null sim --fleet 20 --pattern "$p" --seconds 6
 done
+# break: node 0's stream breaks at S/3 = 4 s; its assignment expires by 7 s, then it runs its
+# --expired-assignment fallback (split).
+run sim_fleet_break.out /dev/null sim --fleet 20 --pattern break --seconds 12 --ttl 3s
 run sim_fleet_latency.out /dev/null sim --fleet 20 --pattern flash --seconds 6 --latency 50ms --interval 0.5s --ttl 2s --lease 4 --seed 3
 run sim_fleet_svg.out /dev/null sim --fleet 20 --pattern flash --seconds 6 --svg "$tmp/sim_fleet.svg"
 check sim_fleet.svg "$tmp/sim_fleet.svg"

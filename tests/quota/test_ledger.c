@@ -1,7 +1,7 @@
 /* The quota division state (src/quota/quota.c) driven through its API: the ledger against a
  * shadow of every assignment sent (departed streams' included until their TTL), fairness once
- * settled, a joiner's share at once, freeing after the TTL, budget changes, caps and bad
- * arguments.  Replay a failure with RLT_TEST_SEED=<seed printed>. */
+ * settled, a joiner's share at once (one, and a fleet of 1,000 at one instant), freeing after
+ * the TTL, budget changes, caps and bad arguments.  Replay a failure with RLT_TEST_SEED=<seed>. */
 #include "core/core_util.h"
 
 #include "quota/quota.h"
@@ -210,6 +210,37 @@ TEST(a_joining_stream_gets_a_share_at_once_and_its_fair_share_within_three_inter
         rlt__quota_member_info m = member(q, s[i], b, 9 * I);
         ASSERT(m.live.tokens_per_fill >= 237 * 7 / 8 && m.live.tokens_per_fill <= 238);
     }
+    rlt__quota_close(q);
+}
+
+/* A cold start: 1,000 Envoys open their streams and report a new bucket at one instant.  Each
+ * is answered at once with about Q / 1,000 (its equal share among the open streams, less a
+ * reserve of one share), not the whole division for the first and deny-all for the others
+ * until the first may be lowered, G later; the ledger stays within Q and B throughout. */
+TEST(a_fleet_reporting_a_new_bucket_at_once_gets_equal_shares_at_once)
+{
+    enum { N = 1000 };
+    rlt__quota_options o = {.report_interval = I, .max_streams = N, .max_members = N};
+    rlt__quota *q = open_quota(&o);
+    uint32_t b = open_bucket(q, 1000000, S, 10000); /* Q 1,000,000 per 1 s, B 10,000 */
+    static uint32_t s[N];
+    for (int i = 0; i < N; i++)
+        s[i] = open_stream(q);
+    int64_t least = INT64_MAX, most = 0;
+    for (int i = 0; i < N; i++) {
+        rlt__quota_answer a = report(q, s[i], b, 1, 0, 0, 0);
+        ASSERT_EQ(a.reason, RLT__QUOTA_FIRST);
+        ASSERT(!a.assignment.deny_all);
+        if (a.assignment.tokens_per_fill < least) least = a.assignment.tokens_per_fill;
+        if (a.assignment.tokens_per_fill > most) most = a.assignment.tokens_per_fill;
+        ASSERT(a.assignment.max_tokens >= 9);
+    }
+    ASSERT_EQ(least, 999); /* (1,000,000 - 1,000) / 1,000: the reserve is one share */
+    ASSERT_EQ(most, 999);
+    rlt__quota_totals t;
+    ASSERT_EQ(rlt__quota_bucket_totals(q, b, 0, &t), RLT_OK);
+    ASSERT_EQ(t.tokens_per_fill, 999000);
+    ASSERT(t.max_tokens <= 10000);
     rlt__quota_close(q);
 }
 
