@@ -42,7 +42,8 @@ static void usage(FILE *f)
           "  --seconds S          how long to run, a whole number of intervals (default 5)\n"
           "  --budget POLICY      the bucket's budget as configured (token_bucket:200/1s,\n"
           "                       burst=40), to print the budget R x T + B and the bound\n"
-          "                       R x T + B + B x (1 + T / G) beside each interval\n"
+          "                       R x T + B + B x (1 + T / G) beside each interval; repeat\n"
+          "                       for the buckets in --bucket's order\n"
           "  --no-assignment B    before a bucket's first assignment: allow (default) or deny\n"
           "  --expired B          after an assignment's time to live: deny (default) or allow\n"
           "  --token T            send 'authorization: Bearer T' (the daemon's auth tokens)\n"
@@ -149,13 +150,15 @@ static int parse_args(int argc, char **argv, rlt__q_opts *o)
         } else if ((m = OPT("--budget"))) {
             char err[200] = "";
             if (m < 0) return 2;
-            if (rlt_policy_parse(&o->budget, v, strlen(v), err, sizeof err) != RLT_OK) {
+            if (o->nbudget == RLT__Q_MAX_BUCKETS) return fail_usage("--budget '%s': at most 8", v);
+            rlt_policy *bp = &o->budget[o->nbudget];
+            if (rlt_policy_parse(bp, v, strlen(v), err, sizeof err) != RLT_OK) {
                 fprintf(stderr, "ratelimit " CMD ": --budget '%s': %s\n", v, err);
                 return 2;
             }
-            if (o->budget.algo != RLT_TOKEN_BUCKET && o->budget.algo != RLT_GCRA)
+            if (bp->algo != RLT_TOKEN_BUCKET && bp->algo != RLT_GCRA)
                 return fail_usage("--budget '%s': must be a token_bucket or gcra policy", v);
-            o->has_budget = true;
+            o->nbudget++;
         } else if ((m = OPT("--no-assignment"))) {
             if (m < 0 || parse_behaviour("--no-assignment", v, &o->no_assignment_deny, true))
                 return 2;
@@ -173,6 +176,8 @@ static int parse_args(int argc, char **argv, rlt__q_opts *o)
     }
     if (o->domain == NULL) return fail_usage("%s", "--domain is required");
     if (o->nb == 0) return fail_usage("%s", "--bucket is required (e.g. --bucket name=web)");
+    if (o->nbudget > o->nb)
+        return fail_usage("%s", "--budget: one per --bucket at most, in the same order");
     if (o->seconds_ns % o->interval_ns != 0)
         return fail_usage("%s", "--seconds must be a whole number of --interval");
     /* --demand: one value, or one per stream. */
@@ -284,8 +289,8 @@ static void rows(const rlt__q_opts *o, rlt__q_stream **st, int64_t t, int64_t el
         total *tt = &tot[b];
         tt->allowed += al;
         tt->denied += de;
-        if (o->has_budget) {
-            int64_t bound, budget = budget_of(&o->budget, el, g, &bound);
+        if (b < o->nbudget) {
+            int64_t bound, budget = budget_of(&o->budget[b], el, g, &bound);
             printf("  budget %lld", (long long)budget);
             if (bound > 0) printf(" bound %lld", (long long)bound);
             if (bound > 0 && (int64_t)al > bound) {
@@ -392,7 +397,7 @@ static int run(const rlt__q_opts *o, rlt__q_stream **st)
                o->bucket[b].text, (long long)intervals, o->streams, got,
                (unsigned long long)tot[b].allowed, (unsigned long long)req,
                (unsigned long long)tot[b].worst);
-        if (o->has_budget && tot[b].worst_bound > 0)
+        if (b < o->nbudget && tot[b].worst_bound > 0)
             printf(" (bound %lld)%s", (long long)tot[b].worst_bound,
                    tot[b].over ? ": OVER THE BOUND" : ": within the bound");
         printf("\n");

@@ -174,10 +174,9 @@ static void response(rlt__q_stream *s, const uint8_t *m, size_t n)
 static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t *data,
                    size_t len, void *u)
 {
-    (void)flags;
+    (void)h2, (void)flags;
     rlt__q_stream *s = u;
     if (id != s->sid || s->failed) return 0;
-    nghttp2_session_consume(h2, id, len);
     if (s->ilen + len > s->icap) {
         size_t cap = s->icap ? s->icap : 4096;
         while (cap < s->ilen + len)

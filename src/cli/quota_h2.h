@@ -34,8 +34,8 @@ typedef struct rlt__q_opts {
     int64_t interval_ns;
     int64_t seconds_ns;
     bool no_assignment_deny, expired_allow;
-    bool has_budget;
-    rlt_policy budget;
+    size_t nbudget; /* --budget given for the first nbudget buckets */
+    rlt_policy budget[RLT__Q_MAX_BUCKETS];
 } rlt__q_opts;
 
 /* One stream's view of a bucket over one interval. */
