@@ -56,24 +56,15 @@ static int fail_usage(const char *fmt, const char *a)
     return rlt__usage_error(CMD, fmt, a);
 }
 
-/* A duration: a decimal with a unit (ms s m), or seconds; whole ms, in [min, max]. */
+/* A duration (rlt__opt_time) in whole ms. */
 static int opt_ms(const char *name, const char *v, int64_t min, int64_t max, int64_t *out)
 {
-    size_t n = strlen(v), d = n;
-    while (d > 0 && v[d - 1] >= 'a' && v[d - 1] <= 'z')
-        d--;
-    int64_t unit = NS;
-    if (d < n) unit = strcmp(v + d, "m") == 0 ? 60 * NS : rlt__dec_unit_ns(v + d);
-    int64_t x;
-    if (unit < MS || rlt__dec_parse(v, d, unit, &x) != RLT__DEC_OK || x % MS != 0 || x < min ||
-        x > max) {
-        char buf[160];
-        snprintf(buf, sizeof buf, "%s '%%s': expected whole milliseconds between %lld ms and "
-                                  "%lld s (e.g. 1s, 500ms)",
-                 name, (long long)(min / MS), (long long)(max / NS));
+    if (rlt__opt_time(CMD, name, v, min, max, out) != 0) return -1;
+    if (*out % MS != 0) {
+        char buf[80];
+        snprintf(buf, sizeof buf, "%s '%%s': must be whole milliseconds", name);
         return rlt__usage_error(CMD, buf, v);
     }
-    *out = x;
     return 0;
 }
 
@@ -385,12 +376,10 @@ static int run(const rlt__q_opts *o, rlt__q_stream **st)
         poll(pfd, (nfds_t)o->streams, (int)(ms > 1000 ? 1000 : ms));
     }
     /* The summary. */
-    bool all = true;
     for (size_t b = 0; b < o->nb; b++) {
         int got = 0;
         for (int i = 0; i < o->streams; i++)
             got += rlt__q_assignments(st[i], b) > 0;
-        all = all && got == o->streams;
         uint64_t req = tot[b].allowed + tot[b].denied;
         printf("ratelimit quota: %s: %lld intervals, %d streams, %d with an assignment; the fleet "
                "admitted %llu of %llu requests, at most %llu in one interval",
@@ -402,7 +391,6 @@ static int run(const rlt__q_opts *o, rlt__q_stream **st)
                    tot[b].over ? ": OVER THE BOUND" : ": within the bound");
         printf("\n");
     }
-    (void)all;
     return 0;
 failed:
     fprintf(stderr, "ratelimit " CMD ": %s: %s\n", o->connect, err);

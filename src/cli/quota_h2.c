@@ -39,7 +39,7 @@ struct rlt__q_stream {
     bool grpc_ctype, ready, closed, failed;
     int grpc_status; /* -1 until seen */
     char grpc_msg[200];
-    char err[300];
+    char err[512];
     int64_t now;     /* the step's clock, for assignments that arrive in it */
     int64_t min_ttl; /* the shortest TTL received */
     rlt__qe_bucket qe[RLT__Q_MAX_BUCKETS];
