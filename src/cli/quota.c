@@ -104,8 +104,8 @@ static int parse_behaviour(const char *name, const char *v, bool *deny_or_allow,
 
 static int parse_args(int argc, char **argv, rlt__q_opts *o)
 {
-    *o = (rlt__q_opts){.connect = "127.0.0.1:8081", .streams = 3, .interval_ns = NS,
-                       .seconds_ns = 5 * NS};
+    *o = (rlt__q_opts){
+        .connect = "127.0.0.1:8081", .streams = 3, .interval_ns = NS, .seconds_ns = 5 * NS};
     const char *demand = "100";
     for (int i = 1; i < argc; i++) {
         const char *v;
@@ -261,15 +261,16 @@ static void rows(const rlt__q_opts *o, rlt__q_stream **st, int64_t t, int64_t el
         for (int i = 0; i < o->streams; i++) {
             const rlt__q_count *c = rlt__q_counts(st[i], b);
             held(st[i], b, now, a, sizeof a);
-            printf("%8s  %-24s  %6d  %-34s  %8llu  %7llu  %7llu\n", ts, o->bucket[b].text, i + 1,
-                   a, (unsigned long long)c->allowed, (unsigned long long)c->denied,
+            printf("%8s  %-24s  %6d  %-34s  %8llu  %7llu  %7llu\n", ts, o->bucket[b].text, i + 1, a,
+                   (unsigned long long)c->allowed, (unsigned long long)c->denied,
                    (unsigned long long)c->answers);
             al += c->allowed;
             de += c->denied;
             bool expired;
             const rlt__qe_bucket *q = rlt__q_qe(st[i], b);
             if (rlt__qe_state(q, now, &expired) == RLT__QE_TOKEN_BUCKET) {
-                tpf_per_s += (uint64_t)((__int128)q->a.tokens_per_fill * NS / q->a.fill_interval_ns);
+                tpf_per_s +=
+                    (uint64_t)((__int128)q->a.tokens_per_fill * NS / q->a.fill_interval_ns);
                 max += q->a.max_tokens;
             }
         }
@@ -314,8 +315,9 @@ static int run(const rlt__q_opts *o, rlt__q_stream **st)
         }
         if (ready == o->streams) break;
         if (now - t0 > HANDSHAKE_NS) {
-            snprintf(err, sizeof err, "no answer to the RLQS call within 10 s: not an RLQS "
-                                      "server?");
+            snprintf(err, sizeof err,
+                     "no answer to the RLQS call within 10 s: not an RLQS "
+                     "server?");
             goto failed;
         }
         for (int i = 0; i < o->streams; i++)
@@ -327,8 +329,8 @@ static int run(const rlt__q_opts *o, rlt__q_stream **st)
     rlt__dec_format(d, o->interval_ns / MS, 1000);
     printf("ratelimit quota: %d streams to %s, domain %s, %zu bucket%s, a report every %s s\n",
            o->streams, o->connect, o->domain, o->nb, o->nb == 1 ? "" : "s", d);
-    printf("%8s  %-24s  %6s  %-34s  %8s  %7s  %7s\n", "t (s)", "bucket", "stream",
-           "assignment", "admitted", "denied", "answers");
+    printf("%8s  %-24s  %6s  %-34s  %8s  %7s  %7s\n", "t (s)", "bucket", "stream", "assignment",
+           "admitted", "denied", "answers");
     int64_t done[RLT__Q_MAX_STREAMS] = {0}; /* requests decided per stream */
     total tot[RLT__Q_MAX_BUCKETS] = {{0}};
     int64_t start = now, last = now, next = now + o->interval_ns;

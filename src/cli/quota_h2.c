@@ -34,7 +34,7 @@ struct rlt__q_stream {
     size_t ilen, icap;
     uint8_t first[48]; /* the server's first bytes, to tell HTTP/2 from anything else */
     size_t nfirst;
-    bool checked; /* the first 9 bytes were a SETTINGS frame */
+    bool checked;    /* the first 9 bytes were a SETTINGS frame */
     int http_status; /* :status, 0 until seen */
     bool grpc_ctype, ready, closed, failed;
     int grpc_status; /* -1 until seen */
@@ -108,8 +108,8 @@ static bool is(const uint8_t *a, size_t an, const char *b)
     return an == strlen(b) && memcmp(a, b, an) == 0;
 }
 
-static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t *name,
-                     size_t nl, const uint8_t *value, size_t vl, uint8_t flags, void *u)
+static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t *name, size_t nl,
+                     const uint8_t *value, size_t vl, uint8_t flags, void *u)
 {
     (void)h2, (void)flags;
     rlt__q_stream *s = u;
@@ -156,8 +156,8 @@ static void response(rlt__q_stream *s, const uint8_t *m, size_t n)
         if (b == s->o->nb) continue; /* not ours: Envoy ignores it too */
         static const rlt__qe_kind kinds[] = {RLT__QE_TOKEN_BUCKET, RLT__QE_ALLOW_ALL,
                                              RLT__QE_DENY_ALL, RLT__QE_NONE};
-        rlt__qe_assignment qa = {kinds[a.kind], a.max_tokens, a.tokens_per_fill,
-                                 a.fill_interval_ns, a.ttl_ns};
+        rlt__qe_assignment qa = {kinds[a.kind], a.max_tokens, a.tokens_per_fill, a.fill_interval_ns,
+                                 a.ttl_ns};
         if (!rlt__qe_assign(&s->qe[b], &qa, s->now)) {
             fail(s, "the server sent an invalid token bucket for %s%s", s->o->bucket[b].text, "");
             return;
@@ -171,8 +171,8 @@ static void response(rlt__q_stream *s, const uint8_t *m, size_t n)
     if (rc < 0) fail(s, "malformed RateLimitQuotaResponse: %s%s", why, "");
 }
 
-static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t *data,
-                   size_t len, void *u)
+static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t *data, size_t len,
+                   void *u)
 {
     (void)h2, (void)flags;
     rlt__q_stream *s = u;
@@ -216,15 +216,15 @@ static int on_close(nghttp2_session *h2, int32_t id, uint32_t code, void *u)
     s->closed = true;
     char st[300];
     if (s->grpc_status > 0) {
-        snprintf(st, sizeof st, "grpc-status %d %s%s%s", s->grpc_status,
-                 grpc_name(s->grpc_status), s->grpc_msg[0] ? ": " : "", s->grpc_msg);
-        fail(s, s->grpc_status == 12 ? "the server does not serve RLQS (%s)%s"
-                                     : "the server ended the stream (%s)%s",
+        snprintf(st, sizeof st, "grpc-status %d %s%s%s", s->grpc_status, grpc_name(s->grpc_status),
+                 s->grpc_msg[0] ? ": " : "", s->grpc_msg);
+        fail(s,
+             s->grpc_status == 12 ? "the server does not serve RLQS (%s)%s"
+                                  : "the server ended the stream (%s)%s",
              st, "");
     } else if (s->http_status != 0 && s->http_status != 200) {
         snprintf(st, sizeof st, "%d", s->http_status);
-        fail(s, "the server answered HTTP status %s to the RLQS call%s: not a gRPC server", st,
-             "");
+        fail(s, "the server answered HTTP status %s to the RLQS call%s: not a gRPC server", st, "");
     } else if (!s->grpc_ctype && s->http_status == 200) {
         fail(s, "the server answered without application/grpc%s%s: not a gRPC server", "", "");
     } else if (code != NGHTTP2_NO_ERROR) {
@@ -394,8 +394,8 @@ int rlt__q_pump(rlt__q_stream *s, int64_t now, char *err, size_t errlen)
                      n == 0 ? "end of stream" : strerror(errno), "");
             break;
         }
-        size_t take = sizeof s->first - s->nfirst < (size_t)n ? sizeof s->first - s->nfirst
-                                                              : (size_t)n;
+        size_t take =
+            sizeof s->first - s->nfirst < (size_t)n ? sizeof s->first - s->nfirst : (size_t)n;
         memcpy(s->first + s->nfirst, buf, take);
         s->nfirst += take;
         ssize_t rc = 0;
@@ -437,8 +437,10 @@ int rlt__q_report(rlt__q_stream *s, int64_t elapsed_ns, char *err, size_t errlen
     size_t n = rlt__rlqsc_encode_reports(s->o->domain, u, s->o->nb, s->out + s->olen + 5,
                                          OUT_CAP - s->olen - 5);
     if (n == 0) {
-        snprintf(err, errlen, "a report does not fit in %d bytes (or the server does not read "
-                              "the reports)", OUT_CAP);
+        snprintf(err, errlen,
+                 "a report does not fit in %d bytes (or the server does not read "
+                 "the reports)",
+                 OUT_CAP);
         return -1;
     }
     uint8_t *p = s->out + s->olen;

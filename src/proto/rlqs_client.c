@@ -181,8 +181,7 @@ static const char *rd_assignment(rd m, rlt__rlqsc_action *a)
                 rd tb;
                 if (!rd_tag(&sub, &num, &wt)) return "bad tag in a rate_limit_strategy";
                 if (num == 1) {
-                    if (wt != WT_VARINT || !rd_varint(&sub, &v) || v > 1)
-                        return "bad blanket_rule";
+                    if (wt != WT_VARINT || !rd_varint(&sub, &v) || v > 1) return "bad blanket_rule";
                     a->kind = v == 1 ? RLT__RLQSC_DENY_ALL : RLT__RLQSC_ALLOW_ALL;
                     strategy = true;
                 } else if (num == 2) {
