@@ -13,6 +13,7 @@
 #include <netdb.h>
 #include <nghttp2/nghttp2.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,11 +70,16 @@ static const char *grpc_name(int code)
     return code >= 0 && code <= 16 ? n[code] : "?";
 }
 
-static void fail(rlt__q_stream *s, const char *fmt, const char *a, const char *b)
+/* The stream's first failure, in words (later ones are consequences). */
+static void fail(rlt__q_stream *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(rlt__q_stream *s, const char *fmt, ...)
 {
     if (s->failed) return;
     s->failed = true;
-    snprintf(s->err, sizeof s->err, fmt, a, b);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->err, sizeof s->err, fmt, ap);
+    va_end(ap);
 }
 
 /* ---- nghttp2 callbacks -------------------------------------------------------------------- */
@@ -85,7 +91,7 @@ static ssize_t on_send(nghttp2_session *h2, const uint8_t *data, size_t len, int
     ssize_t n = send(s->fd, data, len, MSG_NOSIGNAL);
     if (n >= 0) return n;
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return NGHTTP2_ERR_WOULDBLOCK;
-    fail(s, "the server closed the connection (%s)%s", strerror(errno), "");
+    fail(s, "the server closed the connection (%s)", strerror(errno));
     return NGHTTP2_ERR_CALLBACK_FAILURE;
 }
 
@@ -136,8 +142,8 @@ static int on_frame(nghttp2_session *h2, const nghttp2_frame *f, void *u)
         s->http_status == 200 && s->grpc_ctype && s->grpc_status < 0)
         s->ready = true;
     if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code != NGHTTP2_NO_ERROR)
-        fail(s, "the server ended the connection (HTTP/2 GOAWAY %s)%s",
-             nghttp2_http2_strerror(f->goaway.error_code), "");
+        fail(s, "the server ended the connection (HTTP/2 GOAWAY %s)",
+             nghttp2_http2_strerror(f->goaway.error_code));
     return 0;
 }
 
@@ -159,7 +165,7 @@ static void response(rlt__q_stream *s, const uint8_t *m, size_t n)
         rlt__qe_assignment qa = {kinds[a.kind], a.max_tokens, a.tokens_per_fill, a.fill_interval_ns,
                                  a.ttl_ns};
         if (!rlt__qe_assign(&s->qe[b], &qa, s->now)) {
-            fail(s, "the server sent an invalid token bucket for %s%s", s->o->bucket[b].text, "");
+            fail(s, "the server sent an invalid token bucket for %s", s->o->bucket[b].text);
             return;
         }
         if (a.kind != RLT__RLQSC_ABANDON) {
@@ -168,7 +174,7 @@ static void response(rlt__q_stream *s, const uint8_t *m, size_t n)
             if (s->min_ttl == 0 || a.ttl_ns < s->min_ttl) s->min_ttl = a.ttl_ns;
         }
     }
-    if (rc < 0) fail(s, "malformed RateLimitQuotaResponse: %s%s", why, "");
+    if (rc < 0) fail(s, "malformed RateLimitQuotaResponse: %s", why);
 }
 
 static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t *data, size_t len,
@@ -183,7 +189,7 @@ static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t
             cap *= 2;
         uint8_t *p = cap > IN_MAX + 5 ? NULL : realloc(s->in, cap);
         if (p == NULL) {
-            fail(s, "a response larger than 4 MiB%s%s", "", "");
+            fail(s, "a response larger than 4 MiB");
             return 0;
         }
         s->in = p;
@@ -196,7 +202,7 @@ static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t
         const uint8_t *p = s->in + at;
         size_t n = (size_t)p[1] << 24 | (size_t)p[2] << 16 | (size_t)p[3] << 8 | p[4];
         if (p[0] != 0) {
-            fail(s, "a compressed or malformed gRPC message%s%s", "", "");
+            fail(s, "a compressed or malformed gRPC message");
             break;
         }
         if (s->ilen - at < 5 + n) break;
@@ -219,18 +225,18 @@ static int on_close(nghttp2_session *h2, int32_t id, uint32_t code, void *u)
         snprintf(st, sizeof st, "grpc-status %d %s%s%s", s->grpc_status, grpc_name(s->grpc_status),
                  s->grpc_msg[0] ? ": " : "", s->grpc_msg);
         fail(s,
-             s->grpc_status == 12 ? "the server does not serve RLQS (%s)%s"
-                                  : "the server ended the stream (%s)%s",
-             st, "");
+             s->grpc_status == 12 ? "the server does not serve RLQS (%s)"
+                                  : "the server ended the stream (%s)",
+             st);
     } else if (s->http_status != 0 && s->http_status != 200) {
         snprintf(st, sizeof st, "%d", s->http_status);
-        fail(s, "the server answered HTTP status %s to the RLQS call%s: not a gRPC server", st, "");
+        fail(s, "the server answered HTTP status %s to the RLQS call: not a gRPC server", st);
     } else if (!s->grpc_ctype && s->http_status == 200) {
-        fail(s, "the server answered without application/grpc%s%s: not a gRPC server", "", "");
+        fail(s, "the server answered without application/grpc: not a gRPC server");
     } else if (code != NGHTTP2_NO_ERROR) {
-        fail(s, "the server reset the stream (%s)%s", nghttp2_http2_strerror(code), "");
+        fail(s, "the server reset the stream (%s)", nghttp2_http2_strerror(code));
     } else {
-        fail(s, "the server ended the stream%s%s", "", "");
+        fail(s, "the server ended the stream");
     }
     return 0;
 }
@@ -373,7 +379,7 @@ static void not_h2(rlt__q_stream *s, const uint8_t *b, size_t n)
     for (size_t i = 0; i < n && k + 1 < sizeof shown && b[i] != '\r' && b[i] != '\n'; i++)
         shown[k++] = b[i] >= 0x20 && b[i] < 0x7f ? (char)b[i] : '.';
     shown[k] = '\0';
-    fail(s, "not an HTTP/2 (gRPC) server: it answered '%s'%s", shown, "");
+    fail(s, "not an HTTP/2 (gRPC) server: it answered '%s'", shown);
 }
 
 int rlt__q_pump(rlt__q_stream *s, int64_t now, char *err, size_t errlen)
@@ -388,10 +394,10 @@ int rlt__q_pump(rlt__q_stream *s, int64_t now, char *err, size_t errlen)
             if (!s->checked && s->nfirst > 0)
                 not_h2(s, s->first, s->nfirst);
             else if (n == 0 && s->nfirst == 0)
-                fail(s, "the server closed the connection without answering HTTP/2%s%s", "", "");
+                fail(s, "the server closed the connection without answering HTTP/2");
             else
-                fail(s, "the server closed the connection (%s)%s",
-                     n == 0 ? "end of stream" : strerror(errno), "");
+                fail(s, "the server closed the connection (%s)",
+                     n == 0 ? "end of stream" : strerror(errno));
             break;
         }
         size_t take =
@@ -411,10 +417,9 @@ int rlt__q_pump(rlt__q_stream *s, int64_t now, char *err, size_t errlen)
             rc = nghttp2_session_mem_recv(s->h2, s->first, s->nfirst - take);
         }
         if (rc >= 0) rc = nghttp2_session_mem_recv(s->h2, buf, (size_t)n);
-        if (rc < 0) fail(s, "HTTP/2 error: %s%s", nghttp2_strerror((int)rc), "");
+        if (rc < 0) fail(s, "HTTP/2 error: %s", nghttp2_strerror((int)rc));
     }
-    if (!s->failed && nghttp2_session_send(s->h2) != 0)
-        fail(s, "the server closed the connection%s%s", "", "");
+    if (!s->failed && nghttp2_session_send(s->h2) != 0) fail(s, "the server closed the connection");
     if (s->failed) {
         snprintf(err, errlen, "%s", s->err);
         return -1;
