@@ -133,6 +133,8 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t 
     return 0;
 }
 
+static void ended(rlt__q_stream *s, uint32_t code);
+
 static int on_frame(nghttp2_session *h2, const nghttp2_frame *f, void *u)
 {
     (void)h2;
@@ -141,6 +143,9 @@ static int on_frame(nghttp2_session *h2, const nghttp2_frame *f, void *u)
         f->headers.cat == NGHTTP2_HCAT_RESPONSE && !(f->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
         s->http_status == 200 && s->grpc_ctype && s->grpc_status < 0)
         s->ready = true;
+    if ((f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA) &&
+        f->hd.stream_id == s->sid && (f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        ended(s, NGHTTP2_NO_ERROR);
     if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code != NGHTTP2_NO_ERROR)
         fail(s, "the server ended the connection (HTTP/2 GOAWAY %s)",
              nghttp2_http2_strerror(f->goaway.error_code));
@@ -214,11 +219,11 @@ static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t
     return 0;
 }
 
-static int on_close(nghttp2_session *h2, int32_t id, uint32_t code, void *u)
+/* The call is over: the server ended its side (trailers, or a trailers-only answer; the
+ * stream itself may stay half-open) or the stream closed with HTTP/2 error `code`.  An RLQS
+ * call lasts as long as its client: any end is a failure, worded after what the server said. */
+static void ended(rlt__q_stream *s, uint32_t code)
 {
-    (void)h2;
-    rlt__q_stream *s = u;
-    if (id != s->sid) return 0;
     s->closed = true;
     char st[300];
     if (s->grpc_status > 0) {
@@ -238,6 +243,13 @@ static int on_close(nghttp2_session *h2, int32_t id, uint32_t code, void *u)
     } else {
         fail(s, "the server ended the stream");
     }
+}
+
+static int on_close(nghttp2_session *h2, int32_t id, uint32_t code, void *u)
+{
+    (void)h2;
+    rlt__q_stream *s = u;
+    if (id == s->sid) ended(s, code);
     return 0;
 }
 

@@ -123,6 +123,20 @@ def a_grpc_server_answering_unimplemented_is_refused(tmp):
 
 
 @test
+def a_daemon_with_a_password_needs_the_token(tmp):
+    d = it.Daemon(tmp, "--password", "s3cret", config=CFG)
+    try:
+        addr = "127.0.0.1:%d" % d.grpc
+        refused(addr, "the server ended the stream (grpc-status 16 UNAUTHENTICATED")
+        r = quota("--connect", addr, "--domain", "q", "--bucket", "name=web", "--streams", 1,
+                  "--seconds", 1, "--token", "s3cret")
+        assert r.returncode == 0, (r.returncode, r.stderr)
+        assert "1 streams, 1 with an assignment" in r.stdout, r.stdout
+    finally:
+        assert d.stop() == 0
+
+
+@test
 def bad_options_exit_2_with_a_message(tmp):
     cases = [
         ([], "--domain is required"),
