@@ -29,7 +29,7 @@ quota_buckets:
 """
 ROW = re.compile(r"^\s*(\S+)\s+(name=\S+)\s+(\d+)\s+(.*?)\s+(\d+)\s+(\d+)\s+(\d+)$")
 FLEET = re.compile(r"^\s*(\S+)\s+(name=\S+)\s+fleet\s+sum (\d+)/s max (\d+)\s+(\d+)\s+(\d+)"
-                   r"(?:\s+budget (\d+) bound (\d+)(?: OVER)?)?$")
+                   r"(?:\s+budget (\d+)(?: bound (\d+))?(?: OVER)?)?$")
 
 
 def test(fn):
