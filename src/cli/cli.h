@@ -9,5 +9,6 @@ int rlt__cli_sim(int argc, char **argv);     /* sim.c: every algorithm on the sa
 int rlt__cli_replay(int argc, char **argv);  /* replay.c: a trace or access log through a policy */
 int rlt__cli_headers(int argc, char **argv); /* headers.c: the HTTP headers a decision makes */
 int rlt__cli_bench(int argc, char **argv);   /* bench.c: the keyed store under load */
+int rlt__cli_quota(int argc, char **argv);   /* quota.c: N Envoys' RLQS streams to a daemon */
 
 #endif

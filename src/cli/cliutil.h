@@ -129,6 +129,12 @@ int rlt__opt_int(const char *cmd, const char *name, const char *val, int64_t min
 int rlt__opt_dec(const char *cmd, const char *name, const char *val, int64_t scale, int64_t min,
                  int64_t max, int64_t *out);
 
+/* Parses a duration of option `name`: a decimal in seconds, or with a unit (ns us ms s m), into
+ * ns in [min, max]; prints a usage error naming it ("ratelimit CMD: --x '1x': unknown unit")
+ * and returns -1 when it is not one, else 0 and *out. */
+int rlt__opt_time(const char *cmd, const char *name, const char *v, rlt_ns min, rlt_ns max,
+                  rlt_ns *out);
+
 /* Prints "ratelimit CMD: <message> (see ratelimit CMD --help)" to stderr and returns 2, the
  * usage-error exit code. */
 int rlt__usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

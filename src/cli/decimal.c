@@ -228,6 +228,37 @@ int rlt__opt_dec(const char *cmd, const char *name, const char *val, int64_t sca
     return 0;
 }
 
+int rlt__opt_time(const char *cmd, const char *name, const char *v, rlt_ns min, rlt_ns max,
+                  rlt_ns *out)
+{
+    size_t n = strlen(v), d = n;
+    while (d > 0 && v[d - 1] >= 'a' && v[d - 1] <= 'z')
+        d--;
+    int64_t unit = RLT_NS_PER_S;
+    if (d < n) {
+        unit = strcmp(v + d, "m") == 0 ? 60 * RLT_NS_PER_S : rlt__dec_unit_ns(v + d);
+        if (unit == 0) {
+            rlt__usage_error(cmd, "%s '%s': unknown unit '%s' (ns us ms s m)", name, v, v + d);
+            return -1;
+        }
+    }
+    int64_t x;
+    int rc = rlt__dec_parse(v, d, unit, &x);
+    if (rc != RLT__DEC_OK) {
+        rlt__usage_error(cmd, "%s '%s': %s", name, v, rlt__dec_strerror(rc));
+        return -1;
+    }
+    if (x < min || x > max) {
+        char a[RLT__DEC_BUF], b[RLT__DEC_BUF];
+        rlt__dec_format(a, min, RLT_NS_PER_S);
+        rlt__dec_format(b, max, RLT_NS_PER_S);
+        rlt__usage_error(cmd, "%s '%s': must be between %s s and %s s", name, v, a, b);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
 int rlt__usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;

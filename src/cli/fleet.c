@@ -67,32 +67,7 @@ static void usage(FILE *f)
 /* A duration option: a decimal in seconds or a number with a unit (ns us ms s m). */
 static int opt_time(const char *name, const char *v, rlt_ns min, rlt_ns max, rlt_ns *out)
 {
-    size_t n = strlen(v), d = n;
-    while (d > 0 && v[d - 1] >= 'a' && v[d - 1] <= 'z')
-        d--;
-    int64_t unit = NS;
-    if (d < n) {
-        unit = strcmp(v + d, "m") == 0 ? 60 * NS : rlt__dec_unit_ns(v + d);
-        if (unit == 0) {
-            fail_usage("%s '%s': unknown unit '%s' (ns us ms s m)", name, v, v + d);
-            return -1;
-        }
-    }
-    int64_t x;
-    int rc = rlt__dec_parse(v, d, unit, &x);
-    if (rc != RLT__DEC_OK) {
-        fail_usage("%s '%s': %s", name, v, rlt__dec_strerror(rc));
-        return -1;
-    }
-    if (x < min || x > max) {
-        char a[RLT__DEC_BUF], b[RLT__DEC_BUF];
-        rlt__dec_format(a, min, NS);
-        rlt__dec_format(b, max, NS);
-        fail_usage("%s '%s': must be between %s s and %s s", name, v, a, b);
-        return -1;
-    }
-    *out = x;
-    return 0;
+    return rlt__opt_time(FLEET_CMD, name, v, min, max, out);
 }
 
 static int parse_pattern(const char *v)

@@ -1,4 +1,5 @@
-/* The `ratelimit` command: dispatches to the subcommands (sim, replay, headers, bench) and
+/* The `ratelimit` command: dispatches to the subcommands (sim, replay, headers, bench,
+ * quota) and
  * answers --help and --version. */
 #include "cli/cli.h"
 
@@ -18,6 +19,7 @@ static void usage(FILE *f)
           "  replay    replay a trace or an access log through a policy, one verdict per line\n"
           "  headers   show the HTTP rate-limit headers a policy's decisions produce\n"
           "  bench     measure the keyed store's decisions per second\n"
+          "  quota     N Envoys' Rate Limit Quota Service streams against a running ratelimitd\n"
           "options:\n"
           "  --help, -h     this text\n"
           "  --version, -V  the version\n",
@@ -48,6 +50,15 @@ int main(int argc, char **argv)
 #else
         fprintf(stderr, "ratelimit: bench not built (src/cli/bench.c was missing at configure "
                         "time)\n");
+        return 1;
+#endif
+    }
+    if (strcmp(cmd, "quota") == 0) {
+#ifdef RLT_HAVE_QUOTA
+        return rlt__cli_quota(argc - 1, argv + 1);
+#else
+        fprintf(stderr, "ratelimit: quota not built (libnghttp2 was missing at configure time: "
+                        "install libnghttp2-dev)\n");
         return 1;
 #endif
     }

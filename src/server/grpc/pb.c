@@ -10,7 +10,7 @@
  * HealthCheckResponse 1 status */
 #include "server/grpc/pb.h"
 
-#include "server/grpc/pbwire.h"
+#include "proto/pbwire.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -12,7 +12,7 @@
  *   Duration                     1 seconds, 2 nanos */
 #include "server/grpc/rlqs_pb.h"
 
-#include "server/grpc/pbwire.h"
+#include "proto/pbwire.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,10 +1,11 @@
-/* The protobuf wire format, shared by the codecs of ratelimitd's gRPC messages (pb.c: RLS
- * and the health check; rlqs_pb.c: the rate limit quota service): a bounded reader over a
+/* The protobuf wire format, shared by the codecs of ratelimitd's gRPC messages
+ * (src/server/grpc: pb.c, RLS and the health check; rlqs_pb.c, the rate limit quota service)
+ * and of the `ratelimit quota` client (rlqs_client.c here): a bounded reader over a
  * caller buffer (varints of at most 10 bytes, lengths checked against the bytes left, no
  * groups) and a bounded writer into a caller buffer.  Static inline: each codec is one file
  * and nothing here is state. */
-#ifndef RLT_SERVER_GRPC_PBWIRE_H
-#define RLT_SERVER_GRPC_PBWIRE_H
+#ifndef RLT_PROTO_PBWIRE_H
+#define RLT_PROTO_PBWIRE_H
 
 #include <stdbool.h>
 #include <stddef.h>
