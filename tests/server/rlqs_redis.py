@@ -172,7 +172,7 @@ def each_daemon_shows_its_claims_in_stats_and_metrics(tmp):
             q, m = quota_rows(d)
             assert q["redis"] is True and q["buckets"] == 1, q
             row = q["shown"][0]
-            assert row["bucket"] == "name=web" and row["claim_servers"] == 2, row
+            assert row["bucket"] == "name=web", row
             assert 0 < row["claim_tokens_per_fill"] <= 200 and 0 < row["claim_max_tokens"] <= 40, row
             assert row["budget_tokens_per_fill"] <= row["claim_tokens_per_fill"], row
             for part, key in (("tokens_per_fill", "claim_tokens_per_fill"),

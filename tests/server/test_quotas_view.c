@@ -208,7 +208,6 @@ TEST(redis_mode_rows_carry_the_claims)
     x->status = RLT_OK;
     x->budget_q = x->claim_q = 120;
     x->budget_b = x->claim_b = 24;
-    x->servers = 2;
     ASSERT_EQ(rlt__quotas_claims_apply(q, ch.c, ch.n, now), 0);
     rlt__quotas_chunk_free(&ch);
     rlt__quotas_view_get(q, now, &v);
@@ -216,7 +215,6 @@ TEST(redis_mode_rows_carry_the_claims)
     ASSERT_STR_EQ(rlt__quotas_view_claim_name(v.rows[0].claim), "claimed");
     ASSERT_EQ(v.rows[0].claim_q, 120);
     ASSERT_EQ(v.rows[0].claim_b, 24);
-    ASSERT_EQ(v.rows[0].servers, 2);
     ASSERT_EQ(v.rows[0].budget_q, 120);
     ASSERT_EQ(v.other.claim_q, 0);
     rlt__quotas_stream_end(q, a, now);

@@ -142,7 +142,6 @@ static void read_bucket(const rlt__quotas *q, const rlt__quotas_bucket *b, rlt_n
                                                      : RLT__QV_CLAIM_UNCLAIMED;
         r->claim_q = b->claim_q;
         r->claim_b = b->claim_b;
-        r->servers = b->servers;
     }
 }
 

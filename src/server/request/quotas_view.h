@@ -54,7 +54,6 @@ typedef struct rlt__quotas_view_row {
     int64_t left_b;     /* budget_b - assigned_b, at least 0 */
     rlt__quotas_view_claim claim; /* Redis mode */
     int64_t claim_q, claim_b;     /* the claim of its last successful exchange (0: none) */
-    int64_t servers;              /* live servers at its last exchange (0: never) */
 } rlt__quotas_view_row;
 
 typedef struct rlt__quotas_view {

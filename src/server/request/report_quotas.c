@@ -64,7 +64,6 @@ static void json_row(rlt__obuf *o, const rlt__quotas_view_row *r, bool redis, bo
         if (!other) rlt__obuf_printf(o, ",\"claim\":\"%s\"", rlt__quotas_view_claim_name(r->claim));
         rlt__obuf_printf(o, ",\"claim_tokens_per_fill\":%" PRId64 ",\"claim_max_tokens\":%" PRId64,
                          r->claim_q, r->claim_b);
-        if (!other) rlt__obuf_printf(o, ",\"claim_servers\":%" PRId64, r->servers);
     }
     rlt__obuf_printf(o, "}");
 }
