@@ -5,6 +5,7 @@
  * connection preface is a SETTINGS frame on stream 0), a gRPC server that does not serve the
  * call by its grpc-status. */
 #include "cli/quota_h2.h"
+#include "proto/pbwire.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -47,28 +48,6 @@ struct rlt__q_stream {
     rlt__q_count cnt[RLT__Q_MAX_BUCKETS];
     uint64_t assigned[RLT__Q_MAX_BUCKETS];
 };
-
-static const char *grpc_name(int code)
-{
-    static const char *n[] = {"OK",
-                              "CANCELLED",
-                              "UNKNOWN",
-                              "INVALID_ARGUMENT",
-                              "DEADLINE_EXCEEDED",
-                              "NOT_FOUND",
-                              "ALREADY_EXISTS",
-                              "PERMISSION_DENIED",
-                              "RESOURCE_EXHAUSTED",
-                              "FAILED_PRECONDITION",
-                              "ABORTED",
-                              "OUT_OF_RANGE",
-                              "UNIMPLEMENTED",
-                              "INTERNAL",
-                              "UNAVAILABLE",
-                              "DATA_LOSS",
-                              "UNAUTHENTICATED"};
-    return code >= 0 && code <= 16 ? n[code] : "?";
-}
 
 /* The stream's first failure, in words (later ones are consequences). */
 static void fail(rlt__q_stream *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -227,7 +206,7 @@ static void ended(rlt__q_stream *s, uint32_t code)
     s->closed = true;
     char st[300];
     if (s->grpc_status > 0) {
-        snprintf(st, sizeof st, "grpc-status %d %s%s%s", s->grpc_status, grpc_name(s->grpc_status),
+        snprintf(st, sizeof st, "grpc-status %d %s%s%s", s->grpc_status, pb_grpc_status_name(s->grpc_status),
                  s->grpc_msg[0] ? ": " : "", s->grpc_msg);
         fail(s,
              s->grpc_status == 12 ? "the server does not serve RLQS (%s)"

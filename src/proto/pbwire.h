@@ -90,6 +90,56 @@ static inline bool rd_str(rd *r, const char **s, size_t *n)
     return memchr(*s, '\0', *n) == NULL;
 }
 
+/* A google.protobuf.Duration message (seconds, nanos) in nanoseconds, saturated to int64;
+ * false when malformed (its nanos, an int32, taken from the varint's low 32 bits). */
+static inline bool rd_duration(rd m, int64_t *out)
+{
+    int64_t sec = 0, nanos = 0, ns;
+    while (m.p < m.end) {
+        uint32_t num;
+        int wt;
+        uint64_t v;
+        if (!rd_tag(&m, &num, &wt)) return false;
+        if (num == 1 || num == 2) {
+            if (wt != WT_VARINT || !rd_varint(&m, &v)) return false;
+            if (num == 1)
+                sec = (int64_t)v;
+            else
+                nanos = (int32_t)(uint32_t)v;
+        } else if (!rd_skip(&m, wt)) {
+            return false;
+        }
+    }
+    if (__builtin_mul_overflow(sec, (int64_t)1000000000, &ns) ||
+        __builtin_add_overflow(ns, nanos, &ns))
+        ns = sec < 0 ? INT64_MIN : INT64_MAX;
+    *out = ns;
+    return true;
+}
+
+/* The names of gRPC's status codes 0 (OK) .. 16 (UNAUTHENTICATED); "?" for any other. */
+static inline const char *pb_grpc_status_name(int code)
+{
+    static const char *const n[] = {"OK",
+                                    "CANCELLED",
+                                    "UNKNOWN",
+                                    "INVALID_ARGUMENT",
+                                    "DEADLINE_EXCEEDED",
+                                    "NOT_FOUND",
+                                    "ALREADY_EXISTS",
+                                    "PERMISSION_DENIED",
+                                    "RESOURCE_EXHAUSTED",
+                                    "FAILED_PRECONDITION",
+                                    "ABORTED",
+                                    "OUT_OF_RANGE",
+                                    "UNIMPLEMENTED",
+                                    "INTERNAL",
+                                    "UNAVAILABLE",
+                                    "DATA_LOSS",
+                                    "UNAUTHENTICATED"};
+    return code >= 0 && code < (int)(sizeof n / sizeof n[0]) ? n[code] : "?";
+}
+
 /* A bounded writer over a caller buffer; `ok` false once something did not fit. */
 typedef struct wr {
     uint8_t *p, *end;

@@ -75,31 +75,6 @@ void rlt__rlqsc_reader_init(rlt__rlqsc_reader *r, const uint8_t *buf, size_t len
     r->end = buf + len;
 }
 
-/* google.protobuf.Duration in ns, saturated to int64. */
-static bool rd_duration(rd m, int64_t *out)
-{
-    int64_t sec = 0, nanos = 0, ns;
-    while (m.p < m.end) {
-        uint32_t num;
-        int wt;
-        uint64_t v;
-        if (!rd_tag(&m, &num, &wt)) return false;
-        if (num == 1 || num == 2) {
-            if (wt != WT_VARINT || !rd_varint(&m, &v)) return false;
-            if (num == 1)
-                sec = (int64_t)v;
-            else
-                nanos = (int32_t)(uint32_t)v;
-        } else if (!rd_skip(&m, wt)) {
-            return false;
-        }
-    }
-    if (__builtin_mul_overflow(sec, NS_PER_S, &ns) || __builtin_add_overflow(ns, nanos, &ns))
-        ns = sec < 0 ? INT64_MIN : INT64_MAX;
-    *out = ns;
-    return true;
-}
-
 /* A BucketId's map entries into a->pairs, in the message's order; false when malformed or
  * longer than RLT__RLQSC_MAX_PAIRS. */
 static bool rd_id(rd m, rlt__rlqsc_action *a)

@@ -24,33 +24,6 @@ static int bad(char *err, size_t errlen, int code, const char *what)
     return code;
 }
 
-/* google.protobuf.Duration in ns, saturated to int64 (seconds are int64, nanos int32, both
- * varints that may be negative). */
-static bool rd_duration(rd m, rlt_ns *out)
-{
-    int64_t sec = 0, nanos = 0;
-    while (m.p < m.end) {
-        uint32_t num;
-        int wt;
-        uint64_t v;
-        if (!rd_tag(&m, &num, &wt)) return false;
-        if (num == 1 || num == 2) {
-            if (wt != WT_VARINT || !rd_varint(&m, &v)) return false;
-            if (num == 1)
-                sec = (int64_t)v;
-            else
-                nanos = (int32_t)(uint32_t)v;
-        } else if (!rd_skip(&m, wt)) {
-            return false;
-        }
-    }
-    rlt_ns ns;
-    if (__builtin_mul_overflow(sec, RLT_NS_PER_S, &ns) || __builtin_add_overflow(ns, nanos, &ns))
-        ns = sec < 0 ? INT64_MIN : INT64_MAX;
-    *out = ns;
-    return true;
-}
-
 static int pair_cmp(const rlt__entry *a, const rlt__entry *b)
 {
     size_t n = a->klen < b->klen ? a->klen : b->klen;

@@ -2,6 +2,7 @@
  * INFO, /v1/top's JSON and Prometheus; read from the counters (stats/metrics.h), the top
  * offenders' sketches (stats/top.h), the registry's store figures and the backend's own lines. */
 #include "server/request/report.h"
+#include "proto/pbwire.h"
 
 #include "server/backend/backend.h"
 #include "server/base/clock.h"
@@ -207,23 +208,6 @@ static uint64_t envoy_sum(rlt__srv *s, size_t off, size_t i)
 static void grpc_prometheus(rlt__srv *s, rlt__obuf *o)
 {
     static const char *const methods[] = {"ShouldRateLimit", "Check", "other"};
-    static const char *const codes[RLT__GRPC_STATUSES] = {"OK",
-                                                          "CANCELLED",
-                                                          "UNKNOWN",
-                                                          "INVALID_ARGUMENT",
-                                                          "DEADLINE_EXCEEDED",
-                                                          "NOT_FOUND",
-                                                          "ALREADY_EXISTS",
-                                                          "PERMISSION_DENIED",
-                                                          "RESOURCE_EXHAUSTED",
-                                                          "FAILED_PRECONDITION",
-                                                          "ABORTED",
-                                                          "OUT_OF_RANGE",
-                                                          "UNIMPLEMENTED",
-                                                          "INTERNAL",
-                                                          "UNAVAILABLE",
-                                                          "DATA_LOSS",
-                                                          "UNAUTHENTICATED"};
     rlt__obuf_printf(o, "# HELP ratelimitd_grpc_calls_total gRPC calls by method.\n"
                         "# TYPE ratelimitd_grpc_calls_total counter\n");
     for (size_t i = 0; i < 3; i++)
@@ -236,7 +220,7 @@ static void grpc_prometheus(rlt__srv *s, rlt__obuf *o)
         uint64_t v = envoy_sum(s, offsetof(rlt__envoy_counters, grpc_status), i);
         if (v > 0 || i == 0)
             rlt__obuf_printf(o, "ratelimitd_grpc_responses_total{code=\"%s\"} %" PRIu64 "\n",
-                             codes[i], v);
+                             pb_grpc_status_name((int)i), v);
     }
     /* envoyproxy/ratelimit's per-rule stats, for /json and gRPC alike, in hits. */
     static const struct {
