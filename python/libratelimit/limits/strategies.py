@@ -80,14 +80,15 @@ class RateLimiter:
 
     def test(self, item: RateLimitItem, *identifiers: Ident, cost: int = 1,
              now_ns: Optional[int] = None) -> bool:
-        """Whether a hit of ``cost`` would be allowed now; charges nothing."""
+        """Whether a hit of ``cost`` would be allowed now; charges nothing.  (A hit of cost 0
+        is allowed when one of cost 1 would be, as ratelimit decides it.)"""
         if isinstance(cost, bool) or not isinstance(cost, int):
             raise TypeError("cost must be an int")
         if cost < 0:
             raise ValueError("cost must be >= 0")
         lim = self._limiter(item)
         d = self._checked(lim.peek(self._key(item, identifiers), now_ns))
-        return d.remaining >= cost
+        return d.allowed if cost == 0 else d.remaining >= cost
 
     def get_window_stats(self, item: RateLimitItem, *identifiers: Ident,
                          now_ns: Optional[int] = None) -> WindowStats:
