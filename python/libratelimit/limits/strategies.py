@@ -50,7 +50,7 @@ class RateLimiter:
                 lim = self._limiters.get(spec)
                 if lim is None:
                     lim = Limiter("%s:%d/%ds" % (self.ALGORITHM, spec[0], spec[1]),
-                                  self.storage, name=str(item).replace(" ", "_"))
+                                  self.storage)
                     self._limiters[spec] = lim
         return lim
 
