@@ -36,7 +36,8 @@ def quickstart(url, errors):
     """The quick start's sections, each on a fresh store, as the docs write them."""
     try:
         import time
-        from libratelimit.limits import storage, strategies, parse, RateLimitItemPerSecond  # was: from limits import ...
+        # was: from limits import storage, strategies, parse, RateLimitItemPerSecond
+        from libratelimit.limits import storage, strategies, parse, RateLimitItemPerSecond
 
         def fresh(section):
             s = storage.storage_from_string(url if url == "memory://" else
