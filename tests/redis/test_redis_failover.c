@@ -56,6 +56,7 @@ static void round_of(rlt_redis *r, int h, const rlt_policy *pa, const rlt_policy
 
 TEST(killed_master_fails_over_to_its_replica_and_the_other_keys_stay_exact)
 {
+    rtest_away_from_hour_end(90);
     rlt_redis_options o = {.timeout = 500 * RLT_NS_PER_MS, /* a dead node refuses at once */
                            .breaker_failures = 2,
                            .backoff_min = 100 * RLT_NS_PER_MS,

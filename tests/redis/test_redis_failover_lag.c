@@ -29,6 +29,7 @@ static bool offsets(int m, long long *master, long long *replica)
 
 TEST(unreplicated_writes_are_admitted_again_after_failover_and_no_more)
 {
+    rtest_away_from_hour_end(90);
     rlt_redis *r = rtest_open((rlt_redis_options){.timeout = 300 * RLT_NS_PER_MS,
                                                   .breaker_failures = 2,
                                                   .backoff_min = 100 * RLT_NS_PER_MS,
@@ -116,6 +117,7 @@ TEST(unreplicated_writes_are_admitted_again_after_failover_and_no_more)
  * when the cluster fails it over (node timeout 1 s), its replica serves its keys. */
 TEST(stopped_master_takes_the_fail_mode_per_node_until_its_replica_takes_over)
 {
+    rtest_away_from_hour_end(90);
     const rlt_ns timeout = 100 * RLT_NS_PER_MS, margin = 400 * RLT_NS_PER_MS;
     rlt_redis *r = rtest_open((rlt_redis_options){.timeout = timeout,
                                                   .breaker_failures = 2,

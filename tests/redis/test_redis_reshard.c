@@ -48,6 +48,7 @@ static long first_slot(int m)
 
 TEST(reshard_under_load_has_no_client_error_and_exact_totals)
 {
+    rtest_away_from_hour_end(90);
     rlt_redis *h[2] = {rtest_open(opts()), rtest_open(opts())};
     rlt_policy pa = rtest_policy("fixed_window:25/1h"),
                pb = rtest_policy("fixed_window:1000000000/1h");
@@ -149,6 +150,7 @@ static long key_on(rlt_redis *r, const rlt_policy *p, int m, long not_slot, char
 
 TEST(clusterdown_on_a_slot_takes_the_fail_mode_there_only)
 {
+    rtest_away_from_hour_end(90);
     rlt_redis *r = rtest_open(opts());
     rlt_policy p = rtest_policy("fixed_window:100/1h");
     char down[24], up[24];
@@ -188,6 +190,7 @@ TEST(clusterdown_on_a_slot_takes_the_fail_mode_there_only)
 
 TEST(tryagain_during_a_multi_key_migration_is_retried_then_asked)
 {
+    rtest_away_from_hour_end(90);
     rlt_redis *r = rtest_open(opts());
     rlt_policy a = rtest_policy("fixed_window:3/1h"), b = rtest_policy("fixed_window:5/1h");
     rlt_redis_check ck[2] = {{&a, "{t1}:api", 8, 1}, {&b, "{t1}:upload", 11, 1}};

@@ -26,6 +26,7 @@ static int sentinel_says(void)
 
 TEST(sentinel_master_is_resolved_and_its_failover_followed)
 {
+    rtest_away_from_hour_end(90);
     rlt_redis_options o = {.timeout = 300 * RLT_NS_PER_MS,
                            .breaker_failures = 2,
                            .backoff_min = 100 * RLT_NS_PER_MS,
