@@ -13,6 +13,7 @@
 #define NALGO 7
 #define CONC 6 /* index of the concurrency limiter in runs[] */
 #define NS RLT_NS_PER_S
+#define NCOL 7 /* the table's columns */
 
 #define fail_usage(...) rlt__usage_error(CMD, __VA_ARGS__)
 
@@ -36,6 +37,8 @@ typedef struct run {
     int held;           /* the algorithm's own contract held on this run */
     char contract[160]; /* that contract, in words */
     char state[256];
+    char label[200];  /* the name, when it is built (a row with its own policy) */
+    char error[256];  /* a row's own policy the parser refused (the page's rows only) */
 } run;
 
 typedef struct sim {
@@ -56,6 +59,12 @@ typedef struct sim {
     size_t n, cap;
     run runs[NALGO];
     rlt_ns t_state; /* the instant of the state column */
+    /* The page's (web/wasm/sim_export.c): zero for the command. */
+    const char *policy_text[NALGO]; /* a row's own policy text instead of the algorithm's */
+    const char *trace_text;         /* --trace's content, in memory (the path only names it) */
+    size_t trace_len;
+    size_t max_requests;  /* 0: the command's cap */
+    const char *max_note; /* appended to the message past that cap */
 } sim;
 
 typedef struct span {
