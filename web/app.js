@@ -73,11 +73,11 @@ function start() {
 /** sim's message as the page shows it: its line without the pointer to --help. */
 const said = (stderr) => stderr.trim().replace(/ \(see ratelimit sim --help\)$/, '');
 
-/** sim's arguments for the options (the page's own --rowN among them). */
+/** sim's arguments for the options, led by the page's own --rowN TEXT. */
 function argsOf(o) {
   const args = [];
-  for (const k of SIM_KEYS) if (o[k] !== undefined) args.push(`--${k}`, k === 'trace' ? 'trace' : o[k]);
   ROWS.forEach((i) => { if (o[`row${i + 1}`]) args.push(`--row${i + 1}`, o[`row${i + 1}`]); });
+  for (const k of SIM_KEYS) if (o[k] !== undefined) args.push(`--${k}`, k === 'trace' ? 'trace' : o[k]);
   return args;
 }
 

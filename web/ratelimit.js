@@ -145,12 +145,14 @@ export const SIM_ROWS = 7;
  */
 export class Sim {
   /**
-   * Reads `args`, sim's own arguments (['--limit', '3', '--pattern', 'burst'], and the page's
-   * '--row4', 'token_bucket:2/10s'); `trace` is --trace's content (a string) when given.
+   * Reads `args`, sim's own arguments (['--limit', '3', '--pattern', 'burst']), led by the
+   * page's own row policies if any ('--row4', 'token_bucket:2/10s'); `trace` is --trace's content (a string) when given.
    * Returns { sim } or { error, status }: sim's message (its whole stderr) and exit status.
    */
   static open(core, args, trace) {
     const x = core.x;
+    const nul = args.find((a) => a.includes('\0'));
+    if (nul !== undefined) return { error: `ratelimit sim: '${nul.replace(/\0/g, '\\0')}': a NUL byte in an argument\n`, status: 2 };
     const bytes = core.enc.encode(args.map((a) => `${a}\0`).join(''));
     const a = core.put(bytes);
     const tb = trace === undefined ? null : core.enc.encode(trace);

@@ -37,8 +37,8 @@ typedef struct page_sim {
 
 /* The exported calls, declared once with their contracts; JavaScript calls them. */
 
-/* Reads `sim`'s options: `args` holds `len` bytes of NUL-terminated strings, argv[1..] (the
- * page's own --row1..--row7 TEXT among them), and `trace` `tlen` bytes of --trace's content
+/* Reads `sim`'s options: `args` holds `len` bytes of NUL-terminated strings, argv[1..] (led by
+ * the page's own --row1..--row7 TEXT pairs, row N's policy, if any), and `trace` `tlen` bytes of --trace's content
  * (or NULL); both come from rlt_wasm_alloc and are owned by the result.  Returns a simulation
  * (close it with rlt_wasm_sim_close) or 0, the status in rlt_wasm_sim_status() and sim's
  * message on stderr. */
@@ -145,15 +145,16 @@ page_sim *rlt_wasm_sim_open(char *args, int32_t len, char *trace, int32_t tlen)
     h->trace = trace;
     h->argv[0] = "sim";
     argc = 1;
+    int rows = 1; /* --rowN TEXT pairs, the page's own, come first: a value is never one */
     for (int32_t i = 0; i < len; i += (int32_t)strlen(args + i) + 1) {
-        /* --rowN TEXT: the page's own, row N's policy */
-        if (strncmp(args + i, "--row", 5) == 0 && args[i + 5] >= '1' && args[i + 5] <= '7' &&
-            args[i + 6] == '\0' && i + 7 < len) {
+        if (rows && strncmp(args + i, "--row", 5) == 0 && args[i + 5] >= '1' &&
+            args[i + 5] <= '7' && args[i + 6] == '\0' && i + 7 < len) {
             int a = args[i + 5] - '1';
             i += 7;
             h->s.policy_text[a] = args + i;
             continue;
         }
+        rows = 0;
         h->argv[argc++] = args + i;
     }
     if (trace) {
@@ -164,6 +165,7 @@ page_sim *rlt_wasm_sim_open(char *args, int32_t len, char *trace, int32_t tlen)
     h->s.max_note = " (the page draws every request, so it stops at 200000; ratelimit sim takes "
                     "up to 5000000)";
     status = rlt__sim_configure(&h->s, argc, h->argv);
+    if (status == RLT__SIM_HELP) status = fail_usage("--help: the page's controls are its options");
     if (status == 0 && h->s.svg) status = fail_usage("--svg: the page draws its own picture");
     if (status == 0 && !(h->reqs = malloc(2 * h->s.n * sizeof *h->reqs))) {
         fprintf(stderr, "ratelimit sim: out of memory\n");
