@@ -33,6 +33,7 @@ typedef struct page_sim {
     int64_t *reqs; /* time and cost of each request, in order, for the page to draw */
     char text[NALGO][200];    /* each row's policy text, for its input */
     char deftext[NALGO][200]; /* the text sim runs in each row */
+    unsigned gen;             /* counts the runs and states, for the cells' cache */
 } page_sim;
 
 /* The exported calls, declared once with their contracts; JavaScript calls them. */
@@ -71,8 +72,8 @@ const char *rlt_wasm_sim_row_text(page_sim *h, int32_t row, int32_t field);
 /* Row `row`'s record per request run: 0 accepted (bytes), 1 delay, 2 busy (int64 ns). */
 EXPORT("rlt_wasm_sim_row_array")
 const void *rlt_wasm_sim_row_array(const page_sim *h, int32_t row, int32_t which);
-/* The table's cells (rlt__sim_cells) after a run: row 0 the header, 1..7 the rows; col 0..6.
- * Asking for cell (0, 0) builds them all anew. */
+/* The table's cells (rlt__sim_cells) after a run: row 0 the header, 1..7 the rows; col 0..6
+ * ("" outside).  Valid until the next call of this module. */
 EXPORT("rlt_wasm_sim_cell") const char *rlt_wasm_sim_cell(const page_sim *h, int32_t row, int32_t col);
 /* Prints sim's standard output for the last run on stdout: the title, table and timeline, or
  * (`accuracy` 1) the accuracy report (-1: as the options said).  Returns 0 or 1. */
@@ -126,17 +127,19 @@ static void finish(void)
 
 page_sim *rlt_wasm_sim_open(char *args, int32_t len, char *trace, int32_t tlen)
 {
-    page_sim *h = calloc(1, sizeof *h);
+    page_sim *h = len > 0 && args[len - 1] != '\0' ? NULL : calloc(1, sizeof *h);
     int argc = 1;
     for (int32_t i = 0; i < len; i++)
         argc += args[i] == '\0';
     if (h) h->argv = calloc((size_t)argc + 1, sizeof *h->argv);
     if (!h || !h->argv) {
+        int unterminated = len > 0 && args[len - 1] != '\0';
         free(h);
         free(args);
         free(trace);
-        fprintf(stderr, "ratelimit sim: out of memory\n");
-        status = 1;
+        fprintf(stderr, "ratelimit sim: %s\n",
+                unterminated ? "the arguments' last one is not NUL-terminated" : "out of memory");
+        status = unterminated ? 2 : 1;
         finish();
         return NULL;
     }
@@ -199,6 +202,7 @@ int32_t rlt_wasm_sim_run(page_sim *h, int64_t T, int32_t upto)
             n--;
     h->s.n = n;
     h->s.t_state = T;
+    h->gen++;
     int rc = rlt__sim_run(&h->s);
     if (rc == 0) rlt__sim_states(&h->s);
     finish();
@@ -208,6 +212,7 @@ int32_t rlt_wasm_sim_run(page_sim *h, int64_t T, int32_t upto)
 void rlt_wasm_sim_states(page_sim *h, int64_t T)
 {
     h->s.t_state = T;
+    h->gen++;
     rlt__sim_states(&h->s);
 }
 
@@ -276,11 +281,19 @@ const void *rlt_wasm_sim_row_array(const page_sim *h, int32_t row, int32_t which
     return which == 0 ? (const void *)r->ok : which == 1 ? (const void *)r->delay : r->busy;
 }
 
+/* The cells of one simulation at one run or clock, built once for the 56 reads. */
 static char cells[NALGO + 1][NCOL][300];
+static const page_sim *cells_of;
+static unsigned cells_gen;
 
 const char *rlt_wasm_sim_cell(const page_sim *h, int32_t row, int32_t col)
 {
-    if (row == 0 && col == 0) rlt__sim_cells(&h->s, cells);
+    if (row < 0 || row > NALGO || col < 0 || col >= NCOL) return "";
+    if (cells_of != h || cells_gen != h->gen) {
+        rlt__sim_cells(&h->s, cells);
+        cells_of = h;
+        cells_gen = h->gen;
+    }
     return cells[row][col];
 }
 
@@ -303,6 +316,7 @@ int64_t rlt_wasm_sim_ticks(const char *text)
 void rlt_wasm_sim_close(page_sim *h)
 {
     if (!h) return;
+    if (cells_of == h) cells_of = NULL;
     rlt__sim_free(&h->s);
     free(h->reqs);
     free(h->argv);
