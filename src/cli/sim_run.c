@@ -43,9 +43,9 @@ static int apply_block(const sim *s, rlt_policy *p)
  * message in r->error when it refuses it.  Its name is its algorithm's.  0, or 1 out of memory. */
 static int own_policy(const sim *s, int a, run *r)
 {
-    static const char *const names[] = {"?",           "Fixed window", "Sliding log",
-                                        "Sliding counter", "Token bucket", "GCRA",
-                                        "Leaky bucket",    "Concurrency"};
+    static const char *const names[] = {
+        "?",    "Fixed window", "Sliding log", "Sliding counter", "Token bucket",
+        "GCRA", "Leaky bucket", "Concurrency"};
     size_t n = strlen(s->policy_text[a]) + (s->block ? strlen(s->block) + 8 : 0) + 1;
     char *text = malloc(n);
     if (!text) {
@@ -230,9 +230,8 @@ static int run_all(sim *s)
         size_t m = 0;
         for (size_t i = 0; i < s->n; i++)
             if (r->ok[i])
-                evs[m++] =
-                    (ev){s->r[i].t + r->delay[i],
-                         r->p.algo == RLT_CONCURRENCY ? (s->r[i].cost > 0) : s->r[i].cost};
+                evs[m++] = (ev){s->r[i].t + r->delay[i],
+                                r->p.algo == RLT_CONCURRENCY ? (s->r[i].cost > 0) : s->r[i].cost};
         /* Arrivals are sorted and the shaper sends FIFO, so this is a cheap check. */
         for (size_t i = 1; i < m; i++)
             if (evs[i].t < evs[i - 1].t) {

@@ -158,10 +158,12 @@ int rlt__sim_trace(sim *s, const char *path)
 {
     /* The page hands the trace over in memory (fmemopen refuses 0 bytes: a lone newline is
      * the same empty trace). */
-    FILE *f = s->trace_text ? fmemopen((void *)(s->trace_len ? s->trace_text : "\n"),
-                                       s->trace_len ? s->trace_len : 1, "r")
-              : strcmp(path, "-") == 0 ? stdin
-                                       : fopen(path, "r");
+    FILE *f;
+    if (s->trace_text)
+        f = fmemopen((void *)(s->trace_len ? s->trace_text : "\n"), s->trace_len ? s->trace_len : 1,
+                     "r");
+    else
+        f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
     if (!f) {
         fprintf(stderr, "ratelimit " CMD ": cannot open %s: %s\n", path, strerror(errno));
         return 1;

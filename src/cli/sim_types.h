@@ -37,8 +37,8 @@ typedef struct run {
     int held;           /* the algorithm's own contract held on this run */
     char contract[160]; /* that contract, in words */
     char state[256];
-    char label[200];  /* the name, when it is built (a row with its own policy) */
-    char error[256];  /* a row's own policy the parser refused (the page's rows only) */
+    char label[200]; /* the name, when it is built (a row with its own policy) */
+    char error[256]; /* a row's own policy the parser refused (the page's rows only) */
 } run;
 
 typedef struct sim {

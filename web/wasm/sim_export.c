@@ -29,8 +29,8 @@ typedef struct page_sim {
     size_t total; /* the requests configured; s.n is how many the last run covered */
     char *args;   /* argv's bytes, owned */
     char **argv;
-    char *trace; /* --trace's content, owned */
-    int64_t *reqs; /* time and cost of each request, in order, for the page to draw */
+    char *trace;              /* --trace's content, owned */
+    int64_t *reqs;            /* time and cost of each request, in order, for the page to draw */
     char text[NALGO][200];    /* each row's policy text, for its input */
     char deftext[NALGO][200]; /* the text sim runs in each row */
     unsigned gen;             /* counts the runs and states, for the cells' cache */
@@ -39,10 +39,10 @@ typedef struct page_sim {
 /* The exported calls, declared once with their contracts; JavaScript calls them. */
 
 /* Reads `sim`'s options: `args` holds `len` bytes of NUL-terminated strings, argv[1..] (led by
- * the page's own --row1..--row7 TEXT pairs, row N's policy, if any), and `trace` `tlen` bytes of --trace's content
- * (or NULL); both come from rlt_wasm_alloc and are owned by the result.  Returns a simulation
- * (close it with rlt_wasm_sim_close) or 0, the status in rlt_wasm_sim_status() and sim's
- * message on stderr. */
+ * the page's own --row1..--row7 TEXT pairs, row N's policy, if any), and `trace` `tlen` bytes of
+ * --trace's content (or NULL); both come from rlt_wasm_alloc and are owned by the result.  Returns
+ * a simulation (close it with rlt_wasm_sim_close) or 0, the status in rlt_wasm_sim_status() and
+ * sim's message on stderr. */
 EXPORT("rlt_wasm_sim_open")
 page_sim *rlt_wasm_sim_open(char *args, int32_t len, char *trace, int32_t tlen);
 /* The last status of rlt_wasm_sim_open or rlt_wasm_sim_ticks: 0, 1 or 2 as `sim` exits. */
@@ -74,7 +74,8 @@ EXPORT("rlt_wasm_sim_row_array")
 const void *rlt_wasm_sim_row_array(const page_sim *h, int32_t row, int32_t which);
 /* The table's cells (rlt__sim_cells) after a run: row 0 the header, 1..7 the rows; col 0..6
  * ("" outside).  Valid until the next call of this module. */
-EXPORT("rlt_wasm_sim_cell") const char *rlt_wasm_sim_cell(const page_sim *h, int32_t row, int32_t col);
+EXPORT("rlt_wasm_sim_cell")
+const char *rlt_wasm_sim_cell(const page_sim *h, int32_t row, int32_t col);
 /* Prints sim's standard output for the last run on stdout: the title, table and timeline, or
  * (`accuracy` 1) the accuracy report (-1: as the options said).  Returns 0 or 1. */
 EXPORT("rlt_wasm_sim_report") int32_t rlt_wasm_sim_report(page_sim *h, int32_t accuracy);
@@ -104,13 +105,14 @@ int32_t rlt_wasm_sim_status(void)
  * divides it ("10s", "2500ms"), the leaky bucket's queue L. */
 static void default_text(const sim *s, int a, char *buf, size_t cap)
 {
-    static const char *const algo[NALGO] = {"fixed_window", "sliding_log",  "sliding_window",
-                                            "token_bucket", "gcra",         "leaky_bucket",
+    static const char *const algo[NALGO] = {"fixed_window", "sliding_log", "sliding_window",
+                                            "token_bucket", "gcra",        "leaky_bucket",
                                             "concurrency"};
     static const struct {
         int64_t ns;
         const char *unit;
-    } units[] = {{3600 * NS, "h"}, {60 * NS, "m"}, {NS, "s"}, {1000000, "ms"}, {1000, "us"}, {1, "ns"}};
+    } units[] = {{3600 * NS, "h"}, {60 * NS, "m"}, {NS, "s"},
+                 {1000000, "ms"},  {1000, "us"},   {1, "ns"}};
     size_t u = 0;
     while (s->window % units[u].ns != 0)
         u++;
@@ -220,16 +222,26 @@ int64_t rlt_wasm_sim_num(const page_sim *h, int32_t field)
 {
     const sim *s = &h->s;
     switch (field) {
-    case 0: return (int64_t)s->n;
-    case 1: return (int64_t)h->total;
-    case 2: return s->limit;
-    case 3: return s->window;
-    case 4: return s->hold;
-    case 5: return h->total ? h->reqs[2 * (h->total - 1)] : 0;
-    case 6: return s->has_until ? s->until : INT64_MIN;
-    case 7: return rlt__sim_span(s).t0;
-    case 8: return rlt__sim_span(s).t1;
-    default: return 0;
+    case 0:
+        return (int64_t)s->n;
+    case 1:
+        return (int64_t)h->total;
+    case 2:
+        return s->limit;
+    case 3:
+        return s->window;
+    case 4:
+        return s->hold;
+    case 5:
+        return h->total ? h->reqs[2 * (h->total - 1)] : 0;
+    case 6:
+        return s->has_until ? s->until : INT64_MIN;
+    case 7:
+        return rlt__sim_span(s).t0;
+    case 8:
+        return rlt__sim_span(s).t1;
+    default:
+        return 0;
     }
 }
 
@@ -249,15 +261,24 @@ int64_t rlt_wasm_sim_row(const page_sim *h, int32_t row, int32_t field)
 {
     const run *r = &h->s.runs[row];
     switch (field) {
-    case 0: return r->n_ok;
-    case 1: return r->n_rej;
-    case 2: return r->worst;
-    case 3: return r->worst_t0;
-    case 4: return r->max_delay;
-    case 5: return r->held;
-    case 6: return r->p.algo;
-    case 7: return h->s.policy_text[row] != NULL;
-    default: return 0;
+    case 0:
+        return r->n_ok;
+    case 1:
+        return r->n_rej;
+    case 2:
+        return r->worst;
+    case 3:
+        return r->worst_t0;
+    case 4:
+        return r->max_delay;
+    case 5:
+        return r->held;
+    case 6:
+        return r->p.algo;
+    case 7:
+        return h->s.policy_text[row] != NULL;
+    default:
+        return 0;
     }
 }
 
@@ -265,13 +286,20 @@ const char *rlt_wasm_sim_row_text(page_sim *h, int32_t row, int32_t field)
 {
     const run *r = &h->s.runs[row];
     switch (field) {
-    case 0: return r->name ? r->name : "";
-    case 1: return r->state;
-    case 2: return r->contract;
-    case 3: return r->error;
-    case 4: return h->text[row];
-    case 5: return h->deftext[row];
-    default: return "";
+    case 0:
+        return r->name ? r->name : "";
+    case 1:
+        return r->state;
+    case 2:
+        return r->contract;
+    case 3:
+        return r->error;
+    case 4:
+        return h->text[row];
+    case 5:
+        return h->deftext[row];
+    default:
+        return "";
     }
 }
 
