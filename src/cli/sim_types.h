@@ -1,9 +1,12 @@
 /* The simulator's data (`ratelimit sim`, sim.c): the requests, one run per algorithm over
  * them, the whole simulation, and the tick helpers its parts print with.  The parts, each
- * with its header: sim_traffic.c (the requests), sim_run.c (every algorithm over them),
- * sim_text.c (the table and the timeline), sim_svg.c (the picture), sim_accuracy.c (the
- * counter against the exact log).  Everything is integer arithmetic on ns, a tick being one
- * second of the virtual clock, so the output is byte-identical on every machine. */
+ * with its header: sim_engine.c (the options read, the report printed), sim_traffic.c (the
+ * requests), sim_run.c (every algorithm over them), sim_text.c (the table and the timeline),
+ * sim_svg.c (the picture), sim_accuracy.c (the counter against the exact log).  The page runs
+ * the same files compiled to WebAssembly (web/CMakeLists.txt lists them; web/wasm/sim_export.c),
+ * so none of them may use more than libc and the core.  Everything is integer arithmetic on
+ * ns, a tick being one second of the virtual clock, so the output is byte-identical on every
+ * machine. */
 #ifndef RLT_CLI_SIM_TYPES_H
 #define RLT_CLI_SIM_TYPES_H
 
