@@ -17,6 +17,7 @@ import tempfile
 import time
 import traceback
 import urllib.error
+import urllib.parse
 import urllib.request
 
 BIN = os.path.abspath(sys.argv[1])
@@ -80,6 +81,9 @@ def haproxy(tmp, name, spop_port, policy, args, extra=""):
     cfg = cfg.replace("127.0.0.1:9000", "127.0.0.1:%d" % app)
     cfg = cfg.replace("127.0.0.1:12345", "127.0.0.1:%d" % spop_port)
     cfg = cfg.replace("check inter 2s", "check inter 200ms fall 1 rise 1")
+    # On a busy test machine 50 ms can pass: the request would go through unchecked (fail
+    # open, as documented), and the exact counts below would not hold.
+    spoe = spoe.replace("timeout processing 50ms", "timeout processing 5s")
     cfg = cfg.replace("    default_backend app\n", extra + "    default_backend app\n")
     # The application: a frontend of the same HAProxy answering 200.
     cfg += ("\nfrontend app\n    bind 127.0.0.1:%d\n"
@@ -220,6 +224,40 @@ def addresses_rotating_inside_one_48_get_the_48_limit_through_haproxy():
         # A malformed address is refused, never keyed as a string: the error variable is set.
         st, h = get(port, {"X-Client": "2001:db8::1::2"})
         assert "ratelimit" not in h, h
+
+
+@test
+def addresses_rotating_inside_one_48_get_the_48_limit_through_http():
+    with Setup() as s:
+        s.d = Daemon(s.tmp)
+        rnd = random.Random(4848)
+        addrs = set()
+        while len(addrs) < 2000:
+            addrs.add("2001:db8:99:%x:%x:%x:%x:%x" % tuple(rnd.getrandbits(16) for _ in range(5)))
+
+        def check(q):
+            url = "http://127.0.0.1:%d/v1/check?%s" % (s.d.http, q)
+            try:
+                with urllib.request.urlopen(url, timeout=10) as r:
+                    return r.status, r.read()
+            except urllib.error.HTTPError as e:
+                return e.code, e.read()
+        q = "addr=%s&prefix=48&policy=gcra:20/1d"
+        with concurrent.futures.ThreadPoolExecutor(8) as ex:
+            res = list(ex.map(lambda a: check(q % urllib.parse.quote(a))[0], sorted(addrs)))
+        assert res.count(200) == 20 and res.count(429) == 1980, (res.count(200), res.count(429))
+        # The default /56: two addresses of one /56 share a key, the next /56 does not.
+        p = "addr=%s&policy=gcra:1/1d"
+        assert check(p % "2001:db8:5:100::1")[0] == 200
+        assert check(p % "2001:db8:5:1ff:ffff::9")[0] == 429
+        assert check(p % "2001:db8:5:200::1")[0] == 200
+        # key= and addr= together: the key, ':', the address's key.
+        assert check("key=api&addr=%3A%3Affff%3A10.0.0.1&policy=gcra:1/1d")[0] == 200
+        assert check("key=api&addr=10.0.0.1&policy=gcra:1/1d")[0] == 429
+        st, body = check("addr=2001:db8::1::2&policy=gcra:1/1d")
+        assert st == 400 and b"malformed address" in body, (st, body)
+        st, body = check("addr=10.0.0.1&prefix=20&policy=gcra:1/1d")
+        assert st == 400 and b"prefix" in body, (st, body)
 
 
 # ---- bad frames on a raw connection ----------------------------------------------------------

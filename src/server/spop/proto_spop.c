@@ -168,23 +168,14 @@ static void answer(rlt__conn *c, spop_msg *m, rlt_ns now, rlt__obuf *out)
     rlt_check checks[MAX_LIMITS];
     rlt__target t0 = {0};
     for (size_t i = 0; i < m->n; i++) {
-        size_t kl = 0;
-        char *k = keys[i];
-        if (m->key) {
-            if (m->klen + (m->has_addr ? 1 + RLT_ADDR_KEY_MAX : 0) > RLT_KEY_MAX)
-                return rlt__spop_ack_set_str(out, "error", "key too long", 12);
-            memcpy(k, m->key, m->klen);
-            kl = m->klen;
-            if (m->has_addr) k[kl++] = ':';
-        }
+        size_t kl = m->klen;
+        const char *k = (const char *)m->key;
         if (m->has_addr) {
             int prefix = m->prefix[i] ? m->prefix[i] : m->default_prefix;
-            int n = rlt_addr_key(m->addr, strlen(m->addr), prefix, k + kl, RLT_ADDR_KEY_MAX);
-            if (n < 0) {
-                int e = snprintf(err, sizeof err, "malformed address \"%.64s\"", m->addr);
-                return rlt__spop_ack_set_str(out, "error", err, (size_t)e);
-            }
-            kl += (size_t)n;
+            if (rlt__key_with_addr(k, m->klen, m->addr, strlen(m->addr), prefix, keys[i], &kl, err,
+                                   sizeof err) != RLT_OK)
+                return rlt__spop_ack_set_str(out, "error", err, strlen(err));
+            k = keys[i];
         }
         rlt__target t;
         if (rlt__target_resolve(s, ss, k, kl, (const char *)m->policy[i], m->plen[i], false, now,
