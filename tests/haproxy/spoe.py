@@ -88,8 +88,10 @@ def haproxy(tmp, name, spop_port, policy, args, extra=""):
     # The application: a frontend of the same HAProxy answering 200.
     cfg += ("\nfrontend app\n    bind 127.0.0.1:%d\n"
             "    http-request return status 200 content-type text/plain string ok\n" % app)
+    if "policy=" not in args:
+        args += " policy=str(%s)" % policy
     spoe = spoe.replace("args addr=src policy=str(gcra:100/1m) cost=int(1)",
-                        "args " + args + " policy=str(%s) cost=int(1)" % policy)
+                        "args " + args + " cost=int(1)")
     assert "args " + args in spoe, "examples/haproxy/spoe-ratelimit.conf changed"
     path = os.path.join(tmp, name + ".cfg")
     open(path, "w").write(cfg)
@@ -258,6 +260,32 @@ def addresses_rotating_inside_one_48_get_the_48_limit_through_http():
         assert st == 400 and b"malformed address" in body, (st, body)
         st, body = check("addr=10.0.0.1&prefix=20&policy=gcra:1/1d")
         assert st == 400 and b"prefix" in body, (st, body)
+
+
+@test
+def nested_prefixes_are_decided_all_or_nothing_through_haproxy():
+    with Setup() as s:
+        s.d = Daemon(s.tmp)
+        args = "addr=req.hdr(X-Client) policy=str(gcra:5/1d) prefix=int(64) " \
+               "policy=str(gcra:8/1d) prefix=int(48)"
+        p, port = haproxy(s.tmp, "a", s.d.spop, "gcra:1000/1d", args)
+        s.procs.append(p)
+        wait_agent(port, {"X-Client": "2001:db8:ffff::1"})
+        a = ["2001:db8:1:1::%x" % i for i in range(6)]  # one /64
+        b = ["2001:db8:1:2::%x" % i for i in range(6)]  # another /64 of the same /48
+        codes = [get(port, {"X-Client": x})[0] for x in a]
+        assert codes == [200] * 5 + [429], codes  # the /64's 5
+        codes = [get(port, {"X-Client": x})[0] for x in b]
+        # The /48 has 3 left (8 - 5): the /64 of b is charged only for what the /48 allowed,
+        # so after the /48 refuses, b's /64 still has 2 (a refused request charged nothing).
+        assert codes == [200] * 3 + [429] * 3, codes
+        st, h = get(port, {"X-Client": b[0]})
+        assert st == 429 and h["ratelimit-policy"].startswith('"inline";q=8'), h
+        url = "http://127.0.0.1:%d/v1/peek?key=%s&policy=gcra:5/1d" % (
+            s.d.http, urllib.parse.quote("2001:db8:1:2::/64", safe=""))
+        with urllib.request.urlopen(url, timeout=10) as r:
+            body = r.read()
+        assert b'"remaining":2' in body, body
 
 
 # ---- bad frames on a raw connection ----------------------------------------------------------
