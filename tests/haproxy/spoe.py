@@ -409,6 +409,31 @@ def malformed_frames_get_the_right_disconnect_status_and_others_are_served():
         assert s.d.p.poll() is None
 
 
+@test
+def spop_connections_count_in_max_connections():
+    with Setup() as s:
+        s.d = Daemon(s.tmp, args=("--max-connections", "2"))
+        held = []
+        for _ in range(2):
+            c = socket.create_connection(("127.0.0.1", s.d.spop), 5)
+            c.sendall(HELLO)
+            assert read_frame(c)[0] == 101
+            held.append(c)
+        extra = socket.create_connection(("127.0.0.1", s.d.spop), 5)
+        assert disconnect_status(extra) == 13  # resource allocation: max number of clients
+        held[0].close()
+        deadline = time.time() + 5
+        while True:  # the slot frees once the daemon has seen the close
+            c = socket.create_connection(("127.0.0.1", s.d.spop), 5)
+            c.sendall(HELLO)
+            f = read_frame(c)
+            if f[0] == 101 or time.time() > deadline:
+                break
+            c.close()
+            time.sleep(0.05)
+        assert f[0] == 101, f
+
+
 def main():
     if not os.access(HAPROXY, os.X_OK):
         print("haproxy not found (Debian: apt-get install haproxy; scripts/deps installs it)")
