@@ -24,6 +24,8 @@ BIN = os.path.abspath(sys.argv[1])
 ROOT = os.path.abspath(sys.argv[2])
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
 TESTS = []
+SANITIZER_REPORT = re.compile(r"ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer|"
+                              r"WARNING: ThreadSanitizer")
 
 
 def test(fn):
@@ -68,6 +70,10 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 self.p.kill()
                 self.p.wait()
+        # Under the sanitizer builds (ctest --preset asan) a report fails the test.
+        self.err.seek(0)
+        report = SANITIZER_REPORT.search(self.err.read())
+        assert report is None, "ratelimitd's stderr has a sanitizer report"
 
 
 def haproxy(tmp, name, spop_port, policy, args, extra=""):
