@@ -317,9 +317,13 @@ def frame(ftype, payload=b"", sid=0, fid=0, flags=1):
     return struct.pack(">I", len(body)) + body
 
 
-HELLO = frame(1, sbytes(b"supported-versions") + b"\x08" + sbytes(b"2.0") +
-              sbytes(b"max-frame-size") + b"\x03" + varint(16380) +
-              sbytes(b"capabilities") + b"\x08" + sbytes(b"pipelining"))
+def hello(max_frame=16380):
+    return frame(1, sbytes(b"supported-versions") + b"\x08" + sbytes(b"2.0") +
+                 sbytes(b"max-frame-size") + b"\x03" + varint(max_frame) +
+                 sbytes(b"capabilities") + b"\x08" + sbytes(b"pipelining"))
+
+
+HELLO = hello()
 
 
 def notify(sid, fid, key=b"raw", policy=b"gcra:3/1d"):
@@ -394,6 +398,14 @@ def malformed_frames_get_the_right_disconnect_status_and_others_are_served():
                 got = disconnect_status(c)
                 assert got == want, (name, got, want)
             c.close()
+        # Under a 256-byte max-frame-size, answers that cannot fit one ACK: status 3.
+        c = socket.create_connection(("127.0.0.1", s.d.spop), 5)
+        c.sendall(hello(256))
+        assert read_frame(c)[0] == 101
+        msg = sbytes(b"m") + b"\x01" + sbytes(b"zz") + b"\x08" + sbytes(b"")
+        c.sendall(frame(3, msg * 6, 1, 1))
+        assert disconnect_status(c) == 3
+        c.close()
         # The good connection, pipelined: three NOTIFYs at once, ACKed by their ids.
         good.sendall(notify(7, 1) + notify(7, 2) + notify(8, 1))
         acks = [read_frame(good) for _ in range(3)]

@@ -217,9 +217,12 @@ static void answer(rlt__conn *c, spop_msg *m, rlt_ns now, rlt__obuf *out)
     }
 }
 
-/* A NOTIFY: every message answered in one ACK.  Returns NULL, or the message of a payload
- * that breaks the protocol (the caller disconnects with INVALID). */
-static const char *notify(rlt__conn *c, const rlt__spop_frame *f, rlt_ns now)
+/* A NOTIFY: every message answered in one ACK of at most max_frame bytes.  Returns
+ * RLT__SPOP_ST_NORMAL, or the status to disconnect with and its message in *err: INVALID for a
+ * payload that breaks the protocol, TOO_BIG for answers that do not fit the agreed frame (many
+ * messages in one NOTIFY under a small max-frame-size). */
+static rlt__spop_status notify(rlt__conn *c, const rlt__spop_frame *f, uint32_t max_frame,
+                               rlt_ns now, const char **err)
 {
     rlt__obuf *out = rlt__conn_out(c);
     size_t mark = out->len;
@@ -246,10 +249,16 @@ static const char *notify(rlt__conn *c, const rlt__spop_frame *f, rlt_ns now)
             answer(c, &m, now, out);
     }
     rlt__spop_ack_end(out, ack);
-    return NULL;
+    if (!out->overflow && out->len - ack - 4 > max_frame) {
+        out->len = mark;
+        *err = "the ACK does not fit the agreed max-frame-size: fewer messages a NOTIFY";
+        return RLT__SPOP_ST_TOO_BIG;
+    }
+    return RLT__SPOP_ST_NORMAL;
 bad:
     out->len = mark; /* drop the half-written ACK */
-    return "NOTIFY's messages run past the frame or hold an unknown data type";
+    *err = "NOTIFY's messages run past the frame or hold an unknown data type";
+    return RLT__SPOP_ST_INVALID;
 }
 
 static void disconnect(rlt__conn *c, rlt__spop_status st, const char *msg)
@@ -296,9 +305,10 @@ static size_t spop_feed(rlt__conn *c, char *in, size_t len, rlt_ns now)
             return len;
         } else if (f.type == RLT__SPOP_NOTIFY && st->hello) {
             if (f.flags & RLT__SPOP_ABORT) continue; /* nothing to cancel: no fragments */
-            const char *e = notify(c, &f, now);
-            if (e != NULL) {
-                disconnect(c, RLT__SPOP_ST_INVALID, e);
+            const char *e = NULL;
+            rlt__spop_status ns = notify(c, &f, st->max_frame, now, &e);
+            if (ns != RLT__SPOP_ST_NORMAL) {
+                disconnect(c, ns, e);
                 return len;
             }
         } else {
