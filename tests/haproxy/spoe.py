@@ -416,6 +416,9 @@ def malformed_frames_get_the_right_disconnect_status_and_others_are_served():
         good.sendall(notify(9, 1, policy=b"nosuch"))
         a = read_frame(good)
         assert b"error" in a and b"allowed" not in a, a
+        good.sendall(notify(9, 3, policy=b"concurrency:2"))
+        a = read_frame(good)
+        assert b"a concurrency policy needs a release" in a and b"allowed" not in a, a
         msg = sbytes(b"m") + bytes([2]) + sbytes(b"addr") + b"\x08" + sbytes(b"1.2.3") + \
             sbytes(b"policy") + b"\x08" + sbytes(b"gcra:3/1d")
         good.sendall(frame(3, msg, 9, 2))

@@ -181,6 +181,10 @@ static void answer(rlt__conn *c, spop_msg *m, rlt_ns now, rlt__obuf *out)
         if (rlt__target_resolve(s, ss, k, kl, (const char *)m->policy[i], m->plen[i], false, now,
                                 kbufs[i], &t, err, sizeof err) != RLT_OK)
             return rlt__spop_ack_set_str(out, "error", err, strlen(err));
+        rlt_policy pp;
+        /* A lease would never be released: SPOE has no answer after the response. */
+        if (rlt__registry_policy(&s->reg, t.policy_id, &pp) == RLT_OK && pp.algo == RLT_CONCURRENCY)
+            return rlt__spop_ack_set_str(out, "error", "a concurrency policy needs a release", 36);
         if (i == 0) t0 = t;
         checks[i] =
             (rlt_check){.policy = t.policy_id, .key = t.key, .klen = t.klen, .cost = m->cost};
