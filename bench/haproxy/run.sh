@@ -11,7 +11,7 @@
 # Throughput: wrk -c50, ROUNDS interleaved rounds of SECONDS_EACH s, medians.  Latency: wrk
 # -c1 --latency (one request in flight: no queueing), p99 medians; the agent's added p99 is
 # agent's minus stick's.
-#   bench/haproxy/run.sh [BUILD_DIR] (default build/release; ROUNDS=5 SECONDS_EACH=5)
+#   bench/haproxy/run.sh [BUILD_DIR] (default build/release; ROUNDS=5 SECONDS_EACH=5 KEYS=1000000)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build/release}
