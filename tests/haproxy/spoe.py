@@ -294,6 +294,31 @@ def nested_prefixes_are_decided_all_or_nothing_through_haproxy():
         assert b'"remaining":2' in body, body
 
 
+@test
+def a_password_is_a_message_argument():
+    with Setup() as s:
+        s.d = Daemon(s.tmp, args=("--password", "s3cret"))
+        c = socket.create_connection(("127.0.0.1", s.d.spop), 5)
+        c.sendall(HELLO)
+        assert read_frame(c)[0] == 101
+
+        def ask(fid, pw):
+            msg = sbytes(b"m") + bytes([3 if pw is not None else 2]) + \
+                sbytes(b"key") + b"\x08" + sbytes(b"k") + \
+                sbytes(b"policy") + b"\x08" + sbytes(b"gcra:5/1d")
+            if pw is not None:
+                msg += sbytes(b"password") + b"\x08" + sbytes(pw)
+            c.sendall(frame(3, msg, 1, fid))
+            return read_frame(c)
+        for fid, pw in ((1, None), (2, b"wrong")):
+            a = ask(fid, pw)
+            assert b"NOAUTH missing or wrong password" in a and b"allowed" not in a, a
+        assert b"allowed" in ask(3, b"s3cret")
+        # The connection is now authenticated, as a RESP connection after AUTH.
+        assert b"allowed" in ask(4, None)
+        c.close()
+
+
 # ---- bad frames on a raw connection ----------------------------------------------------------
 
 def varint(v):
