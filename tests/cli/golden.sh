@@ -123,6 +123,8 @@ run replay_llm_token_bucket.out "$ex/llm.trace" replay --policy token_bucket:100
 run replay_llm_fixed_window.out "$ex/llm.trace" replay --policy fixed_window:1000/1m
 run replay_combined_epoch.out "$ex/access.log" replay --policy fixed_window:3/5s --format combined --epoch
 run replay_combined_summary.out "$ex/access.log" replay --policy token_bucket:2/1s --format combined --summary
+# IPv6 clients per /56 (rlt_addr_key), or per /128 with --prefix: 2001:db8::1 either way here.
+run replay_combined_prefix_128.out "$ex/access.log" replay --policy token_bucket:2/1s --format combined --prefix 128 --summary
 run replay_combined_key_user.out "$ex/access.log" replay --policy token_bucket:2/1s --format combined --key user
 run replay_combined_key_request.out "$ex/access.log" replay --policy fixed_window:1/1m --format combined --key request --summary
 run replay_combined_cost_bytes.out "$ex/access.log" replay --policy token_bucket:10000/1s --format combined --cost bytes
