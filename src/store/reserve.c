@@ -397,6 +397,49 @@ static int settle_state(rlt_store *s, rlt__shard *sh, uint64_t h, int id, const 
     return rc;
 }
 
+int rlt__resv_prepare(rlt_store *s, int id, const void *key, size_t klen, uint64_t *epoch,
+                      rlt_policy *copy)
+{
+    uint64_t h;
+    rlt__shard *sh;
+    (void)rlt__lock_key(s, key, klen, &h, &sh); /* the caller checked the key */
+    int rc = RLT_OK;
+    if (!rlt__pol_known(s, id))
+        rc = RLT_ENOENT;
+    else if (!rlt_settle_supported(&s->pols[id].p))
+        rc = RLT_EINVAL;
+    else {
+        *epoch = sh->resv_epoch;
+        *copy = s->pols[id].p;
+    }
+    rlt__shard_unlock(sh);
+    return rc;
+}
+
+int rlt__resv_apply(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now, rlt_ns at,
+                    uint64_t epoch, const rlt_policy *was, int64_t estimate, int64_t real_cost,
+                    rlt_decision *d)
+{
+    uint64_t h;
+    rlt__shard *sh;
+    (void)rlt__lock_key(s, key, klen, &h, &sh); /* the caller checked the key */
+    const rlt_ns eff = rlt__effective_now(s, now);
+    if (eff > sh->last_now) sh->last_now = eff;
+    int rc = RLT_ENOENT;
+    if (rlt__pol_known(s, id)) {
+        const rlt_ns t = s->pols[id].p.algo == RLT_GCRA ? sh->last_now : eff; /* as below */
+        /* A reset, an eviction or other numbers since: no refund (a higher cost still charged). */
+        if ((epoch != sh->resv_epoch || !rlt__policy_same(was, &s->pols[id].p)) &&
+            real_cost < estimate)
+            real_cost = estimate;
+        const resv r = {.at = at, .estimate = estimate};
+        if ((rc = settle_state(s, sh, h, id, key, klen, t, &r, real_cost, d)) == RLT_OK)
+            rlt__from_effective(d, now, t);
+    }
+    rlt__shard_unlock(sh);
+    return rc;
+}
+
 int rlt_store_settle(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now,
                      uint64_t reservation, int64_t real_cost, rlt_decision *d)
 {

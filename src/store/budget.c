@@ -1,0 +1,390 @@
+/* Multi-limit reservations (include/ratelimit/budget.h): one id over up to 16 (policy, key,
+ * weighting) limits, charged all or nothing by rlt_store_decide_multi, settled once or in
+ * partial settles.
+ *
+ * Layout.  The records live apart from the single reservations' per-shard tables, because one
+ * record spans several shards: 64 stripes, each a mutex and a chained hash table on the id
+ * (ids are SipHash outputs: their low bits are uniform), made on the first multi-limit
+ * reservation.  A stripe's lock is never held while a shard lock is taken: a settle unlinks
+ * its record under the stripe lock, charges each limit under that limit's shard lock alone
+ * (reserve.c's rlt__resv_apply, the very settle of a single reservation), then links the
+ * record back (partial) or frees it (final).  So a settle runs once: a second one, even
+ * concurrent, finds nothing.
+ *
+ * Accounting per limit.  At reserve, limit i is charged E_i = its weighting's cost of the
+ * estimate, constant term c_i included; the record holds h_i = E_i - c_i (the constant term,
+ * a per-request count, is spent at once).  A settle's cost on it is u_i = weighting minus c_i
+ * of the usage: within h_i, nothing changes in the state and h_i -= u_i; beyond it, the excess
+ * u_i - h_i is charged (as a debt past the limit) and h_i = 0.  A final settle then refunds
+ * h_i by rlt_settle's rule from the reservation's instant (never minting).  So over the
+ * reservation's life a limit is charged c_i + sum u_i when the usage came within the estimate
+ * (less what the refund rule cannot give back), and exactly the excess more when not.
+ *
+ * Bounds.  At most resv_cap records (one atomic count); holders in RLT__RESV_BUCKETS buckets by
+ * a keyed hash, as reserve.c's, for the rule of a full table.  Expiry is lazy: a settle finding
+ * an expired record drops it (every limit stays charged as it stands), and a full table purges
+ * every stripe before it ends a holder's records or refuses.  A store load ends them all, as
+ * it ends single reservations: it bumps budget_gen, and a settle of a record made under an
+ * older count finds nothing (dropped then, charged as estimated). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ratelimit/budget.h"
+#include "store/budget.h"
+#include "store/reserve.h"
+#include "store/siphash.h"
+#include "store/store_internal.h"
+
+#define STRIPES 64u
+#define SLOTS 256u /* chains per stripe */
+
+typedef struct blimit {
+    int policy;
+    uint32_t klen;
+    uint8_t *key;
+    uint64_t epoch;
+    rlt_policy was;
+    rlt_weights w;
+    int64_t held; /* h_i */
+} blimit;
+
+typedef struct brec {
+    struct brec *next;
+    uint64_t id;
+    rlt_ns at, expires;
+    uint64_t gen; /* the store's load count when it was made */
+    uint32_t bucket;
+    uint32_t n;
+    blimit l[];
+} brec;
+
+typedef struct stripe {
+    pthread_mutex_t mu;
+    brec *slot[SLOTS];
+} stripe;
+
+struct rlt__budget {
+    stripe st[STRIPES];
+    uint64_t count; /* atomic */
+    uint64_t next;  /* atomic: the id counter */
+    uint32_t held[RLT__RESV_BUCKETS + 1];
+};
+
+static void rec_free(brec *r)
+{
+    if (!r) return;
+    for (uint32_t i = 0; i < r->n; i++)
+        free(r->l[i].key);
+    free(r);
+}
+
+void rlt__budget_free(rlt_store *s)
+{
+    struct rlt__budget *b = s->budget;
+    s->budget = NULL;
+    if (!b) return;
+    for (uint32_t k = 0; k < STRIPES; k++) {
+        for (uint32_t j = 0; j < SLOTS; j++) {
+            for (brec *r = b->st[k].slot[j], *nx; r; r = nx) {
+                nx = r->next;
+                rec_free(r);
+            }
+        }
+        pthread_mutex_destroy(&b->st[k].mu);
+    }
+    free(b);
+}
+
+/* The store's table, made on first use (two threads racing: one wins, the other frees its). */
+static struct rlt__budget *table(rlt_store *s)
+{
+    struct rlt__budget *b = __atomic_load_n(&s->budget, __ATOMIC_ACQUIRE);
+    if (b) return b;
+    struct rlt__budget *n = calloc(1, sizeof *n);
+    if (!n) return NULL;
+    for (uint32_t k = 0; k < STRIPES; k++)
+        pthread_mutex_init(&n->st[k].mu, NULL);
+    if (__atomic_compare_exchange_n(&s->budget, &b, n, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return n;
+    for (uint32_t k = 0; k < STRIPES; k++)
+        pthread_mutex_destroy(&n->st[k].mu);
+    free(n);
+    return b;
+}
+
+static stripe *stripe_of(struct rlt__budget *b, uint64_t id)
+{
+    return &b->st[id % STRIPES];
+}
+static brec **chain_of(stripe *st, uint64_t id)
+{
+    return &st->slot[(id / STRIPES) % SLOTS];
+}
+
+/* Unlinks and returns the record `id` of its stripe (locked), or NULL. */
+static brec *unlink_rec(stripe *st, uint64_t id)
+{
+    for (brec **p = chain_of(st, id); *p; p = &(*p)->next) {
+        if ((*p)->id != id) continue;
+        brec *r = *p;
+        *p = r->next;
+        return r;
+    }
+    return NULL;
+}
+
+static void drop(struct rlt__budget *b, brec *r)
+{
+    __atomic_fetch_sub(&b->held[r->bucket], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_sub(&b->count, 1, __ATOMIC_RELAXED);
+    rec_free(r);
+}
+
+/* Drops the expired records at `now` (bucket == UINT32_MAX) or every record of `bucket`, one
+ * stripe lock at a time.  Returns how many it dropped. */
+static uint64_t purge(struct rlt__budget *b, rlt_ns now, uint32_t bucket)
+{
+    uint64_t n = 0;
+    for (uint32_t k = 0; k < STRIPES; k++) {
+        stripe *st = &b->st[k];
+        pthread_mutex_lock(&st->mu);
+        for (uint32_t j = 0; j < SLOTS; j++) {
+            for (brec **p = &st->slot[j]; *p;) {
+                brec *r = *p;
+                if (bucket == UINT32_MAX ? now >= r->expires : r->bucket == bucket) {
+                    *p = r->next;
+                    drop(b, r);
+                    n++;
+                } else {
+                    p = &r->next;
+                }
+            }
+        }
+        pthread_mutex_unlock(&st->mu);
+    }
+    return n;
+}
+
+static bool take(uint64_t *c, uint64_t cap)
+{
+    if (__atomic_fetch_add(c, 1, __ATOMIC_RELAXED) < cap) return true;
+    __atomic_fetch_sub(c, 1, __ATOMIC_RELAXED);
+    return false;
+}
+
+/* One place in the table for holder bucket `mine`, as budget.h says.  RLT_OK or RLT_EFULL. */
+static int take_place(rlt_store *s, struct rlt__budget *b, rlt_ns now, uint32_t mine)
+{
+    if (take(&b->count, s->resv_cap)) return RLT_OK;
+    if (purge(b, now, UINT32_MAX) && take(&b->count, s->resv_cap)) return RLT_OK;
+    uint32_t big = RLT__RESV_BUCKETS, most = 0;
+    for (uint32_t k = 0; k < RLT__RESV_BUCKETS; k++) {
+        uint32_t h = __atomic_load_n(&b->held[k], __ATOMIC_RELAXED);
+        if (h > most) most = h, big = k;
+    }
+    if (mine == RLT__RESV_BUCKETS || big == RLT__RESV_BUCKETS || big == mine) return RLT_EFULL;
+    (void)purge(b, now, big);
+    return take(&b->count, s->resv_cap) ? RLT_OK : RLT_EFULL;
+}
+
+/* The weightings' costs of usage `u` (constant terms left out when `spent`), every name of u
+ * weighed by some limit.  RLT_OK, RLT_EINVAL or RLT_ERANGE. */
+static int costs(const rlt_weights *const *w, size_t n, const rlt_usage *u, bool spent,
+                 int64_t *out)
+{
+    if (u->n > RLT_USAGE_NAMES) return RLT_EINVAL;
+    for (uint32_t j = 0; j < u->n; j++) {
+        bool named = false;
+        for (size_t i = 0; i < n && !named; i++)
+            named = rlt_weights_names(w[i], u->item[j].name);
+        if (!named || u->item[j].count < 0) return RLT_EINVAL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int rc = rlt_weights_cost(w[i], u, &out[i]);
+        if (rc) return rc;
+        if (spent) out[i] -= w[i]->base;
+    }
+    return RLT_OK;
+}
+
+/* Every limit's state now (a cost-0 peek), combined. */
+static int peek_all(rlt_store *s, const rlt_check *c, size_t n, rlt_ns now, rlt_decision *combined,
+                    rlt_decision *each)
+{
+    for (size_t i = 0; i < n; i++) {
+        rlt_decision d;
+        int rc = rlt_store_decide(s, c[i].policy, c[i].key, c[i].klen, now, 0, &d);
+        if (rc) return rc;
+        if (each) each[i] = d;
+        rlt_decision_combine(combined, &d, i == 0);
+    }
+    return RLT_OK;
+}
+
+static uint32_t bucket_of(const rlt_store *s, uint64_t h)
+{
+    return h == 0 ? RLT__RESV_BUCKETS
+                  : (uint32_t)(rlt__siphash13(s->resv_secret, &h, sizeof h) % RLT__RESV_BUCKETS);
+}
+
+int rlt_store_reserve_limits(rlt_store *s, uint64_t holder, const rlt_limit *limits, size_t n,
+                             const rlt_usage *estimate, rlt_ns now, rlt_ns timeout,
+                             rlt_decision *combined, rlt_decision *each, int *refused,
+                             uint64_t *reservation)
+{
+    if (!s || !limits || !estimate || !combined || !reservation || n == 0 ||
+        n > RLT_BUDGET_LIMITS || timeout < 0)
+        return RLT_EINVAL;
+    *reservation = 0;
+    if (refused) *refused = -1;
+    const rlt_weights *w[RLT_BUDGET_LIMITS];
+    rlt_check c[RLT_BUDGET_LIMITS];
+    int64_t est[RLT_BUDGET_LIMITS];
+    for (size_t i = 0; i < n; i++) {
+        int rc = rlt__check_key(limits[i].key, limits[i].klen);
+        if (rc) return rc;
+        w[i] = &limits[i].weights;
+    }
+    int rc = costs(w, n, estimate, false, est);
+    if (rc) return rc;
+    struct rlt__budget *b = table(s);
+    if (!b) return RLT_ENOMEM;
+    brec *r = calloc(1, sizeof *r + n * sizeof(blimit));
+    if (!r) return RLT_ENOMEM;
+    r->n = (uint32_t)n;
+    for (size_t i = 0; i < n && !rc; i++) {
+        blimit *l = &r->l[i];
+        c[i] = (rlt_check){limits[i].policy, limits[i].key, limits[i].klen, est[i]};
+        l->policy = limits[i].policy;
+        l->klen = (uint32_t)limits[i].klen;
+        l->w = limits[i].weights;
+        l->held = est[i] - l->w.base; /* est includes base, and base >= 0 */
+        if (!(l->key = malloc(l->klen))) rc = RLT_ENOMEM;
+        if (!rc) memcpy(l->key, limits[i].key, l->klen);
+        if (!rc) rc = rlt__resv_prepare(s, l->policy, l->key, l->klen, &l->epoch, &l->was);
+    }
+    r->bucket = bucket_of(s, holder);
+    if (!rc) rc = take_place(s, b, now, r->bucket);
+    if (rc) {
+        rec_free(r);
+        return rc;
+    }
+    r->gen = __atomic_load_n(&s->budget_gen, __ATOMIC_ACQUIRE);
+    r->at = rlt__effective_now(s, now); /* before the charge: a refund can only be smaller */
+    rc = rlt_store_decide_multi(s, c, n, now, combined, refused);
+    if (rc || !combined->allowed) {
+        __atomic_fetch_sub(&b->count, 1, __ATOMIC_RELAXED);
+        rec_free(r);
+        return rc;
+    }
+    if (__builtin_add_overflow(r->at, timeout ? timeout : RLT_RESERVE_DEFAULT_TIMEOUT, &r->expires))
+        r->expires = INT64_MAX;
+    __atomic_fetch_add(&b->held[r->bucket], 1, __ATOMIC_RELAXED);
+    for (;;) {
+        uint64_t k = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED);
+        r->id = rlt__siphash13(s->resv_secret, &k, sizeof k) ^ 0x6275646765740000ull; /* "budget" */
+        if (r->id == 0) continue;
+        stripe *st = stripe_of(b, r->id);
+        pthread_mutex_lock(&st->mu);
+        brec **ch = chain_of(st, r->id), *e = *ch;
+        while (e && e->id != r->id)
+            e = e->next;
+        if (!e) {
+            r->next = *ch;
+            *ch = r;
+        }
+        pthread_mutex_unlock(&st->mu);
+        if (!e) break;
+    }
+    *reservation = r->id;
+    return each ? peek_all(s, c, n, now, combined, each) : RLT_OK;
+}
+
+static bool same_keys(const brec *r, const rlt_check *k, size_t n)
+{
+    if (r->n != n) return false;
+    for (size_t i = 0; i < n; i++)
+        if (r->l[i].policy != k[i].policy || r->l[i].klen != k[i].klen || !k[i].key ||
+            memcmp(r->l[i].key, k[i].key, k[i].klen) != 0)
+            return false;
+    return true;
+}
+
+int rlt_store_settle_limits(rlt_store *s, uint64_t reservation, const rlt_check *keys, size_t n,
+                            const rlt_usage *usage, bool final, rlt_ns now, rlt_decision *combined,
+                            rlt_decision *each, int64_t *charged)
+{
+    if (!s || !keys || !usage || !combined || n == 0 || n > RLT_BUDGET_LIMITS) return RLT_EINVAL;
+    struct rlt__budget *b = __atomic_load_n(&s->budget, __ATOMIC_ACQUIRE);
+    if (!b || reservation == 0) return RLT_ENOENT;
+    stripe *st = stripe_of(b, reservation);
+    int64_t cost[RLT_BUDGET_LIMITS];
+    pthread_mutex_lock(&st->mu);
+    brec *r = unlink_rec(st, reservation);
+    int rc = RLT_OK;
+    if (!r) {
+        rc = RLT_ENOENT;
+    } else if (!same_keys(r, keys, n)) {
+        rc = RLT_ENOENT; /* another key set: the record stays */
+    } else if (rlt__effective_now(s, now) >= r->expires ||
+               r->gen != __atomic_load_n(&s->budget_gen, __ATOMIC_ACQUIRE)) {
+        drop(b, r); /* expired, or a load since: charged as it stands */
+        r = NULL;
+        rc = RLT_ENOENT;
+    } else {
+        const rlt_weights *w[RLT_BUDGET_LIMITS];
+        for (size_t i = 0; i < n; i++)
+            w[i] = &r->l[i].w;
+        rc = costs(w, n, usage, true, cost);
+    }
+    if (rc && r) { /* nothing changes: link it back */
+        brec **ch = chain_of(st, reservation);
+        r->next = *ch;
+        *ch = r;
+    }
+    pthread_mutex_unlock(&st->mu);
+    if (rc) return rc;
+    for (size_t i = 0; i < n && !rc; i++) {
+        blimit *l = &r->l[i];
+        const int64_t over = cost[i] > l->held ? cost[i] - l->held : 0;
+        if (charged) charged[i] = over;
+        rlt_decision d;
+        if (final || over > 0) {
+            /* One rlt_settle: the excess charged, or (final) what is still held refunded. */
+            rc = rlt__resv_apply(s, l->policy, l->key, l->klen, now, r->at, l->epoch, &l->was,
+                                 l->held, cost[i], &d);
+            if (!final) l->held = 0;
+            if (rc) break;
+        } else {
+            l->held -= cost[i];
+        }
+        if (final) l->held = 0;
+    }
+    if (rc || final) {
+        drop(b, r); /* an error part-way ends it: the rest stays charged as it stands */
+        if (rc) return rc;
+    } else {
+        pthread_mutex_lock(&st->mu);
+        brec **ch = chain_of(st, reservation);
+        r->next = *ch;
+        *ch = r;
+        pthread_mutex_unlock(&st->mu);
+    }
+    return peek_all(s, keys, n, now, combined, each);
+}
+
+size_t rlt_store_limit_reservations(rlt_store *s, rlt_ns now)
+{
+    struct rlt__budget *b = s ? __atomic_load_n(&s->budget, __ATOMIC_ACQUIRE) : NULL;
+    if (!b) return 0;
+    size_t n = 0;
+    for (uint32_t k = 0; k < STRIPES; k++) {
+        pthread_mutex_lock(&b->st[k].mu);
+        for (uint32_t j = 0; j < SLOTS; j++)
+            for (const brec *r = b->st[k].slot[j]; r; r = r->next)
+                n += now < r->expires;
+        pthread_mutex_unlock(&b->st[k].mu);
+    }
+    return n;
+}
