@@ -298,7 +298,9 @@ int rlt_store_reserve_limits(rlt_store *s, uint64_t holder, const rlt_limit *lim
         if (!e) break;
     }
     *reservation = r->id;
-    return each ? peek_all(s, c, n, now, combined, each) : RLT_OK;
+    if (!each) return RLT_OK;
+    rlt_decision after; /* the states after the charge; *combined stays the decision */
+    return peek_all(s, c, n, now, &after, each);
 }
 
 static bool same_keys(const brec *r, const rlt_check *k, size_t n)

@@ -81,6 +81,21 @@ TEST(a_reservation_over_three_limits_is_all_or_nothing_and_settles_each_by_its_w
     rlt_store_close(s);
 }
 
+TEST(a_reservation_that_uses_the_last_of_a_budget_is_allowed_and_says_so)
+{
+    rlt_store *s = tu_store(0, false, 4);
+    int tok = tu_add(s, "tok", "fixed_window:100/1h");
+    rlt_limit l[1] = {lim(tok, "u", "in+out")};
+    rlt_usage est = use("in=40,out=60");
+    rlt_decision c, each[1];
+    uint64_t id = 0;
+    ASSERT_EQ(rlt_store_reserve_limits(s, 0, l, 1, &est, 0, 0, &c, each, NULL, &id), RLT_OK);
+    ASSERT(c.allowed && id != 0); /* the decision, not the peek after it (which would deny) */
+    ASSERT_EQ(each[0].remaining, 0);
+    ASSERT(!each[0].allowed);
+    rlt_store_close(s);
+}
+
 TEST(bad_settles_change_nothing_and_a_good_one_still_settles)
 {
     rlt_store *s = tu_store(0, false, 4);
