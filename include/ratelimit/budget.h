@@ -39,7 +39,8 @@ typedef struct rlt_limit {
  * *combined as rlt_store_decide_multi's; each (may be NULL: n entries) gets every limit's
  * state after the call (a cost-0 peek: its remaining budget and reset instant).  At most
  * max_reservations multi-limit reservations are outstanding (a bound of their own, beside the
- * single ones'); `holder` (0: anonymous) is counted as rlt_store_reserve_for's: a full table
+ * single ones'); `holder` (0: anonymous) is counted as rlt_store_reserve_for's (at most
+ * max_reservations_per_holder in its bucket, RLT_EFULL beyond), and a full table
  * drops the expired ones, then ends every reservation of the holder bucket holding the most
  * (not the caller's nor the anonymous one; charged as estimated), then refuses (RLT_EFULL).  Every
  * name of `estimate` must be weighed by some limit.  Thread-safe.  Returns RLT_OK (allowed or

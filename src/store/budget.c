@@ -173,9 +173,21 @@ static bool take(uint64_t *c, uint64_t cap)
     return false;
 }
 
-/* One place in the table for holder bucket `mine`, as budget.h says.  RLT_OK or RLT_EFULL. */
+static bool take32(uint32_t *c, uint64_t cap)
+{
+    if (__atomic_fetch_add(c, 1, __ATOMIC_RELAXED) < cap) return true;
+    __atomic_fetch_sub(c, 1, __ATOMIC_RELAXED);
+    return false;
+}
+
+/* One place in the table for holder bucket `mine`, as budget.h says: within the holder's bound
+ * (max_reservations_per_holder), then the table's.  RLT_OK (both taken) or RLT_EFULL. */
 static int take_place(rlt_store *s, struct rlt__budget *b, rlt_ns now, uint32_t mine)
 {
+    const uint64_t hcap = mine == RLT__RESV_BUCKETS ? UINT64_MAX : s->resv_holder_cap;
+    if (!take32(&b->held[mine], hcap) &&
+        (!purge(b, now, UINT32_MAX) || !take32(&b->held[mine], hcap)))
+        return RLT_EFULL;
     if (take(&b->count, s->resv_cap)) return RLT_OK;
     if (purge(b, now, UINT32_MAX) && take(&b->count, s->resv_cap)) return RLT_OK;
     uint32_t big = RLT__RESV_BUCKETS, most = 0;
@@ -183,9 +195,12 @@ static int take_place(rlt_store *s, struct rlt__budget *b, rlt_ns now, uint32_t 
         uint32_t h = __atomic_load_n(&b->held[k], __ATOMIC_RELAXED);
         if (h > most) most = h, big = k;
     }
-    if (mine == RLT__RESV_BUCKETS || big == RLT__RESV_BUCKETS || big == mine) return RLT_EFULL;
-    (void)purge(b, now, big);
-    return take(&b->count, s->resv_cap) ? RLT_OK : RLT_EFULL;
+    if (mine != RLT__RESV_BUCKETS && big != RLT__RESV_BUCKETS && big != mine) {
+        (void)purge(b, now, big);
+        if (take(&b->count, s->resv_cap)) return RLT_OK;
+    }
+    __atomic_fetch_sub(&b->held[mine], 1, __ATOMIC_RELAXED);
+    return RLT_EFULL;
 }
 
 /* The weightings' costs of usage `u` (constant terms left out when `spent`), every name of u
@@ -275,12 +290,12 @@ int rlt_store_reserve_limits(rlt_store *s, uint64_t holder, const rlt_limit *lim
     rc = rlt_store_decide_multi(s, c, n, now, combined, refused);
     if (rc || !combined->allowed) {
         __atomic_fetch_sub(&b->count, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_sub(&b->held[r->bucket], 1, __ATOMIC_RELAXED);
         rec_free(r);
         return rc;
     }
     if (__builtin_add_overflow(r->at, timeout ? timeout : RLT_RESERVE_DEFAULT_TIMEOUT, &r->expires))
         r->expires = INT64_MAX;
-    __atomic_fetch_add(&b->held[r->bucket], 1, __ATOMIC_RELAXED);
     for (;;) {
         uint64_t k = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED);
         r->id = rlt__siphash13(s->resv_secret, &k, sizeof k) ^ 0x6275646765740000ull; /* "budget" */

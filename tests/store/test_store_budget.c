@@ -198,6 +198,17 @@ TEST(a_full_table_ends_the_biggest_holders_reservations)
     ASSERT_EQ(rlt_store_settle_limits(s, first, k, 1, &u, true, 1, &c, NULL, NULL), RLT_ENOENT);
     ASSERT_EQ(remaining(s, tok, "u", 1), 1000000 - 90); /* ended ones stay charged */
     rlt_store_close(s);
+    o.max_reservations_per_holder = 2; /* and one holder's own bound */
+    ASSERT_EQ(rlt_store_open(&s, &o), RLT_OK);
+    tok = tu_add(s, "tok", "fixed_window:1000000/1h");
+    l[0].policy = tok;
+    ASSERT_EQ(rlt_store_reserve_limits(s, 5, l, 1, &est, 0, 0, &c, NULL, NULL, &id), RLT_OK);
+    ASSERT_EQ(rlt_store_reserve_limits(s, 5, l, 1, &est, 0, 0, &c, NULL, NULL, &first), RLT_OK);
+    ASSERT_EQ(rlt_store_reserve_limits(s, 5, l, 1, &est, 0, 0, &c, NULL, NULL, &id), RLT_EFULL);
+    ASSERT_EQ(remaining(s, tok, "u", 1), 1000000 - 20); /* the refused one charged nothing */
+    ASSERT_EQ(rlt_store_settle_limits(s, first, k, 1, &u, true, 1, &c, NULL, NULL), RLT_OK);
+    ASSERT_EQ(rlt_store_reserve_limits(s, 5, l, 1, &est, 0, 0, &c, NULL, NULL, &id), RLT_OK);
+    rlt_store_close(s);
 }
 
 /* 64 streams at once.  Each thread: reserve prompt + max_tokens on (user token limit, org money
