@@ -10,7 +10,9 @@
 #include <string.h>
 #include <time.h>
 
-#define POL "fixed_window:1000000000000/1000d"
+/* A named policy (bench/server/mreserve.sh's config), as a gateway would configure its limits;
+ * POL=text in the environment of the script runs an inline policy text instead. */
+static const char *POL = "tokens";
 
 static double now_s(void)
 {
@@ -83,6 +85,7 @@ int main(int argc, char **argv)
     }
     int port = atoi(argv[1]), rounds = argc > 2 ? atoi(argv[2]) : 7,
         n = argc > 3 ? atoi(argv[3]) : 20000, depth = argc > 4 ? atoi(argv[4]) : 32;
+    if (getenv("POL")) POL = getenv("POL");
     redisContext *c = redisConnect("127.0.0.1", port);
     if (!c || c->err) {
         fprintf(stderr, "cannot connect to 127.0.0.1:%d\n", port);

@@ -36,8 +36,8 @@ typedef struct rlt_limit {
  * It waits `timeout` ns (0: RLT_RESERVE_DEFAULT_TIMEOUT) for its final settle; unsettled by
  * then it expires and every limit stays charged as it stands (the estimate, less partial
  * settles within it, plus their excess: an abandoned stream is charged as estimated).
- * *combined as rlt_store_decide_multi's; each (may be NULL: n entries) gets every limit's
- * state after the call (a cost-0 peek: its remaining budget and reset instant).  At most
+ * *combined as rlt_store_decide_multi's; each (may be NULL: n entries) gets every limit's own
+ * decision (allowed: its remaining budget after the charge and its reset instant).  At most
  * max_reservations multi-limit reservations are outstanding (a bound of their own, beside the
  * single ones'); `holder` (0: anonymous) is counted as rlt_store_reserve_for's (at most
  * max_reservations_per_holder in its bucket, RLT_EFULL beyond), and a full table

@@ -32,6 +32,7 @@
 
 #include "ratelimit/budget.h"
 #include "store/budget.h"
+#include "store/multi.h"
 #include "store/reserve.h"
 #include "store/siphash.h"
 #include "store/store_internal.h"
@@ -42,9 +43,8 @@
 typedef struct blimit {
     int policy;
     uint32_t klen;
-    uint8_t *key;
+    uint8_t *key; /* in the record's block, after the limits */
     uint64_t epoch;
-    rlt_policy was;
     rlt_weights w;
     int64_t held; /* h_i */
 } blimit;
@@ -53,9 +53,11 @@ typedef struct brec {
     struct brec *next;
     uint64_t id;
     rlt_ns at, expires;
-    uint64_t gen; /* the store's load count when it was made */
+    uint64_t gen;  /* the store's load count when it was made */
+    uint64_t pgen; /* its policy-change count then (a change since: no refund) */
     uint32_t bucket;
     uint32_t n;
+    size_t size; /* bytes asked for it */
     blimit l[];
 } brec;
 
@@ -64,18 +66,50 @@ typedef struct stripe {
     brec *slot[SLOTS];
 } stripe;
 
+/* Records of at most SMALL bytes (three limits with keys of a few dozen bytes) are recycled
+ * through a free list of at most SPARE: freeing thousands of them at once would otherwise
+ * return the heap's top to the system and fault it back in page by page on the next burst
+ * (it cost a 3-limit reservation 1.5 us in bench/server/mreserve.c). */
+#define SMALL 1024u
+#define SPARE 4096u
+
 struct rlt__budget {
     stripe st[STRIPES];
+    pthread_mutex_t spare_mu;
+    brec *spare; /* linked by next */
+    uint32_t nspare;
     uint64_t count; /* atomic */
     uint64_t next;  /* atomic: the id counter */
     uint32_t held[RLT__RESV_BUCKETS + 1];
 };
 
-static void rec_free(brec *r)
+static brec *rec_alloc(struct rlt__budget *b, size_t size)
+{
+    if (size > SMALL) return malloc(size);
+    pthread_mutex_lock(&b->spare_mu);
+    brec *r = b->spare;
+    if (r) {
+        b->spare = r->next;
+        b->nspare--;
+    }
+    pthread_mutex_unlock(&b->spare_mu);
+    return r ? r : malloc(SMALL);
+}
+
+/* Frees a record (its keys are in the same block), or keeps it for the next. */
+static void rec_free(struct rlt__budget *b, brec *r)
 {
     if (!r) return;
-    for (uint32_t i = 0; i < r->n; i++)
-        free(r->l[i].key);
+    if (r->size <= SMALL) {
+        pthread_mutex_lock(&b->spare_mu);
+        if (b->nspare < SPARE) {
+            r->next = b->spare;
+            b->spare = r;
+            b->nspare++;
+            r = NULL;
+        }
+        pthread_mutex_unlock(&b->spare_mu);
+    }
     free(r);
 }
 
@@ -88,11 +122,16 @@ void rlt__budget_free(rlt_store *s)
         for (uint32_t j = 0; j < SLOTS; j++) {
             for (brec *r = b->st[k].slot[j], *nx; r; r = nx) {
                 nx = r->next;
-                rec_free(r);
+                free(r);
             }
         }
         pthread_mutex_destroy(&b->st[k].mu);
     }
+    for (brec *r = b->spare, *nx; r; r = nx) {
+        nx = r->next;
+        free(r);
+    }
+    pthread_mutex_destroy(&b->spare_mu);
     free(b);
 }
 
@@ -105,10 +144,12 @@ static struct rlt__budget *table(rlt_store *s)
     if (!n) return NULL;
     for (uint32_t k = 0; k < STRIPES; k++)
         pthread_mutex_init(&n->st[k].mu, NULL);
+    pthread_mutex_init(&n->spare_mu, NULL);
     if (__atomic_compare_exchange_n(&s->budget, &b, n, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
         return n;
     for (uint32_t k = 0; k < STRIPES; k++)
         pthread_mutex_destroy(&n->st[k].mu);
+    pthread_mutex_destroy(&n->spare_mu);
     free(n);
     return b;
 }
@@ -138,7 +179,7 @@ static void drop(struct rlt__budget *b, brec *r)
 {
     __atomic_fetch_sub(&b->held[r->bucket], 1, __ATOMIC_RELAXED);
     __atomic_fetch_sub(&b->count, 1, __ATOMIC_RELAXED);
-    rec_free(r);
+    rec_free(b, r);
 }
 
 /* Drops the expired records at `now` (bucket == UINT32_MAX) or every record of `bucket`, one
@@ -223,20 +264,6 @@ static int costs(const rlt_weights *const *w, size_t n, const rlt_usage *u, bool
     return RLT_OK;
 }
 
-/* Every limit's state now (a cost-0 peek), combined. */
-static int peek_all(rlt_store *s, const rlt_check *c, size_t n, rlt_ns now, rlt_decision *combined,
-                    rlt_decision *each)
-{
-    for (size_t i = 0; i < n; i++) {
-        rlt_decision d;
-        int rc = rlt_store_decide(s, c[i].policy, c[i].key, c[i].klen, now, 0, &d);
-        if (rc) return rc;
-        if (each) each[i] = d;
-        rlt_decision_combine(combined, &d, i == 0);
-    }
-    return RLT_OK;
-}
-
 static uint32_t bucket_of(const rlt_store *s, uint64_t h)
 {
     return h == 0 ? RLT__RESV_BUCKETS
@@ -265,35 +292,46 @@ int rlt_store_reserve_limits(rlt_store *s, uint64_t holder, const rlt_limit *lim
     if (rc) return rc;
     struct rlt__budget *b = table(s);
     if (!b) return RLT_ENOMEM;
-    brec *r = calloc(1, sizeof *r + n * sizeof(blimit));
+    size_t keys = 0;
+    for (size_t i = 0; i < n; i++)
+        keys += limits[i].klen;
+    const size_t size = sizeof(brec) + n * sizeof(blimit) + keys; /* the keys after the limits */
+    brec *r = rec_alloc(b, size);
     if (!r) return RLT_ENOMEM;
+    r->size = size;
     r->n = (uint32_t)n;
-    for (size_t i = 0; i < n && !rc; i++) {
+    uint8_t *kp = (uint8_t *)&r->l[n];
+    for (size_t i = 0; i < n; i++) {
         blimit *l = &r->l[i];
         c[i] = (rlt_check){limits[i].policy, limits[i].key, limits[i].klen, est[i]};
         l->policy = limits[i].policy;
         l->klen = (uint32_t)limits[i].klen;
         l->w = limits[i].weights;
         l->held = est[i] - l->w.base; /* est includes base, and base >= 0 */
-        if (!(l->key = malloc(l->klen))) rc = RLT_ENOMEM;
-        if (!rc) memcpy(l->key, limits[i].key, l->klen);
-        if (!rc) rc = rlt__resv_prepare(s, l->policy, l->key, l->klen, &l->epoch, &l->was);
+        l->key = kp;
+        memcpy(kp, limits[i].key, l->klen);
+        kp += l->klen;
     }
     r->bucket = bucket_of(s, holder);
-    if (!rc) rc = take_place(s, b, now, r->bucket);
-    if (rc) {
-        rec_free(r);
+    if ((rc = take_place(s, b, now, r->bucket)) != RLT_OK) {
+        rec_free(b, r);
         return rc;
     }
     r->gen = __atomic_load_n(&s->budget_gen, __ATOMIC_ACQUIRE);
-    r->at = rlt__effective_now(s, now); /* before the charge: a refund can only be smaller */
-    rc = rlt_store_decide_multi(s, c, n, now, combined, refused);
+    rlt_decision mine[RLT_BUDGET_LIMITS];
+    uint64_t epoch[RLT_BUDGET_LIMITS];
+    rlt__multi_extra x = {each ? each : mine, epoch, 0, 0};
+    rc = rlt__store_decide_multi_ex(s, c, n, now, combined, refused, &x);
     if (rc || !combined->allowed) {
         __atomic_fetch_sub(&b->count, 1, __ATOMIC_RELAXED);
         __atomic_fetch_sub(&b->held[r->bucket], 1, __ATOMIC_RELAXED);
-        rec_free(r);
+        rec_free(b, r);
         return rc;
     }
+    r->at = x.at;
+    r->pgen = x.pgen;
+    for (size_t i = 0; i < n; i++)
+        r->l[i].epoch = epoch[i];
     if (__builtin_add_overflow(r->at, timeout ? timeout : RLT_RESERVE_DEFAULT_TIMEOUT, &r->expires))
         r->expires = INT64_MAX;
     for (;;) {
@@ -313,9 +351,7 @@ int rlt_store_reserve_limits(rlt_store *s, uint64_t holder, const rlt_limit *lim
         if (!e) break;
     }
     *reservation = r->id;
-    if (!each) return RLT_OK;
-    rlt_decision after; /* the states after the charge; *combined stays the decision */
-    return peek_all(s, c, n, now, &after, each);
+    return RLT_OK;
 }
 
 static bool same_keys(const brec *r, const rlt_check *k, size_t n)
@@ -362,21 +398,21 @@ int rlt_store_settle_limits(rlt_store *s, uint64_t reservation, const rlt_check 
     }
     pthread_mutex_unlock(&st->mu);
     if (rc) return rc;
+    rlt_decision d[RLT_BUDGET_LIMITS];
+    bool seen[RLT_BUDGET_LIMITS] = {false};
     for (size_t i = 0; i < n && !rc; i++) {
         blimit *l = &r->l[i];
         const int64_t over = cost[i] > l->held ? cost[i] - l->held : 0;
         if (charged) charged[i] = over;
-        rlt_decision d;
         if (final || over > 0) {
             /* One rlt_settle: the excess charged, or (final) what is still held refunded. */
-            rc = rlt__resv_apply(s, l->policy, l->key, l->klen, now, r->at, l->epoch, &l->was,
-                                 l->held, cost[i], &d);
-            if (!final) l->held = 0;
-            if (rc) break;
+            rc = rlt__resv_apply(s, l->policy, l->key, l->klen, now, r->at, l->epoch, r->pgen,
+                                 l->held, cost[i], &d[i]);
+            seen[i] = rc == RLT_OK;
+            l->held = 0;
         } else {
             l->held -= cost[i];
         }
-        if (final) l->held = 0;
     }
     if (rc || final) {
         drop(b, r); /* an error part-way ends it: the rest stays charged as it stands */
@@ -388,7 +424,15 @@ int rlt_store_settle_limits(rlt_store *s, uint64_t reservation, const rlt_check 
         *ch = r;
         pthread_mutex_unlock(&st->mu);
     }
-    return peek_all(s, keys, n, now, combined, each);
+    /* Where each limit stands: the settle's own peek, else one now. */
+    for (size_t i = 0; i < n; i++) {
+        if (!seen[i] &&
+            (rc = rlt_store_decide(s, keys[i].policy, keys[i].key, keys[i].klen, now, 0, &d[i])))
+            return rc;
+        if (each) each[i] = d[i];
+        rlt_decision_combine(combined, &d[i], i == 0);
+    }
+    return RLT_OK;
 }
 
 size_t rlt_store_limit_reservations(rlt_store *s, rlt_ns now)

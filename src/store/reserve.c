@@ -165,6 +165,7 @@ static void note_expiry(rlt_store *s, rlt_ns at)
 
 void rlt__resv_drop_policy(rlt_store *s, int pid)
 {
+    __atomic_fetch_add(&s->budget_pgen, 1, __ATOMIC_RELAXED); /* budget.c: no refund after */
     for (uint32_t k = 0; k < s->nshards; k++)
         (void)purge(s, s->shards[k].resv, 0, BY_POLICY, (uint32_t)pid); /* resv_expiry stays a
                                                                             lower bound */
@@ -397,27 +398,8 @@ static int settle_state(rlt_store *s, rlt__shard *sh, uint64_t h, int id, const 
     return rc;
 }
 
-int rlt__resv_prepare(rlt_store *s, int id, const void *key, size_t klen, uint64_t *epoch,
-                      rlt_policy *copy)
-{
-    uint64_t h;
-    rlt__shard *sh;
-    (void)rlt__lock_key(s, key, klen, &h, &sh); /* the caller checked the key */
-    int rc = RLT_OK;
-    if (!rlt__pol_known(s, id))
-        rc = RLT_ENOENT;
-    else if (!rlt_settle_supported(&s->pols[id].p))
-        rc = RLT_EINVAL;
-    else {
-        *epoch = sh->resv_epoch;
-        *copy = s->pols[id].p;
-    }
-    rlt__shard_unlock(sh);
-    return rc;
-}
-
 int rlt__resv_apply(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now, rlt_ns at,
-                    uint64_t epoch, const rlt_policy *was, int64_t estimate, int64_t real_cost,
+                    uint64_t epoch, uint64_t pgen, int64_t estimate, int64_t real_cost,
                     rlt_decision *d)
 {
     uint64_t h;
@@ -429,7 +411,8 @@ int rlt__resv_apply(rlt_store *s, int id, const void *key, size_t klen, rlt_ns n
     if (rlt__pol_known(s, id)) {
         const rlt_ns t = s->pols[id].p.algo == RLT_GCRA ? sh->last_now : eff; /* as below */
         /* A reset, an eviction or other numbers since: no refund (a higher cost still charged). */
-        if ((epoch != sh->resv_epoch || !rlt__policy_same(was, &s->pols[id].p)) &&
+        if ((epoch != sh->resv_epoch ||
+             pgen != __atomic_load_n(&s->budget_pgen, __ATOMIC_RELAXED)) &&
             real_cost < estimate)
             real_cost = estimate;
         const resv r = {.at = at, .estimate = estimate};

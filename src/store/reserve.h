@@ -26,22 +26,14 @@ void rlt__resv_drop_policy(rlt_store *s, int pid);
  * under the other). */
 bool rlt__policy_same(const rlt_policy *a, const rlt_policy *b);
 
-/* For a reservation about to be charged (budget.c): whether policy `id` exists and can settle,
- * and, under key's shard lock, the shard's reset-or-evict count (resv_epoch) and a copy of the
- * policy; read before the charge, so that a reset or a change between the two only costs a
- * refund.  The key is checked.  Returns RLT_OK, RLT_ENOENT (no such policy) or RLT_EINVAL
- * (it cannot settle). */
-int rlt__resv_prepare(rlt_store *s, int id, const void *key, size_t klen, uint64_t *epoch,
-                      rlt_policy *copy);
-
 /* rlt_settle on `key`'s state under policy `id` for a reservation made at effective instant
  * `at` holding `estimate`, at `now`, under the shard's lock, as rlt_store_settle does for one
  * of its own (the latest instant for GCRA; no refund when `epoch` is not the shard's now or
- * the policy's numbers are no longer `was`'s).  For the multi-limit reservations of budget.c,
+ * a policy changed since: `pgen` is not budget_pgen).  For the multi-limit reservations of budget.c,
  * which keep their own records.  Returns rlt_settle's and the store's codes (RLT_ENOENT: the
  * policy is gone). */
 int rlt__resv_apply(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now, rlt_ns at,
-                    uint64_t epoch, const rlt_policy *was, int64_t estimate, int64_t real_cost,
+                    uint64_t epoch, uint64_t pgen, int64_t estimate, int64_t real_cost,
                     rlt_decision *d);
 
 #endif

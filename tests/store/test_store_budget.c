@@ -92,7 +92,28 @@ TEST(a_reservation_that_uses_the_last_of_a_budget_is_allowed_and_says_so)
     ASSERT_EQ(rlt_store_reserve_limits(s, 0, l, 1, &est, 0, 0, &c, each, NULL, &id), RLT_OK);
     ASSERT(c.allowed && id != 0); /* the decision, not the peek after it (which would deny) */
     ASSERT_EQ(each[0].remaining, 0);
-    ASSERT(!each[0].allowed);
+    ASSERT(each[0].allowed); /* each limit's own decision, its remaining after the charge */
+    rlt_store_close(s);
+}
+
+TEST(a_policy_change_or_a_load_since_the_reservation_refunds_nothing)
+{
+    rlt_store *s = tu_store(0, false, 4);
+    int tok = tu_add(s, "tok", "fixed_window:1000/1h");
+    rlt_limit l[1] = {lim(tok, "u", "in+out")};
+    rlt_usage est = use("in=100,out=300");
+    rlt_decision c;
+    uint64_t id = 0;
+    ASSERT_EQ(rlt_store_reserve_limits(s, 0, l, 1, &est, 0, 0, &c, NULL, NULL, &id), RLT_OK);
+    rlt_policy p = tu_policy("fixed_window:2000/1h");
+    int same = -1;
+    ASSERT_EQ(rlt_store_set_policy(s, "tok", &p, RLT_CHANGE_KEEP, &same), RLT_OK);
+    ASSERT_EQ(same, tok);
+    rlt_check k[1];
+    keys_of(l, 1, k);
+    rlt_usage u = use("in=100,out=10");
+    ASSERT_EQ(rlt_store_settle_limits(s, id, k, 1, &u, true, 1, &c, NULL, NULL), RLT_OK);
+    ASSERT_EQ(remaining(s, tok, "u", 1), 2000 - 400); /* the estimate stays: no refund */
     rlt_store_close(s);
 }
 
