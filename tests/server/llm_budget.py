@@ -6,6 +6,7 @@ input refused with nothing charged; 64 concurrent streams with random output len
 against a reference ledger kept by the test: reserving the maximum never admits more than the
 budget, reserving an estimate overshoots by at most the in-flight underestimates, and every
 limit settles exactly once.  Usage: llm_budget.py PATH_TO_RATELIMITD [TEST_NAME...]."""
+import json
 import os
 import random
 import socket
@@ -157,6 +158,50 @@ def partial_settles_charge_chunks_and_the_final_one_releases_the_rest(tmp):
         assert s[5][0][1] == 550, s
     finally:
         c.close()
+        d.stop()
+
+
+def post(d, path, obj):
+    r = d.curl(path, "-X", "POST", "-H", "Content-Type: application/json", "-d", json.dumps(obj))
+    head, _, body = r.partition("\n\n")
+    return int(head.split(" ", 2)[1]), head, (json.loads(body) if body.startswith("{") else body)
+
+
+@test
+def http_mreserve_and_msettle_answer_json_with_a_ratelimit_field_per_limit(tmp):
+    d = it.Daemon(tmp, config="policies:\n  user-tokens: fixed_window:10000/1d\n"
+                               "  org-usd: fixed_window:1000000/1mo,tz=America/New_York\n")
+    try:
+        lim = [{"key": "user:1", "policy": "user-tokens", "cost": "in+cached+out"},
+               {"key": "org:a", "policy": "org-usd", "cost": "in*3+out*15+cached*1"}]
+        code, head, b = post(d, "/v1/mreserve", {"estimate": {"in": 1000, "out": 2000},
+                                                 "limits": lim, "timeout_ms": 60000})
+        assert code == 200 and b["allowed"] and len(b["reservation"]) == 16, (code, b)
+        assert [x["remaining"] for x in b["limits"]] == [7000, 1000000 - 33000], b
+        assert head.count("RateLimit-Policy:") == 2 and '"org-usd"' in head, head
+        month = b["limits"][1]["reset_after_ms"]
+        assert 0 < month <= 31 * 86400 * 1000 and month >= b["limits"][0]["reset_after_ms"], b
+        keys = [{"key": x["key"], "policy": x["policy"]} for x in lim]
+        code, _, s = post(d, "/v1/msettle", {"reservation": b["reservation"], "partial": True,
+                                             "usage": {"in": 800, "cached": 200, "out": 100},
+                                             "limits": keys})
+        assert code == 200 and s["settled"] and [x["charged"] for x in s["limits"]] == [0, 0], s
+        code, _, s = post(d, "/v1/msettle", {"reservation": b["reservation"],
+                                             "usage": "out=50", "limits": keys})
+        assert [x["remaining"] for x in s["limits"]] == [10000 - 1150,
+                                                        1000000 - (2400 + 2250 + 200)], s
+        code, _, s = post(d, "/v1/msettle", {"reservation": b["reservation"],
+                                             "usage": "out=50", "limits": keys})
+        assert code == 404 and "unknown reservation" in s["error"], (code, s)
+        code, _, b2 = post(d, "/v1/mreserve", {"estimate": {"in": 9000, "out": 2000},
+                                               "limits": lim})
+        assert code == 429 and b2["reservation"] is None and b2["refused"] == 0, (code, b2)
+        code, _, e = post(d, "/v1/mreserve", {"estimate": {"in": -1}, "limits": lim})
+        assert code == 400 and "estimate" in e["error"], (code, e)
+        code, _, e = post(d, "/v1/mreserve", {"estimate": {"in": 1}, "limits": []})
+        assert code == 400 and "POST /v1/mreserve takes" in e["error"], (code, e)
+        assert d.curl("/v1/mreserve").split(" ", 2)[1] == "405"
+    finally:
         d.stop()
 
 
