@@ -207,30 +207,16 @@ static uint64_t purge(struct rlt__budget *b, rlt_ns now, uint32_t bucket)
     return n;
 }
 
-static bool take(uint64_t *c, uint64_t cap)
-{
-    if (__atomic_fetch_add(c, 1, __ATOMIC_RELAXED) < cap) return true;
-    __atomic_fetch_sub(c, 1, __ATOMIC_RELAXED);
-    return false;
-}
-
-static bool take32(uint32_t *c, uint64_t cap)
-{
-    if (__atomic_fetch_add(c, 1, __ATOMIC_RELAXED) < cap) return true;
-    __atomic_fetch_sub(c, 1, __ATOMIC_RELAXED);
-    return false;
-}
-
 /* One place in the table for holder bucket `mine`, as budget.h says: within the holder's bound
  * (max_reservations_per_holder), then the table's.  RLT_OK (both taken) or RLT_EFULL. */
 static int take_place(rlt_store *s, struct rlt__budget *b, rlt_ns now, uint32_t mine)
 {
     const uint64_t hcap = mine == RLT__RESV_BUCKETS ? UINT64_MAX : s->resv_holder_cap;
-    if (!take32(&b->held[mine], hcap) &&
-        (!purge(b, now, UINT32_MAX) || !take32(&b->held[mine], hcap)))
+    if (!rlt__take32(&b->held[mine], hcap) &&
+        (!purge(b, now, UINT32_MAX) || !rlt__take32(&b->held[mine], hcap)))
         return RLT_EFULL;
-    if (take(&b->count, s->resv_cap)) return RLT_OK;
-    if (purge(b, now, UINT32_MAX) && take(&b->count, s->resv_cap)) return RLT_OK;
+    if (rlt__take64(&b->count, s->resv_cap)) return RLT_OK;
+    if (purge(b, now, UINT32_MAX) && rlt__take64(&b->count, s->resv_cap)) return RLT_OK;
     uint32_t big = RLT__RESV_BUCKETS, most = 0;
     for (uint32_t k = 0; k < RLT__RESV_BUCKETS; k++) {
         uint32_t h = __atomic_load_n(&b->held[k], __ATOMIC_RELAXED);
@@ -238,7 +224,7 @@ static int take_place(rlt_store *s, struct rlt__budget *b, rlt_ns now, uint32_t 
     }
     if (mine != RLT__RESV_BUCKETS && big != RLT__RESV_BUCKETS && big != mine) {
         (void)purge(b, now, big);
-        if (take(&b->count, s->resv_cap)) return RLT_OK;
+        if (rlt__take64(&b->count, s->resv_cap)) return RLT_OK;
     }
     __atomic_fetch_sub(&b->held[mine], 1, __ATOMIC_RELAXED);
     return RLT_EFULL;
@@ -262,12 +248,6 @@ static int costs(const rlt_weights *const *w, size_t n, const rlt_usage *u, bool
         if (spent) out[i] -= w[i]->base;
     }
     return RLT_OK;
-}
-
-static uint32_t bucket_of(const rlt_store *s, uint64_t h)
-{
-    return h == 0 ? RLT__RESV_BUCKETS
-                  : (uint32_t)(rlt__siphash13(s->resv_secret, &h, sizeof h) % RLT__RESV_BUCKETS);
 }
 
 int rlt_store_reserve_limits(rlt_store *s, uint64_t holder, const rlt_limit *limits, size_t n,
@@ -312,7 +292,7 @@ int rlt_store_reserve_limits(rlt_store *s, uint64_t holder, const rlt_limit *lim
         memcpy(kp, limits[i].key, l->klen);
         kp += l->klen;
     }
-    r->bucket = bucket_of(s, holder);
+    r->bucket = rlt__resv_bucket(s, holder);
     if ((rc = take_place(s, b, now, r->bucket)) != RLT_OK) {
         rec_free(b, r);
         return rc;

@@ -220,21 +220,6 @@ static bool end_biggest(rlt_store *s, uint32_t mine)
     return true;
 }
 
-/* Takes one from counter *c if it stays within `cap`.  true: taken. */
-static bool take(uint64_t *c, uint64_t cap)
-{
-    if (__atomic_fetch_add(c, 1, __ATOMIC_RELAXED) < cap) return true;
-    __atomic_fetch_sub(c, 1, __ATOMIC_RELAXED);
-    return false;
-}
-
-static bool take32(uint32_t *c, uint64_t cap)
-{
-    if (__atomic_fetch_add(c, 1, __ATOMIC_RELAXED) < cap) return true;
-    __atomic_fetch_sub(c, 1, __ATOMIC_RELAXED);
-    return false;
-}
-
 /* One ticket of the store-wide bound and of the holder's bucket, as the head of the file
  * says: expired ones dropped first, then (the table full) the biggest holder's ended.
  * Returns RLT_OK (taken) or RLT_EFULL. */
@@ -242,22 +227,14 @@ static int take_ticket(rlt_store *s, rlt_ns now, uint32_t bucket)
 {
     const uint64_t hcap = bucket == RLT__RESV_BUCKETS ? UINT64_MAX : s->resv_holder_cap;
     for (int round = 0;; round++) {
-        if (take32(&s->resv_held[bucket], hcap)) {
-            if (take(&s->resv_count, s->resv_cap)) return RLT_OK;
+        if (rlt__take32(&s->resv_held[bucket], hcap)) {
+            if (rlt__take64(&s->resv_count, s->resv_cap)) return RLT_OK;
             __atomic_fetch_sub(&s->resv_held[bucket], 1, __ATOMIC_RELAXED);
             if (round == 1 && bucket != RLT__RESV_BUCKETS && end_biggest(s, bucket)) continue;
         }
         if (round >= 1) return RLT_EFULL;
         purge_expired(s, now);
     }
-}
-
-/* The bucket of holder `h` (0: the anonymous one): a keyed hash, so no client can aim at
- * another's bucket. */
-static uint32_t bucket_of(const rlt_store *s, uint64_t h)
-{
-    return h == 0 ? RLT__RESV_BUCKETS
-                  : (uint32_t)(rlt__siphash13(s->resv_secret, &h, sizeof h) % RLT__RESV_BUCKETS);
 }
 
 /* A free slot for one more reservation in sh's table (grown to stay at most half full). */
@@ -320,7 +297,7 @@ int rlt_store_reserve_for(rlt_store *s, uint64_t holder, int id, const void *key
     if (rc) return rc;
     if (!reservation || estimate < 0 || timeout < 0) return RLT_EINVAL;
     *reservation = 0;
-    const uint32_t bucket = bucket_of(s, holder);
+    const uint32_t bucket = rlt__resv_bucket(s, holder);
     if (take_ticket(s, now, bucket) != RLT_OK) return RLT_EFULL;
     uint8_t *kcopy = malloc(klen); /* before the charge: nothing to undo after it */
     if (!kcopy) {

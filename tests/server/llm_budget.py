@@ -29,46 +29,26 @@ def test(fn):
     return fn
 
 
+def text(v):
+    """A reply of it.Replies as text: errors as "ERR ...", bulk and simple strings as str."""
+    if isinstance(v, list):
+        return [text(x) for x in v]
+    if isinstance(v, bytes):
+        v = v.decode()
+        return v[1:] if v[:1] in ("-", "+") else v
+    return v
+
+
 class Conn:
     """One RESP connection: a command, its parsed reply (errors as str starting with ERR)."""
 
     def __init__(self, port):
         self.s = socket.create_connection(("127.0.0.1", port), timeout=20)
-        self.buf = b""
-
-    def line(self):
-        while b"\r\n" not in self.buf:
-            got = self.s.recv(65536)
-            if not got:
-                raise AssertionError("connection closed")
-            self.buf += got
-        ln, self.buf = self.buf.split(b"\r\n", 1)
-        return ln
-
-    def reply(self):
-        ln = self.line()
-        t, v = ln[:1], ln[1:]
-        if t == b":":
-            return int(v)
-        if t == b"-":
-            return v.decode()
-        if t == b"+":
-            return v.decode()
-        if t == b"$":
-            n = int(v)
-            if n < 0:
-                return None
-            while len(self.buf) < n + 2:
-                self.buf += self.s.recv(65536)
-            data, self.buf = self.buf[:n], self.buf[n + 2:]
-            return data.decode()
-        if t == b"*":
-            return [self.reply() for _ in range(int(v))]
-        raise AssertionError("bad reply %r" % ln)
+        self.r = it.Replies(self.s)
 
     def __call__(self, *args):
         self.s.sendall(it.resp(*args))
-        return self.reply()
+        return text(self.r.one())
 
     def close(self):
         self.s.close()
