@@ -72,4 +72,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     return 0;
 }
 
+#ifdef RLT_FUZZ_STANDALONE
 #include "../standalone.h"
+#endif
