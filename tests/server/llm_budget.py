@@ -71,6 +71,7 @@ def one_reservation_charges_three_limits_each_by_its_weights_and_settles_once(tm
         # A second would overrun the model's output tokens: refused, nothing charged.
         r2 = c("RL.MRESERVE", "in=1000,out=2000", *lim)
         assert r2[0] == 0 and r2[5] is None and r2[6] == 2, r2
+        assert [x[1] for x in r2[7]] == [7000, 67000, 1000], r2  # as they stand
         assert remaining(c, "user:1", u) == 7000 and remaining(c, "org:a", o) == 67000
         keys = ["user:1", u, "org:a", o, "model:x", m]
         s = c("RL.MSETTLE", r[5], "in=1000,out=300,cached=200", *keys)
@@ -176,6 +177,7 @@ def http_mreserve_and_msettle_answer_json_with_a_ratelimit_field_per_limit(tmp):
         code, _, b2 = post(d, "/v1/mreserve", {"estimate": {"in": 9000, "out": 2000},
                                                "limits": lim})
         assert code == 429 and b2["reservation"] is None and b2["refused"] == 0, (code, b2)
+        assert [x["remaining"] for x in b2["limits"]] == [8850, 1000000 - 4850], b2
         code, _, e = post(d, "/v1/mreserve", {"estimate": {"in": -1}, "limits": lim})
         assert code == 400 and "estimate" in e["error"], (code, e)
         code, _, e = post(d, "/v1/mreserve", {"estimate": {"in": 1}, "limits": []})

@@ -189,9 +189,6 @@ void rlt__http_budget(rlt__conn *c, const rlt__http_req *req, const rlt__session
                                    rlt__limits_strerror(s, st, false));
         char hex[RLT__RESERVATION_HEX + 1];
         if (rid) rlt__reservation_format(rid, hex);
-        if (!rid) /* denied: where each limit stands, nothing was charged */
-            for (size_t i = 0; i < n; i++)
-                (void)rlt__decide_peek(s, l[i].policy, l[i].key, l[i].klen, now, &each[i]);
         return reply(o, flags, s, l, names, n, &d, each, NULL, rid ? hex : NULL, refused);
     }
     size_t rl = 0;

@@ -51,7 +51,8 @@ static const char MSETTLE[] = "RL.MSETTLE reservation usage key policy [key poli
 
 /* RL.MRESERVE: [allowed, limit, remaining, retry_after_ms, reset_after_ms, reservation (nil
  * when denied), refused (the first refusing limit's index, -1), [[limit, remaining,
- * reset_after_ms] per limit]]. */
+ * reset_after_ms] per limit]] (each limit's own decision: after its charge when allowed, as it
+ * stands when denied). */
 static void mreserve(struct rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n,
                      rlt_ns now, rlt__obuf *o)
 {
@@ -91,8 +92,7 @@ static void mreserve(struct rlt__srv *s, rlt__session *ss, const rlt__resp_arg *
         rlt__resp_bulk(o, hex, RLT__RESERVATION_HEX);
     }
     rlt__resp_int(o, refused);
-    if (rid == 0) return rlt__resp_array(o, 0); /* denied: nothing charged, nothing to list */
-    per_limit(o, each, NULL, m);
+    per_limit(o, each, NULL, m); /* denied: where each stands, nothing charged */
 }
 
 /* RL.MSETTLE: [allowed, limit, remaining, retry_after_ms, reset_after_ms, [[limit, remaining,
