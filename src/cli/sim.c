@@ -86,6 +86,8 @@ int rlt__cli_sim(int argc, char **argv)
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--fleet") == 0 || strncmp(argv[i], "--fleet=", 8) == 0)
             return rlt__cli_fleet(argc, argv);
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--llm") == 0) return rlt__cli_sim_llm(argc, argv);
     sim s;
     rlt__sim_defaults(&s);
     int rc = sim_main(&s, argc, argv);

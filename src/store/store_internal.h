@@ -135,7 +135,11 @@ struct rlt_store {
      * the drop under the shard lock, read under the shard lock). */
     rlt_ns drop_floor;
     /* Reservations (reserve.c): the bound, and the key their ids are drawn under. */
-    uint64_t resv_cap; /* max_reservations */
+    uint64_t resv_cap;          /* max_reservations */
+    struct rlt__budget *budget; /* multi-limit reservations (budget.c), made on first use */
+    uint64_t budget_gen;        /* loads so far (atomic): they end multi-limit reservations */
+    uint64_t budget_pgen; /* policy changes so far (atomic, under every shard lock): after one,
+                             a multi-limit reservation's settle refunds nothing */
     uint8_t resv_secret[16];
     /* Everything above is read by decisions and written rarely.  What other threads write
      * often (a sweep's mutex and cursor, a reservation's counters) starts on a line of its

@@ -44,6 +44,8 @@ run() {
 run sim_default.out /dev/null sim
 run sim_random.out /dev/null sim --pattern random --rate 0.6 --seed 42
 run sim_random_long.out /dev/null sim --pattern random --rate 1.5 --seed 3 --limit 10 --window 20 --duration 200 --width 80
+run sim_llm.out /dev/null sim --llm
+run sim_llm_small.out /dev/null sim --llm --streams 8 --requests 300 --budget 20000 --max-tokens 512 --estimate 128 --seed 7
 run sim_steady.out /dev/null sim --pattern steady --rate 0.5
 run sim_burst.out /dev/null sim --pattern burst --limit 3 --window 6
 run sim_at.out /dev/null sim --at 1,2,9.5,9.6,10,10.5,11,30 --until 35
