@@ -9,6 +9,7 @@
 #include "store/decision.h"
 #include "store/evict.h"
 #include "store/lock.h"
+#include "store/logs.h"
 #include "store/multi.h"
 #include "store/table.h"
 
@@ -37,7 +38,7 @@ static void load_copy(rlt_store *s, const rlt_check *c, mstate *m)
     const rlt__slot *e = rlt__find(s, sh, m->h, c->policy, c->key, c->klen);
     uint32_t ssz = s->pols[c->policy].ssz;
     if (e)
-        memcpy(m->st, rlt__slot_state(s, e), ssz);
+        rlt__state_get(s, e, m->st); /* the full layout (a compact log expanded) */
     else
         memset(m->st, 0, ssz);
     m->existed = e != NULL;
@@ -64,7 +65,7 @@ static int multi_blocks(rlt_store *s, const rlt_check *c, mstate *m, size_t n, r
         rlt__slot *e = rlt__find(s, sh, r->h, c[i].policy, c[i].key, c[i].klen);
         if (!e && (rc = rlt__insert(s, sh, r->h, c[i].policy, c[i].key, c[i].klen, now, NULL, &e)))
             break;
-        memcpy(rlt__slot_state(s, e), r->st, s->pols[c[i].policy].ssz);
+        if ((rc = rlt__state_put(s, sh, e, r->st))) break;
         e->meta |= RLT__PIN | RLT__REF;
     }
     for (size_t i = 0; i < n; i++) {
@@ -164,6 +165,13 @@ static int multi_locked(rlt_store *s, const rlt_check *c, mstate *m, size_t n, r
             m[i].added = true;
         }
     }
+    /* Room in every compact log for what it will hold, before anything is written. */
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (m[i].root != (int)i || !m[i].existed) continue;
+        rlt__shard *sh = &s->shards[m[i].shard];
+        rc = rlt__state_reserve(s, sh, rlt__find(s, sh, m[i].h, c[i].policy, c[i].key, c[i].klen),
+                                m[i].st);
+    }
     for (size_t i = 0; i < n; i++) {
         if (m[i].root != (int)i || !m[i].existed) continue;
         rlt__shard *sh = &s->shards[m[i].shard];
@@ -176,7 +184,7 @@ static int multi_locked(rlt_store *s, const rlt_check *c, mstate *m, size_t n, r
             if (m[i].added) rlt__delete(s, sh, e);
             continue;
         }
-        memcpy(rlt__slot_state(s, e), m[i].st, s->pols[c[i].policy].ssz);
+        (void)rlt__state_put(s, sh, e, m[i].st); /* cannot fail: the room was made above */
         if (rlt_is_fresh(p, m[i].st, now)) {
             rlt__note_drop(s, now);
             rlt__delete(s, sh, e);

@@ -51,6 +51,7 @@
 #include "store/decide.h"
 #include "store/evict.h"
 #include "store/lock.h"
+#include "store/logs.h"
 #include "store/reserve.h"
 #include "store/siphash.h"
 #include "store/table.h"
@@ -357,21 +358,23 @@ static int settle_state(rlt_store *s, rlt__shard *sh, uint64_t h, int id, const 
 {
     const rlt__pol *P = &s->pols[id];
     rlt__slot *e = rlt__find(s, sh, h, id, key, klen);
+    int rc;
     if (e) {
         e->meta |= RLT__REF;
-        return rlt_settle(&P->p, rlt__slot_state(s, e), now, r->at, r->estimate, real, d);
+        /* A compact log grows first for an extra charge (logs.h), shrinks after a refund. */
+        if ((rc = rlt__log_fit(s, sh, e, now, 0, real - r->estimate))) return rc;
+        rc = rlt_settle(&P->p, rlt__slot_state(s, e), now, r->at, r->estimate, real, d);
+        if (rc == RLT_OK) rlt__log_trim(s, sh, e);
+        return rc;
     }
-    const size_t ssz = (P->ssz + 7) & ~(size_t)7;
-    const bool inl = P->ssz + klen <= RLT__INLINE;
-    uint8_t *block = calloc(1, ssz + klen);
-    if (!block) return RLT_ENOMEM;
-    int rc = rlt_settle(&P->p, block, now, r->at, r->estimate, real, d);
-    if (rc == RLT_OK && !rlt_is_fresh(&P->p, block, now)) {
-        rc = rlt__insert(s, sh, h, id, key, klen, now, inl ? NULL : block, &e);
-        if (rc == RLT_OK && inl) memcpy(rlt__slot_state(s, e), block, P->ssz);
-        if (rc == RLT_OK && !inl) block = NULL; /* the entry owns it */
+    uint8_t *state = calloc(1, P->ssz); /* the full layout, then into the entry */
+    if (!state) return RLT_ENOMEM;
+    rc = rlt_settle(&P->p, state, now, r->at, r->estimate, real, d);
+    if (rc == RLT_OK && !rlt_is_fresh(&P->p, state, now)) {
+        rc = rlt__insert(s, sh, h, id, key, klen, now, NULL, &e);
+        if (rc == RLT_OK && (rc = rlt__state_put(s, sh, e, state))) rlt__delete(s, sh, e);
     }
-    free(block);
+    free(state);
     return rc;
 }
 

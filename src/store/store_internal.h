@@ -19,7 +19,8 @@
 /* One table slot: 32 bytes, two per cache line.  An empty slot has meta == 0 (the empty key is
  * invalid, so a live slot's key length is never 0).  The payload holds the state followed by
  * the key inline when state size + key length <= RLT__INLINE; otherwise it holds a pointer to
- * one heap block with the state (padded to 8 bytes) followed by the key. */
+ * one heap block with the key (padded to 8 bytes) followed by the state (a compact sliding
+ * log's changes size: logs.h). */
 #define RLT__INLINE 24
 #define RLT__KLEN_MASK 0x03ffu /* key length, 1..RLT_KEY_MAX */
 #define RLT__REF 0x8000u       /* CLOCK reference bit: touched since the hand last passed */
@@ -31,7 +32,7 @@ typedef struct rlt__slot {
     uint16_t policy; /* policy id */
     union {
         uint8_t inl[RLT__INLINE]; /* state, then key */
-        uint8_t *ool;             /* heap block: state (padded to 8), then key */
+        uint8_t *ool;             /* heap block: key (padded to 8), then state */
         uint64_t align_;
     } u;
 } rlt__slot;
