@@ -1,0 +1,169 @@
+'use strict';
+// Limiter and Decision over the addon: policy notations, the output area read into plain
+// objects, headers as rlt_format_headers writes them.
+const native = require('./native');
+
+const f64 = new Float64Array(native.out);
+const i64 = new BigInt64Array(native.out);
+const u64 = new BigUint64Array(native.out);
+
+const HDR_RETRY_AFTER = 1, HDR_IETF = 2, HDR_LEGACY = 4, HDR_X = 8;
+
+// Policy text from ours ("gcra:10/1s"), express-rate-limit's ({windowMs, limit}) or
+// rate-limiter-flexible's ({points, duration} in seconds): a fixed window for both.
+function policyText(p, arg = 'policy') {
+  if (typeof p === 'string') return p;
+  if (Array.isArray(p)) return p.map((x) => policyText(x, arg));
+  if (p === null || typeof p !== 'object') {
+    throw new TypeError(`${arg}: must be policy text, an array of them, {windowMs, limit} or {points, duration}`);
+  }
+  const algo = p.algorithm || 'fixed_window';
+  if (p.windowMs !== undefined || p.limit !== undefined) {
+    const w = p.windowMs === undefined ? 60000 : p.windowMs, n = p.limit === undefined ? 5 : p.limit;
+    intArg(w, 'windowMs', 1); intArg(n, 'limit', 1);
+    return `${algo}:${n}/${w}ms`;
+  }
+  if (p.points !== undefined || p.duration !== undefined) {
+    const n = p.points === undefined ? 4 : p.points, d = p.duration === undefined ? 1 : p.duration;
+    intArg(n, 'points', 1); intArg(d, 'duration', 1);
+    return `${algo}:${n}/${d}s`;
+  }
+  throw new TypeError(`${arg}: an object needs windowMs/limit or points/duration`);
+}
+
+function intArg(v, name, lo = 0) {
+  if (typeof v !== 'number') throw new TypeError(`${name}: must be a number`);
+  if (!Number.isSafeInteger(v) || v < lo) throw new RangeError(`${name}: must be an integer >= ${lo}`);
+  return v;
+}
+
+function nsOf(slot) {
+  const d = f64[7 + slot];
+  return d === d ? d : i64[10 + slot];
+}
+
+// A decision: allowed, limit, remaining, retryAfterMs, resetAfterMs, delayMs (numbers, ms),
+// retryAfterNs, resetAfterNs, delayNs (BigInt, exact), lease, reservation, refused, policy.
+class Decision {
+  constructor(lim, withResv = false) {
+    this.allowed = f64[0] === 1;
+    this.limit = f64[1];
+    this.remaining = f64[2];
+    this.lease = f64[3] === 0 ? 0n : i64[14];
+    this.refused = f64[4];
+    this.policy = f64[5];
+    this.error = null;
+    this._ra = nsOf(0);
+    this._rs = nsOf(1);
+    this._dl = nsOf(2);
+    this.reservation = withResv ? u64[13] : 0n;
+    this._lim = lim;
+  }
+  get retryAfterNs() { return BigInt(this._ra); }
+  get resetAfterNs() { return BigInt(this._rs); }
+  get delayNs() { return BigInt(this._dl); }
+  get retryAfterMs() { return Number(this._ra) / 1e6; }
+  get resetAfterMs() { return Number(this._rs) / 1e6; }
+  get delayMs() { return Number(this._dl) / 1e6; }
+  // {'RateLimit-Policy': ..., 'RateLimit': ..., 'Retry-After' when denied}, as the daemon and
+  // the Python middleware write them.
+  headers(which = HDR_IETF | HDR_RETRY_AFTER) {
+    const text = this._lim._n.formatHeaders(this.policy, this.allowed, this.limit,
+      Math.max(0, this.remaining), this.retryAfterNs, this.resetAfterNs, which);
+    const out = {};
+    for (const line of text.split('\r\n')) {
+      const i = line.indexOf(': ');
+      if (i > 0) out[line.slice(0, i)] = line.slice(i + 2);
+    }
+    return out;
+  }
+}
+
+class MemoryStore extends native.MemoryStore {}
+
+function keyOf(k) {
+  return k;
+}
+
+// Limiter(policy, {store, name}): policy text (or an array: all-or-nothing), or
+// {windowMs, limit}, or {points, duration}.  The in-process store answers synchronously
+// (hit, peek, ...) and as Promises (hitAsync, ...).
+class Limiter {
+  constructor(policy, options = {}) {
+    if (options === null || typeof options !== 'object') throw new TypeError('options: must be an object');
+    let store = options.store;
+    if (store === undefined || store === null) {
+      store = new MemoryStore({ maxKeys: options.maxKeys, maxBytes: options.maxBytes });
+    } else if (typeof store === 'string') {
+      store = storeFromUrl(store);
+    }
+    this.store = store;
+    this._n = new native.Limiter(policyText(policy), store, options.name);
+    this.policies = this._n.policies();
+  }
+  hit(key, cost = 1, nowNs) { this._n.hit(key, cost, nowNs); return new Decision(this); }
+  peek(key, nowNs) { this._n.peek(key, nowNs); return new Decision(this); }
+  reset(key) { this._n.reset(key); }
+  // multi([[key, cost] | [limiter, key, cost], ...], nowNs): all-or-nothing.
+  multi(checks, nowNs) {
+    if (!Array.isArray(checks)) throw new TypeError('checks: must be an array');
+    const flat = checks.map((c) => {
+      if (!Array.isArray(c)) throw new TypeError('checks: each check is [key, cost] or [limiter, key, cost]');
+      if (c[0] instanceof Limiter) return [c[0]._n, c[1], c[2]];
+      return [this._n, c[0], c[1]];
+    });
+    this._n.multi(flat, nowNs);
+    return new Decision(this);
+  }
+  // acquire(key) -> a lease {release()} or throws RateLimitExceeded (concurrency policies).
+  acquire(key, nowNs) {
+    const d = this.hit(key, 1, nowNs);
+    if (!d.allowed) throw new RateLimitExceeded(d);
+    let done = false;
+    return { decision: d, lease: d.lease, release: (now) => { if (done) return false; done = true; return this._n.release(key, d.lease, now); } };
+  }
+  release(key, lease, nowNs) { return this._n.release(key, lease, nowNs); }
+  reserve(key, estimate, nowNs, timeoutNs) { this._n.reserve(key, estimate, nowNs, timeoutNs); return new Decision(this, true); }
+  // settle(key, reservation, realCost, nowNs) -> the decision after it (a peek); throws a
+  // RangeError for an unknown, settled or expired reservation.
+  settle(key, reservation, realCost, nowNs) {
+    if (!this._n.settle(key, reservation, realCost, nowNs)) {
+      throw new RangeError('reservation: unknown, already settled or expired');
+    }
+    return new Decision(this);
+  }
+  hitAsync(key, cost, nowNs) { return call(() => this.hit(key, cost, nowNs)); }
+  peekAsync(key, nowNs) { return call(() => this.peek(key, nowNs)); }
+  resetAsync(key) { return call(() => this.reset(key)); }
+  multiAsync(checks, nowNs) { return call(() => this.multi(checks, nowNs)); }
+}
+
+function call(f) {
+  try { return Promise.resolve(f()); } catch (e) { return Promise.reject(e); }
+}
+
+class RateLimitExceeded extends Error {
+  constructor(d) {
+    super('rate limit exceeded');
+    this.name = 'RateLimitExceeded';
+    this.decision = d;
+  }
+}
+
+function storeFromUrl(url) {
+  if (typeof url !== 'string') throw new TypeError('store: must be a store or a URL string');
+  let u;
+  try { u = new URL(url); } catch { throw new RangeError(`store: "${url}" is not a URL`); }
+  if (u.protocol === 'memory:') {
+    const q = u.searchParams, o = {};
+    if (q.has('maxKeys')) o.maxKeys = Number(q.get('maxKeys'));
+    if (q.has('maxBytes')) o.maxBytes = Number(q.get('maxBytes'));
+    const name = (u.host || u.pathname.replace(/^\/+/, '')) || undefined;
+    if (name) o.name = name;
+    return new MemoryStore(o);
+  }
+  throw new RangeError(`store: "${u.protocol}" stores are not supported by this build (memory://)`);
+}
+
+module.exports = { Limiter, Decision, MemoryStore, RateLimitExceeded, storeFromUrl, policyText,
+  HDR_RETRY_AFTER, HDR_IETF, HDR_LEGACY, HDR_X, keyOf };
