@@ -10,4 +10,5 @@ module.exports = {
   get RatelimitStore() { return require('./lib/erl').RatelimitStore; },
   get rateLimit() { return require('./lib/middleware').rateLimit; },
   get fastifyRateLimit() { return require('./lib/middleware').fastifyRateLimit; },
+  get ipKeyGenerator() { return require('./lib/ipkey').ipKeyGenerator; },
 };
