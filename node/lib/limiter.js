@@ -102,6 +102,8 @@ class Limiter {
     this.policies = this._n.policies();
   }
   hit(key, cost = 1, nowNs) { this._n.hit(key, cost, nowNs); return new Decision(this); }
+  // hitMany(keys, cost = 1, nowNs) -> Uint8Array of allowed flags, one batch at one instant.
+  hitMany(keys, cost = 1, nowNs) { return this._n.hitMany(keys, cost, nowNs); }
   peek(key, nowNs) { this._n.peek(key, nowNs); return new Decision(this); }
   reset(key) { this._n.reset(key); }
   // multi([[key, cost] | [limiter, key, cost], ...], nowNs): all-or-nothing.

@@ -50,6 +50,7 @@ static napi_value limiter_ctor(napi_env env, napi_callback_info info)
     if (argc < 2) return nrlt_type_error(env, "Limiter", "needs (policies, store[, name])");
     nrlt_limiter *l = calloc(1, sizeof *l);
     if (!l) return nrlt_throw_status(env, RLT_ENOMEM, "Limiter");
+    l->magic = NRLT_MAGIC_LIMITER;
     bool arr = false;
     napi_is_array(env, argv[0], &arr);
     if (arr) {
@@ -105,13 +106,15 @@ fail:
 
 static nrlt_limiter *this_limiter(napi_env env, napi_value self)
 {
-    nrlt_env *e = env_data(env);
-    napi_value ctor;
-    bool is = false;
     void *p = NULL;
-    if (napi_get_reference_value(env, e->limiter_ctor, &ctor) == napi_ok)
-        napi_instanceof(env, self, ctor, &is);
-    if (!is || napi_unwrap(env, self, &p) != napi_ok || !p) {
+    napi_valuetype t;
+    napi_typeof(env, self, &t);
+    if (t != napi_object || napi_unwrap(env, self, &p) != napi_ok || !p ||
+        *(uint32_t *)p != NRLT_MAGIC_LIMITER) {
+        napi_value ignored;
+        bool pending = false;
+        napi_is_exception_pending(env, &pending);
+        if (pending) napi_get_and_clear_last_exception(env, &ignored);
         nrlt_type_error(env, "this", "must be a Limiter");
         return NULL;
     }
@@ -193,6 +196,66 @@ static napi_value lim_hit(napi_env env, napi_callback_info info)
     if (cost > 1 && m.l->pol[0].algo == RLT_CONCURRENCY)
         return nrlt_range_error(env, "cost", "must be 0 or 1 for a concurrency policy");
     return decide(env, m.l, k, kl, cost, now);
+}
+
+/* lim.hitMany(keys, cost = 1, nowNs) -> a Uint8Array, 1 where keys[i] was allowed: n
+ * decisions at one instant through rlt_store_decide_batch (the store prefetches their slots),
+ * for a caller holding many keys at once (a queue consumer, a batch of messages).  Each item
+ * is decided as lim.hit would, in order; the batch is not all-or-nothing. */
+#define BATCH 256
+static napi_value lim_hit_many(napi_env env, napi_callback_info info)
+{
+    margs m;
+    bool arr = false;
+    uint32_t n;
+    int64_t cost = 1;
+    rlt_ns now;
+    if (get_args(env, info, &m)) return NULL;
+    napi_is_array(env, m.a[0], &arr);
+    if (!arr) return nrlt_type_error(env, "keys", "must be an array");
+    if (!nrlt_absent(env, m.a[1]) && nrlt_int(env, m.a[1], "cost", 0, INT64_C(1) << 53, &cost))
+        return NULL;
+    if (nrlt_now(env, m.a[2], &now)) return NULL;
+    if (m.l->n != 1 || m.l->pol[0].algo == RLT_CONCURRENCY)
+        return nrlt_type_error(env, "hitMany", "needs a limiter with one policy, not concurrency");
+    napi_get_array_length(env, m.a[0], &n);
+    napi_value ab, out;
+    void *data;
+    if (napi_create_arraybuffer(env, n, &data, &ab) != napi_ok) return NULL;
+    napi_create_typedarray(env, napi_uint8_array, n, ab, 0, &out);
+    uint8_t *flags = data;
+    char *buf = malloc((size_t)BATCH * (RLT_KEY_MAX + 8));
+    if (!buf) return nrlt_throw_status(env, RLT_ENOMEM, "hitMany");
+    rlt_key keys[BATCH];
+    int64_t costs[BATCH];
+    rlt_decision d[BATCH];
+    int st[BATCH];
+    now = nrlt_store_now(m.l->store, now);
+    for (uint32_t base = 0; base < n; base += BATCH) {
+        uint32_t k = n - base < BATCH ? n - base : BATCH;
+        for (uint32_t i = 0; i < k; i++) {
+            napi_value v;
+            size_t kl;
+            char *kb = buf + (size_t)i * (RLT_KEY_MAX + 8);
+            napi_get_element(env, m.a[0], base + i, &v);
+            if (nrlt_key(env, v, "keys", kb, &kl)) {
+                free(buf);
+                return NULL;
+            }
+            keys[i] = (rlt_key){kb, kl};
+            costs[i] = cost;
+        }
+        rlt_store_decide_batch(m.l->store->mem, m.l->ids[0], keys, k, now, costs, d, st);
+        for (uint32_t i = 0; i < k; i++) {
+            if (st[i] != RLT_OK) {
+                free(buf);
+                return nrlt_throw_status(env, st[i], "hitMany");
+            }
+            flags[base + i] = d[i].allowed;
+        }
+    }
+    free(buf);
+    return out;
 }
 
 /* lim.peek(key, nowNs): a cost-0 decision. */
@@ -405,7 +468,7 @@ napi_status nrlt_limiter_init(napi_env env, napi_value exports, nrlt_env *e)
 {
 #define M(n, f) {n, NULL, f, NULL, NULL, NULL, napi_default, NULL}
     napi_property_descriptor props[] = {
-        M("hit", lim_hit),         M("peek", lim_peek),       M("reset", lim_reset),
+        M("hit", lim_hit),         M("hitMany", lim_hit_many),         M("peek", lim_peek),       M("reset", lim_reset),
         M("multi", lim_multi),     M("release", lim_release), M("reserve", lim_reserve),
         M("settle", lim_settle),   M("formatHeaders", lim_headers),
         M("policies", lim_policies),

@@ -27,7 +27,13 @@ enum { NRLT_MEMORY = 1 };
 /* A store: an in-process rlt_store, possibly shared by name across worker threads.  Owned by
  * its JavaScript object; freed by its finalizer once no limiter holds it (limiters keep a
  * reference). */
+/* The first word of every wrapped struct: napi_unwrap of a foreign object as `this` is then
+ * told apart by a load and a compare (cheaper than napi_instanceof on every call). */
+#define NRLT_MAGIC_STORE 0x53544f52u
+#define NRLT_MAGIC_LIMITER 0x4c494d54u
+
 typedef struct nrlt_store {
+    uint32_t magic;
     int kind;
     struct nrlt_shared *shared; /* memory: the table entry owning the rlt_store */
     rlt_store *mem;
@@ -36,6 +42,7 @@ typedef struct nrlt_store {
 
 /* A limiter: 1..16 parsed policies over one store, and their ids in a memory store. */
 typedef struct nrlt_limiter {
+    uint32_t magic;
     nrlt_store *store;
     napi_ref store_ref;
     int n;

@@ -95,6 +95,7 @@ static napi_value memory_ctor(napi_env env, napi_callback_info info)
         free(name);
         return nrlt_throw_status(env, RLT_ENOMEM, "MemoryStore");
     }
+    s->magic = NRLT_MAGIC_STORE;
     s->kind = NRLT_MEMORY;
     pthread_mutex_lock(&shared_mu);
     nrlt_shared *sh = NULL;
@@ -171,27 +172,20 @@ static napi_value memory_now(napi_env env, napi_callback_info info)
     return v;
 }
 
-static nrlt_env *env_data(napi_env env)
-{
-    nrlt_env *e = NULL;
-    napi_get_instance_data(env, (void **)&e);
-    return e;
-}
-
 nrlt_store *nrlt_store_of(napi_env env, napi_value v, const char *arg)
 {
-    nrlt_env *e = env_data(env);
-    napi_value ctor;
-    bool is = false;
     void *p = NULL;
     napi_valuetype t;
     napi_typeof(env, v, &t);
-    if (t == napi_object && napi_get_reference_value(env, e->store_ctor, &ctor) == napi_ok)
-        napi_instanceof(env, v, ctor, &is);
-    if (!is || napi_unwrap(env, v, &p) != napi_ok || !p) {
+    if (t != napi_object || napi_unwrap(env, v, &p) != napi_ok || !p ||
+        *(uint32_t *)p != NRLT_MAGIC_STORE) {
         bool pending = false;
         napi_is_exception_pending(env, &pending);
-        if (!pending) nrlt_type_error(env, arg, "must be a MemoryStore");
+        if (pending) {
+            napi_value ignored;
+            napi_get_and_clear_last_exception(env, &ignored);
+        }
+        nrlt_type_error(env, arg, "must be a MemoryStore");
         return NULL;
     }
     return p;

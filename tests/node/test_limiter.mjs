@@ -146,3 +146,13 @@ test('hitAsync resolves with the decision and rejects bad input', async () => {
   assert.equal((await lim.hitAsync('a', 1, 0n)).allowed, false);
   await assert.rejects(lim.hitAsync(''), RangeError);
 });
+
+test('hitMany decides each key as hit would, in order', () => {
+  const a = new Limiter('gcra:3/1s'), b = new Limiter('gcra:3/1s');
+  const keys = Array.from({ length: 1000 }, (_, i) => 'k' + (i % 7));
+  const flags = a.hitMany(keys, 1, 5n);
+  assert.deepEqual(Array.from(flags), keys.map((k) => (b.hit(k, 1, 5n).allowed ? 1 : 0)));
+  assert.equal(flags.reduce((x, y) => x + y, 0), 21);
+  assert.throws(() => a._n.hitMany(['ok', 7]), (e) => e instanceof TypeError && e.message.startsWith('keys:'));
+  assert.throws(() => a._n.hitMany('k'), TypeError);
+});
