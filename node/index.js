@@ -5,6 +5,7 @@ const core = require('./lib/limiter');
 
 module.exports = {
   ...core,
+  get DaemonStore() { return require('./lib/daemon').DaemonStore; },
   get RateLimiterRatelimit() { return require('./lib/rlf').RateLimiterRatelimit; },
   get RateLimiterRes() { return require('./lib/rlf').RateLimiterRes; },
   get RatelimitStore() { return require('./lib/erl').RatelimitStore; },

@@ -59,6 +59,14 @@ class Decision {
     this.reservation = withResv ? u64[13] : 0n;
     this._lim = lim;
   }
+  // A decision from fields (a network store's answer, a fail-mode decision).
+  static of(lim, f, error = null) {
+    const d = Object.create(Decision.prototype);
+    Object.assign(d, { allowed: f.allowed, limit: f.limit, remaining: f.remaining, lease: f.lease ?? 0n,
+      refused: f.refused ?? -1, policy: f.policy ?? 0, error, _ra: f.retryAfterNs, _rs: f.resetAfterNs,
+      _dl: f.delayNs ?? 0n, reservation: f.reservation ?? 0n, _lim: lim });
+    return d;
+  }
   get retryAfterNs() { return BigInt(this._ra); }
   get resetAfterNs() { return BigInt(this._rs); }
   get delayNs() { return BigInt(this._dl); }
@@ -98,10 +106,32 @@ class Limiter {
       store = storeFromUrl(store);
     }
     this.store = store;
-    this._n = new native.Limiter(policyText(policy), store, options.name);
+    const texts = policyText(policy);
+    // A network store: the policies are still parsed (and the headers written) here, over a
+    // private in-process store that decides nothing unless failMode is 'fallback'.
+    this._n = new native.Limiter(texts, store.isRemoteStore ? new MemoryStore() : store, options.name);
     this.policies = this._n.policies();
+    if (store.isRemoteStore) {
+      const { Health } = require('./daemon');
+      const mode = options.failMode ?? (options.failOpen ? 'open' : 'closed');
+      if (!['closed', 'open', 'fallback'].includes(mode)) throw new RangeError("failMode: must be 'closed', 'open' or 'fallback'");
+      const probe = options.fallbackProbeMs ?? 1000;
+      if (!Number.isInteger(probe) || probe < 0) throw new RangeError('fallbackProbeMs: must be an integer >= 0');
+      const logger = options.logger ?? console;
+      if (typeof logger.error !== 'function' || typeof logger.warn !== 'function') throw new TypeError('logger: needs error() and warn()');
+      this._health = new Health(mode, logger, probe, store.kind);
+      if (mode === 'fallback') {
+        this._fallback = new Limiter(options.fallback ?? texts, { name: options.name });
+      }
+    }
   }
-  hit(key, cost = 1, nowNs) { this._n.hit(key, cost, nowNs); return new Decision(this); }
+  // The outage counters of a network store: up, mode, downSince, outages, recoveries,
+  // failedDecisions, fallbackDecisions.
+  health() { return this._health ? this._health.snapshot() : { up: true, mode: 'in-process' }; }
+  hit(key, cost = 1, nowNs) {
+    if (this._health) throw new TypeError('hit: a network store answers with Promises: use hitAsync');
+    this._n.hit(key, cost, nowNs); return new Decision(this);
+  }
   // hitMany(keys, cost = 1, nowNs) -> Uint8Array of allowed flags, one batch at one instant.
   hitMany(keys, cost = 1, nowNs) { return this._n.hitMany(keys, cost, nowNs); }
   peek(key, nowNs) { this._n.peek(key, nowNs); return new Decision(this); }
@@ -134,14 +164,102 @@ class Limiter {
     }
     return new Decision(this);
   }
-  hitAsync(key, cost, nowNs) { return call(() => this.hit(key, cost, nowNs)); }
-  peekAsync(key, nowNs) { return call(() => this.peek(key, nowNs)); }
-  resetAsync(key) { return call(() => this.reset(key)); }
-  multiAsync(checks, nowNs) { return call(() => this.multi(checks, nowNs)); }
+  hitAsync(key, cost = 1, nowNs) {
+    if (!this._health) return call(() => this.hit(key, cost, nowNs));
+    return call(() => this._remoteDecide(key, cost, nowNs));
+  }
+  peekAsync(key, nowNs) {
+    if (!this._health) return call(() => this.peek(key, nowNs));
+    return call(() => this._remoteDecide(key, 0, nowNs));
+  }
+  resetAsync(key) {
+    if (!this._health) return call(() => this.reset(key));
+    return call(async () => {
+      const { remote, keyArg } = require('./daemon');
+      keyArg(key);
+      for (const p of this.policies) await remote(this, 'RL.RESET', [key, p]);
+      if (this._fallback) this._fallback.reset(key);
+    });
+  }
+  multiAsync(checks, nowNs) {
+    if (!this._health) return call(() => this.multi(checks, nowNs));
+    return Promise.reject(new TypeError('multiAsync: several limiters over a network store: give one limiter several policies'));
+  }
+  _noNow(nowNs) {
+    if (nowNs !== undefined && nowNs !== null) throw new TypeError('nowNs: a ratelimitd reads its own clock');
+  }
+  async _remoteDecide(key, cost, nowNs) {
+    const { remote, keyArg, costArg } = require('./daemon');
+    this._noNow(nowNs);
+    keyArg(key);
+    const c = costArg(cost, 'cost');
+    let op, args;
+    if (this.policies.length > 1) {
+      op = 'RL.MULTI';
+      args = this.policies.flatMap((p) => [key, p, c]);
+    } else if (cost === 0) {
+      op = 'RL.PEEK'; args = [key, this.policies[0]];
+    } else {
+      op = this.policies[0].startsWith('concurrency') ? 'RL.ACQUIRE' : 'RL.CHECK';
+      args = op === 'RL.ACQUIRE' ? [key, this.policies[0]] : [key, this.policies[0], c];
+    }
+    const h = this._health;
+    let failure = null;
+    const f = await remote(this, op, args, () => {
+      failure = new Error(`${this.store.kind} store unavailable`);
+      failure.code = 'EBACKEND';
+      if (h.mode === 'fallback') { h.fallbackDecisions++; return null; }
+      h.failedDecisions++;
+      const open = h.mode === 'open';
+      return { allowed: open, limit: rlimit(this), remaining: 0, retryAfterNs: open ? 0n : 1000000000n,
+        resetAfterNs: 0n };
+    });
+    if (f === null) {
+      const d = this._fallback.hit(key, Number(c));
+      d.error = failure;
+      return d;
+    }
+    return Decision.of(this, f, failure);
+  }
+  releaseAsync(key, lease) {
+    if (!this._health) return call(() => this.release(key, lease));
+    return call(() => require('./daemon').remote(this, 'RL.RELEASE', [key, this.policies[0], String(lease)]));
+  }
+  reserveAsync(key, estimate, nowNs, timeoutNs) {
+    if (!this._health) return call(() => this.reserve(key, estimate, nowNs, timeoutNs));
+    return call(async () => {
+      const { remote, keyArg, costArg } = require('./daemon');
+      this._noNow(nowNs); keyArg(key);
+      const args = [key, this.policies[0], costArg(estimate, 'estimate')];
+      if (timeoutNs !== undefined) args.push('TIMEOUT', String((BigInt(timeoutNs) + 999999n) / 1000000n));
+      return Decision.of(this, await remote(this, 'RL.RESERVE', args));
+    });
+  }
+  settleAsync(key, reservation, realCost, nowNs) {
+    if (!this._health) return call(() => this.settle(key, reservation, realCost, nowNs));
+    return call(async () => {
+      const { remote, keyArg, costArg } = require('./daemon');
+      this._noNow(nowNs); keyArg(key);
+      if (typeof reservation !== 'bigint') throw new TypeError('reservation: must be a BigInt');
+      try {
+        return Decision.of(this, await remote(this, 'RL.SETTLE',
+          [key, this.policies[0], reservation.toString(16).padStart(16, '0'), costArg(realCost, 'realCost')]));
+      } catch (e) {
+        if (e.code === 'ENOENT') throw new RangeError('reservation: unknown, already settled or expired');
+        throw e;
+      }
+    });
+  }
 }
 
 function call(f) {
   try { return Promise.resolve(f()); } catch (e) { return Promise.reject(e); }
+}
+
+// The limit a fail-mode decision reports: the first policy's.
+function rlimit(lim) {
+  lim._n.peek('\u0000limit', 0n);
+  return new Decision(lim).limit;
 }
 
 class RateLimitExceeded extends Error {
@@ -164,7 +282,15 @@ function storeFromUrl(url) {
     if (name) o.name = name;
     return new MemoryStore(o);
   }
-  throw new RangeError(`store: "${u.protocol}" stores are not supported by this build (memory://)`);
+  if (u.protocol === 'ratelimitd:') {
+    const { DaemonStore } = require('./daemon');
+    const o = { host: u.hostname || '127.0.0.1', port: u.port ? Number(u.port) : 6380 };
+    if (u.password) o.password = decodeURIComponent(u.password);
+    const t = u.searchParams.get('timeout');
+    if (t !== null) o.timeoutMs = /ms$/.test(t) ? Number(t.slice(0, -2)) : Math.round(Number(t.replace(/s$/, '')) * 1000);
+    return new DaemonStore(o);
+  }
+  throw new RangeError(`store: "${u.protocol}" stores are not supported by this build (memory://, ratelimitd://)`);
 }
 
 module.exports = { Limiter, Decision, MemoryStore, RateLimitExceeded, storeFromUrl, policyText,

@@ -41,7 +41,8 @@ function configure(options = {}) {
   }
   o.limiter = options.limiter instanceof Limiter ? options.limiter
     : new Limiter(options.policy ?? `fixed_window:${o.limit}/${o.windowMs}ms`,
-      { store: options.store, name: options.name });
+      { store: options.store, name: options.name, failMode: options.failMode,
+        fallback: options.fallback, logger: options.logger });
   // The header families: ours for draft-8, the legacy trio for draft-6, X-RateLimit-* for
   // legacyHeaders; draft-7's combined field is written here (the C library does not).
   o.which = HDR_RETRY_AFTER | (o.standardHeaders === 'draft-8' ? HDR_IETF : 0) |
@@ -61,11 +62,16 @@ function draft7(d) {
 async function check(o, req, res, ip) {
   if (o.skip && await o.skip(req, res)) return null;
   const key = o.keyGenerator ? await o.keyGenerator(req, res) : ipKeyGenerator(ip || '', o.ipv6Subnet);
-  const d = o.limiter.hit(typeof key === 'string' || key instanceof Uint8Array ? key : String(key));
+  const k = typeof key === 'string' || key instanceof Uint8Array ? key : String(key);
+  const d = o.limiter._health ? await o.limiter.hitAsync(k) : o.limiter.hit(k);
+  // The store could not answer: passOnStoreError lets the request through; otherwise the
+  // limiter's failMode has decided (denied: 503, nobody is over a limit).
+  if (d.error && o.passOnStoreError) return null;
   let headers = d.headers(o.which);
   if (o.standardHeaders === 'draft-7') headers = { ...headers, ...draft7(d) };
   const info = { limit: d.limit, used: d.limit - d.remaining, remaining: Math.max(0, d.remaining),
     resetTime: new Date(Date.now() + d.resetAfterMs), key, decision: d };
+  if (d.error && !d.allowed) headers = { 'Retry-After': headers['Retry-After'] ?? '1' };
   return { d, headers, info };
 }
 
@@ -84,6 +90,7 @@ function rateLimit(options) {
     req[o.requestPropertyName] = r.info;
     if (!res.headersSent) for (const [k, v] of Object.entries(r.headers)) res.setHeader(k, v);
     if (r.d.allowed) return next();
+    if (r.d.error) return res.status(503).send('Service Unavailable: the rate limit store cannot answer');
     if (o.handler) return o.handler(req, res, next, o);
     res.status(o.statusCode);
     const msg = typeof o.message === 'function' ? await o.message(req, res) : o.message;
@@ -112,6 +119,7 @@ function fastifyRateLimit(fastify, options, done) {
     req[o.requestPropertyName] = r.info;
     reply.headers(r.headers);
     if (r.d.allowed) return;
+    if (r.d.error) return reply.code(503).send('Service Unavailable: the rate limit store cannot answer');
     if (o.handler) return o.handler(req, reply, () => {}, o);
     const msg = typeof o.message === 'function' ? await o.message(req, reply) : o.message;
     reply.code(o.statusCode).send(msg);

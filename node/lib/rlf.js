@@ -52,7 +52,8 @@ class RateLimiterRatelimit {
       policy = `fixed_window:${this.points}/${this.duration > 0 ? this.duration + 's' : '36500d'}`;
       if (this._blockDuration > 0) policy += `,block=${this._blockDuration}s`;
     }
-    this._lim = new Limiter(policy, { store: opts.store ?? opts.storeClient ?? new MemoryStore() });
+    this._lim = new Limiter(policy, { store: opts.store ?? opts.storeClient ?? new MemoryStore(),
+      failMode: opts.failMode, fallback: opts.fallback, logger: opts.logger });
     this._blocked = new Map(); // key -> Date.now() ms until which block() holds it
   }
   get keyPrefix() { return this._keyPrefix; }
@@ -78,7 +79,8 @@ class RateLimiterRatelimit {
     this._blocked.delete(key);
     return null;
   }
-  // consume(key, points = 1): resolves a RateLimiterRes; rejects one when refused.
+  // consume(key, points = 1): resolves a RateLimiterRes; rejects one when refused, an Error
+  // when a network store cannot answer (and failMode is 'closed').
   consume(key, points = 1) {
     let k, d;
     try {
@@ -86,12 +88,20 @@ class RateLimiterRatelimit {
       nonNegInt(points, 'points');
       const b = this._blocked.size ? this._blockedRes(k) : null;
       if (b) return Promise.reject(b);
+      if (this._lim._health) return this._consumeAsync(k, points);
       d = this._lim.hit(k, points);
     } catch (e) {
       return Promise.reject(e);
     }
     const res = this._res(d, points);
     return d.allowed ? Promise.resolve(res) : Promise.reject(res);
+  }
+  async _consumeAsync(k, points) {
+    const d = await this._lim.hitAsync(k, points);
+    if (d.error && !d.allowed) throw d.error;
+    const res = this._res(d, points);
+    if (!d.allowed) throw res;
+    return res;
   }
   // penalty(key, points = 1): charges points even past the limit (a debt the key pays back).
   penalty(key, points = 1) {
