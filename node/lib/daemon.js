@@ -103,6 +103,11 @@ async function remote(lim, op, args, fallback) {
   const h = lim._health;
   if (h.shouldTry()) {
     try {
+      if (lim.store.kind === 'redis') {
+        const f = await redisOp(lim, op, args);
+        h.back();
+        return f;
+      }
       const r = await lim.store.client.call([op, ...args]);
       if (op === 'RL.RESET' || op === 'RL.RELEASE') {
         if (r instanceof RespError) throw Object.assign(new Error(`ratelimitd: ${r.message}`), { code: 'EBACKEND' });
@@ -121,6 +126,35 @@ async function remote(lim, op, args, fallback) {
     throw Object.assign(new Error('ratelimitd: store down (waiting for the next probe)'), { code: 'EBACKEND' });
   }
   return fallback();
+}
+
+// The same operations on a RedisStore: libratelimit_redis on libuv's thread pool.
+const RLT_ENOENT = -6, RLT_EBACKEND = -12, RLT_ETIMEDOUT = -13;
+async function redisOp(lim, op, args) {
+  let f;
+  switch (op) {
+    case 'RL.CHECK': case 'RL.MULTI': f = await lim._n.redisCall('check', args[0], Number(args[2])); break;
+    case 'RL.ACQUIRE': f = await lim._n.redisCall('check', args[0], 1); break;
+    case 'RL.PEEK': f = await lim._n.redisCall('check', args[0], 0); break;
+    case 'RL.RESET': f = await lim._n.redisCall('reset', args[0]); break;
+    case 'RL.RELEASE': f = await lim._n.redisCall('release', args[0], BigInt(args[2])); break;
+    case 'RL.RESERVE': f = await lim._n.redisCall('reserve', args[0], Number(args[2]),
+      args[3] === 'TIMEOUT' ? BigInt(args[4]) * NS_PER_MS : undefined); break;
+    case 'RL.SETTLE': f = await lim._n.redisCall('settle', args[0], BigInt('0x' + args[2]), Number(args[3])); break;
+    default: throw new RangeError(`op: ${op}`);
+  }
+  if (f.status === RLT_ENOENT) {
+    if (op === 'RL.RELEASE') return false;
+    throw Object.assign(new Error('redis: unknown reservation'), { code: 'ENOENT' });
+  }
+  if (f.status === RLT_EBACKEND || f.status === RLT_ETIMEDOUT) {
+    throw Object.assign(new Error(`redis: ${f.status === RLT_ETIMEDOUT ? 'timed out' : 'unavailable'}`),
+      { code: f.status === RLT_ETIMEDOUT ? 'ETIMEDOUT' : 'EBACKEND' });
+  }
+  if (f.status !== 0) throw new RangeError(`${op}: status ${f.status}`);
+  if (op === 'RL.RESET') return true;
+  if (op === 'RL.RELEASE') return true;
+  return f;
 }
 
 module.exports = { DaemonStore, Health, remote, keyArg, costArg };

@@ -89,6 +89,17 @@ class Decision {
 
 class MemoryStore extends native.MemoryStore {}
 
+// new RedisStore({servers = '127.0.0.1:6379', cluster, password, prefix, timeoutMs = 50,
+// sentinels, masterName, engine}): decisions inside Redis (libratelimit_redis), each call on
+// libuv's thread pool, a Promise.
+class RedisStore extends native.RedisStore {
+  constructor(options = {}) {
+    super(options);
+    this.isRemoteStore = true;
+    this.kind = 'redis';
+  }
+}
+
 function keyOf(k) {
   return k;
 }
@@ -109,7 +120,8 @@ class Limiter {
     const texts = policyText(policy);
     // A network store: the policies are still parsed (and the headers written) here, over a
     // private in-process store that decides nothing unless failMode is 'fallback'.
-    this._n = new native.Limiter(texts, store.isRemoteStore ? new MemoryStore() : store, options.name);
+    this._n = new native.Limiter(texts, store.isRemoteStore && store.kind !== 'redis' ? new MemoryStore() : store,
+      options.name);
     this.policies = this._n.policies();
     if (store.isRemoteStore) {
       const { Health } = require('./daemon');
@@ -177,7 +189,8 @@ class Limiter {
     return call(async () => {
       const { remote, keyArg } = require('./daemon');
       keyArg(key);
-      for (const p of this.policies) await remote(this, 'RL.RESET', [key, p]);
+      if (this.store.kind === 'redis') await remote(this, 'RL.RESET', [key]);
+      else for (const p of this.policies) await remote(this, 'RL.RESET', [key, p]);
       if (this._fallback) this._fallback.reset(key);
     });
   }
@@ -290,8 +303,24 @@ function storeFromUrl(url) {
     if (t !== null) o.timeoutMs = /ms$/.test(t) ? Number(t.slice(0, -2)) : Math.round(Number(t.replace(/s$/, '')) * 1000);
     return new DaemonStore(o);
   }
-  throw new RangeError(`store: "${u.protocol}" stores are not supported by this build (memory://, ratelimitd://)`);
+  if (u.protocol === 'redis:' || u.protocol === 'redis+cluster:' || u.protocol === 'redis+sentinel:') {
+    const o = { password: u.password ? decodeURIComponent(u.password) : undefined };
+    const hosts = url.replace(/^[^/]*\/\/(?:[^@/]*@)?/, '').split(/[/?]/)[0] || '127.0.0.1:6379';
+    if (u.protocol === 'redis+sentinel:') {
+      o.sentinels = hosts;
+      o.masterName = u.pathname.replace(/^\/+/, '');
+    } else {
+      o.servers = hosts;
+      o.cluster = u.protocol === 'redis+cluster:';
+    }
+    const q = u.searchParams;
+    if (q.has('prefix')) o.prefix = q.get('prefix');
+    if (q.has('engine')) o.engine = q.get('engine');
+    if (q.has('timeout')) { const t = q.get('timeout'); o.timeoutMs = /ms$/.test(t) ? Number(t.slice(0, -2)) : Math.round(Number(t.replace(/s$/, '')) * 1000); }
+    return new RedisStore(o);
+  }
+  throw new RangeError(`store: "${u.protocol}" stores are not supported (memory://, redis://, redis+cluster://, redis+sentinel://, ratelimitd://)`);
 }
 
-module.exports = { Limiter, Decision, MemoryStore, RateLimitExceeded, storeFromUrl, policyText,
+module.exports = { Limiter, Decision, MemoryStore, RedisStore, RateLimitExceeded, storeFromUrl, policyText,
   HDR_RETRY_AFTER, HDR_IETF, HDR_LEGACY, HDR_X, keyOf };

@@ -30,6 +30,7 @@ static napi_value init(napi_env env, napi_value exports)
     napi_set_named_property(env, exports, "out", ab);
     if (nrlt_store_init(env, exports, e) != napi_ok) return NULL;
     if (nrlt_limiter_init(env, exports, e) != napi_ok) return NULL;
+    if (nrlt_redis_init(env, exports) != napi_ok) return NULL;
     return exports;
 }
 

@@ -104,7 +104,7 @@ fail:
     return NULL;
 }
 
-static nrlt_limiter *this_limiter(napi_env env, napi_value self)
+nrlt_limiter *nrlt_limiter_of(napi_env env, napi_value self)
 {
     void *p = NULL;
     napi_valuetype t;
@@ -137,7 +137,12 @@ static int get_args(napi_env env, napi_callback_info info, margs *m)
     napi_get_undefined(env, &undef);
     for (size_t i = m->n; i < 6; i++)
         m->a[i] = undef;
-    return (m->l = this_limiter(env, self)) ? 0 : -1;
+    if (!(m->l = nrlt_limiter_of(env, self))) return -1;
+    if (m->l->store->kind != NRLT_MEMORY) {
+        nrlt_type_error(env, "this", "decides over a network store: use the async methods");
+        return -1;
+    }
+    return 0;
 }
 
 static napi_value boolean(napi_env env, bool b)
@@ -316,7 +321,7 @@ static napi_value lim_multi(napi_env env, napi_callback_info info)
                 napi_get_element(env, item, j, &v[j]);
             else
                 napi_get_undefined(env, &v[j]);
-        nrlt_limiter *o = this_limiter(env, v[0]);
+        nrlt_limiter *o = nrlt_limiter_of(env, v[0]);
         size_t kl;
         int64_t cost = 1;
         if (!o) return NULL;
@@ -422,7 +427,7 @@ static napi_value lim_headers(napi_env env, napi_callback_info info)
     size_t argc = 7;
     int64_t v[7];
     napi_get_cb_info(env, info, &argc, argv, &self, NULL);
-    nrlt_limiter *l = this_limiter(env, self);
+    nrlt_limiter *l = nrlt_limiter_of(env, self);
     if (!l) return NULL;
     if (argc < 7) return nrlt_type_error(env, "formatHeaders", "needs 7 arguments");
     static const char *names[] = {"policyIndex", "allowed", "limit", "remaining",
@@ -451,7 +456,7 @@ static napi_value lim_policies(napi_env env, napi_callback_info info)
 {
     napi_value self, arr, s;
     napi_get_cb_info(env, info, NULL, NULL, &self, NULL);
-    nrlt_limiter *l = this_limiter(env, self);
+    nrlt_limiter *l = nrlt_limiter_of(env, self);
     if (!l) return NULL;
     napi_create_array_with_length(env, (size_t)l->n, &arr);
     for (int i = 0; i < l->n; i++) {
@@ -471,7 +476,7 @@ napi_status nrlt_limiter_init(napi_env env, napi_value exports, nrlt_env *e)
         M("hit", lim_hit),         M("hitMany", lim_hit_many),         M("peek", lim_peek),       M("reset", lim_reset),
         M("multi", lim_multi),     M("release", lim_release), M("reserve", lim_reserve),
         M("settle", lim_settle),   M("formatHeaders", lim_headers),
-        M("policies", lim_policies),
+        M("policies", lim_policies), M("redisCall", nrlt_redis_call),
     };
 #undef M
     napi_value cls;

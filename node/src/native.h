@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "ratelimit/ratelimit.h"
+#include "ratelimit/redis.h"
 #include "ratelimit/store.h"
 
 /* `now` when the caller gave none: the store's own clock. */
@@ -22,7 +23,7 @@
 #define NRLT_POLICIES_MAX 16
 
 /* Which kind of store a store object is. */
-enum { NRLT_MEMORY = 1 };
+enum { NRLT_MEMORY = 1, NRLT_REDIS = 2 };
 
 /* A store: an in-process rlt_store, possibly shared by name across worker threads.  Owned by
  * its JavaScript object; freed by its finalizer once no limiter holds it (limiters keep a
@@ -38,6 +39,13 @@ typedef struct nrlt_store {
     struct nrlt_shared *shared; /* memory: the table entry owning the rlt_store */
     rlt_store *mem;
     rlt_ns clock_shift;           /* memory: now = monotonic + shift = Unix time */
+    /* redis: the options (strings owned below) and a pool of handles (an rlt_redis is not
+     * thread-safe: each async call takes one out under `mu` for its run on libuv's pool) */
+    rlt_redis_options ropt;
+    char *servers, *password, *prefix, *sentinels, *master;
+    pthread_mutex_t mu;
+    rlt_redis **pool;
+    size_t npool, cappool;
 } nrlt_store;
 
 /* A limiter: 1..16 parsed policies over one store, and their ids in a memory store. */
@@ -103,10 +111,23 @@ napi_status nrlt_set_fn(napi_env env, napi_value obj, const char *name, napi_cal
 napi_status nrlt_store_init(napi_env env, napi_value exports, nrlt_env *e);
 /* The store behind a JavaScript store object, or NULL with a TypeError naming `arg`. */
 nrlt_store *nrlt_store_of(napi_env env, napi_value v, const char *arg);
+/* The limiter behind `this`, or NULL with a TypeError. */
+nrlt_limiter *nrlt_limiter_of(napi_env env, napi_value self);
 /* Registers limiter `l`'s policies in its memory store (their ids).  Returns 0 or -1 with an exception pending. */
 int nrlt_store_prepare(napi_env env, nrlt_limiter *l);
 /* The now of a memory-store call (the store's clock when the caller gave none). */
 rlt_ns nrlt_store_now(nrlt_store *s, rlt_ns now);
+
+/* ---- redis.c --------------------------------------------------------------------------- */
+
+/* Defines RedisStore on `exports`. */
+napi_status nrlt_redis_init(napi_env env, napi_value exports);
+/* Checks limiter `l`'s policies can run inside Redis.  0 or -1 with a RangeError pending. */
+int nrlt_redis_prepare(napi_env env, nrlt_limiter *l);
+/* lim.redisCall(op, key, cost | lease | reservation, extra) -> a Promise of a plain object of
+ * the decision's fields and `status` (0, or the library's negative code: the fail mode is the
+ * caller's).  op: "check", "reset", "release", "reserve", "settle". */
+napi_value nrlt_redis_call(napi_env env, napi_callback_info info);
 
 /* ---- limiter.c ------------------------------------------------------------------------- */
 

@@ -1,6 +1,7 @@
-// The ratelimitd store: a real daemon on a free port; decisions exact across the processes of
-// a cluster; Promises that never block the event loop; failure modes logged once and counted,
-// and a daemon that comes back used again.
+// The network stores, each against the real server on a free port: ratelimitd (RESP on a
+// non-blocking socket) and Redis (libratelimit_redis on libuv's thread pool).  Decisions exact
+// across the processes of a cluster; Promises that never block the event loop; failure modes
+// logged once and counted, and a server that comes back used again.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -15,9 +16,17 @@ const freePort = () => new Promise((resolve) => {
   const s = net.createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)); });
 });
 
-async function startDaemon(port) {
-  const proc = spawn(process.env.RLT_DAEMON, ['--port', String(port), '--http-port', '-1',
-    '--grpc-port', '-1', '--no-snapshot', '--threads', '2'], { stdio: 'ignore' });
+const KINDS = ['ratelimitd', 'redis'];
+const makeStore = (kind, port, timeoutMs) => (kind === 'redis'
+  ? new rl.RedisStore({ servers: `127.0.0.1:${port}`, timeoutMs })
+  : new rl.DaemonStore({ port, timeoutMs }));
+
+async function startDaemon(port, kind = 'ratelimitd') {
+  const proc = kind === 'redis'
+    ? spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '',
+      '--appendonly', 'no'], { stdio: 'ignore' })
+    : spawn(process.env.RLT_DAEMON, ['--port', String(port), '--http-port', '-1',
+      '--grpc-port', '-1', '--no-snapshot', '--threads', '2'], { stdio: 'ignore' });
   for (let i = 0; i < 200; i++) {
     const ok = await new Promise((resolve) => {
       const c = net.connect(port, '127.0.0.1', () => { c.destroy(); resolve(true); });
@@ -37,11 +46,11 @@ after(() => { for (const p of procs) p.kill(); });
 // A logger that keeps what it is told.
 const recorder = () => { const lines = []; return { lines, error: (m) => lines.push(['error', m]), warn: (m) => lines.push(['warn', m]) }; };
 
-if (cluster.isPrimary) {
-  test('ratelimitd answers as the in-process store does (fields and headers)', async () => {
+if (cluster.isPrimary) for (const kind of KINDS) {
+  test(`${kind} answers as the in-process store does (fields and headers)`, async () => {
     const port = await freePort();
-    procs.push(await startDaemon(port));
-    const store = new rl.DaemonStore({ port, timeoutMs: 2000 });
+    procs.push(await startDaemon(port, kind));
+    const store = makeStore(kind, port, 2000);
     const lim = new rl.Limiter('sliding_log:5/1h', { store, name: 'api' });
     const seen = [];
     for (let i = 0; i < 7; i++) seen.push((await lim.hitAsync('u')).allowed);
@@ -68,26 +77,26 @@ if (cluster.isPrimary) {
     const r = await tb.reserveAsync('z', 6);
     assert.equal((await tb.settleAsync('z', r.reservation, 2)).remaining, 8);
     await assert.rejects(tb.settleAsync('z', r.reservation, 2), RangeError);
-    store.close();
+    if (store.close) store.close();
   });
 
-  test('4 cluster workers through one ratelimitd admit exactly the limit', async () => {
+  test(`4 cluster workers through one ${kind} admit exactly the limit`, async () => {
     const port = await freePort();
-    procs.push(await startDaemon(port));
+    procs.push(await startDaemon(port, kind));
     cluster.setupPrimary({ exec: new URL(import.meta.url).pathname, args: [] });
     const counts = await Promise.all(Array.from({ length: 4 }, () => new Promise((resolve, reject) => {
-      const w = cluster.fork({ RLT_TEST_PORT: String(port) });
+      const w = cluster.fork({ RLT_TEST_PORT: String(port), RLT_TEST_KIND: kind });
       w.on('message', resolve);
       w.on('error', reject);
     })));
     assert.equal(counts.reduce((a, b) => a + b, 0), 300);
   });
 
-  test('the event loop runs while a call waits, and the timeout ends it', async () => {
+  test(`${kind}: the event loop runs while a call waits, and the timeout ends it`, async () => {
     // A server that accepts and never answers.
     const silent = net.createServer(() => {}).listen(0, '127.0.0.1');
     await new Promise((resolve) => silent.once('listening', resolve));
-    const lim = new rl.Limiter('gcra:10/1s', { store: new rl.DaemonStore({ port: silent.address().port, timeoutMs: 300 }),
+    const lim = new rl.Limiter('gcra:10/1s', { store: makeStore(kind, silent.address().port, 300),
       logger: recorder() });
     let ticks = 0;
     const timer = setInterval(() => ticks++, 10);
@@ -99,12 +108,12 @@ if (cluster.isPrimary) {
     assert.equal(d.error.code, 'EBACKEND');
   });
 
-  test('fail closed, open and fallback: each logged once, counted, and the daemon used again when back', async () => {
+  test(`${kind}: fail closed, open and fallback: each logged once, counted, and the server used again when back`, async () => {
     const port = await freePort();
-    let daemon = await startDaemon(port);
+    let daemon = await startDaemon(port, kind);
     const logs = { closed: recorder(), open: recorder(), fallback: recorder() };
     const lims = Object.fromEntries(Object.keys(logs).map((mode) => [mode, new rl.Limiter('sliding_log:3/1h', {
-      store: new rl.DaemonStore({ port, timeoutMs: 500 }), failMode: mode, fallbackProbeMs: 0, logger: logs[mode] })]));
+      store: makeStore(kind, port, 500), failMode: mode, fallbackProbeMs: 0, logger: logs[mode] })]));
     for (const [mode, lim] of Object.entries(lims)) assert.equal((await lim.hitAsync(mode)).allowed, true);
     await stop(daemon);
     const got = {};
@@ -117,16 +126,22 @@ if (cluster.isPrimary) {
     assert.deepEqual(got.fallback, [true, true, true, false, false]); // a fresh in-process store
     for (const mode of Object.keys(logs)) {
       assert.equal(logs[mode].lines.length, 1, `${mode}: ${JSON.stringify(logs[mode].lines)}`);
-      assert.match(logs[mode].lines[0][1], /ratelimitd store cannot answer/);
+      assert.match(logs[mode].lines[0][1], new RegExp(`${kind} store cannot answer`));
       const h = lims[mode].health();
       assert.equal(h.up, false);
       assert.equal(h.outages, 1);
       assert.equal(mode === 'fallback' ? h.fallbackDecisions : h.failedDecisions, 5);
     }
-    daemon = await startDaemon(port);
+    daemon = await startDaemon(port, kind);
     procs.push(daemon);
     for (const [mode, lim] of Object.entries(lims)) {
-      const d = await lim.hitAsync(mode);
+      // Redis's client waits out its circuit breaker (100 ms, doubling) before a trial call.
+      let d;
+      for (let i = 0; i < 200; i++) {
+        d = await lim.hitAsync(mode);
+        if (!d.error) break;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
       assert.equal(d.error, null, mode);
       assert.equal(d.remaining, 2, `${mode}: the restarted daemon decides (a fresh key)`);
       assert.equal(lim.health().recoveries, 1);
@@ -135,11 +150,11 @@ if (cluster.isPrimary) {
   });
 } else {
   // A cluster worker: 200 hits on one key through the daemon, the count of allowed back.
-  const store = new rl.DaemonStore({ port: Number(process.env.RLT_TEST_PORT), timeoutMs: 5000 });
+  const store = makeStore(process.env.RLT_TEST_KIND, Number(process.env.RLT_TEST_PORT), 5000);
   const lim = new rl.Limiter('sliding_log:300/1h', { store });
   let allowed = 0;
   for (let i = 0; i < 200; i++) if ((await lim.hitAsync('shared')).allowed) allowed++;
   process.send(allowed);
-  store.close();
+  if (store.close) store.close();
   process.disconnect();
 }
