@@ -132,6 +132,8 @@ class Limiter {
       const logger = options.logger ?? console;
       if (typeof logger.error !== 'function' || typeof logger.warn !== 'function') throw new TypeError('logger: needs error() and warn()');
       this._health = new Health(mode, logger, probe, store.kind);
+      // The limit a fail-mode decision reports: the policies' own, computed once here.
+      this._failLimit = new Limiter(texts).peek('limit', 0n).limit;
       if (mode === 'fallback') {
         this._fallback = new Limiter(options.fallback ?? texts, { name: options.name });
       }
@@ -224,7 +226,7 @@ class Limiter {
       if (h.mode === 'fallback') { h.fallbackDecisions++; return null; }
       h.failedDecisions++;
       const open = h.mode === 'open';
-      return { allowed: open, limit: rlimit(this), remaining: 0, retryAfterNs: open ? 0n : 1000000000n,
+      return { allowed: open, limit: this._failLimit, remaining: 0, retryAfterNs: open ? 0n : 1000000000n,
         resetAfterNs: 0n };
     });
     if (f === null) {
@@ -269,11 +271,6 @@ function call(f) {
   try { return Promise.resolve(f()); } catch (e) { return Promise.reject(e); }
 }
 
-// The limit a fail-mode decision reports: the first policy's.
-function rlimit(lim) {
-  lim._n.peek('\u0000limit', 0n);
-  return new Decision(lim).limit;
-}
 
 class RateLimitExceeded extends Error {
   constructor(d) {

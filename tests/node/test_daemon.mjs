@@ -94,7 +94,8 @@ if (cluster.isPrimary) for (const kind of KINDS) {
 
   test(`${kind}: the event loop runs while a call waits, and the timeout ends it`, async () => {
     // A server that accepts and never answers.
-    const silent = net.createServer(() => {}).listen(0, '127.0.0.1');
+    const held = [];
+    const silent = net.createServer((sock) => held.push(sock)).listen(0, '127.0.0.1');
     await new Promise((resolve) => silent.once('listening', resolve));
     const lim = new rl.Limiter('gcra:10/1s', { store: makeStore(kind, silent.address().port, 300),
       logger: recorder() });
@@ -103,6 +104,7 @@ if (cluster.isPrimary) for (const kind of KINDS) {
     const d = await lim.hitAsync('k');
     clearInterval(timer);
     silent.close();
+    for (const sock of held) sock.destroy();
     assert.ok(ticks >= 5, `the loop ran ${ticks} times while waiting`);
     assert.equal(d.allowed, false);
     assert.equal(d.error.code, 'EBACKEND');
