@@ -92,7 +92,8 @@ static napi_value limiter_ctor(napi_env env, napi_callback_info info)
         }
     }
     if (!(l->store = nrlt_store_of(env, argv[1], "store"))) goto fail;
-    if (nrlt_store_prepare(env, l)) goto fail;
+    if (l->store->kind == NRLT_REDIS ? nrlt_redis_prepare(env, l) : nrlt_store_prepare(env, l))
+        goto fail;
     napi_create_reference(env, argv[1], 1, &l->store_ref);
     if (napi_wrap(env, self, l, limiter_finalize, NULL, NULL) != napi_ok) {
         limiter_finalize(env, l, NULL);
@@ -102,23 +103,6 @@ static napi_value limiter_ctor(napi_env env, napi_callback_info info)
 fail:
     free(l);
     return NULL;
-}
-
-nrlt_limiter *nrlt_limiter_of(napi_env env, napi_value self)
-{
-    void *p = NULL;
-    napi_valuetype t;
-    napi_typeof(env, self, &t);
-    if (t != napi_object || napi_unwrap(env, self, &p) != napi_ok || !p ||
-        *(uint32_t *)p != NRLT_MAGIC_LIMITER) {
-        napi_value ignored;
-        bool pending = false;
-        napi_is_exception_pending(env, &pending);
-        if (pending) napi_get_and_clear_last_exception(env, &ignored);
-        nrlt_type_error(env, "this", "must be a Limiter");
-        return NULL;
-    }
-    return p;
 }
 
 /* Arguments of a method: `this` as a limiter and up to 6 values (missing ones undefined). */

@@ -101,9 +101,9 @@ rlt_ns nrlt_wall_ns(void);
 /* Writes decision `d` and its status into the environment's output area. */
 void nrlt_out(nrlt_env *e, const rlt_decision *d, uint64_t reservation, int refused, int pidx,
               int status);
-/* Defines a property function on `obj`. */
-napi_status nrlt_set_fn(napi_env env, napi_value obj, const char *name, napi_callback cb,
-                        void *data);
+/* The limiter behind `self` (its magic word checked), or NULL with a TypeError naming
+ * `this`. */
+nrlt_limiter *nrlt_limiter_of(napi_env env, napi_value self);
 
 /* ---- store.c --------------------------------------------------------------------------- */
 
@@ -111,9 +111,9 @@ napi_status nrlt_set_fn(napi_env env, napi_value obj, const char *name, napi_cal
 napi_status nrlt_store_init(napi_env env, napi_value exports, nrlt_env *e);
 /* The store behind a JavaScript store object, or NULL with a TypeError naming `arg`. */
 nrlt_store *nrlt_store_of(napi_env env, napi_value v, const char *arg);
-/* The limiter behind `this`, or NULL with a TypeError. */
-nrlt_limiter *nrlt_limiter_of(napi_env env, napi_value self);
-/* Registers limiter `l`'s policies in its memory store (their ids).  Returns 0 or -1 with an exception pending. */
+
+/* Registers limiter `l`'s policies in its memory store (their ids; a Redis store's limiter
+ * goes to nrlt_redis_prepare instead).  Returns 0 or -1 with an exception pending. */
 int nrlt_store_prepare(napi_env env, nrlt_limiter *l);
 /* The now of a memory-store call (the store's clock when the caller gave none). */
 rlt_ns nrlt_store_now(nrlt_store *s, rlt_ns now);

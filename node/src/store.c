@@ -194,7 +194,6 @@ nrlt_store *nrlt_store_of(napi_env env, napi_value v, const char *arg)
 int nrlt_store_prepare(napi_env env, nrlt_limiter *l)
 {
     char name[32], text[512];
-    if (l->store->kind == NRLT_REDIS) return nrlt_redis_prepare(env, l);
     for (int i = 0; i < l->n; i++) {
         /* Named by the hash of the canonical text: every limiter (and every worker thread)
          * with the same policy on the same store shares its counters, as the Python

@@ -185,11 +185,19 @@ void nrlt_out(nrlt_env *e, const rlt_decision *d, uint64_t reservation, int refu
     memcpy(e->out + 112, &d->lease, sizeof d->lease);
 }
 
-napi_status nrlt_set_fn(napi_env env, napi_value obj, const char *name, napi_callback cb,
-                        void *data)
+nrlt_limiter *nrlt_limiter_of(napi_env env, napi_value self)
 {
-    napi_value f;
-    napi_status st = napi_create_function(env, name, NAPI_AUTO_LENGTH, cb, data, &f);
-    if (st != napi_ok) return st;
-    return napi_set_named_property(env, obj, name, f);
+    void *p = NULL;
+    napi_valuetype t;
+    napi_typeof(env, self, &t);
+    if (t != napi_object || napi_unwrap(env, self, &p) != napi_ok || !p ||
+        *(uint32_t *)p != NRLT_MAGIC_LIMITER) {
+        napi_value ignored;
+        bool pending = false;
+        napi_is_exception_pending(env, &pending);
+        if (pending) napi_get_and_clear_last_exception(env, &ignored);
+        nrlt_type_error(env, "this", "must be a Limiter");
+        return NULL;
+    }
+    return p;
 }
