@@ -128,12 +128,36 @@ async function remote(lim, op, args, fallback) {
   return fallback();
 }
 
+// Checks of one limiter and cost made in one turn of the event loop go to Redis as one
+// pipeline (rlt_redis_decide_batch): many calls in flight cost a round trip per batch, not
+// per call, and the pool's threads are not each held by one call.
+function batched(lim, key, cost) {
+  if (cost !== 1) return lim._n.redisCall('check', key, cost);
+  if (!lim._batch) {
+    const fresh = { keys: [], waiters: [] };
+    lim._batch = fresh;
+    setImmediate(() => {
+      const { keys, waiters } = fresh;
+      if (lim._batch === fresh) lim._batch = null;
+      lim._n.redisBatch(keys, 1).then((out) => { for (let i = 0; i < out.length; i++) waiters[i].resolve(out[i]); },
+        (e) => { for (const w of waiters) w.reject(e); });
+    });
+  }
+  const b = lim._batch;
+  return new Promise((resolve, reject) => {
+    b.keys.push(key);
+    b.waiters.push({ resolve, reject });
+    if (b.keys.length === 4096) lim._batch = null; // full: the next call starts another
+  });
+}
+
 // The same operations on a RedisStore: libratelimit_redis on libuv's thread pool.
 const RLT_ENOENT = -6, RLT_EBACKEND = -12, RLT_ETIMEDOUT = -13;
 async function redisOp(lim, op, args) {
   let f;
   switch (op) {
-    case 'RL.CHECK': case 'RL.MULTI': f = await lim._n.redisCall('check', args[0], Number(args[2])); break;
+    case 'RL.CHECK': f = await batched(lim, args[0], Number(args[2])); break;
+    case 'RL.MULTI': f = await lim._n.redisCall('check', args[0], Number(args[2])); break;
     case 'RL.ACQUIRE': f = await lim._n.redisCall('check', args[0], 1); break;
     case 'RL.PEEK': f = await lim._n.redisCall('check', args[0], 0); break;
     case 'RL.RESET': f = await lim._n.redisCall('reset', args[0]); break;

@@ -461,6 +461,7 @@ napi_status nrlt_limiter_init(napi_env env, napi_value exports, nrlt_env *e)
         M("multi", lim_multi),     M("release", lim_release), M("reserve", lim_reserve),
         M("settle", lim_settle),   M("formatHeaders", lim_headers),
         M("policies", lim_policies), M("redisCall", nrlt_redis_call),
+        M("redisBatch", nrlt_redis_batch),
     };
 #undef M
     napi_value cls;

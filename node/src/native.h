@@ -128,6 +128,8 @@ int nrlt_redis_prepare(napi_env env, nrlt_limiter *l);
  * the decision's fields and `status` (0, or the library's negative code: the fail mode is the
  * caller's).  op: "check", "reset", "release", "reserve", "settle". */
 napi_value nrlt_redis_call(napi_env env, napi_callback_info info);
+/* lim.redisBatch(keys, cost) -> a Promise of an array of such objects, one pipeline. */
+napi_value nrlt_redis_batch(napi_env env, napi_callback_info info);
 
 /* ---- limiter.c ------------------------------------------------------------------------- */
 

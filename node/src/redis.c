@@ -158,7 +158,19 @@ typedef struct call {
     rlt_decision d;
     uint64_t out_resv;
     int refused, status;
+    /* 'b' (a batch): n keys packed in bkeys, their decisions and statuses */
+    size_t n;
+    char *bkeys;
+    rlt_redis_check *checks;
+    rlt_decision *bd;
+    int *bst;
 } call;
+
+static void call_free(call *c)
+{
+    free(c->bkeys), free(c->checks), free(c->bd), free(c->bst);
+    free(c);
+}
 
 static void execute(napi_env env, void *data)
 {
@@ -194,6 +206,10 @@ static void execute(napi_env env, void *data)
         c->status =
             rlt_redis_settle(r, &l->pol[0], 0, c->key, c->klen, 0, c->resv, c->arg, &c->d);
         break;
+    case 'b':
+        /* One pipeline for the calls of one turn of the event loop. */
+        c->status = rlt_redis_decide_batch(r, c->checks, c->n, 0, 0, c->bd, c->bst);
+        break;
     }
     give(l->store, r);
 }
@@ -212,29 +228,46 @@ static void set_big(napi_env env, napi_value o, const char *name, int64_t v)
     napi_set_named_property(env, o, name, x);
 }
 
+/* The fields of decision `d` with `status` as a plain object. */
+static napi_value fields(napi_env env, const rlt_decision *d, int refused, uint64_t resv,
+                         int status)
+{
+    napi_value o, x;
+    napi_create_object(env, &o);
+    napi_get_boolean(env, d->allowed, &x);
+    napi_set_named_property(env, o, "allowed", x);
+    set_num(env, o, "limit", (double)d->limit);
+    set_num(env, o, "remaining", (double)d->remaining);
+    set_big(env, o, "retryAfterNs", d->retry_after);
+    set_big(env, o, "resetAfterNs", d->reset_after);
+    set_big(env, o, "delayNs", d->delay);
+    set_big(env, o, "lease", d->lease);
+    napi_create_bigint_uint64(env, resv, &x);
+    napi_set_named_property(env, o, "reservation", x);
+    set_num(env, o, "refused", d->allowed ? -1 : refused);
+    set_num(env, o, "policy", refused > 0 ? refused : 0);
+    set_num(env, o, "status", status);
+    return o;
+}
+
 static void complete(napi_env env, napi_status st, void *data)
 {
     call *c = data;
-    napi_value o, x;
+    napi_value o;
     (void)st;
-    napi_create_object(env, &o);
-    napi_get_boolean(env, c->d.allowed, &x);
-    napi_set_named_property(env, o, "allowed", x);
-    set_num(env, o, "limit", (double)c->d.limit);
-    set_num(env, o, "remaining", (double)c->d.remaining);
-    set_big(env, o, "retryAfterNs", c->d.retry_after);
-    set_big(env, o, "resetAfterNs", c->d.reset_after);
-    set_big(env, o, "delayNs", c->d.delay);
-    set_big(env, o, "lease", c->d.lease);
-    napi_create_bigint_uint64(env, c->out_resv, &x);
-    napi_set_named_property(env, o, "reservation", x);
-    set_num(env, o, "refused", c->d.allowed ? -1 : c->refused);
-    set_num(env, o, "policy", c->refused > 0 ? c->refused : 0);
-    set_num(env, o, "status", c->status);
+    if (c->op == 'b') {
+        /* A handle that could not be had fails every item with the call's status. */
+        napi_create_array_with_length(env, c->n, &o);
+        for (size_t i = 0; i < c->n; i++)
+            napi_set_element(env, o, (uint32_t)i,
+                             fields(env, &c->bd[i], -1, 0, c->bst[i] ? c->bst[i] : c->status));
+    } else {
+        o = fields(env, &c->d, c->refused, c->out_resv, c->status);
+    }
     napi_resolve_deferred(env, c->deferred, o);
     napi_delete_reference(env, c->lim_ref);
     napi_delete_async_work(env, c->work);
-    free(c);
+    call_free(c);
 }
 
 napi_value nrlt_redis_call(napi_env env, napi_callback_info info)
@@ -299,8 +332,60 @@ napi_value nrlt_redis_call(napi_env env, napi_callback_info info)
     napi_queue_async_work(env, c->work);
     return promise;
 fail:
-    free(c);
+    call_free(c);
     return NULL;
+}
+
+/* lim.redisBatch(keys, cost = 1) -> a Promise of an array of decisions' fields: n calls of
+ * one policy in one pipeline (rlt_redis_decide_batch) on the thread pool. */
+napi_value nrlt_redis_batch(napi_env env, napi_callback_info info)
+{
+    size_t argc = 2;
+    napi_value a[2], self, promise, name;
+    bool arr = false;
+    uint32_t n;
+    int64_t cost = 1;
+    napi_get_cb_info(env, info, &argc, a, &self, NULL);
+    nrlt_limiter *l = nrlt_limiter_of(env, self);
+    if (!l) return NULL;
+    if (l->store->kind != NRLT_REDIS || l->n != 1)
+        return nrlt_type_error(env, "redisBatch", "needs a RedisStore and one policy");
+    if (argc < 1 || napi_is_array(env, a[0], &arr) != napi_ok || !arr)
+        return nrlt_type_error(env, "keys", "must be an array");
+    if (argc > 1 && !nrlt_absent(env, a[1]) && nrlt_int(env, a[1], "cost", 0, INT64_C(1) << 53, &cost))
+        return NULL;
+    napi_get_array_length(env, a[0], &n);
+    if (n < 1 || n > 4096) return nrlt_range_error(env, "keys", "must hold 1..4096 keys");
+    call *c = calloc(1, sizeof *c);
+    if (!c) return nrlt_throw_status(env, RLT_ENOMEM, "redisBatch");
+    c->l = l;
+    c->op = 'b';
+    c->n = n;
+    c->bkeys = malloc((size_t)n * (RLT_KEY_MAX + 8));
+    c->checks = calloc(n, sizeof *c->checks);
+    c->bd = calloc(n, sizeof *c->bd);
+    c->bst = calloc(n, sizeof *c->bst);
+    if (!c->bkeys || !c->checks || !c->bd || !c->bst) {
+        call_free(c);
+        return nrlt_throw_status(env, RLT_ENOMEM, "redisBatch");
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        napi_value v;
+        size_t kl;
+        char *kb = c->bkeys + (size_t)i * (RLT_KEY_MAX + 8);
+        napi_get_element(env, a[0], i, &v);
+        if (nrlt_key(env, v, "keys", kb, &kl)) {
+            call_free(c);
+            return NULL;
+        }
+        c->checks[i] = (rlt_redis_check){&l->pol[0], kb, kl, cost};
+    }
+    napi_create_reference(env, self, 1, &c->lim_ref);
+    napi_create_promise(env, &c->deferred, &promise);
+    napi_create_string_utf8(env, "libratelimit.redis", NAPI_AUTO_LENGTH, &name);
+    napi_create_async_work(env, NULL, name, execute, complete, c, &c->work);
+    napi_queue_async_work(env, c->work);
+    return promise;
 }
 
 napi_status nrlt_redis_init(napi_env env, napi_value exports)
