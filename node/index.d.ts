@@ -34,6 +34,8 @@ export class Decision {
   readonly refused: number;
   readonly policy: number;
   error: Error | null;
+  /** true when an in-process fallback decided while the network store was down */
+  fallback?: boolean;
   readonly retryAfterNs: bigint;
   readonly resetAfterNs: bigint;
   readonly delayNs: bigint;

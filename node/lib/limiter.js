@@ -232,6 +232,7 @@ class Limiter {
     if (f === null) {
       const d = this._fallback.hit(key, Number(c));
       d.error = failure;
+      d.fallback = true; // a real decision, in-process: a denial is a 429, not an outage
       return d;
     }
     return Decision.of(this, f, failure);

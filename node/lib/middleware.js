@@ -71,7 +71,7 @@ async function check(o, req, res, ip) {
   if (o.standardHeaders === 'draft-7') headers = { ...headers, ...draft7(d) };
   const info = { limit: d.limit, used: d.limit - d.remaining, remaining: Math.max(0, d.remaining),
     resetTime: new Date(Date.now() + d.resetAfterMs), key, decision: d };
-  if (d.error && !d.allowed) headers = { 'Retry-After': headers['Retry-After'] ?? '1' };
+  if (d.error && !d.fallback && !d.allowed) headers = { 'Retry-After': headers['Retry-After'] ?? '1' };
   return { d, headers, info };
 }
 
@@ -90,7 +90,7 @@ function rateLimit(options) {
     req[o.requestPropertyName] = r.info;
     if (!res.headersSent) for (const [k, v] of Object.entries(r.headers)) res.setHeader(k, v);
     if (r.d.allowed) return next();
-    if (r.d.error) return res.status(503).send('Service Unavailable: the rate limit store cannot answer');
+    if (r.d.error && !r.d.fallback) return res.status(503).send('Service Unavailable: the rate limit store cannot answer');
     if (o.handler) return o.handler(req, res, next, o);
     res.status(o.statusCode);
     const msg = typeof o.message === 'function' ? await o.message(req, res) : o.message;
@@ -119,7 +119,7 @@ function fastifyRateLimit(fastify, options, done) {
     req[o.requestPropertyName] = r.info;
     reply.headers(r.headers);
     if (r.d.allowed) return;
-    if (r.d.error) return reply.code(503).send('Service Unavailable: the rate limit store cannot answer');
+    if (r.d.error && !r.d.fallback) return reply.code(503).send('Service Unavailable: the rate limit store cannot answer');
     if (o.handler) return o.handler(req, reply, () => {}, o);
     const msg = typeof o.message === 'function' ? await o.message(req, reply) : o.message;
     reply.code(o.statusCode).send(msg);

@@ -98,7 +98,7 @@ class RateLimiterRatelimit {
   }
   async _consumeAsync(k, points) {
     const d = await this._lim.hitAsync(k, points);
-    if (d.error && !d.allowed) throw d.error;
+    if (d.error && !d.fallback && !d.allowed) throw d.error;
     const res = this._res(d, points);
     if (!d.allowed) throw res;
     return res;

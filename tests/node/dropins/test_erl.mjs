@@ -119,3 +119,21 @@ test('ipv6Subnet keys are the ones express-rate-limit makes', () => {
   }
   assert.equal(ours.ipKeyGenerator('192.0.2.7'), erl.ipKeyGenerator('192.0.2.7'));
 });
+
+test('a store that cannot answer: 503 with Retry-After (fail closed), or through with passOnStoreError', async () => {
+  const quiet = { error() {}, warn() {} };
+  const down = () => new ours.DaemonStore({ port: 1, timeoutMs: 200 }); // nothing listens on port 1
+  const app = express();
+  app.get('/closed', ours.rateLimit({ limit: 5, store: down(), logger: quiet }), (req, res) => res.send('ok'));
+  app.get('/pass', ours.rateLimit({ limit: 5, store: down(), passOnStoreError: true, logger: quiet }), (req, res) => res.send('ok'));
+  app.get('/fallback', ours.rateLimit({ limit: 1, store: down(), failMode: 'fallback', logger: quiet }), (req, res) => res.send('ok'));
+  await serve(app, async (url) => {
+    const closed = await fetch(url + '/closed');
+    assert.equal(closed.status, 503);
+    assert.equal(closed.headers.get('retry-after'), '1');
+    assert.equal(closed.headers.get('ratelimit'), null, 'no quota fields when nobody is over a limit');
+    assert.equal((await fetch(url + '/pass')).status, 200);
+    const { out } = await statuses(url + '/fallback', 2);
+    assert.deepEqual(out, [200, 429], 'the in-process fallback limits');
+  });
+});
