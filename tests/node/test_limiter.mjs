@@ -156,3 +156,29 @@ test('hitMany decides each key as hit would, in order', () => {
   assert.throws(() => a._n.hitMany(['ok', 7]), (e) => e instanceof TypeError && e.message.startsWith('keys:'));
   assert.throws(() => a._n.hitMany('k'), TypeError);
 });
+
+test('any argument of any type into any method: a result or a TypeError/RangeError, never a crash', () => {
+  const values = [undefined, null, true, 0, -1, 1.5, NaN, Infinity, 2 ** 63, -(2 ** 63), 0n, -1n,
+    2n ** 64n, 'k', '', 'x'.repeat(600), Symbol('s'), {}, [], [[]], [['k', 1]], () => 1,
+    Buffer.alloc(0), Buffer.from('k'), new Uint16Array(3), new ArrayBuffer(4), new Date(0)];
+  const lim = new Limiter('token_bucket:10/1s');
+  const conc = new Limiter('concurrency:2/1s');
+  const methods = ['hit', 'peek', 'reset', 'multi', 'release', 'reserve', 'settle', 'hitMany', 'formatHeaders'];
+  let seed = 99;
+  const pick = () => values[(seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) % values.length];
+  let answered = 0, refused = 0;
+  for (let i = 0; i < 20000; i++) {
+    const target = i % 2 ? lim._n : conc._n;
+    const m = methods[i % methods.length];
+    const args = Array.from({ length: i % 8 }, pick);
+    try {
+      target[m](...args);
+      answered++;
+    } catch (e) {
+      assert.ok(e instanceof TypeError || e instanceof RangeError, `${m}(${args.map(String)}): ${e}`);
+      refused++;
+    }
+  }
+  assert.ok(answered > 0 && refused > 0, `${answered} answered, ${refused} refused`);
+  assert.equal(lim.hit('after', 1, 0n).allowed, true);
+});
