@@ -10,6 +10,13 @@ const express = require('express');
 const erl = require('express-rate-limit');
 const ours = require(process.env.RLT_NODE_PACKAGE);
 
+// Our fixed windows are whole windows of Unix time: a test that counts to a limit starts away
+// from a window's end (never across one), waiting out the last 3 s of it.
+async function awayFromWindowEnd(windowMs) {
+  const left = windowMs - (Date.now() % windowMs);
+  if (left < 3000) await new Promise((resolve) => setTimeout(resolve, left + 50));
+}
+
 async function serve(app, f) {
   const server = await new Promise((resolve) => { const s = app.listen(0, '127.0.0.1', () => resolve(s)); });
   try {
@@ -45,6 +52,7 @@ test("express-rate-limit's README example with our rateLimit", async () => {
   app.use(limiter);
   // ---
   app.get('/', (req, res) => res.send(`hello ${req.rateLimit.remaining}`));
+  await awayFromWindowEnd(15 * 60 * 1000);
   await serve(app, async (url) => {
     const { out, last } = await statuses(url, 102);
     assert.deepEqual(out, [...Array(100).fill(200), 429, 429]);
@@ -62,6 +70,7 @@ test("express-rate-limit's own middleware with our Store", async () => {
     store: new ours.RatelimitStore(), // the one line added
   }));
   app.get('/', (req, res) => res.send('ok'));
+  await awayFromWindowEnd(15 * 60 * 1000);
   await serve(app, async (url) => {
     const { out, last } = await statuses(url, 7);
     assert.deepEqual(out, [200, 200, 200, 200, 200, 429, 429]);
@@ -75,6 +84,7 @@ test('skipSuccessfulRequests gives the hit back through decrement', async () => 
     store: new ours.RatelimitStore() }));
   app.get('/ok', (req, res) => res.send('ok'));
   app.get('/fail', (req, res) => res.status(500).send('no'));
+  await awayFromWindowEnd(60000);
   await serve(app, async (url) => {
     for (let i = 0; i < 5; i++) {
       const r = await fetch(url + '/ok');
@@ -97,6 +107,7 @@ test('handler, skip and keyGenerator are called as express-rate-limit calls them
     handler: (req, res, next, options) => { handled++; res.status(options.statusCode).json({ user: req.rateLimit.key }); },
   }));
   app.get('/', (req, res) => res.send('ok'));
+  await awayFromWindowEnd(60000);
   await serve(app, async (url) => {
     const get = async (h) => { const r = await fetch(url, { headers: h }); return [r.status, await r.text()]; };
     assert.deepEqual(await get({ 'x-user': 'a' }), [200, 'ok']);
@@ -127,6 +138,7 @@ test('a store that cannot answer: 503 with Retry-After (fail closed), or through
   app.get('/closed', ours.rateLimit({ limit: 5, store: down(), logger: quiet }), (req, res) => res.send('ok'));
   app.get('/pass', ours.rateLimit({ limit: 5, store: down(), passOnStoreError: true, logger: quiet }), (req, res) => res.send('ok'));
   app.get('/fallback', ours.rateLimit({ limit: 1, store: down(), failMode: 'fallback', logger: quiet }), (req, res) => res.send('ok'));
+  await awayFromWindowEnd(60000);
   await serve(app, async (url) => {
     const closed = await fetch(url + '/closed');
     assert.equal(closed.status, 503);
