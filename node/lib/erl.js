@@ -16,6 +16,9 @@ class RatelimitStore {
     this.prefix = opts.prefix ?? 'rl:';
     if (typeof this.prefix !== 'string') throw new TypeError('prefix: must be a string');
     this._store = opts.store ?? new MemoryStore();
+    if (this._store.isRemoteStore) {
+      throw new TypeError("store: RatelimitStore keeps its counts in-process (a MemoryStore); for Redis or a ratelimitd use our rateLimit({store})");
+    }
     this.localKeys = true;
     this._lim = null;
     this._pending = null;

@@ -25,7 +25,7 @@ class RateLimiterRes {
 let Res = RateLimiterRes;
 try { Res = require('rate-limiter-flexible').RateLimiterRes || Res; } catch { /* ours */ }
 
-const ceilMs = (ns) => (ns <= 0 ? 0 : Math.ceil(ns / 1e6));
+const ceilMs = (ns) => (ns <= 0 ? 0 : Math.ceil(Number(ns) / 1e6)); // ns: a number or a BigInt
 
 function nonNegInt(v, name) {
   if (typeof v !== 'number') throw new TypeError(`${name}: must be a number`);

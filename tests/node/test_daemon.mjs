@@ -82,6 +82,14 @@ if (cluster.isPrimary) for (const kind of KINDS) {
     const all = await Promise.all(Array.from({ length: 500 }, (_, i) => burst.hitAsync(i % 2 ? 'b1' : 'b2')));
     assert.equal(all.filter((x) => x.allowed).length, 200);
     assert.ok(all.every((x) => x.error === null));
+    // rate-limiter-flexible's interface over it: resolves, then rejects a RateLimiterRes.
+    const rlf = new rl.RateLimiterRatelimit({ points: 2, duration: 3600, policy: 'sliding_log:2/1h', store });
+    const rlfSeen = [];
+    for (let i = 0; i < 3; i++) {
+      await rlf.consume('r').then((r) => rlfSeen.push(['ok', r.remainingPoints]),
+        (r) => rlfSeen.push([r instanceof Error ? 'error' : 'rejected', r.remainingPoints]));
+    }
+    assert.deepEqual(rlfSeen, [['ok', 1], ['ok', 0], ['rejected', 0]]);
     if (store.close) store.close();
   });
 
@@ -113,6 +121,9 @@ if (cluster.isPrimary) for (const kind of KINDS) {
     assert.ok(ticks >= 2, `the loop ran ${ticks} times while waiting`);
     assert.equal(d.allowed, false);
     assert.equal(d.error.code, 'EBACKEND');
+    // rate-limiter-flexible's interface rejects with an Error when the store cannot answer.
+    const rlf = new rl.RateLimiterRatelimit({ points: 2, duration: 1, store: lim.store, logger: recorder() });
+    await assert.rejects(rlf.consume('k'), (e) => e instanceof Error && e.code === 'EBACKEND');
   });
 
   test(`${kind}: fail closed, open and fallback: each logged once, counted, and the server used again when back`, async () => {
