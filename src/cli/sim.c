@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/fleet_types.h"
 #include "cli/sim_accuracy.h"
+#include "cli/sim_backend.h"
 #include "cli/sim_run.h"
 #include "cli/sim_serve.h"
 #include "cli/sim_svg.h"
@@ -56,7 +57,10 @@ static void usage(FILE *f)
           "                  HOST:PORT or PORT (default " RLT__SERVE_DEFAULT "), until Ctrl-C\n"
           "  --fleet N       instead: N nodes sharing one budget, exact checks, leases, quota\n"
           "                  division and a static split side by side (ratelimit sim --fleet 1\n"
-          "                  --help lists its options)\n",
+          "                  --help lists its options)\n"
+          "  --backend C     instead: a modelled backend of C servers behind a static, an\n"
+          "                  AIMD and a Vegas concurrency limit, with priority classes\n"
+          "                  (ratelimit sim --backend 1 --help lists its options)\n",
           f);
 }
 
@@ -199,6 +203,8 @@ int rlt__cli_sim(int argc, char **argv)
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--fleet") == 0 || strncmp(argv[i], "--fleet=", 8) == 0)
             return rlt__cli_fleet(argc, argv);
+        else if (strcmp(argv[i], "--backend") == 0 || strncmp(argv[i], "--backend=", 10) == 0)
+            return rlt__cli_sim_backend(argc, argv);
     sim s;
     memset(&s, 0, sizeof s);
     s.limit = 4;
