@@ -45,6 +45,20 @@ int rlt_class_ceiling(int64_t limit, int reserve_pct, rlt_class c, int64_t *ceil
 int rlt_class_admits(int64_t limit, int reserve_pct, rlt_class c, int64_t in_use, int64_t cost,
                      bool *admit);
 
+/* rlt_decide for a request of class c under a reserve of reserve_pct percent: admitted only
+ * when, after its cost, what is used stays within the class's ceiling (rlt_class_ceiling of
+ * p's limit); a request the class may not take consumes nothing.  d->limit is the class's
+ * ceiling and d->remaining what the class may still take; retry_after is exact for every
+ * algorithm but concurrency, where, when more than one lease must go, it is the wait until
+ * every lease now held has timed out (a bound).  Critical, or a reserve of 0, is rlt_decide
+ * itself.  The ceiling is a share of the limit the decision reports (the burst of a token
+ * bucket or GCRA, the queue + 1 of a leaky bucket).  Non-concurrency policies take two passes
+ * (rlt_when, then rlt_decide); concurrency one.  Returns as rlt_decide; RLT_EINVAL also for a
+ * reserve outside 0..100, an unknown class, or a concurrency policy with a penalty box under a
+ * class below critical. */
+int rlt_decide_class(const rlt_policy *p, void *state, rlt_ns now, int64_t cost, rlt_class c,
+                     int reserve_pct, rlt_decision *d);
+
 /* ---- Adaptive concurrency limits ------------------------------------------------------- */
 
 typedef enum rlt_adapt_algo {

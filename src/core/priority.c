@@ -47,3 +47,45 @@ int rlt_class_admits(int64_t limit, int reserve_pct, rlt_class c, int64_t in_use
     *admit = in_use <= top && cost <= top - in_use;
     return RLT_OK;
 }
+
+/* What a decision reports as its limit: the burst of a token bucket or GCRA, the queue + 1 of a
+ * leaky bucket, N otherwise; the ceilings are shares of it. */
+static int64_t capacity(const rlt_policy *p)
+{
+    if (p->algo == RLT_TOKEN_BUCKET || p->algo == RLT_GCRA) return p->burst;
+    if (p->algo == RLT_LEAKY_BUCKET) return p->queue + 1;
+    return p->limit;
+}
+
+int rlt_decide_class(const rlt_policy *p, void *state, rlt_ns now, int64_t cost, rlt_class c,
+                     int reserve_pct, rlt_decision *d)
+{
+    int64_t top;
+    if (!p || !state || !d || cost < 0) return RLT_EINVAL;
+    int rc = rlt_class_ceiling(capacity(p), reserve_pct, c, &top);
+    if (rc) return rc;
+    if (top == capacity(p)) return rlt_decide(p, state, now, cost, d);
+    if (p->algo == RLT_CONCURRENCY) {
+        if (cost > 1 || p->block > 0 || rlt_state_size(p) == 0) return RLT_EINVAL;
+        return rlt__concurrency_decide_under(p, state, now, cost, top, d, 1);
+    }
+    /* Any other algorithm: admitted when a request of cost + R would be now (R = limit - top,
+     * what the class may not use), then charged its own cost; the first pass only reads. */
+    int64_t reserve = capacity(p) - top, need;
+    if (__builtin_add_overflow(cost > 0 ? cost : 1, reserve, &need)) return RLT_ERANGE;
+    rlt_ns at = now;
+    int fits = rlt_when(p, state, now, need, &at);
+    if (fits != RLT_OK && fits != RLT_ENEVER) return fits;
+    if (fits == RLT_ENEVER || at > now) {
+        if ((rc = rlt_decide(p, state, now, 0, d)) != RLT_OK) return rc; /* nothing charged */
+        d->allowed = false;
+        d->lease = 0;
+        d->delay = 0;
+        d->retry_after = fits == RLT_ENEVER ? -1 : at - now;
+    } else if ((rc = rlt_decide(p, state, now, cost, d)) != RLT_OK) {
+        return rc;
+    }
+    d->limit = top;
+    d->remaining = d->remaining > reserve ? d->remaining - reserve : 0;
+    return RLT_OK;
+}
