@@ -118,11 +118,14 @@ static int64_t vegas(const rlt_adapt_policy *p, rlt_adapt_state *s, rlt_ns now, 
     int64_t whole = l / MILLI, d = log10_at_least_1(whole);
     if (drop) return l + per_release(-d, l);
     if (in_flight * 2 * MILLI < l) return l;
-    int64_t queue = rlt__ceil_div(whole * (rtt - s->rtt_noload), rtt);
-    int64_t alpha = 3 * d, beta = 6 * d;
-    if (queue <= d) return l + per_release(beta, l);
-    if (queue < alpha) return l + per_release(d, l);
-    if (queue > beta) return l + per_release(-(queue - beta > d ? queue - beta : d), l);
+    /* queue = ceil(x / rtt) <= k  <=>  x <= k x rtt: the division only when shrinking */
+    int64_t x = whole * (rtt - s->rtt_noload), alpha = 3 * d, beta = 6 * d;
+    if (x <= d * rtt) return l + per_release(beta, l);
+    if (x <= (alpha - 1) * rtt) return l + per_release(d, l);
+    if (x > beta * rtt) {
+        int64_t excess = rlt__ceil_div(x, rtt) - beta;
+        return l + per_release(-(excess > d ? excess : d), l);
+    }
     return l;
 }
 

@@ -66,7 +66,10 @@ int rlt_decide_class(const rlt_policy *p, void *state, rlt_ns now, int64_t cost,
     if (rc) return rc;
     if (top == capacity(p)) return rlt_decide(p, state, now, cost, d);
     if (p->algo == RLT_CONCURRENCY) {
-        if (cost > 1 || p->block > 0 || rlt_state_size(p) == 0) return RLT_EINVAL;
+        /* rlt_decide's own checks of a concurrency policy, without a call per decision */
+        if (cost > 1 || p->block > 0 || p->limit <= 0 || p->limit > RLT_CONCURRENCY_MAX ||
+            p->period <= 0 || p->scale_ <= 0 || p->unit_ <= 0)
+            return RLT_EINVAL;
         return rlt__concurrency_decide_under(p, state, now, cost, top, d, 1);
     }
     /* Any other algorithm: admitted when a request of cost + R would be now (R = limit - top,
