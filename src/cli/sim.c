@@ -14,6 +14,7 @@
 #include "cli/sim_svg.h"
 #include "cli/sim_text.h"
 #include "cli/sim_traffic.h"
+#include "cli/svg.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -178,11 +179,8 @@ static int sim_main(sim *s, int argc, char **argv)
         s->t_state = s->until;
     }
     if ((rc = rlt__sim_run(s)) != 0) return rc;
-    FILE *svg = NULL; /* opened first, so a bad path fails before the table is printed */
-    if (s->svg && !(svg = fopen(s->svg, "w"))) {
-        fprintf(stderr, "ratelimit " CMD ": cannot write %s: %s\n", s->svg, strerror(errno));
-        return 1;
-    }
+    FILE *svg;
+    if (rlt__svg_open(CMD, s->svg, &svg)) return 1;
     if (s->accuracy) {
         if ((rc = rlt__sim_accuracy(s, svg)) != 0) return rc;
         return fflush(stdout) == 0 ? 0 : 1;

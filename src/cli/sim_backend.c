@@ -13,6 +13,7 @@
 #include "cli/sim_backend.h"
 #include "cli/sim_backend_out.h"
 #include "cli/sim_backend_run.h"
+#include "cli/svg.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -253,11 +254,8 @@ static int sim_backend(bk_sim *s, int argc, char **argv)
         fprintf(stderr, "ratelimit " BK_CMD ": no requests to simulate\n");
         return 1;
     }
-    FILE *svg = NULL; /* opened first, so a bad path fails before the table is printed */
-    if (o->svg && !(svg = fopen(o->svg, "w"))) {
-        fprintf(stderr, "ratelimit " BK_CMD ": cannot write %s: %s\n", o->svg, strerror(errno));
-        return 1;
-    }
+    FILE *svg;
+    if (rlt__svg_open(BK_CMD, o->svg, &svg)) return 1;
     name_modes(s);
     for (int i = 0; i < BK_MODES && rc == 0; i++)
         rc = rlt__bk_run(s, &s->m[i]);

@@ -3,6 +3,7 @@
  * time as text, and the same as an SVG picture with the backend's servers drawn beside. */
 #include "cli/sim_backend_out.h"
 #include "cli/sim_svg.h" /* rlt__svg_head */
+#include "cli/svg.h"
 
 #include <string.h>
 
@@ -108,13 +109,8 @@ static int svg(const bk_sim *s, FILE *out)
 #define X(k) (LEFT + (int64_t)(k)*PLOT / (int64_t)(n > 1 ? n - 1 : 1))
 #define Y(v) (TOP + HEIGHT - (int64_t)(v)*HEIGHT / top)
     for (int i = 0; i < BK_MODES; i++)
-        fprintf(out,
-                "<rect x=\"%d\" y=\"36\" width=\"14\" height=\"4\" fill=\"%s\"/>"
-                "<text x=\"%d\" y=\"42\">%s</text>\n",
-                LEFT + i * 150, colour[i], LEFT + i * 150 + 20, s->m[i].name);
-    fprintf(out,
-            "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#999\"/>\n",
-            LEFT, TOP, PLOT, HEIGHT);
+        rlt__svg_key(out, LEFT + i * 150, colour[i], s->m[i].name);
+    rlt__svg_frame(out, LEFT, TOP, PLOT, HEIGHT);
     size_t kc = (size_t)(o->change_at / BK_SAMPLE);
     fprintf(out,
             "<polyline fill=\"none\" stroke=\"#000\" stroke-dasharray=\"6 4\" points=\"%lld,%lld "
