@@ -22,7 +22,9 @@
 #define NS RLT_NS_PER_S
 #define MS RLT_NS_PER_MS
 #define fail_usage(...) rlt__usage_error(BK_CMD, __VA_ARGS__)
-#define ARRIVALS_MAX INT64_C(50000000)
+/* At most about 90 bytes per arrival at once (the arrivals, one run's heap, queue and
+ * latencies), so 5 M arrivals stay under 500 MB and a few seconds a mode. */
+#define ARRIVALS_MAX INT64_C(5000000)
 
 static void usage(FILE *f)
 {
@@ -91,7 +93,9 @@ static int traffic(bk_sim *s)
     if (total > ARRIVALS_MAX)
         return fail_usage("about %lld arrivals: at most %lld (fewer seconds or lower rates)",
                           (long long)total, (long long)ARRIVALS_MAX);
-    s->r = malloc((size_t)total * 2 * sizeof *s->r);
+    /* uniform gaps: a class's count strays from its mean by about its square root */
+    size_t cap = (size_t)(total + total / 16 + 64);
+    s->r = malloc(cap * sizeof *s->r);
     if (!s->r) {
         fprintf(stderr, "ratelimit " BK_CMD ": out of memory\n");
         return 1;
@@ -111,7 +115,7 @@ static int traffic(bk_sim *s)
             t += mean > 1 ? 1 + (rlt_ns)(next(&g) % (uint64_t)(2 * mean - 1)) : 1;
             if (t >= o->duration) break;
             rlt_ns svc = o->service * (950 + (int64_t)(next(&g) % 101)) / 1000;
-            if (s->n >= (size_t)total * 2) break;
+            if (s->n >= cap) break;
             s->r[s->n++] = (bk_req){t, svc > 0 ? svc : 1, c};
         }
     }
@@ -251,7 +255,7 @@ static int sim_backend(bk_sim *s, int argc, char **argv)
     int rc = traffic(s);
     if (rc) return rc;
     if (s->n == 0) {
-        fprintf(stderr, "ratelimit " BK_CMD ": no requests to simulate\n");
+        fprintf(stderr, "ratelimit " BK_CMD ": no requests to simulate (every rate is 0)\n");
         return 1;
     }
     FILE *svg;
