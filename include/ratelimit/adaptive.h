@@ -36,7 +36,8 @@ const char *rlt_class_name(rlt_class c);
  * where R = ceil(limit x reserve_pct / 100) (never below 0).  With reserve 20 on a limit of
  * 100: critical 100, default 80, sheddable 60.  A request of class c and cost k is admitted
  * when in_use + k <= the ceiling (rlt_class_admits).  Returns RLT_OK with *ceiling set;
- * RLT_EINVAL for NULL, limit < 0, reserve_pct outside 0..100 or an unknown class. */
+ * RLT_EINVAL for NULL, limit < 0 or above INT64_MAX / 128, reserve_pct outside 0..100 or an
+ * unknown class. */
 int rlt_class_ceiling(int64_t limit, int reserve_pct, rlt_class c, int64_t *ceiling);
 
 /* Whether a request of class c and cost `cost` fits when `in_use` of `limit` is taken, under
@@ -62,7 +63,7 @@ int rlt_decide_class(const rlt_policy *p, void *state, rlt_ns now, int64_t cost,
 /* ---- Adaptive concurrency limits ------------------------------------------------------- */
 
 typedef enum rlt_adapt_algo {
-    RLT_ADAPT_AIMD = 1,  /* +1 per success while the limit is used, x backoff on a drop */
+    RLT_ADAPT_AIMD = 1,  /* +1 per round trip while half the limit is used, x backoff on a drop */
     RLT_ADAPT_VEGAS = 2, /* queue = limit x (1 - rtt_noload / rtt), kept between alpha, beta */
 } rlt_adapt_algo;
 
