@@ -28,6 +28,7 @@ static bool fresh_after(const rlt_policy *p, const void *st, rlt_ns now, int64_t
 static __attribute__((noinline)) int decide_general(rlt_store *s, rlt__shard *sh, uint64_t h,
                                                     int id, const void *key, size_t klen,
                                                     rlt_ns asked, rlt_ns now, int64_t cost,
+                                                    rlt__decide_fn fn, const void *arg,
                                                     rlt_decision *d)
 {
     const rlt__pol *P = &s->pols[id];
@@ -38,11 +39,11 @@ static __attribute__((noinline)) int decide_general(rlt_store *s, rlt__shard *sh
          * must change nothing, not even which instants later calls are decided at.  The
          * sweep and the eviction (evict.c) drop it once it is fresh. */
         uint8_t *st = rlt__slot_state(s, e);
-        if ((rc = rlt_decide(&P->p, st, now, cost, d))) return rc;
+        if ((rc = fn(&P->p, st, now, cost, d, arg))) return rc;
         e->meta |= RLT__REF;
     } else if (P->ssz <= RLT__SMALL_STATE) {
         uint64_t tmp[RLT__SMALL_STATE / 8] = {0};
-        if ((rc = rlt_decide(&P->p, tmp, now, cost, d))) return rc;
+        if ((rc = fn(&P->p, tmp, now, cost, d, arg))) return rc;
         if (!fresh_after(&P->p, tmp, now, cost, d)) {
             if ((rc = rlt__insert(s, sh, h, id, key, klen, now, NULL, &e))) return rc;
             memcpy(rlt__slot_state(s, e), tmp, P->ssz);
@@ -51,7 +52,7 @@ static __attribute__((noinline)) int decide_general(rlt_store *s, rlt__shard *sh
         /* Large state (sliding log, concurrency): decide in the block the entry will own. */
         uint8_t *block = calloc(1, rlt__pad8(P->ssz) + klen);
         if (!block) return RLT_ENOMEM;
-        rc = rlt_decide(&P->p, block, now, cost, d);
+        rc = fn(&P->p, block, now, cost, d, arg);
         if (rc || fresh_after(&P->p, block, now, cost, d)) {
             free(block);
         } else if ((rc = rlt__insert(s, sh, h, id, key, klen, now, block, &e))) {
@@ -64,16 +65,30 @@ static __attribute__((noinline)) int decide_general(rlt_store *s, rlt__shard *sh
     return RLT_OK;
 }
 
-__attribute__((noinline)) int rlt__decide_locked_general(rlt_store *s, rlt__shard *sh, uint64_t h,
-                                                         int id, const void *key, size_t klen,
-                                                         rlt_ns now, int64_t cost, rlt_decision *d)
+static int plain(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, rlt_decision *d,
+                 const void *arg)
+{
+    (void)arg;
+    return rlt_decide(p, st, now, cost, d);
+}
+
+int rlt__decide_locked_with(rlt_store *s, rlt__shard *sh, uint64_t h, int id, const void *key,
+                            size_t klen, rlt_ns now, int64_t cost, rlt__decide_fn fn,
+                            const void *arg, rlt_decision *d)
 {
     if (cost < 0) return RLT_EINVAL; /* decide.c's fast AES entry leaves this check to here */
     const rlt__pol *P = &s->pols[id];
     const rlt_ns floor = __atomic_load_n(&s->drop_floor, __ATOMIC_ACQUIRE);
     const rlt_ns eff = now < floor ? floor : now;
     rlt__note_now(sh, eff);
-    int rc = decide_general(s, sh, h, id, key, klen, now, eff, cost, d);
+    int rc = decide_general(s, sh, h, id, key, klen, now, eff, cost, fn, arg, d);
     if (!rc) rlt__jitter_decision(&P->p, key, klen, now, d);
     return rc;
+}
+
+__attribute__((noinline)) int rlt__decide_locked_general(rlt_store *s, rlt__shard *sh, uint64_t h,
+                                                         int id, const void *key, size_t klen,
+                                                         rlt_ns now, int64_t cost, rlt_decision *d)
+{
+    return rlt__decide_locked_with(s, sh, h, id, key, klen, now, cost, plain, NULL, d);
 }
