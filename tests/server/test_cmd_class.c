@@ -1,0 +1,103 @@
+/* RL.ACQUIRE with priority classes, through the command layer without sockets: sheddable
+ * requests stop at their ceiling while critical ones take the reserve, a class's refusal holds
+ * no slot, and bad CLASS and RESERVE arguments are clear errors that change nothing. */
+#include "test.h"
+
+#include "server/config/config.h"
+#include "server/request/request.h"
+#include "server/request/srv.h"
+#include "server/resp/cmd.h"
+
+#define S(x) ((rlt_ns)(x)*RLT_NS_PER_S)
+
+static char reply_[4096];
+
+static rlt__srv *open_srv(void)
+{
+    rlt__config *cfg = rlt__config_default();
+    char err[600];
+    cfg->set.snapshot[0] = '\0';
+    rlt__srv *s = NULL;
+    if (rlt__srv_open(&s, cfg, 0, 0, err, sizeof err) < 0) fprintf(stderr, "%s\n", err);
+    return s;
+}
+
+/* One inline command line at `now`; the RESP reply's text. */
+static const char *run(rlt__srv *s, rlt__session *ss, rlt_ns now, const char *line)
+{
+    static char buf[1024];
+    static rlt__resp_arg argv[16];
+    size_t argc;
+    snprintf(buf, sizeof buf, "%s\r\n", line);
+    const char *err;
+    ssize_t r = rlt__resp_parse(buf, strlen(buf), NULL, argv, &argc, &err);
+    rlt__obuf o = {0};
+    if (r > 0 && argc > 0) rlt__cmd_exec(s, ss, NULL, argv, argc, now, &o);
+    size_t n = o.len < sizeof reply_ - 1 ? o.len : sizeof reply_ - 1;
+    if (n) memcpy(reply_, o.data, n);
+    reply_[n] = '\0';
+    rlt__obuf_free(&o);
+    return reply_;
+}
+
+static bool admitted(const char *reply)
+{
+    return strncmp(reply, "*5\r\n:1\r\n", 8) == 0;
+}
+
+TEST(sheddable_acquires_stop_at_their_ceiling_and_critical_takes_the_reserve)
+{
+    rlt__srv *s = open_srv();
+    ASSERT(s != NULL);
+    rlt__session ss;
+    rlt__session_init(s, &ss);
+    int shed = 0, def = 0, crit = 0;
+    for (int i = 0; i < 20; i++)
+        shed += admitted(run(s, &ss, S(1),
+                             "RL.ACQUIRE api concurrency:10/30s CLASS sheddable "
+                             "RESERVE 20"));
+    for (int i = 0; i < 20; i++)
+        def += admitted(run(s, &ss, S(1), "RL.ACQUIRE api concurrency:10/30s RESERVE 20"));
+    for (int i = 0; i < 20; i++)
+        crit += admitted(run(s, &ss, S(1),
+                             "rl.acquire api concurrency:10/30s reserve 20 "
+                             "class critical"));
+    ASSERT_EQ(shed, 6); /* 10 - 2 x 20 % */
+    ASSERT_EQ(def, 2);  /* up to 8, the default class's ceiling */
+    ASSERT_EQ(crit, 2); /* the last two slots */
+    /* a refusal by the class reports the class's ceiling as the limit */
+    ASSERT(strncmp(run(s, &ss, S(1),
+                       "RL.ACQUIRE api concurrency:10/30s CLASS sheddable "
+                       "RESERVE 20"),
+                   "*5\r\n:0\r\n:6\r\n:0\r\n", 16) == 0);
+    /* without RESERVE every class is equal: the limit is full */
+    ASSERT(!admitted(run(s, &ss, S(1), "RL.ACQUIRE api concurrency:10/30s CLASS sheddable")));
+    rlt__srv_close(s);
+}
+
+TEST(bad_class_and_reserve_arguments_are_clear_errors_that_hold_nothing)
+{
+    rlt__srv *s = open_srv();
+    ASSERT(s != NULL);
+    rlt__session ss;
+    rlt__session_init(s, &ss);
+    static const char *const bad[] = {
+        "RL.ACQUIRE k concurrency:2/30s CLASS urgent",
+        "RL.ACQUIRE k concurrency:2/30s CLASS",
+        "RL.ACQUIRE k concurrency:2/30s RESERVE 101",
+        "RL.ACQUIRE k concurrency:2/30s RESERVE -1",
+        "RL.ACQUIRE k concurrency:2/30s RESERVE x",
+        "RL.ACQUIRE k concurrency:2/30s PRIORITY 1",
+        "RL.ACQUIRE k concurrency:2/30s CLASS critical RESERVE 20 CLASS default RESERVE 1",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *r = run(s, &ss, S(1), bad[i]);
+        if (r[0] != '-') RLT_FAIL_("'%s' answered %s", bad[i], r);
+    }
+    ASSERT(strstr(run(s, &ss, S(1), bad[0]), "unknown class") != NULL);
+    ASSERT(strstr(run(s, &ss, S(1), bad[2]), "0..100") != NULL);
+    /* nothing was held: both slots are free */
+    ASSERT(admitted(run(s, &ss, S(1), "RL.ACQUIRE k concurrency:2/30s")));
+    ASSERT(admitted(run(s, &ss, S(1), "RL.ACQUIRE k concurrency:2/30s")));
+    rlt__srv_close(s);
+}
