@@ -337,6 +337,9 @@ static void cmd_keyop(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, siz
                                       "(e.g. concurrency:10/30s)");
         rlt_decision d;
         int st = rlt__decide_class(s, id, false, key, klen, now, 1, klass, reserve, &d);
+        if (st == RLT_EBACKEND) /* a backend failure is a decision: this is no class support */
+            return rlt__resp_error(o, "ERR CLASS with RESERVE needs the local store "
+                                      "(not Redis mode)");
         if (st != RLT_OK) return decide_error(s, id, now, o, st);
         rlt__resp_array(o, 5);
         rlt__resp_int(o, d.allowed ? 1 : 0);
