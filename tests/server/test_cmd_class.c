@@ -1,9 +1,11 @@
-/* RL.ACQUIRE with priority classes, through the command layer without sockets: sheddable
- * requests stop at their ceiling while critical ones take the reserve, a class's refusal holds
- * no slot, and bad CLASS and RESERVE arguments are clear errors that change nothing. */
+/* Priority classes at ratelimitd's doors, without sockets: RL.ACQUIRE through the command
+ * layer (sheddable requests stop at their ceiling while critical ones take the reserve, a
+ * class's refusal holds no slot, bad CLASS and RESERVE arguments are clear errors that change
+ * nothing), and /v1/check's class= and class_reserve= parameters as parsed. */
 #include "test.h"
 
 #include "server/config/config.h"
+#include "server/http/httpin.h"
 #include "server/request/request.h"
 #include "server/request/srv.h"
 #include "server/resp/cmd.h"
@@ -100,4 +102,29 @@ TEST(bad_class_and_reserve_arguments_are_clear_errors_that_hold_nothing)
     ASSERT(admitted(run(s, &ss, S(1), "RL.ACQUIRE k concurrency:2/30s")));
     ASSERT(admitted(run(s, &ss, S(1), "RL.ACQUIRE k concurrency:2/30s")));
     rlt__srv_close(s);
+}
+
+TEST(check_parameters_take_a_class_and_a_class_reserve)
+{
+    rlt__check_req r;
+    char err[300];
+    const char *q = "key=u&policy=gcra:10/1s&class=sheddable&class_reserve=20";
+    ASSERT_EQ(rlt__check_parse(q, strlen(q), &r, err, sizeof err), RLT_OK);
+    ASSERT_EQ(r.klass, RLT_CLASS_SHEDDABLE);
+    ASSERT_EQ(r.class_reserve, 20);
+    q = "key=u&policy=gcra:10/1s";
+    ASSERT_EQ(rlt__check_parse(q, strlen(q), &r, err, sizeof err), RLT_OK);
+    ASSERT_EQ(r.klass, RLT_CLASS_DEFAULT);
+    ASSERT_EQ(r.class_reserve, 0);
+    static const char *const bad[] = {
+        "key=u&policy=gcra:10/1s&class=urgent",
+        "key=u&policy=gcra:10/1s&class=critical&class=default",
+        "key=u&policy=gcra:10/1s&class_reserve=101",
+        "key=u&policy=gcra:10/1s&class_reserve=-1",
+        "key=u&policy=gcra:10/1s&class_reserve=5&class_reserve=5",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (rlt__check_parse(bad[i], strlen(bad[i]), &r, err, sizeof err) != RLT_EINVAL ||
+            strstr(err, "class") == NULL)
+            RLT_FAIL_("'%s' was not refused with a message naming the class (%s)", bad[i], err);
 }
