@@ -10,9 +10,9 @@
 #include "server/request/srv.h"
 #include "server/resp/cmd.h"
 
-#define S(x) ((rlt_ns)(x)*RLT_NS_PER_S)
+#include "cmd_run.h"
 
-static char reply_[4096];
+#define S(x) ((rlt_ns)(x)*RLT_NS_PER_S)
 
 static rlt__srv *open_srv(void)
 {
@@ -24,23 +24,7 @@ static rlt__srv *open_srv(void)
     return s;
 }
 
-/* One inline command line at `now`; the RESP reply's text. */
-static const char *run(rlt__srv *s, rlt__session *ss, rlt_ns now, const char *line)
-{
-    static char buf[1024];
-    static rlt__resp_arg argv[16];
-    size_t argc;
-    snprintf(buf, sizeof buf, "%s\r\n", line);
-    const char *err;
-    ssize_t r = rlt__resp_parse(buf, strlen(buf), NULL, argv, &argc, &err);
-    rlt__obuf o = {0};
-    if (r > 0 && argc > 0) rlt__cmd_exec(s, ss, NULL, argv, argc, now, &o);
-    size_t n = o.len < sizeof reply_ - 1 ? o.len : sizeof reply_ - 1;
-    if (n) memcpy(reply_, o.data, n);
-    reply_[n] = '\0';
-    rlt__obuf_free(&o);
-    return reply_;
-}
+#define run rlt_test_cmd_run
 
 static bool admitted(const char *reply)
 {
