@@ -5,7 +5,7 @@
 #ifndef RLT_TESTS_SERVER_QUOTAS_USAGE_H
 #define RLT_TESTS_SERVER_QUOTAS_USAGE_H
 
-#include "server/request/quotas.h"
+#include "server/envoy/rlqs.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -6,7 +6,7 @@
 
 #include "server/config/config.h"
 #include "server/config/load.h"
-#include "server/request/envoy.h"
+#include "server/envoy/rls.h"
 #include "server/http/httpin.h"
 #include "server/grpc/pb.h"
 #include "server/request/srv.h"

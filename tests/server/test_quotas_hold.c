@@ -11,9 +11,9 @@
 
 #include "server/config/config.h"
 #include "server/config/load.h"
-#include "server/request/quotas.h"
-#include "server/request/quotas_redis.h"
-#include "server/request/quotas_unmatched.h"
+#include "server/envoy/rlqs.h"
+#include "server/envoy/rlqs_redis.h"
+#include "server/envoy/rlqs_unmatched.h"
 
 #include <stdio.h>
 #include <stdlib.h>

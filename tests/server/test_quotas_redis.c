@@ -9,8 +9,8 @@
 
 #include "server/config/config.h"
 #include "server/config/load.h"
-#include "server/request/quotas.h"
-#include "server/request/quotas_redis.h"
+#include "server/envoy/rlqs.h"
+#include "server/envoy/rlqs_redis.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
 #include "test.h"
 
 #include "proto/rlqs_client.h"
-#include "server/grpc/rlqs_pb.h"
+#include "server/envoy/rlqs_pb.h"
 
 #include <stdio.h>
 #include <string.h>

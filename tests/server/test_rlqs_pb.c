@@ -3,7 +3,7 @@
  * hostile input: bad wire types, huge BucketIds, counts near 2^64, negative durations. */
 #include "test.h"
 
-#include "server/grpc/rlqs_pb.h"
+#include "server/envoy/rlqs_pb.h"
 
 #include <stdio.h>
 #include <string.h>

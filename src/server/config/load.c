@@ -5,7 +5,7 @@
  * are rules.c's, the typed node readers yaml.c's. */
 #include "server/config/load.h"
 
-#include "server/config/quota_cfg.h"
+#include "server/envoy/rlqs_cfg.h"
 #include "server/config/rules.h"
 #include "server/config/yaml.h"
 

@@ -26,7 +26,7 @@
 #include "server/base/escape.h"
 
 #include "server/net/conn.h"
-#include "server/request/envoy.h"
+#include "server/envoy/rls.h"
 #include "server/stats/metrics.h"
 #include "server/grpc/pb.h"
 #include "server/net/protocol.h"

@@ -9,8 +9,8 @@
 #include "server/grpc/rlqs.h"
 
 #include "server/base/mem.h"
-#include "server/grpc/rlqs_pb.h"
-#include "server/request/quotas.h"
+#include "server/envoy/rlqs_pb.h"
+#include "server/envoy/rlqs.h"
 #include "server/request/request.h"
 
 #include <stdlib.h>

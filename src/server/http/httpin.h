@@ -7,7 +7,7 @@
 #include "ratelimit/ratelimit.h"
 #include "ratelimit/store.h"
 #include "server/config/config.h"
-#include "server/request/envoy.h"
+#include "server/envoy/rls.h"
 #include "server/base/obuf.h"
 #include "server/request/request.h"
 

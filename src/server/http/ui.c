@@ -4,7 +4,7 @@
 #include "server/http/httpin.h"
 #include "server/http/reply.h"
 #include "server/request/decide.h"
-#include "server/request/envoy.h"
+#include "server/envoy/rls.h"
 #include "server/request/report.h"
 #include "server/request/srv.h"
 

@@ -9,9 +9,9 @@
 #include "server/base/escape.h"
 #include "server/base/mem.h"
 #include "server/request/decide.h"
-#include "server/request/quotas.h"
-#include "server/request/quotas_sync.h"
-#include "server/request/report_quotas.h"
+#include "server/envoy/rlqs.h"
+#include "server/envoy/rlqs_sync.h"
+#include "server/envoy/rlqs_report.h"
 #include "server/request/srv.h"
 #include "server/stats/top.h"
 

@@ -2,8 +2,8 @@
  * policies with a per-thread cache in front, and the id -> name table. */
 #include "server/request/srv.h"
 
-#include "server/request/quotas.h"
-#include "server/request/quotas_sync.h"
+#include "server/envoy/rlqs.h"
+#include "server/envoy/rlqs_sync.h"
 
 #include "server/backend/backend.h"
 #include "server/base/clock.h"

@@ -2,7 +2,7 @@
  * interval (or when a new bucket awaits its first claim), walks the policy buckets a chunk at
  * a time: a snapshot of the chunk under the quota state's lock, its exchanges with Redis
  * without it, its answers applied under it again (a bucket retired meanwhile is skipped). */
-#include "server/request/quotas_sync.h"
+#include "server/envoy/rlqs_sync.h"
 
 #include "server/base/clock.h"
 #include "server/base/log.h"

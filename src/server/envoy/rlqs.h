@@ -22,7 +22,7 @@
 #include "ratelimit/ratelimit.h"
 #include "server/backend/backend.h"
 #include "server/config/config.h"
-#include "server/request/quotas_counters.h"
+#include "server/envoy/rlqs_counters.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
 /* A BucketId's quota rule as the quota state reads it (quotas_rule.h). */
-#include "server/request/quotas_rule.h"
+#include "server/envoy/rlqs_rule.h"
 
 #include "server/base/log.h"
 

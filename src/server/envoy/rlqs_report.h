@@ -6,7 +6,7 @@
 #define RLT_SERVER_REQUEST_REPORT_QUOTAS_H
 
 #include "server/base/obuf.h"
-#include "server/request/quotas_view.h"
+#include "server/envoy/rlqs_view.h"
 
 /* Appends `"quotas":{"buckets":N,"redis":B,"top":RLT__QUOTAS_VIEW_TOP,"shown":[ROW, ...],
  * "other":ROW}` where ROW is {"domain","bucket" (percent-encoded as /v1/top's names; "" in

@@ -1,7 +1,7 @@
 /* The quota state's answers in a real Envoy's terms (quotas_envoy.h): whole-second durations,
  * the move of a bucket to the division of its real TTL, the penalty box's trigger and shadow
  * mode's would-be denials. */
-#include "server/request/quotas_envoy.h"
+#include "server/envoy/rlqs_envoy.h"
 
 rlt_ns rlt__quotas_fill(rlt_ns period)
 {

@@ -1,9 +1,9 @@
 /* An RLQS stream's unmatched BucketIds (quotas_unmatched.h): linear probing on a power-of-two
  * array at most half full, deletion by backward shift (no tombstones to sweep). */
-#include "server/request/quotas_unmatched.h"
+#include "server/envoy/rlqs_unmatched.h"
 
 #include "server/base/mem.h"
-#include "server/request/quotas_rule.h"
+#include "server/envoy/rlqs_rule.h"
 
 #include <stdlib.h>
 

@@ -3,16 +3,16 @@
  * to), one src/quota division per assignment TTL, and each stream's memberships (what it was
  * last sent, for blanket rules, shadow mode and penalty boxes, which the division does not
  * see).  A bucket's key starts with its stream's tenant prefix, so tenants never share one. */
-#include "server/request/quotas.h"
-#include "server/request/quotas_int.h"
-#include "server/request/quotas_redis.h"
+#include "server/envoy/rlqs.h"
+#include "server/envoy/rlqs_int.h"
+#include "server/envoy/rlqs_redis.h"
 
 #include "server/base/log.h"
 #include "server/base/mem.h"
-#include "server/request/quotas_envoy.h"
-#include "server/request/quotas_hold.h"
-#include "server/request/quotas_rule.h"
-#include "server/request/quotas_unmatched.h"
+#include "server/envoy/rlqs_envoy.h"
+#include "server/envoy/rlqs_hold.h"
+#include "server/envoy/rlqs_rule.h"
+#include "server/envoy/rlqs_unmatched.h"
 
 #include <assert.h>
 

@@ -12,7 +12,7 @@
  * later window it already holds, so that can deny until the window really ends, never admit
  * more. */
 #include "core/text.h"
-#include "server/request/envoy.h"
+#include "server/envoy/rls.h"
 
 #include "server/config/units.h"
 #include "server/base/clock.h"

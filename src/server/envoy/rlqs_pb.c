@@ -10,7 +10,7 @@
  *   RateLimitStrategy            1 blanket_rule (ALLOW_ALL 0, DENY_ALL 1), 3 token_bucket
  *   TokenBucket                  1 max_tokens, 2 tokens_per_fill (UInt32Value), 3 fill_interval
  *   Duration                     1 seconds, 2 nanos */
-#include "server/grpc/rlqs_pb.h"
+#include "server/envoy/rlqs_pb.h"
 
 #include "proto/pbwire.h"
 

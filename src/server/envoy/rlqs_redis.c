@@ -2,10 +2,10 @@
  * snapshots taken a chunk at a time, their answers applied, each claim's deadline, the fail
  * modes, and the amounts retired buckets still hold under their key.  The records are
  * quotas_int.h's; this file takes the state's lock itself (never calling into quotas.c). */
-#include "server/request/quotas_redis.h"
+#include "server/envoy/rlqs_redis.h"
 
 #include "server/base/mem.h"
-#include "server/request/quotas_envoy.h"
+#include "server/envoy/rlqs_envoy.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -7,7 +7,7 @@
 #define RLT_SERVER_REQUEST_QUOTAS_SYNC_H
 
 #include "server/backend/backend.h"
-#include "server/request/quotas_redis.h"
+#include "server/envoy/rlqs_redis.h"
 
 #include <stdint.h>
 

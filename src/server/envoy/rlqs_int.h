@@ -7,8 +7,8 @@
 
 #include "quota/quota.h"
 #include "server/config/config.h"
-#include "server/request/quotas_counters.h"
-#include "server/request/quotas_hold.h"
+#include "server/envoy/rlqs_counters.h"
+#include "server/envoy/rlqs_hold.h"
 
 #include <pthread.h>
 #include <stdbool.h>

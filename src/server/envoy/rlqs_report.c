@@ -1,5 +1,5 @@
 /* The RLQS quota buckets as JSON and Prometheus text (report_quotas.h), from one snapshot. */
-#include "server/request/report_quotas.h"
+#include "server/envoy/rlqs_report.h"
 
 #include "server/base/escape.h"
 #include "server/stats/metrics.h"

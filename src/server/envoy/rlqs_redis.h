@@ -6,7 +6,7 @@
 #define RLT_SERVER_REQUEST_QUOTAS_REDIS_H
 
 #include "server/backend/backend.h"
-#include "server/request/quotas_int.h"
+#include "server/envoy/rlqs_int.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /* The RLQS quota state's holders (quotas_hold.h): a chained table of per-client counts. */
-#include "server/request/quotas_hold.h"
+#include "server/envoy/rlqs_hold.h"
 
 #include "server/base/mem.h"
 

@@ -2,9 +2,9 @@
  * lock, its division's ledger counted at `now`; the top RLT__QUOTAS_VIEW_TOP by demand are kept
  * in a small array sorted by insertion (20 rows: a shift costs less than a heap's bookkeeping),
  * every bucket pushed out of it is added to `other`. */
-#include "server/request/quotas_view.h"
-#include "server/request/quotas.h"
-#include "server/request/quotas_int.h"
+#include "server/envoy/rlqs_view.h"
+#include "server/envoy/rlqs.h"
+#include "server/envoy/rlqs_int.h"
 
 #include <string.h>
 

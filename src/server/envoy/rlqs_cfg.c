@@ -2,7 +2,7 @@
  * by a map of keys and values and gives them a global budget (a policy) or a blanket rule;
  * `quota_default:` answers the BucketIds none matches, `assignment_ttl:` how long an
  * assignment lives. */
-#include "server/config/quota_cfg.h"
+#include "server/envoy/rlqs_cfg.h"
 
 #include "server/config/config.h"
 #include "server/config/yaml.h"
