@@ -10,18 +10,18 @@
 #include <stdio.h>
 #include <string.h>
 
-static inline rlt__quotas_answer quotas_usage(rlt__quotas *q, const rlt__config *c,
-                                              rlt__quotas_stream *st, const char *name,
+static inline rlt__rlqs_answer quotas_usage(rlt__rlqs *q, const rlt__config *c,
+                                              rlt__rlqs_stream *st, const char *name,
                                               const char *value, int rate, rlt_ns now)
 {
     rlt__entry e = {name, strlen(name), value, strlen(value)};
     char key[128];
     int klen = snprintf(key, sizeof key, "%s=%s", name, value);
-    rlt__quotas_usage u = {&e, 1, key, (size_t)klen, RLT_NS_PER_S, (uint64_t)rate, 0};
-    rlt__quotas_answer a;
-    rlt__quotas_lock(q);
-    int rc = rlt__quotas_report(q, c, st, "q", 1, &u, now, &a);
-    rlt__quotas_unlock(q);
+    rlt__rlqs_use u = {&e, 1, key, (size_t)klen, RLT_NS_PER_S, (uint64_t)rate, 0};
+    rlt__rlqs_answer a;
+    rlt__rlqs_lock(q);
+    int rc = rlt__rlqs_report(q, c, st, "q", 1, &u, now, &a);
+    rlt__rlqs_unlock(q);
     if (rc != RLT_OK) a.kind = -100 - rc;
     return a;
 }

@@ -38,13 +38,13 @@ static rlt__config *config(void)
     return c;
 }
 
-static rlt__quotas_stream *stream(rlt__quotas *q)
+static rlt__rlqs_stream *stream(rlt__rlqs *q)
 {
-    rlt__quotas_stream *st = NULL;
-    return rlt__quotas_stream_new(q, &st) == RLT_OK ? st : NULL;
+    rlt__rlqs_stream *st = NULL;
+    return rlt__rlqs_stream_new(q, &st) == RLT_OK ? st : NULL;
 }
 
-static int64_t sum_demand(const rlt__quotas_view *v)
+static int64_t sum_demand(const rlt__rlqs_view *v)
 {
     int64_t d = v->other.demand;
     for (size_t i = 0; i < v->nrows; i++)
@@ -55,11 +55,11 @@ static int64_t sum_demand(const rlt__quotas_view *v)
 TEST(ten_thousand_buckets_show_the_top_twenty_and_sum_the_rest)
 {
     rlt__config *c = config();
-    rlt__quotas *q;
+    rlt__rlqs *q;
     ASSERT(c != NULL);
-    ASSERT_EQ(rlt__quotas_open(&q), RLT_OK);
+    ASSERT_EQ(rlt__rlqs_open(&q), RLT_OK);
     rlt_ns now = 10 * S;
-    rlt__quotas_stream *web[3], *api[10];
+    rlt__rlqs_stream *web[3], *api[10];
     int64_t want = 0;
     for (int i = 0; i < 3; i++) {
         ASSERT((web[i] = stream(q)) != NULL);
@@ -77,12 +77,12 @@ TEST(ten_thousand_buckets_show_the_top_twenty_and_sum_the_rest)
             want += j % 13;
         }
     }
-    rlt__quotas_view v;
-    rlt__quotas_view_get(q, now, &v);
+    rlt__rlqs_view v;
+    rlt__rlqs_view_get(q, now, &v);
     ASSERT_EQ(v.at, now);
     ASSERT_EQ(v.buckets, 10001);
-    ASSERT_EQ(v.nrows, RLT__QUOTAS_VIEW_TOP);
-    ASSERT_EQ(v.nother, 10001 - RLT__QUOTAS_VIEW_TOP);
+    ASSERT_EQ(v.nrows, RLT__RLQS_VIEW_TOP);
+    ASSERT_EQ(v.nother, 10001 - RLT__RLQS_VIEW_TOP);
     ASSERT_STR_EQ(v.rows[0].domain, "q");
     ASSERT_STR_EQ(v.rows[0].bucket, "name=web");
     ASSERT_EQ(v.rows[0].members, 3);
@@ -112,70 +112,70 @@ TEST(ten_thousand_buckets_show_the_top_twenty_and_sum_the_rest)
     ASSERT_EQ(left, budget - assigned);
     ASSERT_STR_EQ(v.other.bucket, "");
     for (int i = 0; i < 3; i++)
-        rlt__quotas_stream_end(q, web[i], now);
+        rlt__rlqs_stream_end(q, web[i], now);
     for (int i = 0; i < 10; i++)
-        rlt__quotas_stream_end(q, api[i], now);
-    rlt__quotas_close(q);
+        rlt__rlqs_stream_end(q, api[i], now);
+    rlt__rlqs_close(q);
     rlt__config_free(c);
 }
 
 TEST(departed_members_assignments_count_until_their_ttl_and_not_after)
 {
     rlt__config *c = config();
-    rlt__quotas *q;
+    rlt__rlqs *q;
     ASSERT(c != NULL);
-    ASSERT_EQ(rlt__quotas_open(&q), RLT_OK);
+    ASSERT_EQ(rlt__rlqs_open(&q), RLT_OK);
     rlt_ns now = 10 * S;
-    rlt__quotas_stream *a = stream(q), *b = stream(q);
-    rlt__quotas_answer x = quotas_usage(q, c, a, "name", "web", 50, now);
-    rlt__quotas_answer y = quotas_usage(q, c, b, "name", "web", 50, now);
+    rlt__rlqs_stream *a = stream(q), *b = stream(q);
+    rlt__rlqs_answer x = quotas_usage(q, c, a, "name", "web", 50, now);
+    rlt__rlqs_answer y = quotas_usage(q, c, b, "name", "web", 50, now);
     ASSERT_EQ(x.kind, RLT__QA_TOKEN_BUCKET);
     ASSERT_EQ(y.kind, RLT__QA_TOKEN_BUCKET);
-    rlt__quotas_view v;
-    rlt__quotas_view_get(q, now, &v);
+    rlt__rlqs_view v;
+    rlt__rlqs_view_get(q, now, &v);
     ASSERT_EQ(v.nrows, 1);
     ASSERT_EQ(v.rows[0].members, 2);
     ASSERT_EQ(v.rows[0].assigned_q, (int64_t)x.tokens_per_fill + y.tokens_per_fill);
     ASSERT_EQ(v.rows[0].assigned_b, (int64_t)x.max_tokens + y.max_tokens);
-    rlt__quotas_stream_end(q, a, now);
-    rlt__quotas_stream_end(q, b, now);
-    rlt__quotas_view_get(q, now + 1 * MS, &v);
+    rlt__rlqs_stream_end(q, a, now);
+    rlt__rlqs_stream_end(q, b, now);
+    rlt__rlqs_view_get(q, now + 1 * MS, &v);
     ASSERT_EQ(v.rows[0].members, 0);
     ASSERT_EQ(v.rows[0].departed, 2);
     ASSERT_EQ(v.rows[0].demand, 0); /* demand is the open streams' */
     ASSERT_EQ(v.rows[0].assigned_q, (int64_t)x.tokens_per_fill + y.tokens_per_fill);
-    rlt__quotas_view_get(q, now + x.ttl, &v); /* the TTL has run out: nothing is held */
+    rlt__rlqs_view_get(q, now + x.ttl, &v); /* the TTL has run out: nothing is held */
     ASSERT_EQ(v.rows[0].assigned_q, 0);
     ASSERT_EQ(v.rows[0].assigned_b, 0);
     ASSERT_EQ(v.rows[0].left_q, 200);
     ASSERT_EQ(v.rows[0].left_b, 40);
-    rlt__quotas_close(q);
+    rlt__rlqs_close(q);
     rlt__config_free(c);
 }
 
 TEST(a_blanket_rules_bucket_shows_its_streams_and_no_budget)
 {
     rlt__config *c = config();
-    rlt__quotas *q;
+    rlt__rlqs *q;
     ASSERT(c != NULL);
-    ASSERT_EQ(rlt__quotas_open(&q), RLT_OK);
-    rlt__quotas_stream *a = stream(q), *b = stream(q);
+    ASSERT_EQ(rlt__rlqs_open(&q), RLT_OK);
+    rlt__rlqs_stream *a = stream(q), *b = stream(q);
     ASSERT_EQ(quotas_usage(q, c, a, "name", "closed", 5, S).kind, RLT__QA_DENY_ALL);
     ASSERT_EQ(quotas_usage(q, c, b, "name", "closed", 5, S).kind, RLT__QA_DENY_ALL);
-    rlt__quotas_view v;
-    rlt__quotas_view_get(q, S, &v);
+    rlt__rlqs_view v;
+    rlt__rlqs_view_get(q, S, &v);
     ASSERT_EQ(v.nrows, 1);
     ASSERT_EQ(v.rows[0].kind, RLT__QUOTA_DENY_ALL);
-    ASSERT_STR_EQ(rlt__quotas_view_kind(v.rows[0].kind), "deny_all");
+    ASSERT_STR_EQ(rlt__rlqs_view_kind(v.rows[0].kind), "deny_all");
     ASSERT_EQ(v.rows[0].rule, 2);
     ASSERT_STR_EQ(v.rows[0].policy, "");
     ASSERT_EQ(v.rows[0].members, 2);
     ASSERT_EQ(v.rows[0].budget_q, 0);
     ASSERT_EQ(v.rows[0].assigned_q, 0);
     ASSERT_EQ(v.rows[0].claim, RLT__QV_CLAIM_NONE);
-    rlt__quotas_stream_end(q, a, S);
-    rlt__quotas_stream_end(q, b, S);
-    rlt__quotas_close(q);
+    rlt__rlqs_stream_end(q, a, S);
+    rlt__rlqs_stream_end(q, b, S);
+    rlt__rlqs_close(q);
     rlt__config_free(c);
 }
 
@@ -187,47 +187,47 @@ static void nop(void *arg)
 TEST(redis_mode_rows_carry_the_claims)
 {
     rlt__config *c = config();
-    rlt__quotas *q;
+    rlt__rlqs *q;
     ASSERT(c != NULL);
-    ASSERT_EQ(rlt__quotas_open(&q), RLT_OK);
-    rlt__quotas_redis_mode(q, nop, NULL);
+    ASSERT_EQ(rlt__rlqs_open(&q), RLT_OK);
+    rlt__rlqs_redis_mode(q, nop, NULL);
     rlt_ns now = 10 * S;
-    rlt__quotas_stream *a = stream(q);
+    rlt__rlqs_stream *a = stream(q);
     quotas_usage(q, c, a, "name", "web", 50, now);
-    rlt__quotas_view v;
-    rlt__quotas_view_get(q, now, &v);
+    rlt__rlqs_view v;
+    rlt__rlqs_view_get(q, now, &v);
     ASSERT(v.redis);
     ASSERT_EQ(v.rows[0].claim, RLT__QV_CLAIM_UNCLAIMED);
     ASSERT_EQ(v.rows[0].budget_q, 0); /* divides nothing before its first claim */
-    rlt__quotas_chunk ch = {0};
-    rlt__quotas_chunk_begin(&ch);
-    ASSERT_EQ(rlt__quotas_claims(q, now, S, &ch), RLT_OK);
+    rlt__rlqs_chunk ch = {0};
+    rlt__rlqs_chunk_begin(&ch);
+    ASSERT_EQ(rlt__rlqs_claims(q, now, S, &ch), RLT_OK);
     ASSERT_EQ(ch.n, 1);
     rlt__quota_exchange *x = &ch.c[0].x;
     ch.c[0].began = now;
     x->status = RLT_OK;
     x->budget_q = x->claim_q = 120;
     x->budget_b = x->claim_b = 24;
-    ASSERT_EQ(rlt__quotas_claims_apply(q, ch.c, ch.n, now), 0);
-    rlt__quotas_chunk_free(&ch);
-    rlt__quotas_view_get(q, now, &v);
+    ASSERT_EQ(rlt__rlqs_claims_apply(q, ch.c, ch.n, now), 0);
+    rlt__rlqs_chunk_free(&ch);
+    rlt__rlqs_view_get(q, now, &v);
     ASSERT_EQ(v.rows[0].claim, RLT__QV_CLAIM_CLAIMED);
-    ASSERT_STR_EQ(rlt__quotas_view_claim_name(v.rows[0].claim), "claimed");
+    ASSERT_STR_EQ(rlt__rlqs_view_claim_name(v.rows[0].claim), "claimed");
     ASSERT_EQ(v.rows[0].claim_q, 120);
     ASSERT_EQ(v.rows[0].claim_b, 24);
     ASSERT_EQ(v.rows[0].budget_q, 120);
     ASSERT_EQ(v.other.claim_q, 0);
-    rlt__quotas_stream_end(q, a, now);
-    rlt__quotas_redis_mode(q, NULL, NULL);
-    rlt__quotas_close(q);
+    rlt__rlqs_stream_end(q, a, now);
+    rlt__rlqs_redis_mode(q, NULL, NULL);
+    rlt__rlqs_close(q);
     rlt__config_free(c);
 }
 
 TEST(a_view_of_no_state_is_empty)
 {
-    rlt__quotas_view v;
+    rlt__rlqs_view v;
     memset(&v, 0xab, sizeof v);
-    rlt__quotas_view_get(NULL, 5 * S, &v);
+    rlt__rlqs_view_get(NULL, 5 * S, &v);
     ASSERT_EQ(v.at, 5 * S);
     ASSERT_EQ(v.buckets, 0);
     ASSERT_EQ(v.nrows, 0);

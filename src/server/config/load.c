@@ -5,7 +5,7 @@
  * are rules.c's, the typed node readers yaml.c's. */
 #include "server/config/load.h"
 
-#include "server/envoy/rlqs_cfg.h"
+#include "server/config/rlqs_cfg.h"
 #include "server/config/rules.h"
 #include "server/config/yaml.h"
 
@@ -379,7 +379,7 @@ static int parse_root(rlt__cy *x, yaml_node_t *root)
     yaml_node_t *q = qb ? qb : qdefault ? qdefault : qttl;
     if (q != NULL && domain == NULL) return rlt__cy_fail(x, q, "quota buckets need a domain");
     if (domain != NULL &&
-        rlt__cy_parse_quota(x, &x->c->domains[x->c->ndomains - 1], qb, qdefault, qttl) != RLT_OK)
+        rlt__rlqs_cfg_parse(x, &x->c->domains[x->c->ndomains - 1], qb, qdefault, qttl) != RLT_OK)
         return RLT_EPARSE;
     if (rlt__cy_check_rule_names(x) != RLT_OK) return RLT_EPARSE;
     if (tiers != NULL && rlt__cy_parse_tiers(x, tiers) != RLT_OK) return RLT_EPARSE;

@@ -24,11 +24,11 @@
  * beside this file's own records. */
 #define DIVISION_BUCKET_BYTES 256
 #define DIVISION_MEMBER_BYTES 192
-#define MAX_DIVISIONS RLT__QUOTAS_MAX_DIVISIONS
-#define MAX_UNKNOWN_LOGGED RLT__QUOTAS_MAX_UNKNOWN
+#define MAX_DIVISIONS RLT__RLQS_MAX_DIVISIONS
+#define MAX_UNKNOWN_LOGGED RLT__RLQS_MAX_UNKNOWN
 
-typedef rlt__quotas_division division;
-typedef rlt__quotas_bucket bucket;
+typedef rlt__rlqs_division division;
+typedef rlt__rlqs_bucket bucket;
 
 /* One stream's membership of a bucket. */
 typedef struct member {
@@ -44,13 +44,13 @@ typedef struct joined {
     uint32_t sid;
 } joined;
 
-struct rlt__quotas_stream {
+struct rlt__rlqs_stream {
     member **tab; /* by bucket hash */
     size_t cap, n;
     joined js[MAX_DIVISIONS];
     size_t njs;
-    rlt__quotas_holder *holder;      /* NULL: none (no per-client cap) */
-    rlt__quotas_unmatched unmatched; /* its BucketIds that match no rule */
+    rlt__rlqs_holder *holder;      /* NULL: none (no per-client cap) */
+    rlt__rlqs_unmatched unmatched; /* its BucketIds that match no rule */
     size_t plen;
     char prefix[RLT__STR_MAX]; /* the tenant's key prefix, plen bytes */
 };
@@ -65,9 +65,9 @@ static void give(size_t n)
     rlt__mem_conn_give(n);
 }
 
-int rlt__quotas_open(rlt__quotas **out)
+int rlt__rlqs_open(rlt__rlqs **out)
 {
-    rlt__quotas *q = calloc(1, sizeof *q);
+    rlt__rlqs *q = calloc(1, sizeof *q);
     if (q == NULL) return RLT_ENOMEM;
     q->cap = 1024;
     q->tab = calloc(q->cap, sizeof *q->tab);
@@ -87,18 +87,18 @@ static size_t bucket_bytes(const bucket *b)
     return sizeof *b + b->klen + (b->kind == RLT__QUOTA_POLICY ? DIVISION_BUCKET_BYTES : 0);
 }
 
-static void bucket_free(rlt__quotas *q, bucket *b)
+static void bucket_free(rlt__rlqs *q, bucket *b)
 {
     if (b->holder != NULL) {
         assert(b->holder->buckets > 0);
         b->holder->buckets--;
-        rlt__quotas_holder_release(q->holders, b->holder);
+        rlt__rlqs_holder_release(q->holders, b->holder);
     }
     give(bucket_bytes(b));
     free(b);
 }
 
-void rlt__quotas_close(rlt__quotas *q)
+void rlt__rlqs_close(rlt__rlqs *q)
 {
     if (q == NULL) return;
     for (size_t i = 0; i < q->cap; i++)
@@ -110,20 +110,20 @@ void rlt__quotas_close(rlt__quotas *q)
         rlt__quota_close(q->dvs[i].div);
     for (size_t i = 0; i < q->nunknown; i++)
         free(q->unknown[i]);
-    rlt__quotas_redis_sweep(q, INT64_MAX);
-    rlt__quotas_holders_free(q->holders);
+    rlt__rlqs_redis_sweep(q, INT64_MAX);
+    rlt__rlqs_holders_free(q->holders);
     free(q->holders);
     free(q->tab);
     pthread_mutex_destroy(&q->lock);
     free(q);
 }
 
-void rlt__quotas_lock(rlt__quotas *q)
+void rlt__rlqs_lock(rlt__rlqs *q)
 {
     pthread_mutex_lock(&q->lock);
 }
 
-void rlt__quotas_unlock(rlt__quotas *q)
+void rlt__rlqs_unlock(rlt__rlqs *q)
 {
     pthread_mutex_unlock(&q->lock);
 }
@@ -143,7 +143,7 @@ static bool same_key(const bucket *b, uint64_t h, const char *domain, size_t dle
            b->key[dlen] == '\0' && memcmp(b->key + dlen + 1, key, klen) == 0;
 }
 
-static void unlink_bucket(rlt__quotas *q, bucket *b)
+static void unlink_bucket(rlt__rlqs *q, bucket *b)
 {
     bucket **pp = &q->tab[b->hash & (q->cap - 1)];
     while (*pp != b)
@@ -152,7 +152,7 @@ static void unlink_bucket(rlt__quotas *q, bucket *b)
     q->n--;
 }
 
-static void grow_table(rlt__quotas *q)
+static void grow_table(rlt__rlqs *q)
 {
     size_t cap = q->cap * 2;
     bucket **t = calloc(cap, sizeof *t);
@@ -170,20 +170,20 @@ static void grow_table(rlt__quotas *q)
 
 /* Retires a bucket: out of the table, its division bucket closed (the members leave it; its
  * ledger keeps their live assignments until they expire, then a sweep frees it). */
-static void retire(rlt__quotas *q, bucket *b, rlt_ns now)
+static void retire(rlt__rlqs *q, bucket *b, rlt_ns now)
 {
     if (b->dead) return;
     unlink_bucket(q, b);
     b->dead = true;
     if (b->kind == RLT__QUOTA_POLICY) {
         /* Redis mode: the key's claim keeps covering its live assignments */
-        if (q->redis) rlt__quotas_redis_retire(q, b, now);
+        if (q->redis) rlt__rlqs_redis_retire(q, b, now);
         rlt__quota_bucket_close(b->dv->div, b->qb);
     }
     if (b->refs == 0) bucket_free(q, b);
 }
 
-static division *division_for(rlt__quotas *q, rlt_ns ttl)
+static division *division_for(rlt__rlqs *q, rlt_ns ttl)
 {
     for (size_t i = 0; i < q->ndvs; i++)
         if (q->dvs[i].ttl == ttl) return &q->dvs[i];
@@ -192,8 +192,8 @@ static division *division_for(rlt__quotas *q, rlt_ns ttl)
      * per interval (src/quota's defaults for I = ttl / 3). */
     rlt__quota_options o = {.report_interval = ttl / 3,
                             .ttl = ttl,
-                            .max_buckets = RLT__QUOTAS_MAX_BUCKETS,
-                            .max_buckets_per_stream = RLT__QUOTAS_MAX_PER_STREAM};
+                            .max_buckets = RLT__RLQS_MAX_BUCKETS,
+                            .max_buckets_per_stream = RLT__RLQS_MAX_PER_STREAM};
     division *d = &q->dvs[q->ndvs];
     if (rlt__quota_open(&d->div, &o) != RLT_OK) return NULL;
     d->ttl = ttl;
@@ -203,15 +203,15 @@ static division *division_for(rlt__quotas *q, rlt_ns ttl)
 
 /* Whether b still answers under cfg: its rule is the same (a reload kept it).  Else false. */
 static bool still_valid(bucket *b, const rlt__config *cfg, const char *domain, size_t dlen,
-                        const rlt__quotas_usage *u)
+                        const rlt__rlqs_use *u)
 {
     if (b->cfg == cfg) return true;
     const rlt__domain *d = rlt__config_domain(cfg, domain, dlen);
     if (d == NULL) return false;
-    const rlt__qrule *r = rlt__quotas_rule_of(d, u->pairs, u->npairs);
-    int kind = rlt__quotas_kind(d, r);
-    if (!rlt__quotas_same_rule(r, b->rule) || kind != b->kind ||
-        rlt__quotas_default_ttl(d, r, b->observed, RLT__QUOTAS_MIN_TTL) !=
+    const rlt__qrule *r = rlt__rlqs_rule_of(d, u->pairs, u->npairs);
+    int kind = rlt__rlqs_rule_kind(d, r);
+    if (!rlt__rlqs_same_rule(r, b->rule) || kind != b->kind ||
+        rlt__rlqs_default_ttl(d, r, b->observed, RLT__RLQS_MIN_TTL) !=
             b->ttl) /* the domain's assignment_ttl changed */
         return false;
     b->cfg = cfg;
@@ -220,12 +220,12 @@ static bool still_valid(bucket *b, const rlt__config *cfg, const char *domain, s
 }
 
 /* A new bucket of rule r (matched), its key scope (tenant prefix + domain), NUL, the BucketId. */
-static int new_bucket(rlt__quotas *q, const rlt__config *cfg, const rlt__domain *d,
+static int new_bucket(rlt__rlqs *q, const rlt__config *cfg, const rlt__domain *d,
                       const rlt__qrule *r, const char *scope, size_t slen,
-                      const rlt__quotas_usage *u, uint64_t h, rlt_ns now, bucket **out)
+                      const rlt__rlqs_use *u, uint64_t h, rlt_ns now, bucket **out)
 {
-    if (q->n >= RLT__QUOTAS_MAX_BUCKETS) return RLT_EFULL;
-    int kind = rlt__quotas_kind(d, r);
+    if (q->n >= RLT__RLQS_MAX_BUCKETS) return RLT_EFULL;
+    int kind = rlt__rlqs_rule_kind(d, r);
     size_t klen = slen + 1 + u->klen;
     bucket probe = {.klen = klen, .kind = kind};
     if (!take(bucket_bytes(&probe))) return RLT_ENOMEM;
@@ -239,14 +239,14 @@ static int new_bucket(rlt__quotas *q, const rlt__config *cfg, const rlt__domain 
     b->cfg = cfg;
     b->rule = r;
     b->observed = u->elapsed;
-    b->ttl = rlt__quotas_default_ttl(d, r, u->elapsed, RLT__QUOTAS_MIN_TTL);
+    b->ttl = rlt__rlqs_default_ttl(d, r, u->elapsed, RLT__RLQS_MIN_TTL);
     b->idle_since = now;
     memcpy(b->key, scope, slen);
     memcpy(b->key + slen + 1, u->key, u->klen);
-    b->provisional = u->elapsed <= 0 && !rlt__quotas_ttl_set(d, r);
+    b->provisional = u->elapsed <= 0 && !rlt__rlqs_ttl_set(d, r);
     if (kind == RLT__QUOTA_POLICY) {
         rlt__quota_budget bg;
-        int e = rlt__quotas_budget_of(&r->policy, &bg);
+        int e = rlt__rlqs_budget_of(&r->policy, &bg);
         if (e == RLT_OK)
             e = (b->dv = division_for(q, b->ttl)) == NULL
                     ? RLT_EFULL
@@ -257,7 +257,7 @@ static int new_bucket(rlt__quotas *q, const rlt__config *cfg, const rlt__domain 
         }
         b->cap_q = bg.limit;
         b->cap_b = bg.burst;
-        if (q->redis) rlt__quotas_redis_new(q, b);
+        if (q->redis) rlt__rlqs_redis_new(q, b);
     }
     b->id = ++q->next_id;
     b->next = q->tab[h & (q->cap - 1)];
@@ -269,12 +269,12 @@ static int new_bucket(rlt__quotas *q, const rlt__config *cfg, const rlt__domain 
 
 /* ---- streams ---------------------------------------------------------------------------- */
 
-int rlt__quotas_stream_new_for(rlt__quotas *q, const rlt__quotas_client *who,
-                               rlt__quotas_stream **out)
+int rlt__rlqs_stream_new_for(rlt__rlqs *q, const rlt__rlqs_client *who,
+                               rlt__rlqs_stream **out)
 {
     if (who != NULL && who->plen >= RLT__STR_MAX) return RLT_EINVAL;
-    if (!take(sizeof(rlt__quotas_stream))) return RLT_ENOMEM;
-    rlt__quotas_stream *st = calloc(1, sizeof *st);
+    if (!take(sizeof(rlt__rlqs_stream))) return RLT_ENOMEM;
+    rlt__rlqs_stream *st = calloc(1, sizeof *st);
     if (st == NULL) {
         give(sizeof *st);
         return RLT_ENOMEM;
@@ -284,13 +284,13 @@ int rlt__quotas_stream_new_for(rlt__quotas *q, const rlt__quotas_client *who,
         st->plen = who->plen;
     }
     int e = RLT_OK;
-    rlt__quotas_lock(q);
+    rlt__rlqs_lock(q);
     if (who != NULL && who->holder != 0) {
-        rlt__quotas_holder *h = rlt__quotas_holder_get(q->holders, who->holder);
+        rlt__rlqs_holder *h = rlt__rlqs_holder_get(q->holders, who->holder);
         if (h == NULL) {
             e = RLT_ENOMEM;
         } else if (who->max_streams > 0 && h->streams >= who->max_streams) {
-            rlt__quotas_holder_release(q->holders, h);
+            rlt__rlqs_holder_release(q->holders, h);
             e = RLT_EFULL;
         } else {
             h->streams++;
@@ -298,7 +298,7 @@ int rlt__quotas_stream_new_for(rlt__quotas *q, const rlt__quotas_client *who,
         }
     }
     if (e == RLT_OK) q->streams++;
-    rlt__quotas_unlock(q);
+    rlt__rlqs_unlock(q);
     if (e != RLT_OK) {
         free(st);
         give(sizeof *st);
@@ -308,12 +308,12 @@ int rlt__quotas_stream_new_for(rlt__quotas *q, const rlt__quotas_client *who,
     return RLT_OK;
 }
 
-int rlt__quotas_stream_new(rlt__quotas *q, rlt__quotas_stream **out)
+int rlt__rlqs_stream_new(rlt__rlqs *q, rlt__rlqs_stream **out)
 {
-    return rlt__quotas_stream_new_for(q, NULL, out);
+    return rlt__rlqs_stream_new_for(q, NULL, out);
 }
 
-static void unref(rlt__quotas *q, bucket *b, rlt_ns now)
+static void unref(rlt__rlqs *q, bucket *b, rlt_ns now)
 {
     if (--b->refs > 0) return;
     if (b->dead)
@@ -322,7 +322,7 @@ static void unref(rlt__quotas *q, bucket *b, rlt_ns now)
         b->idle_since = now;
 }
 
-static void member_drop(rlt__quotas *q, rlt__quotas_stream *st, member *m, rlt_ns now)
+static void member_drop(rlt__rlqs *q, rlt__rlqs_stream *st, member *m, rlt_ns now)
 {
     member **pp = &st->tab[m->b->hash & (st->cap - 1)];
     while (*pp != m)
@@ -335,10 +335,10 @@ static void member_drop(rlt__quotas *q, rlt__quotas_stream *st, member *m, rlt_n
     give(sizeof *m + DIVISION_MEMBER_BYTES);
 }
 
-void rlt__quotas_stream_end(rlt__quotas *q, rlt__quotas_stream *st, rlt_ns now)
+void rlt__rlqs_stream_end(rlt__rlqs *q, rlt__rlqs_stream *st, rlt_ns now)
 {
     if (st == NULL) return;
-    rlt__quotas_lock(q);
+    rlt__rlqs_lock(q);
     for (size_t i = 0; i < st->cap; i++)
         for (member *m = st->tab[i], *nx; m != NULL; m = nx) {
             nx = m->next;
@@ -351,18 +351,18 @@ void rlt__quotas_stream_end(rlt__quotas *q, rlt__quotas_stream *st, rlt_ns now)
         rlt__quota_stream_close(st->js[i].dv->div, st->js[i].sid);
     if (st->holder != NULL) {
         st->holder->streams--;
-        rlt__quotas_holder_release(q->holders, st->holder);
+        rlt__rlqs_holder_release(q->holders, st->holder);
     }
     q->streams--;
-    rlt__quotas_unlock(q);
-    rlt__quotas_unmatched_free(&st->unmatched);
+    rlt__rlqs_unlock(q);
+    rlt__rlqs_unmatched_free(&st->unmatched);
     give(st->cap * sizeof *st->tab);
     free(st->tab);
     free(st);
     give(sizeof *st);
 }
 
-static member *member_find(rlt__quotas_stream *st, uint64_t h, const char *domain, size_t dlen,
+static member *member_find(rlt__rlqs_stream *st, uint64_t h, const char *domain, size_t dlen,
                            const char *key, size_t klen)
 {
     if (st->cap == 0) return NULL;
@@ -371,9 +371,9 @@ static member *member_find(rlt__quotas_stream *st, uint64_t h, const char *domai
     return NULL;
 }
 
-static int member_add(rlt__quotas *q, rlt__quotas_stream *st, bucket *b, member **out)
+static int member_add(rlt__rlqs *q, rlt__rlqs_stream *st, bucket *b, member **out)
 {
-    if (st->n >= RLT__QUOTAS_MAX_PER_STREAM) return RLT_EFULL;
+    if (st->n >= RLT__RLQS_MAX_PER_STREAM) return RLT_EFULL;
     if (st->n >= st->cap / 2) {
         size_t cap = st->cap ? st->cap * 2 : 8;
         if (!take((cap - st->cap) * sizeof *st->tab)) return RLT_ENOMEM;
@@ -410,7 +410,7 @@ static int member_add(rlt__quotas *q, rlt__quotas_stream *st, bucket *b, member 
 }
 
 /* The stream's id in division dv, opened on its first bucket there. */
-static int stream_in(rlt__quotas_stream *st, division *dv, uint32_t *sid)
+static int stream_in(rlt__rlqs_stream *st, division *dv, uint32_t *sid)
 {
     for (size_t i = 0; i < st->njs; i++)
         if (st->js[i].dv == dv) {
@@ -427,13 +427,13 @@ static int stream_in(rlt__quotas_stream *st, division *dv, uint32_t *sid)
 
 /* Frees, about once a second, what has outlived its TTL: the divisions' expired ledger
  * entries and departed members, and buckets no stream has reported for a TTL. */
-static void sweep(rlt__quotas *q, rlt_ns now)
+static void sweep(rlt__rlqs *q, rlt_ns now)
 {
     if (now - q->last_sweep < RLT_NS_PER_S) return;
     q->last_sweep = now;
     for (size_t i = 0; i < q->ndvs; i++)
         rlt__quota_sweep(q->dvs[i].div, now);
-    rlt__quotas_redis_sweep(q, now);
+    rlt__rlqs_redis_sweep(q, now);
     for (size_t i = 0; i < q->cap; i++)
         for (bucket *b = q->tab[i], *nx; b != NULL; b = nx) {
             nx = b->next;
@@ -442,7 +442,7 @@ static void sweep(rlt__quotas *q, rlt_ns now)
 }
 
 /* A blanket answer: sent first, when it changes, and when a third of its TTL has passed. */
-static void blanket(member *m, int kind, rlt_ns ttl, rlt_ns now, rlt__quotas_answer *a)
+static void blanket(member *m, int kind, rlt_ns ttl, rlt_ns now, rlt__rlqs_answer *a)
 {
     if (m->sent_kind == kind && now - m->sent_at < ttl / 3) return;
     a->kind = kind;
@@ -452,29 +452,29 @@ static void blanket(member *m, int kind, rlt_ns ttl, rlt_ns now, rlt__quotas_ans
 }
 
 /* Envoy's first report of a bucket has no elapsed: a default TTL from one is replaced at the
- * first report with one, a policy bucket moving to that TTL's division (rlt__quotas_move keeps
+ * first report with one, a policy bucket moving to that TTL's division (rlt__rlqs_move keeps
  * the budget safe; the full one is back after).  A failed move is tried at the next report. */
-static void settle(rlt__quotas *q, rlt__quotas_stream *st, const rlt__domain *d, bucket *b,
+static void settle(rlt__rlqs *q, rlt__rlqs_stream *st, const rlt__domain *d, bucket *b,
                    rlt_ns elapsed, rlt_ns now)
 {
     uint32_t sid;
     rlt__quota_budget bg;
     bool policy =
-        b->kind == RLT__QUOTA_POLICY && rlt__quotas_budget_of(&b->rule->policy, &bg) == RLT_OK;
+        b->kind == RLT__QUOTA_POLICY && rlt__rlqs_budget_of(&b->rule->policy, &bg) == RLT_OK;
     if (policy && b->lowered_until != 0 && now >= b->lowered_until) {
         b->lowered_until = 0;
         if (!q->redis) rlt__quota_bucket_budget(b->dv->div, b->qb, &bg);
     }
     if (!b->provisional || elapsed <= 0) return;
-    rlt_ns ttl = rlt__quotas_default_ttl(d, b->rule, elapsed, RLT__QUOTAS_MIN_TTL);
+    rlt_ns ttl = rlt__rlqs_default_ttl(d, b->rule, elapsed, RLT__RLQS_MIN_TTL);
     if (ttl != b->ttl && b->kind == RLT__QUOTA_POLICY) {
         division *dv = division_for(q, ttl);
         if (!policy || dv == NULL || stream_in(st, b->dv, &sid) != RLT_OK ||
-            rlt__quotas_move(b->dv->div, b->qb, sid, b->ttl, dv->div, &bg, now, &b->qb,
+            rlt__rlqs_move(b->dv->div, b->qb, sid, b->ttl, dv->div, &bg, now, &b->qb,
                              &b->lowered_until) != RLT_OK)
             return;
         b->dv = dv;
-        if (q->redis) rlt__quotas_redis_new(q, b); /* divides nothing before its next claim */
+        if (q->redis) rlt__rlqs_redis_new(q, b); /* divides nothing before its next claim */
     }
     b->provisional = false;
     b->observed = elapsed;
@@ -482,14 +482,14 @@ static void settle(rlt__quotas *q, rlt__quotas_stream *st, const rlt__domain *d,
 }
 
 /* A policy bucket: the division's answer, unless a penalty box or shadow mode overrides it. */
-static int divided(rlt__quotas_stream *st, bucket *b, member *m, const rlt__quotas_usage *u,
-                   rlt_ns now, rlt__quotas_answer *a)
+static int divided(rlt__rlqs_stream *st, bucket *b, member *m, const rlt__rlqs_use *u,
+                   rlt_ns now, rlt__rlqs_answer *a)
 {
     uint32_t sid;
     int e = stream_in(st, b->dv, &sid);
     if (e != RLT_OK) return e == RLT_ENOMEM ? RLT_ENOMEM : RLT_EFULL;
     rlt__quota_usage qu = {u->allowed, u->denied, u->elapsed > 0 ? u->elapsed : 0};
-    if (b->claim != RLT__QUOTAS_UNCLAIMED) rlt__quotas_redis_check(b, now);
+    if (b->claim != RLT__RLQS_UNCLAIMED) rlt__rlqs_redis_check(b, now);
     rlt__quota_answer qa;
     e = rlt__quota_report(b->dv->div, sid, b->qb, &qu, now, &qa);
     if (e != RLT_OK) return e == RLT_ENOMEM ? RLT_ENOMEM : RLT_EFULL;
@@ -498,18 +498,18 @@ static int divided(rlt__quotas_stream *st, bucket *b, member *m, const rlt__quot
     /* The penalty box: denials while the fleet's demand reached the budget are a breach (an
      * Envoy over its share of a fleet under the budget is not). */
     if (p->block > 0 && u->denied > 0 && m->sent_kind == RLT__QA_TOKEN_BUCKET &&
-        rlt__quotas_box_due(b->dv->div, b->qb, now))
+        rlt__rlqs_box_due(b->dv->div, b->qb, now))
         b->blocked_until = now + p->block;
     if (now < b->blocked_until) {
         /* Envoy reads whole seconds: under one left, its last deny-all runs out on its own */
-        rlt_ns left = rlt__quotas_whole_ttl(b->blocked_until - now);
+        rlt_ns left = rlt__rlqs_whole_ttl(b->blocked_until - now);
         if (left > 0) blanket(m, RLT__QA_DENY_ALL, left, now, a);
         m->overridden = true;
         return RLT_OK;
     }
     if (b->rule->shadow)
-        a->shadow_denied = rlt__quotas_shadow_denied(as, now, u->allowed + u->denied, u->elapsed);
-    bool failing = b->claim == RLT__QUOTAS_FAILING;
+        a->shadow_denied = rlt__rlqs_shadow_denied(as, now, u->allowed + u->denied, u->elapsed);
+    bool failing = b->claim == RLT__RLQS_FAILING;
     if (b->rule->shadow ||
         (failing && (b->fail == RLT__FAIL_OPEN || b->fail == RLT__FAIL_CLOSED))) {
         /* Redis down: fail open or closed (the division's budget is zero meanwhile) */
@@ -522,7 +522,7 @@ static int divided(rlt__quotas_stream *st, bucket *b, member *m, const rlt__quot
     /* a live assignment sent again (after an override) lives only until the ledger's expiry,
      * in whole seconds down (Envoy reads those only); under one second: not sent */
     rlt_ns ttl =
-        rlt__quotas_whole_ttl(qa.reason == RLT__QUOTA_KEEP ? as->expires_at - now : as->ttl);
+        rlt__rlqs_whole_ttl(qa.reason == RLT__QUOTA_KEEP ? as->expires_at - now : as->ttl);
     if (ttl == 0) return RLT_OK;
     m->overridden = false;
     m->sent_at = now;
@@ -538,9 +538,9 @@ static int divided(rlt__quotas_stream *st, bucket *b, member *m, const rlt__quot
     return RLT_OK;
 }
 
-int rlt__quotas_report(rlt__quotas *q, const rlt__config *cfg, rlt__quotas_stream *st,
-                       const char *domain, size_t dlen, const rlt__quotas_usage *u, rlt_ns now,
-                       rlt__quotas_answer *a)
+int rlt__rlqs_report(rlt__rlqs *q, const rlt__config *cfg, rlt__rlqs_stream *st,
+                       const char *domain, size_t dlen, const rlt__rlqs_use *u, rlt_ns now,
+                       rlt__rlqs_answer *a)
 {
     a->kind = RLT__QA_NONE;
     a->shadow_denied = 0;
@@ -563,9 +563,9 @@ int rlt__quotas_report(rlt__quotas *q, const rlt__config *cfg, rlt__quotas_strea
         return RLT_OK;
     }
     if (d == NULL) {
-        rlt__quotas_log_unknown(q->unknown, &q->nunknown, MAX_UNKNOWN_LOGGED, domain, dlen);
+        rlt__rlqs_log_unknown(q->unknown, &q->nunknown, MAX_UNKNOWN_LOGGED, domain, dlen);
         a->kind = RLT__QA_ALLOW_ALL;
-        a->ttl = RLT__QUOTAS_MIN_TTL;
+        a->ttl = RLT__RLQS_MIN_TTL;
         return RLT_OK;
     }
     if (m == NULL) {
@@ -577,20 +577,20 @@ int rlt__quotas_report(rlt__quotas *q, const rlt__config *cfg, rlt__quotas_strea
             b = NULL;
         }
         if (b == NULL) {
-            const rlt__qrule *r = rlt__quotas_rule_of(d, u->pairs, u->npairs);
+            const rlt__qrule *r = rlt__rlqs_rule_of(d, u->pairs, u->npairs);
             int kind;
             rlt_ns ttl;
             if (r == NULL) { /* no rule: quota_default, and no bucket */
-                if (rlt__quotas_unmatched_answer(&st->unmatched, d, h, u->elapsed,
-                                                 RLT__QUOTAS_MIN_TTL, now, &kind, &ttl)) {
+                if (rlt__rlqs_unmatched_answer(&st->unmatched, d, h, u->elapsed,
+                                                 RLT__RLQS_MIN_TTL, now, &kind, &ttl)) {
                     a->kind = kind == RLT__QUOTA_DENY_ALL ? RLT__QA_DENY_ALL : RLT__QA_ALLOW_ALL;
                     a->ttl = ttl;
                 }
                 return RLT_OK;
             }
-            rlt__quotas_holder *ho = st->holder;
+            rlt__rlqs_holder *ho = st->holder;
             size_t cap = cfg->set.rlqs_max_buckets_per_client;
-            if (q->n >= RLT__QUOTAS_MAX_BUCKETS) return RLT_EFULL; /* the table's cap first */
+            if (q->n >= RLT__RLQS_MAX_BUCKETS) return RLT_EFULL; /* the table's cap first */
             if (ho != NULL && cap > 0 && ho->buckets >= cap) { /* this client's share is full */
                 q->counted.over_cap++;
                 return RLT_OK;
@@ -605,7 +605,7 @@ int rlt__quotas_report(rlt__quotas *q, const rlt__config *cfg, rlt__quotas_strea
             if (b->refs == 0) b->idle_since = now;
             return e;
         }
-        rlt__quotas_unmatched_forget(&st->unmatched, h);
+        rlt__rlqs_unmatched_forget(&st->unmatched, h);
     }
     bucket *b = m->b;
     settle(q, st, d, b, u->elapsed, now);
@@ -617,17 +617,17 @@ int rlt__quotas_report(rlt__quotas *q, const rlt__config *cfg, rlt__quotas_strea
     return divided(st, b, m, u, now, a);
 }
 
-void rlt__quotas_stats_get(rlt__quotas *q, rlt__quotas_stats *out)
+void rlt__rlqs_stats_get(rlt__rlqs *q, rlt__rlqs_stats *out)
 {
-    rlt__quotas_lock(q);
+    rlt__rlqs_lock(q);
     out->buckets = q->n;
     out->members = q->members;
     out->streams = q->streams;
     out->c = q->counted;
-    rlt__quotas_unlock(q);
+    rlt__rlqs_unlock(q);
 }
 
-rlt__quotas_counters *rlt__quotas_counted(rlt__quotas *q)
+rlt__rlqs_counters *rlt__rlqs_counted(rlt__rlqs *q)
 {
     return &q->counted;
 }

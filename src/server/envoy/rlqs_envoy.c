@@ -3,15 +3,15 @@
  * mode's would-be denials. */
 #include "server/envoy/rlqs_envoy.h"
 
-rlt_ns rlt__quotas_fill(rlt_ns period)
+rlt_ns rlt__rlqs_fill(rlt_ns period)
 {
     rlt_ns s = period / RLT_NS_PER_S + (period % RLT_NS_PER_S != 0);
     return (s > 0 ? s : 1) * RLT_NS_PER_S;
 }
 
-int rlt__quotas_budget_of(const rlt_policy *p, rlt__quota_budget *out)
+int rlt__rlqs_budget_of(const rlt_policy *p, rlt__quota_budget *out)
 {
-    rlt_ns f = rlt__quotas_fill(p->period);
+    rlt_ns f = rlt__rlqs_fill(p->period);
     /* F >= P, so Q >= N >= 1; N and F/1s are small enough for 128 bits */
     __int128 q = (__int128)p->limit * f / p->period;
     if (q > RLT__QUOTA_TOKENS_MAX) return RLT_ERANGE;
@@ -22,12 +22,12 @@ int rlt__quotas_budget_of(const rlt_policy *p, rlt__quota_budget *out)
     return RLT_OK;
 }
 
-rlt_ns rlt__quotas_whole_ttl(rlt_ns ttl)
+rlt_ns rlt__rlqs_whole_ttl(rlt_ns ttl)
 {
     return ttl > 0 ? ttl / RLT_NS_PER_S * RLT_NS_PER_S : 0;
 }
 
-int rlt__quotas_move(rlt__quota *from, uint32_t fqb, uint32_t mover, rlt_ns old_ttl, rlt__quota *to,
+int rlt__rlqs_move(rlt__quota *from, uint32_t fqb, uint32_t mover, rlt_ns old_ttl, rlt__quota *to,
                      const rlt__quota_budget *full, rlt_ns now, uint32_t *qb, rlt_ns *until)
 {
     rlt__quota_totals t;
@@ -55,14 +55,14 @@ int rlt__quotas_move(rlt__quota *from, uint32_t fqb, uint32_t mover, rlt_ns old_
     return RLT_OK;
 }
 
-bool rlt__quotas_box_due(const rlt__quota *dv, uint32_t qb, rlt_ns now)
+bool rlt__rlqs_box_due(const rlt__quota *dv, uint32_t qb, rlt_ns now)
 {
     rlt__quota_totals t;
     return rlt__quota_bucket_totals(dv, qb, now, &t) == RLT_OK && t.fill_capacity > 0 &&
            t.demand >= t.fill_capacity;
 }
 
-uint64_t rlt__quotas_shadow_denied(const rlt__quota_assignment *a, rlt_ns now, uint64_t count,
+uint64_t rlt__rlqs_shadow_denied(const rlt__quota_assignment *a, rlt_ns now, uint64_t count,
                                    rlt_ns elapsed)
 {
     if (a->expires_at <= now || elapsed <= 0 || a->fill_interval <= 0) return 0;

@@ -9,17 +9,17 @@
 static size_t slot_of(uint64_t id)
 {
     /* ids are sequential (connections) or FNV-1a hashes (tenants): mix before taking bits */
-    return (size_t)((id * UINT64_C(0x9e3779b97f4a7c15)) >> 56) % RLT__QUOTAS_HOLDER_SLOTS;
+    return (size_t)((id * UINT64_C(0x9e3779b97f4a7c15)) >> 56) % RLT__RLQS_HOLDER_SLOTS;
 }
 
-rlt__quotas_holder *rlt__quotas_holder_get(rlt__quotas_holders *hs, uint64_t id)
+rlt__rlqs_holder *rlt__rlqs_holder_get(rlt__rlqs_holders *hs, uint64_t id)
 {
     assert(id != 0);
-    rlt__quotas_holder **pp = &hs->slot[slot_of(id)];
-    for (rlt__quotas_holder *h = *pp; h != NULL; h = h->next)
+    rlt__rlqs_holder **pp = &hs->slot[slot_of(id)];
+    for (rlt__rlqs_holder *h = *pp; h != NULL; h = h->next)
         if (h->id == id) return h;
-    if (!rlt__mem_conn_take(sizeof(rlt__quotas_holder))) return NULL;
-    rlt__quotas_holder *h = calloc(1, sizeof *h);
+    if (!rlt__mem_conn_take(sizeof(rlt__rlqs_holder))) return NULL;
+    rlt__rlqs_holder *h = calloc(1, sizeof *h);
     if (h == NULL) {
         rlt__mem_conn_give(sizeof *h);
         return NULL;
@@ -31,10 +31,10 @@ rlt__quotas_holder *rlt__quotas_holder_get(rlt__quotas_holders *hs, uint64_t id)
     return h;
 }
 
-void rlt__quotas_holder_release(rlt__quotas_holders *hs, rlt__quotas_holder *h)
+void rlt__rlqs_holder_release(rlt__rlqs_holders *hs, rlt__rlqs_holder *h)
 {
     if (h == NULL || h->streams > 0 || h->buckets > 0) return;
-    rlt__quotas_holder **pp = &hs->slot[slot_of(h->id)];
+    rlt__rlqs_holder **pp = &hs->slot[slot_of(h->id)];
     while (*pp != h)
         pp = &(*pp)->next;
     *pp = h->next;
@@ -43,10 +43,10 @@ void rlt__quotas_holder_release(rlt__quotas_holders *hs, rlt__quotas_holder *h)
     rlt__mem_conn_give(sizeof *h);
 }
 
-void rlt__quotas_holders_free(rlt__quotas_holders *hs)
+void rlt__rlqs_holders_free(rlt__rlqs_holders *hs)
 {
-    for (size_t i = 0; i < RLT__QUOTAS_HOLDER_SLOTS; i++)
-        for (rlt__quotas_holder *h = hs->slot[i], *nx; h != NULL; h = nx) {
+    for (size_t i = 0; i < RLT__RLQS_HOLDER_SLOTS; i++)
+        for (rlt__rlqs_holder *h = hs->slot[i], *nx; h != NULL; h = nx) {
             nx = h->next;
             free(h);
             rlt__mem_conn_give(sizeof *h);

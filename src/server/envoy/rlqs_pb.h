@@ -3,8 +3,8 @@
  * pb.h: a report is read in place from the caller's buffer (strings point into it), one
  * bucket usage at a time, after one pass that checks the whole message; a response is
  * appended to an obuf. */
-#ifndef RLT_SERVER_GRPC_RLQS_PB_H
-#define RLT_SERVER_GRPC_RLQS_PB_H
+#ifndef RLT_SERVER_ENVOY_RLQS_PB_H
+#define RLT_SERVER_ENVOY_RLQS_PB_H
 
 #include "ratelimit/ratelimit.h"
 #include "server/base/obuf.h"

@@ -15,21 +15,21 @@
  * does in Redis, with 100 ms for the call's latency and the two clocks' rates. */
 #define CLAIM_MARGIN (100 * RLT_NS_PER_MS)
 
-typedef rlt__quotas_bucket bucket;
-typedef rlt__quotas_carry carry;
+typedef rlt__rlqs_bucket bucket;
+typedef rlt__rlqs_carry carry;
 
 static int64_t max64(int64_t a, int64_t b)
 {
     return a > b ? a : b;
 }
 
-void rlt__quotas_redis_mode(rlt__quotas *q, void (*wake)(void *), void *arg)
+void rlt__rlqs_redis_mode(rlt__rlqs *q, void (*wake)(void *), void *arg)
 {
     pthread_mutex_lock(&q->lock);
     q->redis = wake != NULL;
     q->wake = wake;
     q->wake_arg = arg;
-    if (wake == NULL) rlt__quotas_redis_sweep(q, INT64_MAX);
+    if (wake == NULL) rlt__rlqs_redis_sweep(q, INT64_MAX);
     pthread_mutex_unlock(&q->lock);
 }
 
@@ -38,14 +38,14 @@ void rlt__quotas_redis_mode(rlt__quotas *q, void (*wake)(void *), void *arg)
 static int divide_part(bucket *b, int64_t bq, int64_t bb)
 {
     if (bq <= 0 || bb <= 0) bq = bb = 0;
-    rlt_ns f = rlt__quotas_fill(b->rule->policy.period); /* Q and B are per F (quotas_envoy.h) */
+    rlt_ns f = rlt__rlqs_fill(b->rule->policy.period); /* Q and B are per F (quotas_envoy.h) */
     rlt__quota_budget bg = {bq, f, bb, f};
     return rlt__quota_bucket_budget(b->dv->div, b->qb, &bg);
 }
 
-void rlt__quotas_redis_new(rlt__quotas *q, bucket *b)
+void rlt__rlqs_redis_new(rlt__rlqs *q, bucket *b)
 {
-    b->claim = RLT__QUOTAS_UNCLAIMED;
+    b->claim = RLT__RLQS_UNCLAIMED;
     divide_part(b, 0, 0); /* nothing is divided before the first claim */
     q->wake(q->wake_arg);
 }
@@ -81,9 +81,9 @@ static void fail_local(bucket *b, rlt_ns now)
 
 static void enter_fail(bucket *b, rlt_ns now)
 {
-    if (b->claim != RLT__QUOTAS_FAILING) {
+    if (b->claim != RLT__RLQS_FAILING) {
         b->fail = fail_mode(b);
-        b->claim = RLT__QUOTAS_FAILING;
+        b->claim = RLT__RLQS_FAILING;
         b->fail_since = now;
     }
     if (b->fail == RLT__FAIL_LOCAL)
@@ -92,13 +92,13 @@ static void enter_fail(bucket *b, rlt_ns now)
         (void)divide_part(b, 0, 0); /* open and closed answer blankets: the ledger drains */
 }
 
-void rlt__quotas_redis_check(bucket *b, rlt_ns now)
+void rlt__rlqs_redis_check(bucket *b, rlt_ns now)
 {
     /* the exchanges run late (a slow Redis, a long round): the claim may expire in Redis
      * before what is divided from it now would; the next applied answer ends the mode */
-    if (b->claim == RLT__QUOTAS_CLAIMED && now >= b->claim_until) enter_fail(b, now);
+    if (b->claim == RLT__RLQS_CLAIMED && now >= b->claim_until) enter_fail(b, now);
     /* fail: local's part ends with the claim's reservation, reports or not */
-    if (b->claim == RLT__QUOTAS_FAILING && b->fail == RLT__FAIL_LOCAL) fail_local(b, now);
+    if (b->claim == RLT__RLQS_FAILING && b->fail == RLT__FAIL_LOCAL) fail_local(b, now);
 }
 
 /* ---- what retired buckets carry ---------------------------------------------------------- */
@@ -108,24 +108,24 @@ static bool carry_key(const carry *c, uint64_t hash, const char *key, size_t kle
     return c->hash == hash && c->klen == klen && memcmp(c->key, key, klen) == 0;
 }
 
-static void carry_free(rlt__quotas *q, carry *c)
+static void carry_free(rlt__rlqs *q, carry *c)
 {
     rlt__mem_conn_give(sizeof *c + c->klen);
     free(c);
     q->ncarry--;
 }
 
-void rlt__quotas_redis_retire(rlt__quotas *q, bucket *b, rlt_ns now)
+void rlt__rlqs_redis_retire(rlt__rlqs *q, bucket *b, rlt_ns now)
 {
     rlt__quota_totals t;
     if (rlt__quota_bucket_totals(b->dv->div, b->qb, now, &t) != RLT_OK ||
         (t.tokens_per_fill == 0 && t.max_tokens == 0))
         return;
     if (q->carry == NULL) {
-        if (!rlt__mem_conn_take(RLT__QUOTAS_CARRY_SLOTS * sizeof *q->carry)) return;
-        q->carry = calloc(RLT__QUOTAS_CARRY_SLOTS, sizeof *q->carry);
+        if (!rlt__mem_conn_take(RLT__RLQS_CARRY_SLOTS * sizeof *q->carry)) return;
+        q->carry = calloc(RLT__RLQS_CARRY_SLOTS, sizeof *q->carry);
         if (q->carry == NULL) {
-            rlt__mem_conn_give(RLT__QUOTAS_CARRY_SLOTS * sizeof *q->carry);
+            rlt__mem_conn_give(RLT__RLQS_CARRY_SLOTS * sizeof *q->carry);
             return;
         }
     }
@@ -144,16 +144,16 @@ void rlt__quotas_redis_retire(rlt__quotas *q, bucket *b, rlt_ns now)
                  .until = now + b->ttl, /* every live assignment was sent at or before now */
                  .klen = b->klen};
     memcpy(c->key, b->key, b->klen);
-    carry **slot = &q->carry[b->hash % RLT__QUOTAS_CARRY_SLOTS];
+    carry **slot = &q->carry[b->hash % RLT__RLQS_CARRY_SLOTS];
     c->next = *slot;
     *slot = c;
     q->ncarry++;
 }
 
-void rlt__quotas_redis_sweep(rlt__quotas *q, rlt_ns now)
+void rlt__rlqs_redis_sweep(rlt__rlqs *q, rlt_ns now)
 {
     if (q->carry == NULL) return;
-    for (size_t i = 0; i < RLT__QUOTAS_CARRY_SLOTS; i++)
+    for (size_t i = 0; i < RLT__RLQS_CARRY_SLOTS; i++)
         for (carry **pp = &q->carry[i]; *pp != NULL;) {
             carry *c = *pp;
             if (c->until > now) {
@@ -166,20 +166,20 @@ void rlt__quotas_redis_sweep(rlt__quotas *q, rlt_ns now)
     if (q->ncarry == 0) {
         free(q->carry);
         q->carry = NULL;
-        rlt__mem_conn_give(RLT__QUOTAS_CARRY_SLOTS * sizeof *q->carry);
+        rlt__mem_conn_give(RLT__RLQS_CARRY_SLOTS * sizeof *q->carry);
     }
 }
 
 /* The live amounts retired buckets carry for a key at `now`; *first: whether `self` is the
  * first carry of that key in its chain (the one that exchanges the key alone). */
-static void carried(const rlt__quotas *q, uint64_t hash, const char *key, size_t klen, rlt_ns now,
+static void carried(const rlt__rlqs *q, uint64_t hash, const char *key, size_t klen, rlt_ns now,
                     const carry *self, int64_t *cq, int64_t *cb, bool *first)
 {
     *cq = *cb = 0;
     bool seen = false;
     if (first) *first = true;
     if (q->carry == NULL) return;
-    for (const carry *c = q->carry[hash % RLT__QUOTAS_CARRY_SLOTS]; c != NULL; c = c->next) {
+    for (const carry *c = q->carry[hash % RLT__RLQS_CARRY_SLOTS]; c != NULL; c = c->next) {
         if (c->until <= now || !carry_key(c, hash, key, klen)) continue;
         if (first && !seen && c != self) *first = false;
         seen = true;
@@ -190,7 +190,7 @@ static void carried(const rlt__quotas *q, uint64_t hash, const char *key, size_t
 
 /* ---- the chunks ------------------------------------------------------------------------ */
 
-static const bucket *find_key(const rlt__quotas *q, uint64_t hash, const char *key, size_t klen)
+static const bucket *find_key(const rlt__rlqs *q, uint64_t hash, const char *key, size_t klen)
 {
     for (const bucket *b = q->tab[hash & (q->cap - 1)]; b != NULL; b = b->next)
         if (b->hash == hash && b->klen == klen && memcmp(b->key, key, klen) == 0) return b;
@@ -198,12 +198,12 @@ static const bucket *find_key(const rlt__quotas *q, uint64_t hash, const char *k
 }
 
 /* Room for one more claim and klen more key bytes (charged to the memory budget). */
-static bool chunk_room(rlt__quotas_chunk *ch, size_t klen)
+static bool chunk_room(rlt__rlqs_chunk *ch, size_t klen)
 {
     if (ch->n == ch->cap) {
-        size_t cap = ch->cap ? ch->cap * 2 : RLT__QUOTAS_CHUNK;
+        size_t cap = ch->cap ? ch->cap * 2 : RLT__RLQS_CHUNK;
         if (!rlt__mem_conn_take((cap - ch->cap) * sizeof *ch->c)) return false;
-        rlt__quotas_claim *c = realloc(ch->c, cap * sizeof *c);
+        rlt__rlqs_claim *c = realloc(ch->c, cap * sizeof *c);
         if (c == NULL) {
             rlt__mem_conn_give((cap - ch->cap) * sizeof *ch->c);
             return false;
@@ -227,9 +227,9 @@ static bool chunk_room(rlt__quotas_chunk *ch, size_t klen)
     return true;
 }
 
-static rlt__quotas_claim *chunk_add(rlt__quotas_chunk *ch, const char *key, size_t klen)
+static rlt__rlqs_claim *chunk_add(rlt__rlqs_chunk *ch, const char *key, size_t klen)
 {
-    rlt__quotas_claim *x = &ch->c[ch->n++];
+    rlt__rlqs_claim *x = &ch->c[ch->n++];
     memset(x, 0, sizeof *x);
     memcpy(ch->keys + ch->kused, key, klen);
     x->x.key = (const char *)(uintptr_t)ch->kused; /* an offset until the chunk is complete */
@@ -241,7 +241,7 @@ static rlt__quotas_claim *chunk_add(rlt__quotas_chunk *ch, const char *key, size
 /* A policy bucket's exchange: demand (an unknown one counts as Q, an active member with no
  * rate as one token: it must get a part), held (max(live sums, the part divided now) + what
  * retired buckets of its key carry). */
-static bool snap_bucket(const rlt__quotas *q, rlt__quotas_chunk *ch, const bucket *b, rlt_ns now,
+static bool snap_bucket(const rlt__rlqs *q, rlt__rlqs_chunk *ch, const bucket *b, rlt_ns now,
                         rlt_ns extra)
 {
     rlt__quota_totals t;
@@ -249,7 +249,7 @@ static bool snap_bucket(const rlt__quotas *q, rlt__quotas_chunk *ch, const bucke
         rlt__quota_bucket_totals(b->dv->div, b->qb, now, &t) != RLT_OK)
         return true;
     if (!chunk_room(ch, b->klen)) return false;
-    rlt__quotas_claim *x = chunk_add(ch, b->key, b->klen);
+    rlt__rlqs_claim *x = chunk_add(ch, b->key, b->klen);
     carried(q, b->hash, b->key, b->klen, now, NULL, &x->carried_q, &x->carried_b, NULL);
     x->id = b->id;
     x->hash = b->hash;
@@ -268,7 +268,7 @@ static bool snap_bucket(const rlt__quotas *q, rlt__quotas_chunk *ch, const bucke
 
 /* A key only retired buckets hold: exchanged with no demand so that its claim keeps covering
  * what they carry (id 0: nothing to apply). */
-static bool snap_carry(const rlt__quotas *q, rlt__quotas_chunk *ch, const carry *c, rlt_ns now,
+static bool snap_carry(const rlt__rlqs *q, rlt__rlqs_chunk *ch, const carry *c, rlt_ns now,
                        rlt_ns extra)
 {
     bool first;
@@ -277,7 +277,7 @@ static bool snap_carry(const rlt__quotas *q, rlt__quotas_chunk *ch, const carry 
     carried(q, c->hash, c->key, c->klen, now, c, &cq, &cb, &first);
     if (!first) return true;
     if (!chunk_room(ch, c->klen)) return false;
-    rlt__quotas_claim *x = chunk_add(ch, c->key, c->klen);
+    rlt__rlqs_claim *x = chunk_add(ch, c->key, c->klen);
     x->hash = c->hash;
     x->x.held_q = cq;
     x->x.held_b = cb;
@@ -287,7 +287,7 @@ static bool snap_carry(const rlt__quotas *q, rlt__quotas_chunk *ch, const carry 
     return true;
 }
 
-void rlt__quotas_chunk_begin(rlt__quotas_chunk *ch)
+void rlt__rlqs_chunk_begin(rlt__rlqs_chunk *ch)
 {
     ch->slot = 0;
     ch->phase = 0;
@@ -296,18 +296,18 @@ void rlt__quotas_chunk_begin(rlt__quotas_chunk *ch)
 
 /* The table is walked by slot: it only grows, and a bucket at old slot i moves to i or
  * i + old cap, so a walk across a growth visits some buckets twice and misses none. */
-int rlt__quotas_claims(rlt__quotas *q, rlt_ns now, rlt_ns extra, rlt__quotas_chunk *ch)
+int rlt__rlqs_claims(rlt__rlqs *q, rlt_ns now, rlt_ns extra, rlt__rlqs_chunk *ch)
 {
     ch->n = 0;
     ch->kused = 0;
     bool ok = true;
     pthread_mutex_lock(&q->lock);
-    while (ok && ch->n < RLT__QUOTAS_CHUNK) {
+    while (ok && ch->n < RLT__RLQS_CHUNK) {
         if (ch->phase == 0 && ch->slot >= q->cap) {
             ch->phase = 1;
             ch->slot = 0;
         }
-        if (ch->phase == 1 && (q->carry == NULL || ch->slot >= RLT__QUOTAS_CARRY_SLOTS)) {
+        if (ch->phase == 1 && (q->carry == NULL || ch->slot >= RLT__RLQS_CARRY_SLOTS)) {
             ch->phase = 2;
         }
         if (ch->phase == 2) break;
@@ -333,12 +333,12 @@ int rlt__quotas_claims(rlt__quotas *q, rlt_ns now, rlt_ns extra, rlt__quotas_chu
     return RLT_OK;
 }
 
-size_t rlt__quotas_claims_apply(rlt__quotas *q, const rlt__quotas_claim *cs, size_t n, rlt_ns now)
+size_t rlt__rlqs_claims_apply(rlt__rlqs *q, const rlt__rlqs_claim *cs, size_t n, rlt_ns now)
 {
     size_t failing = 0;
     pthread_mutex_lock(&q->lock);
     for (size_t i = 0; i < n; i++) {
-        const rlt__quotas_claim *c = &cs[i];
+        const rlt__rlqs_claim *c = &cs[i];
         if (c->id == 0) continue; /* a key only retired buckets hold */
         bucket *b = q->tab[c->hash & (q->cap - 1)];
         while (b != NULL && b->id != c->id)
@@ -348,7 +348,7 @@ size_t rlt__quotas_claims_apply(rlt__quotas *q, const rlt__quotas_claim *cs, siz
         /* the part to divide leaves room for what retired buckets of the key still hold */
         if (x->status == RLT_OK &&
             divide_part(b, x->budget_q - c->carried_q, x->budget_b - c->carried_b) == RLT_OK) {
-            b->claim = RLT__QUOTAS_CLAIMED;
+            b->claim = RLT__RLQS_CLAIMED;
             b->claim_until = c->began + (x->ttl - hold_of(b) - b->ttl) - CLAIM_MARGIN;
             b->claim_expires = c->began + x->ttl;
             b->claim_q = x->claim_q - c->carried_q;
@@ -362,7 +362,7 @@ size_t rlt__quotas_claims_apply(rlt__quotas *q, const rlt__quotas_claim *cs, siz
     return failing;
 }
 
-void rlt__quotas_chunk_free(rlt__quotas_chunk *ch)
+void rlt__rlqs_chunk_free(rlt__rlqs_chunk *ch)
 {
     rlt__mem_conn_give(ch->cap * sizeof *ch->c + ch->kcap);
     free(ch->c);

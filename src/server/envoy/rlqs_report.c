@@ -15,12 +15,12 @@ static bool plain(unsigned char c)
     return c >= 0x20 && c < 0x7f && c != '%' && c != '"' && c != '\\';
 }
 
-typedef char enc_text[3 * RLT__QUOTAS_VIEW_TEXT + 1];
+typedef char enc_text[3 * RLT__RLQS_VIEW_TEXT + 1];
 typedef char enc_label[sizeof(enc_text) + 32]; /* and a cut one's "...#ID" */
 
 /* A row's labels, encoded; a cut text ends in "...#ID" so that two cut rows never share a
  * series. */
-static void enc_row(const rlt__quotas_view_row *r, char *d, char *b)
+static void enc_row(const rlt__rlqs_view_row *r, char *d, char *b)
 {
     rlt__pct_encode(r->domain, d, sizeof(enc_text), plain);
     rlt__pct_encode(r->bucket, b, sizeof(enc_text), plain);
@@ -35,7 +35,7 @@ static int64_t ms(rlt_ns ns)
     return ns / RLT_NS_PER_MS;
 }
 
-static void json_row(rlt__obuf *o, const rlt__quotas_view_row *r, bool redis, bool other,
+static void json_row(rlt__obuf *o, const rlt__rlqs_view_row *r, bool redis, bool other,
                      size_t nother)
 {
     if (other) {
@@ -49,7 +49,7 @@ static void json_row(rlt__obuf *o, const rlt__quotas_view_row *r, bool redis, bo
             o,
             "{\"domain\":\"%s\",\"bucket\":\"%s\",\"cut\":%s,\"rule\":%d,\"policy_text\":\"%s\","
             "\"kind\":\"%s\",\"shadow\":%s,\"ttl_ms\":%" PRId64 ",\"fill_interval_ms\":%" PRId64,
-            d, b, r->cut ? "true" : "false", r->rule, p, rlt__quotas_view_kind(r->kind),
+            d, b, r->cut ? "true" : "false", r->rule, p, rlt__rlqs_view_kind(r->kind),
             r->shadow ? "true" : "false", ms(r->ttl), ms(r->fill_interval));
     }
     rlt__obuf_printf(o,
@@ -61,17 +61,17 @@ static void json_row(rlt__obuf *o, const rlt__quotas_view_row *r, bool redis, bo
                      r->members, r->departed, r->demand, r->unknown, r->assigned_q, r->assigned_b,
                      r->budget_q, r->budget_b, r->left_q, r->left_b);
     if (redis) {
-        if (!other) rlt__obuf_printf(o, ",\"claim\":\"%s\"", rlt__quotas_view_claim_name(r->claim));
+        if (!other) rlt__obuf_printf(o, ",\"claim\":\"%s\"", rlt__rlqs_view_claim_name(r->claim));
         rlt__obuf_printf(o, ",\"claim_tokens_per_fill\":%" PRId64 ",\"claim_max_tokens\":%" PRId64,
                          r->claim_q, r->claim_b);
     }
     rlt__obuf_printf(o, "}");
 }
 
-void rlt__report_quotas_json(const rlt__quotas_view *v, rlt__obuf *o)
+void rlt__rlqs_report_json(const rlt__rlqs_view *v, rlt__obuf *o)
 {
     rlt__obuf_printf(o, "\"quotas\":{\"buckets\":%zu,\"redis\":%s,\"top\":%d,\"shown\":[",
-                     v->buckets, v->redis ? "true" : "false", RLT__QUOTAS_VIEW_TOP);
+                     v->buckets, v->redis ? "true" : "false", RLT__RLQS_VIEW_TOP);
     for (size_t i = 0; i < v->nrows; i++) {
         if (i) rlt__obuf_printf(o, ",");
         json_row(o, &v->rows[i], v->redis, false, 0);
@@ -85,39 +85,39 @@ void rlt__report_quotas_json(const rlt__quotas_view *v, rlt__obuf *o)
  * offsets, one sample per part). */
 typedef struct family {
     const char *name, *help;
-    int64_t (*get)(const rlt__quotas_view_row *r, int part);
+    int64_t (*get)(const rlt__rlqs_view_row *r, int part);
     int parts; /* 1: no part label; 2: tokens_per_fill then max_tokens */
 } family;
 
-static int64_t members(const rlt__quotas_view_row *r, int part)
+static int64_t members(const rlt__rlqs_view_row *r, int part)
 {
     (void)part;
     return (int64_t)r->members;
 }
-static int64_t demand(const rlt__quotas_view_row *r, int part)
+static int64_t demand(const rlt__rlqs_view_row *r, int part)
 {
     (void)part;
     return r->demand;
 }
-static int64_t assigned(const rlt__quotas_view_row *r, int part)
+static int64_t assigned(const rlt__rlqs_view_row *r, int part)
 {
     return part ? r->assigned_b : r->assigned_q;
 }
-static int64_t budget(const rlt__quotas_view_row *r, int part)
+static int64_t budget(const rlt__rlqs_view_row *r, int part)
 {
     return part ? r->budget_b : r->budget_q;
 }
-static int64_t left(const rlt__quotas_view_row *r, int part)
+static int64_t left(const rlt__rlqs_view_row *r, int part)
 {
     return part ? r->left_b : r->left_q;
 }
-static int64_t claim(const rlt__quotas_view_row *r, int part)
+static int64_t claim(const rlt__rlqs_view_row *r, int part)
 {
     return part ? r->claim_b : r->claim_q;
 }
 
 static void sample(rlt__obuf *o, const family *f, const char *d, const char *b,
-                   const rlt__quotas_view_row *r)
+                   const rlt__rlqs_view_row *r)
 {
     static const char *const parts[] = {"tokens_per_fill", "max_tokens"};
     for (int p = 0; p < f->parts; p++) {
@@ -130,7 +130,7 @@ static void sample(rlt__obuf *o, const family *f, const char *d, const char *b,
     }
 }
 
-void rlt__report_quotas_prometheus(const rlt__quotas_view *v, rlt__obuf *o)
+void rlt__rlqs_report_prometheus(const rlt__rlqs_view *v, rlt__obuf *o)
 {
     static const family fams[] = {
         {"ratelimitd_rlqs_bucket_members", "Streams (Envoys) holding an RLQS quota bucket now.",

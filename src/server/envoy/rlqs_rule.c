@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool rlt__quotas_same_rule(const rlt__qrule *a, const rlt__qrule *b)
+bool rlt__rlqs_same_rule(const rlt__qrule *a, const rlt__qrule *b)
 {
     if (a == NULL || b == NULL) return a == b;
     if (a->kind != b->kind || a->shadow != b->shadow || a->fail != b->fail || a->ttl != b->ttl ||
@@ -18,25 +18,25 @@ bool rlt__quotas_same_rule(const rlt__qrule *a, const rlt__qrule *b)
     return true;
 }
 
-const rlt__qrule *rlt__quotas_rule_of(const rlt__domain *d, const rlt__entry *pairs, size_t n)
+const rlt__qrule *rlt__rlqs_rule_of(const rlt__domain *d, const rlt__entry *pairs, size_t n)
 {
     int i = rlt__config_quota_match(d, pairs, n);
     return i < 0 ? NULL : &d->qrules[i];
 }
 
-int rlt__quotas_kind(const rlt__domain *d, const rlt__qrule *r)
+int rlt__rlqs_rule_kind(const rlt__domain *d, const rlt__qrule *r)
 {
     return r                                         ? r->kind
            : d->quota_default == RLT__QUOTA_DENY_ALL ? RLT__QUOTA_DENY_ALL
                                                      : RLT__QUOTA_ALLOW_ALL;
 }
 
-bool rlt__quotas_ttl_set(const rlt__domain *d, const rlt__qrule *r)
+bool rlt__rlqs_ttl_set(const rlt__domain *d, const rlt__qrule *r)
 {
     return (r != NULL && r->ttl > 0) || d->quota_ttl > 0;
 }
 
-rlt_ns rlt__quotas_default_ttl(const rlt__domain *d, const rlt__qrule *r, rlt_ns elapsed,
+rlt_ns rlt__rlqs_default_ttl(const rlt__domain *d, const rlt__qrule *r, rlt_ns elapsed,
                                rlt_ns least)
 {
     if (r != NULL && r->ttl > 0) return r->ttl;
@@ -46,7 +46,7 @@ rlt_ns rlt__quotas_default_ttl(const rlt__domain *d, const rlt__qrule *r, rlt_ns
     return (t + RLT_NS_PER_S - 1) / RLT_NS_PER_S * RLT_NS_PER_S;
 }
 
-void rlt__quotas_log_unknown(char **seen, size_t *n, size_t cap, const char *domain, size_t dlen)
+void rlt__rlqs_log_unknown(char **seen, size_t *n, size_t cap, const char *domain, size_t dlen)
 {
     for (size_t i = 0; i < *n; i++)
         if (strlen(seen[i]) == dlen && memcmp(seen[i], domain, dlen) == 0) return;

@@ -21,15 +21,15 @@
 /* The longest an answer waits to be applied: a claim is divided for 900 ms after its call. */
 #define APPLY_GAP (20 * RLT_NS_PER_MS)
 
-struct rlt__quotas_sync {
-    rlt__quotas *q;
+struct rlt__rlqs_sync {
+    rlt__rlqs *q;
     rlt__backend *be;
     uint64_t id;
     pthread_t th;
     pthread_mutex_t mu; /* stop, woken (taken inside the quota state's lock: never the reverse) */
     pthread_cond_t cv;
     bool stop, woken;
-    rlt__quotas_chunk ch; /* the round's chunk, its buffers reused (the thread's alone) */
+    rlt__rlqs_chunk ch; /* the round's chunk, its buffers reused (the thread's alone) */
     /* The gap in this daemon's view of Redis (the thread's alone): failed, the latest exchange
      * failed; back, the time before the first one answered after a failure (0: none yet). */
     bool failed;
@@ -39,14 +39,14 @@ struct rlt__quotas_sync {
 
 static void wake(void *arg)
 {
-    rlt__quotas_sync *s = arg;
+    rlt__rlqs_sync *s = arg;
     pthread_mutex_lock(&s->mu);
     s->woken = true;
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
 }
 
-static bool stopping(rlt__quotas_sync *s)
+static bool stopping(rlt__rlqs_sync *s)
 {
     pthread_mutex_lock(&s->mu);
     bool stop = s->stop;
@@ -59,15 +59,15 @@ static bool stopping(rlt__quotas_sync *s)
  * just before its call and applied at most APPLY_GAP after it returned (a slow Redis, 40 ms a
  * call, would otherwise leave a whole chunk's answers unapplied for 2.5 s, past their
  * deadlines); a stop ends the round between two chunks. */
-static void round_trip(rlt__quotas_sync *s, rlt_ns now)
+static void round_trip(rlt__rlqs_sync *s, rlt_ns now)
 {
-    rlt__quotas_chunk *ch = &s->ch;
+    rlt__rlqs_chunk *ch = &s->ch;
     uint64_t ok = 0, n = 0, failing = 0;
     int first_error = RLT_OK;
-    rlt__quotas_chunk_begin(ch);
+    rlt__rlqs_chunk_begin(ch);
     for (;;) {
         /* out of memory: the buckets not reached keep their parts until their deadlines */
-        if (rlt__quotas_claims(s->q, now, 2 * RLT__QUOTAS_SYNC_INTERVAL, ch) != RLT_OK ||
+        if (rlt__rlqs_claims(s->q, now, 2 * RLT__RLQS_SYNC_INTERVAL, ch) != RLT_OK ||
             ch->n == 0)
             break;
         size_t applied = 0;
@@ -90,7 +90,7 @@ static void round_trip(rlt__quotas_sync *s, rlt_ns now)
             if (first_error == RLT_OK) first_error = ch->c[i].x.status;
             now = rlt__now();
             if (now - last >= APPLY_GAP || i + 1 == ch->n) {
-                failing += rlt__quotas_claims_apply(s->q, ch->c + applied, i + 1 - applied, now);
+                failing += rlt__rlqs_claims_apply(s->q, ch->c + applied, i + 1 - applied, now);
                 applied = i + 1;
                 last = now;
             }
@@ -116,7 +116,7 @@ static struct timespec deadline_of(rlt_ns mono)
 
 static void *run(void *arg)
 {
-    rlt__quotas_sync *s = arg;
+    rlt__rlqs_sync *s = arg;
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
         s->woken = false;
@@ -126,10 +126,10 @@ static void *run(void *arg)
         pthread_mutex_lock(&s->mu);
         while (!s->stop) {
             rlt_ns now = rlt__now_mono();
-            if (now >= began + RLT__QUOTAS_SYNC_INTERVAL || (s->woken && now >= began + WAKE_GAP))
+            if (now >= began + RLT__RLQS_SYNC_INTERVAL || (s->woken && now >= began + WAKE_GAP))
                 break;
             struct timespec dl =
-                deadline_of(s->woken ? began + WAKE_GAP : began + RLT__QUOTAS_SYNC_INTERVAL);
+                deadline_of(s->woken ? began + WAKE_GAP : began + RLT__RLQS_SYNC_INTERVAL);
             pthread_cond_timedwait(&s->cv, &s->mu, &dl);
         }
     }
@@ -147,9 +147,9 @@ static uint64_t random_id(void)
     return v;
 }
 
-int rlt__quotas_sync_start(rlt__quotas_sync **out, rlt__quotas *q, rlt__backend *be)
+int rlt__rlqs_sync_start(rlt__rlqs_sync **out, rlt__rlqs *q, rlt__backend *be)
 {
-    rlt__quotas_sync *s = calloc(1, sizeof *s);
+    rlt__rlqs_sync *s = calloc(1, sizeof *s);
     if (s == NULL) return RLT_ENOMEM;
     s->q = q;
     s->be = be;
@@ -160,9 +160,9 @@ int rlt__quotas_sync_start(rlt__quotas_sync **out, rlt__quotas *q, rlt__backend 
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, &ca);
     pthread_condattr_destroy(&ca);
-    rlt__quotas_redis_mode(q, wake, s);
+    rlt__rlqs_redis_mode(q, wake, s);
     if (pthread_create(&s->th, NULL, run, s) != 0) {
-        rlt__quotas_redis_mode(q, NULL, NULL); /* never reached by a report: still before any */
+        rlt__rlqs_redis_mode(q, NULL, NULL); /* never reached by a report: still before any */
         pthread_cond_destroy(&s->cv);
         pthread_mutex_destroy(&s->mu);
         free(s);
@@ -172,7 +172,7 @@ int rlt__quotas_sync_start(rlt__quotas_sync **out, rlt__quotas *q, rlt__backend 
     return RLT_OK;
 }
 
-void rlt__quotas_sync_stop(rlt__quotas_sync *s)
+void rlt__rlqs_sync_stop(rlt__rlqs_sync *s)
 {
     if (s == NULL) return;
     pthread_mutex_lock(&s->mu);
@@ -180,14 +180,14 @@ void rlt__quotas_sync_stop(rlt__quotas_sync *s)
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->th, NULL);
-    rlt__quotas_redis_mode(s->q, NULL, NULL); /* q->wake must not point at the freed s */
-    rlt__quotas_chunk_free(&s->ch);
+    rlt__rlqs_redis_mode(s->q, NULL, NULL); /* q->wake must not point at the freed s */
+    rlt__rlqs_chunk_free(&s->ch);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
 
-void rlt__quotas_sync_stats_get(rlt__quotas_sync *s, rlt__quotas_sync_stats *out)
+void rlt__rlqs_sync_stats_get(rlt__rlqs_sync *s, rlt__rlqs_sync_stats *out)
 {
     out->ok = __atomic_load_n(&s->ok, __ATOMIC_RELAXED);
     out->errors = __atomic_load_n(&s->errors, __ATOMIC_RELAXED);

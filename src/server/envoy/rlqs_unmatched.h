@@ -3,11 +3,11 @@
  * (no bucket, no membership, nothing shared between streams), so that a client reporting
  * thousands of them costs the table nothing.  The stream keeps only what it last sent for each
  * (a small open-addressing set of hashes, 40 bytes an entry, at most
- * RLT__QUOTAS_MAX_UNMATCHED per stream), so as to resend only when the answer changes or a
+ * RLT__RLQS_MAX_UNMATCHED per stream), so as to resend only when the answer changes or a
  * third of its TTL has passed; past that many, the others are answered at every report.
  * Under the quotas lock; `now` is the caller's. */
-#ifndef RLT_SERVER_REQUEST_QUOTAS_UNMATCHED_H
-#define RLT_SERVER_REQUEST_QUOTAS_UNMATCHED_H
+#ifndef RLT_SERVER_ENVOY_RLQS_UNMATCHED_H
+#define RLT_SERVER_ENVOY_RLQS_UNMATCHED_H
 
 #include "ratelimit/ratelimit.h"
 #include "server/config/config.h"
@@ -17,15 +17,15 @@
 #include <stdint.h>
 
 /* The unmatched BucketIds a stream remembers what it sent for. */
-#define RLT__QUOTAS_MAX_UNMATCHED 1024
+#define RLT__RLQS_MAX_UNMATCHED 1024
 
-typedef struct rlt__quotas_sent rlt__quotas_sent;
+typedef struct rlt__rlqs_sent rlt__rlqs_sent;
 
 /* Zero-initialised: empty.  Owned by one stream. */
-typedef struct rlt__quotas_unmatched {
-    rlt__quotas_sent *e; /* cap slots, hash 0 free */
+typedef struct rlt__rlqs_unmatched {
+    rlt__rlqs_sent *e; /* cap slots, hash 0 free */
     size_t cap, n;
-} rlt__quotas_unmatched;
+} rlt__rlqs_unmatched;
 
 /* A usage of the unmatched BucketId whose hash is `hash`, in domain d, with time_elapsed
  * `elapsed` (<= 0: none), at `now`: whether to send the domain's quota_default, *kind
@@ -33,13 +33,13 @@ typedef struct rlt__quotas_unmatched {
  * the first elapsed seen makes it 3 x that interval, as for a rule's bucket).  True when it was
  * not sent to this stream yet, changed, or a third of its TTL has passed; false: nothing to
  * send.  Memory short or the set full: true at every report. */
-bool rlt__quotas_unmatched_answer(rlt__quotas_unmatched *s, const rlt__domain *d, uint64_t hash,
+bool rlt__rlqs_unmatched_answer(rlt__rlqs_unmatched *s, const rlt__domain *d, uint64_t hash,
                                   rlt_ns elapsed, rlt_ns least, rlt_ns now, int *kind, rlt_ns *ttl);
 
 /* Forgets `hash` (the BucketId now matches a rule: the stream is a member of its bucket). */
-void rlt__quotas_unmatched_forget(rlt__quotas_unmatched *s, uint64_t hash);
+void rlt__rlqs_unmatched_forget(rlt__rlqs_unmatched *s, uint64_t hash);
 
 /* Frees the set (the stream's end); it is empty after. */
-void rlt__quotas_unmatched_free(rlt__quotas_unmatched *s);
+void rlt__rlqs_unmatched_free(rlt__rlqs_unmatched *s);
 
 #endif

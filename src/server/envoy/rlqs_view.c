@@ -1,5 +1,5 @@
 /* The RLQS quota state's bounded snapshot (quotas_view.h): every bucket is read once under the
- * lock, its division's ledger counted at `now`; the top RLT__QUOTAS_VIEW_TOP by demand are kept
+ * lock, its division's ledger counted at `now`; the top RLT__RLQS_VIEW_TOP by demand are kept
  * in a small array sorted by insertion (20 rows: a shift costs less than a heap's bookkeeping),
  * every bucket pushed out of it is added to `other`. */
 #include "server/envoy/rlqs_view.h"
@@ -8,16 +8,16 @@
 
 #include <string.h>
 
-typedef rlt__quotas_view_row row;
+typedef rlt__rlqs_view_row row;
 
-const char *rlt__quotas_view_kind(int kind)
+const char *rlt__rlqs_view_kind(int kind)
 {
     return kind == RLT__QUOTA_ALLOW_ALL  ? "allow_all"
            : kind == RLT__QUOTA_DENY_ALL ? "deny_all"
                                          : "policy";
 }
 
-const char *rlt__quotas_view_claim_name(rlt__quotas_view_claim c)
+const char *rlt__rlqs_view_claim_name(rlt__rlqs_view_claim c)
 {
     static const char *const names[] = {"", "unclaimed", "claimed", "failing"};
     return (unsigned)c < 4 ? names[c] : "";
@@ -37,7 +37,7 @@ static bool before(const row *a, const row *b)
     return a->id < b->id;
 }
 
-static void add_to_other(rlt__quotas_view *v, const row *r)
+static void add_to_other(rlt__rlqs_view *v, const row *r)
 {
     row *o = &v->other;
     o->members += r->members;
@@ -56,11 +56,11 @@ static void add_to_other(rlt__quotas_view *v, const row *r)
 }
 
 /* Places r among the rows (their order kept), the one pushed out going to `other`. */
-static void rank(rlt__quotas_view *v, const row *r)
+static void rank(rlt__rlqs_view *v, const row *r)
 {
     size_t n = v->nrows;
-    if (n == RLT__QUOTAS_VIEW_TOP && !before(r, &v->rows[n - 1])) return add_to_other(v, r);
-    if (n == RLT__QUOTAS_VIEW_TOP) add_to_other(v, &v->rows[--n]);
+    if (n == RLT__RLQS_VIEW_TOP && !before(r, &v->rows[n - 1])) return add_to_other(v, r);
+    if (n == RLT__RLQS_VIEW_TOP) add_to_other(v, &v->rows[--n]);
     size_t i = n;
     while (i > 0 && before(r, &v->rows[i - 1]))
         i--;
@@ -69,10 +69,10 @@ static void rank(rlt__quotas_view *v, const row *r)
     v->nrows = n + 1;
 }
 
-/* Appends bytes to a NUL-ended text of RLT__QUOTAS_VIEW_TEXT; false when cut. */
+/* Appends bytes to a NUL-ended text of RLT__RLQS_VIEW_TEXT; false when cut. */
 static bool put(char *t, size_t *len, const char *p, size_t n)
 {
-    size_t room = RLT__QUOTAS_VIEW_TEXT - 1 - *len;
+    size_t room = RLT__RLQS_VIEW_TEXT - 1 - *len;
     size_t k = n < room ? n : room;
     memcpy(t + *len, p, k);
     *len += k;
@@ -82,7 +82,7 @@ static bool put(char *t, size_t *len, const char *p, size_t n)
 
 /* The key's scope (prefix + domain) and its BucketId's pairs (key NUL value NUL each) as
  * "k=v,k=v". */
-static void texts(const rlt__quotas_bucket *b, row *r)
+static void texts(const rlt__rlqs_bucket *b, row *r)
 {
     size_t slen = strnlen(b->key, b->klen), dl = 0, bl = 0;
     bool whole = put(r->domain, &dl, b->key, slen);
@@ -96,7 +96,7 @@ static void texts(const rlt__quotas_bucket *b, row *r)
     r->cut = !whole;
 }
 
-static int rule_index(const rlt__quotas_bucket *b)
+static int rule_index(const rlt__rlqs_bucket *b)
 {
     if (b->rule == NULL) return -1;
     for (size_t i = 0; i < b->cfg->ndomains; i++) {
@@ -107,7 +107,7 @@ static int rule_index(const rlt__quotas_bucket *b)
     return -1;
 }
 
-static void read_bucket(const rlt__quotas *q, const rlt__quotas_bucket *b, rlt_ns now, row *r)
+static void read_bucket(const rlt__rlqs *q, const rlt__rlqs_bucket *b, rlt_ns now, row *r)
 {
     memset(r, 0, sizeof *r);
     texts(b, r);
@@ -137,27 +137,27 @@ static void read_bucket(const rlt__quotas *q, const rlt__quotas_bucket *b, rlt_n
         r->left_b = t.burst > t.max_tokens ? t.burst - t.max_tokens : 0;
     }
     if (q->redis && b->kind == RLT__QUOTA_POLICY) {
-        r->claim = b->claim == RLT__QUOTAS_CLAIMED   ? RLT__QV_CLAIM_CLAIMED
-                   : b->claim == RLT__QUOTAS_FAILING ? RLT__QV_CLAIM_FAILING
+        r->claim = b->claim == RLT__RLQS_CLAIMED   ? RLT__QV_CLAIM_CLAIMED
+                   : b->claim == RLT__RLQS_FAILING ? RLT__QV_CLAIM_FAILING
                                                      : RLT__QV_CLAIM_UNCLAIMED;
         r->claim_q = b->claim_q;
         r->claim_b = b->claim_b;
     }
 }
 
-void rlt__quotas_view_get(rlt__quotas *q, rlt_ns now, rlt__quotas_view *v)
+void rlt__rlqs_view_get(rlt__rlqs *q, rlt_ns now, rlt__rlqs_view *v)
 {
     memset(v, 0, sizeof *v);
     v->at = now;
     if (q == NULL) return;
     row r;
-    rlt__quotas_lock(q);
+    rlt__rlqs_lock(q);
     v->redis = q->redis;
     for (size_t i = 0; i < q->cap; i++)
-        for (const rlt__quotas_bucket *b = q->tab[i]; b != NULL; b = b->next) {
+        for (const rlt__rlqs_bucket *b = q->tab[i]; b != NULL; b = b->next) {
             read_bucket(q, b, now, &r);
             rank(v, &r);
         }
     v->buckets = q->n;
-    rlt__quotas_unlock(q);
+    rlt__rlqs_unlock(q);
 }

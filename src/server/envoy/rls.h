@@ -5,8 +5,8 @@
  * descriptor; the renderers only format statuses.  Units and windows are envoyproxy/ratelimit's:
  * fixed windows of 1 s, 60 s, 3600 s, 86400 s, 7 x 86400 s (WEEK), 30 x 86400 s (MONTH) and
  * 365 x 86400 s (YEAR) aligned to multiples of their length since the Unix epoch. */
-#ifndef RLT_SERVER_REQUEST_ENVOY_H
-#define RLT_SERVER_REQUEST_ENVOY_H
+#ifndef RLT_SERVER_ENVOY_RLS_H
+#define RLT_SERVER_ENVOY_RLS_H
 
 #include "ratelimit/ratelimit.h"
 #include "ratelimit/store.h"

@@ -17,7 +17,7 @@
 #include <strings.h>
 
 struct rlt__rlqs_call {
-    rlt__quotas_stream *qs;
+    rlt__rlqs_stream *qs;
     const rlt__config *cfg; /* the config its identity was checked under */
     uint64_t holder;        /* that identity (rlt__session_holder: a tenant, or the connection) */
     char domain[RLT__STR_MAX];
@@ -90,6 +90,8 @@ void rlt__rlqs_begin(gconn *g, gstream *st)
         nghttp2_submit_response(g->h2, st->id, nva, 2, NULL);
         return;
     }
+    if (g->s->rlqs == NULL) /* a context without the quota service (envoy/rlqs_srv.h) */
+        return answer_error(g, st, G_UNIMPLEMENTED, "the quota service is not attached");
     static __thread rlt__session ss;
     if (!authorized(g, st, &ss))
         return answer_error(g, st, G_UNAUTHENTICATED, "missing or wrong bearer token");
@@ -102,8 +104,8 @@ void rlt__rlqs_begin(gconn *g, gstream *st)
     c->cfg = rlt__srv_config(g->s);
     c->holder = rlt__session_holder(&ss);
     size_t cap = c->cfg->set.rlqs_max_streams_per_client;
-    rlt__quotas_client who = {c->holder, ss.prefix, ss.prefix_len, cap};
-    int e = rlt__quotas_stream_new_for(g->s->quotas, &who, &c->qs);
+    rlt__rlqs_client who = {c->holder, ss.prefix, ss.prefix_len, cap};
+    int e = rlt__rlqs_stream_new_for(g->s->rlqs, &who, &c->qs);
     if (e != RLT_OK) {
         free(c);
         rlt__mem_conn_give(sizeof *c);
@@ -125,7 +127,7 @@ void rlt__rlqs_release(gconn *g, gstream *st)
 {
     rlt__rlqs_call *c = st->rq;
     if (c == NULL) return;
-    rlt__quotas_stream_end(g->s->quotas, c->qs, g->now);
+    rlt__rlqs_stream_end(g->s->rlqs, c->qs, g->now);
     rlt__obuf_free(&c->out);
     free(c);
     rlt__mem_conn_give(sizeof *c);
@@ -186,20 +188,20 @@ static void report(gconn *g, gstream *st, const uint8_t *m, size_t n)
     static __thread rlt__rlqs_usage u;
     char key[RLT__RLQS_MAX_ID + 2 * RLT__RLQS_MAX_PAIRS];
     int e = RLT_OK;
-    rlt__quotas *q = g->s->quotas;
-    rlt__quotas_lock(q);
-    rlt__quotas_counters *cnt = rlt__quotas_counted(q);
+    rlt__rlqs *q = g->s->rlqs;
+    rlt__rlqs_lock(q);
+    rlt__rlqs_counters *cnt = rlt__rlqs_counted(q);
     while (rlt__rlqs_next_usage(&it, &u, err, sizeof err) == RLT__RLQS_OK) {
         cnt->usages++;
         if (u.id.n == 0) { /* no BucketId: nothing to answer it with; the others are */
             cnt->skipped++;
             continue;
         }
-        rlt__quotas_usage qu = {
+        rlt__rlqs_use qu = {
             u.id.pairs, u.id.n,    key,     rlt__rlqs_id_key(&u.id, key, sizeof key),
             u.elapsed,  u.allowed, u.denied};
-        rlt__quotas_answer a;
-        if ((e = rlt__quotas_report(q, cfg, c->qs, c->domain, c->dlen, &qu, g->now, &a)) != RLT_OK)
+        rlt__rlqs_answer a;
+        if ((e = rlt__rlqs_report(q, cfg, c->qs, c->domain, c->dlen, &qu, g->now, &a)) != RLT_OK)
             break;
         cnt->shadow_denied += a.shadow_denied;
         if (a.kind == RLT__QA_NONE) continue;
@@ -209,7 +211,7 @@ static void report(gconn *g, gstream *st, const uint8_t *m, size_t n)
         actions++;
     }
     cnt->actions += actions;
-    rlt__quotas_unlock(q);
+    rlt__rlqs_unlock(q);
     if (c->out.overflow) {
         /* A client that does not read its answers: nothing more can be queued. */
         nghttp2_submit_rst_stream(g->h2, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_ENHANCE_YOUR_CALM);

@@ -2,7 +2,7 @@
  * by a map of keys and values and gives them a global budget (a policy) or a blanket rule;
  * `quota_default:` answers the BucketIds none matches, `assignment_ttl:` how long an
  * assignment lives. */
-#include "server/envoy/rlqs_cfg.h"
+#include "server/config/rlqs_cfg.h"
 
 #include "server/config/config.h"
 #include "server/config/yaml.h"
@@ -129,7 +129,7 @@ static int parse_item(rlt__cy *x, yaml_node_t *e, rlt__qrule *q)
     return parse_budget(x, policy, text, q);
 }
 
-int rlt__cy_parse_quota(rlt__cy *x, rlt__domain *dom, yaml_node_t *buckets, yaml_node_t *dflt,
+int rlt__rlqs_cfg_parse(rlt__cy *x, rlt__domain *dom, yaml_node_t *buckets, yaml_node_t *dflt,
                         yaml_node_t *ttl)
 {
     dom->quota_default = RLT__QUOTA_ALLOW_ALL;

@@ -1,13 +1,13 @@
 /* A domain's quota buckets for Envoy's Rate Limit Quota Service, read from YAML (quota_cfg.c):
  * `quota_buckets:`, `quota_default:` and `assignment_ttl:` beside `domain:`.  Returns RLT_OK,
  * or RLT_EPARSE after writing "file:line: reason" into the context's error buffer. */
-#ifndef RLT_SERVER_CONFIG_QUOTA_CFG_H
-#define RLT_SERVER_CONFIG_QUOTA_CFG_H
+#ifndef RLT_SERVER_CONFIG_RLQS_CFG_H
+#define RLT_SERVER_CONFIG_RLQS_CFG_H
 
 #include "server/config/yaml.h"
 
 /* Reads the three keys into dom (each node may be NULL: absent). */
-int rlt__cy_parse_quota(rlt__cy *x, rlt__domain *dom, yaml_node_t *buckets, yaml_node_t *dflt,
+int rlt__rlqs_cfg_parse(rlt__cy *x, rlt__domain *dom, yaml_node_t *buckets, yaml_node_t *dflt,
                         yaml_node_t *ttl);
 
 #endif
