@@ -4,7 +4,7 @@
  * count until their TTL and not after; Redis mode's rows carry the claims; no state is an empty
  * view.  End to end (the Live page, /v1/stats and /metrics from grpcio streams):
  * tests/web/quotas.mjs. */
-#include "quotas_usage.h"
+#include "rlqs_usage.h"
 #include "test.h"
 
 #include "server/config/config.h"

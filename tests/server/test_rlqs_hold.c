@@ -6,7 +6,7 @@
  * each have their own bucket, budget and Redis key.  End to end with grpcio streams:
  * rlqs_integration.py (one_client_filling_its_share_locks_no_other_envoy_out,
  * tenants_reporting_one_bucket_id_each_get_the_whole_budget). */
-#include "quotas_usage.h"
+#include "rlqs_usage.h"
 #include "test.h"
 
 #include "server/config/config.h"

@@ -4,7 +4,7 @@
  * taken, what a
  * retired bucket carries into its key's claim, and a reply the division refuses.  The
  * exchanges with a real Redis are tests/redis/test_redis_quota.c and server_rlqs_redis. */
-#include "quotas_usage.h"
+#include "rlqs_usage.h"
 #include "test.h"
 
 #include "server/config/config.h"
