@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static inline rlt__rlqs_answer quotas_usage(rlt__rlqs *q, const rlt__config *c,
+static inline rlt__rlqs_answer rlqs_usage(rlt__rlqs *q, const rlt__config *c,
                                               rlt__rlqs_stream *st, const char *name,
                                               const char *value, int rate, rlt_ns now)
 {

@@ -1,5 +1,5 @@
-/* Tests of the RLQS quota state's shares and tenants (src/server/request/quotas.c with
- * quotas_hold.c and quotas_unmatched.c), time as a parameter: BucketIds that match no rule
+/* Tests of the RLQS quota state's shares and tenants (src/server/envoy/rlqs.c with
+ * rlqs_hold.c and rlqs_unmatched.c), time as a parameter: BucketIds that match no rule
  * take no place in the table (issue 42's attack: 65 streams x 1,024 of them), a client's new
  * buckets past its cap are not kept while the other clients' are, its buckets stay charged
  * until freed, its streams past its cap are refused, and tenants reporting the same BucketId
@@ -71,7 +71,7 @@ TEST(bucket_ids_that_match_no_rule_take_no_place_in_the_table)
         for (int j = 0; j < 1024; j++) {
             char v[32];
             snprintf(v, sizeof v, "%d-%d", i, j);
-            rlt__rlqs_answer a = quotas_usage(q, c, att[i], "junk", v, 10, now);
+            rlt__rlqs_answer a = rlqs_usage(q, c, att[i], "junk", v, 10, now);
             ASSERT_EQ(a.kind, RLT__QA_ALLOW_ALL); /* quota_default */
             ASSERT_EQ(a.ttl, 3 * S);              /* 3 x the 1 s interval */
         }
@@ -79,16 +79,16 @@ TEST(bucket_ids_that_match_no_rule_take_no_place_in_the_table)
     ASSERT_EQ(stats(q).buckets, 0);
     ASSERT_EQ(stats(q).members, 0);
     /* sent again only when a third of its TTL has passed */
-    ASSERT_EQ(quotas_usage(q, c, att[0], "junk", "0-0", 10, now + 500 * MS).kind, RLT__QA_NONE);
-    ASSERT_EQ(quotas_usage(q, c, att[0], "junk", "0-0", 10, now + S).kind, RLT__QA_ALLOW_ALL);
+    ASSERT_EQ(rlqs_usage(q, c, att[0], "junk", "0-0", 10, now + 500 * MS).kind, RLT__QA_NONE);
+    ASSERT_EQ(rlqs_usage(q, c, att[0], "junk", "0-0", 10, now + S).kind, RLT__QA_ALLOW_ALL);
     /* past the 1,024 a stream remembers: answered at every report, still no bucket */
-    ASSERT_EQ(quotas_usage(q, c, att[0], "junk", "extra", 10, now).kind, RLT__QA_ALLOW_ALL);
-    ASSERT_EQ(quotas_usage(q, c, att[0], "junk", "extra", 10, now + 100 * MS).kind,
+    ASSERT_EQ(rlqs_usage(q, c, att[0], "junk", "extra", 10, now).kind, RLT__QA_ALLOW_ALL);
+    ASSERT_EQ(rlqs_usage(q, c, att[0], "junk", "extra", 10, now + 100 * MS).kind,
               RLT__QA_ALLOW_ALL);
     /* another Envoy gets its assignment; so does the attacker's own matched bucket */
     rlt__rlqs_stream *honest = stream(q, 4, "", 256);
-    ASSERT_EQ(quotas_usage(q, c, honest, "name", "web", 10, now).kind, RLT__QA_TOKEN_BUCKET);
-    ASSERT_EQ(quotas_usage(q, c, att[1], "flood", "x", 10, now).kind, RLT__QA_TOKEN_BUCKET);
+    ASSERT_EQ(rlqs_usage(q, c, honest, "name", "web", 10, now).kind, RLT__QA_TOKEN_BUCKET);
+    ASSERT_EQ(rlqs_usage(q, c, att[1], "flood", "x", 10, now).kind, RLT__QA_TOKEN_BUCKET);
     ASSERT_EQ(stats(q).buckets, 2);
     for (int i = 0; i < 65; i++)
         rlt__rlqs_stream_end(q, att[i], now);
@@ -148,17 +148,17 @@ TEST(a_clients_new_buckets_past_its_cap_get_no_answer_and_others_are_served)
         char v[16];
         snprintf(v, sizeof v, "%d", i);
         int want = i < 100 ? RLT__QA_TOKEN_BUCKET : RLT__QA_NONE;
-        ASSERT_EQ(quotas_usage(q, c, a1, "flood", v, 10, now).kind, want);
+        ASSERT_EQ(rlqs_usage(q, c, a1, "flood", v, 10, now).kind, want);
     }
     ASSERT_EQ(stats(q).buckets, 100);
     ASSERT_EQ(stats(q).c.over_cap, 50);
     /* the same client's other stream: its share is spent too; its known buckets still answer */
-    ASSERT_EQ(quotas_usage(q, c, a2, "flood", "new", 10, now).kind, RLT__QA_NONE);
-    ASSERT_EQ(quotas_usage(q, c, a2, "flood", "7", 10, now).kind, RLT__QA_TOKEN_BUCKET);
+    ASSERT_EQ(rlqs_usage(q, c, a2, "flood", "new", 10, now).kind, RLT__QA_NONE);
+    ASSERT_EQ(rlqs_usage(q, c, a2, "flood", "7", 10, now).kind, RLT__QA_TOKEN_BUCKET);
     /* another client is served, and joining its bucket costs the first one nothing */
-    ASSERT_EQ(quotas_usage(q, c, b, "flood", "b", 10, now).kind, RLT__QA_TOKEN_BUCKET);
-    ASSERT_EQ(quotas_usage(q, c, b, "name", "web", 10, now).kind, RLT__QA_TOKEN_BUCKET);
-    ASSERT_EQ(quotas_usage(q, c, a1, "name", "web", 10, now).kind, RLT__QA_TOKEN_BUCKET);
+    ASSERT_EQ(rlqs_usage(q, c, b, "flood", "b", 10, now).kind, RLT__QA_TOKEN_BUCKET);
+    ASSERT_EQ(rlqs_usage(q, c, b, "name", "web", 10, now).kind, RLT__QA_TOKEN_BUCKET);
+    ASSERT_EQ(rlqs_usage(q, c, a1, "name", "web", 10, now).kind, RLT__QA_TOKEN_BUCKET);
     ASSERT_EQ(stats(q).buckets, 102);
     rlt__rlqs_stream_end(q, a1, now);
     rlt__rlqs_stream_end(q, a2, now);
@@ -177,15 +177,15 @@ TEST(a_clients_buckets_stay_charged_until_they_are_freed)
     for (int i = 0; i < 100; i++) {
         char v[16];
         snprintf(v, sizeof v, "%d", i);
-        ASSERT_EQ(quotas_usage(q, c, a, "flood", v, 10, now).kind, RLT__QA_TOKEN_BUCKET);
+        ASSERT_EQ(rlqs_usage(q, c, a, "flood", v, 10, now).kind, RLT__QA_TOKEN_BUCKET);
     }
     /* ending the stream and opening another gives nothing back while the buckets idle */
     rlt__rlqs_stream_end(q, a, now);
     a = stream(q, 2, "", 256);
-    ASSERT_EQ(quotas_usage(q, c, a, "flood", "new", 10, now + S).kind, RLT__QA_NONE);
+    ASSERT_EQ(rlqs_usage(q, c, a, "flood", "new", 10, now + S).kind, RLT__QA_NONE);
     ASSERT_EQ(stats(q).buckets, 100);
     /* a TTL (3 s) after their last member left they are freed, and the share with them */
-    ASSERT_EQ(quotas_usage(q, c, a, "flood", "new", 10, now + 3 * S).kind, RLT__QA_TOKEN_BUCKET);
+    ASSERT_EQ(rlqs_usage(q, c, a, "flood", "new", 10, now + 3 * S).kind, RLT__QA_TOKEN_BUCKET);
     ASSERT_EQ(stats(q).buckets, 1);
     rlt__rlqs_stream_end(q, a, now + 3 * S);
     rlt__rlqs_close(q);
@@ -220,8 +220,8 @@ static void both_heavy(rlt__rlqs *q, const rlt__config *c, rlt__rlqs_stream *x,
     *rx = *ry = -1;
     for (int i = 0; i < 10; i++) {
         rlt_ns t = now + i * 500 * MS;
-        rlt__rlqs_answer a = quotas_usage(q, c, x, "name", "web", 400, t);
-        rlt__rlqs_answer b = quotas_usage(q, c, y, "name", "web", 400, t);
+        rlt__rlqs_answer a = rlqs_usage(q, c, x, "name", "web", 400, t);
+        rlt__rlqs_answer b = rlqs_usage(q, c, y, "name", "web", 400, t);
         if (a.kind == RLT__QA_TOKEN_BUCKET) *rx = (int64_t)a.tokens_per_fill * S / a.fill_interval;
         if (b.kind == RLT__QA_TOKEN_BUCKET) *ry = (int64_t)b.tokens_per_fill * S / b.fill_interval;
     }
@@ -267,8 +267,8 @@ TEST(a_tenants_bucket_is_claimed_in_redis_under_its_prefix)
     rlt__rlqs_redis_mode(q, nop, NULL);
     rlt_ns now = 10 * S;
     rlt__rlqs_stream *acme = stream(q, 3, "acme:", 256), *admin = stream(q, 2, "", 256);
-    quotas_usage(q, c, acme, "name", "web", 10, now);
-    quotas_usage(q, c, admin, "name", "web", 10, now);
+    rlqs_usage(q, c, acme, "name", "web", 10, now);
+    rlqs_usage(q, c, admin, "name", "web", 10, now);
     rlt__rlqs_chunk ch = {0};
     rlt__rlqs_chunk_begin(&ch);
     ASSERT_EQ(rlt__rlqs_claims(q, now, S, &ch), RLT_OK);

@@ -1,4 +1,4 @@
-/* Tests of the RLQS quota state's Redis mode (src/server/request/quotas_redis.c), driven with
+/* Tests of the RLQS quota state's Redis mode (src/server/envoy/rlqs_redis.c), driven with
  * the exchanges' answers filled in by hand and time as a parameter: the walk a chunk at a time
  * over every bucket, a claim's deadline, fail: local within the last claim until it may be
  * taken, what a
@@ -18,7 +18,7 @@
 
 #define S RLT_NS_PER_S
 #define MS RLT_NS_PER_MS
-#define EXTRA (1000 * MS) /* quotas_sync.c's: 2 x its 500 ms interval */
+#define EXTRA (1000 * MS) /* rlqs_sync.c's: 2 x its 500 ms interval */
 
 static rlt__config *parse(const char *y)
 {
@@ -82,7 +82,7 @@ static void close_world(world *w, rlt_ns now)
 static rlt__rlqs_answer report_on(rlt__rlqs *q, const rlt__config *c, rlt__rlqs_stream *st,
                                     const char *value, int rate, rlt_ns now)
 {
-    return quotas_usage(q, c, st, "name", value, rate, now);
+    return rlqs_usage(q, c, st, "name", value, rate, now);
 }
 
 static rlt__rlqs_answer report(const world *w, const char *value, int rate, rlt_ns now)

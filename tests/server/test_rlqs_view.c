@@ -1,4 +1,4 @@
-/* Tests of the RLQS quota state's bounded snapshot (src/server/request/quotas_view.c), time as a
+/* Tests of the RLQS quota state's bounded snapshot (src/server/envoy/rlqs_view.c), time as a
  * parameter: with 10,001 buckets it shows the top 20 by demand and sums the rest, the sums
  * adding up to every bucket's; ties go to the oldest bucket; departed members' assignments
  * count until their TTL and not after; Redis mode's rows carry the claims; no state is an empty
@@ -63,7 +63,7 @@ TEST(ten_thousand_buckets_show_the_top_twenty_and_sum_the_rest)
     int64_t want = 0;
     for (int i = 0; i < 3; i++) {
         ASSERT((web[i] = stream(q)) != NULL);
-        ASSERT_EQ(quotas_usage(q, c, web[i], "name", "web", 10 * (i + 1), now).kind,
+        ASSERT_EQ(rlqs_usage(q, c, web[i], "name", "web", 10 * (i + 1), now).kind,
                   RLT__QA_TOKEN_BUCKET);
         want += 10 * (i + 1);
     }
@@ -72,7 +72,7 @@ TEST(ten_thousand_buckets_show_the_top_twenty_and_sum_the_rest)
         for (int j = 0; j < 1000; j++) {
             char v[32];
             snprintf(v, sizeof v, "s%d-u%d", i, j);
-            ASSERT_EQ(quotas_usage(q, c, api[i], "user", v, j % 13, now).kind,
+            ASSERT_EQ(rlqs_usage(q, c, api[i], "user", v, j % 13, now).kind,
                       RLT__QA_TOKEN_BUCKET);
             want += j % 13;
         }
@@ -127,8 +127,8 @@ TEST(departed_members_assignments_count_until_their_ttl_and_not_after)
     ASSERT_EQ(rlt__rlqs_open(&q), RLT_OK);
     rlt_ns now = 10 * S;
     rlt__rlqs_stream *a = stream(q), *b = stream(q);
-    rlt__rlqs_answer x = quotas_usage(q, c, a, "name", "web", 50, now);
-    rlt__rlqs_answer y = quotas_usage(q, c, b, "name", "web", 50, now);
+    rlt__rlqs_answer x = rlqs_usage(q, c, a, "name", "web", 50, now);
+    rlt__rlqs_answer y = rlqs_usage(q, c, b, "name", "web", 50, now);
     ASSERT_EQ(x.kind, RLT__QA_TOKEN_BUCKET);
     ASSERT_EQ(y.kind, RLT__QA_TOKEN_BUCKET);
     rlt__rlqs_view v;
@@ -160,8 +160,8 @@ TEST(a_blanket_rules_bucket_shows_its_streams_and_no_budget)
     ASSERT(c != NULL);
     ASSERT_EQ(rlt__rlqs_open(&q), RLT_OK);
     rlt__rlqs_stream *a = stream(q), *b = stream(q);
-    ASSERT_EQ(quotas_usage(q, c, a, "name", "closed", 5, S).kind, RLT__QA_DENY_ALL);
-    ASSERT_EQ(quotas_usage(q, c, b, "name", "closed", 5, S).kind, RLT__QA_DENY_ALL);
+    ASSERT_EQ(rlqs_usage(q, c, a, "name", "closed", 5, S).kind, RLT__QA_DENY_ALL);
+    ASSERT_EQ(rlqs_usage(q, c, b, "name", "closed", 5, S).kind, RLT__QA_DENY_ALL);
     rlt__rlqs_view v;
     rlt__rlqs_view_get(q, S, &v);
     ASSERT_EQ(v.nrows, 1);
@@ -193,7 +193,7 @@ TEST(redis_mode_rows_carry_the_claims)
     rlt__rlqs_redis_mode(q, nop, NULL);
     rlt_ns now = 10 * S;
     rlt__rlqs_stream *a = stream(q);
-    quotas_usage(q, c, a, "name", "web", 50, now);
+    rlqs_usage(q, c, a, "name", "web", 50, now);
     rlt__rlqs_view v;
     rlt__rlqs_view_get(q, now, &v);
     ASSERT(v.redis);

@@ -312,7 +312,7 @@ static int parse_root(rlt__cy *x, yaml_node_t *root)
     }
     if (rlt__cy_need_map(x, root, "the top level") != RLT_OK) return RLT_EPARSE;
     yaml_node_t *domain = NULL, *descs = NULL, *tiers = NULL, *policies = NULL;
-    yaml_node_t *qb = NULL, *qdefault = NULL, *qttl = NULL; /* Envoy's RLQS (quota_cfg.h) */
+    yaml_node_t *qb = NULL, *qdefault = NULL, *qttl = NULL; /* Envoy's RLQS (rlqs_cfg.h) */
     /* policies first: tiers refer to them wherever they appear in the file. */
     FOR_PAIRS(x, root, k, v)
     {

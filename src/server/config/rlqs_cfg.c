@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A BucketId has at most 16 pairs (grpc/rlqs_pb.h): a match naming more can never match. */
+/* A BucketId has at most 16 pairs (envoy/rlqs_pb.h): a match naming more can never match. */
 #define MAX_MATCH 16
 /* The RLQS TokenBucket's fields are uint32: a budget whose rate or burst passes it cannot be
  * assigned to even one Envoy. */
@@ -76,7 +76,7 @@ static int parse_budget(rlt__cy *x, yaml_node_t *n, const char *text, rlt__qrule
         return rlt__cy_fail(x, n, "policy '%s': a quota's limit and burst are at most %lld", text,
                             (long long)TOKENS_MAX);
     /* Envoy reads fill_interval's whole seconds: a shorter period is sent as tokens per its
-     * length rounded up to seconds (quotas_envoy.h), which must fit the uint32 field too */
+     * length rounded up to seconds (rlqs_envoy.h), which must fit the uint32 field too */
     rlt_ns p = q->policy.period, f = (p + RLT_NS_PER_S - 1) / RLT_NS_PER_S * RLT_NS_PER_S;
     if ((__int128)q->policy.limit * f / p > TOKENS_MAX)
         return rlt__cy_fail(x, n,

@@ -1,4 +1,4 @@
-/* A domain's quota buckets for Envoy's Rate Limit Quota Service, read from YAML (quota_cfg.c):
+/* A domain's quota buckets for Envoy's Rate Limit Quota Service, read from YAML (rlqs_cfg.c):
  * `quota_buckets:`, `quota_default:` and `assignment_ttl:` beside `domain:`.  Returns RLT_OK,
  * or RLT_EPARSE after writing "file:line: reason" into the context's error buffer. */
 #ifndef RLT_SERVER_CONFIG_RLQS_CFG_H

@@ -1,4 +1,4 @@
-/* The daemon's quota state for Envoy's Rate Limit Quota Service (quotas.c): the BucketIds
+/* The daemon's quota state for Envoy's Rate Limit Quota Service (rlqs.c): the BucketIds
  * Envoys report, matched to the config's quota buckets, each policy bucket's global budget
  * divided among the streams reporting it by src/quota (one division per assignment TTL), and
  * each stream's memberships.  The gRPC service (grpc/rlqs.c) feeds it one usage at a time and
@@ -10,9 +10,9 @@
  * the other calls lock it themselves.
  * Memory: every bucket and membership counts in the connections' share of max_memory (mem.h);
  * caps: RLT__RLQS_MAX_BUCKETS BucketIds in all, RLT__RLQS_MAX_PER_STREAM per stream, and
- * per client (a tenant, or else a connection: quotas_hold.h) server.rlqs_max_streams_per_client
+ * per client (a tenant, or else a connection: rlqs_hold.h) server.rlqs_max_streams_per_client
  * streams and server.rlqs_max_buckets_per_client buckets created.  BucketIds that match no
- * rule are answered from quota_default without a bucket (quotas_unmatched.h).
+ * rule are answered from quota_default without a bucket (rlqs_unmatched.h).
  * Tenants: a stream opened by a tenant has its own buckets (the bucket's identity, and its
  * Redis key, start with the tenant's key prefix, as the per-request doors' keys do).
  * Time: `now` is the caller's clock (the turn's), never read here. */
@@ -95,7 +95,7 @@ void rlt__rlqs_unlock(rlt__rlqs *q);
 /* One usage of `domain` (dlen < RLT__STR_MAX) on stream st at `now`, under cfg (the config in
  * force): the BucketId is matched to its quota bucket (first match wins; an unknown domain:
  * allow-all, logged once per domain), its usage recorded, and *a says what to send.  None
- * matches: the domain's quota_default, with no bucket kept (quotas_unmatched.h).  A bucket
+ * matches: the domain's quota_default, with no bucket kept (rlqs_unmatched.h).  A bucket
  * whose rule a reload removed or changed is answered ABANDON once (the Envoy forgets it and
  * subscribes again under the new rule).  A new bucket past its client's
  * cfg->set.rlqs_max_buckets_per_client is not kept and gets no answer (a->kind NONE: the
@@ -119,6 +119,6 @@ void rlt__rlqs_stats_get(rlt__rlqs *q, rlt__rlqs_stats *out);
 /* The counters, to add to between rlt__rlqs_lock and rlt__rlqs_unlock. */
 rlt__rlqs_counters *rlt__rlqs_counted(rlt__rlqs *q);
 
-/* Redis mode: quotas_redis.h. */
+/* Redis mode: rlqs_redis.h. */
 
 #endif

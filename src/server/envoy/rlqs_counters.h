@@ -1,5 +1,5 @@
-/* The RLQS quota state's counters (quotas.h's stats, kept in quotas_int.h's record): their own
- * header so that the record's header need not include quotas.h. */
+/* The RLQS quota state's counters (rlqs.h's stats, kept in rlqs_int.h's record): their own
+ * header so that the record's header need not include rlqs.h. */
 #ifndef RLT_SERVER_ENVOY_RLQS_COUNTERS_H
 #define RLT_SERVER_ENVOY_RLQS_COUNTERS_H
 

@@ -1,4 +1,4 @@
-/* The quota state's answers in a real Envoy's terms (quotas_envoy.h): whole-second durations,
+/* The quota state's answers in a real Envoy's terms (rlqs_envoy.h): whole-second durations,
  * the move of a bucket to the division of its real TTL, the penalty box's trigger and shadow
  * mode's would-be denials. */
 #include "server/envoy/rlqs_envoy.h"

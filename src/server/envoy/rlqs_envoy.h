@@ -1,5 +1,5 @@
-/* What a real Envoy makes of the quota state's answers (quotas_envoy.c), kept apart from the
- * table in quotas.c: Envoy's RLQS client (rate_limit_quota/global_client_impl.cc) reads
+/* What a real Envoy makes of the quota state's answers (rlqs_envoy.c), kept apart from the
+ * table in rlqs.c: Envoy's RLQS client (rate_limit_quota/global_client_impl.cc) reads
  * durations in whole seconds only, sends time_elapsed truncated to whole seconds (its first
  * report of a bucket always 0), and a bucket's TTL can only be known from a report that shows
  * the interval.  These helpers turn a quota rule into a budget in those terms, move a bucket

@@ -1,4 +1,4 @@
-/* The RLQS quota state's holders (quotas_hold.h): a chained table of per-client counts. */
+/* The RLQS quota state's holders (rlqs_hold.h): a chained table of per-client counts. */
 #include "server/envoy/rlqs_hold.h"
 
 #include "server/base/mem.h"

@@ -1,4 +1,4 @@
-/* Who holds the RLQS quota state's streams and buckets (quotas_hold.c): a holder is a client,
+/* Who holds the RLQS quota state's streams and buckets (rlqs_hold.c): a holder is a client,
  * as for RL.RESERVE's reservations (request.h's rlt__session_holder): a tenant, every
  * connection of it together, or else one connection.  Each counts its open streams and the
  * buckets it created (charged until the bucket is freed, its idle TTL included, so that a

@@ -1,7 +1,7 @@
-/* The RLQS quota state's records, shared by the file that owns them (quotas.c: the table,
- * streams and reports) and its Redis mode (quotas_redis.c: the claims, their deadlines, the
+/* The RLQS quota state's records, shared by the file that owns them (rlqs.c: the table,
+ * streams and reports) and its Redis mode (rlqs_redis.c: the claims, their deadlines, the
  * fail modes and the amounts retired buckets still hold); read, under the lock, by its bounded
- * snapshot (quotas_view.c).  Internal to those three files. */
+ * snapshot (rlqs_view.c).  Internal to those three files. */
 #ifndef RLT_SERVER_ENVOY_RLQS_INT_H
 #define RLT_SERVER_ENVOY_RLQS_INT_H
 
@@ -77,7 +77,7 @@ typedef struct rlt__rlqs_carry {
     char key[];
 } rlt__rlqs_carry;
 
-/* (quotas.h declares the same name: this header does not include it, so that quotas_redis.c
+/* (rlqs.h declares the same name: this header does not include it, so that rlqs_redis.c
  * depends on the records alone.) */
 typedef struct rlt__rlqs rlt__rlqs;
 

@@ -1,7 +1,7 @@
-/* The Redis mode of the RLQS quota state (quotas_redis.h has the contract): the exchanges'
+/* The Redis mode of the RLQS quota state (rlqs_redis.h has the contract): the exchanges'
  * snapshots taken a chunk at a time, their answers applied, each claim's deadline, the fail
  * modes, and the amounts retired buckets still hold under their key.  The records are
- * quotas_int.h's; this file takes the state's lock itself (never calling into quotas.c). */
+ * rlqs_int.h's; this file takes the state's lock itself (never calling into rlqs.c). */
 #include "server/envoy/rlqs_redis.h"
 
 #include "server/base/mem.h"
@@ -38,7 +38,7 @@ void rlt__rlqs_redis_mode(rlt__rlqs *q, void (*wake)(void *), void *arg)
 static int divide_part(bucket *b, int64_t bq, int64_t bb)
 {
     if (bq <= 0 || bb <= 0) bq = bb = 0;
-    rlt_ns f = rlt__rlqs_fill(b->rule->policy.period); /* Q and B are per F (quotas_envoy.h) */
+    rlt_ns f = rlt__rlqs_fill(b->rule->policy.period); /* Q and B are per F (rlqs_envoy.h) */
     rlt__quota_budget bg = {bq, f, bb, f};
     return rlt__quota_bucket_budget(b->dv->div, b->qb, &bg);
 }

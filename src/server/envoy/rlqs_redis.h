@@ -1,5 +1,5 @@
-/* The Redis mode of the daemon's RLQS quota state (quotas_redis.c): what quotas_sync.c calls
- * to exchange the policy buckets' claims with the fleet, and the hooks quotas.c calls under
+/* The Redis mode of the daemon's RLQS quota state (rlqs_redis.c): what rlqs_sync.c calls
+ * to exchange the policy buckets' claims with the fleet, and the hooks rlqs.c calls under
  * its lock.  Thread-safety: the rlt__rlqs_* calls below lock the state themselves, the hooks
  * run under the lock; a chunk is used by one thread. */
 #ifndef RLT_SERVER_ENVOY_RLQS_REDIS_H
@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* ---- Redis mode (quotas_sync.c runs it) -------------------------------------------------------
+/* ---- Redis mode (rlqs_sync.c runs it) -------------------------------------------------------
  * Each policy bucket's budget is this server's claimed part of the global one, given by its
  * latest exchange with the fleet, minus what retired buckets of the same key (a reload, an
  * abandon) still hold in live assignments.  A claim is divided until its deadline: the time
@@ -77,7 +77,7 @@ size_t rlt__rlqs_claims_apply(rlt__rlqs *q, const rlt__rlqs_claim *c, size_t n, 
 /* Frees the chunk's buffers (it stays usable, zeroed). */
 void rlt__rlqs_chunk_free(rlt__rlqs_chunk *ch);
 
-/* Redis mode, under the lock (quotas_redis.c). */
+/* Redis mode, under the lock (rlqs_redis.c). */
 
 /* A new policy bucket: divides nothing until its first claim; wakes the exchanges. */
 void rlt__rlqs_redis_new(rlt__rlqs *q, rlt__rlqs_bucket *b);

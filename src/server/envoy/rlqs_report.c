@@ -1,4 +1,4 @@
-/* The RLQS quota buckets as JSON and Prometheus text (report_quotas.h), from one snapshot. */
+/* The RLQS quota buckets as JSON and Prometheus text (rlqs_report.h), from one snapshot. */
 #include "server/envoy/rlqs_report.h"
 
 #include "server/base/escape.h"

@@ -1,5 +1,5 @@
-/* The RLQS quota buckets as text (report_quotas.c): /v1/stats' "quotas" member and /metrics'
- * per-bucket families, both rendered from one rlt__rlqs_view (quotas_view.h) so that they
+/* The RLQS quota buckets as text (rlqs_report.c): /v1/stats' "quotas" member and /metrics'
+ * per-bucket families, both rendered from one rlt__rlqs_view (rlqs_view.h) so that they
  * agree with each other and with the Live page, which reads /v1/stats.  Bounded: the
  * RLT__RLQS_VIEW_TOP buckets of the largest demand one by one, the rest summed. */
 #ifndef RLT_SERVER_ENVOY_RLQS_REPORT_H

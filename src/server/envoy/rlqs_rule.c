@@ -1,4 +1,4 @@
-/* A BucketId's quota rule as the quota state reads it (quotas_rule.h). */
+/* A BucketId's quota rule as the quota state reads it (rlqs_rule.h). */
 #include "server/envoy/rlqs_rule.h"
 
 #include "server/base/log.h"

@@ -1,4 +1,4 @@
-/* A BucketId's quota rule as the quota state reads it (quotas_rule.c): its kind, its default
+/* A BucketId's quota rule as the quota state reads it (rlqs_rule.c): its kind, its default
  * assignment TTL, and whether a reloaded rule answers as the old one, and the one log line of an
  * unknown domain. Functions of the config (no lock, no clock). */
 #ifndef RLT_SERVER_ENVOY_RLQS_RULE_H

@@ -1,4 +1,4 @@
-/* The Redis mode's exchanges of the RLQS quota state (quotas_sync.h): one thread, waking every
+/* The Redis mode's exchanges of the RLQS quota state (rlqs_sync.h): one thread, waking every
  * interval (or when a new bucket awaits its first claim), walks the policy buckets a chunk at
  * a time: a snapshot of the chunk under the quota state's lock, its exchanges with Redis
  * without it, its answers applied under it again (a bucket retired meanwhile is skipped). */

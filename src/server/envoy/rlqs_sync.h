@@ -1,7 +1,7 @@
-/* Redis mode of the daemon's RLQS quota state (quotas_sync.c): a thread that exchanges every
+/* Redis mode of the daemon's RLQS quota state (rlqs_sync.c): a thread that exchanges every
  * policy bucket with the fleet of daemons sharing its budget (the backend's quota_exchange,
  * on the thread's own Redis connection), every RLT__RLQS_SYNC_INTERVAL and at once when a
- * new bucket appears, and applies the answers to the quota state (quotas.h, "Redis mode").
+ * new bucket appears, and applies the answers to the quota state (rlqs.h, "Redis mode").
  * No Redis call is made under the quota state's lock. */
 #ifndef RLT_SERVER_ENVOY_RLQS_SYNC_H
 #define RLT_SERVER_ENVOY_RLQS_SYNC_H

@@ -1,4 +1,4 @@
-/* An RLQS stream's unmatched BucketIds (quotas_unmatched.h): linear probing on a power-of-two
+/* An RLQS stream's unmatched BucketIds (rlqs_unmatched.h): linear probing on a power-of-two
  * array at most half full, deletion by backward shift (no tombstones to sweep). */
 #include "server/envoy/rlqs_unmatched.h"
 

@@ -1,4 +1,4 @@
-/* The BucketIds of an RLQS stream that match no quota bucket rule (quotas_unmatched.c): they
+/* The BucketIds of an RLQS stream that match no quota bucket rule (rlqs_unmatched.c): they
  * are answered with their domain's quota_default and take no place in the quota state's table
  * (no bucket, no membership, nothing shared between streams), so that a client reporting
  * thousands of them costs the table nothing.  The stream keeps only what it last sent for each
@@ -29,7 +29,7 @@ typedef struct rlt__rlqs_unmatched {
 
 /* A usage of the unmatched BucketId whose hash is `hash`, in domain d, with time_elapsed
  * `elapsed` (<= 0: none), at `now`: whether to send the domain's quota_default, *kind
- * (RLT__QUOTA_ALLOW_ALL or _DENY_ALL) for *ttl (quotas_rule.h's default TTL, at least `least`:
+ * (RLT__QUOTA_ALLOW_ALL or _DENY_ALL) for *ttl (rlqs_rule.h's default TTL, at least `least`:
  * the first elapsed seen makes it 3 x that interval, as for a rule's bucket).  True when it was
  * not sent to this stream yet, changed, or a third of its TTL has passed; false: nothing to
  * send.  Memory short or the set full: true at every report. */

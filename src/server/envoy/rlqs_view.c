@@ -1,4 +1,4 @@
-/* The RLQS quota state's bounded snapshot (quotas_view.h): every bucket is read once under the
+/* The RLQS quota state's bounded snapshot (rlqs_view.h): every bucket is read once under the
  * lock, its division's ledger counted at `now`; the top RLT__RLQS_VIEW_TOP by demand are kept
  * in a small array sorted by insertion (20 rows: a shift costs less than a heap's bookkeeping),
  * every bucket pushed out of it is added to `other`. */

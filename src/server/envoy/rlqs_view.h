@@ -1,6 +1,6 @@
-/* The RLQS quota state seen from the outside (quotas_view.c): one bounded snapshot of its
+/* The RLQS quota state seen from the outside (rlqs_view.c): one bounded snapshot of its
  * buckets, copied out under the state's lock, that /v1/stats, /metrics and the Live page all
- * render (report_quotas.c), so that the three agree.  A snapshot holds the
+ * render (rlqs_report.c), so that the three agree.  A snapshot holds the
  * RLT__RLQS_VIEW_TOP buckets of the largest demand one by one and the rest summed in one
  * row, whatever the number of buckets (up to RLT__RLQS_MAX_BUCKETS, 65,536).
  * Cost: O(buckets + memberships) under the lock, the division's ledgers counted exactly at
@@ -19,7 +19,7 @@
 /* Bytes of a bucket's domain and BucketId text kept (longer ones are cut, `cut` set). */
 #define RLT__RLQS_VIEW_TEXT 192
 
-/* What a policy bucket's budget comes from in Redis mode (quotas_redis.h); NONE otherwise. */
+/* What a policy bucket's budget comes from in Redis mode (rlqs_redis.h); NONE otherwise. */
 typedef enum rlt__rlqs_view_claim {
     RLT__QV_CLAIM_NONE = 0,  /* one server's mode, or a blanket rule */
     RLT__QV_CLAIM_UNCLAIMED, /* awaiting its first exchange: divides nothing */

@@ -1,4 +1,4 @@
-/* envoyproxy/ratelimit's decision (envoy.c), shared by every front end that speaks it: the
+/* envoyproxy/ratelimit's decision (rls.c), shared by every front end that speaks it: the
  * HTTP /json endpoint (proto3 JSON, httpin.c) and gRPC ShouldRateLimit (protobuf, grpc.c).
  * A request (a domain, descriptors, hits_addend) is matched against the config's descriptor
  * trees, decided all or nothing through the seam (decide.h), and turned into one status per

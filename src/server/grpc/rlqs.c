@@ -2,7 +2,7 @@
  * HTTP/2 stream.  A call binds the identity of its bearer token (a tenant's buckets are its
  * own; its streams and buckets count in its share, the admin's in its connection's) and the
  * domain of its first report; every report is answered with the actions the quota state gives
- * (request/quotas.h), in one response message, or nothing when every Envoy keeps what it
+ * (envoy/rlqs.h), in one response message, or nothing when every Envoy keeps what it
  * holds.  Errors end the call with trailers: a malformed report INVALID_ARGUMENT, a bucket
  * past the table's or the stream's cap, a client's streams past its share or a report too
  * large RESOURCE_EXHAUSTED, an identity a reload changed UNAUTHENTICATED. */
