@@ -12,6 +12,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 static void svc_close(rlt__srv *s)
 {
@@ -131,4 +132,48 @@ int rlt__rlqs_attach(rlt__srv *s, char *err, size_t errlen)
     }
     s->service = &rlqs_service;
     return RLT_OK;
+}
+
+int rlt__rlqs_feed_report(rlt__rlqs *q, const rlt__config *cfg, rlt__rlqs_stream *qs,
+                          const char *domain, size_t dlen, rlt__rlqs_reader *it, rlt_ns now,
+                          rlt__obuf *out, size_t *actions)
+{
+    size_t mark = out->len, n = 0;
+    rlt__obuf_put(out, "\0\0\0\0\0", 5);
+    static __thread rlt__rlqs_usage u;
+    char key[RLT__RLQS_MAX_ID + 2 * RLT__RLQS_MAX_PAIRS];
+    char err[300];
+    int e = RLT_OK;
+    rlt__rlqs_lock(q);
+    rlt__rlqs_counters *cnt = rlt__rlqs_counted(q);
+    while (rlt__rlqs_next_usage(it, &u, err, sizeof err) == RLT__RLQS_OK) {
+        cnt->usages++;
+        if (u.id.n == 0) { /* no BucketId: nothing to answer it with; the others are */
+            cnt->skipped++;
+            continue;
+        }
+        rlt__rlqs_use qu = {
+            u.id.pairs, u.id.n,    key,     rlt__rlqs_id_key(&u.id, key, sizeof key),
+            u.elapsed,  u.allowed, u.denied};
+        rlt__rlqs_answer a;
+        if ((e = rlt__rlqs_report(q, cfg, qs, domain, dlen, &qu, now, &a)) != RLT_OK) break;
+        cnt->shadow_denied += a.shadow_denied;
+        if (a.kind == RLT__QA_NONE) continue;
+        rlt__rlqs_action act = {
+            &u.id, (rlt__rlqs_kind)a.kind, a.max_tokens, a.tokens_per_fill, a.fill_interval, a.ttl};
+        rlt__rlqs_encode_response(&act, 1, out);
+        n++;
+    }
+    cnt->actions += n;
+    rlt__rlqs_unlock(q);
+    *actions = n;
+    if (n == 0 || out->overflow) {
+        if (!out->overflow) out->len = mark;
+        return e;
+    }
+    size_t len = out->len - mark - 5;
+    uint8_t pre[5] = {0, (uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8),
+                      (uint8_t)len};
+    memcpy(out->data + mark, pre, 5);
+    return e;
 }

@@ -10,6 +10,7 @@
 
 #include "server/base/mem.h"
 #include "server/envoy/rlqs_pb.h"
+#include "server/envoy/rlqs_srv.h"
 #include "server/envoy/rlqs.h"
 #include "server/request/request.h"
 
@@ -184,49 +185,15 @@ static void report(gconn *g, gstream *st, const uint8_t *m, size_t n)
         c->cfg = cfg;
     }
     size_t mark = c->out.len, actions = 0;
-    rlt__obuf_put(&c->out, "\0\0\0\0\0", 5);
-    static __thread rlt__rlqs_usage u;
-    char key[RLT__RLQS_MAX_ID + 2 * RLT__RLQS_MAX_PAIRS];
-    int e = RLT_OK;
-    rlt__rlqs *q = g->s->rlqs;
-    rlt__rlqs_lock(q);
-    rlt__rlqs_counters *cnt = rlt__rlqs_counted(q);
-    while (rlt__rlqs_next_usage(&it, &u, err, sizeof err) == RLT__RLQS_OK) {
-        cnt->usages++;
-        if (u.id.n == 0) { /* no BucketId: nothing to answer it with; the others are */
-            cnt->skipped++;
-            continue;
-        }
-        rlt__rlqs_use qu = {
-            u.id.pairs, u.id.n,    key,     rlt__rlqs_id_key(&u.id, key, sizeof key),
-            u.elapsed,  u.allowed, u.denied};
-        rlt__rlqs_answer a;
-        if ((e = rlt__rlqs_report(q, cfg, c->qs, c->domain, c->dlen, &qu, g->now, &a)) != RLT_OK)
-            break;
-        cnt->shadow_denied += a.shadow_denied;
-        if (a.kind == RLT__QA_NONE) continue;
-        rlt__rlqs_action act = {
-            &u.id, (rlt__rlqs_kind)a.kind, a.max_tokens, a.tokens_per_fill, a.fill_interval, a.ttl};
-        rlt__rlqs_encode_response(&act, 1, &c->out);
-        actions++;
-    }
-    cnt->actions += actions;
-    rlt__rlqs_unlock(q);
+    int e = rlt__rlqs_feed_report(g->s->rlqs, cfg, c->qs, c->domain, c->dlen, &it, g->now, &c->out,
+                                  &actions);
     if (c->out.overflow) {
         /* A client that does not read its answers: nothing more can be queued. */
         nghttp2_submit_rst_stream(g->h2, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_ENHANCE_YOUR_CALM);
         c->finished = true;
         return;
     }
-    if (actions == 0) {
-        c->out.len = mark;
-    } else {
-        size_t len = c->out.len - mark - 5;
-        uint8_t pre[5] = {0, (uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8),
-                          (uint8_t)len};
-        memcpy(c->out.data + mark, pre, 5);
-        resume(g, st);
-    }
+    if (c->out.len > mark) resume(g, st);
     if (e != RLT_OK)
         finish(g, st, G_RESOURCE_EXHAUSTED,
                e == RLT_EFULL ? "too many buckets: 1024 per stream, 65536 in all"
