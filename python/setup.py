@@ -75,7 +75,8 @@ class Sdist(sdist):
                             ignore=shutil.ignore_patterns("__pycache__", "*.o", "*.a"))
 
 
-SOURCES = ["src/module.c", "src/util.c", "src/store.c", "src/pool.c", "src/daemon.c",
+SOURCES = ["src/module.c", "src/util.c", "src/store.c", "src/pool.c", "src/memory.c",
+           "src/redis.c", "src/daemon.c",
            "src/decision.c", "src/limiter.c"]
 
 setup(
@@ -85,7 +86,7 @@ setup(
         libraries=["hiredis", "pthread"],
         extra_compile_args=["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Wno-missing-field-initializers",
                             "-Wno-cast-function-type"],
-        depends=["src/native.h"],
+        depends=["src/native.h", "src/backend.h"],
     )],
     cmdclass={"build_ext": BuildExt, "sdist": Sdist},
 )

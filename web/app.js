@@ -1,25 +1,27 @@
 // The playground's controller: the options (`sim`'s names, kept in the URL fragment), the
 // virtual clock (play, pause, step, speed, reset), the ways to add requests (click the traffic
 // lane, "Fire now"), the rows' policies with the parser's errors inline, and the presets.
-// The numbers come from sim.js over ratelimit.wasm; view.js draws them.
-import { Core } from './ratelimit.js';
-import { NS, configure, simulate, release, describeState, decFormat, defaultPolicy, parseUntil,
-  blockError, ROWS } from './sim.js';
-import { timeSpan, judge, accuracy, text } from './simtext.js';
-import { drawTable, drawTimeline, timeAt } from './view.js';
+// The numbers, texts and messages are `ratelimit sim`'s own C in ratelimit.wasm (ratelimit.js's
+// Sim); view.js draws them.
+import { Core, Sim, SIM_ROWS } from './ratelimit.js';
+import { drawTable, drawTimeline, timeAt, ticksText as decFormat } from './view.js';
 
 const $ = (id) => document.getElementById(id);
+const NS = 1000000000n;
+const ROWS = Array.from({ length: SIM_ROWS }, (_, i) => i);
+/** sim's options the page sets, in the order it hands them to sim. */
+const SIM_KEYS = ['limit', 'window', 'pattern', 'at', 'trace', 'rate', 'seed', 'duration', 'hold', 'block'];
 const core = await Core.fetch();
 const KEYS = ['pattern', 'at', 'trace', 'limit', 'window', 'rate', 'seed', 'duration', 'hold', 'block',
-  'until', ...ROWS.map((_, i) => `row${i + 1}`)];
+  'until', ...Array.from({ length: SIM_ROWS }, (_, i) => `row${i + 1}`)];
 const reduced = matchMedia('(prefers-reduced-motion: reduce)');
 
 const S = {
   opts: {},      // the options, as strings (what the fragment holds, until aside)
-  cfg: null,     // configure(opts)
+  sim: null,     // sim's engine over the options (ratelimit.js's Sim), run up to the clock
+  ran: -1,       // how many requests its last run covered (-1: none yet)
   sp: null,      // the timeline's span, from the whole run
   T: 0n,         // the clock, ns
-  cur: null,     // the simulation at T
   playing: false,
   speed: 2,      // ticks per second
   cursor: null,  // the traffic lane's keyboard cursor (ns)
@@ -68,55 +70,73 @@ function start() {
   return S.sp ? S.sp.t0 : 0n;
 }
 
-/** Re-reads the options into a configuration; false (and the message shown) when they are bad. */
+/** sim's message as the page shows it: its line without the pointer to --help. */
+const said = (stderr) => stderr.trim().replace(/ \(see ratelimit sim --help\)$/, '');
+
+/** sim's arguments for the options, led by the page's own --rowN TEXT. */
+function argsOf(o) {
+  const args = [];
+  ROWS.forEach((i) => { if (o[`row${i + 1}`]) args.push(`--row${i + 1}`, o[`row${i + 1}`]); });
+  for (const k of SIM_KEYS) if (o[k] !== undefined) args.push(`--${k}`, k === 'trace' ? 'trace' : o[k]);
+  return args;
+}
+
+/** Re-reads the options into sim's engine; false (and the message shown) when they are bad. */
 function rebuild() {
   const o = { ...S.opts };
   delete o.until;
-  const c = configure(o);
-  const error = c.error || blockError(core, c.cfg.block);
+  const opened = Sim.open(core, argsOf(o), o.trace);
+  let error = opened.error !== undefined ? said(opened.error) : '';
+  const sim = opened.sim;
   // A bad until (sim's message) or one before the picture's first window leaves the clock at
   // the start; one before the last request is the clock stopped mid-run (the page's own).
-  const u = S.opts.until !== undefined ? parseUntil(S.opts.until) : {};
+  const u = S.opts.until !== undefined ? Sim.ticks(core, S.opts.until) : {};
+  const until = u.v;
+  if (sim) {
+    // The whole run, for the picture's span (a --block no row takes fails here).
+    const end = until !== undefined && until > sim.last ? until : sim.last;
+    const e = sim.run(end, false);
+    if (e !== null) error = said(e);
+    else S.sp = sim.span();
+  }
   const show = (untilError) => {
-    $('error').textContent = [S.hashError, error ? `ratelimit sim: ${error}` : '', untilError ? `ratelimit sim: ${untilError}` : '']
-      .filter(Boolean).join(' — ');
+    $('error').textContent = [S.hashError, error, untilError ? said(untilError) : ''].filter(Boolean).join(' — ');
   };
   show(u.error);
-  if (error) return false;
-  S.cfg = c.cfg;
+  if (error) {
+    if (sim) sim.close();
+    return false;
+  }
+  // The new simulation replaces the last one only when it runs (a bad option keeps the picture).
+  if (S.sim) S.sim.close();
+  S.sim = sim;
+  S.ran = -1;
   if (u.error) delete S.opts.until;
-  const until = u.v;
-  const end = until !== undefined && until > S.cfg.last ? until : S.cfg.last;
-  const full = simulate(core, { ...S.cfg, until: end });
-  S.sp = timeSpan(S.cfg, full);
-  release(full);
   if (until !== undefined && until < S.sp.t0) {
-    show(`--until '${S.opts.until}': before the picture's first window (t = ${decFormat(S.sp.t0)}), where the clock ` +
-      `starts (ratelimit sim refuses an --until before the last request, t = ${decFormat(S.cfg.last)})`);
+    show(`ratelimit sim: --until '${S.opts.until}': before the picture's first window (t = ${decFormat(S.sp.t0)}), where the clock ` +
+      `starts (ratelimit sim refuses an --until before the last request, t = ${decFormat(sim.last)})`);
     delete S.opts.until;
   }
-  if (S.cur) release(S.cur);
-  S.cur = null;
   drawPolicies();
   return true;
 }
 
 /** The simulation at the clock: re-run when the requests it covers change, else re-peek. */
 function draw() {
-  if (!S.cfg) return;
+  if (!S.sim) return;
+  const sim = S.sim;
   const n = countUpTo(S.T);
-  if (S.cur && S.cur.n === n) {
-    S.cur.T = S.T;
-    for (const r of S.cur.rows) if (!r.error) r.state = describeState(r, S.cfg, S.T, n);
-  } else {
-    if (S.cur) release(S.cur);
-    S.cur = simulate(core, S.cfg, S.T);
+  if (S.ran === n) sim.states(S.T);
+  else {
+    const e = sim.run(S.T, true);
+    S.ran = e === null ? n : -1;
+    if (e !== null) $('error').textContent = said(e);
   }
-  drawTable($('table'), S.cfg, S.cur);
-  drawTimeline($('timeline'), S.cfg, S.cur, S.sp, S.cursor);
-  const rowsOk = S.cur.rows.every((r) => !r.error);
-  $('accuracy').textContent = rowsOk ? accuracy(S.cfg, S.cur, judge(S.cfg, S.cur)) : '';
-  $('simtext').textContent = rowsOk ? text(S.cfg, S.cur) : '';
+  drawTable($('table'), sim);
+  drawTimeline($('timeline'), sim, S.sp, S.cursor);
+  const rowsOk = sim.rows.length > 0 && sim.rows.every((r) => !r.error);
+  $('accuracy').textContent = rowsOk ? sim.text(true) : '';
+  $('simtext').textContent = rowsOk ? sim.text(false) : '';
   $('command').textContent = command();
   $('clock').textContent = `t = ${decFormat(S.T)}`;
   const slider = $('scrub');
@@ -128,7 +148,7 @@ function draw() {
 }
 
 function countUpTo(T) {
-  const r = S.cfg.requests;
+  const r = S.sim.requests;
   let lo = 0;
   let hi = r.length;
   while (lo < hi) {
@@ -143,19 +163,19 @@ function command() {
   const args = KEYS.filter((k) => k !== 'until' && !k.startsWith('row') && k !== 'trace' && S.opts[k] !== undefined)
     .map((k) => `--${k} ${/^[\w.,:/*-]+$/.test(S.opts[k]) ? S.opts[k] : `'${S.opts[k]}'`}`);
   if (S.opts.trace !== undefined) args.push('--trace FILE');
-  if (S.T >= S.cfg.last) args.push(`--until ${decFormat(S.T)}`);
-  else args.push(`(the requests up to t = ${decFormat(S.T)} only: --at ${S.cfg.requests.slice(0, S.cur.n).map((q) => decFormat(q.t)).join(',') || 'none'} --until ${decFormat(S.T)})`);
-  const custom = S.cfg.custom.some(Boolean) ? '  # rows with their own policies: sim runs the defaults' : '';
+  if (S.T >= S.sim.last) args.push(`--until ${decFormat(S.T)}`);
+  else args.push(`(the requests up to t = ${decFormat(S.T)} only: --at ${S.sim.requests.slice(0, S.sim.n).map((q) => decFormat(q.t)).join(',') || 'none'} --until ${decFormat(S.T)})`);
+  const custom = S.sim.custom.some(Boolean) ? '  # rows with their own policies: sim runs the defaults' : '';
   return `ratelimit sim ${args.join(' ')}${custom}`;
 }
 
 // ---- Controls ----
 
 function drawPolicies() {
-  ROWS.forEach((row, i) => {
+  ROWS.forEach((i) => {
     const input = $(`row${i + 1}`);
-    if (document.activeElement !== input) input.value = S.cfg.policies[i];
-    const text = S.cfg.block ? `${input.value},block=${S.cfg.block}` : input.value;
+    if (document.activeElement !== input) input.value = S.sim.policies[i];
+    const text = S.sim.block ? `${input.value},block=${S.sim.block}` : input.value;
     const p = core.parse(text);
     const out = $(`row${i + 1}-error`);
     out.textContent = p.error !== undefined ? p.error : '';
@@ -191,12 +211,12 @@ function setOpt(k, v) {
 }
 
 function setPattern(p) {
-  const times = S.cfg ? S.cfg.requests.map((q) => decFormat(q.t)).join(',') : '1';
+  const times = S.sim ? S.sim.requests.map((q) => decFormat(q.t)).join(',') : '1';
   delete S.opts.pattern;
   delete S.opts.at;
   delete S.opts.trace;
   if (p === 'at') S.opts.at = $('at').value || times;
-  else if (p === 'trace') S.opts.trace = $('trace').value || S.cfg.requests.map((q) => `${decFormat(q.t)} client ${q.cost}`).join('\n') + '\n';
+  else if (p === 'trace') S.opts.trace = $('trace').value || S.sim.requests.map((q) => `${decFormat(q.t)} client ${q.cost}`).join('\n') + '\n';
   else if (p !== 'boundary') S.opts.pattern = p;
 }
 
@@ -204,7 +224,7 @@ function setPattern(p) {
 export function addRequest(t) {
   if (S.opts.trace !== undefined) S.opts.trace = S.opts.trace.replace(/\n?$/, '\n') + `${decFormat(t)}\n`;
   else {
-    S.opts.at = [...S.cfg.requests.map((q) => decFormat(q.t)), decFormat(t)].join(',');
+    S.opts.at = [...S.sim.requests.map((q) => decFormat(q.t)), decFormat(t)].join(',');
     delete S.opts.pattern;
   }
   changed();
@@ -280,16 +300,16 @@ function wire() {
   $('pattern').addEventListener('change', (e) => { setPattern(e.target.value); changed({ keepClock: false }); });
   for (const k of ['limit', 'window', 'rate', 'seed', 'duration', 'hold', 'block', 'at', 'trace'])
     $(k).addEventListener('change', (e) => { setOpt(k, e.target.value.trim() === '' ? '' : e.target.value); changed(); });
-  ROWS.forEach((_, i) => {
+  ROWS.forEach((i) => {
     const input = $(`row${i + 1}`);
     input.addEventListener('change', () => {
       const v = input.value.trim();
-      setOpt(`row${i + 1}`, v === defaultPolicy(i, S.cfg.limit, S.cfg.window) ? '' : v);
+      setOpt(`row${i + 1}`, S.sim && v === S.sim.defaults[i] ? '' : v);
       changed();
     });
   });
   $('restore').addEventListener('click', () => {
-    ROWS.forEach((_, i) => delete S.opts[`row${i + 1}`]);
+    ROWS.forEach((i) => delete S.opts[`row${i + 1}`]);
     changed();
   });
   const svg = $('timeline');
@@ -336,7 +356,7 @@ function load() {
   S.playing = false;
   S.cursor = null;
   if (!rebuild()) { syncInputs(); return; }
-  const u = S.opts.until !== undefined ? parseUntil(S.opts.until) : null;
+  const u = S.opts.until !== undefined ? Sim.ticks(core, S.opts.until) : null;
   S.T = u && u.v !== undefined ? u.v : start();
   delete S.opts.until;
   syncInputs();

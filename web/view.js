@@ -1,8 +1,17 @@
 // The playground's drawing: the table (an HTML <table> with `sim`'s header cells and numbers)
 // and the timeline (SVG, one lane per row under a lane of the traffic itself, which takes clicks
-// and keys to add requests). Pure DOM writes from a simulation (sim.js); no state of its own.
-import { decFormat } from './sim.js';
-import { headers, cells } from './simtext.js';
+// and keys to add requests). Pure DOM writes from a simulation (ratelimit.js's Sim: `ratelimit
+// sim`'s own C in the module); no state of its own.
+
+/** Ticks as the page writes them: ns (BigInt) as an exact decimal, "9.6", "10", "-0.5". */
+export function ticksText(ns) {
+  const NS = 1000000000n;
+  const mag = ns < 0n ? -ns : ns;
+  const frac = mag % NS;
+  const f = frac ? `.${String(frac).padStart(9, '0').replace(/0+$/, '')}` : '';
+  return `${ns < 0n ? '-' : ''}${mag / NS}${f}`;
+}
+const decFormat = ticksText;
 
 const SVG = 'http://www.w3.org/2000/svg';
 export const GEOM = { left: 132, plot: 748, lane: 34, top: 26 };
@@ -14,9 +23,10 @@ function el(name, attrs = {}, text) {
   return e;
 }
 
-/** Fills `table` (thead and tbody) with the simulation at its clock. */
-export function drawTable(table, cfg, sim) {
-  const head = headers(cfg, sim).slice(0, 6); // the seed's columns; the contract is each row's title
+/** Fills `table` (thead and tbody) with the simulation at its clock, sim's own cells. */
+export function drawTable(table, sim) {
+  const all = sim.cells();
+  const head = all.head.slice(0, 6); // the seed's columns; the contract is each row's title
   const thead = table.tHead || table.createTHead();
   thead.replaceChildren();
   const hr = thead.insertRow();
@@ -42,7 +52,7 @@ export function drawTable(table, cfg, sim) {
       td.textContent = r.error;
       return;
     }
-    const c = cells(r);
+    const c = all.rows[i];
     for (let k = 1; k < 6; k++) {
       const td = tr.insertCell();
       const n = document.createElement('span');
@@ -60,9 +70,9 @@ export function drawTable(table, cfg, sim) {
         if (!r.held) {
           td.classList.add('violated');
           note.textContent = '✗ contract broken';
-        } else if (r.worst > cfg.limit) {
+        } else if (r.worst > sim.limit) {
           td.classList.add('over');
-          note.textContent = `> L = ${cfg.limit}, within its contract (${r.contract})`;
+          note.textContent = `> L = ${sim.limit}, within its contract (${r.contract})`;
         }
         if (note.textContent) td.append(note);
       }
@@ -75,10 +85,10 @@ const ticks = (t) => Number(t) / 1e9;
 
 /**
  * Draws the timeline into `svg` over the span `sp` ({t0, t1} in ns) for the simulation at the
- * clock T: the traffic lane (every request of cfg, the ones still to come hollow), then one
- * lane per row with what it decided so far. `cursor` (ns or null) marks the keyboard cursor.
+ * clock T: the traffic lane (every request, the ones still to come hollow), then one lane per
+ * row with what it decided so far. `cursor` (ns or null) marks the keyboard cursor.
  */
-export function drawTimeline(svg, cfg, sim, sp, cursor) {
+export function drawTimeline(svg, sim, sp, cursor) {
   const { left, plot, lane, top } = GEOM;
   const lanes = sim.rows.length + 1;
   const height = top + lanes * lane + 28;
@@ -87,7 +97,7 @@ export function drawTimeline(svg, cfg, sim, sp, cursor) {
   svg.replaceChildren();
   const span = ticks(sp.t1 - sp.t0);
   const x = (t) => left + ((ticks(t) - ticks(sp.t0)) / span) * plot;
-  const W = cfg.window;
+  const W = sim.window;
   // window boundaries and their labels; faint whole ticks when there are few
   if (span <= 60)
     for (let t = Math.ceil(ticks(sp.t0)); t <= ticks(sp.t1); t++) {
@@ -114,8 +124,8 @@ export function drawTimeline(svg, cfg, sim, sp, cursor) {
   const traffic = el('g', { class: 'traffic', tabindex: '0', role: 'button',
     'aria-label': 'Traffic: click, or move with the arrow keys and press Enter, to add a request at that tick' });
   traffic.append(el('rect', { x: left, y: top + 2, width: plot, height: lane - 4, class: 'hit' }));
-  for (let i = 0; i < cfg.requests.length; i++) {
-    const q = cfg.requests[i];
+  for (let i = 0; i < sim.requests.length; i++) {
+    const q = sim.requests[i];
     if (q.t < sp.t0 || q.t > sp.t1) continue;
     traffic.append(el('rect', { x: x(q.t) - 1.5, y: ty - 9, width: 3, height: 18,
       class: i < sim.n ? 'req past' : 'req future' }));
@@ -131,7 +141,7 @@ export function drawTimeline(svg, cfg, sim, sp, cursor) {
     g.append(el('text', { x: 8, y: cy + 4, class: 'label' }, r.name));
     g.append(el('line', { x1: left, x2: left + plot, y1: y0, y2: y0, class: 'sep' }));
     if (r.error) { svg.append(g); return; }
-    if (r.worst > cfg.limit && sim.n) {
+    if (r.worst > sim.limit && sim.n) {
       const bw = Math.max(1, x(r.worstT0 + W) - x(r.worstT0));
       g.append(el('rect', { x: x(r.worstT0), y: y0 + 2, width: bw, height: lane - 4, class: 'band' }));
       // How many, as `sim --svg` writes it in its band, where there is room.
@@ -139,7 +149,7 @@ export function drawTimeline(svg, cfg, sim, sp, cursor) {
     }
     let bars = 0;
     for (let k = 0; k < sim.n; k++) {
-      const t = cfg.requests[k].t;
+      const t = sim.requests[k].t;
       if (r.ok[k] && r.busy[k] > 0n) {
         const end = t + r.busy[k];
         const by = y0 + 4 + (bars++ % 4) * 4; // up to four lanes of bars above the marks

@@ -2,7 +2,7 @@
 // in Node: for each policy of cases.txt, on one fresh state a repeat, the clock advancing by half
 // a refill interval per call:
 //   batch:  State.decideBatch over the trace written before the timing into the module's batch
-//           arrays (State.batchArrays, as web/sim.js writes a row's requests), each decision's
+//           arrays (State.batchArrays, the module's own), each decision's
 //           verdict and delay written to the module's results array, as decide.c's batch;
 //   call:   the raw export once per decision (rlt_wasm_decide, then the verdict read back, and
 //           rlt_wasm_release of a lease), as decide.c's loop;

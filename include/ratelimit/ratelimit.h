@@ -467,6 +467,25 @@ bool rlt_settle_supported(const rlt_policy *p);
 int rlt_settle(const rlt_policy *p, void *state, rlt_ns now, rlt_ns reserved_at,
                int64_t estimate, int64_t real_cost, rlt_decision *d);
 
+/* ---- Keys from client addresses --------------------------------------------------------- */
+
+/* The longest key rlt_addr_key writes, NUL included ("ffff:...:ffff/128"). */
+#define RLT_ADDR_KEY_MAX 48
+/* The default IPv6 prefix: /56, what ISPs delegate to a home line (RIPE-690) and what
+ * express-rate-limit masks to, so a household is one key; a /64 would give it 256. */
+#define RLT_ADDR_V6_PREFIX 56
+
+/* Turns a client address into the key that one client cannot multiply: an IPv4 address as
+ * itself ("203.0.113.7"); IPv4-mapped (::ffff:a.b.c.d) and IPv4-compatible (::a.b.c.d, but
+ * not :: or ::1) forms folded to that IPv4 address; any other IPv6 address masked to its first
+ * v6_prefix bits and written in RFC 5952 form with the prefix ("2001:db8:0:ab00::/56").
+ * The address is strict text: dotted quads of 0..255 without leading zeros, IPv6 as RFC 4291
+ * writes it (hex groups of 1..4 digits, one "::", an IPv4 tail); no brackets, zone or port.
+ * v6_prefix is 32..128 (0 means RLT_ADDR_V6_PREFIX).  Writes the key and a NUL into
+ * out[0..cap).  Returns the key's length, RLT_EPARSE for a malformed address, RLT_EINVAL for
+ * NULL or a prefix out of range, RLT_ENOSPC when cap < RLT_ADDR_KEY_MAX.  Pure, reentrant. */
+int rlt_addr_key(const char *addr, size_t len, int v6_prefix, char *out, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

@@ -16,6 +16,7 @@ class BackendError(RuntimeError):
 class StoreFullError(RuntimeError):
     """A fail-closed store at its cap refused a new key, or the reservation table is full."""
 
+def addr_key(addr: str, prefix: int = ...) -> str: ...
 def format_policy(text: str) -> str:
     """The canonical form of policy text in ratelimit's notation; ValueError if invalid."""
 

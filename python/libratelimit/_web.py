@@ -2,9 +2,9 @@
 429 answer, the header list, the client-address key and the store key (hashed when long)."""
 import functools
 import hashlib
-import ipaddress
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
+from . import _native
 from ._native import KEY_MAX
 from .limiter import Limiter
 from .stores import Store
@@ -102,40 +102,31 @@ IPV6_SUBNET = 56
 
 def check_subnet(ipv6_subnet: int) -> int:
     if isinstance(ipv6_subnet, bool) or not isinstance(ipv6_subnet, int) or \
-            not 1 <= ipv6_subnet <= 128:
-        raise ValueError("ipv6_subnet must be a prefix length in 1..128 (128: whole addresses)")
+            not 32 <= ipv6_subnet <= 128:
+        raise ValueError("ipv6_subnet must be a prefix length in 32..128 (128: whole addresses)")
     return ipv6_subnet
 
 
 def address_key(addr: Optional[str], ipv6_subnet: int = IPV6_SUBNET) -> str:
-    """The key of a client address: ``"addr:IP"``.  An IPv6 address counts as its /56
-    (``ipv6_subnet``; 128 keeps whole addresses): one subscriber is usually given a /56 or a
-    /48 and can pick any address in it, so a per-address limit would give them 2^72 fresh
-    counts.  An IPv4-mapped IPv6 address (``::ffff:192.0.2.1``, what a dual-stack socket
-    reports for IPv4 clients) counts as its IPv4 address.  Anything that is not an IP
-    (a Unix socket, a test client's name) is kept as it is."""
+    """The key of a client address: ``"addr:"`` and the library's own rule (``rlt_addr_key``,
+    the one ratelimitd, its SPOE agent and the nginx module use): IPv4 as itself, an IPv4-mapped
+    IPv6 address (``::ffff:192.0.2.1``, what a dual-stack socket reports for IPv4 clients) as
+    its IPv4 address, IPv6 as its /56 (``ipv6_subnet``, 32..128) in canonical form: one
+    subscriber is usually given a /56 or a /48 and can pick any address in it, so a per-address
+    limit would give them 2^72 fresh counts.  A zone (``fe80::1%eth0``) is no identity and is
+    dropped.  What the server reports that is not an IP (a Unix socket, a test client's name) is
+    kept as it is: the peer address comes from the socket, never from the client."""
     if not addr:
         return "addr:-"
-    if ":" not in addr:  # IPv4 as a socket reports it (dotted quad), or not an IP: as it is
-        return "addr:" + addr
-    return _ipv6_key(addr, ipv6_subnet)
+    return _address_key(addr, ipv6_subnet)
 
 
 @functools.lru_cache(maxsize=4096)
-def _ipv6_key(addr: str, ipv6_subnet: int) -> str:
-    """address_key for an address with a colon; cached, as parsing costs ~30 us (a client
-    churning addresses only churns the bounded cache)."""
+def _address_key(addr: str, ipv6_subnet: int) -> str:
     try:
-        ip = ipaddress.ip_address(addr.split("%", 1)[0])  # a zone (fe80::1%eth0) is no identity
+        return "addr:" + _native.addr_key(addr.split("%", 1)[0], ipv6_subnet)
     except ValueError:
-        return "addr:%s" % addr
-    if ip.version == 6 and ip.ipv4_mapped is not None:
-        return "addr:%s" % ip.ipv4_mapped
-    if ip.version == 4:
-        return "addr:%s" % ip
-    net = ipaddress.IPv6Network((int(ip) >> (128 - ipv6_subnet) << (128 - ipv6_subnet),
-                                 ipv6_subnet))
-    return "addr:%s" % (net if ipv6_subnet < 128 else ip)
+        return "addr:" + addr
 
 
 # A hashed key's first byte: 0xff never starts a UTF-8 route name, so a hashed key cannot equal

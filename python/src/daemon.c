@@ -1,11 +1,12 @@
-/* The ratelimitd store: RL.* commands over RESP (hiredis), one pooled connection per call.
- * The daemon reads its own clock and answers in milliseconds rounded up (docs/server.md): the
- * decisions here carry those, converted to ns. */
-#include "native.h"
+/* The ratelimitd store's operations (backend.h): RL.* commands over RESP (hiredis), one
+ * pooled connection per call.  The daemon reads its own clock and answers in milliseconds
+ * rounded up (docs/server.md): the decisions here carry those, converted to ns. */
+#include "backend.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void close_daemon(void *c)
@@ -99,8 +100,8 @@ static int run(StoreObject *s, redisContext **cp, int op, int argc, const char *
  * 'x' reset, 'l' release `lease`, 'r' reserve (c->cost the estimate, `timeout` ns), 's' settle
  * reservation `id` (c->cost the real cost).  With the GIL held; releases it for the I/O.  A
  * failure of the daemon fills *d with the fail-mode decision. */
-int pyrlt_daemon_op(StoreObject *s, int op, const pyrlt_check *c, size_t n, rlt_ns timeout,
-                    uint64_t id, int64_t lease, rlt_decision *d, uint64_t *out_id, int *refused)
+static int daemon_op(StoreObject *s, int op, const pyrlt_check *c, size_t n, rlt_ns timeout,
+                     uint64_t id, int64_t lease, rlt_decision *d, uint64_t *out_id, int *refused)
 {
     const char *argv[3 + 3 * 64];
     size_t argl[3 + 3 * 64];
@@ -157,3 +158,92 @@ int pyrlt_daemon_op(StoreObject *s, int op, const pyrlt_check *c, size_t n, rlt_
     }
     return rc;
 }
+
+/* ---- The operations -------------------------------------------------------------------- */
+
+static int daemon_open(StoreObject *s, const pyrlt_store_args *a)
+{
+    if (!a->host || !*a->host || a->port < 1 || a->port > 65535) {
+        PyErr_SetString(PyExc_ValueError, "DaemonStore needs a host and a port in 1..65535");
+        return -1;
+    }
+    s->host = strdup(a->host);
+    s->password = a->password ? strdup(a->password) : NULL;
+    s->port = a->port;
+    if (!s->host || (a->password && !s->password)) return PyErr_NoMemory(), -1;
+    return 0;
+}
+
+static void daemon_close(StoreObject *s)
+{
+    pyrlt_pool_clear(&s->pool, close_daemon);
+    free(s->host);
+    free(s->password);
+    s->host = s->password = NULL;
+}
+
+static PyObject *daemon_stats(StoreObject *s)
+{
+    return Py_BuildValue("{sn}", "connections", (Py_ssize_t)s->pool.n);
+}
+
+/* The daemon checks the policies' texts itself, at each command. */
+static int daemon_prepare(StoreObject *s, LimiterObject *lim)
+{
+    (void)s;
+    (void)lim;
+    return 0;
+}
+
+static int daemon_decide(StoreObject *s, const pyrlt_check *c, rlt_ns now, rlt_decision *d)
+{
+    (void)now;
+    return daemon_op(s, 'c', c, 1, 0, 0, 0, d, NULL, NULL);
+}
+
+static int daemon_multi(StoreObject *s, const pyrlt_check *c, size_t n, rlt_ns now, rlt_decision *d,
+                        int *refused)
+{
+    (void)now;
+    return daemon_op(s, 'm', c, n, 0, 0, 0, d, NULL, refused);
+}
+
+static int daemon_reset(StoreObject *s, const pyrlt_check *c)
+{
+    return daemon_op(s, 'x', c, 1, 0, 0, 0, NULL, NULL, NULL);
+}
+
+static int daemon_release(StoreObject *s, const pyrlt_check *c, rlt_ns now, int64_t lease)
+{
+    (void)now;
+    return daemon_op(s, 'l', c, 1, 0, 0, lease, NULL, NULL, NULL);
+}
+
+static int daemon_reserve(StoreObject *s, const pyrlt_check *c, rlt_ns now, rlt_ns timeout,
+                          rlt_decision *d, uint64_t *id)
+{
+    (void)now;
+    return daemon_op(s, 'r', c, 1, timeout, 0, 0, d, id, NULL);
+}
+
+static int daemon_settle(StoreObject *s, const pyrlt_check *c, rlt_ns now, uint64_t id,
+                         rlt_decision *d)
+{
+    (void)now;
+    return daemon_op(s, 's', c, 1, 0, id, 0, d, NULL, NULL);
+}
+
+const pyrlt_backend_ops pyrlt_daemon_ops = {
+    .name = "daemon",
+    .kind = PYRLT_DAEMON,
+    .open = daemon_open,
+    .close = daemon_close,
+    .stats = daemon_stats,
+    .prepare = daemon_prepare,
+    .decide = daemon_decide,
+    .multi = daemon_multi,
+    .reset = daemon_reset,
+    .release = daemon_release,
+    .reserve = daemon_reserve,
+    .settle = daemon_settle,
+};

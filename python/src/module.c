@@ -30,7 +30,35 @@ static PyObject *format_policy(PyObject *self, PyObject *arg)
     return PyUnicode_FromStringAndSize(buf, rc);
 }
 
+/* addr_key(addr, prefix=56) -> the key of a client address: rlt_addr_key, the rule every door
+ * of ratelimit uses (IPv6 masked to the prefix, IPv4-mapped folded).  ValueError for a
+ * malformed address or a prefix outside 32..128. */
+static PyObject *addr_key(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *a;
+    Py_ssize_t n;
+    int prefix = RLT_ADDR_V6_PREFIX;
+    if (!PyArg_ParseTuple(args, "s#|i:addr_key", &a, &n, &prefix)) return NULL;
+    char buf[RLT_ADDR_KEY_MAX];
+    int rc = rlt_addr_key(a, (size_t)n, prefix, buf, sizeof buf);
+    if (rc == RLT_EINVAL) {
+        PyErr_Format(PyExc_ValueError, "prefix must be 32..128, not %d", prefix);
+        return NULL;
+    }
+    if (rc < 0) {
+        PyErr_Format(PyExc_ValueError, "malformed address %R (an IPv4 or IPv6 address)",
+                     PyTuple_GET_ITEM(args, 0));
+        return NULL;
+    }
+    return PyUnicode_FromStringAndSize(buf, rc);
+}
+
 static PyMethodDef module_methods[] = {
+    {"addr_key", addr_key, METH_VARARGS,
+     "addr_key(addr, prefix=56) -> str\n\nThe key of a client address, as every part of "
+     "ratelimit makes it: IPv4 as itself, IPv4-mapped folded to IPv4, IPv6 masked to its /prefix "
+     "(32..128) in canonical form (\"2001:db8:0:100::/56\").  ValueError when malformed."},
     {"format_policy", format_policy, METH_O,
      "format_policy(text) -> str\n\nParses policy text in ratelimit's notation "
      "(\"gcra:100/1m,burst=20\") and returns its canonical form; ValueError with the parser's "

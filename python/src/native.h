@@ -35,9 +35,13 @@ typedef struct pyrlt_pool {
     pid_t pid; /* the process the pooled connections belong to */
 } pyrlt_pool;
 
+/* A kind of store's table of operations (backend.h). */
+typedef struct pyrlt_backend_ops pyrlt_backend_ops;
+
 /* A store: in-process (rlt_store), Redis (rlt_redis handles) or a ratelimitd (RESP). */
 typedef struct StoreObject {
-    PyObject_HEAD int kind;
+    PyObject_HEAD int kind;       /* ops->kind; 0 until __init__ ran */
+    const pyrlt_backend_ops *ops; /* chosen once, by __init__ */
     /* memory */
     rlt_store *mem;
     rlt_ns origin;       /* Unix ns at the store's now = 0 (calendar windows); default 0 */
@@ -131,10 +135,11 @@ typedef struct pyrlt_check {
     int64_t cost;
 } pyrlt_check;
 
-/* Store calls (store.c): each releases the GIL itself around the store call or the network
- * I/O and returns an rlt status (a backend failure fills *d with the fail-mode decision);
- * `now` PYRLT_NOW_NONE means the caller gave none: the store's clock (memory: monotonic; Redis:
- * Redis's; the daemon always its own).  Must be called with the GIL held. */
+/* Store calls (store.c, through the store's table of operations, backend.h): each releases the GIL
+ * itself around the store call or the network I/O and returns an rlt status (a backend failure
+ * fills *d with the fail-mode decision); `now` PYRLT_NOW_NONE means the caller gave none: the
+ * store's clock (memory: monotonic; Redis: Redis's; the daemon always its own).  Must be called
+ * with the GIL held. */
 int pyrlt_store_prepare(StoreObject *s, LimiterObject *lim); /* checks/registers; raises */
 int pyrlt_store_decide(StoreObject *s, const pyrlt_check *c, rlt_ns now, rlt_decision *d);
 int pyrlt_store_multi(StoreObject *s, const pyrlt_check *c, size_t n, rlt_ns now, rlt_decision *d,
@@ -146,13 +151,10 @@ int pyrlt_store_reserve(StoreObject *s, const pyrlt_check *c, rlt_ns now, rlt_ns
 int pyrlt_store_settle(StoreObject *s, const pyrlt_check *c, rlt_ns now, uint64_t id,
                        rlt_decision *d);
 
-/* The daemon's RL.* commands (daemon.c); as the store calls.  op: 'c' decide, 'm' multi over n
- * checks, 'x' reset, 'l' release, 'r' reserve, 's' settle. */
-int pyrlt_daemon_op(StoreObject *s, int op, const pyrlt_check *c, size_t n, rlt_ns timeout,
-                    uint64_t id, int64_t lease, rlt_decision *d, uint64_t *out_id, int *refused);
-
-/* Pool helpers (store.c). */
+/* Pool helpers (pool.c). */
 void *pyrlt_pool_take(pyrlt_pool *p);
 void pyrlt_pool_give(pyrlt_pool *p, void *item, void (*close_fn)(void *));
+/* Closes every pooled item (not after a fork: the parent's are left alone) and empties p. */
+void pyrlt_pool_clear(pyrlt_pool *p, void (*close_fn)(void *));
 
 #endif

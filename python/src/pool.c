@@ -4,6 +4,7 @@
 #include "native.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 void *pyrlt_pool_take(pyrlt_pool *p)
@@ -34,4 +35,12 @@ void pyrlt_pool_give(pyrlt_pool *p, void *item, void (*close_fn)(void *))
         p->cap = nc;
     }
     p->items[p->n++] = item;
+}
+
+void pyrlt_pool_clear(pyrlt_pool *p, void (*close_fn)(void *))
+{
+    for (size_t i = 0; i < p->n; i++)
+        if (p->pid == getpid()) close_fn(p->items[i]);
+    free(p->items);
+    memset(p, 0, sizeof *p);
 }

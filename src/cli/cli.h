@@ -6,6 +6,7 @@
 #define RLT_CLI_H
 
 int rlt__cli_sim(int argc, char **argv);     /* sim.c: every algorithm on the same traffic */
+int rlt__cli_sim_llm(int argc, char **argv); /* sim_llm.c: LLM budgets, three strategies */
 int rlt__cli_replay(int argc, char **argv);  /* replay.c: a trace or access log through a policy */
 int rlt__cli_headers(int argc, char **argv); /* headers.c: the HTTP headers a decision makes */
 int rlt__cli_bench(int argc, char **argv);   /* bench.c: the keyed store under load */

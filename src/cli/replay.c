@@ -17,7 +17,8 @@ static void usage(FILE *f)
 {
     fputs(
         "usage: ratelimit replay --policy SPEC [--unit s|ms|us|ns] [--summary [--top-keys K]]\n"
-        "                        [--format trace|combined [--key FIELD] [--cost FIELD] [--epoch]]\n"
+        "                        [--format trace|combined [--key FIELD] [--cost FIELD] [--epoch]\n"
+        "                         [--prefix N]]\n"
         "                        < INPUT\n"
         "Reads requests from stdin and decides each with one limiter state per key.\n"
         "  --policy SPEC    e.g. gcra:2/1s,burst=2  token_bucket:100/1m  "
@@ -37,6 +38,8 @@ static void usage(FILE *f)
         "its\n"
         "                   number 1..16 (10 and up: fields appended after the user agent)\n"
         "  --cost FIELD     combined: COST is this field's whole number ('-' is 0), e.g. bytes\n"
+        "  --prefix N       combined, keyed on remote_addr: an IPv6 client counts per /N\n"
+        "                   (32..128, default 56), IPv4-mapped as its IPv4 (rlt_addr_key)\n"
         "  reserve:NAME     a fourth trace field: 'TIME KEY ESTIMATE reserve:NAME' reserves\n"
         "  settle:NAME      the estimate, 'TIME KEY REAL settle:NAME' settles it at its real\n"
         "                   cost (charge after the response); the verdict of a settle is\n"
@@ -333,6 +336,7 @@ typedef struct opts {
     int key_field;  /* combined: 1-based field number of the key (1: the client address) */
     int cost_field; /* combined: 1-based field number of the cost, 0: cost 1 */
     const char *key_name, *cost_name;
+    int prefix;            /* combined, keyed on remote_addr: rlt_addr_key's IPv6 prefix (0: 56) */
     rlt_ns settle_timeout; /* reserve:NAME waits this long for its settle:NAME (0: default) */
 } opts;
 
@@ -366,12 +370,27 @@ static int access_cost(const rlt__access_line *al, int f, const char *name, int6
     return 0;
 }
 
-/* The key in field `f` (1-based) of an access-log line. */
-static int access_key(const rlt__access_line *al, int f, const char *name, rlt__trace_line *tl,
-                      char *err, size_t errlen)
+/* The key in field `f` (1-based) of an access-log line; the client address (field 1) made a
+ * key by rlt_addr_key with `prefix` (into a static buffer: one line at a time). */
+static int access_key(const rlt__access_line *al, int f, const char *name, int prefix,
+                      rlt__trace_line *tl, char *err, size_t errlen)
 {
     const rlt__field *x = access_get(al, f, "--key", name, err, errlen);
     if (!x) return -1;
+    if (f == 1) {
+        static char ak[RLT_ADDR_KEY_MAX];
+        int n = rlt_addr_key(x->p, x->n, prefix, ak, sizeof ak);
+        if (n < 0) {
+            snprintf(err, errlen,
+                     "--key %s: malformed address '%.*s' (an IPv4 or IPv6 address; --key names "
+                     "another field)",
+                     name, (int)(x->n > 64 ? 64 : x->n), x->p);
+            return -1;
+        }
+        tl->key = ak;
+        tl->klen = (size_t)n;
+        return 0;
+    }
     if (x->n == 0 || x->n > RLT_KEY_MAX) {
         snprintf(err, errlen, "--key %s: the field is %s", name,
                  x->n ? "longer than the longest key" : "empty");
@@ -456,10 +475,10 @@ static int replay(const opts *op)
                     pr = -1;
                 }
                 tl.cost = 1;
-                if (pr == 1 &&
-                    (access_key(&al, op->key_field, op->key_name, &tl, err, sizeof err) ||
-                     (op->cost_field &&
-                      access_cost(&al, op->cost_field, op->cost_name, &tl.cost, err, sizeof err))))
+                if (pr == 1 && (access_key(&al, op->key_field, op->key_name, op->prefix, &tl, err,
+                                           sizeof err) ||
+                                (op->cost_field && access_cost(&al, op->cost_field, op->cost_name,
+                                                               &tl.cost, err, sizeof err))))
                     pr = -1;
             }
         } else {
@@ -612,6 +631,13 @@ int rlt__cli_replay(int argc, char **argv)
                 return 2;
             op.key_name = v;
             has_key = 1;
+        } else if ((m = rlt__opt(argc, argv, &i, CMD, "--prefix", &v)) != 0) {
+            char *end;
+            if (m < 0) return 2;
+            long pv = strtol(v, &end, 10);
+            if (*v < '0' || *v > '9' || *end != '\0' || pv < 32 || pv > 128)
+                return fail_usage("--prefix '%s': expected an IPv6 prefix length 32..128", v);
+            op.prefix = (int)pv;
         } else if ((m = rlt__opt(argc, argv, &i, CMD, "--cost", &v)) != 0) {
             if (m < 0) return 2;
             if (!(op.cost_field = access_field("--cost", v, "a field name (e.g. bytes)"))) return 2;
@@ -634,6 +660,8 @@ int rlt__cli_replay(int argc, char **argv)
         }
     }
     if (!op.policy_text) return fail_usage("--policy is required");
+    if (op.prefix && (!op.combined || op.key_field != 1))
+        return fail_usage("--prefix applies to --format combined keyed on remote_addr only");
     if (op.epoch && !op.combined) return fail_usage("--epoch applies to --format combined only");
     if (has_top && !op.summary) return fail_usage("--top-keys applies to --summary only");
     if ((has_key || op.cost_field) && !op.combined)

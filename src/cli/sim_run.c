@@ -15,20 +15,74 @@ static int ev_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* --block SPEC onto policy p, through the policy text's own grammar for block=. */
-static int apply_block(const sim *s, rlt_policy *p)
+/* --block SPEC read into q's penalty box through the policy text's own grammar for block=:
+ * 0, or 2 after its usage error. */
+static int block_spec(const sim *s, rlt_policy *q)
 {
     char text[160], err[256];
     int n = snprintf(text, sizeof text, "gcra:1/1s,block=%s", s->block);
-    rlt_policy q;
     if (n < 0 || (size_t)n >= sizeof text ||
-        rlt_policy_parse(&q, text, (size_t)n, err, sizeof err) != RLT_OK)
+        rlt_policy_parse(q, text, (size_t)n, err, sizeof err) != RLT_OK)
         return fail_usage("--block '%s': expected DURATION or DURATION*FACTOR..MAX, e.g. 5s or "
                           "5s*2..1m",
                           s->block);
+    return 0;
+}
+
+/* --block SPEC onto policy p. */
+static int apply_block(const sim *s, rlt_policy *p)
+{
+    rlt_policy q;
+    if (block_spec(s, &q)) return 2;
     if (rlt_policy_set_block(p, q.block, q.block_factor, q.block_max) != RLT_OK)
         return fail_usage("--block '%s': invalid", s->block);
     return 0;
+}
+
+/* Row a's own policy text (the page's), with --block added through the text: the parser's
+ * message in r->error when it refuses it.  Its name is its algorithm's.  0, or 1 out of memory. */
+static int own_policy(const sim *s, int a, run *r)
+{
+    static const char *const names[] = {
+        "?",    "Fixed window", "Sliding log", "Sliding counter", "Token bucket",
+        "GCRA", "Leaky bucket", "Concurrency"};
+    size_t n = strlen(s->policy_text[a]) + (s->block ? strlen(s->block) + 8 : 0) + 1;
+    char *text = malloc(n);
+    if (!text) {
+        fprintf(stderr, "ratelimit " CMD ": out of memory\n");
+        return 1;
+    }
+    snprintf(text, n, "%s%s%s", s->policy_text[a], s->block ? ",block=" : "",
+             s->block ? s->block : "");
+    memset(&r->p, 0, sizeof r->p);
+    int rc = rlt_policy_parse(&r->p, text, strlen(text), r->error, sizeof r->error);
+    free(text);
+    if (rc != RLT_OK) {
+        if (!r->error[0]) snprintf(r->error, sizeof r->error, "%s", rlt_strerror(rc));
+        return 0;
+    }
+    r->error[0] = '\0';
+    if ((size_t)r->p.algo < sizeof names / sizeof *names) r->name = names[r->p.algo];
+    return 0;
+}
+
+/* Two rows of one algorithm (tiers: token_bucket:2/10s and :8/10s) are told apart by their
+ * policies' parameters, the text after the colon. */
+static void name_rows(sim *s)
+{
+    for (int a = 0; a < NALGO; a++) {
+        run *r = &s->runs[a];
+        if (!s->policy_text[a]) continue;
+        for (int b = 0; b < NALGO; b++) {
+            if (b == a || strcmp(s->runs[b].name, r->name) != 0) continue;
+            const char *colon = strchr(s->policy_text[a], ':');
+            snprintf(r->label, sizeof r->label, "%s %s", r->name,
+                     colon ? colon + 1 : s->policy_text[a]);
+            break;
+        }
+    }
+    for (int a = 0; a < NALGO; a++)
+        if (s->runs[a].label[0]) s->runs[a].name = s->runs[a].label;
 }
 
 static int init_runs(sim *s)
@@ -43,17 +97,28 @@ static int init_runs(sim *s)
                       {"GCRA", RLT_GCRA},
                       {"Leaky bucket", RLT_LEAKY_BUCKET},
                       {"Concurrency", RLT_CONCURRENCY}};
+    int own = 0;
+    for (int a = 0; a < NALGO; a++)
+        own |= s->policy_text[a] != NULL;
+    /* A bad --block is one message for all the rows, before any row's own policy. */
+    if (own && s->block) {
+        rlt_policy q;
+        if (block_spec(s, &q)) return 2;
+    }
     for (int a = 0; a < NALGO; a++) {
         run *r = &s->runs[a];
         r->name = algos[a].name;
         int64_t queue = algos[a].algo == RLT_LEAKY_BUCKET ? s->limit : 0;
         int rc = rlt_policy_init(&r->p, algos[a].algo, s->limit, s->window, 0, queue, 0);
-        if (rc != RLT_OK) {
+        if (s->policy_text[a] && (rc = own_policy(s, a, r)) != 0) return rc;
+        if (s->policy_text[a] || r->error[0]) {
+            /* a row of its own: no --block added, its arrays all zero if it was refused */
+        } else if (rc != RLT_OK) {
             char w[RLT__DEC_BUF];
             return fail_usage("%s cannot take --limit %lld --window %s: %s", r->name,
                               (long long)s->limit, ticks(w, s->window), rlt_strerror(rc));
         }
-        if (s->block && (rc = apply_block(s, &r->p))) return rc;
+        if (s->block && !s->policy_text[a] && (rc = apply_block(s, &r->p))) return rc;
         r->st = calloc(1, rlt_state_size(&r->p));
         r->ok = calloc(s->n ? s->n : 1, 1);
         r->delay = calloc(s->n ? s->n : 1, sizeof *r->delay);
@@ -63,6 +128,7 @@ static int init_runs(sim *s)
             return 1;
         }
     }
+    name_rows(s);
     return 0;
 }
 
@@ -132,7 +198,8 @@ static int run_all(sim *s)
     }
     for (int a = 0; a < NALGO; a++) {
         run *r = &s->runs[a];
-        if (a == CONC) {
+        if (r->error[0]) continue;
+        if (r->p.algo == RLT_CONCURRENCY) {
             if (run_concurrency(s, r)) {
                 free(evs);
                 return 1;
@@ -163,8 +230,8 @@ static int run_all(sim *s)
         size_t m = 0;
         for (size_t i = 0; i < s->n; i++)
             if (r->ok[i])
-                evs[m++] =
-                    (ev){s->r[i].t + r->delay[i], a == CONC ? (s->r[i].cost > 0) : s->r[i].cost};
+                evs[m++] = (ev){s->r[i].t + r->delay[i],
+                                r->p.algo == RLT_CONCURRENCY ? (s->r[i].cost > 0) : s->r[i].cost};
         /* Arrivals are sorted and the shaper sends FIFO, so this is a cheap check. */
         for (size_t i = 1; i < m; i++)
             if (evs[i].t < evs[i - 1].t) {
@@ -176,6 +243,17 @@ static int run_all(sim *s)
     }
     free(evs);
     return 0;
+}
+
+void rlt__sim_free_runs(sim *s)
+{
+    for (int a = 0; a < NALGO; a++) {
+        free(s->runs[a].st);
+        free(s->runs[a].ok);
+        free(s->runs[a].delay);
+        free(s->runs[a].busy);
+    }
+    memset(s->runs, 0, sizeof s->runs);
 }
 
 int rlt__sim_run(sim *s)

@@ -107,7 +107,6 @@ static size_t width_of(const char *t)
     return w;
 }
 
-#define NCOL 7
 static void print_row(char cells[NCOL][300], const size_t *w)
 {
     for (int c = 0; c < NCOL; c++) {
@@ -119,11 +118,14 @@ static void print_row(char cells[NCOL][300], const size_t *w)
     puts("|");
 }
 
-void rlt__sim_table(sim *s)
+void rlt__sim_states(sim *s)
 {
     for (int a = 0; a < NALGO; a++)
-        describe_state(s, &s->runs[a]);
-    static char cells[NALGO + 1][NCOL][300];
+        if (!s->runs[a].error[0]) describe_state(s, &s->runs[a]);
+}
+
+void rlt__sim_cells(const sim *s, char cells[NALGO + 1][NCOL][300])
+{
     char a[RLT__DEC_BUF], b[RLT__DEC_BUF];
     snprintf(cells[0][0], 300, "algorithm");
     snprintf(cells[0][1], 300, "state at t = %s", ticks(a, s->t_state));
@@ -133,7 +135,7 @@ void rlt__sim_table(sim *s)
     snprintf(cells[0][5], 300, "max delay");
     snprintf(cells[0][6], 300, "own contract");
     for (int i = 0; i < NALGO; i++) {
-        run *r = &s->runs[i];
+        const run *r = &s->runs[i];
         snprintf(cells[i + 1][0], 300, "%s", r->name);
         snprintf(cells[i + 1][1], 300, "%s", r->state);
         snprintf(cells[i + 1][2], 300, "%lld", (long long)r->n_ok);
@@ -142,6 +144,13 @@ void rlt__sim_table(sim *s)
         snprintf(cells[i + 1][5], 300, "%s", ticks(a, r->max_delay));
         snprintf(cells[i + 1][6], 300, "%s: %s", r->contract, r->held ? "held" : "VIOLATED");
     }
+}
+
+void rlt__sim_table(sim *s)
+{
+    static char cells[NALGO + 1][NCOL][300];
+    rlt__sim_states(s);
+    rlt__sim_cells(s, cells);
     size_t w[NCOL] = {0};
     for (int i = 0; i <= NALGO; i++)
         for (int c = 0; c < NCOL; c++)

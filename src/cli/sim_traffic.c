@@ -24,11 +24,12 @@ static int add_req(sim *s, rlt_ns t, int64_t cost)
         return -1;
     }
     if (s->n == s->cap) {
-        if (s->n >= MAX_REQUESTS) {
+        size_t max = s->max_requests ? s->max_requests : MAX_REQUESTS;
+        if (s->n >= max) {
             fprintf(stderr,
-                    "ratelimit " CMD ": more than %d requests; lower --rate or "
-                    "--duration\n",
-                    MAX_REQUESTS);
+                    "ratelimit " CMD ": more than %zu requests; lower --rate or "
+                    "--duration%s\n",
+                    max, s->max_note ? s->max_note : "");
             return -1;
         }
         size_t nc = s->cap ? s->cap * 2 : 64;
@@ -155,7 +156,14 @@ int rlt__sim_at(sim *s, const char *list)
 
 int rlt__sim_trace(sim *s, const char *path)
 {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+    /* The page hands the trace over in memory (fmemopen refuses 0 bytes: a lone newline is
+     * the same empty trace). */
+    FILE *f;
+    if (s->trace_text)
+        f = fmemopen((void *)(s->trace_len ? s->trace_text : "\n"), s->trace_len ? s->trace_len : 1,
+                     "r");
+    else
+        f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
     if (!f) {
         fprintf(stderr, "ratelimit " CMD ": cannot open %s: %s\n", path, strerror(errno));
         return 1;

@@ -1,9 +1,12 @@
 /* The simulator's data (`ratelimit sim`, sim.c): the requests, one run per algorithm over
  * them, the whole simulation, and the tick helpers its parts print with.  The parts, each
- * with its header: sim_traffic.c (the requests), sim_run.c (every algorithm over them),
- * sim_text.c (the table and the timeline), sim_svg.c (the picture), sim_accuracy.c (the
- * counter against the exact log).  Everything is integer arithmetic on ns, a tick being one
- * second of the virtual clock, so the output is byte-identical on every machine. */
+ * with its header: sim_engine.c (the options read, the report printed), sim_traffic.c (the
+ * requests), sim_run.c (every algorithm over them), sim_text.c (the table and the timeline),
+ * sim_svg.c (the picture), sim_accuracy.c (the counter against the exact log).  The page runs
+ * the same files compiled to WebAssembly (web/CMakeLists.txt lists them; web/wasm/sim_export.c),
+ * so none of them may use more than libc and the core.  Everything is integer arithmetic on
+ * ns, a tick being one second of the virtual clock, so the output is byte-identical on every
+ * machine. */
 #ifndef RLT_CLI_SIM_TYPES_H
 #define RLT_CLI_SIM_TYPES_H
 
@@ -13,6 +16,7 @@
 #define NALGO 7
 #define CONC 6 /* index of the concurrency limiter in runs[] */
 #define NS RLT_NS_PER_S
+#define NCOL 7 /* the table's columns */
 
 #define fail_usage(...) rlt__usage_error(CMD, __VA_ARGS__)
 
@@ -36,6 +40,8 @@ typedef struct run {
     int held;           /* the algorithm's own contract held on this run */
     char contract[160]; /* that contract, in words */
     char state[256];
+    char label[200]; /* the name, when it is built (a row with its own policy) */
+    char error[256]; /* a row's own policy the parser refused (the page's rows only) */
 } run;
 
 typedef struct sim {
@@ -56,6 +62,12 @@ typedef struct sim {
     size_t n, cap;
     run runs[NALGO];
     rlt_ns t_state; /* the instant of the state column */
+    /* The page's (web/wasm/sim_export.c): zero for the command. */
+    const char *policy_text[NALGO]; /* a row's own policy text instead of the algorithm's */
+    const char *trace_text;         /* --trace's content, in memory (the path only names it) */
+    size_t trace_len;
+    size_t max_requests;  /* 0: the command's cap */
+    const char *max_note; /* appended to the message past that cap */
 } sim;
 
 typedef struct span {

@@ -170,10 +170,12 @@ static bool algo_valid(const rlt_policy *p, const void *state)
         return w[1] >= 0 && w[2] >= 0; /* above N: a debt (rlt_settle) */
     case RLT_SLIDING_LOG: {
         memcpy(w, b, 16);
-        int64_t head = w[0], count = w[1], prev = INT64_MIN, t;
-        if (head < 0 || head >= p->limit || count < 0 || count > p->limit) return false;
+        /* head's bits 32..62: the slots of a compact state, 0 for N (sliding_log.h) */
+        int64_t n = w[0] >> 32 ? w[0] >> 32 : p->limit, head = w[0] & INT64_C(0xffffffff);
+        int64_t count = w[1], prev = INT64_MIN, t;
+        if (w[0] < 0 || n > p->limit || head >= n || count < 0 || count > n) return false;
         for (int64_t i = 0; i < count; i++) {
-            memcpy(&t, b + 16 + 8 * ((head + i) % p->limit), 8);
+            memcpy(&t, b + 16 + 8 * ((head + i) % n), 8);
             if (t < prev) return false;
             prev = t;
         }

@@ -1,21 +1,53 @@
 /* Sliding log: the exact rolling window.  Every accepted unit of cost leaves its timestamp in
- * a ring of N slots; a timestamp t still counts at `now` iff now - t < W.  So the accepted
+ * a ring of slots; a timestamp t still counts at `now` iff now - t < W.  So the accepted
  * cost in any half-open span of length W never exceeds N.  Timestamps are kept sorted: a
  * request at a `now` earlier than the newest entry (a clock stepping back) is recorded at the
- * newest entry's time, which keeps it longer, never shorter.  Memory O(N); time amortised
- * O(1) (each timestamp is dropped once), O(log N) to find the expired prefix. */
+ * newest entry's time, which keeps it longer, never shorter.  Time amortised O(1) (each
+ * timestamp is dropped once), O(log N) to find the expired prefix.
+ *
+ * Memory.  A full state has N slots (16 + 8N bytes, rlt_state_size): what every caller that
+ * allocates rlt_state_size bytes gets.  The keyed store keeps compact states (sliding_log.h):
+ * S slots, S recorded in the header's high bits (0 = N, so a zeroed full state is valid), and
+ * grows a log before a charge that needs more (to min(N, max(2S, live + cost))), shrinks it
+ * after one that leaves live <= S / 4 (to 2 live), so a key holds between live and 4 x live
+ * slots (at least 1) where live is the entries in its window: 24 bytes for a key with one
+ * entry, 16 + 8N only when N entries are live.  Decisions are the same on both: the entries
+ * and their order are the state; S only says where the ring wraps.  Growing copies the live
+ * entries only, which the charge it is made for would keep anyway (it drops the expired
+ * prefix); a decision or settle that would need more than S returns RLT_EFULL unchanged.
+ * Doubling makes the copies amortised O(1) per entry recorded. */
 #include "internal.h"
 
+#include "sliding_log.h"
+
 typedef struct log_state {
-    int64_t head;  /* ring index of the oldest entry */
+    int64_t head;  /* bits 0..31: ring index of the oldest entry; 32..62: slots S, 0 = N */
     int64_t count; /* entries in the ring */
-    int64_t ts[];  /* N slots */
+    int64_t ts[];  /* S slots */
 } log_state;
+
+#define HEAD_MASK INT64_C(0xffffffff)
+
+static int64_t slots(const rlt_policy *p, const log_state *s)
+{
+    int64_t n = s->head >> 32;
+    return n ? n : p->limit;
+}
+
+static int64_t head(const log_state *s)
+{
+    return s->head & HEAD_MASK;
+}
+
+static void set_head(log_state *s, int64_t h)
+{
+    s->head = (s->head & ~HEAD_MASK) | h;
+}
 
 static int64_t at(const rlt_policy *p, const log_state *s, int64_t i)
 {
-    int64_t j = s->head + i;
-    if (j >= p->limit) j -= p->limit;
+    int64_t j = head(s) + i, n = slots(p, s);
+    if (j >= n) j -= n;
     return s->ts[j];
 }
 
@@ -73,12 +105,15 @@ int rlt__sliding_log_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t c
     d->reset_after = after > 0 ? rlt__sat_sub(rlt__sat_add(newest, p->period), now) : 0;
     if (d->reset_after < 0) d->reset_after = 0;
     if (commit && charge) {
-        s->head += gone; /* head < N and gone <= N (a valid state): no division needed */
-        if (s->head >= p->limit) s->head -= p->limit;
+        const int64_t n = slots(p, s);
+        if (live + cost > n) return RLT_EFULL; /* a compact state without room: unchanged */
+        int64_t h = head(s) + gone; /* head < S and gone <= S (a valid state): no division */
+        if (h >= n) h -= n;
+        set_head(s, h);
         s->count = live;
         for (int64_t i = 0; i < cost; i++) {
-            int64_t j = s->head + s->count++;
-            if (j >= p->limit) j -= p->limit;
+            int64_t j = h + s->count++;
+            if (j >= n) j -= n;
             s->ts[j] = newest;
         }
     }
@@ -94,8 +129,9 @@ bool rlt__sliding_log_fresh(const rlt_policy *p, const void *st, rlt_ns now)
 int rlt__sliding_log_shift(const rlt_policy *p, void *st, rlt_ns delta)
 {
     log_state *s = st;
+    const int64_t n = slots(p, s);
     for (int64_t i = 0; i < s->count; i++) {
-        int64_t j = (s->head + i) % p->limit;
+        int64_t j = (head(s) + i) % n;
         s->ts[j] = rlt__sat_add(s->ts[j], delta);
     }
     return RLT_OK;
@@ -111,22 +147,23 @@ int rlt__sliding_log_settle(const rlt_policy *p, void *st, rlt_ns now, rlt_ns re
                             int64_t estimate, int64_t real)
 {
     log_state *s = st;
-    int64_t gone = expired_prefix(p, s, now);
-    s->head = (s->head + gone) % p->limit;
+    const int64_t n = slots(p, s);
+    int64_t gone = expired_prefix(p, s, now), x = real - estimate;
+    if (x > p->limit) x = p->limit;
+    if (x > 0 && n < p->limit && s->count - gone + x > n) return RLT_EFULL; /* unchanged */
+    set_head(s, (head(s) + gone) % n);
     s->count -= gone;
-    if (real > estimate) {
-        int64_t x = real - estimate;
-        if (x > p->limit) x = p->limit;
+    if (x > 0) {
         int64_t stamp = s->count > 0 ? at(p, s, s->count - 1) : now;
         if (now > stamp) stamp = now;
-        int64_t drop = s->count + x - p->limit;
+        int64_t drop = s->count + x - n;
         if (drop > 0) {
-            s->head = (s->head + drop) % p->limit;
+            set_head(s, (head(s) + drop) % n);
             s->count -= drop;
         }
         for (int64_t i = 0; i < x; i++) {
-            int64_t j = s->head + s->count++;
-            if (j >= p->limit) j -= p->limit;
+            int64_t j = head(s) + s->count++;
+            if (j >= n) j -= n;
             s->ts[j] = stamp;
         }
         return RLT_OK;
@@ -145,9 +182,52 @@ int rlt__sliding_log_settle(const rlt_policy *p, void *st, rlt_ns now, rlt_ns re
     if (k == 0) return RLT_OK;
     /* Close the gap [end - k, end): move the later entries down by k, keeping the order. */
     for (int64_t i = end; i < s->count; i++) {
-        int64_t from = (s->head + i) % p->limit, to = (s->head + i - k) % p->limit;
+        int64_t from = (head(s) + i) % n, to = (head(s) + i - k) % n;
         s->ts[to] = s->ts[from];
     }
     s->count -= k;
     return RLT_OK;
+}
+
+/* ---- Compact states (sliding_log.h) ---------------------------------------------------- */
+
+size_t rlt__sliding_log_bytes(int64_t n)
+{
+    return sizeof(log_state) + 8 * (size_t)n;
+}
+
+int64_t rlt__sliding_log_slots(const rlt_policy *p, const void *st)
+{
+    return slots(p, st);
+}
+
+int64_t rlt__sliding_log_count(const void *st)
+{
+    return ((const log_state *)st)->count;
+}
+
+int64_t rlt__sliding_log_room(const rlt_policy *p, const void *st, rlt_ns now, int64_t cost,
+                              int64_t settle_x)
+{
+    const log_state *s = st;
+    const int64_t n = slots(p, s), live = s->count - expired_prefix(p, s, now);
+    int64_t need = n;
+    if (settle_x > 0) {
+        need = live + (settle_x < p->limit ? settle_x : p->limit);
+    } else if (cost > 0 && cost <= p->limit && live <= p->limit - cost) { /* will be charged */
+        need = live + cost;
+    }
+    if (need > p->limit) need = p->limit;
+    return need > n ? need : n;
+}
+
+void rlt__sliding_log_copy(const rlt_policy *p, const void *from, void *to, int64_t n, rlt_ns now)
+{
+    const log_state *f = from;
+    log_state *t = to;
+    const int64_t gone = expired_prefix(p, f, now), keep = f->count - gone;
+    for (int64_t i = 0; i < keep; i++)
+        t->ts[i] = at(p, f, gone + i);
+    t->count = keep;
+    t->head = n == p->limit ? 0 : n << 32;
 }

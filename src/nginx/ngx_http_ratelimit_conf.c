@@ -128,8 +128,21 @@ char *rlt__ngx_zone_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             have_policy = true;
             continue;
         }
+        if (rlt_ngx_starts(&value[i], "addr_prefix=")) {
+            ngx_int_t v = ngx_atoi(value[i].data + 12, value[i].len - 12);
+            if (v < 32 || v > 128) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid \"%V\": the IPv6 prefix is 32 to 128 (56: a home "
+                                   "line's /56)",
+                                   &value[i]);
+                return NGX_CONF_ERROR;
+            }
+            z->addr_prefix = (int)v;
+            continue;
+        }
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid parameter \"%V\" (expected zone=NAME:SIZE or policy=POLICY)",
+                           "invalid parameter \"%V\" (expected zone=NAME:SIZE, policy=POLICY or "
+                           "addr_prefix=N)",
                            &value[i]);
         return NGX_CONF_ERROR;
     }

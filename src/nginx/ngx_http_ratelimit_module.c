@@ -271,6 +271,33 @@ static void rlt_ngx_sort_by_zone(rlt_ngx_pending_t **order, ngx_uint_t n)
     }
 }
 
+/* addr_prefix=: replaces p->key, a client address, by its key (rlt_addr_key, in the request's
+ * pool).  A malformed address is logged at most once a second a zone (with the unheld keys).
+ * Returns RLT_OK, RLT_EPARSE or RLT_ENOMEM. */
+static int rlt_ngx_addr_key(ngx_http_request_t *r, rlt_ngx_pending_t *p)
+{
+    u_char *k = ngx_pnalloc(r->pool, RLT_ADDR_KEY_MAX);
+    if (k == NULL) return RLT_ENOMEM;
+    int n = rlt_addr_key((const char *)p->key.data, p->key.len, p->zone->addr_prefix, (char *)k,
+                         RLT_ADDR_KEY_MAX);
+    if (n < 0) {
+        rlt_ngx_shctx_t *sh = p->zone->sh;
+        if (sh->logged_big == 0 || ngx_current_msec - sh->logged_big >= 1000) {
+            sh->logged_big = ngx_current_msec ? ngx_current_msec : 1;
+            ngx_str_t shown = p->key;
+            if (shown.len > 64) shown.len = 64;
+            ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                          "ratelimit zone \"%V\": malformed address \"%V\" in its key (an IPv4 "
+                          "or IPv6 address, no port): the request is refused",
+                          &p->zone->name, &shown);
+        }
+        return RLT_EPARSE;
+    }
+    p->key.data = k;
+    p->key.len = (size_t)n;
+    return RLT_OK;
+}
+
 static ngx_int_t rlt_ngx_handler(ngx_http_request_t *r)
 {
     rlt_ngx_conf_t *conf = ngx_http_get_module_loc_conf(r, ngx_http_ratelimit_module);
@@ -289,6 +316,11 @@ static ngx_int_t rlt_ngx_handler(ngx_http_request_t *r)
         if (ngx_http_complex_value(r, &p->zone->key, &p->key) != NGX_OK)
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         if (p->key.len == 0) continue; /* an empty key is not limited, as in limit_req */
+        if (p->zone->addr_prefix && rlt_ngx_addr_key(r, p) != RLT_OK) {
+            /* A malformed address is refused, never keyed as a string; nothing is charged. */
+            req->status = conf->dry_run ? RLT_NGX_REJECTED_DRY_RUN : RLT_NGX_REJECTED;
+            return conf->dry_run ? NGX_DECLINED : (ngx_int_t)conf->status_code;
+        }
         if (rlt_ngx_cost(r, &limits[i], &p->cost) != RLT_OK) return NGX_HTTP_INTERNAL_SERVER_ERROR;
         p->hash = ngx_crc32_short(p->key.data, p->key.len);
         p->node = NULL;

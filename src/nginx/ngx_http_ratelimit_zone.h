@@ -28,7 +28,7 @@ typedef struct {
     int64_t offset_ns;     /* UTC minus monotonic time when the zone was created */
     uint64_t evicted;      /* keys dropped while still in use, since the zone was created */
     ngx_msec_t logged;     /* monotonic ms of the last "zone is full" message */
-    ngx_msec_t logged_big; /* monotonic ms of the last "cannot hold a key" message */
+    ngx_msec_t logged_big; /* the last "cannot hold a key" or "malformed address" message */
 } rlt_ngx_shctx_t;
 
 /* A ratelimit_zone: its configuration, and its shared memory once nginx has mapped it. */
@@ -39,6 +39,7 @@ typedef struct {
     rlt_policy policy; /* as configured; the zone's copy wins while decisions run */
     ngx_str_t policy_text;
     ngx_str_t name;
+    int addr_prefix; /* addr_prefix=N: the key is a client address made a key by rlt_addr_key */
 } rlt_ngx_zone_t;
 
 /* The zone's `now` in ns: nginx's cached monotonic ms (its loop turn's) on the zone's UTC

@@ -6,9 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/sliding_log.h"
+
 #include "store/assign.h"
 #include "store/evict.h"
 #include "store/lock.h"
+#include "store/logs.h"
 #include "store/table.h"
 
 #define MAX_SLOTS (UINT32_C(1) << 30)
@@ -68,7 +71,13 @@ int rlt__insert(rlt_store *s, rlt__shard *sh, uint64_t h, int pid, const void *k
 {
     const rlt__pol *P = &s->pols[pid];
     const bool inl = rlt__is_inline(P->ssz, klen);
-    const uint64_t extra = inl ? 0 : rlt__pad8(P->ssz) + klen;
+    /* A block given holds its state (a compact log: any size); a new one, a zero state (a
+     * compact log: one slot). */
+    size_t sbytes = P->ssz;
+    if (rlt__pol_log(P))
+        sbytes =
+            block ? rlt__ool_state_bytes(P, block + rlt__pad8(klen)) : rlt__sliding_log_bytes(1);
+    const uint64_t extra = inl ? 0 : rlt__pad8(klen) + sbytes;
     const uint64_t slot = sizeof(rlt__slot);
     for (;;) {
         bool full = sh->count >= s->key_cap || sh->bytes + extra > s->byte_cap;
@@ -98,7 +107,7 @@ int rlt__insert(rlt_store *s, rlt__shard *sh, uint64_t h, int pid, const void *k
         }
     }
     if (!inl && !block) {
-        block = calloc(1, extra);
+        block = rlt__ool_new(P, klen, 1);
         if (!block) return RLT_ENOMEM;
     }
     const uint32_t tag = rlt__tag_of(s, h, pid);
@@ -114,7 +123,7 @@ int rlt__insert(rlt_store *s, rlt__shard *sh, uint64_t h, int pid, const void *k
     if (inl) {
         memcpy(e->u.inl + P->ssz, key, klen);
     } else {
-        memcpy(block + rlt__pad8(P->ssz), key, klen);
+        memcpy(block, key, klen);
         e->u.ool = block;
         RLT__STAT_ADD(sh->bytes, extra);
     }

@@ -8,6 +8,7 @@
 #include "store/decision.h"
 #include "store/evict.h"
 #include "store/general.h"
+#include "store/logs.h"
 #include "store/table.h"
 
 static bool fresh_after(const rlt_policy *p, const void *st, rlt_ns now, int64_t cost,
@@ -36,11 +37,13 @@ static __attribute__((noinline)) int decide_general(rlt_store *s, rlt__shard *sh
     if (e) {
         /* An existing entry is never dropped here: a peek or a denial consumed nothing and
          * must change nothing, not even which instants later calls are decided at.  The
-         * sweep and the eviction (evict.c) drop it once it is fresh. */
-        uint8_t *st = rlt__slot_state(s, e);
-        if ((rc = rlt_decide(&P->p, st, now, cost, d))) return rc;
+         * sweep and the eviction (evict.c) drop it once it is fresh.  A compact log grows
+         * before a charge it has no room for and shrinks after one that left it sparse. */
+        if ((rc = rlt__log_fit(s, sh, e, now, cost, 0))) return rc;
+        if ((rc = rlt_decide(&P->p, rlt__slot_state(s, e), now, cost, d))) return rc;
         e->meta |= RLT__REF;
-    } else if (P->ssz <= RLT__SMALL_STATE) {
+        if (rlt__pol_log(P) && cost > 0) rlt__log_trim(s, sh, e);
+    } else if (P->ssz <= RLT__SMALL_STATE && !rlt__pol_log(P)) {
         uint64_t tmp[RLT__SMALL_STATE / 8] = {0};
         if ((rc = rlt_decide(&P->p, tmp, now, cost, d))) return rc;
         if (!fresh_after(&P->p, tmp, now, cost, d)) {
@@ -48,11 +51,13 @@ static __attribute__((noinline)) int decide_general(rlt_store *s, rlt__shard *sh
             memcpy(rlt__slot_state(s, e), tmp, P->ssz);
         }
     } else {
-        /* Large state (sliding log, concurrency): decide in the block the entry will own. */
-        uint8_t *block = calloc(1, rlt__pad8(P->ssz) + klen);
+        /* Large state (sliding log, concurrency): decide in the block the entry will own (a
+         * compact log with room for this cost). */
+        uint8_t *block = rlt__ool_new(P, klen, cost);
         if (!block) return RLT_ENOMEM;
-        rc = rlt_decide(&P->p, block, now, cost, d);
-        if (rc || fresh_after(&P->p, block, now, cost, d)) {
+        uint8_t *st = block + rlt__pad8(klen);
+        rc = rlt_decide(&P->p, st, now, cost, d);
+        if (rc || fresh_after(&P->p, st, now, cost, d)) {
             free(block);
         } else if ((rc = rlt__insert(s, sh, h, id, key, klen, now, block, &e))) {
             free(block);

@@ -9,6 +9,8 @@
 #include "store/decision.h"
 #include "store/evict.h"
 #include "store/lock.h"
+#include "store/logs.h"
+#include "store/multi.h"
 #include "store/table.h"
 
 typedef struct mstate {
@@ -36,7 +38,7 @@ static void load_copy(rlt_store *s, const rlt_check *c, mstate *m)
     const rlt__slot *e = rlt__find(s, sh, m->h, c->policy, c->key, c->klen);
     uint32_t ssz = s->pols[c->policy].ssz;
     if (e)
-        memcpy(m->st, rlt__slot_state(s, e), ssz);
+        rlt__state_get(s, e, m->st); /* the full layout (a compact log expanded) */
     else
         memset(m->st, 0, ssz);
     m->existed = e != NULL;
@@ -63,7 +65,7 @@ static int multi_blocks(rlt_store *s, const rlt_check *c, mstate *m, size_t n, r
         rlt__slot *e = rlt__find(s, sh, r->h, c[i].policy, c[i].key, c[i].klen);
         if (!e && (rc = rlt__insert(s, sh, r->h, c[i].policy, c[i].key, c[i].klen, now, NULL, &e)))
             break;
-        memcpy(rlt__slot_state(s, e), r->st, s->pols[c[i].policy].ssz);
+        if ((rc = rlt__state_put(s, sh, e, r->st))) break;
         e->meta |= RLT__PIN | RLT__REF;
     }
     for (size_t i = 0; i < n; i++) {
@@ -76,12 +78,21 @@ static int multi_blocks(rlt_store *s, const rlt_check *c, mstate *m, size_t n, r
 }
 
 static int multi_locked(rlt_store *s, const rlt_check *c, mstate *m, size_t n, rlt_ns now,
-                        bool *all)
+                        bool *all, rlt__multi_extra *x)
 {
     now = rlt__effective_now(s, now); /* the caller re-expresses the waits (from_effective) */
     for (size_t i = 0; i < n; i++) {
         if (c[i].policy < 0 || (uint32_t)c[i].policy >= s->npol) return RLT_ENOENT;
         if (s->pols[c[i].policy].p.algo == RLT_CONCURRENCY) return RLT_EINVAL;
+        if (x && !rlt_settle_supported(&s->pols[c[i].policy].p)) return RLT_EINVAL;
+    }
+    if (x) {
+        /* What a reservation needs to settle later, read under the locks before the charge. */
+        x->at = now;
+        x->pgen = __atomic_load_n(&s->budget_pgen, __ATOMIC_RELAXED);
+        for (size_t i = 0; i < n; i++) {
+            x->epoch[i] = s->shards[m[i].shard].resv_epoch;
+        }
     }
     /* Working copies. */
     size_t total = 0;
@@ -154,6 +165,13 @@ static int multi_locked(rlt_store *s, const rlt_check *c, mstate *m, size_t n, r
             m[i].added = true;
         }
     }
+    /* Room in every compact log for what it will hold, before anything is written. */
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (m[i].root != (int)i || !m[i].existed) continue;
+        rlt__shard *sh = &s->shards[m[i].shard];
+        rc = rlt__state_reserve(s, sh, rlt__find(s, sh, m[i].h, c[i].policy, c[i].key, c[i].klen),
+                                m[i].st);
+    }
     for (size_t i = 0; i < n; i++) {
         if (m[i].root != (int)i || !m[i].existed) continue;
         rlt__shard *sh = &s->shards[m[i].shard];
@@ -166,7 +184,7 @@ static int multi_locked(rlt_store *s, const rlt_check *c, mstate *m, size_t n, r
             if (m[i].added) rlt__delete(s, sh, e);
             continue;
         }
-        memcpy(rlt__slot_state(s, e), m[i].st, s->pols[c[i].policy].ssz);
+        (void)rlt__state_put(s, sh, e, m[i].st); /* cannot fail: the room was made above */
         if (rlt_is_fresh(p, m[i].st, now)) {
             rlt__note_drop(s, now);
             rlt__delete(s, sh, e);
@@ -180,6 +198,12 @@ out:
 
 int rlt_store_decide_multi(rlt_store *s, const rlt_check *checks, size_t n, rlt_ns now,
                            rlt_decision *combined, int *refused)
+{
+    return rlt__store_decide_multi_ex(s, checks, n, now, combined, refused, NULL);
+}
+
+int rlt__store_decide_multi_ex(rlt_store *s, const rlt_check *checks, size_t n, rlt_ns now,
+                               rlt_decision *combined, int *refused, rlt__multi_extra *x)
 {
     if (!s || !checks || !combined || n == 0 || n > INT32_MAX) return RLT_EINVAL;
     for (size_t i = 0; i < n; i++) {
@@ -213,7 +237,7 @@ int rlt_store_decide_multi(rlt_store *s, const rlt_check *checks, size_t n, rlt_
     for (size_t i = 0; i < nl; i++)
         rlt__shard_lock(&s->shards[lk[i]]);
     bool all = false;
-    int rc = multi_locked(s, checks, m, n, now, &all);
+    int rc = multi_locked(s, checks, m, n, now, &all, x);
     if (!rc) {
         rlt_decision *cd = combined;
         int first_refused = -1;
@@ -222,6 +246,10 @@ int rlt_store_decide_multi(rlt_store *s, const rlt_check *checks, size_t n, rlt_
             rlt__jitter_decision(&s->pols[checks[i].policy].p, checks[i].key, checks[i].klen, now,
                                  &m[i].d);
             rlt_decision_combine(cd, &m[i].d, i == 0);
+            if (x) {
+                x->each[i] = m[i].d;
+                rlt__from_effective(&x->each[i], now, rlt__effective_now(s, now));
+            }
         }
         assert(cd->allowed == all);
         rlt__from_effective(cd, now, rlt__effective_now(s, now)); /* still under the locks */

@@ -51,6 +51,7 @@
 #include "store/decide.h"
 #include "store/evict.h"
 #include "store/lock.h"
+#include "store/logs.h"
 #include "store/reserve.h"
 #include "store/siphash.h"
 #include "store/table.h"
@@ -165,6 +166,7 @@ static void note_expiry(rlt_store *s, rlt_ns at)
 
 void rlt__resv_drop_policy(rlt_store *s, int pid)
 {
+    __atomic_fetch_add(&s->budget_pgen, 1, __ATOMIC_RELAXED); /* budget.c: no refund after */
     for (uint32_t k = 0; k < s->nshards; k++)
         (void)purge(s, s->shards[k].resv, 0, BY_POLICY, (uint32_t)pid); /* resv_expiry stays a
                                                                             lower bound */
@@ -219,21 +221,6 @@ static bool end_biggest(rlt_store *s, uint32_t mine)
     return true;
 }
 
-/* Takes one from counter *c if it stays within `cap`.  true: taken. */
-static bool take(uint64_t *c, uint64_t cap)
-{
-    if (__atomic_fetch_add(c, 1, __ATOMIC_RELAXED) < cap) return true;
-    __atomic_fetch_sub(c, 1, __ATOMIC_RELAXED);
-    return false;
-}
-
-static bool take32(uint32_t *c, uint64_t cap)
-{
-    if (__atomic_fetch_add(c, 1, __ATOMIC_RELAXED) < cap) return true;
-    __atomic_fetch_sub(c, 1, __ATOMIC_RELAXED);
-    return false;
-}
-
 /* One ticket of the store-wide bound and of the holder's bucket, as the head of the file
  * says: expired ones dropped first, then (the table full) the biggest holder's ended.
  * Returns RLT_OK (taken) or RLT_EFULL. */
@@ -241,22 +228,14 @@ static int take_ticket(rlt_store *s, rlt_ns now, uint32_t bucket)
 {
     const uint64_t hcap = bucket == RLT__RESV_BUCKETS ? UINT64_MAX : s->resv_holder_cap;
     for (int round = 0;; round++) {
-        if (take32(&s->resv_held[bucket], hcap)) {
-            if (take(&s->resv_count, s->resv_cap)) return RLT_OK;
+        if (rlt__take32(&s->resv_held[bucket], hcap)) {
+            if (rlt__take64(&s->resv_count, s->resv_cap)) return RLT_OK;
             __atomic_fetch_sub(&s->resv_held[bucket], 1, __ATOMIC_RELAXED);
             if (round == 1 && bucket != RLT__RESV_BUCKETS && end_biggest(s, bucket)) continue;
         }
         if (round >= 1) return RLT_EFULL;
         purge_expired(s, now);
     }
-}
-
-/* The bucket of holder `h` (0: the anonymous one): a keyed hash, so no client can aim at
- * another's bucket. */
-static uint32_t bucket_of(const rlt_store *s, uint64_t h)
-{
-    return h == 0 ? RLT__RESV_BUCKETS
-                  : (uint32_t)(rlt__siphash13(s->resv_secret, &h, sizeof h) % RLT__RESV_BUCKETS);
 }
 
 /* A free slot for one more reservation in sh's table (grown to stay at most half full). */
@@ -319,7 +298,7 @@ int rlt_store_reserve_for(rlt_store *s, uint64_t holder, int id, const void *key
     if (rc) return rc;
     if (!reservation || estimate < 0 || timeout < 0) return RLT_EINVAL;
     *reservation = 0;
-    const uint32_t bucket = bucket_of(s, holder);
+    const uint32_t bucket = rlt__resv_bucket(s, holder);
     if (take_ticket(s, now, bucket) != RLT_OK) return RLT_EFULL;
     uint8_t *kcopy = malloc(klen); /* before the charge: nothing to undo after it */
     if (!kcopy) {
@@ -379,21 +358,48 @@ static int settle_state(rlt_store *s, rlt__shard *sh, uint64_t h, int id, const 
 {
     const rlt__pol *P = &s->pols[id];
     rlt__slot *e = rlt__find(s, sh, h, id, key, klen);
+    int rc;
     if (e) {
         e->meta |= RLT__REF;
-        return rlt_settle(&P->p, rlt__slot_state(s, e), now, r->at, r->estimate, real, d);
+        /* A compact log grows first for an extra charge (logs.h), shrinks after a refund. */
+        if ((rc = rlt__log_fit(s, sh, e, now, 0, real - r->estimate))) return rc;
+        rc = rlt_settle(&P->p, rlt__slot_state(s, e), now, r->at, r->estimate, real, d);
+        if (rc == RLT_OK) rlt__log_trim(s, sh, e);
+        return rc;
     }
-    const size_t ssz = (P->ssz + 7) & ~(size_t)7;
-    const bool inl = P->ssz + klen <= RLT__INLINE;
-    uint8_t *block = calloc(1, ssz + klen);
-    if (!block) return RLT_ENOMEM;
-    int rc = rlt_settle(&P->p, block, now, r->at, r->estimate, real, d);
-    if (rc == RLT_OK && !rlt_is_fresh(&P->p, block, now)) {
-        rc = rlt__insert(s, sh, h, id, key, klen, now, inl ? NULL : block, &e);
-        if (rc == RLT_OK && inl) memcpy(rlt__slot_state(s, e), block, P->ssz);
-        if (rc == RLT_OK && !inl) block = NULL; /* the entry owns it */
+    uint8_t *state = calloc(1, P->ssz); /* the full layout, then into the entry */
+    if (!state) return RLT_ENOMEM;
+    rc = rlt_settle(&P->p, state, now, r->at, r->estimate, real, d);
+    if (rc == RLT_OK && !rlt_is_fresh(&P->p, state, now)) {
+        rc = rlt__insert(s, sh, h, id, key, klen, now, NULL, &e);
+        if (rc == RLT_OK && (rc = rlt__state_put(s, sh, e, state))) rlt__delete(s, sh, e);
     }
-    free(block);
+    free(state);
+    return rc;
+}
+
+int rlt__resv_apply(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now, rlt_ns at,
+                    uint64_t epoch, uint64_t pgen, int64_t estimate, int64_t real_cost,
+                    rlt_decision *d)
+{
+    uint64_t h;
+    rlt__shard *sh;
+    (void)rlt__lock_key(s, key, klen, &h, &sh); /* the caller checked the key */
+    const rlt_ns eff = rlt__effective_now(s, now);
+    if (eff > sh->last_now) sh->last_now = eff;
+    int rc = RLT_ENOENT;
+    if (rlt__pol_known(s, id)) {
+        const rlt_ns t = s->pols[id].p.algo == RLT_GCRA ? sh->last_now : eff; /* as below */
+        /* A reset, an eviction or other numbers since: no refund (a higher cost still charged). */
+        if ((epoch != sh->resv_epoch ||
+             pgen != __atomic_load_n(&s->budget_pgen, __ATOMIC_RELAXED)) &&
+            real_cost < estimate)
+            real_cost = estimate;
+        const resv r = {.at = at, .estimate = estimate};
+        if ((rc = settle_state(s, sh, h, id, key, klen, t, &r, real_cost, d)) == RLT_OK)
+            rlt__from_effective(d, now, t);
+    }
+    rlt__shard_unlock(sh);
     return rc;
 }
 

@@ -38,6 +38,7 @@
 #include "store/crc32c.h"
 #include "store/evict.h"
 #include "store/lock.h"
+#include "store/logs.h"
 #include "store/policy.h"
 #include "store/store.h"
 #include "store/table.h"
@@ -160,7 +161,16 @@ static void write_shard(rlt_store *s, rlt__shard *sh, writer *w, buf *b)
         PUT16(b, e->policy);
         PUT16(b, klen);
         put(b, rlt__slot_key(s, e), klen);
-        put(b, rlt__slot_state(s, e), s->pols[e->policy].ssz);
+        const rlt__pol *P = &s->pols[e->policy];
+        if (rlt__pol_log(P)) { /* the file holds the full layout: compact logs expanded */
+            uint8_t *full = malloc(P->ssz);
+            if (full) rlt__state_get(s, e, full);
+            if (full) put(b, full, P->ssz);
+            b->oom |= !full;
+            free(full);
+        } else {
+            put(b, rlt__slot_state(s, e), P->ssz);
+        }
         w->records++;
     }
     rlt__shard_unlock(sh);
@@ -436,7 +446,10 @@ static int read_records(reader *r, rlt_store *t, rlt_ns now, rlt_ns delta)
                 rc = irc;
                 goto out;
             }
-            memcpy(rlt__slot_state(t, e), state, P->ssz);
+            if (rlt__state_put(t, sh, e, state)) { /* a compact log sized to its entries */
+                rc = RLT_ENOMEM;
+                goto out;
+            }
         } else {
             goto out;
         }

@@ -42,6 +42,7 @@
 
 #include "store/assign.h"
 #include "store/lock.h"
+#include "store/budget.h"
 #include "store/reserve.h"
 #include "store/secret.h"
 #include "store/store.h"
@@ -166,6 +167,7 @@ void rlt_store_close(rlt_store *s)
         pthread_mutex_destroy(&s->shards[i].lock);
 #endif
     }
+    rlt__budget_free(s);
     free(s->shards);
     free(s->hints);
     free(s->pols);
@@ -357,6 +359,7 @@ void rlt__store_swap(rlt_store *s, rlt_store *t, rlt_ns now)
          * from the loaded ones could mint, so they end here, charged as estimated. */
         rlt__resv_free(s, a);
     }
+    __atomic_fetch_add(&s->budget_gen, 1, __ATOMIC_RELEASE); /* and the multi-limit ones */
 #undef SWAP
     s->sweep_shard = 0;
     s->sweep_slot = 0;

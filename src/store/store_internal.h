@@ -19,7 +19,8 @@
 /* One table slot: 32 bytes, two per cache line.  An empty slot has meta == 0 (the empty key is
  * invalid, so a live slot's key length is never 0).  The payload holds the state followed by
  * the key inline when state size + key length <= RLT__INLINE; otherwise it holds a pointer to
- * one heap block with the state (padded to 8 bytes) followed by the key. */
+ * one heap block with the key (padded to 8 bytes) followed by the state (a compact sliding
+ * log's changes size: logs.h). */
 #define RLT__INLINE 24
 #define RLT__KLEN_MASK 0x03ffu /* key length, 1..RLT_KEY_MAX */
 #define RLT__REF 0x8000u       /* CLOCK reference bit: touched since the hand last passed */
@@ -31,7 +32,7 @@ typedef struct rlt__slot {
     uint16_t policy; /* policy id */
     union {
         uint8_t inl[RLT__INLINE]; /* state, then key */
-        uint8_t *ool;             /* heap block: state (padded to 8), then key */
+        uint8_t *ool;             /* heap block: key (padded to 8), then state */
         uint64_t align_;
     } u;
 } rlt__slot;
@@ -135,7 +136,11 @@ struct rlt_store {
      * the drop under the shard lock, read under the shard lock). */
     rlt_ns drop_floor;
     /* Reservations (reserve.c): the bound, and the key their ids are drawn under. */
-    uint64_t resv_cap; /* max_reservations */
+    uint64_t resv_cap;          /* max_reservations */
+    struct rlt__budget *budget; /* multi-limit reservations (budget.c), made on first use */
+    uint64_t budget_gen;        /* loads so far (atomic): they end multi-limit reservations */
+    uint64_t budget_pgen; /* policy changes so far (atomic, under every shard lock): after one,
+                             a multi-limit reservation's settle refunds nothing */
     uint8_t resv_secret[16];
     /* Everything above is read by decisions and written rarely.  What other threads write
      * often (a sweep's mutex and cursor, a reservation's counters) starts on a line of its

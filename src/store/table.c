@@ -6,20 +6,26 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "core/sliding_log.h"
 #include "store/lock.h"
 #include "store/table.h"
 
+size_t rlt__ool_state_bytes(const rlt__pol *P, const void *st)
+{
+    if (!rlt__pol_log(P)) return P->ssz;
+    return rlt__sliding_log_bytes(rlt__sliding_log_slots(&P->p, st));
+}
+
 uint8_t *rlt__slot_state(const rlt_store *s, const rlt__slot *e)
 {
-    uint32_t ssz = s->pols[e->policy].ssz;
-    return rlt__is_inline(ssz, e->meta & RLT__KLEN_MASK) ? (uint8_t *)e->u.inl : e->u.ool;
+    const uint32_t ssz = s->pols[e->policy].ssz, klen = e->meta & RLT__KLEN_MASK;
+    return rlt__is_inline(ssz, klen) ? (uint8_t *)e->u.inl : e->u.ool + rlt__pad8(klen);
 }
 
 const uint8_t *rlt__slot_key(const rlt_store *s, const rlt__slot *e)
 {
     uint32_t ssz = s->pols[e->policy].ssz;
-    return rlt__is_inline(ssz, e->meta & RLT__KLEN_MASK) ? e->u.inl + ssz
-                                                         : e->u.ool + rlt__pad8(ssz);
+    return rlt__is_inline(ssz, e->meta & RLT__KLEN_MASK) ? e->u.inl + ssz : e->u.ool;
 }
 
 void rlt__delete(const rlt_store *s, rlt__shard *sh, rlt__slot *e)
@@ -30,8 +36,11 @@ void rlt__delete(const rlt_store *s, rlt__shard *sh, rlt__slot *e)
     size_t klen = e->meta & RLT__KLEN_MASK;
     uint32_t ssz = s->pols[e->policy].ssz;
     if (!rlt__is_inline(ssz, klen)) {
+        const uint8_t *b = e->u.ool;
+        const size_t bytes =
+            rlt__pad8(klen) + rlt__ool_state_bytes(&s->pols[e->policy], b + rlt__pad8(klen));
         free(e->u.ool);
-        RLT__STAT_ADD(sh->bytes, -(uint64_t)(rlt__pad8(ssz) + klen));
+        RLT__STAT_ADD(sh->bytes, -(uint64_t)bytes);
     }
     RLT__STAT_ADD(sh->count, -1u);
     /* Backward shift: pull later members of the run into the hole unless their home lies

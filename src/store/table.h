@@ -15,7 +15,8 @@
 #include "store/siphash.h"
 #include "store/store_internal.h"
 
-/* n rounded up to 8: an out-of-line block holds the state padded to 8 bytes, then the key. */
+/* n rounded up to 8: an out-of-line block holds the key padded to 8 bytes, then the state
+ * (whose size may change: a compact sliding log, logs.h). */
 static inline size_t rlt__pad8(size_t n)
 {
     return (n + 7) & ~(size_t)7;
@@ -139,12 +140,21 @@ static inline rlt__slot *rlt__find(const rlt_store *s, rlt__shard *sh, uint64_t 
         rlt__slot *e = &sh->tab[i];
         if (!e->meta) return NULL;
         if ((rlt__slot_head(e) & mask) == want) {
-            const uint8_t *k = inl ? e->u.inl + ssz : e->u.ool + rlt__pad8(ssz);
+            const uint8_t *k = inl ? e->u.inl + ssz : e->u.ool;
             if (rlt__key_eq(k, key, klen)) return e;
         }
         if (++i == cap) i = 0;
     }
 }
+
+/* Whether the entries of policy P keep compact sliding logs (logs.h). */
+static inline bool rlt__pol_log(const rlt__pol *P)
+{
+    return P->p.algo == RLT_SLIDING_LOG && P->p.block <= 0;
+}
+
+/* The state bytes of out-of-line state `st` of policy P: P->ssz, or a compact log's. */
+size_t rlt__ool_state_bytes(const rlt__pol *P, const void *st);
 
 /* Where entry e keeps its state / its key: in the slot or in its out-of-line block. */
 uint8_t *rlt__slot_state(const rlt_store *s, const rlt__slot *e);

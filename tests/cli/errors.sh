@@ -100,6 +100,9 @@ expect replay_bad_reservation_field 1 "line 1: too many fields (expected TIME KE
 expect replay_bad_settle_timeout 2 "--settle-timeout 'x'" "" replay --policy gcra:2/1s --settle-timeout x
 expect replay_time_range 1 "line 1: bad TIME '99999999999': out of range" "99999999999 a\n" replay --policy gcra:2/1s
 expect replay_combined_bad 1 "line 2: bad timestamp" '1.2.3.4 - - [10/Oct/2000:13:55:36 -0700] "GET /" 200 1\n1.2.3.4 - - [10/Oct/2000:25:55:36 -0700] "GET /" 200 1\n' replay --policy gcra:2/1s --format combined
+expect replay_malformed_address 1 "line 2: --key remote_addr: malformed address 'bad::addr::x'" '1.2.3.4 - - [10/Oct/2000:13:55:36 -0700] "GET /" 200 1\nbad::addr::x - - [10/Oct/2000:13:55:36 -0700] "GET /" 200 1\n' replay --policy gcra:2/1s --format combined
+expect replay_prefix_range 2 "--prefix '31': expected an IPv6 prefix length 32..128" "" replay --policy gcra:1/s --format combined --prefix 31
+expect replay_prefix_needs_remote_addr 2 "--prefix applies to --format combined keyed on remote_addr only" "" replay --policy gcra:1/s --format combined --key user --prefix 64
 expect replay_epoch_needs_combined 2 "--epoch applies to --format combined" "" replay --policy gcra:1/s --epoch
 expect headers_no_at 2 "--at is required" "" headers --policy gcra:1/s
 expect headers_bad_name 2 "--name 'a b'" "" headers --policy gcra:1/s --at 0 --name "a b"

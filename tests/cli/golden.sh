@@ -44,6 +44,8 @@ run() {
 run sim_default.out /dev/null sim
 run sim_random.out /dev/null sim --pattern random --rate 0.6 --seed 42
 run sim_random_long.out /dev/null sim --pattern random --rate 1.5 --seed 3 --limit 10 --window 20 --duration 200 --width 80
+run sim_llm.out /dev/null sim --llm
+run sim_llm_small.out /dev/null sim --llm --streams 8 --requests 300 --budget 20000 --max-tokens 512 --estimate 128 --seed 7
 run sim_steady.out /dev/null sim --pattern steady --rate 0.5
 run sim_burst.out /dev/null sim --pattern burst --limit 3 --window 6
 run sim_at.out /dev/null sim --at 1,2,9.5,9.6,10,10.5,11,30 --until 35
@@ -123,6 +125,8 @@ run replay_llm_token_bucket.out "$ex/llm.trace" replay --policy token_bucket:100
 run replay_llm_fixed_window.out "$ex/llm.trace" replay --policy fixed_window:1000/1m
 run replay_combined_epoch.out "$ex/access.log" replay --policy fixed_window:3/5s --format combined --epoch
 run replay_combined_summary.out "$ex/access.log" replay --policy token_bucket:2/1s --format combined --summary
+# IPv6 clients per /56 (rlt_addr_key), or per /128 with --prefix: 2001:db8::1 either way here.
+run replay_combined_prefix_128.out "$ex/access.log" replay --policy token_bucket:2/1s --format combined --prefix 128 --summary
 run replay_combined_key_user.out "$ex/access.log" replay --policy token_bucket:2/1s --format combined --key user
 run replay_combined_key_request.out "$ex/access.log" replay --policy fixed_window:1/1m --format combined --key request --summary
 run replay_combined_cost_bytes.out "$ex/access.log" replay --policy token_bucket:10000/1s --format combined --cost bytes

@@ -13,6 +13,7 @@ import argparse
 import http.client
 import math
 import os
+import random
 import re
 import shutil
 import signal
@@ -601,6 +602,33 @@ def test_idle_keys_are_evicted_before_busy_ones():
         assert not busy or max(busy) == 0, log[-2000:]
 
 
+def test_addresses_rotating_inside_one_48_get_the_48_limit():
+    # addr_prefix=48: the key ($http_x_client, a client address) is rlt_addr_key's, so 2,000
+    # distinct addresses of one /48 share one budget; IPv4-mapped is its IPv4; a malformed
+    # address is refused (with the configured status) and logged once a second, never keyed.
+    http = f"""
+    ratelimit_zone $http_x_client zone=net:1m policy=gcra:20/1d addr_prefix=48;
+    server {{ listen 127.0.0.1:PORT; {STATUS}
+              location / {{ ratelimit zone=net; ratelimit_status 429; }} }}"""
+    rnd = random.Random(48)
+    addrs = set()
+    while len(addrs) < 2000:
+        addrs.add("2001:db8:77:%x:%x:%x:%x:%x" % tuple(rnd.getrandbits(16) for _ in range(5)))
+    with Nginx(http, workers=2).start() as n:
+        c = Client(n.port)
+        codes = [c.get(headers={"X-Client": a})[0] for a in sorted(addrs)]
+        assert codes.count(200) == 20 and codes.count(429) == 1980, codes.count(200)
+        assert c.get(headers={"X-Client": "2001:db8:78::1"})[0] == 200
+        r = [ietf(c.get(headers={"X-Client": a})[1], "net") for a in
+             ("192.0.2.1", "::ffff:192.0.2.1")]
+        assert [x[0] for x in r] == [19, 18], r
+        got = [c.get(headers={"X-Client": "2001:db8::1::2"})[0] for _ in range(3)]
+        assert got == [429] * 3, got
+        c.close()
+        log = n.log()
+        assert log.count('malformed address "2001:db8::1::2"') == 1, log[-2000:]
+
+
 def test_an_empty_key_is_not_limited():
     http = f"""
     ratelimit_zone $http_x_key zone=e:1m policy=fixed_window:1/1h;
@@ -714,6 +742,8 @@ BAD = [
     ("ratelimit_zone $binary_remote_addr zone=a:1m;",
      '"ratelimit_zone" must have a "policy=POLICY" parameter'),
     ("ratelimit_zone $binary_remote_addr zone=a policy=gcra:1/s;", 'invalid zone "zone=a"'),
+    ("ratelimit_zone $remote_addr zone=a:1m policy=gcra:1/s addr_prefix=20;",
+     'invalid "addr_prefix=20": the IPv6 prefix is 32 to 128'),
     ("ratelimit_zone $binary_remote_addr zone=a:lots policy=gcra:1/s;",
      'invalid zone size "zone=a:lots"'),
     ("ratelimit_zone $binary_remote_addr zone=a:8k policy=gcra:1/s;", 'zone "a" is too small'),

@@ -143,13 +143,19 @@ def test_store_key_hashes_only_what_is_too_long():
 
 
 def test_address_key_masks_ipv6_to_56_and_folds_ipv4_mapped():
-    from libratelimit._web import address_key
+    from libratelimit._web import address_key, check_subnet
     assert address_key("192.0.2.7") == "addr:192.0.2.7"
     assert address_key("::ffff:192.0.2.7") == "addr:192.0.2.7"
     assert address_key("2001:db8:1:ff:1::9") == "addr:2001:db8:1::/56"
     assert address_key("2001:db8:1:100::1") == "addr:2001:db8:1:100::/56"
     assert address_key("2001:db8:1:ff::1", 64) == "addr:2001:db8:1:ff::/64"
-    assert address_key("2001:db8::1", 128) == "addr:2001:db8::1"
+    assert address_key("2001:db8::1", 128) == "addr:2001:db8::1/128"
+    # The one rule of every part (rlt_addr_key): spellings of one network are one key,
+    # IPv4-compatible folds too, and the prefix is 32..128.
+    assert address_key("2001:0DB8:0001:00FF:0000::9") == "addr:2001:db8:1::/56"
+    assert address_key("::192.0.2.7") == "addr:192.0.2.7"
+    with pytest.raises(ValueError):
+        check_subnet(31)
     assert address_key("fe80::1%eth0") == "addr:fe80::/56"
     assert address_key("testclient") == "addr:testclient" and address_key(None) == "addr:-"
 

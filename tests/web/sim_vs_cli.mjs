@@ -1,19 +1,18 @@
-// The page's simulator equals `ratelimit sim`: for each case below, the CLI's whole standard
+// The page's simulator is `ratelimit sim`: for each case below, the CLI's whole standard
 // output (title, table with every state, count, burst, delay and contract, timeline; or the
-// --accuracy report) and the text web/simtext.js renders from web/sim.js over ratelimit.wasm
-// must be equal byte for byte; for a bad input, the CLI's message must contain the page's.
+// --accuracy report) and what web/ratelimit.js's Sim prints from sim's own C engine in
+// ratelimit.wasm for the same arguments must be equal byte for byte; for a bad input, the
+// messages (the whole stderr) and the exit statuses must be equal too.  By construction now (one
+// engine, src/cli/sim_engine.c, built twice), this guards the build and the wrapper.
 // Usage: node sim_vs_cli.mjs RATELIMIT_CLI WEB_DIR RATELIMIT_WASM SOURCE_DIR
-import { readFileSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { readFileSync, writeFileSync, mkdtempSync, rmSync, existsSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
 const [cli, webDir, wasmPath, srcDir] = process.argv.slice(2);
-const mod = (f) => import(pathToFileURL(join(webDir, f)).href);
-const { Core } = await mod('ratelimit.js');
-const sim = await mod('sim.js');
-const simtext = await mod('simtext.js');
+const { Core, Sim } = await import(pathToFileURL(join(webDir, 'ratelimit.js')).href);
 const core = await Core.load(readFileSync(wasmPath));
 const tmp = mkdtempSync(join(tmpdir(), 'rlt-web-'));
 
@@ -39,7 +38,7 @@ const cases = [
   ['--trace', trace, '--limit', '5', '--window', '10', '--width', '90'],
   ['--pattern', 'boundary', '--width', '10', '--until', '1000'],
   ['--at', '-5,-2.5,0,0.000000001'],
-  // many windows per column: the ruler's work is the width's (web/simtext.js), same text
+  // many windows per column
   ['--limit', '3', '--window', '0.001', '--until', '200'],
   ['--until', '1000000'],
   ['--window', '0.000001', '--until', '1', '--width', '13'],
@@ -61,27 +60,17 @@ const cases = [
   ['--at', '1', '--pattern', 'burst'],
 ];
 
-function options(args) {
-  const o = {};
-  let accuracy = false;
-  for (let i = 0; i < args.length; i++) {
-    const k = args[i].slice(2);
-    if (k === 'accuracy') { accuracy = true; continue; }
-    o[k] = k === 'trace' ? readFileSync(args[++i], 'utf8') : args[++i];
-  }
-  return { o, accuracy };
-}
-
+/** The page's run of `args`: { out } (its stdout) or { error, status } (its stderr). */
 function page(args) {
-  const { o, accuracy } = options(args);
-  const c = sim.configure(o);
-  if (c.error) return { error: c.error };
-  const s = sim.simulate(core, c.cfg);
-  const bad = s.rows.find((r) => r.error);
-  if (bad) return { error: bad.error };
-  const out = accuracy ? simtext.accuracy(c.cfg, s, simtext.judge(c.cfg, s)) : simtext.text(c.cfg, s);
-  sim.release(s);
-  return { out };
+  const i = args.indexOf('--trace');
+  const o = Sim.open(core, args, i >= 0 ? readFileSync(args[i + 1], 'utf8') : undefined);
+  if (o.error !== undefined) return o;
+  const s = o.sim;
+  const error = s.run(s.until ?? s.last, false);
+  const out = error === null ? s.text() : undefined;
+  const status = s.status;
+  s.close();
+  return error === null ? { out } : { error, status };
 }
 
 let failed = 0;
@@ -98,9 +87,9 @@ for (const args of cases) {
       failed++;
       console.error(`${what}: the page differs from the CLI\n--- CLI\n${c.stdout}--- page\n${p.out ?? p.error}`);
     }
-  } else if (p.out !== undefined || !c.stderr.includes(p.error)) {
+  } else if (p.out !== undefined || p.error !== c.stderr || p.status !== c.status) {
     failed++;
-    console.error(`${what}: the CLI failed (${c.status}: ${c.stderr.trim()}) but the page says ${p.error ?? 'nothing'}`);
+    console.error(`${what}: the CLI failed (${c.status}: ${c.stderr.trim()}) but the page says (${p.status}) ${p.error ?? 'nothing'}`);
   }
   compared++;
 }

@@ -7,6 +7,7 @@
 #ifndef RLT_SERVER_BACKEND_BACKEND_H
 #define RLT_SERVER_BACKEND_BACKEND_H
 
+#include "ratelimit/budget.h"
 #include "ratelimit/ratelimit.h"
 #include "ratelimit/store.h"
 #include "server/backend/registry.h"
@@ -68,6 +69,16 @@ typedef struct rlt__backend_ops {
                    uint64_t *reservation);
     int (*settle)(rlt__backend *b, int policy_id, const void *key, size_t klen, rlt_ns now,
                   uint64_t reservation, int64_t real_cost, rlt_decision *d);
+    /* One reservation over several limits and its settles (include/ratelimit/budget.h's
+     * rlt_store_reserve_limits / rlt_store_settle_limits); NULL when a backend cannot hold
+     * them (Redis, for now). */
+    int (*reserve_limits)(rlt__backend *b, uint64_t holder, const rlt_limit *limits, size_t n,
+                          const rlt_usage *estimate, rlt_ns now, rlt_ns timeout,
+                          rlt_decision *combined, rlt_decision *each, int *refused,
+                          uint64_t *reservation);
+    int (*settle_limits)(rlt__backend *b, uint64_t reservation, const rlt_check *keys, size_t n,
+                         const rlt_usage *usage, bool final, rlt_ns now, rlt_decision *combined,
+                         rlt_decision *each, int64_t *charged);
     /* Local lease units held now, over every thread's handle (rlt_redis_lease_units); NULL
      * when the backend holds none.  Any thread. */
     uint64_t (*lease_units)(rlt__backend *b);

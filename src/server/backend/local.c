@@ -65,6 +65,23 @@ static int local_settle(rlt__backend *b, int policy_id, const void *key, size_t 
     return rlt_store_settle(store_of(b), policy_id, key, klen, now, reservation, real_cost, d);
 }
 
+static int local_reserve_limits(rlt__backend *b, uint64_t holder, const rlt_limit *limits,
+                                size_t n, const rlt_usage *estimate, rlt_ns now, rlt_ns timeout,
+                                rlt_decision *combined, rlt_decision *each, int *refused,
+                                uint64_t *reservation)
+{
+    return rlt_store_reserve_limits(store_of(b), holder, limits, n, estimate, now, timeout,
+                                    combined, each, refused, reservation);
+}
+
+static int local_settle_limits(rlt__backend *b, uint64_t reservation, const rlt_check *keys,
+                               size_t n, const rlt_usage *usage, bool final, rlt_ns now,
+                               rlt_decision *combined, rlt_decision *each, int64_t *charged)
+{
+    return rlt_store_settle_limits(store_of(b), reservation, keys, n, usage, final, now, combined,
+                                   each, charged);
+}
+
 static void local_nothing(rlt__backend *b, rlt__obuf *out)
 {
     (void)b;
@@ -86,6 +103,8 @@ static const rlt__backend_ops local_ops = {
     .release = local_release,
     .reserve = local_reserve,
     .settle = local_settle,
+    .reserve_limits = local_reserve_limits,
+    .settle_limits = local_settle_limits,
     .info = local_nothing,
     .prometheus = local_nothing,
     .close = local_close,

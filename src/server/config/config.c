@@ -16,6 +16,7 @@ void rlt__settings_default(rlt__settings *s)
     s->port = 6380;
     s->http_port = 8080;
     s->grpc_port = 8081;
+    s->spop_port = -1;
     s->envoy_headers.ietf = true;
     s->envoy_headers.retry_after = true;
     strcpy(s->envoy_headers.x_limit, "x-ratelimit-limit");

@@ -66,6 +66,7 @@ typedef struct rlt__settings {
     int port;                    /* RESP port; 0 = any free port; -1 = off; default 6380 */
     int http_port;               /* HTTP port; 0 = any free port; -1 = off; default 8080 */
     int grpc_port;               /* gRPC (h2c) port; 0 = any free port; -1 = off; default 8081 */
+    int spop_port;               /* HAProxy SPOE agent (SPOP v2) port; 0 = any; -1 = off (default) */
     rlt__envoy_headers_cfg envoy_headers; /* headers of gRPC ShouldRateLimit answers */
     int threads;                 /* worker threads; 0 = number of cores */
     char password[RLT__STR_MAX]; /* AUTH password / HTTP bearer token; "" = none */

@@ -64,6 +64,7 @@ static const setting settings[] = {
     {"port", SET_INT, S(port), -1, 65535, "a port (-1 = off, 0 = any free port)"},
     {"http_port", SET_INT, S(http_port), -1, 65535, "a port (-1 = off, 0 = any free port)"},
     {"grpc_port", SET_INT, S(grpc_port), -1, 65535, "a port (-1 = off, 0 = any free port)"},
+    {"spop_port", SET_INT, S(spop_port), -1, 65535, "a port (-1 = off, 0 = any free port)"},
     {"ietf_headers", SET_BOOL, S(envoy_headers.ietf), 0, 0, "ietf_headers"},
     {"retry_after_header", SET_BOOL, S(envoy_headers.retry_after), 0, 0, "retry_after_header"},
     {"x_ratelimit_headers", SET_BOOL, S(envoy_headers.x), 0, 0, "x_ratelimit_headers"},

@@ -32,7 +32,7 @@
 static void usage(FILE *f)
 {
     fputs("usage: ratelimitd [--config FILE|DIR ...] [--port N] [--http-port N]\n"
-          "                  [--grpc-port N] [--bind ADDR]\n"
+          "                  [--grpc-port N] [--spop-port N] [--bind ADDR]\n"
           "                  [--threads N] [--password PW] [--snapshot FILE | --no-snapshot]\n"
           "                  [--snapshot-interval DURATION] [--max-keys N]\n"
           "                  [--max-connections N] [--top-keys N] [--no-ui] [--check-config]\n"
@@ -40,8 +40,8 @@ static void usage(FILE *f)
           "                  [--redis-fail open|closed|local] [--redis-timeout DURATION]\n"
           "                  [--redis-fleet-size N]\n"
           "                  [--redis-sentinel HOST:PORT[,HOST:PORT...] --redis-master NAME]\n"
-          "  --port / --http-port / --grpc-port: 0 picks a free port, -1 turns it off\n"
-          "  defaults: 127.0.0.1, RESP 6380, HTTP 8080, gRPC 8081,\n"
+          "  --port / --http-port / --grpc-port / --spop-port: 0 picks a free port, -1: off\n"
+          "  defaults: 127.0.0.1, RESP 6380, HTTP 8080, gRPC 8081, SPOP off,\n"
           "            snapshot ./ratelimitd.snap every 5s\n"
           "  --no-ui: GET / does not answer the playground and its live page\n"
           "  --redis: decide in this Redis (a fleet of daemons shares one limit)\n"
@@ -57,9 +57,9 @@ typedef struct overrides {
     size_t nconfigs;
     const char *bind, *password, *snapshot, *interval;
     const char *redis, *redis_fail, *redis_timeout, *redis_sentinel, *redis_master;
-    long port, http_port, grpc_port, threads, max_keys, max_conns, top_keys;
-    bool has_port, has_http, has_grpc, has_threads, has_keys, has_conns, no_snapshot, check_only,
-        no_ui;
+    long port, http_port, grpc_port, spop_port, threads, max_keys, max_conns, top_keys;
+    bool has_port, has_http, has_grpc, has_spop, has_threads, has_keys, has_conns, no_snapshot,
+        check_only, no_ui;
     long fleet_size; /* --redis-fleet-size */
     bool has_fleet;
     bool has_top;
@@ -91,6 +91,7 @@ static const option options[] = {
     {"--port", OPT_LONG, O(port), O(has_port), -1, 65535},
     {"--http-port", OPT_LONG, O(http_port), O(has_http), -1, 65535},
     {"--grpc-port", OPT_LONG, O(grpc_port), O(has_grpc), -1, 65535},
+    {"--spop-port", OPT_LONG, O(spop_port), O(has_spop), -1, 65535},
     {"--threads", OPT_LONG, O(threads), O(has_threads), 0, 64},
     {"--max-keys", OPT_LONG, O(max_keys), O(has_keys), 0, 1L << 40},
     {"--max-connections", OPT_LONG, O(max_conns), O(has_conns), 1, 1L << 24},
@@ -218,6 +219,7 @@ static int apply_overrides(rlt__settings *set, const overrides *o, char *err, si
     if (o->has_port) set->port = (int)o->port;
     if (o->has_http) set->http_port = (int)o->http_port;
     if (o->has_grpc) set->grpc_port = (int)o->grpc_port;
+    if (o->has_spop) set->spop_port = (int)o->spop_port;
     if (o->has_threads) set->threads = (int)o->threads;
     if (o->has_keys) set->max_keys = (size_t)o->max_keys;
     if (o->has_conns) set->max_connections = (size_t)o->max_conns;
@@ -430,6 +432,7 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
     cfg->set.port = keep.port;
     cfg->set.http_port = keep.http_port;
     cfg->set.grpc_port = keep.grpc_port;
+    cfg->set.spop_port = keep.spop_port;
     snprintf(cfg->set.bind, sizeof cfg->set.bind, "%s", keep.bind);
     cfg->set.threads = keep.threads;
     cfg->set.max_keys = keep.max_keys;
@@ -559,7 +562,8 @@ int main(int argc, char **argv)
     const rlt__settings *set = &rlt__srv_config(s)->set;
     rlt__listener ls[] = {{&rlt__proto_resp, set->port},
                           {&rlt__proto_http, set->http_port},
-                          {&rlt__proto_grpc, set->grpc_port}};
+                          {&rlt__proto_grpc, set->grpc_port},
+                          {&rlt__proto_spop, set->spop_port}};
     size_t nls = sizeof ls / sizeof ls[0];
     rlt__daemon *d;
     if (m.base == NULL || rlt__daemon_start(&d, s, ls, nls, err, sizeof err) != RLT_OK) {
@@ -571,7 +575,8 @@ int main(int argc, char **argv)
     /* The signals are read before the start line and READY=1: whoever reads either may stop
      * or reload the daemon at once (stop_signals: one sent earlier is pending until then). */
     int sfd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
-    struct event *ev_sig = sfd < 0 ? NULL : event_new(m.base, sfd, EV_READ | EV_PERSIST, on_signalfd, &m);
+    struct event *ev_sig =
+        sfd < 0 ? NULL : event_new(m.base, sfd, EV_READ | EV_PERSIST, on_signalfd, &m);
     struct event *ev_snap = event_new(m.base, -1, EV_PERSIST, on_snapshot, &m);
     struct event *ev_sweep = event_new(m.base, -1, EV_PERSIST, on_sweep, &m);
     struct event *ev_sample = event_new(m.base, -1, EV_PERSIST, on_sample, &m);

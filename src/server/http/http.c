@@ -23,6 +23,7 @@
 #include "server/request/decide.h"
 #include "server/http/http1.h"
 #include "server/http/httpin.h"
+#include "server/http/limits.h"
 #include "server/http/reply.h"
 #include "server/http/ui.h"
 #include "server/stats/metrics.h"
@@ -361,14 +362,23 @@ static void route(rlt__conn *c, const rlt__http_req *req, unsigned flags, rlt_ns
                    path_is(req, "/v1/stats") || path_is(req, "/v1/peek") ||
                    path_is(req, "/v1/rules");
     bool settle = path_is(req, "/v1/settle");
+    bool mreserve = path_is(req, "/v1/mreserve"), msettle = path_is(req, "/v1/msettle");
     bool health = path_is(req, "/healthz") || path_is(req, "/healthcheck");
-    const rlt__webasset *page =
-        check || envoy || metrics || settle || health ? NULL : rlt__ui_find(s, req);
+    const rlt__webasset *page = check || envoy || metrics || settle || health || mreserve || msettle
+                                    ? NULL
+                                    : rlt__ui_find(s, req);
     rlt__session ss;
     if (check && (get || post) && authorize(c, req, &ss))
         return handle_check(c, req, &ss, flags, now); /* staged: no flush */
     /* Everything else answers at once: what is staged goes first, in order. */
     rlt__pipe_flush(rlt__conn_pipe(c), s);
+    if (mreserve || msettle) {
+        if (!post) return rlt__http_error(o, 405, flags, "Allow: POST\r\n", "POST a JSON body");
+        if (authorize(c, req, &ss)) return rlt__http_budget(c, req, &ss, flags, now, msettle);
+        rlt__mcount(&ms->errors, 1);
+        return rlt__http_error(o, 401, flags, CHALLENGE,
+                               "missing or wrong password (Bearer token or Basic)");
+    }
     if (settle) {
         if (!post)
             return rlt__http_error(o, 405, flags, "Allow: POST\r\n",
@@ -380,7 +390,8 @@ static void route(rlt__conn *c, const rlt__http_req *req, unsigned flags, rlt_ns
     }
     if (!check && !envoy && !metrics && !health && page == NULL)
         return rlt__http_error(o, 404, flags, NULL,
-                               "no such endpoint (/v1/check, /v1/settle, /json, /metrics, /v1/top, "
+                               "no such endpoint (/v1/check, /v1/settle, /v1/mreserve, "
+                               "/v1/msettle, /json, /metrics, /v1/top, "
                                "/v1/stats, /v1/peek, /v1/rules, /healthz, and / unless "
                                "server.ui is off)");
     if (check ? !(get || post) : envoy ? !post : !get)

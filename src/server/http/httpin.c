@@ -150,7 +150,10 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
 {
     memset(r, 0, sizeof *r);
     r->cost = 1;
-    bool have_key = false, have_policy = false, have_cost = false;
+    bool have_key = false, have_policy = false, have_cost = false, have_addr = false;
+    char addr[64];
+    size_t alen = 0;
+    int64_t prefix = 0;
     size_t i = 0;
     while (i < len) {
         size_t end = i;
@@ -180,6 +183,20 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
                 return RLT_EINVAL;
             }
             have_key = true;
+        } else if (nl == 4 && memcmp(name, "addr", 4) == 0) {
+            if (!decode_once(have_addr, val, vl, addr, sizeof addr - 1, &alen)) {
+                snprintf(err, errlen, "addr must be given once, an IPv4 or IPv6 address");
+                return RLT_EINVAL;
+            }
+            have_addr = true;
+        } else if (nl == 6 && memcmp(name, "prefix", 6) == 0) {
+            char num[8];
+            size_t d;
+            if (!decode_once(prefix != 0, val, vl, num, sizeof num, &d) ||
+                !rlt__parse_i64(num, d, &prefix) || prefix < 32 || prefix > 128) {
+                snprintf(err, errlen, "prefix must be given once, 32..128");
+                return RLT_EINVAL;
+            }
         } else if (nl == 6 && memcmp(name, "policy", 6) == 0) {
             if (!decode_once(have_policy, val, vl, r->policy, sizeof r->policy - 1, &r->plen)) {
                 snprintf(err, errlen, "policy must be given once, 1..%zu bytes",
@@ -233,15 +250,30 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
             r->deny_status = (int)v;
         } else {
             snprintf(err, errlen,
-                     "unknown parameter '%.*s' (key, policy, cost, deny_status, reserve, "
-                     "timeout_ms, reservation)",
+                     "unknown parameter '%.*s' (key, addr, prefix, policy, cost, deny_status, "
+                     "reserve, timeout_ms, reservation)",
                      (int)(nl > 32 ? 32 : nl), name);
             return RLT_EINVAL;
         }
         i = end + 1;
     }
+    if (prefix != 0 && !have_addr) {
+        snprintf(err, errlen, "prefix needs addr");
+        return RLT_EINVAL;
+    }
+    if (have_addr) {
+        char k[RLT_KEY_MAX];
+        size_t kl;
+        if (rlt__key_with_addr(r->key, r->klen, addr, alen, (int)prefix, k, &kl, err, errlen) !=
+            RLT_OK)
+            return RLT_EINVAL;
+        memcpy(r->key, k, kl);
+        r->klen = kl;
+        r->key[kl] = '\0';
+        have_key = true;
+    }
     if (!have_key) {
-        snprintf(err, errlen, "missing key parameter");
+        snprintf(err, errlen, "missing key parameter (or addr)");
         return RLT_EINVAL;
     }
     if (!have_policy) {

@@ -28,6 +28,7 @@ typedef struct rlt__check_req {
     char policy[512];
     size_t plen;
     int64_t cost;
+    /* addr=A[&prefix=P]: the key is [key ":"] the address's key (rlt__key_with_addr) */
     int deny_status; /* the status of a denial: 429 (default, 0 here), or 403 for auth_request */
     bool has_cost;
     /* Charge after the response: reserve=1 on /v1/check (timeout_ms: how long it waits for
@@ -42,10 +43,10 @@ typedef struct rlt__check_req {
  * ('%' not followed by two hex digits). */
 int rlt__url_decode(const char *s, size_t n, char *out, size_t cap, size_t *len);
 
-/* Parses "key=K&policy=P&cost=N[&deny_status=403][&reserve=1][&timeout_ms=T]
- * [&reservation=HEX]" (URL-encoded; policy defaults to "default", cost to 1, deny_status to
- * 0: the default 429; reserve takes 0 or 1, timeout_ms 1..86400000).  Which endpoint takes
- * which is the caller's check.
+/* Parses "key=K&policy=P&cost=N[&addr=A[&prefix=P]][&deny_status=403][&reserve=1]
+ * [&timeout_ms=T][&reservation=HEX]" (URL-encoded; policy defaults to "default", cost to 1,
+ * deny_status to 0: the default 429; reserve takes 0 or 1, timeout_ms 1..86400000).  Which
+ * endpoint takes which is the caller's check.
  * Returns RLT_OK, or RLT_EINVAL with a message in err. */
 int rlt__check_parse(const char *query, size_t len, rlt__check_req *r, char *err, size_t errlen);
 

@@ -43,5 +43,6 @@ typedef struct rlt__proto {
 extern const rlt__proto rlt__proto_resp; /* proto_resp.c */
 extern const rlt__proto rlt__proto_http; /* http.c */
 extern const rlt__proto rlt__proto_grpc; /* grpc.c: gRPC over h2c */
+extern const rlt__proto rlt__proto_spop; /* spop/proto_spop.c: HAProxy's SPOE agent */
 
 #endif

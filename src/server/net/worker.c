@@ -154,7 +154,8 @@ static int bind_all(rlt__daemon *d, rlt__listener *ls, size_t nls, const char *b
                  * thing a new user hits. */
                 static const char *const how[][3] = {{"resp", "--port", "port"},
                                                      {"http", "--http-port", "http_port"},
-                                                     {"grpc", "--grpc-port", "grpc_port"}};
+                                                     {"grpc", "--grpc-port", "grpc_port"},
+                                                     {"spop", "--spop-port", "spop_port"}};
                 for (size_t h = 0; h < sizeof how / sizeof how[0]; h++) {
                     size_t used = strlen(err);
                     if (strcmp(ls[k].proto->name, how[h][0]) == 0 && used < errlen)

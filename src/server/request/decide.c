@@ -281,3 +281,34 @@ const char *rlt__decide_reserve_strerror(rlt__srv *s, int id, rlt_ns now, int st
                "settled again, or expires charged as estimated)";
     return rlt__decide_strerror(s, id, now, st, buf, cap);
 }
+
+bool rlt__decide_can_reserve_limits(const rlt__srv *s)
+{
+    return s->be->ops->reserve_limits != NULL && s->be->ops->settle_limits != NULL;
+}
+
+int rlt__decide_reserve_limits(rlt__srv *s, uint64_t holder, const rlt_limit *limits, size_t n,
+                               const rlt_usage *estimate, rlt_ns now, rlt_ns timeout,
+                               rlt_decision *combined, rlt_decision *each, int *refused,
+                               uint64_t *reservation)
+{
+    *reservation = 0;
+    if (!s->be->ops->reserve_limits) return RLT_EINVAL;
+    int st = s->be->ops->reserve_limits(s->be, holder, limits, n, estimate, now, timeout, combined,
+                                        each, refused, reservation);
+    if (st != RLT_OK) return st;
+    /* Counted as rlt__decide_multi counts: every limit allowed, or the refusing one denied. */
+    for (size_t i = 0; i < n; i++)
+        if (combined->allowed || (refused && *refused == (int)i))
+            count(s, limits[i].policy, combined->allowed, false);
+    return RLT_OK;
+}
+
+int rlt__decide_settle_limits(rlt__srv *s, uint64_t reservation, const rlt_check *keys, size_t n,
+                              const rlt_usage *usage, bool final, rlt_ns now,
+                              rlt_decision *combined, rlt_decision *each, int64_t *charged)
+{
+    if (!s->be->ops->settle_limits) return RLT_EINVAL;
+    return s->be->ops->settle_limits(s->be, reservation, keys, n, usage, final, now, combined, each,
+                                     charged);
+}

@@ -7,6 +7,7 @@
 #ifndef RLT_SERVER_REQUEST_DECIDE_H
 #define RLT_SERVER_REQUEST_DECIDE_H
 
+#include "ratelimit/budget.h"
 #include "ratelimit/ratelimit.h"
 #include "ratelimit/store.h"
 
@@ -68,5 +69,19 @@ const char *rlt__decide_reserve_strerror(struct rlt__srv *s, int id, rlt_ns now,
  * constant or buf. */
 const char *rlt__decide_strerror(struct rlt__srv *s, int id, rlt_ns now, int st, char *buf,
                                  size_t cap);
+
+/* Whether the backend holds multi-limit reservations (the local store does; Redis not yet). */
+bool rlt__decide_can_reserve_limits(const struct rlt__srv *s);
+/* One reservation over n limits (rlt_store_reserve_limits's contract), counted as
+ * rlt__decide_multi counts; RLT_EINVAL also when the backend cannot hold them. */
+int rlt__decide_reserve_limits(struct rlt__srv *s, uint64_t holder, const rlt_limit *limits,
+                               size_t n, const rlt_usage *estimate, rlt_ns now, rlt_ns timeout,
+                               rlt_decision *combined, rlt_decision *each, int *refused,
+                               uint64_t *reservation);
+/* Settles one (rlt_store_settle_limits's contract); not counted as a decision; RLT_EINVAL
+ * also when the backend cannot hold them. */
+int rlt__decide_settle_limits(struct rlt__srv *s, uint64_t reservation, const rlt_check *keys,
+                              size_t n, const rlt_usage *usage, bool final, rlt_ns now,
+                              rlt_decision *combined, rlt_decision *each, int64_t *charged);
 
 #endif

@@ -187,3 +187,30 @@ bool rlt__reservation_parse(const char *p, size_t n, uint64_t *id)
     *id = v;
     return v != 0;
 }
+
+int rlt__key_with_addr(const char *key, size_t klen, const char *addr, size_t alen, int prefix,
+                       char *out, size_t *len, char *err, size_t errlen)
+{
+    if (klen + 1 + RLT_ADDR_KEY_MAX > RLT_KEY_MAX) {
+        snprintf(err, errlen, "key too long to take an address after it");
+        return RLT_EINVAL;
+    }
+    size_t n = 0;
+    if (klen > 0) {
+        memcpy(out, key, klen);
+        out[klen] = ':';
+        n = klen + 1;
+    }
+    int r = rlt_addr_key(addr, alen, prefix, out + n, RLT_ADDR_KEY_MAX);
+    if (r == RLT_EINVAL) {
+        snprintf(err, errlen, "prefix must be an integer from 32 to 128");
+        return RLT_EINVAL;
+    }
+    if (r < 0) {
+        snprintf(err, errlen, "malformed address \"%.*s\" (an IPv4 or IPv6 address, no port)",
+                 (int)(alen > 64 ? 64 : alen), addr);
+        return RLT_EINVAL;
+    }
+    *len = n + (size_t)r;
+    return RLT_OK;
+}

@@ -86,6 +86,14 @@ void rlt__session_asker(const rlt__session *ss, rlt_ns now, struct rlt__asker *w
 int rlt__session_key(const rlt__session *ss, const char *key, size_t klen, char *buf,
                      size_t *len);
 
+/* The key of a client address, for every door that takes one (the HTTP door's addr=, the SPOE
+ * message's addr): [key ":"] rlt_addr_key(addr, prefix), into out (RLT_KEY_MAX bytes).  key
+ * may be NULL (klen 0): the address key alone.  prefix 0 is the default /56.  Returns RLT_OK
+ * and *len, or RLT_EINVAL with a message in err: a malformed address (named, never keyed as
+ * a string), a prefix outside 32..128, or a key too long for RLT_KEY_MAX. */
+int rlt__key_with_addr(const char *key, size_t klen, const char *addr, size_t alen, int prefix,
+                       char *out, size_t *len, char *err, size_t errlen);
+
 /* A resolved check target. */
 typedef struct rlt__target {
     const char *key; /* the store key: the argument itself (no prefix) or kbuf */

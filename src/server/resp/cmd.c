@@ -4,6 +4,7 @@
  * three deciding commands are parsed by one function each and answered by one reply function
  * each, whether they are decided at once or staged in a pipe. */
 #include "server/resp/cmd.h"
+#include "server/resp/cmd_limits.h"
 #include "core/text.h"
 
 #include "server/resp/cmd_conn.h"
@@ -427,6 +428,7 @@ static void exec_other(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, si
     if (is(c, "RL.TIER")) return cmd_tier(s, ss, a, n, o);
     if (is(c, "RL.RESERVE")) return cmd_reserve(s, ss, a, n, now, o);
     if (is(c, "RL.SETTLE")) return cmd_settle(s, ss, a, n, now, o);
+    if (rlt__cmd_limits(s, ss, a, n, now, o)) return;
     if (is(c, "RL.POLICY")) {
         if (n != 2) return err_arity(o, c);
         bool shadow;
