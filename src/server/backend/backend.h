@@ -58,6 +58,10 @@ typedef struct rlt__backend_ops {
     /* All or nothing over n limits (rlt_store_decide_multi's contract). */
     int (*decide_multi)(rlt__backend *b, const rlt_check *checks, size_t n, rlt_ns now,
                         rlt_decision *combined, int *refused);
+    /* One decision of priority class c under a reserve (rlt_store_decide_class's contract);
+     * NULL when a backend has no classes (Redis). */
+    int (*decide_class)(rlt__backend *b, int policy_id, const void *key, size_t klen, rlt_ns now,
+                        int64_t cost, rlt_class c, int reserve_pct, rlt_decision *d);
     int (*reset)(rlt__backend *b, int policy_id, const void *key, size_t klen);
     int (*release)(rlt__backend *b, int policy_id, const void *key, size_t klen, rlt_ns now,
                    int64_t lease);

@@ -36,6 +36,11 @@ typedef struct rlt__check_req {
     bool reserve;
     int64_t timeout_ms;
     uint64_t reservation;
+    /* Priority classes: class= (critical, default, sheddable; default when absent) and
+     * class_reserve= (0..100, the percent of the limit each class step loses; 0 when absent:
+     * every class equal). */
+    int klass;
+    int class_reserve;
 } rlt__check_req;
 
 /* Percent-decodes s[0..n) ('+' is a space) into out[0..cap) (out NULL: only validates).
