@@ -20,7 +20,7 @@
 typedef struct rlt__backend rlt__backend;
 
 /* One RLQS quota bucket's exchange with the other servers of the fleet (Redis mode of Envoy's
- * Rate Limit Quota Service, request/quotas_sync.c; src/redis/quota.h has the claims' rule). */
+ * Rate Limit Quota Service, envoy/rlqs_sync.c; src/redis/quota.h has the claims' rule). */
 /* rlt__quota_exchange.flags, src/redis/quota.h's RLT__REDIS_QUOTA_EXPECT and _GAP (the same
  * values): the server's previous exchange stored a field that should still be live; the
  * server's view of Redis had a gap less than a claim's life ago. */

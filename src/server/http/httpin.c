@@ -1,6 +1,6 @@
 /* Inputs of ratelimitd's HTTP endpoints, apart from the connection so that they can be
  * unit-tested and fuzzed: the /v1/check query string and envoyproxy/ratelimit's /json body
- * (parsed with jansson; envoy.c decides it and renders the proto3-JSON reply). */
+ * (parsed with jansson; rls.c decides it and renders the proto3-JSON reply). */
 #include "server/http/httpin.h"
 #include "core/text.h"
 
