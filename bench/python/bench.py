@@ -9,7 +9,11 @@ Rounds alternate the two sides of each pair; each figure is the median over the 
 limits 2.8 has no sliding window counter (3.x's SlidingWindowCounterRateLimiter): ours is
 reported without a peer.
 
-Usage: bench/python/bench.py [--ops N] [--redis-ops N] [--keys K] [--rounds R]
+With the Redis module (src/redismodule's ratelimit.so, found in build/release or build/dev, or
+given by --module; --module none: without it) the redis-server loads it, and ours also runs with
+engine=module (RL.* commands) beside engine=scripts, on the same server as limits.
+
+Usage: bench/python/bench.py [--ops N] [--redis-ops N] [--keys K] [--rounds R] [--module SO]
        (RLT_PY_PATH or PYTHONPATH: the package)
 """
 import argparse
@@ -57,13 +61,26 @@ def limits_loop(strategy, item):
     return run
 
 
-def start_redis():
+def find_module(arg):
+    if arg == "none":
+        return None
+    if arg:
+        return os.path.abspath(arg)
+    for b in ("release", "dev"):
+        so = os.path.join(ROOT, "build", b, "src", "redismodule", "ratelimit.so")
+        if os.path.exists(so):
+            return so
+    return None
+
+
+def start_redis(module=None):
     d = tempfile.mkdtemp(prefix="rlt-bench-redis-")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                          "--appendonly", "no", "--dir", d], stdout=subprocess.DEVNULL)
+                          "--appendonly", "no", "--dir", d] + (["--loadmodule", module] if module else []),
+                         stdout=subprocess.DEVNULL)
     for _ in range(200):
         try:
             socket.create_connection(("127.0.0.1", port), 0.1).close()
@@ -148,6 +165,7 @@ def main():
     ap.add_argument("--redis-ops", type=int, default=20000, help="hits per round, Redis")
     ap.add_argument("--keys", type=int, default=100000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--module", default="", help="ratelimit.so to load, or none")
     a = ap.parse_args()
     r = random.Random(1)
     pool = ["user:%d" % i for i in range(a.keys)]
@@ -171,7 +189,9 @@ def main():
         "ours in-process sliding_window": ours_loop(rl.Limiter("sliding_window:%d/1m" % LIMIT)),
         "ours in-process gcra": ours_loop(rl.Limiter("gcra:%d/1m" % LIMIT)),
     }, keys, a.rounds)
-    proc, port, d = start_redis()
+    module = find_module(a.module)
+    print("redis-server with the module %s" % module if module else "redis-server without the module")
+    proc, port, d = start_redis(module)
     try:
         url = "redis://127.0.0.1:%d" % port
         store = rl.store_from_url(url + "?engine=scripts&timeout=1")
@@ -188,6 +208,12 @@ def main():
                 ("ours Redis sliding_window", ours_loop(rl.Limiter("sliding_window:%d/1m" % LIMIT, store)), rkeys),
                 ("ours Redis gcra", ours_loop(rl.Limiter("gcra:%d/1m" % LIMIT, store)), rkeys)]:
             rres[name] = (run, ks)
+        if module:
+            mstore = rl.store_from_url(url + "?engine=module&timeout=1")
+            for algo in ("fixed_window", "sliding_log"):
+                # its own keys: the module and the scripts keep the same state format
+                rres["ours Redis+module " + algo] = (
+                    ours_loop(rl.Limiter("%s:%d/1m" % (algo, LIMIT), mstore)), ["m/" + k for k in rkeys])
         got = {k: [] for k in rres}
         for _ in range(a.rounds):
             for name, (run, ks) in rres.items():
@@ -201,7 +227,11 @@ def main():
     for k, v in res.items():
         print("| %s | %s |" % (k, format(int(v), ",")))
     for where, ours, theirs in [("in-process", "ours in-process", "limits MemoryStorage"),
-                                ("Redis", "ours Redis", "limits RedisStorage")]:
+                                ("Redis", "ours Redis", "limits RedisStorage"),
+                                ("Redis, ours on the module", "ours Redis+module",
+                                 "limits RedisStorage")]:
+        if ours + " fixed_window" not in res:
+            continue
         print("%s: fixed_window / fixed-window = %.1fx, sliding_log / moving-window = %.1fx; "
               "sliding window counter: no peer in limits %s" % (
                   where, res[ours + " fixed_window"] / res[theirs + " fixed-window"],
