@@ -19,6 +19,7 @@ Usage: bench/python/bench.py [--ops N] [--redis-ops N] [--keys K] [--rounds R] [
 import argparse
 import os
 import random
+import resource
 import shutil
 import socket
 import statistics
@@ -59,6 +60,18 @@ def limits_loop(strategy, item):
         for k in keys:
             hit(item, k)
     return run
+
+
+def self_cpu():
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime + u.ru_stime
+
+
+def proc_cpu(pid):
+    """A process's CPU seconds (user + system) from /proc (clock ticks: run enough calls)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def find_module(arg):
@@ -215,9 +228,13 @@ def main():
                 rres["ours Redis+module " + algo] = (
                     ours_loop(rl.Limiter("%s:%d/1m" % (algo, LIMIT), mstore)), ["m/" + k for k in rkeys])
         got = {k: [] for k in rres}
+        cpu = {k: ([], []) for k in rres}  # CPU us a decision: this process's, redis-server's
         for _ in range(a.rounds):
             for name, (run, ks) in rres.items():
+                c0, s0 = self_cpu(), proc_cpu(proc.pid)
                 got[name].append(rate(run, ks))
+                cpu[name][0].append((self_cpu() - c0) / len(ks) * 1e6)
+                cpu[name][1].append((proc_cpu(proc.pid) - s0) / len(ks) * 1e6)
         res.update({k: statistics.median(v) for k, v in got.items()})
     finally:
         proc.terminate()
@@ -237,6 +254,18 @@ def main():
                   where, res[ours + " fixed_window"] / res[theirs + " fixed-window"],
                   res[ours + " sliding_log"] / res[theirs + " moving-window"],
                   limits.__version__))
+    # CPU, not the wall: on a loaded machine the wall is mostly the wait for the scheduler, the
+    # CPU each side spends a decision (client and server) is what a free core would run at.
+    print("\n| through Redis | client CPU us | redis-server CPU us | sum |\n|---|---:|---:|---:|")
+    tot = {}
+    for k, (c, sv) in cpu.items():
+        tot[k] = statistics.median(c) + statistics.median(sv)
+        print("| %s | %.1f | %.1f | %.1f |" % (k, statistics.median(c), statistics.median(sv), tot[k]))
+    for ours, theirs in [("fixed_window", "fixed-window"), ("sliding_log", "moving-window")]:
+        for eng in ("ours Redis ", "ours Redis+module "):
+            if eng + ours in tot:
+                print("CPU a decision, limits RedisStorage %s / %s%s = %.2fx" % (
+                    theirs, eng, ours, tot["limits RedisStorage " + theirs] / tot[eng + ours]))
     ref, rows = accuracy()
     print("\naccuracy: 20000 requests on one key at 3x the rate of 10/second; the exact log "
           "allows %d\n\n| limiter | allowed | decisions unlike the exact log | most allowed in "
