@@ -60,7 +60,7 @@ static void redis_close(StoreObject *s)
 static PyObject *redis_stats(StoreObject *s)
 {
     rlt_redis_stats t = {0}, st;
-    for (size_t i = 0; i < s->pool.n && s->pool.pid == getpid(); i++) {
+    for (size_t i = 0; i < s->pool.n && s->pool.pid == pyrlt_self_pid(); i++) {
         rlt_redis_stats_get(s->pool.items[i], &st);
         t.decisions += st.decisions;
         t.round_trips += st.round_trips;
