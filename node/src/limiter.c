@@ -185,8 +185,7 @@ static napi_value lim_hit(napi_env env, napi_callback_info info)
         napi_value key, self;
         void *p = NULL;
         if (napi_get_cb_info(env, info, &argc, &key, &self, NULL) == napi_ok && argc == 1 &&
-            napi_unwrap(env, self, &p) == napi_ok && p &&
-            *(uint32_t *)p == NRLT_MAGIC_LIMITER &&
+            napi_unwrap(env, self, &p) == napi_ok && p && *(uint32_t *)p == NRLT_MAGIC_LIMITER &&
             ((nrlt_limiter *)p)->store->kind == NRLT_MEMORY &&
             napi_get_value_string_utf8(env, key, k, RLT_KEY_MAX + 8, &kl) == napi_ok && kl >= 1 &&
             kl <= RLT_KEY_MAX)

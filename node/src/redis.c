@@ -275,9 +275,13 @@ static void complete(napi_env env, napi_status st, void *data)
             unsigned char *w = buf;
             for (size_t i = 0; i < c->n; i++, w += NRLT_BATCH_WORDS * 8) {
                 const rlt_decision *d = &c->bd[i];
-                double f[7] = {d->allowed, (double)d->limit, (double)d->remaining,
-                               c->bst[i] ? c->bst[i] : c->status, exact_ns(d->retry_after),
-                               exact_ns(d->reset_after), exact_ns(d->delay)};
+                double f[7] = {d->allowed,
+                               (double)d->limit,
+                               (double)d->remaining,
+                               c->bst[i] ? c->bst[i] : c->status,
+                               exact_ns(d->retry_after),
+                               exact_ns(d->reset_after),
+                               exact_ns(d->delay)};
                 int64_t x[3] = {d->retry_after, d->reset_after, d->delay};
                 memcpy(w, f, sizeof f);
                 memcpy(w + sizeof f, x, sizeof x);
