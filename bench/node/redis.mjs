@@ -2,8 +2,9 @@
 // RedisStore (libratelimit_redis on libuv's pool), the same fixed window, random keys, the same
 // number of calls in flight; interleaved rounds, medians; and each one's p50 latency one call
 // at a time.  Ours twice when the server has our module loaded (MODULE=1): engine 'scripts'
-// (Lua, as RLF) and engine 'module' (RL.DECIDE in C).  Each row also gives redis-server's CPU
-// a decision (INFO cpu over the round), the cost that bounds both sides on a loaded machine.
+// (Lua, as RLF) and engine 'module' (RL.DECIDE in C).  Each row also gives the CPU a decision
+// of redis-server (INFO cpu over the round) and of the node process (process.cpuUsage, its
+// threads included): on a loaded machine the steadier figure; the rates swing round to round.
 // Usage: MODULE=0|1 node redis.mjs NODE_MODULES PACKAGE PORT [ROUNDS] [CALLS] [INFLIGHT]
 import { createRequire } from 'node:module';
 
@@ -50,18 +51,20 @@ async function p50(f, n = 2000) {
 }
 
 for (const f of Object.values(sides)) await rate(f); // warm: scripts loaded, connections open
-const runs = {}, cpu = {};
-for (const n of Object.keys(sides)) { runs[n] = []; cpu[n] = []; }
+const runs = {}, cpu = {}, ncpu = {};
+for (const n of Object.keys(sides)) { runs[n] = []; cpu[n] = []; ncpu[n] = []; }
 for (let r = 0; r < ROUNDS; r++) {
   for (const [n, f] of Object.entries(sides)) {
-    const c0 = await cpuOf();
+    const c0 = await cpuOf(), u0 = process.cpuUsage();
     runs[n].push(await rate(f));
+    const u = process.cpuUsage(u0);
     cpu[n].push(((await cpuOf()) - c0) / CALLS * 1e6);
+    ncpu[n].push((u.user + u.system) / CALLS);
   }
 }
 const lat = {};
 for (const [n, f] of Object.entries(sides)) lat[n] = await p50(f);
-const m = (n) => median(runs[n]), us = (n) => `redis-server ${median(cpu[n]).toFixed(1)} us CPU a decision`;
+const m = (n) => median(runs[n]), us = (n) => `CPU a decision: redis-server ${median(cpu[n]).toFixed(1)} us, node ${median(ncpu[n]).toFixed(1)} us`;
 console.log(`${ROUNDS} interleaved rounds of ${CALLS} calls, ${INFLIGHT} in flight, 100k random keys, medians:`);
 console.log(`  RLF RateLimiterRedis + ioredis     ${(m('theirs') / 1000).toFixed(1)} k/s   p50 ${lat.theirs.toFixed(3)} ms (one at a time)   ${us('theirs')}`);
 console.log(`  ours RedisStore.hitAsync, scripts  ${(m('mine') / 1000).toFixed(1)} k/s   p50 ${lat.mine.toFixed(3)} ms   ratio ${(m('mine') / m('theirs')).toFixed(2)}x   ${us('mine')}`);
