@@ -73,12 +73,24 @@ static void replay(rlt_redis *r, int set, uint64_t seed, int steps, int *compare
     int64_t t = 1000000 * INT64_C(1000); /* whole microseconds: the scripts' unit */
     for (int step = 0; step < steps && !rlt_test_failed_now; step++) {
         t += rtest_below(&s, 4) == 0 ? rtest_below(&s, 1500000) * 1000 : rtest_below(&s, 20000) * 1000;
-        int op = (int)rtest_below(&s, 4); /* 0 reserve, 1 partial, 2 final, 3 unknown id */
+        /* 0 reserve, 1 partial, 2 final, 3 unknown id, 4 a plain decision on one limit (on the
+         * module's RL.DECIDE when it is loaded: the same state formats as the scripts') */
+        int op = (int)rtest_below(&s, 5);
         int k = (int)rtest_below(&s, 5);
         rlt_decision dc, dr, ec[3], er[3];
         int64_t xc[3] = {0}, xr[3] = {0};
         int rc_c, rc_r;
-        if (op == 0 && !tab[k].live) {
+        if (op == 4) {
+            int i = k % 3;
+            int64_t cost = rtest_below(&s, 300);
+            rc_c = rlt_store_decide(st, ck[i].policy, keys[i], strlen(keys[i]), t, cost, &ec[i]);
+            rc_r = rlt_redis_decide(r, &p[i], RLT_REDIS_CALLER_TIME, keys[i], strlen(keys[i]), t,
+                                    cost, &er[i]);
+            for (int j = 0; j < 3; j++)
+                if (j != i) ec[j] = er[j] = (rlt_decision){0};
+            dc = ec[i];
+            dr = er[i];
+        } else if (op == 0 && !tab[k].live) {
             rlt_usage est = usage(&s, true);
             int fc = -2, fr = -2;
             uint64_t ic = 0, ir = 0;
@@ -132,6 +144,8 @@ TEST(redis_multi_limit_reservations_match_the_store_on_random_traces)
     rlt_redis_stats stt;
     rlt_redis_stats_get(r, &stt);
     ASSERT_EQ(stt.fail_open + stt.fail_closed, 0);
+    const char *extra = getenv("RLT_REDIS_EXTRA_ARGS"); /* test_redis_budget_module */
+    if (extra && strstr(extra, "--loadmodule")) ASSERT(stt.module_calls > 300);
     fprintf(stderr, "compared %d: %d reserves allowed, %d denied, %d settles past the estimate\n",
             compared, n_allowed, n_denied, n_over);
     ASSERT(compared > 1200 && n_allowed > 100 && n_denied > 40 && n_over > 50);
