@@ -122,10 +122,10 @@ static int parse_rows(const redisReply *rep, size_t n, rlt_decision *d, int64_t 
     return RLT_OK;
 }
 
-int rlt_redis_reserve_limits(rlt_redis *r, const rlt_redis_limit *limits, size_t n,
-                             unsigned flags, const rlt_usage *estimate, rlt_ns now,
-                             rlt_ns timeout, rlt_decision *combined, rlt_decision *each,
-                             int *refused, uint64_t *reservation)
+int rlt_redis_reserve_limits(rlt_redis *r, const rlt_redis_limit *limits, size_t n, unsigned flags,
+                             const rlt_usage *estimate, rlt_ns now, rlt_ns timeout,
+                             rlt_decision *combined, rlt_decision *each, int *refused,
+                             uint64_t *reservation)
 {
     if (refused) *refused = -1;
     if (reservation) *reservation = 0;

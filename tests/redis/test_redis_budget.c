@@ -72,7 +72,8 @@ static void replay(rlt_redis *r, int set, uint64_t seed, int steps, int *compare
     uint64_t s = seed;
     int64_t t = 1000000 * INT64_C(1000); /* whole microseconds: the scripts' unit */
     for (int step = 0; step < steps && !rlt_test_failed_now; step++) {
-        t += rtest_below(&s, 4) == 0 ? rtest_below(&s, 1500000) * 1000 : rtest_below(&s, 20000) * 1000;
+        t += rtest_below(&s, 4) == 0 ? rtest_below(&s, 1500000) * 1000
+                                     : rtest_below(&s, 20000) * 1000;
         /* 0 reserve, 1 partial, 2 final, 3 unknown id, 4 a plain decision on one limit (on the
          * module's RL.DECIDE when it is loaded: the same state formats as the scripts') */
         int op = (int)rtest_below(&s, 5);
@@ -94,8 +95,8 @@ static void replay(rlt_redis *r, int set, uint64_t seed, int steps, int *compare
             rlt_usage est = usage(&s, true);
             int fc = -2, fr = -2;
             uint64_t ic = 0, ir = 0;
-            rc_c = rlt_store_reserve_limits(st, 0, cl, 3, &est, t, 60 * RLT_NS_PER_S, &dc, ec,
-                                            &fc, &ic);
+            rc_c = rlt_store_reserve_limits(st, 0, cl, 3, &est, t, 60 * RLT_NS_PER_S, &dc, ec, &fc,
+                                            &ic);
             rc_r = rlt_redis_reserve_limits(r, rl, 3, RLT_REDIS_CALLER_TIME, &est, t,
                                             60 * RLT_NS_PER_S, &dr, er, &fr, &ir);
             SAME(fc, fr, "refused");
@@ -135,8 +136,8 @@ static void replay(rlt_redis *r, int set, uint64_t seed, int steps, int *compare
 
 TEST(redis_multi_limit_reservations_match_the_store_on_random_traces)
 {
-    rlt_redis *r = rtest_open((rlt_redis_options){.timeout = 2 * RLT_NS_PER_S,
-                                                  .ttl_floor = 60 * RLT_NS_PER_S});
+    rlt_redis *r = rtest_open(
+        (rlt_redis_options){.timeout = 2 * RLT_NS_PER_S, .ttl_floor = 60 * RLT_NS_PER_S});
     int compared = 0;
     for (int set = 0; set < 3 && !rlt_test_failed_now; set++)
         for (uint64_t seed = 1; seed <= 4 && !rlt_test_failed_now; seed++)
@@ -170,7 +171,8 @@ TEST(redis_multi_limit_settle_refuses_bad_usage_and_another_key_set_with_nothing
     ASSERT(c.allowed && id != 0);
     ASSERT_EQ(e[0].remaining, 700);
     ASSERT_EQ(e[1].remaining, 600);
-    rlt_redis_check k[2] = {{&p, k1, 5, 0}, {&p, k2, 5, 0}}, other[2] = {{&p, k2, 5, 0}, {&p, k1, 5, 0}};
+    rlt_redis_check k[2] = {{&p, k1, 5, 0}, {&p, k2, 5, 0}},
+                    other[2] = {{&p, k2, 5, 0}, {&p, k1, 5, 0}};
     ASSERT_EQ(rlt_usage_parse("in=1,tools=3", 12, &u), RLT_OK);
     ASSERT_EQ(rlt_redis_settle_limits(r, id, k, 2, 0, &u, true, 0, &c, e, NULL), RLT_EINVAL);
     ASSERT_EQ(rlt_usage_parse("out=1099511627775", 17, &u), RLT_OK);
@@ -191,4 +193,3 @@ TEST(redis_multi_limit_settle_refuses_bad_usage_and_another_key_set_with_nothing
     ASSERT_EQ(rlt_redis_settle_limits(r, id, k, 2, 0, &u, true, 0, &c, e, x), RLT_ENOENT);
     rlt_redis_close(r);
 }
-

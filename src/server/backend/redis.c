@@ -482,8 +482,8 @@ static int redis_reserve_limits(rlt__backend *be, uint64_t holder, const rlt_lim
         unsigned f = fail_flags(t, c, limits[i].policy);
         if (!(f & RLT_REDIS_FAIL_OPEN) || (f & LOCAL_FLAG)) flags = 0;
     }
-    st = rlt_redis_reserve_limits(t->r, rl, n, flags, estimate, 0, timeout, combined, each,
-                                  refused, reservation);
+    st = rlt_redis_reserve_limits(t->r, rl, n, flags, estimate, 0, timeout, combined, each, refused,
+                                  reservation);
     if (st == RLT_OK) local_leave(b);
     rlt__backend_redis_publish(t);
     return decided(st);
