@@ -54,7 +54,8 @@ const char *rlt__limits_strerror(const struct rlt__srv *s, int st, bool settle)
     case RLT_EINVAL:
         return settle ? "usage names a count no limit of the reservation weighs"
                       : "a policy cannot settle (leaky bucket, concurrency), or the estimate "
-                        "names a count no limit weighs";
+                        "names a count no limit weighs, or (Redis Cluster) the limits' keys are "
+                        "in several hash slots: give them a common {hash tag}";
     case RLT_ERANGE:
         return "cost out of range: a weighting times the usage leaves int64 (2^53 in Redis mode)";
     case RLT_EBACKEND:
