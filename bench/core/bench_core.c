@@ -11,12 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
+#include "clock.h"
 
 static volatile int64_t sink;
 

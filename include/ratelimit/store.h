@@ -10,6 +10,7 @@
 #ifndef RATELIMIT_STORE_H
 #define RATELIMIT_STORE_H
 
+#include "ratelimit/adaptive.h"
 #include "ratelimit/ratelimit.h"
 
 #ifdef __cplusplus
@@ -266,6 +267,14 @@ size_t rlt_store_reservations(rlt_store *s, rlt_ns now);
  * policy is a concurrency limiter): exact when nothing acquires or releases meanwhile, and
  * no cost on any decision.  0 for NULL. */
 size_t rlt_store_leases(rlt_store *s, rlt_ns now);
+
+/* Decides one request of priority class c for `key` under policy `id`, as rlt_decide_class
+ * does with a reserve of reserve_pct percent (include/ratelimit/adaptive.h), and keeps the
+ * state: the class's ceiling is checked and the cost charged under one lock.  Critical, or a
+ * reserve of 0, is rlt_store_decide.  Thread-safe as rlt_store_decide.  Returns as
+ * rlt_store_decide; RLT_EINVAL also for an unknown class or a reserve outside 0..100. */
+int rlt_store_decide_class(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now,
+                           int64_t cost, rlt_class c, int reserve_pct, rlt_decision *d);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 /* `ratelimit sim --fleet`: the fleet simulator's options and the order of its run (fleet.h has
  * the model).  `ratelimit sim` hands its argv here when it holds --fleet. */
 #include "cli/fleet_types.h"
+#include "cli/svg.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -285,11 +286,8 @@ static int fleet_main(fleet *f, int argc, char **argv)
             return 1;
         }
     }
-    FILE *svg = NULL; /* opened first, so a bad path fails before the table is printed */
-    if (o->svg && !(svg = fopen(o->svg, "w"))) {
-        fprintf(stderr, "ratelimit " FLEET_CMD ": cannot write %s: %s\n", o->svg, strerror(errno));
-        return 1;
-    }
+    FILE *svg;
+    if (rlt__svg_open(FLEET_CMD, o->svg, &svg)) return 1;
     rlt__fleet_exact(f);
     if (rlt__fleet_leases(f) || rlt__fleet_quota(f) || rlt__fleet_static(f)) {
         if (svg) fclose(svg);

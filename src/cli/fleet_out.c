@@ -4,6 +4,7 @@
 #include "cli/fleet_types.h"
 
 #include "cli/sim_svg.h" /* rlt__svg_head */
+#include "cli/svg.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -105,13 +106,8 @@ int rlt__fleet_svg(const fleet *f, FILE *out)
 #define Y(v) ((int64_t)(TOP + HEIGHT) * 100 - (int64_t)((__int128)(v)*HEIGHT * 100 / top))
 #define X(k) ((int64_t)LEFT * 100 + (int64_t)((__int128)(k)*PLOT * 100 / f->steps))
     for (int i = 0; i < NMODE; i++)
-        fprintf(out,
-                "<rect x=\"%d\" y=\"36\" width=\"14\" height=\"4\" fill=\"%s\"/>"
-                "<text x=\"%d\" y=\"42\">%s</text>\n",
-                LEFT + i * 190, colour[i], LEFT + i * 190 + 20, f->m[i].name);
-    fprintf(out,
-            "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#999\"/>\n",
-            LEFT, TOP, PLOT, HEIGHT);
+        rlt__svg_key(out, LEFT + i * 190, colour[i], f->m[i].name);
+    rlt__svg_frame(out, LEFT, TOP, PLOT, HEIGHT);
     fprintf(
         out,
         "<line x1=\"%d\" x2=\"%d\" y1=\"%s\" y2=\"%s\" stroke=\"#000\" stroke-dasharray=\"6 4\"/>"

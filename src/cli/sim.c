@@ -7,9 +7,11 @@
  * adds the usage, --serve and --fleet to the engine (sim_engine.c), which the page runs too. */
 #include "cli/cli.h"
 #include "cli/fleet_types.h"
+#include "cli/sim_backend.h"
 #include "cli/sim_engine.h"
 #include "cli/sim_run.h"
 #include "cli/sim_serve.h"
+#include "cli/svg.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -53,7 +55,10 @@ static void usage(FILE *f)
           "                  HOST:PORT or PORT (default " RLT__SERVE_DEFAULT "), until Ctrl-C\n"
           "  --fleet N       instead: N nodes sharing one budget, exact checks, leases, quota\n"
           "                  division and a static split side by side (ratelimit sim --fleet 1\n"
-          "                  --help lists its options)\n",
+          "                  --help lists its options)\n"
+          "  --backend C     instead: a modelled backend of C servers behind a static, an\n"
+          "                  AIMD and a Vegas concurrency limit, with priority classes\n"
+          "                  (ratelimit sim --backend 1 --help lists its options)\n",
           f);
 }
 
@@ -73,11 +78,8 @@ static int sim_main(sim *s, int argc, char **argv)
     }
     if (rc) return rc;
     if ((rc = rlt__sim_run(s)) != 0) return rc;
-    FILE *svg = NULL; /* opened first, so a bad path fails before the table is printed */
-    if (s->svg && !(svg = fopen(s->svg, "w"))) {
-        fprintf(stderr, "ratelimit " CMD ": cannot write %s: %s\n", s->svg, strerror(errno));
-        return 1;
-    }
+    FILE *svg;
+    if (rlt__svg_open(CMD, s->svg, &svg)) return 1;
     return rlt__sim_report(s, svg);
 }
 
@@ -86,6 +88,8 @@ int rlt__cli_sim(int argc, char **argv)
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--fleet") == 0 || strncmp(argv[i], "--fleet=", 8) == 0)
             return rlt__cli_fleet(argc, argv);
+        else if (strcmp(argv[i], "--backend") == 0 || strncmp(argv[i], "--backend=", 10) == 0)
+            return rlt__cli_sim_backend(argc, argv);
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--llm") == 0) return rlt__cli_sim_llm(argc, argv);
     sim s;

@@ -23,6 +23,12 @@ static bool live(const slot *sl, rlt_ns now)
 int rlt__concurrency_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
                             rlt_decision *d, int commit)
 {
+    return rlt__concurrency_decide_under(p, st, now, cost, p->limit, d, commit);
+}
+
+int rlt__concurrency_decide_under(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
+                                  int64_t top, rlt_decision *d, int commit)
+{
     cc_state *s = st;
     int64_t in_use = 0, free_slot = -1;
     rlt_ns soonest = INT64_MAX, latest = INT64_MIN;
@@ -35,9 +41,14 @@ int rlt__concurrency_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t c
             free_slot = i;
         }
     }
-    rlt__decision_clear(d, p->limit);
-    d->allowed = in_use < p->limit;
-    if (!d->allowed) d->retry_after = rlt__sat_sub(soonest, now);
+    rlt__decision_clear(d, top);
+    d->allowed = in_use < top;
+    /* Below a class's ceiling more than one lease may have to go: then the wait until all of
+     * today's have timed out is a bound, not exact; a class with no share never fits. */
+    if (!d->allowed)
+        d->retry_after = top == 0        ? -1
+                         : in_use == top ? rlt__sat_sub(soonest, now)
+                                         : rlt__sat_sub(latest, now);
     if (d->allowed && cost > 0 && s->last_lease == INT64_MAX)
         return RLT_ERANGE; /* no fresh id left: ids must never repeat */
     if (d->allowed && cost > 0) {
@@ -53,7 +64,7 @@ int rlt__concurrency_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t c
             s->slots[free_slot] = (slot){lease, expires};
         }
     }
-    d->remaining = p->limit - in_use;
+    d->remaining = top > in_use ? top - in_use : 0;
     d->reset_after = in_use > 0 ? rlt__sat_sub(latest, now) : 0;
     return RLT_OK;
 }

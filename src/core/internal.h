@@ -116,6 +116,10 @@ int rlt__leaky_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, r
 int rlt__concurrency_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
                             rlt_decision *d, int commit);
 int rlt__concurrency_release(const rlt_policy *p, void *st, rlt_ns now, int64_t lease);
+/* As rlt__concurrency_decide with only `top` (0..limit) of the limit's slots usable: a class's
+ * ceiling (priority.c); d->limit is top. */
+int rlt__concurrency_decide_under(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
+                                  int64_t top, rlt_decision *d, int commit);
 
 bool rlt__fixed_window_fresh(const rlt_policy *p, const void *st, rlt_ns now);
 bool rlt__sliding_log_fresh(const rlt_policy *p, const void *st, rlt_ns now);

@@ -29,6 +29,7 @@ static bool fresh_after(const rlt_policy *p, const void *st, rlt_ns now, int64_t
 static __attribute__((noinline)) int decide_general(rlt_store *s, rlt__shard *sh, uint64_t h,
                                                     int id, const void *key, size_t klen,
                                                     rlt_ns asked, rlt_ns now, int64_t cost,
+                                                    rlt__decide_fn fn, const void *arg,
                                                     rlt_decision *d)
 {
     const rlt__pol *P = &s->pols[id];
@@ -40,12 +41,12 @@ static __attribute__((noinline)) int decide_general(rlt_store *s, rlt__shard *sh
          * sweep and the eviction (evict.c) drop it once it is fresh.  A compact log grows
          * before a charge it has no room for and shrinks after one that left it sparse. */
         if ((rc = rlt__log_fit(s, sh, e, now, cost, 0))) return rc;
-        if ((rc = rlt_decide(&P->p, rlt__slot_state(s, e), now, cost, d))) return rc;
+        if ((rc = fn(&P->p, rlt__slot_state(s, e), now, cost, d, arg))) return rc;
         e->meta |= RLT__REF;
         if (rlt__pol_log(P) && cost > 0) rlt__log_trim(s, sh, e);
     } else if (P->ssz <= RLT__SMALL_STATE && !rlt__pol_log(P)) {
         uint64_t tmp[RLT__SMALL_STATE / 8] = {0};
-        if ((rc = rlt_decide(&P->p, tmp, now, cost, d))) return rc;
+        if ((rc = fn(&P->p, tmp, now, cost, d, arg))) return rc;
         if (!fresh_after(&P->p, tmp, now, cost, d)) {
             if ((rc = rlt__insert(s, sh, h, id, key, klen, now, NULL, &e))) return rc;
             memcpy(rlt__slot_state(s, e), tmp, P->ssz);
@@ -56,7 +57,7 @@ static __attribute__((noinline)) int decide_general(rlt_store *s, rlt__shard *sh
         uint8_t *block = rlt__ool_new(P, klen, cost);
         if (!block) return RLT_ENOMEM;
         uint8_t *st = block + rlt__pad8(klen);
-        rc = rlt_decide(&P->p, st, now, cost, d);
+        rc = fn(&P->p, st, now, cost, d, arg);
         if (rc || fresh_after(&P->p, st, now, cost, d)) {
             free(block);
         } else if ((rc = rlt__insert(s, sh, h, id, key, klen, now, block, &e))) {
@@ -69,16 +70,30 @@ static __attribute__((noinline)) int decide_general(rlt_store *s, rlt__shard *sh
     return RLT_OK;
 }
 
-__attribute__((noinline)) int rlt__decide_locked_general(rlt_store *s, rlt__shard *sh, uint64_t h,
-                                                         int id, const void *key, size_t klen,
-                                                         rlt_ns now, int64_t cost, rlt_decision *d)
+static int plain(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, rlt_decision *d,
+                 const void *arg)
+{
+    (void)arg;
+    return rlt_decide(p, st, now, cost, d);
+}
+
+int rlt__decide_locked_with(rlt_store *s, rlt__shard *sh, uint64_t h, int id, const void *key,
+                            size_t klen, rlt_ns now, int64_t cost, rlt__decide_fn fn,
+                            const void *arg, rlt_decision *d)
 {
     if (cost < 0) return RLT_EINVAL; /* decide.c's fast AES entry leaves this check to here */
     const rlt__pol *P = &s->pols[id];
     const rlt_ns floor = __atomic_load_n(&s->drop_floor, __ATOMIC_ACQUIRE);
     const rlt_ns eff = now < floor ? floor : now;
     rlt__note_now(sh, eff);
-    int rc = decide_general(s, sh, h, id, key, klen, now, eff, cost, d);
+    int rc = decide_general(s, sh, h, id, key, klen, now, eff, cost, fn, arg, d);
     if (!rc) rlt__jitter_decision(&P->p, key, klen, now, d);
     return rc;
+}
+
+__attribute__((noinline)) int rlt__decide_locked_general(rlt_store *s, rlt__shard *sh, uint64_t h,
+                                                         int id, const void *key, size_t klen,
+                                                         rlt_ns now, int64_t cost, rlt_decision *d)
+{
+    return rlt__decide_locked_with(s, sh, h, id, key, klen, now, cost, plain, NULL, d);
 }

@@ -16,4 +16,17 @@
 int rlt__decide_locked_general(rlt_store *s, rlt__shard *sh, uint64_t h, int id, const void *key,
                                size_t klen, rlt_ns now, int64_t cost, rlt_decision *d);
 
+/* A decision function for rlt__decide_locked_with: rlt_decide's arguments and returns, and
+ * the caller's `arg`. */
+typedef int (*rlt__decide_fn)(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
+                              rlt_decision *d, const void *arg);
+
+/* rlt__decide_locked_general with `fn(..., arg)` deciding in place of rlt_decide (a priority
+ * class's decision, classes.c): the same entry, insertion, drop floor and jitter around it.
+ * Caller holds sh's lock; id is a known policy.  Returns as rlt__decide_locked_general, or
+ * what fn returns. */
+int rlt__decide_locked_with(rlt_store *s, rlt__shard *sh, uint64_t h, int id, const void *key,
+                            size_t klen, rlt_ns now, int64_t cost, rlt__decide_fn fn,
+                            const void *arg, rlt_decision *d);
+
 #endif

@@ -15,7 +15,7 @@ for f in $(flags "$daemon"); do
   n=$((n + 1))
   in_man "$src/docs/man/ratelimitd.8" "$f" || bad "ratelimitd --help lists $f; ratelimitd(8) does not"
 done
-for c in "" sim "sim --fleet" replay headers bench quota; do
+for c in "" sim "sim --fleet" "sim --backend 1" replay headers bench quota; do
   for f in $(flags "$cli" $c); do
     n=$((n + 1))
     in_man "$src/docs/man/ratelimit.1" "$f" || bad "ratelimit $c --help lists $f; ratelimit(1) does not"

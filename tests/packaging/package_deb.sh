@@ -43,7 +43,7 @@ root=$tmp/root
 dpkg -x "$deb" "$root" || { echo "FAIL dpkg -x"; exit 1; }
 so=$(cd "$root/usr" && ls lib/libratelimit.so.*.*.* lib/*/libratelimit.so.*.*.* 2>/dev/null | head -1)
 libdir=$root/usr/$(dirname "${so:-lib/x}")
-for f in include/ratelimit/ratelimit.h include/ratelimit/store.h include/ratelimit/topk.h bin/ratelimit sbin/ratelimitd \
+for f in include/ratelimit/ratelimit.h include/ratelimit/store.h include/ratelimit/topk.h include/ratelimit/adaptive.h bin/ratelimit sbin/ratelimitd \
          share/man/man1/ratelimit.1 share/man/man8/ratelimitd.8 \
          lib/systemd/system/ratelimitd.service; do
   [ -e "$root/usr/$f" ] || bad "missing /usr/$f"

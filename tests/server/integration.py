@@ -436,6 +436,28 @@ def http_check_answers_429_with_retry_after_and_ietf_fields(tmp):
 
 
 @test
+def priority_classes_keep_the_reserve_for_critical_on_resp_and_http(tmp):
+    d = Daemon(tmp)
+    try:
+        conc = "concurrency:10/5m"
+        shed = [d.cli("RL.ACQUIRE", "svc", conc, "CLASS", "sheddable", "RESERVE", 20).split()[0]
+                for _ in range(8)]
+        assert shed == ["1"] * 6 + ["0"] * 2, shed
+        crit = [d.cli("RL.ACQUIRE", "svc", conc, "CLASS", "critical", "RESERVE", 20).split()[0]
+                for _ in range(5)]
+        assert crit == ["1"] * 4 + ["0"], crit
+        assert "unknown class" in d.cli("RL.ACQUIRE", "svc", conc, "CLASS", "urgent")
+        q = "/v1/check?key=u&policy=fixed_window:10/1h&class_reserve=20&class="
+        codes = [d.curl(q + "sheddable").split(" ")[1] for _ in range(8)]
+        assert codes == ["200"] * 6 + ["429"] * 2, codes
+        r = d.curl(q + "critical")
+        assert r.startswith("HTTP/1.1 200") and '"remaining":3' in r, r
+        assert d.curl(q + "urgent").startswith("HTTP/1.1 400")
+    finally:
+        d.stop()
+
+
+@test
 def penalty_box_denies_every_request_until_its_end_on_resp_and_http(tmp):
     d = Daemon(tmp, config="policies:\n  login: fixed_window:2/1s,block=10m\n")
     try:

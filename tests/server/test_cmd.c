@@ -14,6 +14,8 @@
 #include "server/request/report.h"
 #include "server/request/srv.h"
 
+#include "cmd_run.h"
+
 #define S(x) ((rlt_ns)(x)*RLT_NS_PER_S)
 #define MS(x) ((rlt_ns)(x)*RLT_NS_PER_MS)
 
@@ -35,25 +37,8 @@ static rlt__srv *open_srv(const char *yaml)
     return s;
 }
 
-static char reply_[8192];
-
-/* Runs one inline command line at `now` and returns the RESP reply text. */
-static const char *run(rlt__srv *s, rlt__session *ss, rlt_ns now, const char *line)
-{
-    static char buf[4096];
-    static rlt__resp_arg argv[64];
-    size_t argc;
-    snprintf(buf, sizeof buf, "%s\r\n", line);
-    const char *err;
-    ssize_t r = rlt__resp_parse(buf, strlen(buf), NULL, argv, &argc, &err);
-    rlt__obuf o = {0};
-    if (r > 0 && argc > 0) rlt__cmd_exec(s, ss, NULL, argv, argc, now, &o);
-    size_t n = o.len < sizeof reply_ - 1 ? o.len : sizeof reply_ - 1;
-    if (n) memcpy(reply_, o.data, n);
-    reply_[n] = '\0';
-    rlt__obuf_free(&o);
-    return reply_;
-}
+/* Runs one inline command line at `now` and returns the RESP reply text (cmd_run.h). */
+#define run rlt_test_cmd_run
 
 static const char *ints5(long a, long b, long c, long d, long e)
 {

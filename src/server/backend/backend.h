@@ -20,7 +20,7 @@
 typedef struct rlt__backend rlt__backend;
 
 /* One RLQS quota bucket's exchange with the other servers of the fleet (Redis mode of Envoy's
- * Rate Limit Quota Service, request/quotas_sync.c; src/redis/quota.h has the claims' rule). */
+ * Rate Limit Quota Service, envoy/rlqs_sync.c; src/redis/quota.h has the claims' rule). */
 /* rlt__quota_exchange.flags, src/redis/quota.h's RLT__REDIS_QUOTA_EXPECT and _GAP (the same
  * values): the server's previous exchange stored a field that should still be live; the
  * server's view of Redis had a gap less than a claim's life ago. */
@@ -58,6 +58,10 @@ typedef struct rlt__backend_ops {
     /* All or nothing over n limits (rlt_store_decide_multi's contract). */
     int (*decide_multi)(rlt__backend *b, const rlt_check *checks, size_t n, rlt_ns now,
                         rlt_decision *combined, int *refused);
+    /* One decision of priority class c under a reserve (rlt_store_decide_class's contract);
+     * NULL when a backend has no classes (Redis). */
+    int (*decide_class)(rlt__backend *b, int policy_id, const void *key, size_t klen, rlt_ns now,
+                        int64_t cost, rlt_class c, int reserve_pct, rlt_decision *d);
     int (*reset)(rlt__backend *b, int policy_id, const void *key, size_t klen);
     int (*release)(rlt__backend *b, int policy_id, const void *key, size_t klen, rlt_ns now,
                    int64_t lease);

@@ -20,6 +20,13 @@ static int local_decide(rlt__backend *b, int policy_id, const void *key, size_t 
     return rlt_store_decide(store_of(b), policy_id, key, klen, now, cost, d);
 }
 
+static int local_decide_class(rlt__backend *b, int policy_id, const void *key, size_t klen,
+                              rlt_ns now, int64_t cost, rlt_class c, int reserve_pct,
+                              rlt_decision *d)
+{
+    return rlt_store_decide_class(store_of(b), policy_id, key, klen, now, cost, c, reserve_pct, d);
+}
+
 static void local_decide_batch(rlt__backend *b, const int *policy, const rlt_key *keys, size_t n,
                                rlt_ns now, const int64_t *costs, rlt_decision *out, int *status)
 {
@@ -99,6 +106,7 @@ static const rlt__backend_ops local_ops = {
     .decide = local_decide,
     .decide_batch = local_decide_batch,
     .decide_multi = local_decide_multi,
+    .decide_class = local_decide_class,
     .reset = local_reset,
     .release = local_release,
     .reserve = local_reserve,

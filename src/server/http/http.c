@@ -110,6 +110,22 @@ static void reply_check(rlt__srv *s, const rlt__pipe_reply *r, int id, int64_t c
 static void handle_reserve(rlt__conn *c, const rlt__session *ss, const rlt__check_req *cr,
                            const rlt__target *t, const rlt__pipe_reply *r, rlt_ns now);
 
+/* /v1/check with class= below critical and class_reserve= > 0: decided at once under the
+ * class's ceiling (rlt__decide_class), after the staged checks; 501 in Redis mode. */
+static void handle_class(rlt__conn *c, const rlt__check_req *cr, const rlt__target *t,
+                         const rlt__pipe_reply *r, int64_t cost, rlt_ns now)
+{
+    rlt__srv *s = rlt__conn_srv(c);
+    rlt__pipe_flush(rlt__conn_pipe(c), s);
+    rlt_decision d;
+    int st = rlt__decide_class(s, t->policy_id, t->shadow, t->key, t->klen, now, cost,
+                               (rlt_class)cr->klass, cr->class_reserve, &d);
+    if (st == RLT_EBACKEND)
+        return rlt__http_error(r->out, 501, r->flags, NULL,
+                               "class_reserve needs the local store (not Redis mode)");
+    render_check(s, r, t->policy_id, cost, now, st, &d, NULL);
+}
+
 static void handle_check(rlt__conn *c, const rlt__http_req *req, const rlt__session *ss,
                          unsigned flags, rlt_ns now)
 {
@@ -134,6 +150,8 @@ static void handle_check(rlt__conn *c, const rlt__http_req *req, const rlt__sess
     field_name(cr.policy, cr.plen, r.name, sizeof r.name);
     if (cr.reserve || cr.reservation || cr.timeout_ms)
         return handle_reserve(c, ss, &cr, &t, &r, now);
+    if (cr.class_reserve > 0 && cr.klass != RLT_CLASS_CRITICAL)
+        return handle_class(c, &cr, &t, &r, flags & RLT__HF_HEAD ? 0 : cr.cost, now);
     /* HEAD shows where the key stands and charges nothing. */
     rlt__pipe_add(rlt__conn_pipe(c), s, now, &t, flags & RLT__HF_HEAD ? 0 : cr.cost, &r);
 }

@@ -1,10 +1,12 @@
 /* Inputs of ratelimitd's HTTP endpoints, apart from the connection so that they can be
  * unit-tested and fuzzed: the /v1/check query string and envoyproxy/ratelimit's /json body
- * (parsed with jansson; envoy.c decides it and renders the proto3-JSON reply). */
+ * (parsed with jansson; rls.c decides it and renders the proto3-JSON reply). */
 #include "server/http/httpin.h"
 #include "core/text.h"
 
 #include "server/request/srv.h"
+
+#include "ratelimit/adaptive.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -150,7 +152,9 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
 {
     memset(r, 0, sizeof *r);
     r->cost = 1;
-    bool have_key = false, have_policy = false, have_cost = false, have_addr = false;
+    r->klass = RLT_CLASS_DEFAULT;
+    bool have_key = false, have_policy = false, have_cost = false, have_addr = false,
+         seen_class = false, seen_reserve = false;
     char addr[64];
     size_t alen = 0;
     int64_t prefix = 0;
@@ -237,6 +241,25 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
                          "returned (1 to 16 hex digits)");
                 return RLT_EINVAL;
             }
+        } else if (nl == 5 && memcmp(name, "class", 5) == 0) {
+            rlt_class c;
+            if (seen_class || rlt_class_parse(val, vl, &c) != RLT_OK) {
+                snprintf(err, errlen, "class must be given once: critical, default or sheddable");
+                return RLT_EINVAL;
+            }
+            seen_class = true;
+            r->klass = (int)c;
+        } else if (nl == 13 && memcmp(name, "class_reserve", 13) == 0) {
+            char num[8];
+            size_t d;
+            int64_t v = -1;
+            if (!decode_once(seen_reserve, val, vl, num, sizeof num, &d) ||
+                !rlt__parse_i64(num, d, &v) || v < 0 || v > 100) {
+                snprintf(err, errlen, "class_reserve must be given once, a percentage 0..100");
+                return RLT_EINVAL;
+            }
+            seen_reserve = true;
+            r->class_reserve = (int)v;
         } else if (nl == 11 && memcmp(name, "deny_status", 11) == 0) {
             /* nginx's auth_request denies only on 401/403: a proxy in front asks for 403. */
             char num[8];
@@ -251,7 +274,7 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
         } else {
             snprintf(err, errlen,
                      "unknown parameter '%.*s' (key, addr, prefix, policy, cost, deny_status, "
-                     "reserve, timeout_ms, reservation)",
+                     "reserve, timeout_ms, reservation, class, class_reserve)",
                      (int)(nl > 32 ? 32 : nl), name);
             return RLT_EINVAL;
         }

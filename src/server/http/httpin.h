@@ -1,13 +1,13 @@
 /* Inputs of ratelimitd's HTTP endpoints (httpin.c), apart from the connection so that they
  * can be unit-tested and fuzzed: /v1/check's query string, and envoyproxy/ratelimit's /json
- * body (decided and rendered by envoy.h). */
+ * body (decided and rendered by rls.h). */
 #ifndef RLT_SERVER_HTTP_HTTPIN_H
 #define RLT_SERVER_HTTP_HTTPIN_H
 
 #include "ratelimit/ratelimit.h"
 #include "ratelimit/store.h"
 #include "server/config/config.h"
-#include "server/request/envoy.h"
+#include "server/envoy/rls.h"
 #include "server/base/obuf.h"
 #include "server/request/request.h"
 
@@ -16,7 +16,7 @@
 
 struct rlt__srv;
 
-/* Parses an envoy ratelimit /json body (envoy.h's request; its strings point into the parse
+/* Parses an envoy ratelimit /json body (rls.h's request; its strings point into the parse
  * tree).  Returns RLT_OK, or RLT_EINVAL with a message in err; either way rlt__envoy_free
  * releases it. */
 int rlt__envoy_parse(const char *body, size_t len, rlt__envoy_req *r, char *err, size_t errlen);
@@ -36,6 +36,11 @@ typedef struct rlt__check_req {
     bool reserve;
     int64_t timeout_ms;
     uint64_t reservation;
+    /* Priority classes: class= (critical, default, sheddable; default when absent) and
+     * class_reserve= (0..100, the percent of the limit each class step loses; 0 when absent:
+     * every class equal). */
+    int klass;
+    int class_reserve;
 } rlt__check_req;
 
 /* Percent-decodes s[0..n) ('+' is a space) into out[0..cap) (out NULL: only validates).

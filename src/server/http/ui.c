@@ -4,7 +4,7 @@
 #include "server/http/httpin.h"
 #include "server/http/reply.h"
 #include "server/request/decide.h"
-#include "server/request/envoy.h"
+#include "server/envoy/rls.h"
 #include "server/request/report.h"
 #include "server/request/srv.h"
 
@@ -117,7 +117,7 @@ static void answer(rlt__srv *s, rlt__obuf *o, unsigned flags, rlt_ns now, const 
 }
 
 /* The envoy forms: the rule named by its path, or the one a descriptor matches (as
- * ShouldRateLimit matches it), and the store key (the descriptor's, as envoy.c builds it);
+ * ShouldRateLimit matches it), and the store key (the descriptor's, as rls.c builds it);
  * then "r:PATH" is resolved as RL.PEEK resolves it.  An unknown rule, or a descriptor no rule
  * matches: 404. */
 static void peek_rule(rlt__srv *s, rlt__obuf *o, rlt__peek_req *pr, const rlt__session *ss,

@@ -86,8 +86,9 @@ static void log_shadow(rlt__srv *s, int id, const void *key, size_t klen, int64_
         snprintf(name, sizeof name, "(tier)");
     escape_key(key, klen, esc, sizeof esc);
     long long retry_ms = (long long)rlt_retry_after_ms(retry_after);
-    rlt__log(RLT__LOG_NOTICE, "shadow: would deny policy=%s key=\"%s\" cost=%lld retry_after_ms=%lld",
-             name, esc, (long long)cost, retry_ms);
+    rlt__log(RLT__LOG_NOTICE,
+             "shadow: would deny policy=%s key=\"%s\" cost=%lld retry_after_ms=%lld", name, esc,
+             (long long)cost, retry_ms);
 }
 
 /* Applies shadow mode to decision d of item (id, key, cost) and counts it. */
@@ -116,6 +117,18 @@ int rlt__decide(rlt__srv *s, int policy_id, bool shadow, const void *key, size_t
                 int64_t cost, rlt_decision *d)
 {
     int st = s->be->ops->decide(s->be, policy_id, key, klen, now, cost, d);
+    if (st != RLT_OK) return st;
+    settle(s, rlt__srv_config(s), policy_id, shadow, key, klen, cost, now, d);
+    return RLT_OK;
+}
+
+int rlt__decide_class(rlt__srv *s, int policy_id, bool shadow, const void *key, size_t klen,
+                      rlt_ns now, int64_t cost, rlt_class c, int reserve_pct, rlt_decision *d)
+{
+    if (c == RLT_CLASS_CRITICAL || reserve_pct == 0)
+        return rlt__decide(s, policy_id, shadow, key, klen, now, cost, d);
+    if (s->be->ops->decide_class == NULL) return RLT_EBACKEND;
+    int st = s->be->ops->decide_class(s->be, policy_id, key, klen, now, cost, c, reserve_pct, d);
     if (st != RLT_OK) return st;
     settle(s, rlt__srv_config(s), policy_id, shadow, key, klen, cost, now, d);
     return RLT_OK;
@@ -243,8 +256,7 @@ const char *rlt__decide_strerror(rlt__srv *s, int id, rlt_ns now, int st, char *
                    "the server's clock (use a smaller count or a longer period)";
         return "cost out of range for this policy";
     case RLT_EINVAL:
-        if (id >= 0 && rlt__registry_policy(&s->reg, id, &p) == RLT_OK &&
-            p.algo == RLT_CONCURRENCY)
+        if (id >= 0 && rlt__registry_policy(&s->reg, id, &p) == RLT_OK && p.algo == RLT_CONCURRENCY)
             return "cost must be 0 or 1 for a concurrency policy (RL.ACQUIRE takes one slot)";
         break;
     default:

@@ -21,6 +21,11 @@ const char *rlt__decide_backend_name(const struct rlt__srv *s);
 
 int rlt__decide(struct rlt__srv *s, int policy_id, bool shadow, const void *key, size_t klen,
                 rlt_ns now, int64_t cost, rlt_decision *d);
+/* As rlt__decide for a request of priority class c under a reserve of reserve_pct percent
+ * (rlt_store_decide_class); critical or a reserve of 0 is rlt__decide.  RLT_EBACKEND when
+ * the backend has no classes (Redis mode). */
+int rlt__decide_class(struct rlt__srv *s, int policy_id, bool shadow, const void *key, size_t klen,
+                      rlt_ns now, int64_t cost, rlt_class c, int reserve_pct, rlt_decision *d);
 /* Decides n independent requests (a turn's), as n calls of rlt__decide would, in order for
  * every key, in as few backend calls as it can (store batches; Redis pipelines).  status[i]
  * is RLT_OK (out[i] the decision, counted, shadow mode applied with shadow[i]) or the item's
@@ -37,8 +42,8 @@ int rlt__decide_tier(struct rlt__srv *s, const char *default_tier, const void *k
 int rlt__decide_multi(struct rlt__srv *s, const rlt_check *checks, size_t n, rlt_ns now,
                       rlt_decision *combined, int *refused);
 int rlt__decide_reset(struct rlt__srv *s, int policy_id, const void *key, size_t klen);
-int rlt__decide_release(struct rlt__srv *s, int policy_id, const void *key, size_t klen,
-                        rlt_ns now, int64_t lease);
+int rlt__decide_release(struct rlt__srv *s, int policy_id, const void *key, size_t klen, rlt_ns now,
+                        int64_t lease);
 /* A peek (cost 0) that is not counted in the metrics: per-descriptor details. */
 int rlt__decide_peek(struct rlt__srv *s, int policy_id, const void *key, size_t klen, rlt_ns now,
                      rlt_decision *d);

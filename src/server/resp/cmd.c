@@ -64,16 +64,18 @@ static void count_error(rlt__srv *s)
 /* Resolves (key, policy) arguments with the session's prefix (request.h), writing the error
  * reply on failure.  A tier ("@name", when allowed) is resolved to the key's tier policy. */
 static int target(rlt__srv *s, const rlt__session *ss, const rlt__resp_arg *key,
-                  const rlt__resp_arg *pol, bool allow_tier, rlt_ns now, char *kbuf,
-                  rlt__target *t, rlt__obuf *o)
+                  const rlt__resp_arg *pol, bool allow_tier, rlt_ns now, char *kbuf, rlt__target *t,
+                  rlt__obuf *o)
 {
     char err[256];
     int st = rlt__target_resolve(s, ss, key->ptr, key->len, pol->ptr, pol->len, allow_tier, now,
                                  kbuf, t, err, sizeof err);
     if (st == RLT_OK && t->is_tier) {
         st = rlt__srv_tier_policy(s, t->tier, t->key, t->klen, &t->policy_id);
-        if (st == RLT_ENOENT || st == RLT_EINVAL) snprintf(err, sizeof err, "unknown tier");
-        else if (st != RLT_OK) snprintf(err, sizeof err, "%s", rlt_strerror(st));
+        if (st == RLT_ENOENT || st == RLT_EINVAL)
+            snprintf(err, sizeof err, "unknown tier");
+        else if (st != RLT_OK)
+            snprintf(err, sizeof err, "%s", rlt_strerror(st));
     }
     if (st != RLT_OK) rlt__resp_errorf(o, "ERR %s", err);
     return st;
@@ -245,7 +247,8 @@ static void cmd_multi(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, siz
             return rlt__resp_error(o, "ERR cost must be an integer >= 0");
         rlt__target tg;
         if (target(s, ss, &t[0], &t[1], false, now, keys[i], &tg, o) != RLT_OK) return;
-        checks[i] = (rlt_check){.policy = tg.policy_id, .key = tg.key, .klen = tg.klen, .cost = cost};
+        checks[i] =
+            (rlt_check){.policy = tg.policy_id, .key = tg.key, .klen = tg.klen, .cost = cost};
     }
     rlt_decision d;
     int refused = -1;
@@ -274,12 +277,49 @@ static void cmd_multi(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, siz
 
 typedef enum keyop { KEYOP_RESET, KEYOP_ACQUIRE, KEYOP_RELEASE } keyop;
 
-/* RL.RESET key policy / RL.RELEASE key policy lease / RL.ACQUIRE key policy */
+/* RL.ACQUIRE's options after key and policy, in any order: CLASS critical|default|sheddable
+ * (default: default) and RESERVE 0..100 (percent of the limit kept from each lower class,
+ * default 0).  false after an error reply. */
+static bool class_options(const rlt__resp_arg *a, size_t n, rlt_class *c, int *reserve,
+                          rlt__obuf *o)
+{
+    *c = RLT_CLASS_DEFAULT;
+    *reserve = 0;
+    for (size_t i = 3; i < n; i += 2) {
+        int64_t v;
+        if (i + 1 >= n) {
+            rlt__resp_error(o, "ERR syntax error: CLASS and RESERVE take a value");
+            return false;
+        }
+        if (is(&a[i], "CLASS")) {
+            if (rlt_class_parse(a[i + 1].ptr, a[i + 1].len, c) != RLT_OK) {
+                rlt__resp_error(o, "ERR unknown class (critical, default or sheddable)");
+                return false;
+            }
+        } else if (is(&a[i], "RESERVE")) {
+            if (!get_i64(&a[i + 1], &v) || v < 0 || v > 100) {
+                rlt__resp_error(o, "ERR RESERVE must be a percentage 0..100");
+                return false;
+            }
+            *reserve = (int)v;
+        } else {
+            rlt__resp_error(o, "ERR syntax error: RL.ACQUIRE takes CLASS and RESERVE");
+            return false;
+        }
+    }
+    return true;
+}
+
+/* RL.RESET key policy / RL.RELEASE key policy lease /
+ * RL.ACQUIRE key policy [CLASS c] [RESERVE pct] */
 static void cmd_keyop(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n, rlt_ns now,
                       rlt__obuf *o, keyop op)
 {
     size_t want = op == KEYOP_RELEASE ? 4 : 3;
-    if (n != want) return err_arity(o, &a[0]);
+    if (n != want && !(op == KEYOP_ACQUIRE && n > 3 && n <= 7)) return err_arity(o, &a[0]);
+    rlt_class klass = RLT_CLASS_DEFAULT;
+    int reserve = 0;
+    if (op == KEYOP_ACQUIRE && !class_options(a, n, &klass, &reserve, o)) return;
     char kbuf[RLT_KEY_MAX];
     rlt__target t;
     if (target(s, ss, &a[1], &a[2], false, now, kbuf, &t, o) != RLT_OK) return;
@@ -297,7 +337,10 @@ static void cmd_keyop(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, siz
             return rlt__resp_error(o, "ERR RL.ACQUIRE needs a concurrency policy "
                                       "(e.g. concurrency:10/30s)");
         rlt_decision d;
-        int st = rlt__decide(s, id, false, key, klen, now, 1, &d);
+        int st = rlt__decide_class(s, id, false, key, klen, now, 1, klass, reserve, &d);
+        if (st == RLT_EBACKEND) /* a backend failure is a decision: this is no class support */
+            return rlt__resp_error(o, "ERR CLASS with RESERVE needs the local store "
+                                      "(not Redis mode)");
         if (st != RLT_OK) return decide_error(s, id, now, o, st);
         rlt__resp_array(o, 5);
         rlt__resp_int(o, d.allowed ? 1 : 0);
@@ -417,8 +460,8 @@ static void cmd_settle(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, si
 }
 
 /* Every command but the three deciding ones. */
-static void exec_other(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n,
-                       rlt_ns now, rlt__obuf *o)
+static void exec_other(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n, rlt_ns now,
+                       rlt__obuf *o)
 {
     const rlt__resp_arg *c = &a[0];
     if (is(c, "RL.MULTI")) return cmd_multi(s, ss, a, n, now, o);
@@ -499,8 +542,8 @@ static void multi_end(rlt__session *ss)
     ss->mq_len = ss->mq_count = 0;
 }
 
-static void exec_one(rlt__srv *s, rlt__session *ss, rlt__pipe *p, const rlt__resp_arg *a,
-                     size_t n, rlt_ns now, rlt__obuf *o);
+static void exec_one(rlt__srv *s, rlt__session *ss, rlt__pipe *p, const rlt__resp_arg *a, size_t n,
+                     rlt_ns now, rlt__obuf *o);
 
 /* EXEC: every queued command in order, each decided at once, with no other command of this
  * worker between them (docs/server.md says what that isolation covers). */
@@ -536,19 +579,21 @@ static void cmd_exec_queue(rlt__srv *s, rlt__session *ss, rlt_ns now, rlt__obuf 
 
 /* MULTI, EXEC, DISCARD and WATCH, and queueing inside a transaction.  Returns true when it
  * answered the command. */
-static bool transaction(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n,
-                        rlt_ns now, rlt__obuf *o)
+static bool transaction(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n, rlt_ns now,
+                        rlt__obuf *o)
 {
     const rlt__resp_arg *c = &a[0];
     if (is(c, "WATCH") || is(c, "UNWATCH")) {
-        if (is(c, "UNWATCH")) rlt__resp_simple(o, "OK");
+        if (is(c, "UNWATCH"))
+            rlt__resp_simple(o, "OK");
         else
             rlt__resp_error(o, "ERR WATCH is not supported: ratelimitd has no keys to watch (for "
                                "all-or-nothing checks use RL.MULTI)");
         return true;
     }
     if (is(c, "MULTI")) {
-        if (ss->in_multi) rlt__resp_error(o, "ERR MULTI calls can not be nested");
+        if (ss->in_multi)
+            rlt__resp_error(o, "ERR MULTI calls can not be nested");
         else {
             ss->in_multi = true;
             rlt__resp_simple(o, "OK");
@@ -577,8 +622,8 @@ static bool transaction(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, s
     return true;
 }
 
-static void exec_one(rlt__srv *s, rlt__session *ss, rlt__pipe *p, const rlt__resp_arg *a,
-                     size_t n, rlt_ns now, rlt__obuf *o)
+static void exec_one(rlt__srv *s, rlt__session *ss, rlt__pipe *p, const rlt__resp_arg *a, size_t n,
+                     rlt_ns now, rlt__obuf *o)
 {
     const rlt__resp_arg *c = &a[0];
     if (rlt__session_refresh(s, ss) != RLT__AUTH_NONE && !ss->in_multi) {
