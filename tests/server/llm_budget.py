@@ -171,6 +171,35 @@ def partial_settles_charge_chunks_and_the_final_one_releases_the_rest(tmp):
         d.stop()
 
 
+def redis_test(fn):
+    """A test of the Redis mode alone (run with --redis)."""
+    REDIS_TESTS.append(fn)
+    return fn
+
+
+@redis_test
+def without_redis_a_reserve_takes_the_fail_mode_and_a_settle_is_an_error(tmp):
+    # A closed port: every call fails at once.  Closed by default, open when configured.
+    cfg = ("redis:\n  address: \"127.0.0.1:1\"\n  timeout: 200ms\n"
+           "policies:\n  toks: fixed_window:1000/1000d\n"
+           "  open: {policy: fixed_window:1000/1000d, fail: open}\n")
+    d = it.Daemon(tmp, "--no-snapshot", config=cfg)
+    c = Conn(d.port)
+    try:
+        r = c("RL.MRESERVE", "in=10,out=20", "u", "toks", "in+out", "m", "open", "out")
+        assert r[0] == 0 and r[5] is None, r  # closed: denied, no reservation
+        r = c("RL.MRESERVE", "in=10,out=20", "u", "open", "in+out", "m", "open", "out")
+        assert r[0] == 1 and r[5] is None, r  # open: allowed, nothing to settle
+        s = c("RL.MSETTLE", "00000000000000aa", "out=1", "u", "toks")
+        assert s.startswith("ERR Redis could not answer"), s
+        code, _, b = post(d, "/v1/msettle", {"reservation": "00000000000000aa", "usage": "out=1",
+                                             "limits": [{"key": "u", "policy": "toks"}]})
+        assert code == 503 and "Redis could not answer" in b["error"], (code, b)
+    finally:
+        c.close()
+        d.stop()
+
+
 def post(d, path, obj):
     r = d.curl(path, "-X", "POST", "-H", "Content-Type: application/json", "-d", json.dumps(obj))
     head, _, body = r.partition("\n\n")
