@@ -74,8 +74,8 @@ typedef struct rlt__backend_ops {
     int (*settle)(rlt__backend *b, int policy_id, const void *key, size_t klen, rlt_ns now,
                   uint64_t reservation, int64_t real_cost, rlt_decision *d);
     /* One reservation over several limits and its settles (include/ratelimit/budget.h's
-     * rlt_store_reserve_limits / rlt_store_settle_limits); NULL when a backend cannot hold
-     * them (Redis, for now). */
+     * rlt_store_reserve_limits / rlt_store_settle_limits; Redis: rlt_redis_reserve_limits /
+     * rlt_redis_settle_limits, where the holder is not counted). */
     int (*reserve_limits)(rlt__backend *b, uint64_t holder, const rlt_limit *limits, size_t n,
                           const rlt_usage *estimate, rlt_ns now, rlt_ns timeout,
                           rlt_decision *combined, rlt_decision *each, int *refused,
