@@ -186,6 +186,15 @@ def two_haproxies_share_one_exact_budget_with_headers_set():
         h = denied[-1][1]
         assert h["ratelimit"].startswith('"inline";r=0;t='), h
         assert int(h["retry-after"]) > 0, h
+        # Every NOTIFY's service time is in /metrics' histogram: 1,600 and the probes.
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % s.d.http, timeout=10) as r:
+            m = r.read().decode()
+        count = int(re.search(r"^ratelimitd_spop_notify_seconds_count (\d+)$", m, re.M)[1])
+        inf = int(re.search(r'^ratelimitd_spop_notify_seconds_bucket\{le="\+Inf"\} (\d+)$', m,
+                            re.M)[1])
+        assert 1600 < count < 1700 and inf == count, (count, inf)
+        total = float(re.search(r"^ratelimitd_spop_notify_seconds_sum (\S+)$", m, re.M)[1])
+        assert 0 < total < count, total  # each under a second
 
 
 @test

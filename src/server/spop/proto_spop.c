@@ -15,6 +15,7 @@
  * (the IETF fields' values); or error (a string) when the question could not be answered.
  * A frame that breaks the protocol gets AGENT-DISCONNECT with its status and the connection
  * closes; the daemon's other connections are not affected. */
+#include "server/base/clock.h"
 #include "server/base/mem.h"
 #include "server/net/conn.h"
 #include "server/net/protocol.h"
@@ -311,6 +312,8 @@ static size_t spop_feed(rlt__conn *c, char *in, size_t len, rlt_ns now)
             if (f.flags & RLT__SPOP_ABORT) continue; /* nothing to cancel: no fragments */
             const char *e = NULL;
             rlt__spop_status ns = notify(c, &f, st->max_frame, now, &e);
+            rlt__mslot *ms = rlt__mslot_get(&rlt__conn_srv(c)->metrics);
+            rlt__metrics_hist(ms->spop_lat, &ms->spop_lat_sum_ns, rlt__now() - now);
             if (ns != RLT__SPOP_ST_NORMAL) {
                 disconnect(c, ns, e);
                 return len;
