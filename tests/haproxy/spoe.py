@@ -279,6 +279,25 @@ def addresses_rotating_inside_one_48_get_the_48_limit_through_http():
 
 
 @test
+def typed_addresses_from_haproxy_are_keyed_as_their_text():
+    """req.hdr_ip sends HAProxy's ipv4/ipv6 types (as src does), not a string."""
+    with Setup() as s:
+        s.d = Daemon(s.tmp)
+        p, port = haproxy(s.tmp, "a", s.d.spop, "gcra:2/1d",
+                          "addr=req.hdr_ip(X-Client) prefix=int(48)")
+        s.procs.append(p)
+        wait_agent(port, {"X-Client": "2001:db8:ffff::1"})
+        codes = [get(port, {"X-Client": x})[0]
+                 for x in ("2001:db8:5:1::1", "2001:db8:5:ffff:1:2:3:4", "2001:db8:5::9",
+                           "2001:db8:6::1", "192.0.2.7", "192.0.2.7", "192.0.2.7")]
+        assert codes == [200, 200, 429, 200, 200, 200, 429], codes
+        url = "http://127.0.0.1:%d/v1/peek?key=%s&policy=gcra:2/1d" % (
+            s.d.http, urllib.parse.quote("2001:db8:6::/48", safe=""))
+        with urllib.request.urlopen(url, timeout=10) as r:
+            assert b'"remaining":1' in r.read()
+
+
+@test
 def nested_prefixes_are_decided_all_or_nothing_through_haproxy():
     with Setup() as s:
         s.d = Daemon(s.tmp)
