@@ -8,6 +8,8 @@
 #   stick     stick-table http_req_rate(1s) on X-Key, deny over 10^9
 #   agent     SPOE: key=X-Key, policy gcra:1000000000/1s
 #   agentaddr SPOE: addr=X-Client (IPv6, each key its own /56), same policy
+#   agentlong SPOE: key=X-Long, a plain key as long as agentaddr's (what the longer key costs
+#             the store and the frame, apart from making it from an address)
 # Throughput: wrk -c50, ROUNDS interleaved rounds of SECONDS_EACH s, medians.  Latency: wrk
 # -c1 --latency (one request in flight: no queueing), p99 medians; the agent's added p99 is
 # agent's minus stick's.  Less sensitive to a busy machine, for each agent variant and round:
@@ -45,7 +47,7 @@ spoe() { # ARGS: the SPOE file of the agent variants
   printf 'spoe-message check\n    args %s policy=str(gcra:1000000000/1s)\nspoe-group check\n    messages check\n' "$1"
 }
 declare -A port
-for v in stick agent agentaddr; do
+for v in stick agent agentaddr agentlong; do
   port[$v]=$(free_port)
   {
     head $v "${port[$v]}"
@@ -64,6 +66,7 @@ for v in stick agent agentaddr; do
   } >"$T/$v.cfg"
   [ $v = agent ] && spoe "key=req.hdr(X-Key)" >"$T/$v.spoe"
   [ $v = agentaddr ] && spoe "addr=req.hdr(X-Client)" >"$T/$v.spoe"
+  [ $v = agentlong ] && spoe "key=req.hdr(X-Long)" >"$T/$v.spoe"
   taskset -c 1 haproxy -db -f "$T/$v.cfg" >"$T/$v.log" 2>&1 &
   pids+=($!)
 done
@@ -105,12 +108,12 @@ lat() { # "p50 p99" in us
   <"$T/lat.out" awk '$1 == "50%" || $1 == "99%" {v=$2; u=v; sub(/[0-9.]+/, "", u);
     sub(/[a-z]+/, "", v); printf "%s ", (u == "ms" ? v * 1000 : u == "s" ? v * 1e6 : v)}'
 }
-for v in stick agent agentaddr; do secs=3 rps $v >/dev/null; done # warm: states created
+for v in stick agent agentaddr agentlong; do secs=3 rps $v >/dev/null; done # warm: states created
 rm -f "$T"/*.cpu "$T"/*.svc
 declare -A R L M C S P
 for r in $(seq "$rounds"); do
   line="round $r:"
-  for v in stick agent agentaddr; do
+  for v in stick agent agentaddr agentlong; do
     a=$(rps $v); R[$v]="${R[$v]:-} $a"; line="$line $v $a req/s"
   done
   for v in stick agent agentaddr; do
@@ -125,12 +128,16 @@ ls=$(med ${L[stick]}); la=$(med ${L[agent]}); ld=$(med ${L[agentaddr]})
 ms=$(med ${M[stick]}); ma=$(med ${M[agent]}); md=$(med ${M[agentaddr]})
 echo "median req/s: stick-table $s, agent $a, agent with address keys $d"
 echo "median p50/p99 (1 connection): stick-table ${ms}/${ls}us, agent ${ma}/${la}us, address keys ${md}/${ld}us"
-for v in agent agentaddr; do
-  C[$v]=$(med $(cat "$T/$v.cpu")); S[$v]=$(med $(awk '{print $1}' "$T/$v.svc"))
-  P[$v]=$(med $(awk '{print $2}' "$T/$v.svc"))
-  echo "$v: daemon CPU per request, rounds: $(tr '\n' ' ' <"$T/$v.cpu")ns; NOTIFY service mean/p99-bucket, rounds: $(awk '{printf "%s/<=%sus ", $1, $2}' "$T/$v.svc")"
+for v in agent agentaddr agentlong; do
+  C[$v]=$(med $(cat "$T/$v.cpu")); echo "$v: daemon CPU per request, rounds: $(tr '\n' ' ' <"$T/$v.cpu")ns"
 done
-echo "median daemon CPU per request: agent ${C[agent]} ns, address keys ${C[agentaddr]} ns (address/plain throughput by CPU: $(awk -v a="${C[agent]}" -v d="${C[agentaddr]}" 'BEGIN {printf "%.3f", a / d}')x)"
+for v in agent agentaddr; do
+  S[$v]=$(med $(awk '{print $1}' "$T/$v.svc")); P[$v]=$(med $(awk '{print $2}' "$T/$v.svc"))
+  echo "$v: NOTIFY service mean/p99-bucket at 1 connection, rounds: $(awk '{printf "%s/<=%sus ", $1, $2}' "$T/$v.svc")"
+done
+echo "median daemon CPU per request: agent ${C[agent]} ns, address keys ${C[agentaddr]} ns, plain keys of that length ${C[agentlong]} ns (address/plain throughput by CPU: $(awk -v a="${C[agent]}" -v d="${C[agentaddr]}" 'BEGIN {printf "%.3f", a / d}')x; address/plain of the same length: $(awk -v a="${C[agentlong]}" -v d="${C[agentaddr]}" 'BEGIN {printf "%.3f", a / d}')x)"
+paste "$T/agent.cpu" "$T/agentaddr.cpu" "$T/agentlong.cpu" | awk '{printf "%.3f %.3f\n", $1 / $2, $3 / $2}' >"$T/pair"
+echo "per-round paired ratios by CPU, medians: address/plain $(med $(awk '{print $1}' "$T/pair"))x, address/same-length plain $(med $(awk '{print $2}' "$T/pair"))x"
 echo "median NOTIFY service time (frame read to ACK queued): agent mean ${S[agent]} ns, p99 <= ${P[agent]} us; address keys mean ${S[agentaddr]} ns, p99 <= ${P[agentaddr]} us"
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
 awk -v s="$s" -v a="$a" -v d="$d" -v ls="$ls" -v la="$la" -v ms="$ms" -v ma="$ma" 'BEGIN {
