@@ -167,7 +167,8 @@ void rlt__ui_peek(rlt__srv *s, rlt__obuf *o, const rlt__http_req *req, const rlt
     if (pr.envoy) return peek_rule(s, o, &pr, ss, flags, now);
     if (rlt__check_parse(q, req->query_len, &cr, err, sizeof err) != RLT_OK)
         return rlt__http_error(o, 400, flags, NULL, err);
-    if (cr.has_cost || cr.reserve || cr.reservation || cr.timeout_ms || cr.deny_status)
+    if (cr.has_cost || cr.reserve || cr.reservation || cr.timeout_ms || cr.deny_status ||
+        cr.nlimits > 1)
         return rlt__http_error(o, 400, flags, NULL,
                                "GET /v1/peek takes key and policy only: a peek charges nothing");
     rlt__target t;

@@ -27,6 +27,7 @@ static uint64_t ld(const uint64_t *p)
 typedef struct totals {
     uint64_t allowed, denied, shadowed, commands, errors, http, lat_sum;
     uint64_t lat[RLT__LAT_BUCKETS];
+    uint64_t spop_lat[RLT__LAT_BUCKETS], spop_lat_sum;
 } totals;
 
 /* Policy ids that may have counts: those the registry has handed out, and the shared last one
@@ -59,8 +60,11 @@ static void sum(rlt__srv *s, totals *t)
             t->denied += ld(&m->denied[i]);
             t->shadowed += ld(&m->shadowed[i]);
         }
-        for (size_t b = 0; b < RLT__LAT_BUCKETS; b++)
+        for (size_t b = 0; b < RLT__LAT_BUCKETS; b++) {
             t->lat[b] += ld(&m->lat[b]);
+            t->spop_lat[b] += ld(&m->spop_lat[b]);
+        }
+        t->spop_lat_sum += ld(&m->spop_lat_sum_ns);
         t->commands += ld(&m->commands);
         t->errors += ld(&m->errors);
         t->http += ld(&m->http_requests);
@@ -311,22 +315,12 @@ void rlt__report_prometheus(rlt__srv *s, rlt__obuf *o)
                      "ratelimitd_reloads_total{result=\"ok\"} %" PRIu64 "\n"
                      "ratelimitd_reloads_total{result=\"failed\"} %" PRIu64 "\n",
                      ld(&m->reloads_ok), ld(&m->reloads_failed));
-    rlt__obuf_printf(o,
-                     "# HELP ratelimitd_command_seconds Time to execute a command or HTTP request "
-                     "(excluding network).\n# TYPE ratelimitd_command_seconds histogram\n");
-    uint64_t cum = 0;
-    for (unsigned b = 0; b < RLT__LAT_BUCKETS; b++) {
-        cum += t.lat[b];
-        if (b == RLT__LAT_BUCKETS - 1)
-            rlt__obuf_printf(o, "ratelimitd_command_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n",
-                             cum);
-        else
-            rlt__obuf_printf(o, "ratelimitd_command_seconds_bucket{le=\"%.6f\"} %" PRIu64 "\n",
-                             (double)(UINT64_C(1) << b) / 1e6, cum);
-    }
-    rlt__obuf_printf(
-        o, "ratelimitd_command_seconds_sum %.9f\nratelimitd_command_seconds_count %" PRIu64 "\n",
-        (double)t.lat_sum / 1e9, cum);
+    rlt__prom_histogram(o, "ratelimitd_command_seconds",
+                        "Time to execute a command or HTTP request (excluding network).", t.lat,
+                        t.lat_sum);
+    rlt__prom_histogram(o, "ratelimitd_spop_notify_seconds",
+                        "SPOE agent: a NOTIFY from its frame read to its ACK queued to send.",
+                        t.spop_lat, t.spop_lat_sum);
     rlt__prom_family(o, "ratelimitd_backend", "gauge",
                      "Where decisions are made (local store or Redis).");
     rlt__obuf_printf(o, "ratelimitd_backend{backend=\"%s\"} 1\n", rlt__decide_backend_name(s));
