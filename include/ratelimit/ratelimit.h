@@ -180,6 +180,14 @@ typedef struct rlt_policy {
     int32_t months; /* window length in calendar months (12 = a year); 0: not calendar */
     rlt_ns origin;  /* Unix-epoch ns at now = 0 (rlt_policy_set_origin); 0: now is Unix time */
     rlt_zone zone;  /* the zone whose local months the windows follow (all-zero: UTC) */
+    /* Adaptive concurrency (concurrency only; all zero: a static limit).  The limit in force
+     * moves between adapt_min and `limit` (the ceiling: the slots), learned from what
+     * releases report (rlt_release_report, ratelimit/adaptive.h).  Set them after init with
+     * rlt_policy_set_adaptive, or in the text: ",adaptive=vegas,min=10[,init=20][,slow=1s]". */
+    int32_t adapt;      /* 0: static; RLT_ADAPT_AIMD (1) or RLT_ADAPT_VEGAS (2) */
+    int64_t adapt_min;  /* the floor, 1..limit */
+    int64_t adapt_init; /* where a fresh key starts, adapt_min..limit */
+    rlt_ns adapt_slow;  /* AIMD: a success slower than this counts as a drop; 0: none */
 } rlt_policy;
 
 /* Validates the numbers and fills `p`.  burst <= 0 means "N"; queue and delay < 0 are

@@ -68,6 +68,8 @@ bool rlt_policy_equal(const rlt_policy *a, const rlt_policy *b)
            a->burst == b->burst && a->queue == b->queue && a->delay == b->delay &&
            a->block == b->block && a->block_factor == b->block_factor &&
            a->block_max == b->block_max && a->jitter == b->jitter && a->origin == b->origin &&
+           a->adapt == b->adapt && a->adapt_min == b->adapt_min &&
+           a->adapt_init == b->adapt_init && a->adapt_slow == b->adapt_slow &&
            rlt_policy_calendar_equal(a, b);
 }
 
@@ -299,6 +301,7 @@ int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, siz
     memset(&zone, 0, sizeof zone);
     unsigned seen = 0; /* each option once: 1 burst, 2 queue (or nginx's burst), 4 delay */
     any_opts any = {0};
+    rlt__adapt_opts adapt = {0};
     const char *opt = comma;
     while (opt && opt < end) {
         const char *o = opt + 1;
@@ -307,6 +310,7 @@ int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, siz
         const char *eq = memchr(o, '=', (size_t)(o_end - o));
         size_t olen = (size_t)(o_end - o);
         int any_rc = parse_any_option(o, olen, &any, err, errlen);
+        if (any_rc == 0) any_rc = rlt__adapt_option(o, olen, &adapt, err, errlen);
         if (any_rc < 0) return any_rc;
         if (any_rc > 0) {
             opt = next;
@@ -379,7 +383,7 @@ int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, siz
         p->months = months;
         p->zone = zone;
     }
-    return RLT_OK;
+    return rlt__adapt_apply(p, &adapt, text, len, err, errlen);
 }
 
 /* Writes a duration in the largest unit that divides it exactly. */
@@ -410,7 +414,7 @@ static int format_any_options(const rlt_policy *p, char *buf, size_t cap, size_t
         if (k < 0 || (size_t)k >= cap - n) return RLT_ENOSPC;
         n += (size_t)k;
     }
-    return (int)n;
+    return rlt__adapt_format(p, buf, cap, n);
 }
 
 int rlt_policy_format(const rlt_policy *p, char *buf, size_t cap)
