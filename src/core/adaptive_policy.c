@@ -1,6 +1,8 @@
-/* An adaptive concurrency limit as part of a concurrency policy: the options of its text
- * (",adaptive=aimd|vegas,min=N[,init=N][,slow=DURATION]"), rlt_policy_set_adaptive, and the
- * bridge from rlt_policy to adaptive.c's rlt_adapt_policy.  The policy's N stays the number of
+/* An adaptive concurrency limit as part of a concurrency policy: applying and writing the
+ * options of its text (",adaptive=aimd|vegas,min=N[,init=N][,slow=DURATION]"),
+ * rlt_policy_set_adaptive, and the
+ * bridge from rlt_policy to adaptive.c's rlt_adapt_policy (policy.c reads the options:
+ * rlt__adapt_option).  The policy's N stays the number of
  * slots, so it is the ceiling: the state's size and every reader of N keep their meaning. */
 #include <stdio.h>
 #include <string.h>
@@ -8,54 +10,6 @@
 #include "ratelimit/adaptive.h"
 
 #include "internal.h"
-
-static int fail(char *err, size_t errlen, const char *o, size_t olen, const char *why)
-{
-    if (err && errlen) snprintf(err, errlen, "option \"%.*s\": %s", (int)olen, o, why);
-    return RLT_EPARSE;
-}
-
-static int parse_count(const char *v, size_t len, int64_t *out)
-{
-    int64_t x = 0;
-    if (len == 0 || len > 7) return RLT_EPARSE;
-    for (size_t i = 0; i < len; i++) {
-        if (v[i] < '0' || v[i] > '9') return RLT_EPARSE;
-        x = x * 10 + (v[i] - '0');
-    }
-    *out = x;
-    return RLT_OK;
-}
-
-int rlt__adapt_option(const char *o, size_t olen, rlt__adapt_opts *a, char *err, size_t errlen)
-{
-    static const char *const keys[] = {"adaptive=", "min=", "init=", "slow="};
-    for (unsigned k = 0; k < 4; k++) {
-        size_t kl = strlen(keys[k]);
-        if (olen < kl || memcmp(o, keys[k], kl) != 0) continue;
-        const char *v = o + kl;
-        size_t vl = olen - kl;
-        if (a->seen & (1u << k)) return fail(err, errlen, o, olen, "given twice");
-        a->seen |= 1u << k;
-        if (k == 0) {
-            if (vl == 4 && memcmp(v, "aimd", 4) == 0)
-                a->algo = RLT_ADAPT_AIMD;
-            else if (vl == 5 && memcmp(v, "vegas", 5) == 0)
-                a->algo = RLT_ADAPT_VEGAS;
-            else
-                return fail(err, errlen, o, olen, "expected adaptive=aimd or adaptive=vegas");
-        } else if (k == 3) {
-            if (rlt_duration_parse(v, vl, 0, &a->slow) || a->slow <= 0 ||
-                a->slow > RLT_ADAPT_LATENCY_MAX)
-                return fail(err, errlen, o, olen, "expected a duration up to 1h, e.g. slow=500ms");
-        } else if (parse_count(v, vl, k == 1 ? &a->min : &a->init) ||
-                   (k == 1 ? a->min : a->init) < 1) {
-            return fail(err, errlen, o, olen, "expected a positive integer up to 65536");
-        }
-        return 1;
-    }
-    return 0;
-}
 
 int rlt_policy_set_adaptive(rlt_policy *p, int algo, int64_t floor, int64_t initial,
                             rlt_ns slow_ns)

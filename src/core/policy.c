@@ -1,6 +1,8 @@
 /* Policies: validation with derived exact-rational fields, the policy text grammar, durations. */
 #include "algo.h"
 
+#include "ratelimit/adaptive.h"
+
 #include <stdio.h>
 
 static const char *const algo_names[] = {
@@ -207,6 +209,56 @@ static int parse_any_option(const char *o, size_t olen, any_opts *a, char *err, 
                         "option \"%.*s\": expected jitter=P%% with P an integer 1..100 "
                         "(e.g. jitter=10%%)",
                         o, olen);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- adaptive concurrency's options (applied by adaptive_policy.c) ---------------------- */
+
+static int adapt_fail(char *err, size_t errlen, const char *o, size_t olen, const char *why)
+{
+    if (err && errlen) snprintf(err, errlen, "option \"%.*s\": %s", (int)olen, o, why);
+    return RLT_EPARSE;
+}
+
+static int parse_count_1e7(const char *v, size_t len, int64_t *out)
+{
+    int64_t x = 0;
+    if (len == 0 || len > 7) return RLT_EPARSE;
+    for (size_t i = 0; i < len; i++) {
+        if (v[i] < '0' || v[i] > '9') return RLT_EPARSE;
+        x = x * 10 + (v[i] - '0');
+    }
+    *out = x;
+    return RLT_OK;
+}
+
+int rlt__adapt_option(const char *o, size_t olen, rlt__adapt_opts *a, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"adaptive=", "min=", "init=", "slow="};
+    for (unsigned k = 0; k < 4; k++) {
+        size_t kl = strlen(keys[k]);
+        if (olen < kl || memcmp(o, keys[k], kl) != 0) continue;
+        const char *v = o + kl;
+        size_t vl = olen - kl;
+        if (a->seen & (1u << k)) return adapt_fail(err, errlen, o, olen, "given twice");
+        a->seen |= 1u << k;
+        if (k == 0) {
+            if (vl == 4 && memcmp(v, "aimd", 4) == 0)
+                a->algo = RLT_ADAPT_AIMD;
+            else if (vl == 5 && memcmp(v, "vegas", 5) == 0)
+                a->algo = RLT_ADAPT_VEGAS;
+            else
+                return adapt_fail(err, errlen, o, olen, "expected adaptive=aimd or adaptive=vegas");
+        } else if (k == 3) {
+            if (rlt_duration_parse(v, vl, 0, &a->slow) || a->slow <= 0 ||
+                a->slow > RLT_ADAPT_LATENCY_MAX)
+                return adapt_fail(err, errlen, o, olen, "expected a duration up to 1h, e.g. slow=500ms");
+        } else if (parse_count_1e7(v, vl, k == 1 ? &a->min : &a->init) ||
+                   (k == 1 ? a->min : a->init) < 1) {
+            return adapt_fail(err, errlen, o, olen, "expected a positive integer up to 65536");
+        }
         return 1;
     }
     return 0;

@@ -178,9 +178,9 @@ int rlt__decide_reset(rlt__srv *s, int policy_id, const void *key, size_t klen)
 }
 
 int rlt__decide_release(rlt__srv *s, int policy_id, const void *key, size_t klen, rlt_ns now,
-                        int64_t lease)
+                        int64_t lease, rlt_ns latency_ns, int outcome)
 {
-    return s->be->ops->release(s->be, policy_id, key, klen, now, lease);
+    return s->be->ops->release(s->be, policy_id, key, klen, now, lease, latency_ns, outcome);
 }
 
 int rlt__decide_peek(rlt__srv *s, int policy_id, const void *key, size_t klen, rlt_ns now,

@@ -5,6 +5,7 @@
  * each, whether they are decided at once or staged in a pipe. */
 #include "server/resp/cmd.h"
 #include "server/resp/cmd_limits.h"
+#include "server/resp/cmd_release.h"
 #include "core/text.h"
 
 #include "server/resp/cmd_conn.h"
@@ -310,16 +311,19 @@ static bool class_options(const rlt__resp_arg *a, size_t n, rlt_class *c, int *r
     return true;
 }
 
-/* RL.RESET key policy / RL.RELEASE key policy lease /
+/* RL.RESET key policy / RL.RELEASE key policy lease [LATENCY d] [OUTCOME o] /
  * RL.ACQUIRE key policy [CLASS c] [RESERVE pct] */
 static void cmd_keyop(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n, rlt_ns now,
                       rlt__obuf *o, keyop op)
 {
     size_t want = op == KEYOP_RELEASE ? 4 : 3;
-    if (n != want && !(op == KEYOP_ACQUIRE && n > 3 && n <= 7)) return err_arity(o, &a[0]);
+    if (n != want && !(op != KEYOP_RESET && n > want && n <= want + 4))
+        return err_arity(o, &a[0]);
     rlt_class klass = RLT_CLASS_DEFAULT;
-    int reserve = 0;
+    int reserve = 0, outcome = 0;
+    rlt_ns latency = -1;
     if (op == KEYOP_ACQUIRE && !class_options(a, n, &klass, &reserve, o)) return;
+    if (op == KEYOP_RELEASE && !rlt__resp_release_options(a, n, &latency, &outcome, o)) return;
     char kbuf[RLT_KEY_MAX];
     rlt__target t;
     if (target(s, ss, &a[1], &a[2], false, now, kbuf, &t, o) != RLT_OK) return;
@@ -353,7 +357,7 @@ static void cmd_keyop(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, siz
     int64_t lease;
     if (!get_i64(&a[3], &lease) || lease <= 0)
         return rlt__resp_error(o, "ERR lease must be an integer > 0");
-    int st = rlt__decide_release(s, id, key, klen, now, lease);
+    int st = rlt__decide_release(s, id, key, klen, now, lease, latency, outcome);
     if (st == RLT_ENOENT) return rlt__resp_int(o, 0);
     rlt_policy p;
     if (st == RLT_EINVAL && rlt__registry_policy(&s->reg, id, &p) == RLT_OK &&
