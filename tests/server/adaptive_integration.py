@@ -20,7 +20,7 @@ import integration as it  # noqa: E402  (the Daemon class, resp())
 
 TESTS = []
 
-BASE_MS = 40          # the backend's latency at or below its capacity
+BASE_MS = 100         # the backend's latency at or below its capacity
 CAP_BEFORE, CAP_AFTER = 32, 12
 POLICY = "concurrency:200/30s,adaptive=vegas,min=4"
 CONVERGE_S = 6        # the stated time: the limit is down within this after the halving
@@ -171,7 +171,7 @@ def the_limit_follows_a_halved_capacity_and_critical_is_served(tmp):
         assert CAP_BEFORE * 0.6 <= mb <= CAP_BEFORE * 2, (mb, samples)
         # down within the stated time, and staying near the new capacity
         assert down <= CONVERGE_S, (down, samples)
-        assert CAP_AFTER * 0.5 <= ma <= CAP_AFTER * 2.2, (mb, ma)
+        assert CAP_AFTER * 0.5 <= ma <= CAP_AFTER * 2.2 and ma <= mb * 0.6, (mb, ma)
         assert load <= CAP_AFTER * 1.8, (load, inside)  # the backend is not piled up
         assert min(l for _, l in samples) >= 4  # the floor
         c_ok, c_no = counts["critical"]
