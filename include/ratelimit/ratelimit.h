@@ -203,7 +203,8 @@ int rlt_policy_init(rlt_policy *p, rlt_algo algo, int64_t limit, rlt_ns period, 
  * nginx's "burst=" is another name for queue=; block= and jitter= apply to every algorithm:
  * rlt_policy_set_block, rlt_policy_set_jitter), with
  * ALGORITHM one of fixed_window sliding_log sliding_window token_bucket gcra leaky_bucket
- * concurrency (concurrency takes "concurrency:N[/TIMEOUT]") and PERIOD an integer with a unit
+ * concurrency (concurrency takes "concurrency:N[/TIMEOUT]", and for an adaptive limit
+ * ",adaptive=aimd|vegas,min=F[,init=I][,slow=DURATION]": rlt_policy_set_adaptive) and PERIOD an integer with a unit
  * ns us ms s m h d (a bare unit means 1 of it: "100/s"); fixed_window also takes calendar
  * periods "Kmo" and "Ky" (1..1200 months) with ",tz=ZONE", a tz database name read here with
  * rlt_zone_load (UTC without it).  `len` is the text's length.
