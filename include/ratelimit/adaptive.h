@@ -56,7 +56,7 @@ int rlt_class_admits(int64_t limit, int reserve_pct, rlt_class c, int64_t in_use
  * bucket or GCRA, the queue + 1 of a leaky bucket).  Non-concurrency policies take two passes
  * (rlt_when, then rlt_decide); concurrency one.  Returns as rlt_decide; RLT_EINVAL also for a
  * reserve outside 0..100, an unknown class, or a concurrency policy with a penalty box under a
- * class below critical. */
+ * class below critical.  reserve_pct -1 takes the policy's own (p->reserve, ",reserve=P%"). */
 int rlt_decide_class(const rlt_policy *p, void *state, rlt_ns now, int64_t cost, rlt_class c,
                      int reserve_pct, rlt_decision *d);
 

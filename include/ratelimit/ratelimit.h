@@ -188,6 +188,10 @@ typedef struct rlt_policy {
     int64_t adapt_min;  /* the floor, 1..limit */
     int64_t adapt_init; /* where a fresh key starts, adapt_min..limit */
     rlt_ns adapt_slow;  /* AIMD: a success slower than this counts as a drop; 0: none */
+    /* Priority classes: the percent (0..100) of the limit kept from each lower class when a
+     * request names its class but no reserve (rlt_decide_class with reserve_pct -1); text
+     * ",reserve=P%".  0: every class equal unless the request gives a reserve. */
+    int32_t reserve;
 } rlt_policy;
 
 /* Validates the numbers and fills `p`.  burst <= 0 means "N"; queue and delay < 0 are
@@ -199,7 +203,8 @@ int rlt_policy_init(rlt_policy *p, rlt_algo algo, int64_t limit, rlt_ns period, 
                     int64_t queue, int64_t delay);
 
 /* Parses policy text "ALGORITHM:N/PERIOD[,burst=B][,queue=Q][,delay=D|,nodelay]
- * [,block=DURATION[*FACTOR..MAX]][,jitter=P%]" (each option at most once; for leaky_bucket,
+ * [,block=DURATION[*FACTOR..MAX]][,jitter=P%][,reserve=P%]" (reserve= 0..100: the class
+ * reserve, rlt_policy.reserve; each option at most once; for leaky_bucket,
  * nginx's "burst=" is another name for queue=; block= and jitter= apply to every algorithm:
  * rlt_policy_set_block, rlt_policy_set_jitter), with
  * ALGORITHM one of fixed_window sliding_log sliding_window token_bucket gcra leaky_bucket

@@ -72,6 +72,7 @@ bool rlt_policy_equal(const rlt_policy *a, const rlt_policy *b)
            a->block_max == b->block_max && a->jitter == b->jitter && a->origin == b->origin &&
            a->adapt == b->adapt && a->adapt_min == b->adapt_min &&
            a->adapt_init == b->adapt_init && a->adapt_slow == b->adapt_slow &&
+           a->reserve == b->reserve &&
            rlt_policy_calendar_equal(a, b);
 }
 
@@ -354,6 +355,7 @@ int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, siz
     unsigned seen = 0; /* each option once: 1 burst, 2 queue (or nginx's burst), 4 delay */
     any_opts any = {0};
     rlt__adapt_opts adapt = {0};
+    int64_t reserve = -1;
     const char *opt = comma;
     while (opt && opt < end) {
         const char *o = opt + 1;
@@ -363,6 +365,17 @@ int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, siz
         size_t olen = (size_t)(o_end - o);
         int any_rc = parse_any_option(o, olen, &any, err, errlen);
         if (any_rc == 0) any_rc = rlt__adapt_option(o, olen, &adapt, err, errlen);
+        if (any_rc == 0 && olen >= 8 && memcmp(o, "reserve=", 8) == 0) {
+            int64_t v = -1;
+            if (reserve >= 0 || olen < 10 || o[olen - 1] != '%' ||
+                parse_uint(o + 8, olen - 9, &v) || v > 100)
+                return fail(err, errlen, RLT_EPARSE,
+                            "option \"%.*s\": expected reserve=P%% with P 0..100, once (the "
+                            "share kept from each lower priority class)",
+                            o, olen);
+            reserve = v;
+            any_rc = 1;
+        }
         if (any_rc < 0) return any_rc;
         if (any_rc > 0) {
             opt = next;
@@ -435,6 +448,7 @@ int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, siz
         p->months = months;
         p->zone = zone;
     }
+    if (reserve > 0) p->reserve = (int32_t)reserve;
     return rlt__adapt_apply(p, &adapt, text, len, err, errlen);
 }
 
@@ -463,6 +477,11 @@ static int format_any_options(const rlt_policy *p, char *buf, size_t cap, size_t
     }
     if (p->jitter > 0) {
         k = snprintf(buf + n, cap - n, ",jitter=%lld%%", (long long)p->jitter);
+        if (k < 0 || (size_t)k >= cap - n) return RLT_ENOSPC;
+        n += (size_t)k;
+    }
+    if (p->reserve > 0) {
+        k = snprintf(buf + n, cap - n, ",reserve=%d%%", (int)p->reserve);
         if (k < 0 || (size_t)k >= cap - n) return RLT_ENOSPC;
         n += (size_t)k;
     }

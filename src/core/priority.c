@@ -65,6 +65,7 @@ int rlt_decide_class(const rlt_policy *p, void *state, rlt_ns now, int64_t cost,
 {
     int64_t top;
     if (!p || !state || !d || cost < 0) return RLT_EINVAL;
+    if (reserve_pct == -1) reserve_pct = p->reserve; /* the policy's reserve= */
     int rc = rlt_class_ceiling(capacity(p, state), reserve_pct, c, &top);
     if (rc) return rc;
     if (top == capacity(p, state)) return rlt_decide(p, state, now, cost, d);

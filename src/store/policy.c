@@ -54,6 +54,8 @@ static int clean_policy(const rlt_policy *p, rlt_policy *q, uint32_t *ssz)
                                              p->adapt_slow)))
         return RLT_EINVAL;
     if (rlt_policy_copy_calendar(q, p)) return RLT_EINVAL; /* calendar windows keep theirs */
+    if (p->reserve < 0 || p->reserve > 100) return RLT_EINVAL;
+    q->reserve = p->reserve;
     size_t n = rlt_state_size(q);
     if (!n || n > UINT32_MAX) return RLT_EINVAL;
     *ssz = (uint32_t)n;

@@ -139,3 +139,34 @@ TEST(class_ceilings_are_shares_of_the_limit_in_force)
 }
 
 
+
+TEST(a_policy_carries_its_class_reserve)
+{
+    rlt_policy p = parse_ok("gcra:100/1m,reserve=20%");
+    ASSERT_EQ(p.reserve, 20);
+    char buf[128];
+    ASSERT(rlt_policy_format(&p, buf, sizeof buf) > 0);
+    ASSERT_STR_EQ(buf, "gcra:100/1m,reserve=20%");
+    rlt_policy q = parse_ok("gcra:100/1m");
+    ASSERT(!rlt_policy_equal(&p, &q));
+    const char *bad[] = {"gcra:100/1m,reserve=101%", "gcra:100/1m,reserve=20",
+                         "gcra:100/1m,reserve=%", "gcra:100/1m,reserve=5%,reserve=5%",
+                         "gcra:100/1m,reserve=-1%"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char err[256] = "";
+        ASSERT_EQ(rlt_policy_parse(&q, bad[i], strlen(bad[i]), err, sizeof err), RLT_EPARSE);
+        ASSERT(strstr(err, "reserve") != NULL);
+    }
+    /* reserve_pct -1: the policy's; an explicit one overrides it */
+    uint64_t st[2] = {0, 0};
+    rlt_decision d;
+    int shed = 0;
+    for (int i = 0; i < 100; i++) {
+        ASSERT_EQ(rlt_decide_class(&p, st, S, 1, RLT_CLASS_SHEDDABLE, -1, &d), RLT_OK);
+        shed += d.allowed;
+    }
+    ASSERT_EQ(shed, 60);
+    ASSERT_EQ(rlt_decide_class(&p, st, S, 1, RLT_CLASS_SHEDDABLE, 0, &d), RLT_OK);
+    ASSERT(d.allowed);
+    ASSERT_EQ(rlt_decide_class(&p, st, S, 1, RLT_CLASS_SHEDDABLE, -2, &d), RLT_EINVAL);
+}

@@ -4,6 +4,7 @@
 #include "test.h"
 
 #include "server/config/config.h"
+#include "server/http/httpin.h"
 #include "server/request/request.h"
 #include "server/request/srv.h"
 #include "server/resp/cmd.h"
@@ -97,6 +98,39 @@ TEST(releases_with_latency_move_the_limit_and_peek_reports_it)
     ASSERT_STR_EQ(run(s, &ss, S(3), line), ":0\r\n"); /* and now it is not */
     ASSERT_EQ(peek_limit(s, &ss, S(3)), before);      /* the unknown lease taught nothing */
     rlt__srv_close(s);
+}
+
+TEST(a_class_without_reserve_takes_the_policys_reserve)
+{
+    rlt__srv *s = open_srv();
+    ASSERT(s != NULL);
+    rlt__session ss;
+    rlt__session_init(s, &ss);
+    int shed = 0, plain = 0;
+    for (int i = 0; i < 20; i++)
+        shed += lease_of(run(s, &ss, S(1), "RL.ACQUIRE k concurrency:10/30s,reserve=20% CLASS "
+                                           "sheddable")) > 0;
+    ASSERT_EQ(shed, 6); /* 10 - 2 x 20 % */
+    /* no CLASS: not classed, the whole limit; an explicit RESERVE overrides the policy's */
+    for (int i = 0; i < 20; i++)
+        plain += lease_of(run(s, &ss, S(1), "RL.ACQUIRE k concurrency:10/30s,reserve=20%")) > 0;
+    ASSERT_EQ(plain, 4);
+    ASSERT_EQ(lease_of(run(s, &ss, S(1), "RL.ACQUIRE k2 concurrency:10/30s,reserve=20% CLASS "
+                                         "sheddable RESERVE 100")),
+              0);
+    rlt__srv_close(s);
+}
+
+TEST(http_class_without_class_reserve_asks_for_the_policys)
+{
+    rlt__check_req r;
+    char err[300];
+    const char *q = "key=u&policy=gcra:10/1s,reserve=20%25&class=sheddable";
+    ASSERT_EQ(rlt__check_parse(q, strlen(q), &r, err, sizeof err), RLT_OK);
+    ASSERT_EQ(r.class_reserve, -1);
+    q = "key=u&policy=gcra:10/1s,reserve=20%25";
+    ASSERT_EQ(rlt__check_parse(q, strlen(q), &r, err, sizeof err), RLT_OK);
+    ASSERT_EQ(r.class_reserve, 0);
 }
 
 TEST(bad_adaptive_policies_are_refused_with_the_reason)

@@ -153,6 +153,7 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
     memset(r, 0, sizeof *r);
     r->cost = 1;
     r->klass = RLT_CLASS_DEFAULT;
+    r->class_reserve = -1; /* none given: the policy's reserve= if class= is (below) */
     bool have_key = false, have_policy = false, have_cost = false, have_addr = false,
          seen_class = false, seen_reserve = false;
     char addr[64];
@@ -280,6 +281,7 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
         }
         i = end + 1;
     }
+    if (r->class_reserve < 0 && !seen_class) r->class_reserve = 0;
     if (prefix != 0 && !have_addr) {
         snprintf(err, errlen, "prefix needs addr");
         return RLT_EINVAL;

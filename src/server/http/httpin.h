@@ -37,8 +37,8 @@ typedef struct rlt__check_req {
     int64_t timeout_ms;
     uint64_t reservation;
     /* Priority classes: class= (critical, default, sheddable; default when absent) and
-     * class_reserve= (0..100, the percent of the limit each class step loses; 0 when absent:
-     * every class equal). */
+     * class_reserve= (0..100, the percent of the limit each class step loses; when absent, -1
+     * with class= (the policy's reserve=), 0 without: every class equal). */
     int klass;
     int class_reserve;
 } rlt__check_req;

@@ -279,13 +279,15 @@ static void cmd_multi(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, siz
 typedef enum keyop { KEYOP_RESET, KEYOP_ACQUIRE, KEYOP_RELEASE } keyop;
 
 /* RL.ACQUIRE's options after key and policy, in any order: CLASS critical|default|sheddable
- * (default: default) and RESERVE 0..100 (percent of the limit kept from each lower class,
- * default 0).  false after an error reply. */
+ * (default: default) and RESERVE 0..100 (percent of the limit kept from each lower class;
+ * without it, a CLASS takes the policy's reserve= (-1), and no CLASS none).  false after an
+ * error reply. */
 static bool class_options(const rlt__resp_arg *a, size_t n, rlt_class *c, int *reserve,
                           rlt__obuf *o)
 {
     *c = RLT_CLASS_DEFAULT;
     *reserve = 0;
+    bool has_class = false, has_reserve = false;
     for (size_t i = 3; i < n; i += 2) {
         int64_t v;
         if (i + 1 >= n) {
@@ -293,6 +295,7 @@ static bool class_options(const rlt__resp_arg *a, size_t n, rlt_class *c, int *r
             return false;
         }
         if (is(&a[i], "CLASS")) {
+            has_class = true;
             if (rlt_class_parse(a[i + 1].ptr, a[i + 1].len, c) != RLT_OK) {
                 rlt__resp_error(o, "ERR unknown class (critical, default or sheddable)");
                 return false;
@@ -303,11 +306,13 @@ static bool class_options(const rlt__resp_arg *a, size_t n, rlt_class *c, int *r
                 return false;
             }
             *reserve = (int)v;
+            has_reserve = true;
         } else {
             rlt__resp_error(o, "ERR syntax error: RL.ACQUIRE takes CLASS and RESERVE");
             return false;
         }
     }
+    if (has_class && !has_reserve) *reserve = -1;
     return true;
 }
 
