@@ -30,10 +30,9 @@ static rlt_adapt_state *adapt_state(const rlt_policy *p, const void *st)
 
 static rlt_adapt_policy adapt_policy(const rlt_policy *p)
 {
-    rlt_adapt_policy a = {(rlt_adapt_algo)p->adapt, p->adapt_min, p->limit, p->adapt_init,
-                          p->adapt_slow, 0, 0};
-    rlt_adapt_policy_check(&a); /* fills the defaults; rlt_policy_set_adaptive checked it */
-    return a;
+    /* rlt_adapt_policy_check's defaults; rlt_policy_set_adaptive checked the rest */
+    return (rlt_adapt_policy){(rlt_adapt_algo)p->adapt, p->adapt_min, p->limit, p->adapt_init,
+                              p->adapt_slow, 900, 30 * RLT_NS_PER_S};
 }
 
 int64_t rlt__concurrency_cap(const rlt_policy *p, const void *st)
@@ -119,9 +118,17 @@ int rlt__concurrency_release_report(const rlt_policy *p, void *st, rlt_ns now, i
     cc_state *s = st;
     if (lease <= 0) return RLT_ENOENT;
     int64_t found = -1, in_flight = 0;
+    /* The controllers use the load only to ask whether half the limit is in use: once the
+     * lease is found and that many are counted, the rest of the scan changes nothing. */
+    int64_t enough = INT64_MAX;
+    if (p->adapt && latency_ns >= 0) {
+        int64_t m = adapt_state(p, st)->limit_milli;
+        enough = (m > 0 ? m : p->adapt_init * 1000) / 2000 + 1;
+    }
     for (int64_t i = 0; i < p->limit; i++) {
         if (s->slots[i].lease == lease) found = i;
         if (live(&s->slots[i], now)) in_flight++;
+        if (found >= 0 && (p->adapt ? in_flight >= enough : true)) break;
     }
     if (found < 0) return RLT_ENOENT;
     bool was_live = s->slots[found].expires > now;
