@@ -76,7 +76,7 @@ class Sdist(sdist):
 
 
 SOURCES = ["src/module.c", "src/util.c", "src/store.c", "src/pool.c", "src/memory.c",
-           "src/redis.c", "src/daemon.c",
+           "src/redis.c", "src/daemon.c", "src/budget.c",
            "src/decision.c", "src/limiter.c"]
 
 setup(

@@ -8,9 +8,15 @@
 #   stick     stick-table http_req_rate(1s) on X-Key, deny over 10^9
 #   agent     SPOE: key=X-Key, policy gcra:1000000000/1s
 #   agentaddr SPOE: addr=X-Client (IPv6, each key its own /56), same policy
+#   agentlong SPOE: key=X-Long, a plain key as long as agentaddr's (what the longer key costs
+#             the store and the frame, apart from making it from an address)
 # Throughput: wrk -c50, ROUNDS interleaved rounds of SECONDS_EACH s, medians.  Latency: wrk
 # -c1 --latency (one request in flight: no queueing), p99 medians; the agent's added p99 is
-# agent's minus stick's.
+# agent's minus stick's.  Less sensitive to a busy machine, for each agent variant and round:
+# the daemon's CPU time per request (its threads' /proc schedstat run time over wrk's request
+# count: what the daemon spends, whatever else runs), and the agent's own service time per
+# NOTIFY from its /metrics histogram (ratelimitd_spop_notify_seconds: frame read to ACK queued),
+# its mean (sum/count) and the bucket bound of its p99.
 #   bench/haproxy/run.sh [BUILD_DIR] (default build/release; ROUNDS=5 SECONDS_EACH=5 KEYS=1000000)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -25,9 +31,11 @@ pids=()
 trap 'for p in "${pids[@]}"; do kill $p 2>/dev/null; done; sleep 0.3; rm -rf "$T"' EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 spop=$(free_port)
-taskset -c 1 "$build/src/server/ratelimitd" --threads 1 --no-snapshot --port -1 --http-port -1 \
+http=$(free_port)
+taskset -c 1 "$build/src/server/ratelimitd" --threads 1 --no-snapshot --port -1 --http-port "$http" \
   --grpc-port -1 --spop-port "$spop" >"$T/rld.out" 2>"$T/rld.err" &
-pids+=($!)
+rld=$!
+pids+=($rld)
 for _ in $(seq 50); do grep -q spop "$T/rld.out" 2>/dev/null && break; sleep 0.1; done
 head() { # NAME PORT: the global and frontend lines every variant shares
   printf 'global\n    nbthread 1\n    maxconn 2000\ndefaults\n    mode http\n    timeout connect 1s\n'
@@ -39,7 +47,7 @@ spoe() { # ARGS: the SPOE file of the agent variants
   printf 'spoe-message check\n    args %s policy=str(gcra:1000000000/1s)\nspoe-group check\n    messages check\n' "$1"
 }
 declare -A port
-for v in stick agent agentaddr; do
+for v in stick agent agentaddr agentlong; do
   port[$v]=$(free_port)
   {
     head $v "${port[$v]}"
@@ -58,6 +66,7 @@ for v in stick agent agentaddr; do
   } >"$T/$v.cfg"
   [ $v = agent ] && spoe "key=req.hdr(X-Key)" >"$T/$v.spoe"
   [ $v = agentaddr ] && spoe "addr=req.hdr(X-Client)" >"$T/$v.spoe"
+  [ $v = agentlong ] && spoe "key=req.hdr(X-Long)" >"$T/$v.spoe"
   taskset -c 1 haproxy -db -f "$T/$v.cfg" >"$T/$v.log" 2>&1 &
   pids+=($!)
 done
@@ -68,16 +77,43 @@ run() { # VARIANT CONNS [--latency]: wrk's output; fails on non-2xx or socket er
   if echo "$out" | grep -qE "Non-2xx|Socket errors"; then echo "bench/haproxy: $1: $out" >&2; exit 1; fi
   echo "$out"
 }
-rps() { run "$1" 50 | awk '/Requests\/sec/ {print $2}'; }
+cpu_ns() { cat /proc/$rld/task/*/schedstat | awk '{n += $1} END {printf "%.0f", n}'; }
+spop_hist() { # the histogram's cumulative bucket counts, then its sum (ns) and count
+  curl -s "http://127.0.0.1:$http/metrics" | awk '/^ratelimitd_spop_notify_seconds_bucket/ {
+    printf "%s ", $2} /^ratelimitd_spop_notify_seconds_sum/ {printf "%.0f ", $2 * 1e9}
+    /^ratelimitd_spop_notify_seconds_count/ {print $2}'
+}
+rps() { # "req/s" of VARIANT; for the agents also the daemon's CPU ns per request (a file)
+  local c0 c1 out
+  c0=$(cpu_ns)
+  out=$(run "$1" 50)
+  c1=$(cpu_ns)
+  local n; n=$(echo "$out" | awk '/requests in/ {print $1}')
+  [ "$1" = stick ] || echo "$(( (c1 - c0) / n ))" >>"$T/$1.cpu"
+  echo "$out" | awk '/Requests\/sec/ {print $2}'
+}
+svc() { # after VARIANT's one-connection run: the NOTIFYs' mean service time (ns) and p99
+  # bucket bound (us) between the histograms h0 and h1, into a file
+  [ "$1" = stick ] && return
+  echo "$h0 / $h1" | awk '{m = (NF - 1) / 2; for (i = 1; i <= m; i++) d[i] = $(m + 1 + i) - $i
+      cnt = d[m]; printf "%.0f ", d[m - 1] / cnt
+      for (i = 1; i < m - 2; i++) if (d[i] * 100 >= cnt * 99) {printf "%d\n", 2 ^ (i - 1); exit}
+      print "inf"}' >>"$T/$1.svc"
+}
 lat() { # "p50 p99" in us
-  run "$1" 1 --latency | awk '$1 == "50%" || $1 == "99%" {v=$2; u=v; sub(/[0-9.]+/, "", u);
+  h0=$(spop_hist)
+  run "$1" 1 --latency >"$T/lat.out"
+  h1=$(spop_hist)
+  svc "$1"
+  <"$T/lat.out" awk '$1 == "50%" || $1 == "99%" {v=$2; u=v; sub(/[0-9.]+/, "", u);
     sub(/[a-z]+/, "", v); printf "%s ", (u == "ms" ? v * 1000 : u == "s" ? v * 1e6 : v)}'
 }
-for v in stick agent agentaddr; do secs=3 rps $v >/dev/null; done # warm: states created
-declare -A R L M
+for v in stick agent agentaddr agentlong; do secs=3 rps $v >/dev/null; done # warm: states created
+rm -f "$T"/*.cpu "$T"/*.svc
+declare -A R L M C S P
 for r in $(seq "$rounds"); do
   line="round $r:"
-  for v in stick agent agentaddr; do
+  for v in stick agent agentaddr agentlong; do
     a=$(rps $v); R[$v]="${R[$v]:-} $a"; line="$line $v $a req/s"
   done
   for v in stick agent agentaddr; do
@@ -92,6 +128,17 @@ ls=$(med ${L[stick]}); la=$(med ${L[agent]}); ld=$(med ${L[agentaddr]})
 ms=$(med ${M[stick]}); ma=$(med ${M[agent]}); md=$(med ${M[agentaddr]})
 echo "median req/s: stick-table $s, agent $a, agent with address keys $d"
 echo "median p50/p99 (1 connection): stick-table ${ms}/${ls}us, agent ${ma}/${la}us, address keys ${md}/${ld}us"
+for v in agent agentaddr agentlong; do
+  C[$v]=$(med $(cat "$T/$v.cpu")); echo "$v: daemon CPU per request, rounds: $(tr '\n' ' ' <"$T/$v.cpu")ns"
+done
+for v in agent agentaddr; do
+  S[$v]=$(med $(awk '{print $1}' "$T/$v.svc")); P[$v]=$(med $(awk '{print $2}' "$T/$v.svc"))
+  echo "$v: NOTIFY service mean/p99-bucket at 1 connection, rounds: $(awk '{printf "%s/<=%sus ", $1, $2}' "$T/$v.svc")"
+done
+echo "median daemon CPU per request: agent ${C[agent]} ns, address keys ${C[agentaddr]} ns, plain keys of that length ${C[agentlong]} ns (address/plain throughput by CPU: $(awk -v a="${C[agent]}" -v d="${C[agentaddr]}" 'BEGIN {printf "%.3f", a / d}')x; address/plain of the same length: $(awk -v a="${C[agentlong]}" -v d="${C[agentaddr]}" 'BEGIN {printf "%.3f", a / d}')x)"
+paste "$T/agent.cpu" "$T/agentaddr.cpu" "$T/agentlong.cpu" | awk '{printf "%.3f %.3f\n", $1 / $2, $3 / $2}' >"$T/pair"
+echo "per-round paired ratios by CPU, medians: address/plain $(med $(awk '{print $1}' "$T/pair"))x, address/same-length plain $(med $(awk '{print $2}' "$T/pair"))x"
+echo "median NOTIFY service time (frame read to ACK queued): agent mean ${S[agent]} ns, p99 <= ${P[agent]} us; address keys mean ${S[agentaddr]} ns, p99 <= ${P[agentaddr]} us"
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
 awk -v s="$s" -v a="$a" -v d="$d" -v ls="$ls" -v la="$la" -v ms="$ms" -v ma="$ma" 'BEGIN {
   printf "agent / stick-table: %.2fx (goal >= 0.8x); address keys / plain keys: %.3fx (goal >= 0.97x); agent added p50 %.0f us, p99 %.0f us (goal < 50 us)\n", a / s, d / a, ma - ms, la - ls }'

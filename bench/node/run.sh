@@ -18,10 +18,14 @@ pkg="$here/../../node/index.js"
 echo "== in-process, 1M random keys"
 node --expose-gc "$here/inproc.mjs" "$tmp/node_modules" "$pkg" "$rounds" 1000000
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no >/dev/null &
+# Our module loaded when built (ratelimit_module): RLF's calls are the same EVALSHA either way.
+module=$build/src/redismodule/ratelimit.so
+if [ -f "$module" ]; then load="--loadmodule $module"; MODULE=1; else load=; MODULE=0; fi
+export MODULE
+redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no $load >/dev/null &
 rpid=$!
 sleep 0.5
-echo "== through redis-server $(redis-server --version | grep -o 'v=[0-9.]*')"
+echo "== through redis-server $(redis-server --version | grep -o 'v=[0-9.]*')${load:+, our module loaded}"
 node "$here/redis.mjs" "$tmp/node_modules" "$pkg" "$port" "$rounds" 20000 16
 echo "== express + autocannon"
 node "$here/express.mjs" "$tmp/node_modules" "$pkg" "$rounds" 5

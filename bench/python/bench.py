@@ -9,12 +9,17 @@ Rounds alternate the two sides of each pair; each figure is the median over the 
 limits 2.8 has no sliding window counter (3.x's SlidingWindowCounterRateLimiter): ours is
 reported without a peer.
 
-Usage: bench/python/bench.py [--ops N] [--redis-ops N] [--keys K] [--rounds R]
+With the Redis module (src/redismodule's ratelimit.so, found in build/release or build/dev, or
+given by --module; --module none: without it) the redis-server loads it, and ours also runs with
+engine=module (RL.* commands) beside engine=scripts, on the same server as limits.
+
+Usage: bench/python/bench.py [--ops N] [--redis-ops N] [--keys K] [--rounds R] [--module SO]
        (RLT_PY_PATH or PYTHONPATH: the package)
 """
 import argparse
 import os
 import random
+import resource
 import shutil
 import socket
 import statistics
@@ -57,13 +62,38 @@ def limits_loop(strategy, item):
     return run
 
 
-def start_redis():
+def self_cpu():
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime + u.ru_stime
+
+
+def proc_cpu(pid):
+    """A process's CPU seconds (user + system) from /proc (clock ticks: run enough calls)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def find_module(arg):
+    if arg == "none":
+        return None
+    if arg:
+        return os.path.abspath(arg)
+    for b in ("release", "dev"):
+        so = os.path.join(ROOT, "build", b, "src", "redismodule", "ratelimit.so")
+        if os.path.exists(so):
+            return so
+    return None
+
+
+def start_redis(module=None):
     d = tempfile.mkdtemp(prefix="rlt-bench-redis-")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                          "--appendonly", "no", "--dir", d], stdout=subprocess.DEVNULL)
+                          "--appendonly", "no", "--dir", d] + (["--loadmodule", module] if module else []),
+                         stdout=subprocess.DEVNULL)
     for _ in range(200):
         try:
             socket.create_connection(("127.0.0.1", port), 0.1).close()
@@ -148,6 +178,7 @@ def main():
     ap.add_argument("--redis-ops", type=int, default=20000, help="hits per round, Redis")
     ap.add_argument("--keys", type=int, default=100000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--module", default="", help="ratelimit.so to load, or none")
     a = ap.parse_args()
     r = random.Random(1)
     pool = ["user:%d" % i for i in range(a.keys)]
@@ -171,7 +202,9 @@ def main():
         "ours in-process sliding_window": ours_loop(rl.Limiter("sliding_window:%d/1m" % LIMIT)),
         "ours in-process gcra": ours_loop(rl.Limiter("gcra:%d/1m" % LIMIT)),
     }, keys, a.rounds)
-    proc, port, d = start_redis()
+    module = find_module(a.module)
+    print("redis-server with the module %s" % module if module else "redis-server without the module")
+    proc, port, d = start_redis(module)
     try:
         url = "redis://127.0.0.1:%d" % port
         store = rl.store_from_url(url + "?engine=scripts&timeout=1")
@@ -188,10 +221,20 @@ def main():
                 ("ours Redis sliding_window", ours_loop(rl.Limiter("sliding_window:%d/1m" % LIMIT, store)), rkeys),
                 ("ours Redis gcra", ours_loop(rl.Limiter("gcra:%d/1m" % LIMIT, store)), rkeys)]:
             rres[name] = (run, ks)
+        if module:
+            mstore = rl.store_from_url(url + "?engine=module&timeout=1")
+            for algo in ("fixed_window", "sliding_log"):
+                # its own keys: the module and the scripts keep the same state format
+                rres["ours Redis+module " + algo] = (
+                    ours_loop(rl.Limiter("%s:%d/1m" % (algo, LIMIT), mstore)), ["m/" + k for k in rkeys])
         got = {k: [] for k in rres}
+        cpu = {k: ([], []) for k in rres}  # CPU us a decision: this process's, redis-server's
         for _ in range(a.rounds):
             for name, (run, ks) in rres.items():
+                c0, s0 = self_cpu(), proc_cpu(proc.pid)
                 got[name].append(rate(run, ks))
+                cpu[name][0].append((self_cpu() - c0) / len(ks) * 1e6)
+                cpu[name][1].append((proc_cpu(proc.pid) - s0) / len(ks) * 1e6)
         res.update({k: statistics.median(v) for k, v in got.items()})
     finally:
         proc.terminate()
@@ -201,12 +244,28 @@ def main():
     for k, v in res.items():
         print("| %s | %s |" % (k, format(int(v), ",")))
     for where, ours, theirs in [("in-process", "ours in-process", "limits MemoryStorage"),
-                                ("Redis", "ours Redis", "limits RedisStorage")]:
+                                ("Redis", "ours Redis", "limits RedisStorage"),
+                                ("Redis, ours on the module", "ours Redis+module",
+                                 "limits RedisStorage")]:
+        if ours + " fixed_window" not in res:
+            continue
         print("%s: fixed_window / fixed-window = %.1fx, sliding_log / moving-window = %.1fx; "
               "sliding window counter: no peer in limits %s" % (
                   where, res[ours + " fixed_window"] / res[theirs + " fixed-window"],
                   res[ours + " sliding_log"] / res[theirs + " moving-window"],
                   limits.__version__))
+    # CPU, not the wall: on a loaded machine the wall is mostly the wait for the scheduler, the
+    # CPU each side spends a decision (client and server) is what a free core would run at.
+    print("\n| through Redis | client CPU us | redis-server CPU us | sum |\n|---|---:|---:|---:|")
+    tot = {}
+    for k, (c, sv) in cpu.items():
+        tot[k] = statistics.median(c) + statistics.median(sv)
+        print("| %s | %.1f | %.1f | %.1f |" % (k, statistics.median(c), statistics.median(sv), tot[k]))
+    for ours, theirs in [("fixed_window", "fixed-window"), ("sliding_log", "moving-window")]:
+        for eng in ("ours Redis ", "ours Redis+module "):
+            if eng + ours in tot:
+                print("CPU a decision, limits RedisStorage %s / %s%s = %.2fx" % (
+                    theirs, eng, ours, tot["limits RedisStorage " + theirs] / tot[eng + ours]))
     ref, rows = accuracy()
     print("\naccuracy: 20000 requests on one key at 3x the rate of 10/second; the exact log "
           "allows %d\n\n| limiter | allowed | decisions unlike the exact log | most allowed in "

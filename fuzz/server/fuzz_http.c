@@ -38,10 +38,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len = size - 1;
     char err[300];
     if (data[0] & 1) {
-        rlt__check_req r;
+        static rlt__check_req r;
         if (rlt__check_parse(body, len, &r, err, sizeof err) == RLT_OK) {
             if (r.klen == 0 || r.klen > RLT_KEY_MAX || r.plen == 0 || r.cost < 0) abort();
             if (r.timeout_ms < 0 || r.timeout_ms > 86400000) abort();
+            if (r.nlimits < 1 || r.nlimits > RLT__CHECK_MAX_LIMITS) abort();
+            for (size_t i = 1; i < r.nlimits; i++)
+                if (r.more[i - 1].klen == 0 || r.more[i - 1].klen > RLT_KEY_MAX ||
+                    r.more[i - 1].plen == 0)
+                    abort();
         }
         return 0;
     }

@@ -3,7 +3,7 @@
  * response encoded, and the decoder's invariants (bounds, NUL-free strings) are checked.  The
  * first byte also selects the health check request decoder. */
 #include "server/config/config.h"
-#include "server/request/envoy.h"
+#include "server/envoy/rls.h"
 #include "server/grpc/pb.h"
 #include "server/request/request.h"
 #include "server/request/srv.h"

@@ -1,8 +1,8 @@
-/* libFuzzer target: the Rate Limit Quota Service codec (grpc/rlqs_pb.h).  Any input is read
+/* libFuzzer target: the Rate Limit Quota Service codec (envoy/rlqs_pb.h).  Any input is read
  * as a RateLimitQuotaUsageReports; every usage of an accepted report is checked (BucketIds
  * sorted, unique, within their bounds, inside the input), written back as a response and read
  * again, which must give the same BucketId. */
-#include "server/grpc/rlqs_pb.h"
+#include "server/envoy/rlqs_pb.h"
 
 #include <stdlib.h>
 #include <string.h>

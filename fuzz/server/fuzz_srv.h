@@ -5,6 +5,7 @@
 
 #include "server/config/config.h"
 #include "server/config/load.h"
+#include "server/envoy/rlqs_srv.h"
 #include "server/request/srv.h"
 
 #include <stdlib.h>
@@ -17,6 +18,7 @@ static inline rlt__srv *fuzz_srv_open(const char *yaml, size_t len)
     if (rlt__config_parse(yaml, len, "fuzz", &c, err, sizeof err) != RLT_OK) abort();
     c->set.snapshot[0] = '\0';
     if (rlt__srv_open(&s, c, 0, 0, err, sizeof err) != RLT_OK) abort();
+    if (rlt__rlqs_attach(s, err, sizeof err) != RLT_OK) abort(); /* as the daemon does */
     return s;
 }
 

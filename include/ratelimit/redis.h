@@ -32,6 +32,7 @@
 #define RATELIMIT_REDIS_H
 
 #include "ratelimit/ratelimit.h"
+#include "ratelimit/usage.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -285,6 +286,50 @@ int rlt_redis_reserve(rlt_redis *r, const rlt_policy *p, unsigned flags, const v
 int rlt_redis_settle(rlt_redis *r, const rlt_policy *p, unsigned flags, const void *key,
                      size_t klen, rlt_ns now, uint64_t reservation, int64_t real_cost,
                      rlt_decision *d);
+
+/* ---- One reservation over several limits in Redis (include/ratelimit/budget.h's, shared) -- */
+
+/* One limit of a multi-limit reservation: a policy that can settle, a key, a weighting. */
+typedef struct rlt_redis_limit {
+    const rlt_policy *policy;
+    const void *key;
+    size_t klen;
+    rlt_weights weights;
+} rlt_redis_limit;
+
+/* rlt_store_reserve_limits's decision in Redis, in one script (lua/budget.lua): n (1..16)
+ * limits charged the cost of `estimate` under each weighting, all or nothing, and when allowed
+ * one reservation recorded beside the first limit's key (its name + ":m:" + the id in hex: the
+ * same hash tag) with every limit's key, what it holds and its weighting, expiring after
+ * `timeout` ns (0: RLT_REDIS_RESERVE_DEFAULT_TIMEOUT): unsettled, every limit stays charged
+ * as it stands.  On a cluster every key must hash to one slot (a common hash tag).  *combined,
+ * each (may be NULL: n entries) and *refused (may be NULL) as rlt_store_reserve_limits's;
+ * *reservation the id (getrandom(2), never 0) when allowed, else 0.  The holder bound of the
+ * local store does not apply (Redis's memory and the timeout bound the reservations).
+ * `flags` as rlt_redis_reserve's.  Returns RLT_OK (allowed or denied); RLT_EINVAL (NULL
+ * arguments, n out of range, a limit twice, keys in several slots, a policy that cannot settle,
+ * a usage name no limit weighs, a negative count, timeout < 0); RLT_ERANGE (a cost past int64),
+ * RLT_EKEYLEN; RLT_EBACKEND or RLT_ETIMEDOUT when Redis could not answer, with *combined the
+ * fail-mode decision and no reservation. */
+int rlt_redis_reserve_limits(rlt_redis *r, const rlt_redis_limit *limits, size_t n,
+                             unsigned flags, const rlt_usage *estimate, rlt_ns now,
+                             rlt_ns timeout, rlt_decision *combined, rlt_decision *each,
+                             int *refused, uint64_t *reservation);
+
+/* rlt_store_settle_limits's settle in Redis, in one script: the reservation's limits are
+ * keys[0..n) (policy, key; cost ignored) in the reservation's order; each is charged its cost
+ * of `usage` (its weighting without the constant term) out of what it holds, the excess as a
+ * debt; final: the rest refunded by rlt_settle's rule and the reservation ends.  *combined,
+ * each, charged as rlt_store_settle_limits's.  Returns RLT_OK; RLT_ENOENT (no such reservation
+ * for these keys: never made, settled, expired, another key set); RLT_EINVAL (NULL arguments,
+ * a usage name no limit weighs, a negative count); RLT_ERANGE (a cost past 2^53 - 1, where the
+ * script's numbers stop being exact: nothing changes); RLT_EKEYLEN; RLT_EBACKEND or
+ * RLT_ETIMEDOUT when Redis could not answer (a timed-out settle may have been applied: a retry
+ * finds RLT_ENOENT if so). */
+int rlt_redis_settle_limits(rlt_redis *r, uint64_t reservation, const rlt_redis_check *keys,
+                            size_t n, unsigned flags, const rlt_usage *usage, bool final,
+                            rlt_ns now, rlt_decision *combined, rlt_decision *each,
+                            int64_t *charged);
 
 #ifdef __cplusplus
 }

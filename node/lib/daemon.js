@@ -128,6 +128,15 @@ async function remote(lim, op, args, fallback) {
   return fallback();
 }
 
+// One item of redisBatch's ArrayBuffer (redis.c's complete): a check's fields, exact ns kept
+// as numbers where they are exact (Decision's getters make the BigInt when asked).
+const BATCH_WORDS = 10;
+function batchItem(f, x, w) {
+  const ns = (j) => (f[w + 4 + j] === f[w + 4 + j] ? f[w + 4 + j] : x[w + 7 + j]);
+  return { allowed: f[w] === 1, limit: f[w + 1], remaining: f[w + 2], status: f[w + 3],
+    retryAfterNs: ns(0), resetAfterNs: ns(1), delayNs: ns(2), lease: 0n, reservation: 0n, refused: -1, policy: 0 };
+}
+
 // Checks of one limiter and cost made in one turn of the event loop go to Redis as one
 // pipeline (rlt_redis_decide_batch): many calls in flight cost a round trip per batch, not
 // per call, and the pool's threads are not each held by one call.
@@ -139,7 +148,10 @@ function batched(lim, key, cost) {
     setImmediate(() => {
       const { keys, waiters } = fresh;
       if (lim._batch === fresh) lim._batch = null;
-      lim._n.redisBatch(keys, 1).then((out) => { for (let i = 0; i < out.length; i++) waiters[i].resolve(out[i]); },
+      lim._n.redisBatch(keys, 1).then((buf) => {
+        const f = new Float64Array(buf), x = new BigInt64Array(buf);
+        for (let i = 0, w = 0; i < waiters.length; i++, w += BATCH_WORDS) waiters[i].resolve(batchItem(f, x, w));
+      },
         (e) => { for (const w of waiters) w.reject(e); });
     });
   }

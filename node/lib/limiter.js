@@ -144,7 +144,9 @@ class Limiter {
   health() { return this._health ? this._health.snapshot() : { up: true, mode: 'in-process' }; }
   hit(key, cost = 1, nowNs) {
     if (this._health) throw new TypeError('hit: a network store answers with Promises: use hitAsync');
-    this._n.hit(key, cost, nowNs); return new Decision(this);
+    if (cost === 1 && nowNs === undefined) this._n.hit(key); // the native fast path
+    else this._n.hit(key, cost, nowNs);
+    return new Decision(this);
   }
   // hitMany(keys, cost = 1, nowNs) -> Uint8Array of allowed flags, one batch at one instant.
   hitMany(keys, cost = 1, nowNs) { return this._n.hitMany(keys, cost, nowNs); }

@@ -170,7 +170,9 @@ static napi_value decide(napi_env env, nrlt_limiter *l, const char *k, size_t kl
     return boolean(env, d.allowed);
 }
 
-/* lim.hit(key, cost = 1, nowNs) -> allowed; the decision in the output area. */
+/* lim.hit(key, cost = 1, nowNs) -> allowed; the decision in the output area.  The common call,
+ * lim.hit(stringKey) on an in-process store, takes 3 Node-API calls before the store (the
+ * arguments, the unwrap, the key's bytes); anything else goes the checked way below. */
 static napi_value lim_hit(napi_env env, napi_callback_info info)
 {
     margs m;
@@ -178,6 +180,21 @@ static napi_value lim_hit(napi_env env, napi_callback_info info)
     size_t kl;
     int64_t cost = 1;
     rlt_ns now;
+    {
+        size_t argc = 1;
+        napi_value key, self;
+        void *p = NULL;
+        if (napi_get_cb_info(env, info, &argc, &key, &self, NULL) == napi_ok && argc == 1 &&
+            napi_unwrap(env, self, &p) == napi_ok && p && *(uint32_t *)p == NRLT_MAGIC_LIMITER &&
+            ((nrlt_limiter *)p)->store->kind == NRLT_MEMORY &&
+            napi_get_value_string_utf8(env, key, k, RLT_KEY_MAX + 8, &kl) == napi_ok && kl >= 1 &&
+            kl <= RLT_KEY_MAX)
+            return decide(env, p, k, kl, 1, NRLT_NOW_NONE);
+        bool pending = false;
+        napi_value ignored;
+        napi_is_exception_pending(env, &pending); /* a failed unwrap of a foreign `this` */
+        if (pending) napi_get_and_clear_last_exception(env, &ignored);
+    }
     if (get_args(env, info, &m) || nrlt_key(env, m.a[0], "key", k, &kl)) return NULL;
     if (!nrlt_absent(env, m.a[1]) && nrlt_int(env, m.a[1], "cost", 0, INT64_C(1) << 53, &cost))
         return NULL;

@@ -128,7 +128,9 @@ int nrlt_redis_prepare(napi_env env, nrlt_limiter *l);
  * the decision's fields and `status` (0, or the library's negative code: the fail mode is the
  * caller's).  op: "check", "reset", "release", "reserve", "settle". */
 napi_value nrlt_redis_call(napi_env env, napi_callback_info info);
-/* lim.redisBatch(keys, cost) -> a Promise of an array of such objects, one pipeline. */
+/* lim.redisBatch(keys, cost) -> a Promise of an ArrayBuffer of NRLT_BATCH_WORDS 8-byte words
+ * an item (layout in redis.c's complete), one pipeline. */
+#define NRLT_BATCH_WORDS 10
 napi_value nrlt_redis_batch(napi_env env, napi_callback_info info);
 
 /* ---- limiter.c ------------------------------------------------------------------------- */

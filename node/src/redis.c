@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 
 /* ---- The store and its pool ---------------------------------------------------------- */
 
@@ -250,17 +251,42 @@ static napi_value fields(napi_env env, const rlt_decision *d, int refused, uint6
     return o;
 }
 
+/* v as a double when it is exact (|v| <= 2^53), else NaN (the int64 word then holds it). */
+static double exact_ns(int64_t v)
+{
+    return v >= -(INT64_C(1) << 53) && v <= (INT64_C(1) << 53) ? (double)v : NAN;
+}
+
 static void complete(napi_env env, napi_status st, void *data)
 {
     call *c = data;
     napi_value o;
     (void)st;
     if (c->op == 'b') {
-        /* A handle that could not be had fails every item with the call's status. */
-        napi_create_array_with_length(env, c->n, &o);
-        for (size_t i = 0; i < c->n; i++)
-            napi_set_element(env, o, (uint32_t)i,
-                             fields(env, &c->bd[i], -1, 0, c->bst[i] ? c->bst[i] : c->status));
+        /* One ArrayBuffer for the whole batch, NRLT_BATCH_WORDS 8-byte words an item (no
+         * object or BigInt made here; daemon.js reads it): doubles 0 allowed, 1 limit,
+         * 2 remaining, 3 status, 4..6 retry_after, reset_after, delay in ns when exact (else
+         * NaN), int64 7..9 the same three exactly.  A handle that could not be had fails
+         * every item with the call's status. */
+        void *buf = NULL;
+        if (napi_create_arraybuffer(env, c->n * NRLT_BATCH_WORDS * 8, &buf, &o) != napi_ok) {
+            napi_get_undefined(env, &o);
+        } else {
+            unsigned char *w = buf;
+            for (size_t i = 0; i < c->n; i++, w += NRLT_BATCH_WORDS * 8) {
+                const rlt_decision *d = &c->bd[i];
+                double f[7] = {d->allowed,
+                               (double)d->limit,
+                               (double)d->remaining,
+                               c->bst[i] ? c->bst[i] : c->status,
+                               exact_ns(d->retry_after),
+                               exact_ns(d->reset_after),
+                               exact_ns(d->delay)};
+                int64_t x[3] = {d->retry_after, d->reset_after, d->delay};
+                memcpy(w, f, sizeof f);
+                memcpy(w + sizeof f, x, sizeof x);
+            }
+        }
     } else {
         o = fields(env, &c->d, c->refused, c->out_resv, c->status);
     }
@@ -336,8 +362,8 @@ fail:
     return NULL;
 }
 
-/* lim.redisBatch(keys, cost = 1) -> a Promise of an array of decisions' fields: n calls of
- * one policy in one pipeline (rlt_redis_decide_batch) on the thread pool. */
+/* lim.redisBatch(keys, cost = 1) -> a Promise of an ArrayBuffer of the decisions (native.h):
+ * n calls of one policy in one pipeline (rlt_redis_decide_batch) on the thread pool. */
 napi_value nrlt_redis_batch(napi_env env, napi_callback_info info)
 {
     size_t argc = 2;

@@ -14,6 +14,9 @@
 #define PY_RLT_BACKEND_H
 
 #include "native.h"
+#include "ratelimit/budget.h"
+
+#include <stdbool.h>
 
 /* Store(kind, **options)'s options, parsed once by store.c; strings borrowed for open. */
 typedef struct pyrlt_store_args {
@@ -46,6 +49,15 @@ struct pyrlt_backend_ops {
     int (*reserve)(StoreObject *s, const pyrlt_check *c, rlt_ns now, rlt_ns timeout,
                    rlt_decision *d, uint64_t *id);
     int (*settle)(StoreObject *s, const pyrlt_check *c, rlt_ns now, uint64_t id, rlt_decision *d);
+    /* One reservation over n (1..16) limits c[i] (policy 0 of each limiter, cost unused)
+     * weighed by w[i] (include/ratelimit/budget.h's rlt_store_reserve_limits: *combined, each,
+     * *refused, *id), and its settle (rlt_store_settle_limits: combined, each, charged). */
+    int (*reserve_limits)(StoreObject *s, const pyrlt_check *c, const rlt_weights *w, size_t n,
+                          const rlt_usage *estimate, rlt_ns now, rlt_ns timeout,
+                          rlt_decision *combined, rlt_decision *each, int *refused, uint64_t *id);
+    int (*settle_limits)(StoreObject *s, const pyrlt_check *c, size_t n, uint64_t id,
+                         const rlt_usage *usage, bool final, rlt_ns now, rlt_decision *combined,
+                         rlt_decision *each, int64_t *charged);
 };
 
 extern const pyrlt_backend_ops pyrlt_memory_ops, pyrlt_redis_ops, pyrlt_daemon_ops;

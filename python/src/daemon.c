@@ -233,6 +233,139 @@ static int daemon_settle(StoreObject *s, const pyrlt_check *c, rlt_ns now, uint6
     return daemon_op(s, 's', c, 1, 0, id, 0, d, NULL, NULL);
 }
 
+/* ---- Reservations over several limits: RL.MRESERVE / RL.MSETTLE ----------------------- */
+
+/* "name=count,..." of u into buf (at most 8 names of 15 bytes and 13 digits: fits 256). */
+static void usage_text(const rlt_usage *u, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (uint32_t j = 0; j < u->n && len < cap; j++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s=%" PRId64, j ? "," : "",
+                                u->item[j].name, u->item[j].count);
+    if (u->n == 0) snprintf(buf, cap, "-");
+}
+
+/* Runs one RL.MRESERVE (settle false) or RL.MSETTLE (GIL released) into the outputs. */
+static int run_budget(StoreObject *s, redisContext **cp, bool settle, int argc, const char **argv,
+                      const size_t *argl, size_t n, rlt_decision *combined, rlt_decision *each,
+                      int *refused, uint64_t *id, int64_t *charged)
+{
+    int rc = RLT_OK;
+    if (!*cp && (rc = daemon_connect(s, cp)) != RLT_OK) return rc;
+    redisReply *r = redisCommandArgv(*cp, argc, argv, argl);
+    if (!r) {
+        rc = (*cp)->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK) ? RLT_ETIMEDOUT
+                                                                                     : RLT_EBACKEND;
+        redisFree(*cp);
+        *cp = NULL;
+        return rc;
+    }
+    size_t at = settle ? 5 : 7; /* the per-limit rows */
+    if (r->type == REDIS_REPLY_ERROR) {
+        rc = strstr(r->str, "unknown reservation")      ? RLT_ENOENT
+             : strstr(r->str, "out of range")           ? RLT_ERANGE
+             : strstr(r->str, "reservation table full") ? RLT_EFULL
+             : strstr(r->str, "Redis could not answer") ? RLT_EBACKEND
+                                                        : RLT_EINVAL;
+    } else if (r->type != REDIS_REPLY_ARRAY || r->elements <= at ||
+               r->element[at]->type != REDIS_REPLY_ARRAY || r->element[at]->elements != n) {
+        rc = RLT_EBACKEND;
+    } else {
+        memset(combined, 0, sizeof *combined);
+        combined->allowed = ival(r, 0) != 0;
+        combined->limit = ival(r, 1);
+        combined->remaining = ival(r, 2);
+        combined->retry_after = combined->allowed ? 0 : ms_ns(ival(r, 3));
+        combined->reset_after = ms_ns(ival(r, 4));
+        if (!settle) {
+            const redisReply *e = r->element[5];
+            *id = e->type == REDIS_REPLY_STRING ? strtoull(e->str, NULL, 16) : 0;
+            *refused = (int)ival(r, 6);
+        }
+        for (size_t i = 0; i < n; i++) {
+            const redisReply *x = r->element[at]->element[i];
+            each[i] = (rlt_decision){.allowed = combined->allowed || (int)i != *refused,
+                                     .limit = ival(x, 0),
+                                     .remaining = ival(x, 1),
+                                     .reset_after = ms_ns(ival(x, 2))};
+            if (settle && charged) charged[i] = ival(x, 3);
+        }
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+/* argv of RL.MRESERVE (w != NULL) or RL.MSETTLE, then the call with the GIL released. */
+static int daemon_budget(StoreObject *s, const pyrlt_check *c, const rlt_weights *w, size_t n,
+                         uint64_t id, const rlt_usage *u, bool final, rlt_ns timeout,
+                         rlt_decision *combined, rlt_decision *each, int *refused, uint64_t *out_id,
+                         int64_t *charged)
+{
+    const char *argv[6 + 3 * RLT_BUDGET_LIMITS];
+    size_t argl[6 + 3 * RLT_BUDGET_LIMITS];
+    char wt[RLT_BUDGET_LIMITS][320], ut[320], num[2][24];
+    int argc = 0, none = -1;
+#define ARG(ptr, len) (argv[argc] = (ptr), argl[argc++] = (len))
+#define STR(t) ARG((t), strlen(t))
+    STR(w ? "RL.MRESERVE" : "RL.MSETTLE");
+    if (!w) {
+        snprintf(num[0], sizeof num[0], "%016" PRIx64, id);
+        STR(num[0]);
+    }
+    usage_text(u, ut, sizeof ut);
+    STR(ut);
+    for (size_t i = 0; i < n; i++) {
+        ARG(c[i].k, c[i].kl);
+        STR(c[i].lim->text[c[i].pidx]);
+        if (w) {
+            rlt_weights_format(&w[i], wt[i], sizeof wt[i]);
+            STR(wt[i]);
+        }
+    }
+    if (w && timeout > 0) {
+        STR("TIMEOUT");
+        snprintf(num[1], sizeof num[1], "%" PRId64, (timeout + RLT_NS_PER_MS - 1) / RLT_NS_PER_MS);
+        STR(num[1]);
+    }
+    if (!w && !final) STR("PARTIAL");
+#undef ARG
+#undef STR
+    redisContext *conn = pyrlt_pool_take(&s->pool);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = run_budget(s, &conn, !w, argc, argv, argl, n, combined, each,
+                                           w ? refused : &none, out_id, charged);
+    Py_END_ALLOW_THREADS pyrlt_pool_give(&s->pool, conn, close_daemon);
+    if ((rc == RLT_EBACKEND || rc == RLT_ETIMEDOUT) && w) {
+        bool open = (c->lim->flags & RLT_REDIS_FAIL_OPEN) != 0;
+        *combined = (rlt_decision){.allowed = open,
+                                   .limit = rlt_policy_limit(&c->lim->pol[c->pidx]),
+                                   .retry_after = open ? 0 : RLT_NS_PER_S};
+        for (size_t i = 0; i < n; i++)
+            each[i] = *combined;
+    }
+    return rc;
+}
+
+static int daemon_reserve_limits(StoreObject *s, const pyrlt_check *c, const rlt_weights *w,
+                                 size_t n, const rlt_usage *est, rlt_ns now, rlt_ns timeout,
+                                 rlt_decision *combined, rlt_decision *each, int *refused,
+                                 uint64_t *id)
+{
+    (void)now;
+    *id = 0;
+    *refused = -1;
+    return daemon_budget(s, c, w, n, 0, est, true, timeout, combined, each, refused, id, NULL);
+}
+
+static int daemon_settle_limits(StoreObject *s, const pyrlt_check *c, size_t n, uint64_t id,
+                                const rlt_usage *u, bool final, rlt_ns now, rlt_decision *combined,
+                                rlt_decision *each, int64_t *charged)
+{
+    (void)now;
+    return daemon_budget(s, c, NULL, n, id, u, final, 0, combined, each, NULL, NULL, charged);
+}
+
 const pyrlt_backend_ops pyrlt_daemon_ops = {
     .name = "daemon",
     .kind = PYRLT_DAEMON,
@@ -246,4 +379,6 @@ const pyrlt_backend_ops pyrlt_daemon_ops = {
     .release = daemon_release,
     .reserve = daemon_reserve,
     .settle = daemon_settle,
+    .reserve_limits = daemon_reserve_limits,
+    .settle_limits = daemon_settle_limits,
 };

@@ -223,6 +223,35 @@ static int mem_settle(StoreObject *s, const pyrlt_check *c, rlt_ns now, uint64_t
     Py_END_ALLOW_THREADS return rc;
 }
 
+static int mem_reserve_limits(StoreObject *s, const pyrlt_check *c, const rlt_weights *w, size_t n,
+                              const rlt_usage *est, rlt_ns now, rlt_ns timeout,
+                              rlt_decision *combined, rlt_decision *each, int *refused,
+                              uint64_t *id)
+{
+    rlt_limit l[RLT_BUDGET_LIMITS];
+    for (size_t i = 0; i < n; i++)
+        l[i] = (rlt_limit){c[i].lim->ids[c[i].pidx], c[i].k, c[i].kl, w[i]};
+    int rc;
+    now = mem_now(s, now);
+    Py_BEGIN_ALLOW_THREADS rc =
+        rlt_store_reserve_limits(s->mem, 0, l, n, est, now, timeout, combined, each, refused, id);
+    Py_END_ALLOW_THREADS return rc;
+}
+
+static int mem_settle_limits(StoreObject *s, const pyrlt_check *c, size_t n, uint64_t id,
+                             const rlt_usage *u, bool final, rlt_ns now, rlt_decision *combined,
+                             rlt_decision *each, int64_t *charged)
+{
+    rlt_check k[RLT_BUDGET_LIMITS];
+    for (size_t i = 0; i < n; i++)
+        k[i] = (rlt_check){c[i].lim->ids[c[i].pidx], c[i].k, c[i].kl, 0};
+    int rc;
+    now = mem_now(s, now);
+    Py_BEGIN_ALLOW_THREADS rc =
+        rlt_store_settle_limits(s->mem, id, k, n, u, final, now, combined, each, charged);
+    Py_END_ALLOW_THREADS return rc;
+}
+
 const pyrlt_backend_ops pyrlt_memory_ops = {
     .name = "memory",
     .kind = PYRLT_MEMORY,
@@ -236,4 +265,6 @@ const pyrlt_backend_ops pyrlt_memory_ops = {
     .release = mem_release,
     .reserve = mem_reserve,
     .settle = mem_settle,
+    .reserve_limits = mem_reserve_limits,
+    .settle_limits = mem_settle_limits,
 };

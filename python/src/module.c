@@ -54,7 +54,17 @@ static PyObject *addr_key(PyObject *self, PyObject *args)
     return PyUnicode_FromStringAndSize(buf, rc);
 }
 
+PyObject *pyrlt_reserve_limits(PyObject *self, PyObject *args);
+PyObject *pyrlt_settle_limits(PyObject *self, PyObject *args);
+
 static PyMethodDef module_methods[] = {
+    {"reserve_limits", pyrlt_reserve_limits, METH_VARARGS,
+     "reserve_limits(limits, estimate, timeout_ns, now_ns) -> (reservation, refused, "
+     "[Decision])\n\nOne reservation over 1..16 (Limiter, key, weighting) limits, all or "
+     "nothing (libratelimit.budget wraps it)."},
+    {"settle_limits", pyrlt_settle_limits, METH_VARARGS,
+     "settle_limits(reservation, limits, usage, final, now_ns) -> ([Decision], [charged])\n\n"
+     "Settles it with the real usage; final False: a partial settle (a streamed chunk)."},
     {"addr_key", addr_key, METH_VARARGS,
      "addr_key(addr, prefix=56) -> str\n\nThe key of a client address, as every part of "
      "ratelimit makes it: IPv4 as itself, IPv4-mapped folded to IPv4, IPv6 masked to its /prefix "

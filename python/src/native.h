@@ -151,7 +151,9 @@ int pyrlt_store_reserve(StoreObject *s, const pyrlt_check *c, rlt_ns now, rlt_ns
 int pyrlt_store_settle(StoreObject *s, const pyrlt_check *c, rlt_ns now, uint64_t id,
                        rlt_decision *d);
 
-/* Pool helpers (pool.c). */
+/* Pool helpers (pool.c).  pyrlt_self_pid: getpid() without the system call (kept across
+ * fork by a pthread_atfork handler). */
+pid_t pyrlt_self_pid(void);
 void *pyrlt_pool_take(pyrlt_pool *p);
 void pyrlt_pool_give(pyrlt_pool *p, void *item, void (*close_fn)(void *));
 /* Closes every pooled item (not after a fork: the parent's are left alone) and empties p. */

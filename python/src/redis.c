@@ -60,7 +60,7 @@ static void redis_close(StoreObject *s)
 static PyObject *redis_stats(StoreObject *s)
 {
     rlt_redis_stats t = {0}, st;
-    for (size_t i = 0; i < s->pool.n && s->pool.pid == getpid(); i++) {
+    for (size_t i = 0; i < s->pool.n && s->pool.pid == pyrlt_self_pid(); i++) {
         rlt_redis_stats_get(s->pool.items[i], &st);
         t.decisions += st.decisions;
         t.round_trips += st.round_trips;
@@ -161,6 +161,35 @@ static int redis_settle(StoreObject *s, const pyrlt_check *c, rlt_ns now, uint64
     return rc;
 }
 
+static int redis_reserve_limits(StoreObject *s, const pyrlt_check *c, const rlt_weights *w,
+                                size_t n, const rlt_usage *est, rlt_ns now, rlt_ns timeout,
+                                rlt_decision *combined, rlt_decision *each, int *refused,
+                                uint64_t *id)
+{
+    rlt_redis_limit l[RLT_BUDGET_LIMITS];
+    for (size_t i = 0; i < n; i++)
+        l[i] = (rlt_redis_limit){&c[i].lim->pol[c[i].pidx], c[i].k, c[i].kl, w[i]};
+    int rc;
+    WITH_REDIS(s, rc, r,
+               rlt_redis_reserve_limits(r, l, n, redis_flags(c, now), est, now, timeout, combined,
+                                        each, refused, id));
+    return rc;
+}
+
+static int redis_settle_limits(StoreObject *s, const pyrlt_check *c, size_t n, uint64_t id,
+                               const rlt_usage *u, bool final, rlt_ns now, rlt_decision *combined,
+                               rlt_decision *each, int64_t *charged)
+{
+    rlt_redis_check k[RLT_BUDGET_LIMITS];
+    for (size_t i = 0; i < n; i++)
+        k[i] = (rlt_redis_check){&c[i].lim->pol[c[i].pidx], c[i].k, c[i].kl, 0};
+    int rc;
+    WITH_REDIS(s, rc, r,
+               rlt_redis_settle_limits(r, id, k, n, redis_flags(c, now), u, final, now, combined,
+                                       each, charged));
+    return rc;
+}
+
 const pyrlt_backend_ops pyrlt_redis_ops = {
     .name = "redis",
     .kind = PYRLT_REDIS,
@@ -174,4 +203,6 @@ const pyrlt_backend_ops pyrlt_redis_ops = {
     .release = redis_release,
     .reserve = redis_reserve,
     .settle = redis_settle,
+    .reserve_limits = redis_reserve_limits,
+    .settle_limits = redis_settle_limits,
 };

@@ -43,7 +43,7 @@ static int store_init(StoreObject *s, PyObject *args, PyObject *kw)
         return -1;
     }
     s->timeout = timeout ? (rlt_ns)timeout : RLT_REDIS_DEFAULT_TIMEOUT;
-    s->pool.pid = getpid();
+    s->pool.pid = pyrlt_self_pid();
     if (ops->open(s, &a)) {
         ops->close(s);
         return -1;

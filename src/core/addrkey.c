@@ -29,16 +29,17 @@ static bool parse_v4(const char *p, size_t n, unsigned char out[4])
     return i == n;
 }
 
-static int hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9') return ch - '0';
-    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
-    return -1;
-}
+/* A hex digit's value plus one; 0 for any other byte. */
+static const unsigned char hex1[256] = {
+    ['0'] = 1,  ['1'] = 2,  ['2'] = 3,  ['3'] = 4,  ['4'] = 5,  ['5'] = 6,  ['6'] = 7,
+    ['7'] = 8,  ['8'] = 9,  ['9'] = 10, ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14,
+    ['e'] = 15, ['f'] = 16, ['A'] = 11, ['B'] = 12, ['C'] = 13, ['D'] = 14, ['E'] = 15,
+    ['F'] = 16};
 
 /* Reads IPv6 text p[0..n) into 8 groups (RFC 4291 section 2.2): groups of 1..4 hex digits,
- * at most one "::", an optional dotted-quad tail standing for the last two groups. */
+ * at most one "::", an optional dotted-quad tail standing for the last two groups.  One pass:
+ * a group's digits are read until a byte that is not one; a '.' there makes the group the
+ * start of the dotted quad. */
 static bool parse_v6(const char *p, size_t n, uint16_t g[8])
 {
     uint16_t head[8], tail[8];
@@ -54,11 +55,14 @@ static bool parse_v6(const char *p, size_t n, uint16_t g[8])
     }
     for (;;) {
         if (nh + nt >= 8) return false;
-        /* An IPv4 tail: the rest, when it holds a '.' before the next ':'. */
-        size_t j = i;
-        while (j < n && p[j] != ':' && p[j] != '.')
-            j++;
-        if (j < n && p[j] == '.') {
+        size_t k = i;
+        unsigned v = 0, h;
+        while (k < n && k - i < 5 && (h = hex1[(unsigned char)p[k]]) != 0) {
+            v = v << 4 | (h - 1);
+            k++;
+        }
+        if (k < n && p[k] == '.') {
+            /* An IPv4 tail: the rest. */
             unsigned char q[4];
             if (nh + nt > 6 || !parse_v4(p + i, n - i, q)) return false;
             uint16_t *dst = gap ? tail : head;
@@ -67,20 +71,15 @@ static bool parse_v6(const char *p, size_t n, uint16_t g[8])
             dst[(*cnt)++] = (uint16_t)(q[2] << 8 | q[3]);
             break;
         }
-        if (j == i || j - i > 4) return false;
-        unsigned v = 0;
-        for (size_t k = i; k < j; k++) {
-            int h = hexval(p[k]);
-            if (h < 0) return false;
-            v = v << 4 | (unsigned)h;
-        }
+        if (k == i || k - i > 4) return false;
         if (gap)
             tail[nt++] = (uint16_t)v;
         else
             head[nh++] = (uint16_t)v;
-        i = j;
+        i = k;
         if (i == n) break;
-        i++; /* the ':' */
+        if (p[i] != ':') return false;
+        i++;
         if (i < n && p[i] == ':') {
             if (gap) return false;
             gap = true;
@@ -142,13 +141,11 @@ static size_t put_v6(char *out, const uint16_t g[8], int prefix)
             i += blen - 1;
             continue;
         }
-        bool lead = true;
-        for (int sh = 12; sh >= 0; sh -= 4) {
-            unsigned d = (unsigned)(g[i] >> sh) & 15u;
-            if (lead && d == 0 && sh > 0) continue;
-            lead = false;
-            out[n++] = hex[d];
-        }
+        unsigned v = g[i]; /* no leading zeros */
+        if (v >= 0x1000) out[n++] = hex[v >> 12];
+        if (v >= 0x100) out[n++] = hex[v >> 8 & 15u];
+        if (v >= 0x10) out[n++] = hex[v >> 4 & 15u];
+        out[n++] = hex[v & 15u];
         if (i < 7) out[n++] = ':';
     }
     out[n++] = '/';

@@ -1,5 +1,5 @@
 /* The client side of the RLQS codec (rlqs_client.h) over pbwire.h.  Field numbers are the
- * upstream ones, as in src/server/grpc/rlqs_pb.c:
+ * upstream ones, as in src/server/envoy/rlqs_pb.c:
  *   RateLimitQuotaUsageReports   1 domain, 2 bucket_quota_usages
  *     BucketQuotaUsage           1 bucket_id, 2 time_elapsed, 3 num_requests_allowed,
  *                                4 num_requests_denied

@@ -1,7 +1,7 @@
 /* The client side of Envoy's Rate Limit Quota Service codec, for `ratelimit quota`: writes a
  * RateLimitQuotaUsageReports as an Envoy sends it and reads the BucketActions of a
  * RateLimitQuotaResponse (schemas and field numbers: src/server/grpc/proto/rlqs.proto and
- * ratelimit_strategy.proto; the daemon's side is src/server/grpc/rlqs_pb.c).  Sans-I/O: bytes
+ * ratelimit_strategy.proto; the daemon's side is src/server/envoy/rlqs_pb.c).  Sans-I/O: bytes
  * in caller buffers, no allocation, no state beyond the caller's reader; thread-safe. */
 #ifndef RLT_PROTO_RLQS_CLIENT_H
 #define RLT_PROTO_RLQS_CLIENT_H

@@ -161,6 +161,9 @@ bool rlt__is_error(const redisReply *rep, const char *prefix);
 int rlt__run(rlt_redis *r, rlt__call *c, int64_t deadline, redisReply **out, int64_t *retry_at,
              bool *used_module);
 
+/* 64 random bits, never 0 (settle.c): false if the system has none to give. */
+bool rlt__random_id(uint64_t *id);
+
 /* rlt__run of a call built by hand (a script) with the handle's timeout; then frees c.
  * retry_at may be NULL. */
 int rlt__run_free(rlt_redis *r, rlt__call *c, redisReply **out, int64_t *retry_at);

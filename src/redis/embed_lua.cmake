@@ -10,7 +10,8 @@
 #                    (the same state and test, other arguments);
 #                    sliding log and concurrency: lib/00_common.lua + their lib file +
 #                    single.lua
-#   settle           lib/*.lua + settle.lua: reserve and settle (rlt_redis_reserve, _settle)
+#   settle           lib/*.lua + budget.lua + settle.lua: reserve and settle (rlt_redis_reserve,
+#                    _settle) and over several limits (rlt_redis_reserve_limits, _settle_limits)
 #   quota            quota.lua alone: RLQS claims in Redis mode (rlt__redis_quota_exchange)
 set(names multi fixed_window sliding_log sliding_window token_bucket gcra leaky_bucket
           concurrency settle quota)
@@ -25,7 +26,7 @@ set(sliding_window_parts ${LUA_DIR}/sliding_window.lua)
 set(token_bucket_parts ${LUA_DIR}/token_bucket.lua)
 set(gcra_parts ${LUA_DIR}/gcra.lua)
 set(leaky_bucket_parts ${LUA_DIR}/gcra.lua)
-set(settle_parts ${all_lib} ${LUA_DIR}/settle.lua)
+set(settle_parts ${all_lib} ${LUA_DIR}/budget.lua ${LUA_DIR}/settle.lua)
 set(quota_parts ${LUA_DIR}/quota.lua)
 set(concurrency_parts ${lib}/00_common.lua ${lib}/50_concurrency.lua "decide=concurrency,7"
                       ${LUA_DIR}/single.lua)

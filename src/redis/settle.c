@@ -21,7 +21,7 @@
 
 /* 64 random bits, never 0: getrandom(2), else /dev/urandom.  Returns false if neither answers
  * (then no reservation is made: a guessable id would let a client settle another's). */
-static bool random_id(uint64_t *id)
+bool rlt__random_id(uint64_t *id)
 {
     for (int tries = 0; tries < 4; tries++) {
         uint64_t v = 0;
@@ -98,7 +98,7 @@ int rlt_redis_reserve(rlt_redis *r, const rlt_policy *p, unsigned flags, const v
     int rc = settle_args(p, flags, key, klen, now, estimate > LIM ? LIM : estimate, &l, &now_us);
     if (rc) return rc;
     uint64_t id;
-    if (!random_id(&id)) return RLT_EBACKEND;
+    if (!rlt__random_id(&id)) return RLT_EBACKEND;
     rlt__call *c = rlt__call_new(2);
     if (!c) return RLT_ENOMEM;
     rc = build_settle(r, c, &l, key, klen, id, "v", now_us);

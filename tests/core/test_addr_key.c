@@ -169,3 +169,25 @@ TEST(every_address_of_one_prefix_gets_one_key)
         ASSERT_STR_EQ(b, first);
     }
 }
+
+TEST(random_text_is_accepted_as_ipv6_exactly_when_inet_pton_accepts_it)
+{
+    /* Short strings over the bytes an address is made of (and a few others): the one-pass
+     * parser must agree with libc on every one, valid or not. */
+    static const char alpha[] = "0123456789abcdefABCDEF::::....g ";
+    uint64_t seed = 0x5eed41u;
+    for (int t = 0; t < 300000; t++) {
+        char text[48];
+        size_t n = 1 + rnd(&seed) % 20;
+        for (size_t i = 0; i < n; i++)
+            text[i] = alpha[rnd(&seed) % (sizeof alpha - 1)];
+        text[n] = '\0';
+        if (memchr(text, ':', n) == NULL) continue; /* the IPv4 path: tested above */
+        unsigned char bytes[16];
+        char b[RLT_ADDR_KEY_MAX];
+        bool ours = rlt_addr_key(text, n, 64, b, sizeof b) >= 0;
+        bool libc = inet_pton(AF_INET6, text, bytes) == 1;
+        if (ours != libc) printf("  \"%s\": ours %d, inet_pton %d\n", text, ours, libc);
+        ASSERT_EQ(ours, libc);
+    }
+}

@@ -5,6 +5,7 @@ files with only the ports, paths and policies changed, and are always stopped.
 Usage: spoe.py RATELIMITD REPO_ROOT [TEST_NAME...].  Prints ok/FAIL per test and
 "N passed, N failed"."""
 import concurrent.futures
+import json
 import os
 import random
 import re
@@ -185,6 +186,15 @@ def two_haproxies_share_one_exact_budget_with_headers_set():
         h = denied[-1][1]
         assert h["ratelimit"].startswith('"inline";r=0;t='), h
         assert int(h["retry-after"]) > 0, h
+        # Every NOTIFY's service time is in /metrics' histogram: 1,600 and the probes.
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % s.d.http, timeout=10) as r:
+            m = r.read().decode()
+        count = int(re.search(r"^ratelimitd_spop_notify_seconds_count (\d+)$", m, re.M)[1])
+        inf = int(re.search(r'^ratelimitd_spop_notify_seconds_bucket\{le="\+Inf"\} (\d+)$', m,
+                            re.M)[1])
+        assert 1600 < count < 1700 and inf == count, (count, inf)
+        total = float(re.search(r"^ratelimitd_spop_notify_seconds_sum (\S+)$", m, re.M)[1])
+        assert 0 < total < count, total  # each under a second
 
 
 @test
@@ -269,6 +279,25 @@ def addresses_rotating_inside_one_48_get_the_48_limit_through_http():
 
 
 @test
+def typed_addresses_from_haproxy_are_keyed_as_their_text():
+    """req.hdr_ip sends HAProxy's ipv4/ipv6 types (as src does), not a string."""
+    with Setup() as s:
+        s.d = Daemon(s.tmp)
+        p, port = haproxy(s.tmp, "a", s.d.spop, "gcra:2/1d",
+                          "addr=req.hdr_ip(X-Client) prefix=int(48)")
+        s.procs.append(p)
+        wait_agent(port, {"X-Client": "2001:db8:ffff::1"})
+        codes = [get(port, {"X-Client": x})[0]
+                 for x in ("2001:db8:5:1::1", "2001:db8:5:ffff:1:2:3:4", "2001:db8:5::9",
+                           "2001:db8:6::1", "192.0.2.7", "192.0.2.7", "192.0.2.7")]
+        assert codes == [200, 200, 429, 200, 200, 200, 429], codes
+        url = "http://127.0.0.1:%d/v1/peek?key=%s&policy=gcra:2/1d" % (
+            s.d.http, urllib.parse.quote("2001:db8:6::/48", safe=""))
+        with urllib.request.urlopen(url, timeout=10) as r:
+            assert b'"remaining":1' in r.read()
+
+
+@test
 def nested_prefixes_are_decided_all_or_nothing_through_haproxy():
     with Setup() as s:
         s.d = Daemon(s.tmp)
@@ -292,6 +321,79 @@ def nested_prefixes_are_decided_all_or_nothing_through_haproxy():
         with urllib.request.urlopen(url, timeout=10) as r:
             body = r.read()
         assert b'"remaining":2' in body, body
+
+
+@test
+def nested_prefixes_are_decided_all_or_nothing_through_http():
+    """/v1/check with policy= repeated: a /64, a /48 and a /32, each its own limit, one call."""
+    with Setup() as s:
+        s.d = Daemon(s.tmp)
+
+        def check(addr, extra=""):
+            q = "addr=%s&policy=gcra:5/1d&prefix=64&policy=gcra:8/1d&prefix=48" \
+                "&policy=gcra:30/1d&prefix=32%s" % (urllib.parse.quote(addr), extra)
+            url = "http://127.0.0.1:%d/v1/check?%s" % (s.d.http, q)
+            try:
+                with urllib.request.urlopen(url, timeout=10) as r:
+                    return r.status, json.loads(r.read()), r.headers
+            except urllib.error.HTTPError as e:
+                body = e.read()
+                return e.code, json.loads(body) if e.code == 429 else body, e.headers
+        a = ["2001:db8:1:1::%x" % i for i in range(6)]  # one /64
+        b = ["2001:db8:1:2::%x" % i for i in range(6)]  # another /64 of the same /48
+        res = [check(x) for x in a]
+        assert [r[0] for r in res] == [200] * 5 + [429], [r[0] for r in res]
+        assert res[0][1]["refused_index"] == -1 and res[-1][1]["refused_index"] == 0, res
+        assert res[-1][2]["RateLimit-Policy"] == '"inline";q=5;w=86400', res[-1][2]
+        res = [check(x) for x in b]
+        # The /48 has 3 left (8 - 5); what it refuses charges neither the /64 nor the /32.
+        assert [r[0] for r in res] == [200] * 3 + [429] * 3, [r[0] for r in res]
+        assert res[-1][1]["refused_index"] == 1, res[-1]
+        assert res[-1][2]["RateLimit-Policy"] == '"inline";q=8;w=86400', res[-1][2]
+        url = "http://127.0.0.1:%d/v1/peek?key=%s&policy=gcra:5/1d" % (
+            s.d.http, urllib.parse.quote("2001:db8:1:2::/64", safe=""))
+        with urllib.request.urlopen(url, timeout=10) as r:
+            body = r.read()
+        assert b'"remaining":2' in body, body
+        # HEAD charges nothing: the /64 of b still has 2 after it.
+        req = urllib.request.Request("http://127.0.0.1:%d/v1/check?addr=%s&policy=gcra:5/1d"
+                                     "&prefix=64&policy=gcra:8/1d&prefix=48" % (
+                                         s.d.http, urllib.parse.quote(b[0])), method="HEAD")
+        try:
+            urllib.request.urlopen(req, timeout=10)
+        except urllib.error.HTTPError as e:
+            assert e.code == 429, e.code
+        with urllib.request.urlopen(url, timeout=10) as r:
+            assert b'"remaining":2' in r.read()
+        # An attacker rotating 2,000 addresses over many /64s of one /48, 8 at a time: the
+        # /48's 8, whatever the /64s; two more /48s of the same /32 take 8 and then the /32's
+        # last 6 (30 - 5 - 3 - 8 - 8).
+        rnd = random.Random(6448)
+        allowed = []
+        for net in ("2001:db8:2", "2001:db8:3", "2001:db8:4"):
+            addrs = ["%s:%x:%x:%x:%x:%x" % ((net,) + tuple(rnd.getrandbits(16) for _ in range(5)))
+                     for _ in range(2000)]
+            with concurrent.futures.ThreadPoolExecutor(8) as ex:
+                res = list(ex.map(check, addrs))
+            assert all(r[0] in (200, 429) for r in res), set(r[0] for r in res)
+            allowed.append(sum(r[0] == 200 for r in res))
+            last = res[-1][1]["refused_index"]
+        assert allowed == [8, 8, 6], allowed
+        assert last == 2, last  # the /32 refuses at the end
+        # Bad forms: a clear 400 each.
+        for extra, why in (("&policy=gcra:1/1d" * 6, b"at most 8 policies"),
+                           ("&prefix=40", b"prefix must be"),
+                           ("&reserve=1", b"reserve=1 takes one policy")):
+            st, body, _ = check("2001:db8:9::1", extra)
+            assert st == 400 and why in body, (extra, st, body)
+        st, body, _ = check("2001:db8:9::1::2")
+        assert st == 400 and b"malformed address" in body, (st, body)
+        try:
+            urllib.request.urlopen("http://127.0.0.1:%d/v1/peek?key=k&policy=a&policy=b"
+                                   % s.d.http, timeout=10)
+            assert False, "peek took two policies"
+        except urllib.error.HTTPError as e:
+            assert e.code == 400, e.code
 
 
 @test

@@ -55,6 +55,18 @@ if (cluster.isPrimary) for (const kind of KINDS) {
     const seen = [];
     for (let i = 0; i < 7; i++) seen.push((await lim.hitAsync('u')).allowed);
     assert.deepEqual(seen, [true, true, true, true, true, false, false]);
+    // Checks made in one loop turn (Redis: one pipeline, answered in one packed buffer): each
+    // its own decision, exact ns as BigInts.
+    const fw = new rl.Limiter('fixed_window:3/1000h', { store });
+    const ds = await Promise.all(Array.from({ length: 5 }, () => fw.hitAsync('batch')));
+    assert.deepEqual(ds.map((x) => [x.allowed, x.remaining, x.limit]).sort().reverse(),
+      [[true, 2, 3], [true, 1, 3], [true, 0, 3], [false, 0, 3], [false, 0, 3]]);
+    for (const x of ds) {
+      assert.equal(x.error, null);
+      assert.equal(typeof x.resetAfterNs, 'bigint');
+      assert.ok(x.resetAfterNs > 0n && x.resetAfterNs <= 3600000000000000n);
+      if (!x.allowed) assert.ok(x.retryAfterNs > 0n && x.retryAfterNs <= 3600000000000000n);
+    }
     const d = await lim.peekAsync('u');
     assert.equal(d.remaining, 0);
     assert.equal(d.headers()['RateLimit-Policy'], '"api";q=5;w=3600');

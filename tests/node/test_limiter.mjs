@@ -182,3 +182,28 @@ test('any argument of any type into any method: a result or a TypeError/RangeErr
   assert.ok(answered > 0 && refused > 0, `${answered} answered, ${refused} refused`);
   assert.equal(lim.hit('after', 1, 0n).allowed, true);
 });
+
+test('hit(key) alone (the native fast path) decides as hit(key, 1) and hit(key, 1, now)', () => {
+  // Three limiters on three stores, the same random trace: one argument, an explicit cost,
+  // and an explicit now (the checked paths); a window of 1000 h is not crossed in the test.
+  const make = () => new Limiter('fixed_window:3/1000h', { store: new MemoryStore() });
+  const [a, b, c] = [make(), make(), make()];
+  let seed = 11;
+  const rnd = () => (seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0);
+  let denied = 0;
+  for (let i = 0; i < 3000; i++) {
+    const k = 'u' + (rnd() % 500);
+    const now = c.store.nowNs();
+    const da = a.hit(k), db = b.hit(k, 1), dc = c.hit(k, 1, now);
+    assert.deepEqual([da.allowed, da.remaining, da.limit], [db.allowed, db.remaining, db.limit]);
+    assert.deepEqual([da.allowed, da.remaining, da.limit], [dc.allowed, dc.remaining, dc.limit]);
+    if (!da.allowed) denied++;
+  }
+  assert.ok(denied > 0, 'the trace reaches the limit');
+  assert.equal(a.store.stats().keys, 500);
+  // Bad input through the one-argument call still names the argument.
+  throwsNaming(() => a._n.hit(7), TypeError, 'key');
+  throwsNaming(() => a._n.hit(''), RangeError, 'key');
+  throwsNaming(() => a._n.hit('k'.repeat(600)), RangeError, 'key');
+  assert.throws(() => Object.getPrototypeOf(a._n).hit.call(new MemoryStore(), 'k'), TypeError);
+});

@@ -166,6 +166,23 @@ def test_redis_fork_child_opens_its_own_connection(redis_server):
     assert lim.hit("k").remaining == 97  # the parent's own connection still answers in step
 
 
+def test_redis_connection_closed_by_the_server_is_replaced_before_use(redis_server):
+    """A pooled connection the server has closed (CLIENT KILL, a timeout) is noticed before a
+    command is sent on it (one poll a call, src/redis/conn.c): the next call reconnects and
+    decides, with no error and no fail-mode decision."""
+    store = rl.store_from_url(redis_server.url + "?engine=scripts&timeout=5")
+    lim = rl.Limiter("fixed_window:100/1h", store)
+    admin = redispy.Redis(port=redis_server.port)
+    for i in range(5):
+        assert lim.hit("closed").remaining == 99 - 2 * i
+        assert admin.client_kill_filter(_type="normal", skipme=True) >= 1
+        time.sleep(0.05)  # the FIN reaches our socket
+        assert lim.hit("closed").remaining == 98 - 2 * i
+    st = store.stats()
+    assert st["errors"] == 0 and st["fail_open"] == 0 and st["fail_closed"] == 0
+    assert st["round_trips"] >= st["decisions"] == 10
+
+
 def test_redis_cluster_url(redis_cluster):
     store = rl.store_from_url("redis+cluster://" + redis_cluster + "?timeout=5")
     same_as_memory(store, POLICIES[:4], keys="abcdefgh", n=80)

@@ -211,12 +211,13 @@ def info(d):
 
 @test
 def memory_stays_within_max_memory_when_every_key_is_a_big_state(tmp):
-    # An 80 KB state per key (a sliding log of 10,000 entries): 4,000 keys would take 320 MB.
+    # An 80 KB state per key (a sliding log of 10,000 entries, each key charged all 10,000 so
+    # its compact log grows to full size): 4,000 keys would take 320 MB.
     cfg = "server:\n  max_memory: 32mb\npolicies:\n  big: sliding_log:10000/1h\n"
     d = it.Daemon(tmp, config=cfg)
     try:
         base = rss_bytes(d.p.pid)
-        burst = b"".join(it.resp("RL.CHECK", "k%d" % i, "big") for i in range(4000))
+        burst = b"".join(it.resp("RL.CHECK", "k%d" % i, "big", 10000) for i in range(4000))
         got = it.raw(d.port, burst, wait=3.0)
         assert got.count(b"*6\r\n:1\r\n") == 4000, got[:200]  # every request answered, allowed
         i = info(d)

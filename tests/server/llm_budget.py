@@ -5,11 +5,15 @@ user's tokens, an organisation's money budget and a model's output tokens; typed
 input refused with nothing charged; 64 concurrent streams with random output lengths, checked
 against a reference ledger kept by the test: reserving the maximum never admits more than the
 budget, reserving an estimate overshoots by at most the in-flight underestimates, and every
-limit settles exactly once.  Usage: llm_budget.py PATH_TO_RATELIMITD [TEST_NAME...]."""
+limit settles exactly once.  With --redis (under tests/redis/redis-servers.sh run standalone) the same through the Redis
+mode: the decisions through one daemon, and the 64 streams through two daemons on one Redis,
+half of the streams on each.
+Usage: llm_budget.py PATH_TO_RATELIMITD [--redis] [TEST_NAME...]."""
 import json
 import os
 import random
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -17,7 +21,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import integration as it  # noqa: E402  (the Daemon class, resp())
 
-TESTS = []
+REDIS = "--redis" in sys.argv[2:]
+ARGS = [a for a in sys.argv[2:] if a != "--redis"]
+TESTS, REDIS_TESTS = [], []
 # Windows of 1000 days: the next boundary is hundreds of days away, so no run straddles one.
 USER = "fixed_window:%d/1000d"
 ORG = "fixed_window:%d/1000d"
@@ -27,6 +33,29 @@ MODEL = "fixed_window:%d/1000d"
 def test(fn):
     TESTS.append(fn)
     return fn
+
+
+def both(fn):
+    """A test run locally and, with --redis, in the Redis mode too."""
+    TESTS.append(fn)
+    REDIS_TESTS.append(fn)
+    return fn
+
+
+def daemons(tmp, n=1, *args, config=""):
+    """n daemons: local ones, or with --redis ones on the one Redis of redis-servers.sh."""
+    if not REDIS:
+        return [it.Daemon(tmp, *args, **({"config": config} if config else {}))]
+    server = os.environ["RLT_REDIS_SERVERS"].split(",")[0]
+    subprocess.run(["redis-cli", "-p", server.rsplit(":", 1)[1], "FLUSHALL"], check=True,
+                   stdout=subprocess.DEVNULL, timeout=20)  # each test from an empty Redis
+    cfg = "redis:\n  address: \"%s\"\n  timeout: 2s\n" % os.environ["RLT_REDIS_SERVERS"] + config
+    out = []
+    for i in range(n):
+        d = os.path.join(tmp, "d%d" % i)
+        os.makedirs(d, exist_ok=True)
+        out.append(it.Daemon(d, "--no-snapshot", *args, config=cfg))
+    return out
 
 
 def text(v):
@@ -58,9 +87,9 @@ def remaining(c, key, pol):
     return c("RL.PEEK", key, pol)[2]
 
 
-@test
+@both
 def one_reservation_charges_three_limits_each_by_its_weights_and_settles_once(tmp):
-    d = it.Daemon(tmp)
+    d, = daemons(tmp)
     c = Conn(d.port)
     try:
         u, o, m = USER % 10000, ORG % 100000, MODEL % 3000
@@ -84,9 +113,9 @@ def one_reservation_charges_three_limits_each_by_its_weights_and_settles_once(tm
         d.stop()
 
 
-@test
+@both
 def bad_input_is_refused_with_a_clear_error_and_nothing_charged(tmp):
-    d = it.Daemon(tmp)
+    d, = daemons(tmp)
     c = Conn(d.port)
     try:
         u = USER % 1000
@@ -120,9 +149,9 @@ def bad_input_is_refused_with_a_clear_error_and_nothing_charged(tmp):
         d.stop()
 
 
-@test
+@both
 def partial_settles_charge_chunks_and_the_final_one_releases_the_rest(tmp):
-    d = it.Daemon(tmp)
+    d, = daemons(tmp)
     c = Conn(d.port)
     try:
         m = MODEL % 1000
@@ -142,15 +171,44 @@ def partial_settles_charge_chunks_and_the_final_one_releases_the_rest(tmp):
         d.stop()
 
 
+def redis_test(fn):
+    """A test of the Redis mode alone (run with --redis)."""
+    REDIS_TESTS.append(fn)
+    return fn
+
+
+@redis_test
+def without_redis_a_reserve_takes_the_fail_mode_and_a_settle_is_an_error(tmp):
+    # A closed port: every call fails at once.  Closed by default, open when configured.
+    cfg = ("redis:\n  address: \"127.0.0.1:1\"\n  timeout: 200ms\n"
+           "policies:\n  toks: fixed_window:1000/1000d\n"
+           "  open: {policy: fixed_window:1000/1000d, fail: open}\n")
+    d = it.Daemon(tmp, "--no-snapshot", config=cfg)
+    c = Conn(d.port)
+    try:
+        r = c("RL.MRESERVE", "in=10,out=20", "u", "toks", "in+out", "m", "open", "out")
+        assert r[0] == 0 and r[5] is None, r  # closed: denied, no reservation
+        r = c("RL.MRESERVE", "in=10,out=20", "u", "open", "in+out", "m", "open", "out")
+        assert r[0] == 1 and r[5] is None, r  # open: allowed, nothing to settle
+        s = c("RL.MSETTLE", "00000000000000aa", "out=1", "u", "toks")
+        assert s.startswith("ERR Redis could not answer"), s
+        code, _, b = post(d, "/v1/msettle", {"reservation": "00000000000000aa", "usage": "out=1",
+                                             "limits": [{"key": "u", "policy": "toks"}]})
+        assert code == 503 and "Redis could not answer" in b["error"], (code, b)
+    finally:
+        c.close()
+        d.stop()
+
+
 def post(d, path, obj):
     r = d.curl(path, "-X", "POST", "-H", "Content-Type: application/json", "-d", json.dumps(obj))
     head, _, body = r.partition("\n\n")
     return int(head.split(" ", 2)[1]), head, (json.loads(body) if body.startswith("{") else body)
 
 
-@test
+@both
 def http_mreserve_and_msettle_answer_json_with_a_ratelimit_field_per_limit(tmp):
-    d = it.Daemon(tmp, config="policies:\n  user-tokens: fixed_window:10000/1d\n"
+    d, = daemons(tmp, config="policies:\n  user-tokens: fixed_window:10000/1d\n"
                                "  org-usd: fixed_window:1000000/1mo,tz=America/New_York\n")
     try:
         lim = [{"key": "user:1", "policy": "user-tokens", "cost": "in+cached+out"},
@@ -187,7 +245,7 @@ def http_mreserve_and_msettle_answer_json_with_a_ratelimit_field_per_limit(tmp):
         d.stop()
 
 
-def streams(port, pols, reserve_out, n_streams=64, rounds=12, seed=1):
+def streams(ports, pols, reserve_out, n_streams=64, rounds=12, seed=1):
     """n_streams threads, each its own connection, each stream: reserve (in, reserve_out(max)),
     settle chunks of its random real output with PARTIAL, then the final settle.  Returns the
     ledger (real costs per limit key), the intervals with their underestimates, and errors."""
@@ -198,7 +256,7 @@ def streams(port, pols, reserve_out, n_streams=64, rounds=12, seed=1):
 
     def run(t):
         rnd = random.Random(seed * 1000 + t)
-        c = Conn(port)
+        c = Conn(ports[t % len(ports)])  # two daemons on one Redis: half the streams on each
         user = "user:%d" % (t % 8)
         lim = [user, pols[0], "in+out", "org", pols[1], "in*3+out*15", "model", pols[2], "out"]
         keys = [user, pols[0], "org", pols[1], "model", pols[2]]
@@ -271,32 +329,33 @@ def check_ledger(c, pols, budgets, ledger):
         assert left == max(0, budgets[i] - v), (k, left, budgets[i], v)
 
 
-@test
+@both
 def sixty_four_streams_reserving_the_maximum_never_pass_any_budget(tmp):
-    d = it.Daemon(tmp, "--threads", "2")
+    ds = daemons(tmp, 2 if REDIS else 1, "--threads", "2")
     try:
         budgets = [6000, 300000, 20000]
         pols = [USER % budgets[0], ORG % budgets[1], MODEL % budgets[2]]
-        ledger, intervals, errors = streams(d.port, pols, lambda mx: mx)
+        ledger, intervals, errors = streams([d.port for d in ds], pols, lambda mx: mx)
         assert not errors, errors[:3]
         for k, v in ledger.items():
             b = budgets[0] if k.startswith("user:") else budgets[1] if k == "org" else budgets[2]
             assert v <= b, (k, v, b)
         assert ledger["model"] > budgets[2] // 2, ledger  # the budgets were what bound it
-        c = Conn(d.port)
+        c = Conn(ds[-1].port)
         check_ledger(c, pols, budgets, ledger)  # every limit settled exactly once
         c.close()
     finally:
-        d.stop()
+        for d in ds:
+            d.stop()
 
 
-@test
+@both
 def sixty_four_streams_reserving_an_estimate_overshoot_at_most_the_inflight_underestimates(tmp):
-    d = it.Daemon(tmp, "--threads", "2")
+    ds = daemons(tmp, 2 if REDIS else 1, "--threads", "2")
     try:
         budgets = [6000, 300000, 20000]
         pols = [USER % budgets[0], ORG % budgets[1], MODEL % budgets[2]]
-        ledger, intervals, errors = streams(d.port, pols, lambda mx: 100, seed=2)
+        ledger, intervals, errors = streams([d.port for d in ds], pols, lambda mx: 100, seed=2)
         assert not errors, errors[:3]
         over_model = ledger["model"] - budgets[2]
         assert over_model <= max_inflight(intervals, 2), (over_model, max_inflight(intervals, 2))
@@ -308,15 +367,19 @@ def sixty_four_streams_reserving_an_estimate_overshoot_at_most_the_inflight_unde
         # An estimate under the real output does overshoot the budget that binds.
         users = max(ledger.get("user:%d" % u, 0) for u in range(8)) - budgets[0]
         assert max(over_model, over_org, users) > 0, ledger
-        c = Conn(d.port)
+        c = Conn(ds[-1].port)
         check_ledger(c, pols, budgets, ledger)
         c.close()
     finally:
-        d.stop()
+        for d in ds:
+            d.stop()
 
 
 def main():
-    return it.run_tests(TESTS, sys.argv[2:], prefix="rltd-llm-")
+    if REDIS and not os.environ.get("RLT_REDIS_SERVERS"):
+        print("FAIL llm_budget: --redis runs under tests/redis/redis-servers.sh")
+        return 1
+    return it.run_tests(REDIS_TESTS if REDIS else TESTS, ARGS, prefix="rltd-llm-")
 
 
 if __name__ == "__main__":

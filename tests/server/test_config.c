@@ -466,6 +466,41 @@ TEST(check_query_is_decoded_and_validated)
             RLT_FAIL_("case %zu (%s) accepted", i, bad[i]);
 }
 
+TEST(check_query_repeated_policies_are_nested_limits_each_with_its_prefix)
+{
+    static rlt__check_req r;
+    char err[200];
+    const char *q = "prefix=56&addr=2001:db8:1:2:3::9&policy=p64&prefix=64&policy=p48&prefix=48"
+                    "&policy=p56";
+    ASSERT_EQ(rlt__check_parse(q, strlen(q), &r, err, sizeof err), RLT_OK);
+    ASSERT_EQ(r.nlimits, 3);
+    ASSERT_STR_EQ(r.policy, "p64");
+    ASSERT_STR_EQ(r.key, "2001:db8:1:2::/64");
+    ASSERT_STR_EQ(r.more[0].policy, "p48");
+    ASSERT_STR_EQ(r.more[0].key, "2001:db8:1::/48");
+    ASSERT_STR_EQ(r.more[1].policy, "p56");
+    ASSERT_STR_EQ(r.more[1].key, "2001:db8:1::/56");
+    /* Without addr, every limit is on the key given. */
+    ASSERT_EQ(rlt__check_parse("key=k&policy=a&policy=b", 23, &r, err, sizeof err), RLT_OK);
+    ASSERT_EQ(r.nlimits, 2);
+    ASSERT_STR_EQ(r.key, "k");
+    ASSERT_STR_EQ(r.more[0].key, "k");
+    ASSERT_STR_EQ(r.more[0].policy, "b");
+    /* One policy, prefix before or after it: as before. */
+    ASSERT_EQ(rlt__check_parse("addr=10.1.2.3&policy=x&prefix=48", 32, &r, err, sizeof err),
+              RLT_OK);
+    ASSERT_EQ(r.nlimits, 1);
+    ASSERT_STR_EQ(r.key, "10.1.2.3");
+    const char *bad[] = {
+        "addr=::1&policy=a&prefix=64&prefix=48", "addr=::1&prefix=64&prefix=48&policy=a",
+        "key=k&policy=a&prefix=64&policy=b",     "addr=::1&policy=a&policy=&prefix=48",
+        "key=k&policy=1&policy=2&policy=3&policy=4&policy=5&policy=6&policy=7&policy=8&policy=9",
+        "addr=::1::2&policy=a&policy=b"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (rlt__check_parse(bad[i], strlen(bad[i]), &r, err, sizeof err) != RLT_EINVAL)
+            RLT_FAIL_("case %zu (%s) accepted", i, bad[i]);
+}
+
 TEST(check_query_errors_name_bad_escapes_and_unknown_parameters)
 {
     rlt__check_req r;

@@ -1,4 +1,4 @@
-/* Tests of envoyproxy/ratelimit's decision shared by /json and gRPC (envoy.h) and of the gRPC
+/* Tests of envoyproxy/ratelimit's decision shared by /json and gRPC (rls.h) and of the gRPC
  * protobuf codec (pb.h): every shipped config loads, an upstream-style config with the long
  * units loads, the long units count in the epoch's windows, hostile protobuf is refused, and
  * what we encode has the upstream field numbers. */
@@ -6,7 +6,7 @@
 
 #include "server/config/config.h"
 #include "server/config/load.h"
-#include "server/request/envoy.h"
+#include "server/envoy/rls.h"
 #include "server/http/httpin.h"
 #include "server/grpc/pb.h"
 #include "server/request/srv.h"

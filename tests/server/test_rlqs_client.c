@@ -1,11 +1,11 @@
 /* The client side of the RLQS codec (src/proto/rlqs_client.c, `ratelimit quota`'s) against
- * the daemon's (src/server/grpc/rlqs_pb.c) and against bytes protobuf's own encoder wrote:
+ * the daemon's (src/server/envoy/rlqs_pb.c) and against bytes protobuf's own encoder wrote:
  * reports the client writes are what the daemon reads, responses the daemon (and protobuf)
  * write are what the client reads, and malformed responses are refused. */
 #include "test.h"
 
 #include "proto/rlqs_client.h"
-#include "server/grpc/rlqs_pb.h"
+#include "server/envoy/rlqs_pb.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,9 +1,9 @@
-/* Tests of the Rate Limit Quota Service codec (grpc/rlqs_pb.c) against bytes that protobuf's
+/* Tests of the Rate Limit Quota Service codec (envoy/rlqs_pb.c) against bytes that protobuf's
  * own encoder wrote from proto/rlqs.proto (python3-protobuf, deterministic), and against
  * hostile input: bad wire types, huge BucketIds, counts near 2^64, negative durations. */
 #include "test.h"
 
-#include "server/grpc/rlqs_pb.h"
+#include "server/envoy/rlqs_pb.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -39,7 +39,7 @@
 -- rises only up to the budget in force, which is at most the claim stored with it, and is
 -- only lowered towards a lowered budget (rlt__quota_bucket_budget's contract).  So a lowered
 -- claim is stored one exchange after its budget is lowered.  A server in a fail mode divides
--- at most its last claim until that claim's expiry less one assignment TTL (quotas_redis.c),
+-- at most its last claim until that claim's expiry less one assignment TTL (rlqs_redis.c),
 -- so it holds nothing the others may take.
 --
 -- Returns {budget_q, budget_b, claim_q, claim_b, live servers (this one included), D}.

@@ -14,6 +14,7 @@
 -- KEYS: the limit's key, the reservation's key.  ARGV:
 --   'v', now, floor, algo, estimate, N, W, B, Q, D, scale, unit, cal, timeout_ms   (reserve)
 --   's', now, floor, algo, real,     N, W, B, Q, D, scale, unit, cal               (settle)
+--   'mv' / 'ms': one reservation over several limits (lua/budget.lua, run before this file)
 -- now is in microseconds, or -1 for the server's clock (TIME).  Reserve returns the decision
 -- {allowed, limit, remaining, retry_us, retry_ns, reset_us, reset_ns, delay_us, delay_ns,
 -- lease} (multi.lua's form) and, when allowed, creates the reservation (or returns -1 if that
@@ -235,6 +236,7 @@ if now == nil or now < 0 then
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local floor_ms = tonumber(ARGV[3]) or 0
+if op == 'mv' or op == 'ms' then return budget(op, now, floor_ms, algos, settles) end
 local pr = {algo = tonumber(ARGV[4]), N = tonumber(ARGV[6]), W = tonumber(ARGV[7]),
             B = tonumber(ARGV[8]), Q = tonumber(ARGV[9]), D = tonumber(ARGV[10]),
             scale = tonumber(ARGV[11]), unit = tonumber(ARGV[12])}

@@ -20,7 +20,7 @@
 typedef struct rlt__backend rlt__backend;
 
 /* One RLQS quota bucket's exchange with the other servers of the fleet (Redis mode of Envoy's
- * Rate Limit Quota Service, request/quotas_sync.c; src/redis/quota.h has the claims' rule). */
+ * Rate Limit Quota Service, envoy/rlqs_sync.c; src/redis/quota.h has the claims' rule). */
 /* rlt__quota_exchange.flags, src/redis/quota.h's RLT__REDIS_QUOTA_EXPECT and _GAP (the same
  * values): the server's previous exchange stored a field that should still be live; the
  * server's view of Redis had a gap less than a claim's life ago. */
@@ -76,8 +76,8 @@ typedef struct rlt__backend_ops {
     int (*settle)(rlt__backend *b, int policy_id, const void *key, size_t klen, rlt_ns now,
                   uint64_t reservation, int64_t real_cost, rlt_decision *d);
     /* One reservation over several limits and its settles (include/ratelimit/budget.h's
-     * rlt_store_reserve_limits / rlt_store_settle_limits); NULL when a backend cannot hold
-     * them (Redis, for now). */
+     * rlt_store_reserve_limits / rlt_store_settle_limits; Redis: rlt_redis_reserve_limits /
+     * rlt_redis_settle_limits, where the holder is not counted). */
     int (*reserve_limits)(rlt__backend *b, uint64_t holder, const rlt_limit *limits, size_t n,
                           const rlt_usage *estimate, rlt_ns now, rlt_ns timeout,
                           rlt_decision *combined, rlt_decision *each, int *refused,

@@ -456,6 +456,66 @@ static int redis_settle(rlt__backend *be, int policy_id, const void *key, size_t
     return st;
 }
 
+/* One reservation over several limits (rlt_redis_reserve_limits / _settle_limits): kept in
+ * Redis beside the first limit's key, so any daemon of the fleet settles it.  Without Redis a
+ * reserve is the fail mode of its limits (open only when every one fails open; a limit that
+ * fails local counts as closed: no local reservation to settle later) and makes no
+ * reservation; a settle is RLT_EBACKEND for the client to see. */
+static int redis_reserve_limits(rlt__backend *be, uint64_t holder, const rlt_limit *limits,
+                                size_t n, const rlt_usage *estimate, rlt_ns now, rlt_ns timeout,
+                                rlt_decision *combined, rlt_decision *each, int *refused,
+                                uint64_t *reservation)
+{
+    (void)holder, (void)now;
+    redis_be *b = (redis_be *)be;
+    *reservation = 0;
+    memset(combined, 0, sizeof *combined);
+    if (n == 0 || n > RLT_BUDGET_LIMITS) return RLT_EINVAL;
+    const rlt__config *c;
+    int st;
+    tctx *t = enter(b, &c, &st);
+    if (st != RLT_OK) return st;
+    rlt_redis_limit rl[RLT_BUDGET_LIMITS];
+    unsigned flags = RLT_REDIS_FAIL_OPEN;
+    for (size_t i = 0; i < n; i++) {
+        const rlt_policy *p;
+        if ((st = get_policy(t, b->reg, limits[i].policy, &p)) != RLT_OK) return st;
+        rl[i] = (rlt_redis_limit){p, limits[i].key, limits[i].klen, limits[i].weights};
+        unsigned f = fail_flags(t, c, limits[i].policy);
+        if (!(f & RLT_REDIS_FAIL_OPEN) || (f & LOCAL_FLAG)) flags = 0;
+    }
+    st = rlt_redis_reserve_limits(t->r, rl, n, flags, estimate, 0, timeout, combined, each, refused,
+                                  reservation);
+    if (st == RLT_OK) local_leave(b);
+    rlt__backend_redis_publish(t);
+    return decided(st);
+}
+
+static int redis_settle_limits(rlt__backend *be, uint64_t reservation, const rlt_check *keys,
+                               size_t n, const rlt_usage *usage, bool final, rlt_ns now,
+                               rlt_decision *combined, rlt_decision *each, int64_t *charged)
+{
+    (void)now;
+    redis_be *b = (redis_be *)be;
+    memset(combined, 0, sizeof *combined);
+    if (n == 0 || n > RLT_BUDGET_LIMITS) return RLT_EINVAL;
+    const rlt__config *c;
+    int st;
+    tctx *t = enter(b, &c, &st);
+    if (st != RLT_OK) return st;
+    rlt_redis_check rc[RLT_BUDGET_LIMITS];
+    for (size_t i = 0; i < n; i++) {
+        const rlt_policy *p;
+        if ((st = get_policy(t, b->reg, keys[i].policy, &p)) != RLT_OK) return st;
+        rc[i] = (rlt_redis_check){p, keys[i].key, keys[i].klen, 0};
+    }
+    st = rlt_redis_settle_limits(t->r, reservation, rc, n, 0, usage, final, 0, combined, each,
+                                 charged);
+    if (st == RLT_OK) local_leave(b);
+    rlt__backend_redis_publish(t);
+    return st;
+}
+
 _Static_assert(RLT__QUOTA_X_EXPECT == RLT__REDIS_QUOTA_EXPECT &&
                    RLT__QUOTA_X_GAP == RLT__REDIS_QUOTA_GAP,
                "backend.h's exchange flags are quota.h's");
@@ -515,6 +575,8 @@ static const rlt__backend_ops redis_ops = {
     .release = redis_release,
     .reserve = redis_reserve,
     .settle = redis_settle,
+    .reserve_limits = redis_reserve_limits,
+    .settle_limits = redis_settle_limits,
     .quota_exchange = redis_quota_exchange,
     .info = rlt__backend_redis_info,
     .prometheus = rlt__backend_redis_prometheus,

@@ -111,7 +111,7 @@ typedef struct rlt__rule {
     rlt_change change; /* what a reload does to used allowance (rate_limit.change) */
     bool lease;        /* Redis: local leases for hot keys (rate_limit.lease) */
     bool drain;        /* rate_limit.drain_over_limit: every hit is charged, debt past the
-                          limit included (Envoy's apply_on_stream_done cost; envoy.c) */
+                          limit included (Envoy's apply_on_stream_done cost; rls.c) */
     int64_t requests_per_unit;
     const char *unit; /* "SECOND" ... "DAY" for the envoy reply; NULL if not envoy */
     int policy_id;    /* filled by rlt__srv_apply_config */
@@ -150,7 +150,7 @@ typedef struct rlt__tenant {
 /* What a quota bucket rule gives (quota_buckets:, Envoy's RLQS; grpc/rlqs.c). */
 enum { RLT__QUOTA_POLICY = 0, RLT__QUOTA_ALLOW_ALL = 1, RLT__QUOTA_DENY_ALL = 2 };
 
-/* One item of a domain's `quota_buckets:` (read by quota_cfg.c): the BucketIds it matches and the
+/* One item of a domain's `quota_buckets:` (read by rlqs_cfg.c): the BucketIds it matches and the
  * global budget every Envoy reporting one of them shares. */
 typedef struct rlt__qrule {
     char **keys, **values; /* match: each key must be in the BucketId with its value; a value

@@ -5,7 +5,7 @@
  * are rules.c's, the typed node readers yaml.c's. */
 #include "server/config/load.h"
 
-#include "server/config/quota_cfg.h"
+#include "server/config/rlqs_cfg.h"
 #include "server/config/rules.h"
 #include "server/config/yaml.h"
 
@@ -313,7 +313,7 @@ static int parse_root(rlt__cy *x, yaml_node_t *root)
     }
     if (rlt__cy_need_map(x, root, "the top level") != RLT_OK) return RLT_EPARSE;
     yaml_node_t *domain = NULL, *descs = NULL, *tiers = NULL, *policies = NULL;
-    yaml_node_t *qb = NULL, *qdefault = NULL, *qttl = NULL; /* Envoy's RLQS (quota_cfg.h) */
+    yaml_node_t *qb = NULL, *qdefault = NULL, *qttl = NULL; /* Envoy's RLQS (rlqs_cfg.h) */
     /* policies first: tiers refer to them wherever they appear in the file. */
     FOR_PAIRS(x, root, k, v)
     {
@@ -380,7 +380,7 @@ static int parse_root(rlt__cy *x, yaml_node_t *root)
     yaml_node_t *q = qb ? qb : qdefault ? qdefault : qttl;
     if (q != NULL && domain == NULL) return rlt__cy_fail(x, q, "quota buckets need a domain");
     if (domain != NULL &&
-        rlt__cy_parse_quota(x, &x->c->domains[x->c->ndomains - 1], qb, qdefault, qttl) != RLT_OK)
+        rlt__rlqs_cfg_parse(x, &x->c->domains[x->c->ndomains - 1], qb, qdefault, qttl) != RLT_OK)
         return RLT_EPARSE;
     if (rlt__cy_check_rule_names(x) != RLT_OK) return RLT_EPARSE;
     if (tiers != NULL && rlt__cy_parse_tiers(x, tiers) != RLT_OK) return RLT_EPARSE;

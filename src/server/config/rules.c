@@ -171,7 +171,7 @@ static int parse_rate_limit(rlt__cy *x, yaml_node_t *n, rlt__rule *rule)
         int r = 0;
         if (rlt__cy_eq(key, kl, "unit")) {
             s = rlt__cy_scalar(v, &vl);
-            /* envoyproxy/ratelimit's units and dividers (envoy.c: WEEK is 7 days, MONTH 30,
+            /* envoyproxy/ratelimit's units and dividers (rls.c: WEEK is 7 days, MONTH 30,
              * YEAR 365, windows aligned to the epoch). */
             int u = s ? rlt__unit_from_name(s, vl) : RLT__UNIT_UNKNOWN;
             period = rlt__unit_ns(u);

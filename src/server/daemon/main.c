@@ -7,6 +7,7 @@
 #include "server/base/clock.h"
 #include "server/config/config.h"
 #include "server/config/load.h"
+#include "server/envoy/rlqs_srv.h"
 #include "server/net/conn.h"
 #include "server/request/decide.h"
 #include "server/net/listen.h"
@@ -549,6 +550,12 @@ int main(int argc, char **argv)
     if (rlt__srv_open(&s, cfg, wall_start - rlt__clock_origin(), wall_start, err, sizeof err) !=
         RLT_OK) {
         rlt__log(RLT__LOG_ERR, "%s", err);
+        return 1;
+    }
+    /* Envoy's quota service, attached to the context (envoy/rlqs_srv.h). */
+    if (rlt__rlqs_attach(s, err, sizeof err) != RLT_OK) {
+        rlt__log(RLT__LOG_ERR, "%s", err);
+        rlt__srv_close(s);
         return 1;
     }
     mainctx m = {.s = s, .o = &o, .base = event_base_new()};

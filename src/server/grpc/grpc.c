@@ -1,6 +1,6 @@
 /* gRPC on the connection layer: Envoy's rate limit service and the standard health check over
  * cleartext HTTP/2 with prior knowledge (h2c), as Envoy's rate limit cluster speaks it.
- *   /envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit   envoy.h's decision
+ *   /envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit   rls.h's decision
  *   /grpc.health.v1.Health/Check                                  SERVING
  * HTTP/2 is nghttp2's (sans-I/O: the layer's input goes to nghttp2_session_mem_recv, what
  * nghttp2_session_mem_send produces goes to the connection's output), protobuf is pb.h's.
@@ -26,7 +26,7 @@
 #include "server/base/escape.h"
 
 #include "server/net/conn.h"
-#include "server/request/envoy.h"
+#include "server/envoy/rls.h"
 #include "server/stats/metrics.h"
 #include "server/grpc/pb.h"
 #include "server/net/protocol.h"

@@ -6,7 +6,7 @@
 #define RLT_SERVER_GRPC_PB_H
 
 #include "ratelimit/ratelimit.h"
-#include "server/request/envoy.h"
+#include "server/envoy/rls.h"
 #include "server/base/obuf.h"
 
 #include <stddef.h>

@@ -2,22 +2,23 @@
  * HTTP/2 stream.  A call binds the identity of its bearer token (a tenant's buckets are its
  * own; its streams and buckets count in its share, the admin's in its connection's) and the
  * domain of its first report; every report is answered with the actions the quota state gives
- * (request/quotas.h), in one response message, or nothing when every Envoy keeps what it
+ * (envoy/rlqs.h), in one response message, or nothing when every Envoy keeps what it
  * holds.  Errors end the call with trailers: a malformed report INVALID_ARGUMENT, a bucket
  * past the table's or the stream's cap, a client's streams past its share or a report too
  * large RESOURCE_EXHAUSTED, an identity a reload changed UNAUTHENTICATED. */
 #include "server/grpc/rlqs.h"
 
 #include "server/base/mem.h"
-#include "server/grpc/rlqs_pb.h"
-#include "server/request/quotas.h"
+#include "server/envoy/rlqs_pb.h"
+#include "server/envoy/rlqs_srv.h"
+#include "server/envoy/rlqs.h"
 #include "server/request/request.h"
 
 #include <stdlib.h>
 #include <strings.h>
 
 struct rlt__rlqs_call {
-    rlt__quotas_stream *qs;
+    rlt__rlqs_stream *qs;
     const rlt__config *cfg; /* the config its identity was checked under */
     uint64_t holder;        /* that identity (rlt__session_holder: a tenant, or the connection) */
     char domain[RLT__STR_MAX];
@@ -90,6 +91,8 @@ void rlt__rlqs_begin(gconn *g, gstream *st)
         nghttp2_submit_response(g->h2, st->id, nva, 2, NULL);
         return;
     }
+    if (g->s->rlqs == NULL) /* a context without the quota service (envoy/rlqs_srv.h) */
+        return answer_error(g, st, G_UNIMPLEMENTED, "the quota service is not attached");
     static __thread rlt__session ss;
     if (!authorized(g, st, &ss))
         return answer_error(g, st, G_UNAUTHENTICATED, "missing or wrong bearer token");
@@ -102,8 +105,8 @@ void rlt__rlqs_begin(gconn *g, gstream *st)
     c->cfg = rlt__srv_config(g->s);
     c->holder = rlt__session_holder(&ss);
     size_t cap = c->cfg->set.rlqs_max_streams_per_client;
-    rlt__quotas_client who = {c->holder, ss.prefix, ss.prefix_len, cap};
-    int e = rlt__quotas_stream_new_for(g->s->quotas, &who, &c->qs);
+    rlt__rlqs_client who = {c->holder, ss.prefix, ss.prefix_len, cap};
+    int e = rlt__rlqs_stream_new_for(g->s->rlqs, &who, &c->qs);
     if (e != RLT_OK) {
         free(c);
         rlt__mem_conn_give(sizeof *c);
@@ -125,7 +128,7 @@ void rlt__rlqs_release(gconn *g, gstream *st)
 {
     rlt__rlqs_call *c = st->rq;
     if (c == NULL) return;
-    rlt__quotas_stream_end(g->s->quotas, c->qs, g->now);
+    rlt__rlqs_stream_end(g->s->rlqs, c->qs, g->now);
     rlt__obuf_free(&c->out);
     free(c);
     rlt__mem_conn_give(sizeof *c);
@@ -182,49 +185,15 @@ static void report(gconn *g, gstream *st, const uint8_t *m, size_t n)
         c->cfg = cfg;
     }
     size_t mark = c->out.len, actions = 0;
-    rlt__obuf_put(&c->out, "\0\0\0\0\0", 5);
-    static __thread rlt__rlqs_usage u;
-    char key[RLT__RLQS_MAX_ID + 2 * RLT__RLQS_MAX_PAIRS];
-    int e = RLT_OK;
-    rlt__quotas *q = g->s->quotas;
-    rlt__quotas_lock(q);
-    rlt__quotas_counters *cnt = rlt__quotas_counted(q);
-    while (rlt__rlqs_next_usage(&it, &u, err, sizeof err) == RLT__RLQS_OK) {
-        cnt->usages++;
-        if (u.id.n == 0) { /* no BucketId: nothing to answer it with; the others are */
-            cnt->skipped++;
-            continue;
-        }
-        rlt__quotas_usage qu = {
-            u.id.pairs, u.id.n,    key,     rlt__rlqs_id_key(&u.id, key, sizeof key),
-            u.elapsed,  u.allowed, u.denied};
-        rlt__quotas_answer a;
-        if ((e = rlt__quotas_report(q, cfg, c->qs, c->domain, c->dlen, &qu, g->now, &a)) != RLT_OK)
-            break;
-        cnt->shadow_denied += a.shadow_denied;
-        if (a.kind == RLT__QA_NONE) continue;
-        rlt__rlqs_action act = {
-            &u.id, (rlt__rlqs_kind)a.kind, a.max_tokens, a.tokens_per_fill, a.fill_interval, a.ttl};
-        rlt__rlqs_encode_response(&act, 1, &c->out);
-        actions++;
-    }
-    cnt->actions += actions;
-    rlt__quotas_unlock(q);
+    int e = rlt__rlqs_feed_report(g->s->rlqs, cfg, c->qs, c->domain, c->dlen, &it, g->now, &c->out,
+                                  &actions);
     if (c->out.overflow) {
         /* A client that does not read its answers: nothing more can be queued. */
         nghttp2_submit_rst_stream(g->h2, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_ENHANCE_YOUR_CALM);
         c->finished = true;
         return;
     }
-    if (actions == 0) {
-        c->out.len = mark;
-    } else {
-        size_t len = c->out.len - mark - 5;
-        uint8_t pre[5] = {0, (uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8),
-                          (uint8_t)len};
-        memcpy(c->out.data + mark, pre, 5);
-        resume(g, st);
-    }
+    if (c->out.len > mark) resume(g, st);
     if (e != RLT_OK)
         finish(g, st, G_RESOURCE_EXHAUSTED,
                e == RLT_EFULL ? "too many buckets: 1024 per stream, 65536 in all"

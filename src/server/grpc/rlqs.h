@@ -1,7 +1,7 @@
 /* Envoy's Rate Limit Quota Service on the gRPC session (rlqs.c):
  * /envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas, a
  * bidirectional stream.  Each length-prefixed report is decoded as its bytes arrive
- * (rlqs_pb.h), its usages fed to the daemon's quota state (request/quotas.h), and the actions
+ * (rlqs_pb.h), its usages fed to the daemon's quota state (envoy/rlqs_srv.h), and the actions
  * it answers sent at once on the still-open response stream (an nghttp2 data provider that
  * defers while nothing is queued); the trailers (grpc-status) end it when the client ends its
  * side or the call fails.  grpc.c calls these from its nghttp2 callbacks. */

@@ -126,6 +126,44 @@ static void handle_class(rlt__conn *c, const rlt__check_req *cr, const rlt__targ
     render_check(s, r, t->policy_id, cost, now, st, &d, NULL);
 }
 
+/* /v1/check with policy= repeated: every limit decided all or nothing in one call
+ * (rlt__decide_multi), at once after the staged checks.  The answer is the most restrictive
+ * values, with the refusing limit's IETF fields (else the first's) and "refused_index": the
+ * refusing limit's place among the policies given, -1 when allowed.  HEAD charges nothing. */
+static void handle_nested(rlt__conn *c, const rlt__session *ss, const rlt__check_req *cr,
+                          const rlt__target *t0, rlt__pipe_reply *r, rlt_ns now)
+{
+    rlt__srv *s = rlt__conn_srv(c);
+    rlt__pipe_flush(rlt__conn_pipe(c), s);
+    if (cr->reserve || cr->reservation || cr->timeout_ms)
+        return rlt__http_error(r->out, 400, r->flags, NULL,
+                               "reserve=1 takes one policy (POST /v1/mreserve takes several)");
+    if (cr->class_reserve > 0)
+        return rlt__http_error(r->out, 400, r->flags, NULL, "class_reserve takes one policy");
+    static __thread char kbufs[RLT__CHECK_MAX_LIMITS - 1][RLT_KEY_MAX];
+    int64_t cost = r->flags & RLT__HF_HEAD ? 0 : cr->cost;
+    rlt_check checks[RLT__CHECK_MAX_LIMITS];
+    checks[0] = (rlt_check){.policy = t0->policy_id, .key = t0->key, .klen = t0->klen, .cost = cost};
+    char err[300];
+    for (size_t i = 1; i < cr->nlimits; i++) {
+        const rlt__check_limit *l = &cr->more[i - 1];
+        rlt__target t;
+        if (rlt__target_resolve(s, ss, l->key, l->klen, l->policy, l->plen, false, now,
+                                kbufs[i - 1], &t, err, sizeof err) != RLT_OK)
+            return rlt__http_error(r->out, 400, r->flags, NULL, err);
+        checks[i] = (rlt_check){.policy = t.policy_id, .key = t.key, .klen = t.klen, .cost = cost};
+    }
+    rlt_decision d;
+    int refused = -1;
+    int st = rlt__decide_multi(s, checks, cr->nlimits, now, &d, &refused);
+    int which = refused > 0 ? refused : 0;
+    if (which > 0)
+        field_name(cr->more[which - 1].policy, cr->more[which - 1].plen, r->name, sizeof r->name);
+    char more[40];
+    snprintf(more, sizeof more, ",\"refused_index\":%d", st == RLT_OK ? refused : -1);
+    render_check(s, r, checks[which].policy, cost, now, st, &d, more);
+}
+
 static void handle_check(rlt__conn *c, const rlt__http_req *req, const rlt__session *ss,
                          unsigned flags, rlt_ns now)
 {
@@ -148,6 +186,7 @@ static void handle_check(rlt__conn *c, const rlt__http_req *req, const rlt__sess
     }
     rlt__pipe_reply r = {.out = o, .fn = reply_check, .flags = flags, .arg = cr.deny_status};
     field_name(cr.policy, cr.plen, r.name, sizeof r.name);
+    if (cr.nlimits > 1) return handle_nested(c, ss, &cr, &t, &r, now);
     if (cr.reserve || cr.reservation || cr.timeout_ms)
         return handle_reserve(c, ss, &cr, &t, &r, now);
     if (cr.class_reserve != 0 && cr.klass != RLT_CLASS_CRITICAL)
@@ -213,7 +252,8 @@ static void handle_settle(rlt__conn *c, const rlt__http_req *req, const rlt__ses
         rlt__target_resolve(s, ss, cr.key, cr.klen, cr.policy, cr.plen, false, now, kbuf, &t, err,
                             sizeof err) != RLT_OK)
         return rlt__http_error(o, 400, flags, NULL, err);
-    if (!cr.reservation || !cr.has_cost || cr.reserve || cr.timeout_ms || cr.deny_status)
+    if (!cr.reservation || !cr.has_cost || cr.reserve || cr.timeout_ms || cr.deny_status ||
+        cr.nlimits > 1)
         return rlt__http_error(o, 400, flags, NULL,
                                "POST /v1/settle takes key, policy, reservation (the id the "
                                "reservation returned) and cost (the real cost)");

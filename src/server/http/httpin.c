@@ -1,6 +1,6 @@
 /* Inputs of ratelimitd's HTTP endpoints, apart from the connection so that they can be
  * unit-tested and fuzzed: the /v1/check query string and envoyproxy/ratelimit's /json body
- * (parsed with jansson; envoy.c decides it and renders the proto3-JSON reply). */
+ * (parsed with jansson; rls.c decides it and renders the proto3-JSON reply). */
 #include "server/http/httpin.h"
 #include "core/text.h"
 
@@ -9,6 +9,7 @@
 #include "ratelimit/adaptive.h"
 
 #include <jansson.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,15 +151,16 @@ int rlt__peek_parse(const char *q, size_t len, rlt__peek_req *r, char *err, size
 
 int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, size_t errlen)
 {
-    memset(r, 0, sizeof *r);
+    memset(r, 0, offsetof(rlt__check_req, more)); /* more[] is written as it is used */
     r->cost = 1;
     r->klass = RLT_CLASS_DEFAULT;
     r->class_reserve = -1; /* none given: the policy's reserve= if class= is (below) */
-    bool have_key = false, have_policy = false, have_cost = false, have_addr = false,
-         seen_class = false, seen_reserve = false;
+    bool have_key = false, have_cost = false, have_addr = false, seen_class = false,
+         seen_reserve = false;
     char addr[64];
-    size_t alen = 0;
-    int64_t prefix = 0;
+    size_t alen = 0, np = 0; /* np: policies given */
+    int64_t prefix = 0;      /* before any policy: every policy's */
+    int64_t pfx[RLT__CHECK_MAX_LIMITS] = {0};
     size_t i = 0;
     while (i < len) {
         size_t end = i;
@@ -197,19 +199,25 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
         } else if (nl == 6 && memcmp(name, "prefix", 6) == 0) {
             char num[8];
             size_t d;
-            if (!decode_once(prefix != 0, val, vl, num, sizeof num, &d) ||
-                !rlt__parse_i64(num, d, &prefix) || prefix < 32 || prefix > 128) {
-                snprintf(err, errlen, "prefix must be given once, 32..128");
+            int64_t *to = np == 0 ? &prefix : &pfx[np - 1];
+            if (!decode_once(*to != 0, val, vl, num, sizeof num, &d) ||
+                !rlt__parse_i64(num, d, to) || *to < 32 || *to > 128) {
+                snprintf(err, errlen,
+                         "prefix must be 32..128, given once before any policy (every "
+                         "policy's) and once after each policy (that policy's)");
                 return RLT_EINVAL;
             }
         } else if (nl == 6 && memcmp(name, "policy", 6) == 0) {
-            if (!decode_once(have_policy, val, vl, r->policy, sizeof r->policy - 1, &r->plen)) {
-                snprintf(err, errlen, "policy must be given once, 1..%zu bytes",
-                         sizeof r->policy - 1);
+            char *pol = np == 0 ? r->policy : r->more[np - 1].policy;
+            size_t *plen = np == 0 ? &r->plen : &r->more[np - 1].plen;
+            if (np == RLT__CHECK_MAX_LIMITS ||
+                !decode_once(false, val, vl, pol, sizeof r->policy - 1, plen)) {
+                snprintf(err, errlen, "policy must be 1..%zu bytes, at most %d policies",
+                         sizeof r->policy - 1, RLT__CHECK_MAX_LIMITS);
                 return RLT_EINVAL;
             }
-            r->policy[r->plen] = '\0';
-            have_policy = true;
+            pol[*plen] = '\0';
+            np++;
         } else if (nl == 4 && memcmp(name, "cost", 4) == 0) {
             char num[32];
             size_t d;
@@ -282,26 +290,42 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
         i = end + 1;
     }
     if (r->class_reserve < 0 && !seen_class) r->class_reserve = 0;
-    if (prefix != 0 && !have_addr) {
+    bool any_prefix = prefix != 0;
+    for (size_t j = 0; j < np; j++)
+        any_prefix |= pfx[j] != 0;
+    if (any_prefix && !have_addr) {
         snprintf(err, errlen, "prefix needs addr");
         return RLT_EINVAL;
+    }
+    if (!have_key && !have_addr) {
+        snprintf(err, errlen, "missing key parameter (or addr)");
+        return RLT_EINVAL;
+    }
+    r->nlimits = np > 1 ? np : 1;
+    /* The others' keys first: the first limit's is made in place of the key given. */
+    for (size_t j = 1; j < r->nlimits; j++) {
+        rlt__check_limit *l = &r->more[j - 1];
+        if (!have_addr) {
+            memcpy(l->key, r->key, r->klen);
+            l->klen = r->klen;
+        } else if (rlt__key_with_addr(r->key, r->klen, addr, alen,
+                                      (int)(pfx[j] ? pfx[j] : prefix), l->key, &l->klen, err,
+                                      errlen) != RLT_OK) {
+            return RLT_EINVAL;
+        }
+        l->key[l->klen] = '\0';
     }
     if (have_addr) {
         char k[RLT_KEY_MAX];
         size_t kl;
-        if (rlt__key_with_addr(r->key, r->klen, addr, alen, (int)prefix, k, &kl, err, errlen) !=
-            RLT_OK)
+        if (rlt__key_with_addr(r->key, r->klen, addr, alen, (int)(pfx[0] ? pfx[0] : prefix), k,
+                               &kl, err, errlen) != RLT_OK)
             return RLT_EINVAL;
         memcpy(r->key, k, kl);
         r->klen = kl;
         r->key[kl] = '\0';
-        have_key = true;
     }
-    if (!have_key) {
-        snprintf(err, errlen, "missing key parameter (or addr)");
-        return RLT_EINVAL;
-    }
-    if (!have_policy) {
+    if (np == 0) {
         strcpy(r->policy, "default");
         r->plen = 7;
     }

@@ -110,10 +110,10 @@ static void reply(rlt__obuf *o, unsigned flags, rlt__srv *s, const rlt_limit *l,
 
 static int status_of(const rlt__srv *s, int st)
 {
-    return !rlt__decide_can_reserve_limits(s) ? 501
-           : st == RLT_ENOENT                 ? 404
-           : st == RLT_EFULL                  ? 503
-                                              : 400;
+    return !rlt__decide_can_reserve_limits(s)                             ? 501
+           : st == RLT_ENOENT                                             ? 404
+           : st == RLT_EFULL || st == RLT_EBACKEND || st == RLT_ETIMEDOUT ? 503
+                                                                          : 400;
 }
 
 static __thread char keys[RLT_BUDGET_LIMITS][RLT_KEY_MAX];

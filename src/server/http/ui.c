@@ -4,7 +4,7 @@
 #include "server/http/httpin.h"
 #include "server/http/reply.h"
 #include "server/request/decide.h"
-#include "server/request/envoy.h"
+#include "server/envoy/rls.h"
 #include "server/request/report.h"
 #include "server/request/srv.h"
 
@@ -117,7 +117,7 @@ static void answer(rlt__srv *s, rlt__obuf *o, unsigned flags, rlt_ns now, const 
 }
 
 /* The envoy forms: the rule named by its path, or the one a descriptor matches (as
- * ShouldRateLimit matches it), and the store key (the descriptor's, as envoy.c builds it);
+ * ShouldRateLimit matches it), and the store key (the descriptor's, as rls.c builds it);
  * then "r:PATH" is resolved as RL.PEEK resolves it.  An unknown rule, or a descriptor no rule
  * matches: 404. */
 static void peek_rule(rlt__srv *s, rlt__obuf *o, rlt__peek_req *pr, const rlt__session *ss,
@@ -167,7 +167,8 @@ void rlt__ui_peek(rlt__srv *s, rlt__obuf *o, const rlt__http_req *req, const rlt
     if (pr.envoy) return peek_rule(s, o, &pr, ss, flags, now);
     if (rlt__check_parse(q, req->query_len, &cr, err, sizeof err) != RLT_OK)
         return rlt__http_error(o, 400, flags, NULL, err);
-    if (cr.has_cost || cr.reserve || cr.reservation || cr.timeout_ms || cr.deny_status)
+    if (cr.has_cost || cr.reserve || cr.reservation || cr.timeout_ms || cr.deny_status ||
+        cr.nlimits > 1)
         return rlt__http_error(o, 400, flags, NULL,
                                "GET /v1/peek takes key and policy only: a peek charges nothing");
     rlt__target t;

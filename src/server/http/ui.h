@@ -27,7 +27,7 @@ void rlt__ui_stats(struct rlt__srv *s, rlt__obuf *o, unsigned flags, rlt_ns now)
  * {"key","policy","policy_text","allowed","limit","remaining","retry_after_ms",
  * "reset_after_ms","delay_ms"}; 400 for a bad key or policy, or any other parameter.
  * An envoy rule instead of a policy (rlt__peek_parse's forms): ?rule=PATH&key=K, or
- * ?domain=D&descriptor=K=V[,K=V...] (the rule it matches, the key envoy.c makes of it): the
+ * ?domain=D&descriptor=K=V[,K=V...] (the rule it matches, the key rls.c makes of it): the
  * same body with "key" the store key, "policy" "r:PATH" (what RL.PEEK takes) and "rule" PATH;
  * 404 for an unknown rule or a descriptor no rule matches. */
 void rlt__ui_peek(struct rlt__srv *s, rlt__obuf *o, const rlt__http_req *req,

@@ -45,7 +45,7 @@ int rlt__limit_usage(const char *p, size_t n, const char *what, rlt_usage *u, ch
 const char *rlt__limits_strerror(const struct rlt__srv *s, int st, bool settle)
 {
     if (!rlt__decide_can_reserve_limits(s))
-        return "multi-limit reservations need the local backend (not yet kept in Redis)";
+        return "multi-limit reservations are not held by this backend";
     switch (st) {
     case RLT_ENOENT:
         return settle ? "unknown reservation: never made for these keys and policies (in this "
@@ -54,9 +54,15 @@ const char *rlt__limits_strerror(const struct rlt__srv *s, int st, bool settle)
     case RLT_EINVAL:
         return settle ? "usage names a count no limit of the reservation weighs"
                       : "a policy cannot settle (leaky bucket, concurrency), or the estimate "
-                        "names a count no limit weighs";
+                        "names a count no limit weighs, or (Redis Cluster) the limits' keys are "
+                        "in several hash slots: give them a common {hash tag}";
     case RLT_ERANGE:
-        return "cost out of range: a weighting times the usage leaves int64";
+        return "cost out of range: a weighting times the usage leaves int64 (2^53 in Redis mode)";
+    case RLT_EBACKEND:
+    case RLT_ETIMEDOUT:
+        return settle ? "Redis could not answer: not settled (retry it: a settle that was "
+                        "applied is then unknown)"
+                      : "Redis could not answer";
     case RLT_EFULL:
         return "reservation table full: settle or let some expire";
     default:

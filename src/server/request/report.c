@@ -9,9 +9,6 @@
 #include "server/base/escape.h"
 #include "server/base/mem.h"
 #include "server/request/decide.h"
-#include "server/request/quotas.h"
-#include "server/request/quotas_sync.h"
-#include "server/request/report_quotas.h"
 #include "server/request/srv.h"
 #include "server/stats/top.h"
 
@@ -30,6 +27,7 @@ static uint64_t ld(const uint64_t *p)
 typedef struct totals {
     uint64_t allowed, denied, shadowed, commands, errors, http, lat_sum;
     uint64_t lat[RLT__LAT_BUCKETS];
+    uint64_t spop_lat[RLT__LAT_BUCKETS], spop_lat_sum;
 } totals;
 
 /* Policy ids that may have counts: those the registry has handed out, and the shared last one
@@ -62,54 +60,18 @@ static void sum(rlt__srv *s, totals *t)
             t->denied += ld(&m->denied[i]);
             t->shadowed += ld(&m->shadowed[i]);
         }
-        for (size_t b = 0; b < RLT__LAT_BUCKETS; b++)
+        for (size_t b = 0; b < RLT__LAT_BUCKETS; b++) {
             t->lat[b] += ld(&m->lat[b]);
+            t->spop_lat[b] += ld(&m->spop_lat[b]);
+        }
+        t->spop_lat_sum += ld(&m->spop_lat_sum_ns);
         t->commands += ld(&m->commands);
         t->errors += ld(&m->errors);
         t->http += ld(&m->http_requests);
         t->lat_sum += ld(&m->lat_sum_ns);
     }
-    /* RLQS shadow-mode buckets' would-be denials count with the other shadow decisions */
-    rlt__quotas_stats q = {0};
-    if (s->quotas != NULL) rlt__quotas_stats_get(s->quotas, &q);
-    t->shadowed += q.c.shadow_denied;
-}
-
-/* RLQS (StreamRateLimitQuotas): /metrics families, or INFO's lines. */
-static void rlqs_report(rlt__srv *s, rlt__obuf *o, bool info)
-{
-    rlt__quotas_stats q = {0};
-    if (s->quotas != NULL) rlt__quotas_stats_get(s->quotas, &q);
-    if (info) {
-        rlt__obuf_printf(o,
-                         "\r\n# RLQS\r\nrlqs_streams:%zu\r\nrlqs_buckets:%zu\r\nrlqs_members:%zu"
-                         "\r\nrlqs_usages:%" PRIu64 "\r\nrlqs_usages_skipped:%" PRIu64
-                         "\r\nrlqs_actions:%" PRIu64 "\r\nrlqs_shadow_denied:%" PRIu64
-                         "\r\nrlqs_usages_over_cap:%" PRIu64 "\r\n",
-                         q.streams, q.buckets, q.members, q.c.usages, q.c.skipped, q.c.actions,
-                         q.c.shadow_denied, q.c.over_cap);
-        return;
-    }
-    rlt__prom_value(o, "ratelimitd_rlqs_streams", "gauge",
-                    "Open StreamRateLimitQuotas streams (Envoys).", q.streams);
-    rlt__prom_value(o, "ratelimitd_rlqs_buckets", "gauge",
-                    "RLQS BucketIds held (idle ones awaiting their TTL included).", q.buckets);
-    rlt__prom_value(o, "ratelimitd_rlqs_members", "gauge", "RLQS (stream, bucket) memberships.",
-                    q.members);
-    rlt__prom_value(o, "ratelimitd_rlqs_usages_total", "counter", "RLQS bucket usages reported.",
-                    q.c.usages);
-    rlt__prom_value(o, "ratelimitd_rlqs_usages_skipped_total", "counter",
-                    "RLQS bucket usages skipped: no BucketId or an empty one.", q.c.skipped);
-    rlt__prom_value(o, "ratelimitd_rlqs_actions_total", "counter", "RLQS bucket actions sent.",
-                    q.c.actions);
-    rlt__prom_value(o, "ratelimitd_rlqs_usages_over_cap_total", "counter",
-                    "RLQS usages of new buckets past their client's "
-                    "rlqs_max_buckets_per_client: not kept, not answered.",
-                    q.c.over_cap);
-    rlt__prom_value(o, "ratelimitd_rlqs_shadow_denied_total", "counter",
-                    "Requests RLQS shadow-mode buckets would have denied (also in "
-                    "ratelimitd_decisions_total{outcome=\"shadow_denied\"}).",
-                    q.c.shadow_denied);
+    /* An attached service's (RLQS) would-be denials count with the other shadow decisions. */
+    if (s->service != NULL) t->shadowed += s->service->svc_shadow_denied(s);
 }
 
 static void per_id(rlt__srv *s, size_t id, uint64_t *a, uint64_t *d, uint64_t *sh)
@@ -292,10 +254,7 @@ void rlt__report_prometheus(rlt__srv *s, rlt__obuf *o)
             esc, r.allowed, esc, r.denied, esc, r.shadowed);
     }
     rlt__prom_value(o, "ratelimitd_keys", "gauge", "Live keys in the store.", st.keys);
-    rlqs_report(s, o, false);
-    rlt__quotas_view qv; /* ~11 kB */
-    rlt__quotas_view_get(s->quotas, rlt__now(), &qv);
-    rlt__report_quotas_prometheus(&qv, o);
+    if (s->service != NULL) s->service->svc_prometheus(s, o, false);
     rlt__prom_value(o, "ratelimitd_store_bytes", "gauge",
                     "Bytes held by the store for keys, states and its index.", st.bytes);
     const rlt__config *mc = rlt__srv_config(s);
@@ -356,41 +315,17 @@ void rlt__report_prometheus(rlt__srv *s, rlt__obuf *o)
                      "ratelimitd_reloads_total{result=\"ok\"} %" PRIu64 "\n"
                      "ratelimitd_reloads_total{result=\"failed\"} %" PRIu64 "\n",
                      ld(&m->reloads_ok), ld(&m->reloads_failed));
-    rlt__obuf_printf(o,
-                     "# HELP ratelimitd_command_seconds Time to execute a command or HTTP request "
-                     "(excluding network).\n# TYPE ratelimitd_command_seconds histogram\n");
-    uint64_t cum = 0;
-    for (unsigned b = 0; b < RLT__LAT_BUCKETS; b++) {
-        cum += t.lat[b];
-        if (b == RLT__LAT_BUCKETS - 1)
-            rlt__obuf_printf(o, "ratelimitd_command_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n",
-                             cum);
-        else
-            rlt__obuf_printf(o, "ratelimitd_command_seconds_bucket{le=\"%.6f\"} %" PRIu64 "\n",
-                             (double)(UINT64_C(1) << b) / 1e6, cum);
-    }
-    rlt__obuf_printf(
-        o, "ratelimitd_command_seconds_sum %.9f\nratelimitd_command_seconds_count %" PRIu64 "\n",
-        (double)t.lat_sum / 1e9, cum);
+    rlt__prom_histogram(o, "ratelimitd_command_seconds",
+                        "Time to execute a command or HTTP request (excluding network).", t.lat,
+                        t.lat_sum);
+    rlt__prom_histogram(o, "ratelimitd_spop_notify_seconds",
+                        "SPOE agent: a NOTIFY from its frame read to its ACK queued to send.",
+                        t.spop_lat, t.spop_lat_sum);
     rlt__prom_family(o, "ratelimitd_backend", "gauge",
                      "Where decisions are made (local store or Redis).");
     rlt__obuf_printf(o, "ratelimitd_backend{backend=\"%s\"} 1\n", rlt__decide_backend_name(s));
     grpc_prometheus(s, o);
-    if (s->qsync != NULL) { /* RLQS in Redis mode (quotas_sync.h) */
-        rlt__quotas_sync_stats q;
-        rlt__quotas_sync_stats_get(s->qsync, &q);
-        rlt__obuf_printf(o,
-                         "# HELP ratelimitd_rlqs_redis_exchanges_total RLQS quota bucket "
-                         "exchanges with Redis, by result.\n"
-                         "# TYPE ratelimitd_rlqs_redis_exchanges_total counter\n"
-                         "ratelimitd_rlqs_redis_exchanges_total{result=\"ok\"} %" PRIu64 "\n"
-                         "ratelimitd_rlqs_redis_exchanges_total{result=\"error\"} %" PRIu64 "\n"
-                         "# HELP ratelimitd_rlqs_redis_fail_buckets RLQS quota buckets answered "
-                         "in their fail mode (their last exchange failed).\n"
-                         "# TYPE ratelimitd_rlqs_redis_fail_buckets gauge\n"
-                         "ratelimitd_rlqs_redis_fail_buckets %" PRIu64 "\n",
-                         q.ok, q.errors, q.failing);
-    }
+    if (s->service != NULL) s->service->svc_prometheus(s, o, true);
     if (s->be != NULL) s->be->ops->prometheus(s->be, o);
 }
 
@@ -469,18 +404,10 @@ void rlt__report_info(rlt__srv *s, rlt__obuf *o)
                          ",shadow_denied=%" PRIu64 "\r\n",
                          r.id, esc, r.allowed, r.denied, r.shadowed);
     }
-    rlqs_report(s, o, true);
+    if (s->service != NULL) s->service->svc_info(s, o, false);
     rlt__obuf_printf(o, "\r\n# Backend\r\nbackend:%s\r\n", rlt__decide_backend_name(s));
     if (s->be != NULL) s->be->ops->info(s->be, o);
-    if (s->qsync != NULL) {
-        rlt__quotas_sync_stats q;
-        rlt__quotas_sync_stats_get(s->qsync, &q);
-        rlt__obuf_printf(o,
-                         "rlqs_redis_server:%016" PRIx64 "\r\nrlqs_redis_exchanges_ok:%" PRIu64
-                         "\r\nrlqs_redis_exchanges_error:%" PRIu64
-                         "\r\nrlqs_redis_fail_buckets:%" PRIu64 "\r\n",
-                         q.server, q.ok, q.errors, q.failing);
-    }
+    if (s->service != NULL) s->service->svc_info(s, o, true);
 }
 
 /* ---- top offenders ------------------------------------------------------------------------- */
@@ -672,10 +599,8 @@ void rlt__report_stats_json(rlt__srv *s, rlt_ns now, rlt__obuf *o)
         }
         rlt__obuf_printf(o, "}");
     }
-    rlt__quotas_view qv;
-    rlt__quotas_view_get(s->quotas, now, &qv);
-    rlt__obuf_printf(o, "],");
-    rlt__report_quotas_json(&qv, o);
+    rlt__obuf_printf(o, "]");
+    if (s->service != NULL) s->service->svc_stats_json(s, now, o);
     rlt__obuf_printf(o, "}\n");
     free(v);
 }

@@ -2,8 +2,6 @@
  * policies with a per-thread cache in front, and the id -> name table. */
 #include "server/request/srv.h"
 
-#include "server/request/quotas.h"
-#include "server/request/quotas_sync.h"
 
 #include "server/backend/backend.h"
 #include "server/base/clock.h"
@@ -490,12 +488,6 @@ int rlt__srv_open(rlt__srv **out, rlt__config *cfg, rlt_ns now, int64_t wall_ns,
     } else if ((st = rlt__backend_local_open(&s->reg, &s->be)) != RLT_OK) {
         snprintf(err, errlen, "out of memory");
     }
-    if (st == RLT_OK && (st = rlt__quotas_open(&s->quotas)) != RLT_OK)
-        snprintf(err, errlen, "out of memory");
-    /* A backend with a fleet (Redis): each quota bucket's budget is shared with the fleet. */
-    if (st == RLT_OK && s->be->ops->quota_exchange != NULL &&
-        (st = rlt__quotas_sync_start(&s->qsync, s->quotas, s->be)) != RLT_OK)
-        snprintf(err, errlen, "cannot start the RLQS exchanges with Redis");
     if (st != RLT_OK) {
         rlt__srv_close(s);
         return st;
@@ -507,8 +499,8 @@ int rlt__srv_open(rlt__srv **out, rlt__config *cfg, rlt_ns now, int64_t wall_ns,
 void rlt__srv_close(rlt__srv *s)
 {
     if (s == NULL) return;
-    rlt__quotas_sync_stop(s->qsync); /* before the quota state and the backend it uses */
-    rlt__quotas_close(s->quotas);    /* before the configs its buckets point into */
+    /* An attached service first: before the backend and the configs it uses. */
+    if (s->service != NULL) s->service->svc_close(s);
     if (s->be != NULL) s->be->ops->close(s->be);
     if (s->reg.store != NULL) rlt__registry_close(&s->reg);
     rlt__config_free(s->reg.cfg);

@@ -9,6 +9,7 @@
 #include "ratelimit/ratelimit.h"
 #include "ratelimit/store.h"
 #include "server/backend/registry.h"
+#include "server/base/obuf.h"
 #include "server/config/config.h"
 #include "server/request/inline.h"
 #include "server/stats/metrics.h"
@@ -34,9 +35,27 @@ typedef struct rlt__srv {
     struct rlt__backend *be;        /* where decisions are made: chosen once (decide.h) */
     struct rlt__top *top;           /* top offenders (top.h); NULL when server.top_keys is 0 */
     rlt__series series;             /* decisions per second per policy (series.h, /v1/stats) */
-    struct rlt__quotas *quotas;     /* Envoy's RLQS buckets and their division (quotas.h) */
-    struct rlt__quotas_sync *qsync; /* Redis mode: their exchanges with the fleet, or NULL */
+    /* Envoy's quota service (envoy/rlqs_srv.h attaches it; NULL when not attached): */
+    struct rlt__rlqs *rlqs;                 /* its buckets and their division (envoy/rlqs.h) */
+    struct rlt__rlqs_sync *rlqs_sync;       /* Redis mode: their exchanges with the fleet */
+    const struct rlt__srv_service *service; /* how the context closes and reports it */
 } rlt__srv;
+
+/* A service that a room above this one attaches to the context (envoy/'s RLQS: the context
+ * does not know it otherwise, so nothing here calls up).  rlt__srv_close calls svc_close
+ * first, before the backend and the configs the service may use; report.c calls the others
+ * where their parts belong.  Every member is required. */
+typedef struct rlt__srv_service {
+    void (*svc_close)(struct rlt__srv *s);
+    /* Requests it would have denied in shadow mode: counted with the shadow decisions. */
+    uint64_t (*svc_shadow_denied)(struct rlt__srv *s);
+    /* INFO: its section (backend false), or its lines of the Backend section (true). */
+    void (*svc_info)(struct rlt__srv *s, rlt__obuf *o, bool backend);
+    /* /metrics: its families (backend false), or its backend's families (true). */
+    void (*svc_prometheus)(struct rlt__srv *s, rlt__obuf *o, bool backend);
+    /* /v1/stats: its members, each preceded by ',' (after the policies). */
+    void (*svc_stats_json)(struct rlt__srv *s, rlt_ns now, rlt__obuf *o);
+} rlt__srv_service;
 
 /* Opens a server context over a new store built from cfg->set, loads the snapshot
  * cfg->set.snapshot if it exists, applies cfg, and opens the backend (backend.h): Redis when

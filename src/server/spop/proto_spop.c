@@ -15,6 +15,7 @@
  * (the IETF fields' values); or error (a string) when the question could not be answered.
  * A frame that breaks the protocol gets AGENT-DISCONNECT with its status and the connection
  * closes; the daemon's other connections are not affected. */
+#include "server/base/clock.h"
 #include "server/base/mem.h"
 #include "server/net/conn.h"
 #include "server/net/protocol.h"
@@ -75,16 +76,27 @@ static bool name_is(const unsigned char *s, size_t n, const char *lit)
     return n == strlen(lit) && memcmp(s, lit, n) == 0;
 }
 
-/* An address value as text for rlt_addr_key: typed addresses are written out, strings kept. */
+/* An address value as text for rlt_addr_key: typed addresses are written out (without
+ * snprintf: addr=src is every request's), strings kept. */
 static bool addr_text(const rlt__spop_value *v, char *out, size_t cap)
 {
     const unsigned char *b = v->s;
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
     if (v->type == RLT__SPOP_T_IPV4) {
-        snprintf(out, cap, "%u.%u.%u.%u", b[0], b[1], b[2], b[3]);
+        for (int i = 0; i < 4; i++) {
+            unsigned x = b[i];
+            if (x >= 100) out[n++] = (char)('0' + x / 100);
+            if (x >= 10) out[n++] = (char)('0' + x / 10 % 10);
+            out[n++] = (char)('0' + x % 10);
+            out[n++] = i < 3 ? '.' : '\0';
+        }
     } else if (v->type == RLT__SPOP_T_IPV6) {
-        snprintf(out, cap, "%x:%x:%x:%x:%x:%x:%x:%x", b[0] << 8 | b[1], b[2] << 8 | b[3],
-                 b[4] << 8 | b[5], b[6] << 8 | b[7], b[8] << 8 | b[9], b[10] << 8 | b[11],
-                 b[12] << 8 | b[13], b[14] << 8 | b[15]);
+        for (int i = 0; i < 16; i += 2) { /* every group, full: "0db8:..." is valid */
+            out[n++] = hex[b[i] >> 4], out[n++] = hex[b[i] & 15];
+            out[n++] = hex[b[i + 1] >> 4], out[n++] = hex[b[i + 1] & 15];
+            out[n++] = i < 14 ? ':' : '\0';
+        }
     } else if (v->type == RLT__SPOP_T_STRING && v->n < cap) {
         memcpy(out, v->s, v->n);
         out[v->n] = '\0';
@@ -311,6 +323,8 @@ static size_t spop_feed(rlt__conn *c, char *in, size_t len, rlt_ns now)
             if (f.flags & RLT__SPOP_ABORT) continue; /* nothing to cancel: no fragments */
             const char *e = NULL;
             rlt__spop_status ns = notify(c, &f, st->max_frame, now, &e);
+            rlt__mslot *ms = rlt__mslot_get(&rlt__conn_srv(c)->metrics);
+            rlt__metrics_hist(ms->spop_lat, &ms->spop_lat_sum_ns, rlt__now() - now);
             if (ns != RLT__SPOP_ST_NORMAL) {
                 disconnect(c, ns, e);
                 return len;

@@ -35,6 +35,10 @@ typedef struct rlt__mslot {
     uint64_t commands;
     uint64_t errors;
     uint64_t http_requests;
+    /* The SPOE agent's service time per NOTIFY: from the turn's clock reading (right after the
+     * recv that completed the frame) to its ACK queued for sending; buckets as lat. */
+    uint64_t spop_lat[RLT__LAT_BUCKETS];
+    uint64_t spop_lat_sum_ns;
     rlt__envoy_counters envoy;
 } rlt__mslot;
 
@@ -53,6 +57,9 @@ typedef struct rlt__metrics {
 rlt__mslot *rlt__mslot_get(rlt__metrics *m);
 void rlt__metrics_bind_thread(unsigned slot);
 void rlt__metrics_latency(rlt__mslot *s, rlt_ns ns);
+/* Counts ns in a log2 histogram of RLT__LAT_BUCKETS buckets (bucket b: <= 2^b us, the last
+ * +Inf) and adds it to *sum_ns. */
+void rlt__metrics_hist(uint64_t *buckets, uint64_t *sum_ns, rlt_ns ns);
 
 /* The calling thread's slot index: 1..64 have one writer each (a worker), 0 is shared. */
 extern __thread unsigned rlt__tl_slot;
@@ -71,6 +78,10 @@ static inline void rlt__mcount(uint64_t *c, uint64_t v)
 /* Writes the "# HELP" and "# TYPE" lines of a Prometheus family (type: counter, gauge,
  * histogram); every family rendered anywhere starts with them. */
 void rlt__prom_family(rlt__obuf *out, const char *name, const char *type, const char *help);
+/* A histogram family `name` (seconds) from RLT__LAT_BUCKETS log2 buckets (not cumulative) and
+ * their sum in ns: the header, the cumulative `_bucket{le=..}` lines, `_sum` and `_count`. */
+void rlt__prom_histogram(rlt__obuf *out, const char *name, const char *help,
+                         const uint64_t *buckets, uint64_t sum_ns);
 /* The family's header, then its one sample `name v`. */
 void rlt__prom_value(rlt__obuf *out, const char *name, const char *type, const char *help,
                      uint64_t v);
