@@ -8,6 +8,9 @@
  *                (two passes for a non-concurrency policy)
  *   release      rlt_decide + rlt_release  against  the same + rlt_adapt_update (Vegas, and
  *                AIMD), on the concurrency policy above
+ *   report       rlt_decide + rlt_release on it  against  rlt_decide + rlt_release_report on
+ *                concurrency:64/10s,adaptive=vegas,min=1,init=64 (the adaptive limit in the
+ *                policy, as the store and ratelimitd run it), 40 leases held on each
  * The clock is virtual (one step per call); a compiler barrier per iteration and a sink keep
  * the work.  Usage: bench_priority [millions-per-round] [rounds]  (default 2, 9). */
 #define _POSIX_C_SOURCE 200809L
@@ -23,13 +26,14 @@
 
 static volatile int64_t sink;
 
-enum { PLAIN, CLASS, VEGAS, AIMD };
+enum { PLAIN, CLASS, VEGAS, AIMD, REPORT };
 
 typedef struct bench {
     rlt_policy p;
     void *st;
     rlt_adapt_policy ap[2];
     rlt_adapt_state as[2];
+    struct bench *alt; /* REPORT runs on this one's policy and state */
 } bench;
 
 /* ns per operation of `kind` over n iterations on b's state. */
@@ -38,6 +42,21 @@ static double once(bench *b, int kind, long n)
     rlt_decision d;
     rlt_ns t = 1000000000;
     int64_t ok = 0;
+    if (kind == REPORT) {
+        bench *a = b->alt;
+        int64_t t0 = now_ns();
+        for (long i = 0; i < n; i++) {
+            rlt_decide(&a->p, a->st, t, 1, &d);
+            ok += d.allowed;
+            if (d.lease)
+                rlt_release_report(&a->p, a->st, t, d.lease, (rlt_ns)(10000000 + (i & 1023)),
+                                   RLT_OUTCOME_SUCCESS);
+            t += 1000;
+            __asm__ volatile("" ::: "memory");
+        }
+        sink += ok;
+        return (double)(now_ns() - t0) / (double)n;
+    }
     int64_t t0 = now_ns();
     for (long i = 0; i < n; i++) {
         if (kind == CLASS)
@@ -117,15 +136,23 @@ int main(int argc, char **argv)
     if (millions <= 0) millions = 2;
     if (rounds <= 0) rounds = 9;
     long n = millions * 1000000;
-    bench cc, g;
+    bench cc, g, ad;
     setup(&cc, "concurrency:64/10s", 40);
+    setup(&ad, "concurrency:64/10s,adaptive=vegas,min=1,init=64", 40);
+    cc.alt = &ad;
     setup(&g, "gcra:1000/1s", 0);
+    bench ga;
+    setup(&ga, "gcra:2000000/1s", 0); /* 2 per us of virtual time: every call admitted */
     printf("%-44s %10s %10s %9s\n", "median ns per operation", "plain", "with", "ratio");
     pair(&cc, "concurrency decide+release, class default", PLAIN, CLASS, n, rounds);
-    pair(&g, "gcra decide, class default (two passes)", PLAIN, CLASS, n, rounds);
+    pair(&g, "gcra decide, class default (two passes, denied)", PLAIN, CLASS, n, rounds);
+    pair(&ga, "gcra decide, class default (two passes, admitted)", PLAIN, CLASS, n, rounds);
     pair(&cc, "concurrency release, + Vegas update", PLAIN, VEGAS, n, rounds);
     pair(&cc, "concurrency release, + AIMD update", PLAIN, AIMD, n, rounds);
+    pair(&cc, "static release, adaptive release_report", PLAIN, REPORT, n, rounds);
     free(cc.st);
     free(g.st);
+    free(ad.st);
+    free(ga.st);
     return 0;
 }

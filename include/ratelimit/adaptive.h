@@ -56,7 +56,7 @@ int rlt_class_admits(int64_t limit, int reserve_pct, rlt_class c, int64_t in_use
  * bucket or GCRA, the queue + 1 of a leaky bucket).  Non-concurrency policies take two passes
  * (rlt_when, then rlt_decide); concurrency one.  Returns as rlt_decide; RLT_EINVAL also for a
  * reserve outside 0..100, an unknown class, or a concurrency policy with a penalty box under a
- * class below critical. */
+ * class below critical.  reserve_pct -1 takes the policy's own (p->reserve, ",reserve=P%"). */
 int rlt_decide_class(const rlt_policy *p, void *state, rlt_ns now, int64_t cost, rlt_class c,
                      int reserve_pct, rlt_decision *d);
 
@@ -121,6 +121,31 @@ int64_t rlt_adapt_limit(const rlt_adapt_policy *p, const rlt_adapt_state *s);
  * or a clock outside what the probe arithmetic can add to. */
 int rlt_adapt_update(const rlt_adapt_policy *p, rlt_adapt_state *s, rlt_ns now, rlt_ns latency_ns,
                      int64_t in_flight, rlt_outcome outcome);
+
+/* ---- An adaptive limit in a concurrency policy ---------------------------------------- */
+
+/* Makes concurrency policy p adaptive: its limit in force starts at `initial` (0: floor) and
+ * moves between floor and p->limit (the ceiling) under controller `algo` (RLT_ADAPT_AIMD or
+ * RLT_ADAPT_VEGAS; 0 makes p static again), learned from rlt_release_report; slow_ns as
+ * rlt_adapt_policy's (AIMD only; 0: none).  The state grows by 32 bytes (rlt_adapt_state,
+ * after the slots; all-zero is fresh).  The text form: "concurrency:200/30s,adaptive=vegas,
+ * min=10[,init=20][,slow=1s]".  Returns RLT_OK; RLT_EINVAL for NULL, a policy that is not an
+ * initialised concurrency policy, or bounds that rlt_adapt_policy_check refuses. */
+int rlt_policy_set_adaptive(rlt_policy *p, int algo, int64_t floor, int64_t initial,
+                            rlt_ns slow_ns);
+
+/* rlt_release that reports how the request went: its latency (ns, 0..RLT_ADAPT_LATENCY_MAX)
+ * and outcome (rlt_outcome), which an adaptive policy learns from (with the number of live
+ * leases, this one included, as the load it saw); a static policy ignores them.  A lease that
+ * already timed out teaches nothing.  Returns as rlt_release; RLT_EINVAL (nothing released)
+ * for a negative latency or an unknown outcome, RLT_ERANGE (nothing released) for a latency
+ * above RLT_ADAPT_LATENCY_MAX or now < 0. */
+int rlt_release_report(const rlt_policy *p, void *state, rlt_ns now, int64_t lease,
+                       rlt_ns latency_ns, int outcome);
+
+/* The limit in force for a concurrency policy's state: p->limit for a static policy, the
+ * learned limit (floor..ceiling) for an adaptive one.  -1 for NULL or another algorithm. */
+int64_t rlt_concurrency_limit(const rlt_policy *p, const void *state);
 
 #ifdef __cplusplus
 }

@@ -180,6 +180,18 @@ typedef struct rlt_policy {
     int32_t months; /* window length in calendar months (12 = a year); 0: not calendar */
     rlt_ns origin;  /* Unix-epoch ns at now = 0 (rlt_policy_set_origin); 0: now is Unix time */
     rlt_zone zone;  /* the zone whose local months the windows follow (all-zero: UTC) */
+    /* Adaptive concurrency (concurrency only; all zero: a static limit).  The limit in force
+     * moves between adapt_min and `limit` (the ceiling: the slots), learned from what
+     * releases report (rlt_release_report, ratelimit/adaptive.h).  Set them after init with
+     * rlt_policy_set_adaptive, or in the text: ",adaptive=vegas,min=10[,init=20][,slow=1s]". */
+    int32_t adapt;      /* 0: static; RLT_ADAPT_AIMD (1) or RLT_ADAPT_VEGAS (2) */
+    int64_t adapt_min;  /* the floor, 1..limit */
+    int64_t adapt_init; /* where a fresh key starts, adapt_min..limit */
+    rlt_ns adapt_slow;  /* AIMD: a success slower than this counts as a drop; 0: none */
+    /* Priority classes: the percent (0..100) of the limit kept from each lower class when a
+     * request names its class but no reserve (rlt_decide_class with reserve_pct -1); text
+     * ",reserve=P%".  0: every class equal unless the request gives a reserve. */
+    int32_t reserve;
 } rlt_policy;
 
 /* Validates the numbers and fills `p`.  burst <= 0 means "N"; queue and delay < 0 are
@@ -191,11 +203,13 @@ int rlt_policy_init(rlt_policy *p, rlt_algo algo, int64_t limit, rlt_ns period, 
                     int64_t queue, int64_t delay);
 
 /* Parses policy text "ALGORITHM:N/PERIOD[,burst=B][,queue=Q][,delay=D|,nodelay]
- * [,block=DURATION[*FACTOR..MAX]][,jitter=P%]" (each option at most once; for leaky_bucket,
+ * [,block=DURATION[*FACTOR..MAX]][,jitter=P%][,reserve=P%]" (reserve= 0..100: the class
+ * reserve, rlt_policy.reserve; each option at most once; for leaky_bucket,
  * nginx's "burst=" is another name for queue=; block= and jitter= apply to every algorithm:
  * rlt_policy_set_block, rlt_policy_set_jitter), with
  * ALGORITHM one of fixed_window sliding_log sliding_window token_bucket gcra leaky_bucket
- * concurrency (concurrency takes "concurrency:N[/TIMEOUT]") and PERIOD an integer with a unit
+ * concurrency (concurrency takes "concurrency:N[/TIMEOUT]", and for an adaptive limit
+ * ",adaptive=aimd|vegas,min=F[,init=I][,slow=DURATION]": rlt_policy_set_adaptive) and PERIOD an integer with a unit
  * ns us ms s m h d (a bare unit means 1 of it: "100/s"); fixed_window also takes calendar
  * periods "Kmo" and "Ky" (1..1200 months) with ",tz=ZONE", a tz database name read here with
  * rlt_zone_load (UTC without it).  `len` is the text's length.

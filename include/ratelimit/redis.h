@@ -113,7 +113,8 @@ enum {
  * number of microseconds and the scripts' arithmetic must stay below RLT_REDIS_NUM_MAX.
  * Returns RLT_OK; RLT_EINVAL for NULL, an uninitialised policy, or a period or block= duration
  * that is not a whole number of microseconds; RLT_ERANGE when a number would reach 2^53 (e.g.
- * burst x period too large, or block='s max or factor above 2^50).  block= (the penalty box)
+ * burst x period too large, or block='s max or factor above 2^50); RLT_EINVAL also for an
+ * adaptive concurrency policy (adaptive=: it learns in the keyed store only).  block= (the penalty box)
  * runs as in the core, its state in a companion key in the limit's slot (docs/distributed.md).
  * Every other function here returns the same codes for such a policy.  jitter= is supported: every
  * decision function here returns retry_after as rlt_jitter of the key at the caller's `now`

@@ -150,6 +150,12 @@ int rlt_store_reset(rlt_store *s, int id, const void *key, size_t klen);
 int rlt_store_release(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now,
                       int64_t lease);
 
+/* rlt_store_release reporting the request's latency (ns) and outcome (rlt_outcome), which an
+ * adaptive concurrency policy learns from (rlt_release_report's contract); latency_ns < 0 is
+ * rlt_store_release itself.  RLT_EINVAL or RLT_ERANGE (nothing released) for a bad report. */
+int rlt_store_release_report(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now,
+                             int64_t lease, rlt_ns latency_ns, int outcome);
+
 /* Examines at most `budget` entries, continuing where the last sweep stopped, and drops those
  * that are fresh at `now`.  A fresh entry is equivalent to no entry at `now` and later, not
  * before: so once the store has dropped an entry at some instant (here, when making room for

@@ -1,6 +1,8 @@
 /* The table of every algorithm's operations (algo.h) and the size of its state. */
 #include "algo.h"
 
+#include "ratelimit/adaptive.h"
+
 const rlt__algo_ops rlt__algos[RLT_CONCURRENCY + 1] = {
     [RLT_FIXED_WINDOW] = {16, 0, rlt__fixed_window_decide, rlt__fixed_window_fresh,
                           rlt__fixed_window_shift, rlt__fixed_window_settle},
@@ -21,5 +23,6 @@ size_t rlt__algo_state_size(const rlt_policy *p)
 {
     if (!p || p->scale_ <= 0 || !rlt__algo_known(p)) return 0;
     const rlt__algo_ops *a = &rlt__algos[p->algo];
-    return a->state_fixed + a->state_per_slot * (size_t)p->limit;
+    return a->state_fixed + a->state_per_slot * (size_t)p->limit +
+           (p->adapt ? sizeof(rlt_adapt_state) : 0);
 }

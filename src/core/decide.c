@@ -2,6 +2,8 @@
  * operations (algo.h). */
 #include "algo.h"
 
+#include "ratelimit/adaptive.h"
+
 static bool valid(const rlt_policy *p)
 {
     return p && rlt__algo_known(p) && p->scale_ > 0 && p->unit_ > 0 && p->limit > 0 &&
@@ -44,6 +46,23 @@ int rlt_release(const rlt_policy *p, void *state, rlt_ns now, int64_t lease)
 {
     if (!valid(p) || !state || p->algo != RLT_CONCURRENCY) return RLT_EINVAL;
     return rlt__concurrency_release(p, state, now, lease);
+}
+
+int rlt_release_report(const rlt_policy *p, void *state, rlt_ns now, int64_t lease,
+                       rlt_ns latency_ns, int outcome)
+{
+    if (!valid(p) || !state || p->algo != RLT_CONCURRENCY || latency_ns < 0 ||
+        (outcome != RLT_OUTCOME_SUCCESS && outcome != RLT_OUTCOME_DROPPED &&
+         outcome != RLT_OUTCOME_IGNORE))
+        return RLT_EINVAL;
+    if (latency_ns > RLT_ADAPT_LATENCY_MAX || now < 0) return RLT_ERANGE;
+    return rlt__concurrency_release_report(p, state, now, lease, latency_ns, outcome);
+}
+
+int64_t rlt_concurrency_limit(const rlt_policy *p, const void *state)
+{
+    if (!valid(p) || !state || p->algo != RLT_CONCURRENCY) return -1;
+    return rlt__concurrency_cap(p, state);
 }
 
 bool rlt_is_fresh(const rlt_policy *p, const void *state, rlt_ns now)
@@ -134,8 +153,12 @@ int rlt_state_convert(const rlt_policy *from, const rlt_policy *to, void *state,
         return rlt__sliding_window_counts(to, state, now, c, 1);
     case RLT_SLIDING_LOG:
     case RLT_CONCURRENCY:
-        /* Same slots: the entries keep their meaning under the new period. */
-        return from->limit == to->limit ? RLT_OK : RLT_EINVAL;
+        /* Same slots: the entries keep their meaning under the new period; an adaptive limit
+         * keeps what it learned only under the same controller and bounds. */
+        return from->limit == to->limit && from->adapt == to->adapt &&
+                       from->adapt_min == to->adapt_min && from->adapt_init == to->adapt_init
+                   ? RLT_OK
+                   : RLT_EINVAL;
     default:
         return RLT_EINVAL;
     }
@@ -188,7 +211,7 @@ static bool algo_valid(const rlt_policy *p, const void *state)
             memcpy(&lease, b + 16 + 16 * i, 8);
             if (lease < 0 || lease > w[0]) return false; /* ids come from last_lease */
         }
-        return true;
+        return rlt__concurrency_adapt_valid(p, b);
     }
     default:
         return false;

@@ -116,6 +116,9 @@ int rlt__leaky_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost, r
 int rlt__concurrency_decide(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
                             rlt_decision *d, int commit);
 int rlt__concurrency_release(const rlt_policy *p, void *st, rlt_ns now, int64_t lease);
+/* rlt__concurrency_release that also teaches an adaptive limit (latency_ns < 0: no report). */
+int rlt__concurrency_release_report(const rlt_policy *p, void *st, rlt_ns now, int64_t lease,
+                                    rlt_ns latency_ns, int outcome);
 /* As rlt__concurrency_decide with only `top` (0..limit) of the limit's slots usable: a class's
  * ceiling (priority.c); d->limit is top. */
 int rlt__concurrency_decide_under(const rlt_policy *p, void *st, rlt_ns now, int64_t cost,
@@ -126,6 +129,26 @@ bool rlt__sliding_log_fresh(const rlt_policy *p, const void *st, rlt_ns now);
 bool rlt__sliding_window_fresh(const rlt_policy *p, const void *st, rlt_ns now);
 bool rlt__bucket_fresh(const rlt_policy *p, const void *st, rlt_ns now);
 bool rlt__leaky_fresh(const rlt_policy *p, const void *st, rlt_ns now);
+/* Adaptive concurrency (adaptive_policy.c): the policy text's options adaptive=, min=, init=,
+ * slow= (rlt__adapt_option: 1 consumed, 0 not one of them, < 0 an error written to err),
+ * applied after init (rlt__adapt_apply: RLT_OK or RLT_EPARSE with a message), and written back
+ * after the other options (rlt__adapt_format: the new length or RLT_ENOSPC). */
+typedef struct rlt__adapt_opts {
+    int32_t algo;
+    int64_t min, init;
+    rlt_ns slow;
+    unsigned seen; /* 1 adaptive, 2 min, 4 init, 8 slow */
+} rlt__adapt_opts;
+int rlt__adapt_option(const char *o, size_t olen, rlt__adapt_opts *a, char *err, size_t errlen);
+int rlt__adapt_apply(rlt_policy *p, const rlt__adapt_opts *a, const char *text, size_t len,
+                     char *err, size_t errlen);
+int rlt__adapt_format(const rlt_policy *p, char *buf, size_t cap, size_t n);
+/* The limit a concurrency policy's state holds in force now: p->limit for a static one, the
+ * learned limit (adapt_min..limit) for an adaptive one. */
+int64_t rlt__concurrency_cap(const rlt_policy *p, const void *st);
+/* Whether an adaptive concurrency state's learned part is within the policy's bounds (true
+ * for a static policy). */
+bool rlt__concurrency_adapt_valid(const rlt_policy *p, const void *st);
 bool rlt__concurrency_fresh(const rlt_policy *p, const void *st, rlt_ns now);
 
 int rlt__fixed_window_shift(const rlt_policy *p, void *st, rlt_ns delta);

@@ -1,6 +1,8 @@
 /* Policies: validation with derived exact-rational fields, the policy text grammar, durations. */
 #include "algo.h"
 
+#include "ratelimit/adaptive.h"
+
 #include <stdio.h>
 
 static const char *const algo_names[] = {
@@ -68,6 +70,9 @@ bool rlt_policy_equal(const rlt_policy *a, const rlt_policy *b)
            a->burst == b->burst && a->queue == b->queue && a->delay == b->delay &&
            a->block == b->block && a->block_factor == b->block_factor &&
            a->block_max == b->block_max && a->jitter == b->jitter && a->origin == b->origin &&
+           a->adapt == b->adapt && a->adapt_min == b->adapt_min &&
+           a->adapt_init == b->adapt_init && a->adapt_slow == b->adapt_slow &&
+           a->reserve == b->reserve &&
            rlt_policy_calendar_equal(a, b);
 }
 
@@ -210,6 +215,56 @@ static int parse_any_option(const char *o, size_t olen, any_opts *a, char *err, 
     return 0;
 }
 
+/* ---- adaptive concurrency's options (applied by adaptive_policy.c) ---------------------- */
+
+static int adapt_fail(char *err, size_t errlen, const char *o, size_t olen, const char *why)
+{
+    if (err && errlen) snprintf(err, errlen, "option \"%.*s\": %s", (int)olen, o, why);
+    return RLT_EPARSE;
+}
+
+static int parse_count_1e7(const char *v, size_t len, int64_t *out)
+{
+    int64_t x = 0;
+    if (len == 0 || len > 7) return RLT_EPARSE;
+    for (size_t i = 0; i < len; i++) {
+        if (v[i] < '0' || v[i] > '9') return RLT_EPARSE;
+        x = x * 10 + (v[i] - '0');
+    }
+    *out = x;
+    return RLT_OK;
+}
+
+int rlt__adapt_option(const char *o, size_t olen, rlt__adapt_opts *a, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"adaptive=", "min=", "init=", "slow="};
+    for (unsigned k = 0; k < 4; k++) {
+        size_t kl = strlen(keys[k]);
+        if (olen < kl || memcmp(o, keys[k], kl) != 0) continue;
+        const char *v = o + kl;
+        size_t vl = olen - kl;
+        if (a->seen & (1u << k)) return adapt_fail(err, errlen, o, olen, "given twice");
+        a->seen |= 1u << k;
+        if (k == 0) {
+            if (vl == 4 && memcmp(v, "aimd", 4) == 0)
+                a->algo = RLT_ADAPT_AIMD;
+            else if (vl == 5 && memcmp(v, "vegas", 5) == 0)
+                a->algo = RLT_ADAPT_VEGAS;
+            else
+                return adapt_fail(err, errlen, o, olen, "expected adaptive=aimd or adaptive=vegas");
+        } else if (k == 3) {
+            if (rlt_duration_parse(v, vl, 0, &a->slow) || a->slow <= 0 ||
+                a->slow > RLT_ADAPT_LATENCY_MAX)
+                return adapt_fail(err, errlen, o, olen, "expected a duration up to 1h, e.g. slow=500ms");
+        } else if (parse_count_1e7(v, vl, k == 1 ? &a->min : &a->init) ||
+                   (k == 1 ? a->min : a->init) < 1) {
+            return adapt_fail(err, errlen, o, olen, "expected a positive integer up to 65536");
+        }
+        return 1;
+    }
+    return 0;
+}
+
 /* The tz=ZONE option of a calendar window: the zone is read here, once. */
 static int calendar_option(rlt_zone *zone, int32_t months, const char *v, size_t vlen, char *err,
                            size_t errlen)
@@ -299,6 +354,8 @@ int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, siz
     memset(&zone, 0, sizeof zone);
     unsigned seen = 0; /* each option once: 1 burst, 2 queue (or nginx's burst), 4 delay */
     any_opts any = {0};
+    rlt__adapt_opts adapt = {0};
+    int64_t reserve = -1;
     const char *opt = comma;
     while (opt && opt < end) {
         const char *o = opt + 1;
@@ -307,6 +364,18 @@ int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, siz
         const char *eq = memchr(o, '=', (size_t)(o_end - o));
         size_t olen = (size_t)(o_end - o);
         int any_rc = parse_any_option(o, olen, &any, err, errlen);
+        if (any_rc == 0) any_rc = rlt__adapt_option(o, olen, &adapt, err, errlen);
+        if (any_rc == 0 && olen >= 8 && memcmp(o, "reserve=", 8) == 0) {
+            int64_t v = -1;
+            if (reserve >= 0 || olen < 10 || o[olen - 1] != '%' ||
+                parse_uint(o + 8, olen - 9, &v) || v > 100)
+                return fail(err, errlen, RLT_EPARSE,
+                            "option \"%.*s\": expected reserve=P%% with P 0..100, once (the "
+                            "share kept from each lower priority class)",
+                            o, olen);
+            reserve = v;
+            any_rc = 1;
+        }
         if (any_rc < 0) return any_rc;
         if (any_rc > 0) {
             opt = next;
@@ -379,7 +448,8 @@ int rlt_policy_parse(rlt_policy *p, const char *text, size_t len, char *err, siz
         p->months = months;
         p->zone = zone;
     }
-    return RLT_OK;
+    if (reserve > 0) p->reserve = (int32_t)reserve;
+    return rlt__adapt_apply(p, &adapt, text, len, err, errlen);
 }
 
 /* Writes a duration in the largest unit that divides it exactly. */
@@ -410,7 +480,12 @@ static int format_any_options(const rlt_policy *p, char *buf, size_t cap, size_t
         if (k < 0 || (size_t)k >= cap - n) return RLT_ENOSPC;
         n += (size_t)k;
     }
-    return (int)n;
+    if (p->reserve > 0) {
+        k = snprintf(buf + n, cap - n, ",reserve=%d%%", (int)p->reserve);
+        if (k < 0 || (size_t)k >= cap - n) return RLT_ENOSPC;
+        n += (size_t)k;
+    }
+    return rlt__adapt_format(p, buf, cap, n);
 }
 
 int rlt_policy_format(const rlt_policy *p, char *buf, size_t cap)

@@ -50,8 +50,11 @@ int rlt_class_admits(int64_t limit, int reserve_pct, rlt_class c, int64_t in_use
 
 /* What a decision reports as its limit: the burst of a token bucket or GCRA, the queue + 1 of a
  * leaky bucket, N otherwise; the ceilings are shares of it. */
-static int64_t capacity(const rlt_policy *p)
+static int64_t capacity(const rlt_policy *p, const void *st)
 {
+    /* an adaptive concurrency limit: the classes share the limit in force now */
+    if (p->algo == RLT_CONCURRENCY && p->adapt && p->limit > 0 && p->limit <= RLT_CONCURRENCY_MAX)
+        return rlt__concurrency_cap(p, st);
     if (p->algo == RLT_TOKEN_BUCKET || p->algo == RLT_GCRA) return p->burst;
     if (p->algo == RLT_LEAKY_BUCKET) return p->queue + 1;
     return p->limit;
@@ -62,9 +65,10 @@ int rlt_decide_class(const rlt_policy *p, void *state, rlt_ns now, int64_t cost,
 {
     int64_t top;
     if (!p || !state || !d || cost < 0) return RLT_EINVAL;
-    int rc = rlt_class_ceiling(capacity(p), reserve_pct, c, &top);
+    if (reserve_pct == -1) reserve_pct = p->reserve; /* the policy's reserve= */
+    int rc = rlt_class_ceiling(capacity(p, state), reserve_pct, c, &top);
     if (rc) return rc;
-    if (top == capacity(p)) return rlt_decide(p, state, now, cost, d);
+    if (top == capacity(p, state)) return rlt_decide(p, state, now, cost, d);
     if (p->algo == RLT_CONCURRENCY) {
         /* rlt_decide's own checks of a concurrency policy, without a call per decision */
         if (cost > 1 || p->block > 0 || p->limit <= 0 || p->limit > RLT_CONCURRENCY_MAX ||
@@ -74,7 +78,7 @@ int rlt_decide_class(const rlt_policy *p, void *state, rlt_ns now, int64_t cost,
     }
     /* Any other algorithm: admitted when a request of cost + R would be now (R = limit - top,
      * what the class may not use), then charged its own cost; the first pass only reads. */
-    int64_t reserve = capacity(p) - top, need;
+    int64_t reserve = capacity(p, state) - top, need;
     if (__builtin_add_overflow(cost > 0 ? cost : 1, reserve, &need)) return RLT_ERANGE;
     rlt_ns at = now;
     int fits = rlt_when(p, state, now, need, &at);

@@ -125,6 +125,13 @@ char *rlt__ngx_zone_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
                                    &z->policy_text, err);
                 return NGX_CONF_ERROR;
             }
+            if (z->policy.adapt) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid policy \"%V\": an adaptive limit (adaptive=) learns "
+                                   "in ratelimitd's local store only",
+                                   &z->policy_text);
+                return NGX_CONF_ERROR;
+            }
             have_policy = true;
             continue;
         }

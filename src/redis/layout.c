@@ -12,6 +12,7 @@ int rlt__rpol_from(const rlt_policy *p, rlt__rpol *o)
         p->unit_ <= 0 || p->limit <= 0 || p->period <= 0)
         return RLT_EINVAL;
     if (p->period % RLT_NS_PER_US != 0) return RLT_EINVAL;
+    if (p->adapt) return RLT_EINVAL; /* an adaptive limit learns in the store only */
     o->blk = o->bfac = o->bmax = 0;
     if (p->block > 0) { /* the penalty box: whole microseconds, within the scripts' bounds */
         if (p->block % RLT_NS_PER_US != 0 || p->block_max % RLT_NS_PER_US != 0) return RLT_EINVAL;

@@ -78,6 +78,10 @@ int rlt__marg_policy(rlt__mcmd *c, RedisModuleString *s, rlt__mlim *l)
     char err[200];
     int rc = rlt_policy_parse(&p, t, n, err, sizeof err);
     if (rc != RLT_OK) return rlt__mcmd_failf(c, rc, "ERR %s", err);
+    if (p.adapt)
+        return rlt__mcmd_fail(c, RLT_EINVAL,
+                              "ERR an adaptive limit (adaptive=) learns in ratelimitd's local store "
+                              "only (RL.RELEASE ... LATENCY)");
     rc = rlt__marg_mpol(c, &p, l);
     if (rc == RLT_OK) rlt__mpcache_put(t, n, &l->m);
     return rc;

@@ -24,7 +24,8 @@ int rlt_store_decide_class(rlt_store *s, int id, const void *key, size_t klen, r
                            int64_t cost, rlt_class c, int reserve_pct, rlt_decision *d)
 {
     int64_t top;
-    if (!s || !d || cost < 0 || rlt_class_ceiling(0, reserve_pct, c, &top) != RLT_OK)
+    if (!s || !d || cost < 0 || reserve_pct < -1 ||
+        rlt_class_ceiling(0, reserve_pct < 0 ? 0 : reserve_pct, c, &top) != RLT_OK)
         return RLT_EINVAL;
     if (c == RLT_CLASS_CRITICAL || reserve_pct == 0)
         return rlt_store_decide(s, id, key, klen, now, cost, d);

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ratelimit/adaptive.h"
+
 #include "store/decision.h"
 #include "store/lock.h"
 #include "store/policy.h"
@@ -47,9 +49,13 @@ static int clean_policy(const rlt_policy *p, rlt_policy *q, uint32_t *ssz)
     int64_t burst = p->algo == RLT_TOKEN_BUCKET || p->algo == RLT_GCRA ? p->burst : 0;
     if (rlt_policy_init(q, p->algo, p->limit, p->period, burst, p->queue, p->delay) ||
         rlt_policy_set_block(q, p->block, p->block_factor, p->block_max) ||
-        rlt_policy_set_jitter(q, p->jitter))
+        rlt_policy_set_jitter(q, p->jitter) ||
+        (p->adapt && rlt_policy_set_adaptive(q, p->adapt, p->adapt_min, p->adapt_init,
+                                             p->adapt_slow)))
         return RLT_EINVAL;
     if (rlt_policy_copy_calendar(q, p)) return RLT_EINVAL; /* calendar windows keep theirs */
+    if (p->reserve < 0 || p->reserve > 100) return RLT_EINVAL;
+    q->reserve = p->reserve;
     size_t n = rlt_state_size(q);
     if (!n || n > UINT32_MAX) return RLT_EINVAL;
     *ssz = (uint32_t)n;

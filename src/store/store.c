@@ -40,6 +40,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ratelimit/adaptive.h"
+
 #include "store/assign.h"
 #include "store/lock.h"
 #include "store/budget.h"
@@ -284,6 +286,12 @@ int rlt_store_reset(rlt_store *s, int id, const void *key, size_t klen)
 
 int rlt_store_release(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now, int64_t lease)
 {
+    return rlt_store_release_report(s, id, key, klen, now, lease, -1, 0);
+}
+
+int rlt_store_release_report(rlt_store *s, int id, const void *key, size_t klen, rlt_ns now,
+                             int64_t lease, rlt_ns latency_ns, int outcome)
+{
     if (!s) return RLT_EINVAL;
     uint64_t h;
     rlt__shard *sh;
@@ -300,7 +308,8 @@ int rlt_store_release(rlt_store *s, int id, const void *key, size_t klen, rlt_ns
             rc = RLT_ENOENT;
         } else {
             uint8_t *st = rlt__slot_state(s, e);
-            rc = rlt_release(&P->p, st, now, lease);
+            rc = latency_ns < 0 ? rlt_release(&P->p, st, now, lease)
+                                : rlt_release_report(&P->p, st, now, lease, latency_ns, outcome);
             if (rlt_is_fresh(&P->p, st, now)) {
                 rlt__note_drop(s, now);
                 rlt__delete(s, sh, e);

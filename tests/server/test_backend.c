@@ -249,7 +249,7 @@ TEST(unreachable_redis_answers_with_each_policys_fail_mode_and_counts_it)
     ASSERT_EQ(
         rlt__srv_resolve(s, "concurrency:2/10s", 17, NULL, &conc, &(bool){false}, err, sizeof err),
         RLT_OK);
-    ASSERT_EQ(rlt__decide_release(s, conc, "k", 1, 0, 5), RLT_ENOENT);
+    ASSERT_EQ(rlt__decide_release(s, conc, "k", 1, 0, 5, -1, 0), RLT_ENOENT);
     ASSERT(rlt__decide_reset(s, shut, "k", 1) != RLT_OK);
 
     ASSERT_EQ(info_num(s, "redis_fail_closed_denied"), 4 + 4 + 1 + 1);

@@ -63,8 +63,10 @@ typedef struct rlt__backend_ops {
     int (*decide_class)(rlt__backend *b, int policy_id, const void *key, size_t klen, rlt_ns now,
                         int64_t cost, rlt_class c, int reserve_pct, rlt_decision *d);
     int (*reset)(rlt__backend *b, int policy_id, const void *key, size_t klen);
+    /* latency_ns < 0: no report; else rlt_store_release_report's (Redis: ignored, its
+     * policies are never adaptive) */
     int (*release)(rlt__backend *b, int policy_id, const void *key, size_t klen, rlt_ns now,
-                   int64_t lease);
+                   int64_t lease, rlt_ns latency_ns, int outcome);
     /* Charge after the response (rlt_store_reserve_for / rlt_store_settle's contracts, on
      * behalf of `holder`; Redis: rlt_redis_reserve / rlt_redis_settle, where the holder is not
      * counted); NULL when a backend cannot hold reservations. */

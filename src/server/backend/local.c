@@ -53,9 +53,10 @@ static int local_reset(rlt__backend *b, int policy_id, const void *key, size_t k
 }
 
 static int local_release(rlt__backend *b, int policy_id, const void *key, size_t klen, rlt_ns now,
-                         int64_t lease)
+                         int64_t lease, rlt_ns latency_ns, int outcome)
 {
-    return rlt_store_release(store_of(b), policy_id, key, klen, now, lease);
+    return rlt_store_release_report(store_of(b), policy_id, key, klen, now, lease, latency_ns,
+                                    outcome);
 }
 
 static int local_reserve(rlt__backend *b, uint64_t holder, int policy_id, const void *key,

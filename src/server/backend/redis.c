@@ -391,9 +391,11 @@ static int redis_reset(rlt__backend *be, int policy_id, const void *key, size_t 
 }
 
 static int redis_release(rlt__backend *be, int policy_id, const void *key, size_t klen, rlt_ns now,
-                         int64_t lease)
+                         int64_t lease, rlt_ns latency_ns, int outcome)
 {
     (void)now;
+    (void)latency_ns; /* Redis mode refuses adaptive policies: nothing learns from a report */
+    (void)outcome;
     redis_be *b = (redis_be *)be;
     const rlt__config *c;
     const rlt_policy *p;

@@ -110,7 +110,7 @@ static void reply_check(rlt__srv *s, const rlt__pipe_reply *r, int id, int64_t c
 static void handle_reserve(rlt__conn *c, const rlt__session *ss, const rlt__check_req *cr,
                            const rlt__target *t, const rlt__pipe_reply *r, rlt_ns now);
 
-/* /v1/check with class= below critical and class_reserve= > 0: decided at once under the
+/* /v1/check with class= below critical and a reserve (class_reserve= > 0, or the policy's): decided at once under the
  * class's ceiling (rlt__decide_class), after the staged checks; 501 in Redis mode. */
 static void handle_class(rlt__conn *c, const rlt__check_req *cr, const rlt__target *t,
                          const rlt__pipe_reply *r, int64_t cost, rlt_ns now)
@@ -189,7 +189,7 @@ static void handle_check(rlt__conn *c, const rlt__http_req *req, const rlt__sess
     if (cr.nlimits > 1) return handle_nested(c, ss, &cr, &t, &r, now);
     if (cr.reserve || cr.reservation || cr.timeout_ms)
         return handle_reserve(c, ss, &cr, &t, &r, now);
-    if (cr.class_reserve > 0 && cr.klass != RLT_CLASS_CRITICAL)
+    if (cr.class_reserve != 0 && cr.klass != RLT_CLASS_CRITICAL)
         return handle_class(c, &cr, &t, &r, flags & RLT__HF_HEAD ? 0 : cr.cost, now);
     /* HEAD shows where the key stands and charges nothing. */
     rlt__pipe_add(rlt__conn_pipe(c), s, now, &t, flags & RLT__HF_HEAD ? 0 : cr.cost, &r);

@@ -154,6 +154,7 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
     memset(r, 0, offsetof(rlt__check_req, more)); /* more[] is written as it is used */
     r->cost = 1;
     r->klass = RLT_CLASS_DEFAULT;
+    r->class_reserve = -1; /* none given: the policy's reserve= if class= is (below) */
     bool have_key = false, have_cost = false, have_addr = false, seen_class = false,
          seen_reserve = false;
     char addr[64];
@@ -288,6 +289,7 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
         }
         i = end + 1;
     }
+    if (r->class_reserve < 0 && !seen_class) r->class_reserve = 0;
     bool any_prefix = prefix != 0;
     for (size_t j = 0; j < np; j++)
         any_prefix |= pfx[j] != 0;

@@ -49,8 +49,8 @@ typedef struct rlt__check_req {
     int64_t timeout_ms;
     uint64_t reservation;
     /* Priority classes: class= (critical, default, sheddable; default when absent) and
-     * class_reserve= (0..100, the percent of the limit each class step loses; 0 when absent:
-     * every class equal). */
+     * class_reserve= (0..100, the percent of the limit each class step loses; when absent, -1
+     * with class= (the policy's reserve=), 0 without: every class equal). */
     int klass;
     int class_reserve;
     /* Limits: 1, or 2..RLT__CHECK_MAX_LIMITS when policy= is repeated (decided all or nothing);

@@ -125,6 +125,9 @@ int rlt__decide(rlt__srv *s, int policy_id, bool shadow, const void *key, size_t
 int rlt__decide_class(rlt__srv *s, int policy_id, bool shadow, const void *key, size_t klen,
                       rlt_ns now, int64_t cost, rlt_class c, int reserve_pct, rlt_decision *d)
 {
+    rlt_policy p;
+    if (c != RLT_CLASS_CRITICAL && reserve_pct < 0) /* the policy's reserve= (0: none) */
+        reserve_pct = rlt__registry_policy(&s->reg, policy_id, &p) == RLT_OK ? p.reserve : 0;
     if (c == RLT_CLASS_CRITICAL || reserve_pct == 0)
         return rlt__decide(s, policy_id, shadow, key, klen, now, cost, d);
     if (s->be->ops->decide_class == NULL) return RLT_EBACKEND;
@@ -178,9 +181,9 @@ int rlt__decide_reset(rlt__srv *s, int policy_id, const void *key, size_t klen)
 }
 
 int rlt__decide_release(rlt__srv *s, int policy_id, const void *key, size_t klen, rlt_ns now,
-                        int64_t lease)
+                        int64_t lease, rlt_ns latency_ns, int outcome)
 {
-    return s->be->ops->release(s->be, policy_id, key, klen, now, lease);
+    return s->be->ops->release(s->be, policy_id, key, klen, now, lease, latency_ns, outcome);
 }
 
 int rlt__decide_peek(rlt__srv *s, int policy_id, const void *key, size_t klen, rlt_ns now,

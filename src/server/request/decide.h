@@ -42,8 +42,10 @@ int rlt__decide_tier(struct rlt__srv *s, const char *default_tier, const void *k
 int rlt__decide_multi(struct rlt__srv *s, const rlt_check *checks, size_t n, rlt_ns now,
                       rlt_decision *combined, int *refused);
 int rlt__decide_reset(struct rlt__srv *s, int policy_id, const void *key, size_t klen);
+/* latency_ns >= 0 reports the request's latency and outcome (rlt_outcome) to an adaptive
+ * concurrency policy (rlt_store_release_report); < 0 releases only. */
 int rlt__decide_release(struct rlt__srv *s, int policy_id, const void *key, size_t klen, rlt_ns now,
-                        int64_t lease);
+                        int64_t lease, rlt_ns latency_ns, int outcome);
 /* A peek (cost 0) that is not counted in the metrics: per-descriptor details. */
 int rlt__decide_peek(struct rlt__srv *s, int policy_id, const void *key, size_t klen, rlt_ns now,
                      rlt_decision *d);

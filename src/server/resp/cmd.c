@@ -5,6 +5,7 @@
  * each, whether they are decided at once or staged in a pipe. */
 #include "server/resp/cmd.h"
 #include "server/resp/cmd_limits.h"
+#include "server/resp/cmd_release.h"
 #include "core/text.h"
 
 #include "server/resp/cmd_conn.h"
@@ -278,13 +279,15 @@ static void cmd_multi(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, siz
 typedef enum keyop { KEYOP_RESET, KEYOP_ACQUIRE, KEYOP_RELEASE } keyop;
 
 /* RL.ACQUIRE's options after key and policy, in any order: CLASS critical|default|sheddable
- * (default: default) and RESERVE 0..100 (percent of the limit kept from each lower class,
- * default 0).  false after an error reply. */
+ * (default: default) and RESERVE 0..100 (percent of the limit kept from each lower class;
+ * without it, a CLASS takes the policy's reserve= (-1), and no CLASS none).  false after an
+ * error reply. */
 static bool class_options(const rlt__resp_arg *a, size_t n, rlt_class *c, int *reserve,
                           rlt__obuf *o)
 {
     *c = RLT_CLASS_DEFAULT;
     *reserve = 0;
+    bool has_class = false, has_reserve = false;
     for (size_t i = 3; i < n; i += 2) {
         int64_t v;
         if (i + 1 >= n) {
@@ -292,6 +295,7 @@ static bool class_options(const rlt__resp_arg *a, size_t n, rlt_class *c, int *r
             return false;
         }
         if (is(&a[i], "CLASS")) {
+            has_class = true;
             if (rlt_class_parse(a[i + 1].ptr, a[i + 1].len, c) != RLT_OK) {
                 rlt__resp_error(o, "ERR unknown class (critical, default or sheddable)");
                 return false;
@@ -302,24 +306,29 @@ static bool class_options(const rlt__resp_arg *a, size_t n, rlt_class *c, int *r
                 return false;
             }
             *reserve = (int)v;
+            has_reserve = true;
         } else {
             rlt__resp_error(o, "ERR syntax error: RL.ACQUIRE takes CLASS and RESERVE");
             return false;
         }
     }
+    if (has_class && !has_reserve) *reserve = -1;
     return true;
 }
 
-/* RL.RESET key policy / RL.RELEASE key policy lease /
+/* RL.RESET key policy / RL.RELEASE key policy lease [LATENCY d] [OUTCOME o] /
  * RL.ACQUIRE key policy [CLASS c] [RESERVE pct] */
 static void cmd_keyop(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n, rlt_ns now,
                       rlt__obuf *o, keyop op)
 {
     size_t want = op == KEYOP_RELEASE ? 4 : 3;
-    if (n != want && !(op == KEYOP_ACQUIRE && n > 3 && n <= 7)) return err_arity(o, &a[0]);
+    if (n != want && !(op != KEYOP_RESET && n > want && n <= want + 4))
+        return err_arity(o, &a[0]);
     rlt_class klass = RLT_CLASS_DEFAULT;
-    int reserve = 0;
+    int reserve = 0, outcome = 0;
+    rlt_ns latency = -1;
     if (op == KEYOP_ACQUIRE && !class_options(a, n, &klass, &reserve, o)) return;
+    if (op == KEYOP_RELEASE && !rlt__resp_release_options(a, n, &latency, &outcome, o)) return;
     char kbuf[RLT_KEY_MAX];
     rlt__target t;
     if (target(s, ss, &a[1], &a[2], false, now, kbuf, &t, o) != RLT_OK) return;
@@ -353,7 +362,7 @@ static void cmd_keyop(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, siz
     int64_t lease;
     if (!get_i64(&a[3], &lease) || lease <= 0)
         return rlt__resp_error(o, "ERR lease must be an integer > 0");
-    int st = rlt__decide_release(s, id, key, klen, now, lease);
+    int st = rlt__decide_release(s, id, key, klen, now, lease, latency, outcome);
     if (st == RLT_ENOENT) return rlt__resp_int(o, 0);
     rlt_policy p;
     if (st == RLT_EINVAL && rlt__registry_policy(&s->reg, id, &p) == RLT_OK &&
