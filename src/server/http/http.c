@@ -263,7 +263,8 @@ static void handle_envoy(rlt__conn *c, const rlt__http_req *req, const rlt__sess
     }
     rlt__obuf body = {.max = 1 << 20};
     int code = 0;
-    int st = rlt__envoy_decide_json(s, &er, ss, now, &body, &code, err, sizeof err);
+    int st = rlt__envoy_decide_json(s, &er, ss, rlt__conn_scratch(c), now, &body, &code, err,
+                                    sizeof err);
     rlt__envoy_free(&er);
     if (st != RLT_OK)
         rlt__http_error(o, 400, flags, NULL, err);
@@ -428,7 +429,7 @@ static void route(rlt__conn *c, const rlt__http_req *req, unsigned flags, rlt_ns
                                    path_is(req, "/v1/stats") ? "GET /v1/stats takes no parameters"
                                                              : "GET /v1/rules takes no parameters");
         if (path_is(req, "/v1/stats")) return rlt__ui_stats(s, o, flags, now);
-        if (path_is(req, "/v1/peek")) return rlt__ui_peek(s, o, req, &ss, flags, now);
+        if (path_is(req, "/v1/peek")) return rlt__ui_peek(s, o, rlt__conn_scratch(c), req, &ss, flags, now);
         if (path_is(req, "/v1/rules")) return rlt__ui_rules(s, o, flags);
         rlt__obuf text = {0};
         rlt__report_prometheus(s, &text);
