@@ -12,6 +12,8 @@ struct rlt__scratch {
     unsigned char *data; /* malloc's: aligned for any object */
 };
 
+static size_t total; /* every arena's capacity (atomic) */
+
 rlt__scratch *rlt__scratch_new(size_t cap)
 {
     if (cap == 0) return NULL;
@@ -24,6 +26,7 @@ rlt__scratch *rlt__scratch_new(size_t cap)
     }
     *sc = (rlt__scratch){.cap = cap, .data = data};
     rlt__mem_conn_take_always(cap);
+    __atomic_add_fetch(&total, cap, __ATOMIC_RELAXED);
     return sc;
 }
 
@@ -31,6 +34,7 @@ void rlt__scratch_free(rlt__scratch *sc)
 {
     if (sc == NULL) return;
     rlt__mem_conn_give(sc->cap);
+    __atomic_sub_fetch(&total, sc->cap, __ATOMIC_RELAXED);
     free(sc->data);
     free(sc);
 }
@@ -45,6 +49,7 @@ int rlt__scratch_reserve(rlt__scratch *sc, size_t cap)
         rlt__mem_conn_give(cap - sc->cap);
         return RLT_ENOMEM;
     }
+    __atomic_add_fetch(&total, cap - sc->cap, __ATOMIC_RELAXED);
     sc->data = data;
     sc->cap = cap;
     return RLT_OK;
@@ -78,4 +83,9 @@ size_t rlt__scratch_cap(const rlt__scratch *sc)
 size_t rlt__scratch_peak(const rlt__scratch *sc)
 {
     return sc->peak;
+}
+
+size_t rlt__scratch_total(void)
+{
+    return __atomic_load_n(&total, __ATOMIC_RELAXED);
 }

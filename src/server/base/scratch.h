@@ -34,5 +34,8 @@ void rlt__scratch_release(rlt__scratch *sc, size_t mark);
 /* Its capacity, and the most it has held since creation. */
 size_t rlt__scratch_cap(const rlt__scratch *sc);
 size_t rlt__scratch_peak(const rlt__scratch *sc);
+/* Every live arena's capacity together (INFO's used_memory_scratch, a part of
+ * used_memory_connections).  Thread-safe. */
+size_t rlt__scratch_total(void);
 
 #endif

@@ -8,6 +8,7 @@
 #include "server/base/clock.h"
 #include "server/base/escape.h"
 #include "server/base/mem.h"
+#include "server/base/scratch.h"
 #include "server/request/decide.h"
 #include "server/request/srv.h"
 #include "server/stats/top.h"
@@ -381,9 +382,11 @@ void rlt__report_info(rlt__srv *s, rlt__obuf *o)
     size_t conn_used = rlt__mem_conn_used();
     rlt__obuf_printf(o,
                      "\r\n# Memory\r\nused_memory:%" PRIu64 "\r\nused_memory_store:%" PRIu64
-                     "\r\nused_memory_connections:%zu\r\nmaxmemory:%zu\r\n"
-                     "maxmemory_store:%zu\r\nmaxmemory_connections:%zu\r\nmaxmemory_policy:%s\r\n",
-                     st.bytes + conn_used, st.bytes, conn_used, c->set.max_memory,
+                     "\r\nused_memory_connections:%zu\r\nused_memory_scratch:%zu\r\n"
+                     "maxmemory:%zu\r\nmaxmemory_store:%zu\r\nmaxmemory_connections:%zu\r\n"
+                     "maxmemory_policy:%s\r\n",
+                     st.bytes + conn_used, st.bytes, conn_used, rlt__scratch_total(),
+                     c->set.max_memory,
                      rlt__mem_store_share(c->set.max_memory),
                      rlt__mem_conn_share(c->set.max_memory),
                      c->set.fail_closed ? "noeviction" : "volatile-lru");
