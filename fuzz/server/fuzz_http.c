@@ -56,8 +56,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* As a tenant: every key gets the prefix "t:". */
         rlt__session ss = {.auth = RLT__AUTH_TENANT, .prefix = "t:", .prefix_len = 2};
         int code = 0;
-        int st = rlt__envoy_decide_json(srv(), &r, &ss, (rlt_ns)size * RLT_NS_PER_MS, &o, &code, err,
-                                   sizeof err);
+        static rlt__scratch *sc; /* as a worker's, for the process's lifetime */
+        if (sc == NULL) sc = rlt__scratch_new(RLT__SCRATCH_CAP);
+        int st = rlt__envoy_decide_json(srv(), &r, &ss, sc, (rlt_ns)size * RLT_NS_PER_MS, &o, &code,
+                                        err, sizeof err);
         if (st == RLT_OK && code != 200 && code != 429) abort();
         if (st != RLT_OK && st >= 0) abort();
         rlt__obuf_free(&o);

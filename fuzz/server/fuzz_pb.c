@@ -53,7 +53,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     rlt__session ss = {.auth = RLT__AUTH_TENANT, .prefix = "t:", .prefix_len = 2};
-    if (rlt__envoy_decide(srv(), &r, &ss, (rlt_ns)size * RLT_NS_PER_MS, &res, err, sizeof err) ==
+    static rlt__scratch *sc; /* as a worker's, for the process's lifetime */
+    if (sc == NULL) sc = rlt__scratch_new(RLT__SCRATCH_CAP);
+    if (rlt__envoy_decide(srv(), &r, &ss, sc, (rlt_ns)size * RLT_NS_PER_MS, &res, err, sizeof err) ==
         RLT_OK) {
         if (res.n != r.ndesc) abort();
         rlt__obuf o = {.max = 1 << 20};

@@ -8,6 +8,7 @@
 #include "server/resp/cmd.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Runs `line` (a command with its arguments, space-separated) at `now` on session ss and
@@ -22,7 +23,13 @@ static inline const char *rlt_test_cmd_run(rlt__srv *s, rlt__session *ss, rlt_ns
     const char *err;
     ssize_t r = rlt__resp_parse(buf, strlen(buf), NULL, argv, &argc, &err);
     rlt__obuf o = {0};
-    if (r > 0 && argc > 0) rlt__cmd_exec(s, ss, NULL, argv, argc, now, &o);
+    rlt__scratch *sc = rlt__scratch_new(RLT__SCRATCH_CAP);
+    if (r > 0 && argc > 0 && sc) rlt__cmd_exec(s, ss, NULL, sc, argv, argc, now, &o);
+    if (sc && rlt__scratch_mark(sc) != 0) { /* every command gives its scratch back */
+        fprintf(stderr, "%s: scratch not released\n", line);
+        abort();
+    }
+    rlt__scratch_free(sc);
     size_t n = o.len < sizeof reply - 1 ? o.len : sizeof reply - 1;
     if (n) memcpy(reply, o.data, n);
     reply[n] = '\0';

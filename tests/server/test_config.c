@@ -335,8 +335,11 @@ static int envoy(rlt__srv *s, const char *body, char *out, size_t cap)
     rlt__session ss;
     rlt__session_init(s, &ss);
     int code = -1;
-    if (rlt__envoy_decide_json(s, &r, &ss, RLT_NS_PER_S, &o, &code, err, sizeof err) != RLT_OK)
+    rlt__scratch *sc = rlt__scratch_new(RLT__SCRATCH_CAP);
+    if (sc == NULL ||
+        rlt__envoy_decide_json(s, &r, &ss, sc, RLT_NS_PER_S, &o, &code, err, sizeof err) != RLT_OK)
         code = -1;
+    rlt__scratch_free(sc);
     rlt__envoy_free(&r);
     rlt__obuf_put(&o, "", 1);
     snprintf(out, cap, "%s", code < 0 ? err : o.data);

@@ -111,7 +111,10 @@ static int decide(rlt__srv *s, const char *body, rlt_ns now, rlt__envoy_result *
     int st = rlt__envoy_parse(body, strlen(body), &r, err, sizeof err);
     rlt__session ss;
     rlt__session_init(s, &ss);
-    if (st == RLT_OK) st = rlt__envoy_decide(s, &r, &ss, now, res, err, sizeof err);
+    rlt__scratch *sc = rlt__scratch_new(RLT__SCRATCH_CAP);
+    if (st == RLT_OK) st = sc ? rlt__envoy_decide(s, &r, &ss, sc, now, res, err, sizeof err) : -1;
+    if (sc && rlt__scratch_mark(sc) != 0) st = -2; /* the keys are given back */
+    rlt__scratch_free(sc);
     rlt__envoy_free(&r);
     return st;
 }
@@ -174,8 +177,12 @@ TEST(a_blocked_rules_json_answer_omits_zero_fields)
     rlt__session_init(s, &ss);
     rlt__obuf o = {0};
     int code = 0;
-    ASSERT_EQ(rlt__envoy_decide_json(s, &r, &ss, 30 * RLT_NS_PER_S, &o, &code, err, sizeof err),
+    rlt__scratch *sc = rlt__scratch_new(RLT__SCRATCH_CAP);
+    ASSERT(sc != NULL);
+    ASSERT_EQ(rlt__envoy_decide_json(s, &r, &ss, sc, 30 * RLT_NS_PER_S, &o, &code, err, sizeof err),
               RLT_OK);
+    ASSERT_EQ(rlt__scratch_mark(sc), 0);
+    rlt__scratch_free(sc);
     rlt__envoy_free(&r);
     rlt__obuf_put(&o, "", 1);
     ASSERT_EQ(code, 429);

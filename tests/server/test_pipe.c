@@ -122,6 +122,14 @@ static uint64_t sum_counters(rlt__srv *s, int which)
     return t;
 }
 
+/* The commands' scratch, as a worker's (never freed: the test's lifetime). */
+static rlt__scratch *test_sc(void)
+{
+    static rlt__scratch *sc;
+    if (sc == NULL) sc = rlt__scratch_new(RLT__SCRATCH_CAP);
+    return sc;
+}
+
 /* Runs `ncmd` random commands in blocks of up to `block` (a pipeline read) against two fresh
  * contexts, serially and pipelined, advancing the clock between blocks; returns 0 when every
  * reply and the decision counters agree. */
@@ -166,7 +174,7 @@ static int compare_runs(const char *yaml, uint64_t seed, size_t ncmd, size_t blo
                 bad = 1;
                 break;
             }
-            if (argc > 0) rlt__cmd_exec(a, &sa, NULL, argv, argc, now + step[ci], &oa);
+            if (argc > 0) rlt__cmd_exec(a, &sa, NULL, test_sc(), argv, argc, now + step[ci], &oa);
             off += (size_t)r;
             done++;
             ci++;
@@ -181,7 +189,7 @@ static int compare_runs(const char *yaml, uint64_t seed, size_t ncmd, size_t blo
                 bad = 1;
                 break;
             }
-            if (argc > 0) rlt__cmd_exec(b, &sb, p, argv, argc, now + step[ci], &ob);
+            if (argc > 0) rlt__cmd_exec(b, &sb, p, test_sc(), argv, argc, now + step[ci], &ob);
             off += (size_t)r;
             ci++;
         }
@@ -272,7 +280,7 @@ TEST(decisions_are_deferred_until_the_flush)
         size_t argc;
         ssize_t r = parse_one(text + off, len - off, argv, &argc);
         ASSERT(r > 0);
-        rlt__cmd_exec(s, &ss, p, argv, argc, S(5), &o);
+        rlt__cmd_exec(s, &ss, p, test_sc(), argv, argc, S(5), &o);
         off += (size_t)r;
     }
     ASSERT_EQ(o.len, 0);
@@ -291,7 +299,7 @@ TEST(decisions_are_deferred_until_the_flush)
         size_t argc;
         ssize_t r = parse_one(t2 + off, len - off, argv, &argc);
         ASSERT(r > 0);
-        rlt__cmd_exec(s, &ss, p, argv, argc, S(5), &o);
+        rlt__cmd_exec(s, &ss, p, test_sc(), argv, argc, S(5), &o);
         off += (size_t)r;
     }
     rlt__obuf_put(&o, "", 1);

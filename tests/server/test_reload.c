@@ -47,7 +47,9 @@ static const char *run(rlt__srv *s, const char *line)
     rlt__session_init(s, &ss);
     ssize_t r = rlt__resp_parse(buf, strlen(buf), NULL, argv, &argc, &err);
     rlt__obuf o = {0};
-    if (r > 0 && argc > 0) rlt__cmd_exec(s, &ss, NULL, argv, argc, 1000 * RLT_NS_PER_S, &o);
+    rlt__scratch *sc = rlt__scratch_new(RLT__SCRATCH_CAP);
+    if (r > 0 && argc > 0 && sc) rlt__cmd_exec(s, &ss, NULL, sc, argv, argc, 1000 * RLT_NS_PER_S, &o);
+    rlt__scratch_free(sc);
     size_t n = o.len < sizeof reply_ - 1 ? o.len : sizeof reply_ - 1;
     if (n) memcpy(reply_, o.data, n);
     reply_[n] = '\0';

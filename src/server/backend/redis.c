@@ -26,6 +26,9 @@
 #include <string.h>
 
 static uint64_t next_gen = 1;
+/* Per-thread state, not scratch (tests/docs/thread_state.sh): each worker's own Redis
+ * connection (a tctx, on the backend's list and freed with it), found again without a lock;
+ * 16 bytes a thread. */
 static __thread struct {
     uint64_t gen;
     tctx *t;

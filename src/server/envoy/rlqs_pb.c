@@ -190,7 +190,7 @@ int rlt__rlqs_decode_reports(const uint8_t *buf, size_t len, const char **domain
         }
     }
     rlt__rlqs_reader r = {buf, buf + len};
-    static __thread rlt__rlqs_usage u;
+    rlt__rlqs_usage u; /* about 550 bytes: on the stack */
     int st;
     while ((st = rlt__rlqs_next_usage(&r, &u, err, errlen)) == RLT__RLQS_OK)
         (*count)++;

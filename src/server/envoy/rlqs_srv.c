@@ -140,7 +140,7 @@ int rlt__rlqs_feed_report(rlt__rlqs *q, const rlt__config *cfg, rlt__rlqs_stream
 {
     size_t mark = out->len, n = 0;
     rlt__obuf_put(out, "\0\0\0\0\0", 5);
-    static __thread rlt__rlqs_usage u;
+    rlt__rlqs_usage u; /* about 550 bytes: on the stack */
     char key[RLT__RLQS_MAX_ID + 2 * RLT__RLQS_MAX_PAIRS];
     char err[300];
     int e = RLT_OK;

@@ -310,10 +310,10 @@ static int drain(rlt__srv *s, const limit *l, const char *key, size_t klen, rlt_
     return RLT_OK;
 }
 
-int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const rlt__session *ss, rlt_ns now,
-                      rlt__envoy_result *res, char *err, size_t errlen)
+static int decide(rlt__srv *s, const rlt__envoy_req *r, const rlt__session *ss,
+                  char (*keys)[RLT_KEY_MAX], rlt_ns now, rlt__envoy_result *res, char *err,
+                  size_t errlen)
 {
-    static __thread char keys[RLT__ENVOY_MAX_DESCRIPTORS][RLT_KEY_MAX];
     rlt__config *c = rlt__srv_config(s);
     limit ls[RLT__ENVOY_MAX_DESCRIPTORS];
     rlt_check checks[RLT__ENVOY_MAX_DESCRIPTORS];
@@ -502,15 +502,38 @@ void rlt__envoy_render_json(const rlt__envoy_result *res, rlt__obuf *out)
     putj(out, "]}");
 }
 
-int rlt__envoy_decide_json(rlt__srv *s, const rlt__envoy_req *r, const rlt__session *ss, rlt_ns now,
-                           rlt__obuf *out, int *http_status, char *err, size_t errlen)
+int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const rlt__session *ss,
+                      rlt__scratch *sc, rlt_ns now, rlt__envoy_result *res, char *err,
+                      size_t errlen)
 {
-    static __thread rlt__envoy_result res;
-    int st = rlt__envoy_decide(s, r, ss, now, &res, err, errlen);
-    if (st != RLT_OK) return st;
-    rlt__envoy_render_json(&res, out);
-    *http_status = res.over ? 429 : 200;
-    return RLT_OK;
+    size_t mark = rlt__scratch_mark(sc);
+    char(*keys)[RLT_KEY_MAX] = rlt__scratch_alloc(sc, (r->ndesc ? r->ndesc : 1) * RLT_KEY_MAX);
+    int st = RLT_ENOMEM;
+    if (keys == NULL)
+        snprintf(err, errlen, "out of scratch space for the keys");
+    else
+        st = decide(s, r, ss, keys, now, res, err, errlen);
+    rlt__scratch_release(sc, mark);
+    return st;
+}
+
+int rlt__envoy_decide_json(rlt__srv *s, const rlt__envoy_req *r, const rlt__session *ss,
+                           rlt__scratch *sc, rlt_ns now, rlt__obuf *out, int *http_status,
+                           char *err, size_t errlen)
+{
+    size_t mark = rlt__scratch_mark(sc);
+    rlt__envoy_result *res = rlt__scratch_alloc(sc, sizeof *res);
+    int st = RLT_ENOMEM;
+    if (res == NULL)
+        snprintf(err, errlen, "out of scratch space for the result");
+    else
+        st = rlt__envoy_decide(s, r, ss, sc, now, res, err, errlen);
+    if (st == RLT_OK) {
+        rlt__envoy_render_json(res, out);
+        *http_status = res->over ? 429 : 200;
+    }
+    rlt__scratch_release(sc, mark);
+    return st;
 }
 
 /* ---- response headers -------------------------------------------------------------------- */

@@ -13,6 +13,7 @@
 #include "server/config/config.h"
 #include "server/config/units.h"
 #include "server/base/obuf.h"
+#include "server/base/scratch.h"
 #include "server/request/request.h"
 
 #include <stdbool.h>
@@ -83,17 +84,19 @@ int rlt__envoy_key(const char *domain, size_t dlen, const rlt__entry *entries, s
  * charge of every counted limit (per-descriptor hits_addend, 0 = a peek), shadow rules
  * decided apart (never denying).  Counts the per-rule envoy metrics.  Returns RLT_OK with
  * *res filled, or an RLT_* code with a message in err: a bad request (a key too long, a cost
- * out of range) or, in Redis mode, a backend failure not covered by a fail mode. */
+ * out of range) or, in Redis mode, a backend failure not covered by a fail mode; RLT_ENOMEM
+ * when sc (the worker's scratch, where the keys are built and released) has no room. */
 int rlt__envoy_decide(struct rlt__srv *s, const rlt__envoy_req *r, const rlt__session *ss,
-                      rlt_ns now, rlt__envoy_result *res, char *err, size_t errlen);
+                      rlt__scratch *sc, rlt_ns now, rlt__envoy_result *res, char *err,
+                      size_t errlen);
 
 /* Appends the proto3-JSON reply of /json for `res` (zero fields omitted). */
 void rlt__envoy_render_json(const rlt__envoy_result *res, rlt__obuf *out);
 /* Both: decides and appends the JSON reply; *http_status 200 or 429.  Returns as
  * rlt__envoy_decide. */
 int rlt__envoy_decide_json(struct rlt__srv *s, const rlt__envoy_req *r, const rlt__session *ss,
-                           rlt_ns now, rlt__obuf *out, int *http_status, char *err,
-                           size_t errlen);
+                           rlt__scratch *sc, rlt_ns now, rlt__obuf *out, int *http_status,
+                           char *err, size_t errlen);
 
 /* Calls fn(ctx, name, value) for each header of `res` to add to the client's response: the
  * most restrictive limited status (the lowest limit_remaining; OVER_LIMIT first) gives the

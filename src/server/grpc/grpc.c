@@ -136,13 +136,12 @@ static bool past(const gstream *st)
     return st->deadline != 0 && rlt__now() >= st->deadline;
 }
 
-static void call_rls(gconn *g, gstream *st, const uint8_t *m, size_t len)
+static void call_rls_in(gconn *g, gstream *st, const uint8_t *m, size_t len, rlt__envoy_req *req,
+                        rlt__envoy_result *res)
 {
     rlt__srv *s = g->s;
-    static __thread rlt__envoy_req req;
-    static __thread rlt__envoy_result res;
     char err[300];
-    int pst = rlt__pb_decode_rls(m, len, &req, err, sizeof err);
+    int pst = rlt__pb_decode_rls(m, len, req, err, sizeof err);
     if (pst != RLT__PB_OK)
         return answer_error(g, st, pst == RLT__PB_EMPTY ? G_UNKNOWN : G_INVALID_ARGUMENT, err);
     rlt__session ss;
@@ -153,7 +152,7 @@ static void call_rls(gconn *g, gstream *st, const uint8_t *m, size_t len)
          rlt__session_auth(s, &ss, NULL, 0, st->auth + 7, st->auth_len - 7) == RLT__AUTH_NONE))
         return answer_error(g, st, G_UNAUTHENTICATED, "missing or wrong bearer token");
     if (past(st)) return answer_error(g, st, G_DEADLINE_EXCEEDED, "deadline exceeded");
-    int e = rlt__envoy_decide(s, &req, &ss, g->now, &res, err, sizeof err);
+    int e = rlt__envoy_decide(s, req, &ss, g->sc, g->now, res, err, sizeof err);
     /* A bad request, too many distinct limit overrides (the inline policy table), or a
      * backend that could not answer without a fail mode to apply. */
     if (e != RLT_OK)
@@ -166,10 +165,23 @@ static void call_rls(gconn *g, gstream *st, const uint8_t *m, size_t len)
     if (past(st)) return answer_error(g, st, G_DEADLINE_EXCEEDED, "deadline exceeded");
     hdrs hs;
     hs.n = 0;
-    rlt__envoy_headers(s, &res, add_header, &hs);
+    rlt__envoy_headers(s, res, add_header, &hs);
     rlt__obuf_put(&st->resp, "\0\0\0\0\0", 5);
-    rlt__pb_encode_rls(&res, hs.h, hs.n, &st->resp);
+    rlt__pb_encode_rls(res, hs.h, hs.n, &st->resp);
     answer_message(g, st);
+}
+
+/* ShouldRateLimit: the request and its result in the worker's scratch, released after. */
+static void call_rls(gconn *g, gstream *st, const uint8_t *m, size_t len)
+{
+    size_t mark = rlt__scratch_mark(g->sc);
+    rlt__envoy_req *req = rlt__scratch_alloc(g->sc, sizeof *req);
+    rlt__envoy_result *res = rlt__scratch_alloc(g->sc, sizeof *res);
+    if (req == NULL || res == NULL)
+        answer_error(g, st, G_RESOURCE_EXHAUSTED, "out of scratch space for the request");
+    else
+        call_rls_in(g, st, m, len, req, res);
+    rlt__scratch_release(g->sc, mark);
 }
 
 static void call_health(gconn *g, gstream *st, const uint8_t *m, size_t len)
@@ -446,11 +458,17 @@ int rlt__grpc_session_new(gconn **out, rlt__srv *s, rlt__conn *c)
     if (g == NULL) return RLT_ENOMEM;
     g->s = s;
     g->c = c;
+    g->sc = c != NULL ? rlt__conn_scratch(c) : (g->own_sc = rlt__scratch_new(RLT__SCRATCH_CAP));
+    if (g->sc == NULL) {
+        free(g);
+        return RLT_ENOMEM;
+    }
     rlt__session ss;
     rlt__session_init(s, &ss); /* for its id alone: who holds this connection's RLQS streams */
     g->client_id = ss.id;
     nghttp2_option *opt;
     if (nghttp2_option_new(&opt) != 0) {
+        rlt__scratch_free(g->own_sc);
         free(g);
         return RLT_ENOMEM;
     }
@@ -459,6 +477,7 @@ int rlt__grpc_session_new(gconn **out, rlt__srv *s, rlt__conn *c)
     int e = nghttp2_session_server_new3(&g->h2, callbacks, g, opt, &mem);
     nghttp2_option_del(opt);
     if (e != 0) {
+        rlt__scratch_free(g->own_sc);
         free(g);
         return RLT_ENOMEM;
     }
@@ -487,6 +506,7 @@ void rlt__grpc_session_free(gconn *g)
         g->free_list = st->next_free;
         stream_free(st);
     }
+    rlt__scratch_free(g->own_sc);
     free(g);
 }
 

@@ -6,6 +6,7 @@
 
 #include "server/base/escape.h"
 #include "server/base/obuf.h"
+#include "server/base/scratch.h"
 #include "server/config/config.h"
 #include "server/request/srv.h"
 #include "server/stats/metrics.h"
@@ -81,6 +82,8 @@ struct rlt__grpc_session {
     size_t h2_bytes; /* what nghttp2 holds for this session (its allocator below) */
     /* a session id of its own (request.h): the connection as a holder of RLQS streams */
     uint64_t client_id;
+    rlt__scratch *sc;     /* the worker's (the connection's), or own_sc */
+    rlt__scratch *own_sc; /* without a connection: the session's own */
 };
 typedef rlt__grpc_session gconn;
 

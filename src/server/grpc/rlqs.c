@@ -93,7 +93,7 @@ void rlt__rlqs_begin(gconn *g, gstream *st)
     }
     if (g->s->rlqs == NULL) /* a context without the quota service (envoy/rlqs_srv.h) */
         return answer_error(g, st, G_UNIMPLEMENTED, "the quota service is not attached");
-    static __thread rlt__session ss;
+    rlt__session ss; /* about 1 KB, on the stack as call_rls has it */
     if (!authorized(g, st, &ss))
         return answer_error(g, st, G_UNAUTHENTICATED, "missing or wrong bearer token");
     rlt__rlqs_call *c = NULL;
@@ -178,7 +178,7 @@ static void report(gconn *g, gstream *st, const uint8_t *m, size_t n)
         /* A reload that removed the stream's tenant, changed its prefix or password, or set a
          * password where there was none ends the stream, as the other doors refuse the next
          * request: the Envoy opens another, under the identity its token now has. */
-        static __thread rlt__session ss;
+        rlt__session ss; /* about 1 KB, on the stack as call_rls has it */
         if (!authorized(g, st, &ss) || rlt__session_holder(&ss) != c->holder)
             return finish(g, st, G_UNAUTHENTICATED,
                           "the stream's credentials changed with a reload: open another");

@@ -19,6 +19,7 @@
  * answered (400, 413, 414, 431, 501, 505) with "Connection: close" and the connection closed:
  * nothing after it is read as a request. */
 #include "core/text.h"
+#include "server/base/scratch.h"
 #include "server/net/conn.h"
 #include "server/request/decide.h"
 #include "server/http/http1.h"
@@ -130,17 +131,10 @@ static void handle_class(rlt__conn *c, const rlt__check_req *cr, const rlt__targ
  * (rlt__decide_multi), at once after the staged checks.  The answer is the most restrictive
  * values, with the refusing limit's IETF fields (else the first's) and "refused_index": the
  * refusing limit's place among the policies given, -1 when allowed.  HEAD charges nothing. */
-static void handle_nested(rlt__conn *c, const rlt__session *ss, const rlt__check_req *cr,
-                          const rlt__target *t0, rlt__pipe_reply *r, rlt_ns now)
+static void nested_decide(rlt__srv *s, const rlt__session *ss, const rlt__check_req *cr,
+                          const rlt__target *t0, rlt__pipe_reply *r, rlt_ns now,
+                          char (*kbufs)[RLT_KEY_MAX])
 {
-    rlt__srv *s = rlt__conn_srv(c);
-    rlt__pipe_flush(rlt__conn_pipe(c), s);
-    if (cr->reserve || cr->reservation || cr->timeout_ms)
-        return rlt__http_error(r->out, 400, r->flags, NULL,
-                               "reserve=1 takes one policy (POST /v1/mreserve takes several)");
-    if (cr->class_reserve > 0)
-        return rlt__http_error(r->out, 400, r->flags, NULL, "class_reserve takes one policy");
-    static __thread char kbufs[RLT__CHECK_MAX_LIMITS - 1][RLT_KEY_MAX];
     int64_t cost = r->flags & RLT__HF_HEAD ? 0 : cr->cost;
     rlt_check checks[RLT__CHECK_MAX_LIMITS];
     checks[0] = (rlt_check){.policy = t0->policy_id, .key = t0->key, .klen = t0->klen, .cost = cost};
@@ -162,6 +156,26 @@ static void handle_nested(rlt__conn *c, const rlt__session *ss, const rlt__check
     char more[40];
     snprintf(more, sizeof more, ",\"refused_index\":%d", st == RLT_OK ? refused : -1);
     render_check(s, r, checks[which].policy, cost, now, st, &d, more);
+}
+
+static void handle_nested(rlt__conn *c, const rlt__session *ss, const rlt__check_req *cr,
+                          const rlt__target *t0, rlt__pipe_reply *r, rlt_ns now)
+{
+    rlt__srv *s = rlt__conn_srv(c);
+    rlt__pipe_flush(rlt__conn_pipe(c), s);
+    if (cr->reserve || cr->reservation || cr->timeout_ms)
+        return rlt__http_error(r->out, 400, r->flags, NULL,
+                               "reserve=1 takes one policy (POST /v1/mreserve takes several)");
+    if (cr->class_reserve > 0)
+        return rlt__http_error(r->out, 400, r->flags, NULL, "class_reserve takes one policy");
+    /* The other limits' keys, in the worker's scratch for this request only. */
+    rlt__scratch *sc = rlt__conn_scratch(c);
+    size_t mark = rlt__scratch_mark(sc);
+    char(*kbufs)[RLT_KEY_MAX] = rlt__scratch_alloc(sc, (RLT__CHECK_MAX_LIMITS - 1) * RLT_KEY_MAX);
+    if (!kbufs)
+        return rlt__http_error(r->out, 503, r->flags, NULL, "out of scratch space for the keys");
+    nested_decide(s, ss, cr, t0, r, now, kbufs);
+    rlt__scratch_release(sc, mark);
 }
 
 static void handle_check(rlt__conn *c, const rlt__http_req *req, const rlt__session *ss,
@@ -303,7 +317,8 @@ static void handle_envoy(rlt__conn *c, const rlt__http_req *req, const rlt__sess
     }
     rlt__obuf body = {.max = 1 << 20};
     int code = 0;
-    int st = rlt__envoy_decide_json(s, &er, ss, now, &body, &code, err, sizeof err);
+    int st = rlt__envoy_decide_json(s, &er, ss, rlt__conn_scratch(c), now, &body, &code, err,
+                                    sizeof err);
     rlt__envoy_free(&er);
     if (st != RLT_OK)
         rlt__http_error(o, 400, flags, NULL, err);
@@ -468,7 +483,7 @@ static void route(rlt__conn *c, const rlt__http_req *req, unsigned flags, rlt_ns
                                    path_is(req, "/v1/stats") ? "GET /v1/stats takes no parameters"
                                                              : "GET /v1/rules takes no parameters");
         if (path_is(req, "/v1/stats")) return rlt__ui_stats(s, o, flags, now);
-        if (path_is(req, "/v1/peek")) return rlt__ui_peek(s, o, req, &ss, flags, now);
+        if (path_is(req, "/v1/peek")) return rlt__ui_peek(s, o, rlt__conn_scratch(c), req, &ss, flags, now);
         if (path_is(req, "/v1/rules")) return rlt__ui_rules(s, o, flags);
         rlt__obuf text = {0};
         rlt__report_prometheus(s, &text);

@@ -116,10 +116,8 @@ static int status_of(const rlt__srv *s, int st)
                                                                           : 400;
 }
 
-static __thread char keys[RLT_BUDGET_LIMITS][RLT_KEY_MAX];
-
-void rlt__http_budget(rlt__conn *c, const rlt__http_req *req, const rlt__session *ss,
-                      unsigned flags, rlt_ns now, bool settle)
+static void budget(rlt__conn *c, rlt__scratch *sc, const rlt__http_req *req,
+                   const rlt__session *ss, unsigned flags, rlt_ns now, bool settle)
 {
     rlt__srv *s = rlt__conn_srv(c);
     rlt__obuf *o = rlt__conn_out(c);
@@ -137,6 +135,11 @@ void rlt__http_budget(rlt__conn *c, const rlt__http_req *req, const rlt__session
         return rlt__http_error(o, 400, flags, NULL, what);
     }
     size_t n = json_array_size(lims);
+    char(*keys)[RLT_KEY_MAX] = rlt__scratch_alloc(sc, n * RLT_KEY_MAX);
+    if (keys == NULL) {
+        json_decref(root);
+        return rlt__http_error(o, 503, flags, NULL, "out of scratch space for the keys");
+    }
     rlt_limit l[RLT_BUDGET_LIMITS];
     char names[RLT_BUDGET_LIMITS][RLT_NAME_MAX + 1];
     for (size_t i = 0; i < n; i++) {
@@ -209,4 +212,13 @@ void rlt__http_budget(rlt__conn *c, const rlt__http_req *req, const rlt__session
     if (st != RLT_OK)
         return rlt__http_error(o, status_of(s, st), flags, NULL, rlt__limits_strerror(s, st, true));
     reply(o, flags, s, l, names, n, &d, each, charged, NULL, -1);
+}
+
+void rlt__http_budget(rlt__conn *c, const rlt__http_req *req, const rlt__session *ss,
+                      unsigned flags, rlt_ns now, bool settle)
+{
+    rlt__scratch *sc = rlt__conn_scratch(c);
+    size_t mark = rlt__scratch_mark(sc);
+    budget(c, sc, req, ss, flags, now, settle);
+    rlt__scratch_release(sc, mark);
 }

@@ -155,16 +155,15 @@ static void peek_rule(rlt__srv *s, rlt__obuf *o, rlt__peek_req *pr, const rlt__s
     answer(s, o, flags, now, &t, pr->key, pr->klen, policy, (size_t)plen, path);
 }
 
-void rlt__ui_peek(rlt__srv *s, rlt__obuf *o, const rlt__http_req *req, const rlt__session *ss,
-                  unsigned flags, rlt_ns now)
+static void peek(rlt__srv *s, rlt__obuf *o, rlt__peek_req *pr, const rlt__http_req *req,
+                 const rlt__session *ss, unsigned flags, rlt_ns now)
 {
-    static __thread rlt__peek_req pr;
     rlt__check_req cr;
     char err[300], kbuf[RLT_KEY_MAX];
     const char *q = req->query ? req->query : "";
-    if (rlt__peek_parse(q, req->query_len, &pr, err, sizeof err) != RLT_OK)
+    if (rlt__peek_parse(q, req->query_len, pr, err, sizeof err) != RLT_OK)
         return rlt__http_error(o, 400, flags, NULL, err);
-    if (pr.envoy) return peek_rule(s, o, &pr, ss, flags, now);
+    if (pr->envoy) return peek_rule(s, o, pr, ss, flags, now);
     if (rlt__check_parse(q, req->query_len, &cr, err, sizeof err) != RLT_OK)
         return rlt__http_error(o, 400, flags, NULL, err);
     if (cr.has_cost || cr.reserve || cr.reservation || cr.timeout_ms || cr.deny_status ||
@@ -176,6 +175,18 @@ void rlt__ui_peek(rlt__srv *s, rlt__obuf *o, const rlt__http_req *req, const rlt
                             sizeof err) != RLT_OK)
         return rlt__http_error(o, 400, flags, NULL, err);
     answer(s, o, flags, now, &t, cr.key, cr.klen, cr.policy, cr.plen, NULL);
+}
+
+void rlt__ui_peek(rlt__srv *s, rlt__obuf *o, rlt__scratch *sc, const rlt__http_req *req,
+                  const rlt__session *ss, unsigned flags, rlt_ns now)
+{
+    size_t mark = rlt__scratch_mark(sc);
+    rlt__peek_req *pr = rlt__scratch_alloc(sc, sizeof *pr);
+    if (pr == NULL)
+        rlt__http_error(o, 503, flags, NULL, "out of scratch space for the request");
+    else
+        peek(s, o, pr, req, ss, flags, now);
+    rlt__scratch_release(sc, mark);
 }
 
 /* One descriptor level: every rule under it, with the entries that lead to it. */

@@ -7,6 +7,7 @@
 
 #include "ratelimit/ratelimit.h"
 #include "server/base/obuf.h"
+#include "server/base/scratch.h"
 #include "server/http/http1.h"
 #include "server/request/request.h"
 #include "webassets/webassets.h"
@@ -29,8 +30,9 @@ void rlt__ui_stats(struct rlt__srv *s, rlt__obuf *o, unsigned flags, rlt_ns now)
  * An envoy rule instead of a policy (rlt__peek_parse's forms): ?rule=PATH&key=K, or
  * ?domain=D&descriptor=K=V[,K=V...] (the rule it matches, the key rls.c makes of it): the
  * same body with "key" the store key, "policy" "r:PATH" (what RL.PEEK takes) and "rule" PATH;
- * 404 for an unknown rule or a descriptor no rule matches. */
-void rlt__ui_peek(struct rlt__srv *s, rlt__obuf *o, const rlt__http_req *req,
+ * 404 for an unknown rule or a descriptor no rule matches.  The parsed request lives in sc
+ * (the worker's scratch, released when it returns). */
+void rlt__ui_peek(struct rlt__srv *s, rlt__obuf *o, rlt__scratch *sc, const rlt__http_req *req,
                   const rlt__session *ss, unsigned flags, rlt_ns now);
 
 /* GET /v1/rules: the config's envoy rules, {"rules":[{"rule":PATH,"policy":"r:PATH","domain":D,

@@ -72,6 +72,11 @@ rlt__obuf *rlt__conn_out(rlt__conn *c)
     return &c->out;
 }
 
+rlt__scratch *rlt__conn_scratch(rlt__conn *c)
+{
+    return c->w->scratch_sc;
+}
+
 rlt__pipe *rlt__conn_pipe(rlt__conn *c)
 {
     return c->w->pipe;

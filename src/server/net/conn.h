@@ -11,6 +11,7 @@
 #define RLT_SERVER_NET_CONN_H
 
 #include "server/base/obuf.h"
+#include "server/base/scratch.h"
 #include "server/net/pipe.h"
 #include "server/net/protocol.h"
 #include "server/request/request.h"
@@ -46,6 +47,9 @@ size_t rlt__daemon_max_connections(const rlt__daemon *d);
 struct rlt__srv *rlt__conn_srv(const rlt__conn *c);
 rlt__session *rlt__conn_session(rlt__conn *c);
 rlt__obuf *rlt__conn_out(rlt__conn *c);
+/* The worker's scratch arena (base/scratch.h), for one request at a time: take a mark, use it,
+ * release to the mark.  Counted in max_memory (used_memory_connections). */
+rlt__scratch *rlt__conn_scratch(rlt__conn *c);
 /* The worker's pipe: staged replies are written before the connection sends. */
 rlt__pipe *rlt__conn_pipe(rlt__conn *c);
 /* The protocol's per-connection state (NULL until set). */

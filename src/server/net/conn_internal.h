@@ -5,6 +5,7 @@
 #define RLT_SERVER_NET_CONN_INTERNAL_H
 
 #include "server/base/obuf.h"
+#include "server/base/scratch.h"
 #include "server/net/pipe.h"
 #include "server/net/protocol.h"
 #include "server/request/request.h"
@@ -65,6 +66,7 @@ struct worker {
     size_t turn_reqs;         /* requests in this turn, for the latency histogram */
     struct event *stop_ev;    /* made active by rlt__daemon_stop */
     bool stop;                /* atomic: leave the loop */
+    rlt__scratch *scratch_sc; /* the handlers' per-request room (base/scratch.h) */
     char scratch[READ_CHUNK]; /* where a connection with nothing pending reads */
 };
 

@@ -101,9 +101,10 @@ static int worker_init(worker *w, char *err, size_t errlen)
 {
     w->base = event_base_new();
     w->pipe = rlt__pipe_new();
+    w->scratch_sc = rlt__scratch_new(RLT__SCRATCH_CAP);
     w->stop_ev = w->base ? event_new(w->base, -1, 0, on_stop, w) : NULL;
     w->resume_ev = w->base ? event_new(w->base, -1, 0, on_resume, w) : NULL;
-    if (w->base == NULL || w->pipe == NULL || w->stop_ev == NULL || w->resume_ev == NULL) {
+    if (w->base == NULL || w->pipe == NULL || w->scratch_sc == NULL || w->stop_ev == NULL || w->resume_ev == NULL) {
         snprintf(err, errlen, "out of memory");
         return RLT_ENOMEM;
     }
@@ -255,6 +256,7 @@ void rlt__daemon_stop(rlt__daemon *d)
         if (w->resume_ev) event_free(w->resume_ev);
         if (w->base) event_base_free(w->base);
         rlt__pipe_free(w->pipe);
+        rlt__scratch_free(w->scratch_sc);
     }
     free(d->w);
     free(d);

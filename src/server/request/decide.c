@@ -25,7 +25,9 @@ static void count(rlt__srv *s, int id, bool allowed, bool shadowed)
 }
 
 /* Shadow-mode log lines: at most RLT__SHADOW_LOG_PER_S per second per thread (a worker), the
- * rest counted and summed up in one line when the next second's first line is written. */
+ * rest counted and summed up in one line when the next second's first line is written.
+ * Per-thread state, not scratch (tests/docs/thread_state.sh): 24 bytes a thread that outlive
+ * requests. */
 typedef struct shadow_log {
     int64_t second; /* the daemon clock's second of the lines counted in `lines` */
     unsigned lines;

@@ -8,6 +8,7 @@
 #include "server/base/clock.h"
 #include "server/base/escape.h"
 #include "server/base/mem.h"
+#include "server/base/scratch.h"
 #include "server/request/decide.h"
 #include "server/request/srv.h"
 #include "server/stats/top.h"
@@ -375,9 +376,11 @@ void rlt__report_info(rlt__srv *s, rlt__obuf *o)
     size_t conn_used = rlt__mem_conn_used();
     rlt__obuf_printf(o,
                      "\r\n# Memory\r\nused_memory:%" PRIu64 "\r\nused_memory_store:%" PRIu64
-                     "\r\nused_memory_connections:%zu\r\nmaxmemory:%zu\r\n"
-                     "maxmemory_store:%zu\r\nmaxmemory_connections:%zu\r\nmaxmemory_policy:%s\r\n",
-                     st.bytes + conn_used, st.bytes, conn_used, c->set.max_memory,
+                     "\r\nused_memory_connections:%zu\r\nused_memory_scratch:%zu\r\n"
+                     "maxmemory:%zu\r\nmaxmemory_store:%zu\r\nmaxmemory_connections:%zu\r\n"
+                     "maxmemory_policy:%s\r\n",
+                     st.bytes + conn_used, st.bytes, conn_used, rlt__scratch_total(),
+                     c->set.max_memory,
                      rlt__mem_store_share(c->set.max_memory),
                      rlt__mem_conn_share(c->set.max_memory),
                      c->set.fail_closed ? "noeviction" : "volatile-lru");
@@ -483,7 +486,7 @@ void rlt__report_top_info(rlt__srv *s, const rlt__session *ss, rlt__obuf *o)
                      "\r\ntop_floor:%" PRIu64 "\r\ntop_dropped:%" PRIu64 "\r\n",
                      rlt__top_k(t), rlt_topk_total(view), rlt_topk_floor(view),
                      rlt__top_dropped(t));
-    static __thread enc_key key;
+    enc_key key; /* 1.5 KB: on the stack */
     char pol[3 * RLT__STR_MAX + 1];
     for (size_t i = 0; i < n; i++) {
         enc(e[i].key, e[i].klen, key, rlt__info_plain);
@@ -502,7 +505,7 @@ void rlt__report_top_json(rlt__srv *s, const rlt__session *ss, size_t max, rlt__
     size_t n = visible(s, ss, max, &view, &e);
     rlt__obuf_printf(o, "{\"k\":%zu,\"total\":%" PRIu64 ",\"floor\":%" PRIu64 ",\"keys\":[",
                      rlt__top_k(s->top), rlt_topk_total(view), rlt_topk_floor(view));
-    static __thread enc_key key;
+    enc_key key; /* 1.5 KB: on the stack */
     char pol[3 * RLT__STR_MAX + 1];
     for (size_t i = 0; i < n; i++) {
         enc(e[i].key, e[i].klen, key, text_plain);
@@ -522,7 +525,7 @@ void rlt__report_top_prometheus(rlt__srv *s, const rlt__session *ss, rlt__obuf *
     rlt_topk *view;
     rlt_topk_entry *e;
     size_t n = visible(s, ss, RLT__TOP_METRICS, &view, &e);
-    static __thread enc_key key;
+    enc_key key; /* 1.5 KB: on the stack */
     char pol[3 * RLT__STR_MAX + 1];
     static const char *const fam[2] = {"ratelimitd_top_denied", "ratelimitd_top_denied_error"};
     static const char *const help[2] = {

@@ -20,6 +20,8 @@
 /* Per-thread cache of resolved inline policy texts: one mutex-free lookup on the hot path.
  * Entries carry the context's generation (a cache never outlives its context) and the inline
  * table's epoch (a slot reused for another text makes older entries stale). */
+/* Per-thread state, not scratch (tests/docs/thread_state.sh): a cache that outlives requests,
+ * bounded at 256 x 128 bytes (32 KiB) a thread. */
 #define TL_SLOTS 256
 #define TL_TEXT 96
 struct tl_entry {

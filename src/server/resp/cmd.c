@@ -232,14 +232,15 @@ static void cmd_decide(rlt__srv *s, rlt__session *ss, rlt__pipe *p, const rlt__r
 /* ---- the other commands -------------------------------------------------------------- */
 
 /* RL.MULTI key policy cost [key policy cost ...]: all-or-nothing. */
-static void cmd_multi(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n, rlt_ns now,
-                      rlt__obuf *o)
+static void cmd_multi(rlt__srv *s, rlt__session *ss, rlt__scratch *sc, const rlt__resp_arg *a,
+                      size_t n, rlt_ns now, rlt__obuf *o)
 {
     enum { MAX_CHECKS = 16 };
     if (n < 4 || (n - 1) % 3 != 0) return err_arity(o, &a[0]);
     size_t m = (n - 1) / 3;
     if (m > MAX_CHECKS) return rlt__resp_error(o, "ERR at most 16 limits per RL.MULTI");
-    static __thread char keys[MAX_CHECKS][RLT_KEY_MAX];
+    char(*keys)[RLT_KEY_MAX] = rlt__scratch_alloc(sc, m * RLT_KEY_MAX);
+    if (keys == NULL) return rlt__resp_error(o, "ERR out of scratch space for the keys");
     rlt_check checks[MAX_CHECKS];
     for (size_t i = 0; i < m; i++) {
         const rlt__resp_arg *t = &a[1 + 3 * i];
@@ -469,18 +470,18 @@ static void cmd_settle(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, si
 }
 
 /* Every command but the three deciding ones. */
-static void exec_other(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n, rlt_ns now,
-                       rlt__obuf *o)
+static void exec_other(rlt__srv *s, rlt__session *ss, rlt__scratch *sc, const rlt__resp_arg *a,
+                       size_t n, rlt_ns now, rlt__obuf *o)
 {
     const rlt__resp_arg *c = &a[0];
-    if (is(c, "RL.MULTI")) return cmd_multi(s, ss, a, n, now, o);
+    if (is(c, "RL.MULTI")) return cmd_multi(s, ss, sc, a, n, now, o);
     if (is(c, "RL.RESET")) return cmd_keyop(s, ss, a, n, now, o, KEYOP_RESET);
     if (is(c, "RL.ACQUIRE")) return cmd_keyop(s, ss, a, n, now, o, KEYOP_ACQUIRE);
     if (is(c, "RL.RELEASE")) return cmd_keyop(s, ss, a, n, now, o, KEYOP_RELEASE);
     if (is(c, "RL.TIER")) return cmd_tier(s, ss, a, n, o);
     if (is(c, "RL.RESERVE")) return cmd_reserve(s, ss, a, n, now, o);
     if (is(c, "RL.SETTLE")) return cmd_settle(s, ss, a, n, now, o);
-    if (rlt__cmd_limits(s, ss, a, n, now, o)) return;
+    if (rlt__cmd_limits(s, ss, sc, a, n, now, o)) return;
     if (is(c, "RL.POLICY")) {
         if (n != 2) return err_arity(o, c);
         bool shadow;
@@ -551,18 +552,23 @@ static void multi_end(rlt__session *ss)
     ss->mq_len = ss->mq_count = 0;
 }
 
-static void exec_one(rlt__srv *s, rlt__session *ss, rlt__pipe *p, const rlt__resp_arg *a, size_t n,
-                     rlt_ns now, rlt__obuf *o);
+static void exec_one(rlt__srv *s, rlt__session *ss, rlt__pipe *p, rlt__scratch *sc,
+                     const rlt__resp_arg *a, size_t n, rlt_ns now, rlt__obuf *o);
 
 /* EXEC: every queued command in order, each decided at once, with no other command of this
  * worker between them (docs/server.md says what that isolation covers). */
-static void cmd_exec_queue(rlt__srv *s, rlt__session *ss, rlt_ns now, rlt__obuf *o)
+static void cmd_exec_queue(rlt__srv *s, rlt__session *ss, rlt__scratch *sc, rlt_ns now,
+                           rlt__obuf *o)
 {
     if (ss->multi_abort) {
         multi_end(ss);
         return rlt__resp_error(o, "EXECABORT Transaction discarded because of previous errors.");
     }
-    static __thread rlt__resp_arg argv[RLT__RESP_DEFAULT_MAX_ARGS];
+    rlt__resp_arg *argv = rlt__scratch_alloc(sc, RLT__RESP_DEFAULT_MAX_ARGS * sizeof *argv);
+    if (argv == NULL) {
+        multi_end(ss);
+        return rlt__resp_error(o, "EXECABORT out of scratch space for the transaction");
+    }
     rlt__resp_array(o, ss->mq_count);
     const char *r = ss->mq;
     char *queue = ss->mq; /* kept apart: a queued command cannot reach the queue */
@@ -581,15 +587,15 @@ static void cmd_exec_queue(rlt__srv *s, rlt__session *ss, rlt_ns now, rlt__obuf 
             if (i < RLT__RESP_DEFAULT_MAX_ARGS) argv[i] = (rlt__resp_arg){.ptr = r, .len = len};
             r += len;
         }
-        exec_one(s, ss, NULL, argv, n, now, o); /* n <= RLT__RESP_DEFAULT_MAX_ARGS (queue_put) */
+        exec_one(s, ss, NULL, sc, argv, n, now, o); /* n <= RLT__RESP_DEFAULT_MAX_ARGS (queue_put) */
     }
     free(queue);
 }
 
 /* MULTI, EXEC, DISCARD and WATCH, and queueing inside a transaction.  Returns true when it
  * answered the command. */
-static bool transaction(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n, rlt_ns now,
-                        rlt__obuf *o)
+static bool transaction(rlt__srv *s, rlt__session *ss, rlt__scratch *sc, const rlt__resp_arg *a,
+                        size_t n, rlt_ns now, rlt__obuf *o)
 {
     const rlt__resp_arg *c = &a[0];
     if (is(c, "WATCH") || is(c, "UNWATCH")) {
@@ -613,7 +619,7 @@ static bool transaction(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, s
         if (!ss->in_multi)
             rlt__resp_errorf(o, "ERR %s without MULTI", is(c, "EXEC") ? "EXEC" : "DISCARD");
         else if (is(c, "EXEC"))
-            cmd_exec_queue(s, ss, now, o);
+            cmd_exec_queue(s, ss, sc, now, o);
         else {
             multi_end(ss);
             rlt__resp_simple(o, "OK");
@@ -631,8 +637,8 @@ static bool transaction(rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, s
     return true;
 }
 
-static void exec_one(rlt__srv *s, rlt__session *ss, rlt__pipe *p, const rlt__resp_arg *a, size_t n,
-                     rlt_ns now, rlt__obuf *o)
+static void exec_body(rlt__srv *s, rlt__session *ss, rlt__pipe *p, rlt__scratch *sc,
+                      const rlt__resp_arg *a, size_t n, rlt_ns now, rlt__obuf *o)
 {
     const rlt__resp_arg *c = &a[0];
     if (rlt__session_refresh(s, ss) != RLT__AUTH_NONE && !ss->in_multi) {
@@ -650,15 +656,24 @@ static void exec_one(rlt__srv *s, rlt__session *ss, rlt__pipe *p, const rlt__res
         rlt__resp_simple(o, "OK");
     } else if (ss->auth == RLT__AUTH_NONE) {
         rlt__resp_error(o, "NOAUTH Authentication required.");
-    } else if (!transaction(s, ss, a, n, now, o)) {
-        exec_other(s, ss, a, n, now, o);
+    } else if (!transaction(s, ss, sc, a, n, now, o)) {
+        exec_other(s, ss, sc, a, n, now, o);
     }
     if (o->len > before && o->data[before] == '-') count_error(s);
 }
 
-void rlt__cmd_exec(rlt__srv *s, rlt__session *ss, rlt__pipe *p, const rlt__resp_arg *a, size_t n,
-                   rlt_ns now, rlt__obuf *o)
+/* One command with the scratch it took released after it (EXEC's commands nest inside). */
+static void exec_one(rlt__srv *s, rlt__session *ss, rlt__pipe *p, rlt__scratch *sc,
+                     const rlt__resp_arg *a, size_t n, rlt_ns now, rlt__obuf *o)
+{
+    size_t mark = rlt__scratch_mark(sc);
+    exec_body(s, ss, p, sc, a, n, now, o);
+    rlt__scratch_release(sc, mark);
+}
+
+void rlt__cmd_exec(rlt__srv *s, rlt__session *ss, rlt__pipe *p, rlt__scratch *sc,
+                   const rlt__resp_arg *a, size_t n, rlt_ns now, rlt__obuf *o)
 {
     assert(n >= 1);
-    exec_one(s, ss, p, a, n, now, o);
+    exec_one(s, ss, p, sc, a, n, now, o);
 }

@@ -7,6 +7,7 @@
 
 #include "ratelimit/ratelimit.h"
 #include "server/base/obuf.h"
+#include "server/base/scratch.h"
 #include "server/net/pipe.h"
 #include "server/request/request.h"
 #include "server/resp/resp.h"
@@ -19,8 +20,9 @@ struct rlt__srv;
  * With a pipe, the decision of a well-formed CL.THROTTLE, RL.CHECK or RL.PEEK is staged and
  * its reply written at rlt__pipe_flush; every other command flushes the pipe first, so every
  * connection's replies stay in order.  Without a pipe (NULL) it is decided at once: the same
- * parsing, the same reply.  Error replies are counted in the metrics. */
-void rlt__cmd_exec(struct rlt__srv *s, rlt__session *ss, rlt__pipe *p, const rlt__resp_arg *argv,
-                   size_t argc, rlt_ns now, rlt__obuf *out);
+ * parsing, the same reply.  Error replies are counted in the metrics.  The command's keys
+ * and vectors are built in sc (a worker's scratch), released to where it was when done. */
+void rlt__cmd_exec(struct rlt__srv *s, rlt__session *ss, rlt__pipe *p, rlt__scratch *sc,
+                   const rlt__resp_arg *argv, size_t argc, rlt_ns now, rlt__obuf *out);
 
 #endif

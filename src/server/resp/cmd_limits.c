@@ -42,8 +42,6 @@ static void head(rlt__obuf *o, const rlt_decision *d, size_t len)
         rlt__resp_int(o, v[i]);
 }
 
-static __thread char keys[RLT_BUDGET_LIMITS][RLT_KEY_MAX];
-
 static const char MRESERVE[] = "RL.MRESERVE estimate key policy cost [key policy cost ...] "
                                "[TIMEOUT ms], at most 16 limits, 1 <= ms <= 86400000";
 static const char MSETTLE[] = "RL.MSETTLE reservation usage key policy [key policy ...] "
@@ -53,7 +51,8 @@ static const char MSETTLE[] = "RL.MSETTLE reservation usage key policy [key poli
  * when denied), refused (the first refusing limit's index, -1), [[limit, remaining,
  * reset_after_ms] per limit]] (each limit's own decision: after its charge when allowed, as it
  * stands when denied). */
-static void mreserve(struct rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n,
+static void mreserve(struct rlt__srv *s, rlt__session *ss, rlt__scratch *sc, const rlt__resp_arg *a,
+                     size_t n,
                      rlt_ns now, rlt__obuf *o)
 {
     size_t rest = n - 2, m = rest / 3;
@@ -71,6 +70,8 @@ static void mreserve(struct rlt__srv *s, rlt__session *ss, const rlt__resp_arg *
     rlt_ns timeout = rlt__decide_reserve_timeout(s, timeout_ms, err, sizeof err);
     if (timeout < 0) return rlt__resp_errorf(o, "ERR %s", err);
     rlt_limit lim[RLT_BUDGET_LIMITS];
+    char(*keys)[RLT_KEY_MAX] = rlt__scratch_alloc(sc, m * RLT_KEY_MAX);
+    if (keys == NULL) return rlt__resp_error(o, "ERR out of scratch space for the keys");
     for (size_t i = 0; i < m; i++) {
         const rlt__resp_arg *t = &a[2 + 3 * i];
         if (rlt__limit_resolve(s, ss, t[0].ptr, t[0].len, t[1].ptr, t[1].len, t[2].ptr, t[2].len,
@@ -98,7 +99,8 @@ static void mreserve(struct rlt__srv *s, rlt__session *ss, const rlt__resp_arg *
 /* RL.MSETTLE: [allowed, limit, remaining, retry_after_ms, reset_after_ms, [[limit, remaining,
  * reset_after_ms, charged] per limit]], charged being what this settle charged beyond what the
  * reservation held. */
-static void msettle(struct rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n,
+static void msettle(struct rlt__srv *s, rlt__session *ss, rlt__scratch *sc, const rlt__resp_arg *a,
+                     size_t n,
                     rlt_ns now, rlt__obuf *o)
 {
     if (n < 5) return arity(o, MSETTLE);
@@ -122,6 +124,8 @@ static void msettle(struct rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a
         rlt__limit_usage(a[2].ptr, a[2].len, "usage", &u, err, sizeof err) != RLT_OK)
         return rlt__resp_errorf(o, "ERR %s", err);
     rlt_check k[RLT_BUDGET_LIMITS];
+    char(*keys)[RLT_KEY_MAX] = rlt__scratch_alloc(sc, m * RLT_KEY_MAX);
+    if (keys == NULL) return rlt__resp_error(o, "ERR out of scratch space for the keys");
     for (size_t i = 0; i < m; i++) {
         const rlt__resp_arg *t = &a[3 + 2 * i];
         rlt_limit l;
@@ -138,15 +142,15 @@ static void msettle(struct rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a
     per_limit(o, each, charged, m);
 }
 
-bool rlt__cmd_limits(struct rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n,
-                     rlt_ns now, rlt__obuf *o)
+bool rlt__cmd_limits(struct rlt__srv *s, rlt__session *ss, rlt__scratch *sc,
+                     const rlt__resp_arg *a, size_t n, rlt_ns now, rlt__obuf *o)
 {
     if (word(&a[0], "RL.MRESERVE")) {
-        mreserve(s, ss, a, n, now, o);
+        mreserve(s, ss, sc, a, n, now, o);
         return true;
     }
     if (word(&a[0], "RL.MSETTLE")) {
-        msettle(s, ss, a, n, now, o);
+        msettle(s, ss, sc, a, n, now, o);
         return true;
     }
     return false;

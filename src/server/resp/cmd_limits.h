@@ -7,13 +7,16 @@
 #include "server/resp/resp.h"
 
 #include <stdbool.h>
+#include "server/base/scratch.h"
+
 #include <stddef.h>
 
 struct rlt__srv;
 
 /* Runs a[0] when it is RL.MRESERVE or RL.MSETTLE (argc n >= 1) at `now`, appending the reply
- * (or an error) to o, and returns true; false for any other command (nothing written). */
-bool rlt__cmd_limits(struct rlt__srv *s, rlt__session *ss, const rlt__resp_arg *a, size_t n,
-                     rlt_ns now, rlt__obuf *o);
+ * (or an error) to o, and returns true; false for any other command (nothing written).  The
+ * keys are built in sc (the caller releases it after the command). */
+bool rlt__cmd_limits(struct rlt__srv *s, rlt__session *ss, rlt__scratch *sc,
+                     const rlt__resp_arg *a, size_t n, rlt_ns now, rlt__obuf *o);
 
 #endif

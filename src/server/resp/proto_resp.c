@@ -7,49 +7,54 @@
 #include "server/resp/resp.h"
 #include "server/request/srv.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 
-/* The argument vector of this thread's commands (max_args entries), shared by the thread's
- * connections and freed when the thread exits (the key's destructor). */
-static __thread rlt__resp_arg *tl_argv;
-static __thread size_t tl_argv_cap;
-static pthread_key_t argv_key;
-static pthread_once_t argv_once = PTHREAD_ONCE_INIT;
-
-static void argv_key_init(void)
-{
-    pthread_key_create(&argv_key, free);
-}
-
+/* The argument vector of a feed's commands (max_args entries) is taken from the worker's
+ * scratch, which a connection's open grows to hold it beside a command's own needs. */
 static int resp_open(rlt__conn *c)
 {
     size_t need = rlt__srv_config(rlt__conn_srv(c))->set.max_args;
-    if (tl_argv_cap >= need) return RLT_OK;
-    pthread_once(&argv_once, argv_key_init);
-    rlt__resp_arg *a = realloc(tl_argv, need * sizeof *a);
-    if (a == NULL) return RLT_ENOMEM;
-    tl_argv = a;
-    tl_argv_cap = need;
-    pthread_setspecific(argv_key, a);
-    return RLT_OK;
+    return rlt__scratch_reserve(rlt__conn_scratch(c),
+                                RLT__SCRATCH_CAP + need * sizeof(rlt__resp_arg));
 }
 
+static size_t feed(rlt__conn *c, rlt__scratch *sc, char *in, size_t len, rlt_ns now);
+
 static size_t resp_feed(rlt__conn *c, char *in, size_t len, rlt_ns now)
+{
+    rlt__scratch *sc = rlt__conn_scratch(c);
+    size_t mark = rlt__scratch_mark(sc);
+    size_t r = feed(c, sc, in, len, now);
+    rlt__scratch_release(sc, mark);
+    return r;
+}
+
+static size_t feed(rlt__conn *c, rlt__scratch *sc, char *in, size_t len, rlt_ns now)
 {
     rlt__srv *s = rlt__conn_srv(c);
     const rlt__settings *set = &rlt__srv_config(s)->set;
     rlt__session *ss = rlt__conn_session(c);
     rlt__obuf *out = rlt__conn_out(c);
     rlt__pipe *pipe = rlt__conn_pipe(c);
-    rlt__resp_limits lim = {.max_args = set->max_args < tl_argv_cap ? set->max_args : tl_argv_cap,
+    /* What the scratch holds beside a command's needs (a reload's larger max_args counts for
+     * the connections opened after it). */
+    size_t room = rlt__scratch_cap(sc) - rlt__scratch_mark(sc);
+    room = room > RLT__SCRATCH_CAP ? (room - RLT__SCRATCH_CAP) / sizeof(rlt__resp_arg) : 0;
+    size_t max_args = set->max_args < room ? set->max_args : room;
+    rlt__resp_arg *argv = rlt__scratch_alloc(sc, max_args * sizeof *argv);
+    if (argv == NULL || max_args == 0) { /* not expected: resp_open reserved it */
+        rlt__resp_error(rlt__conn_out(c), "ERR out of scratch space for the arguments");
+        rlt__conn_close_after(c);
+        return len;
+    }
+    rlt__resp_limits lim = {.max_args = max_args,
                             .max_bulk = set->max_bulk,
                             .max_inline = set->max_bulk};
     size_t off = 0;
     while (off < len && !ss->close) {
         size_t argc;
         const char *perr = NULL;
-        ssize_t r = rlt__resp_parse(in + off, len - off, &lim, tl_argv, &argc, &perr);
+        ssize_t r = rlt__resp_parse(in + off, len - off, &lim, argv, &argc, &perr);
         if (r == RLT__RESP_PARTIAL) break;
         if (r == RLT__RESP_ERROR) {
             rlt__pipe_flush(pipe, s); /* the replies before the error, in order */
@@ -62,7 +67,7 @@ static size_t resp_feed(rlt__conn *c, char *in, size_t len, rlt_ns now)
         off += (size_t)r;
         if (argc == 0) continue;
         rlt__conn_request_done(c);
-        rlt__cmd_exec(s, ss, pipe, tl_argv, argc, now, out);
+        rlt__cmd_exec(s, ss, pipe, sc, argv, argc, now, out);
         if (out->overflow) break;
     }
     return off;

@@ -162,8 +162,8 @@ static void set_field(rlt__obuf *out, const char *hdr, const char *f, const char
     }
 }
 
-/* Decides message m and writes its variables into the open ACK. */
-static void answer(rlt__conn *c, spop_msg *m, rlt_ns now, rlt__obuf *out)
+/* Decides message m and writes its variables into the open ACK, its keys built in sc. */
+static void answer_in(rlt__conn *c, rlt__scratch *sc, spop_msg *m, rlt_ns now, rlt__obuf *out)
 {
     rlt__srv *s = rlt__conn_srv(c);
     rlt__session *ss = rlt__conn_session(c);
@@ -176,7 +176,10 @@ static void answer(rlt__conn *c, spop_msg *m, rlt_ns now, rlt__obuf *out)
     if (m->n == 0) return rlt__spop_ack_set_str(out, "error", "no policy argument", 18);
     if (m->key == NULL && !m->has_addr)
         return rlt__spop_ack_set_str(out, "error", "no key or addr argument", 23);
-    static __thread char keys[MAX_LIMITS][RLT_KEY_MAX], kbufs[MAX_LIMITS][RLT_KEY_MAX];
+    char(*keys)[RLT_KEY_MAX] = rlt__scratch_alloc(sc, m->n * RLT_KEY_MAX);
+    char(*kbufs)[RLT_KEY_MAX] = rlt__scratch_alloc(sc, m->n * RLT_KEY_MAX);
+    if (keys == NULL || kbufs == NULL)
+        return rlt__spop_ack_set_str(out, "error", "out of scratch space for the keys", 33);
     rlt_check checks[MAX_LIMITS];
     rlt__target t0 = {0};
     for (size_t i = 0; i < m->n; i++) {
@@ -231,6 +234,15 @@ static void answer(rlt__conn *c, spop_msg *m, rlt_ns now, rlt__obuf *out)
         set_field(out, hdr, "RateLimit: ", "ratelimit");
         set_field(out, hdr, "RateLimit-Policy: ", "ratelimit_policy");
     }
+}
+
+/* answer_in with the worker's scratch, released after the message. */
+static void answer(rlt__conn *c, spop_msg *m, rlt_ns now, rlt__obuf *out)
+{
+    rlt__scratch *sc = rlt__conn_scratch(c);
+    size_t mark = rlt__scratch_mark(sc);
+    answer_in(c, sc, m, now, out);
+    rlt__scratch_release(sc, mark);
 }
 
 /* A NOTIFY: every message answered in one ACK of at most max_frame bytes.  Returns

@@ -4,6 +4,7 @@
 
 #include <inttypes.h>
 
+/* Per-thread state, not scratch (tests/docs/thread_state.sh): the thread's slot (metrics.h). */
 __thread unsigned rlt__tl_slot;
 
 void rlt__metrics_bind_thread(unsigned slot)

@@ -61,7 +61,8 @@ void rlt__metrics_latency(rlt__mslot *s, rlt_ns ns);
  * +Inf) and adds it to *sum_ns. */
 void rlt__metrics_hist(uint64_t *buckets, uint64_t *sum_ns, rlt_ns ns);
 
-/* The calling thread's slot index: 1..64 have one writer each (a worker), 0 is shared. */
+/* The calling thread's slot index: 1..64 have one writer each (a worker), 0 is shared.
+ * Per-thread state, not scratch (tests/docs/thread_state.sh): the thread's identity. */
 extern __thread unsigned rlt__tl_slot;
 
 /* Adds v to a counter of the calling thread's slot.  A worker's slot has one writer, so a
