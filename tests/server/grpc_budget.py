@@ -119,5 +119,22 @@ def a_call_that_both_reserves_and_settles_or_names_no_id_is_invalid_argument(tmp
         cl.close()
 
 
+@test
+def another_tenant_cannot_settle_a_reservation_by_its_id(tmp):
+    cfg = ("server:\n  password: s3cret\ntenants:\n  - {name: acme, password: acmepw}\n"
+           "  - {name: evil, password: evilpw}\n" + CFG)
+    with g.GDaemon(tmp, config=cfg) as d:
+        acme, evil = d.client("acmepw"), d.client("evilpw")
+        est = {"user": 400, "org": 400, "model": 400}
+        assert call(acme, "ratelimit.reserve", "a", est).overall_code == g.OK
+        call(evil, "ratelimit.settle", "a", {"user": 0, "org": 0, "model": 0})
+        assert remaining(acme) == {k: LIMITS[k] - 400 for k in LIMITS}  # still held
+        assert remaining(evil) == LIMITS
+        call(acme, "ratelimit.settle", "a", {"user": 7, "org": 8, "model": 9})
+        assert remaining(acme) == {"user": 993, "org": 1492, "model": 491}
+        acme.close()
+        evil.close()
+
+
 if __name__ == "__main__":
     sys.exit(it.run_tests(TESTS, sys.argv[2:], prefix="rltb-"))

@@ -21,7 +21,7 @@ typedef struct slot {
     uint64_t rid;
     rlt_ns at;
     size_t n;
-    char id[RLT__BUDGET_ID_MAX * 2 + 2]; /* domain, '\0'-free separator, id */
+    char id[RLT__BUDGET_ID_MAX * 2 + 24]; /* slot_name's */
     int policy[RLT_USAGE_NAMES];
     size_t klen[RLT_USAGE_NAMES];
     char key[RLT_USAGE_NAMES][RLT_KEY_MAX];
@@ -50,9 +50,12 @@ int rlt__envoy_budget_mark(const rlt__entry *e, char *id, char *err, size_t errl
     return o;
 }
 
-static void slot_name(char *out, const char *domain, size_t dlen, const char *id)
+/* The table's name of an id: the tenant (odd holders; a connection's, even, is not kept: the
+ * stream-end call may come on another), the domain and the id, so tenants never meet. */
+static void slot_name(char *out, uint64_t holder, const char *domain, size_t dlen, const char *id)
 {
-    snprintf(out, RLT__BUDGET_ID_MAX * 2 + 2, "%.*s\x01%s",
+    snprintf(out, RLT__BUDGET_ID_MAX * 2 + 24, "%llx\x01%.*s\x01%s",
+             (unsigned long long)(holder & 1 ? holder : 0),
              (int)(dlen < RLT__BUDGET_ID_MAX ? dlen : RLT__BUDGET_ID_MAX), domain, id);
 }
 
@@ -150,11 +153,11 @@ int rlt__envoy_budget(struct rlt__srv *s, const rlt__session *ss, int op, const 
                       size_t dlen, const char *id, const rlt_check *checks, size_t n, rlt_ns now,
                       rlt_decision *each, int *refused, bool *found)
 {
-    char name[RLT__BUDGET_ID_MAX * 2 + 2];
+    char name[RLT__BUDGET_ID_MAX * 2 + 24];
     *refused = -1;
     *found = false;
     if (n > RLT_USAGE_NAMES) return RLT_EINVAL;
-    slot_name(name, domain, dlen, id);
+    slot_name(name, rlt__session_holder(ss), domain, dlen, id);
     if (op == RLT__BUDGET_RESERVE) {
         *found = true;
         return n == 0 ? RLT_OK : reserve(s, ss, name, checks, n, now, each, refused);
