@@ -6,14 +6,18 @@ reservation over their limits; the stream-end call (`ratelimit.settle=ID`, hits_
 descriptor's real usage, as apply_on_stream_done sends) charges each limit its real usage,
 once.  A reference ledger in the test says what each limit must hold.
 
-Usage: grpc_budget.py PATH_TO_RATELIMITD [TEST_NAME...]  (under /usr/bin/python3)."""
+Usage: grpc_budget.py PATH_TO_RATELIMITD [--redis] [TEST_NAME...]  (under /usr/bin/python3)
+  --redis: only the Redis test, under tests/redis/redis-servers.sh run standalone."""
+import os
 import random
 import sys
 
 import grpc_integration as g  # noqa: E402  (messages, GDaemon, req)
 import integration as it  # noqa: E402
 
-TESTS = []
+TESTS, REDIS_TESTS = [], []
+REDIS = "--redis" in sys.argv[2:]
+ARGS = [a for a in sys.argv[2:] if a != "--redis"]
 CFG = ("domain: llm\ndescriptors:\n"
        "  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 1000}\n"
        "  - key: org\n    rate_limit: {unit: hour, requests_per_unit: 1500}\n"
@@ -136,5 +140,25 @@ def another_tenant_cannot_settle_a_reservation_by_its_id(tmp):
         evil.close()
 
 
+@REDIS_TESTS.append
+def on_redis_two_daemons_see_one_reservation_charged_once(tmp):
+    cfg = "redis:\n  address: \"%s\"\n" % os.environ["RLT_REDIS_SERVERS"] + CFG
+    os.makedirs(os.path.join(tmp, "a"))
+    os.makedirs(os.path.join(tmp, "b"))
+    with g.GDaemon(os.path.join(tmp, "a"), "--no-snapshot", config=cfg) as a, \
+            g.GDaemon(os.path.join(tmp, "b"), "--no-snapshot", config=cfg) as b:
+        ca, cb = a.client(), b.client()
+        assert call(ca, "ratelimit.reserve", "a", {"user": 400, "org": 400, "model": 400}
+                    ).overall_code == g.OK
+        r = call(cb, "ratelimit.reserve", "b", {"user": 200, "org": 200, "model": 200})
+        assert r.overall_code == g.OVER, r  # the model's 100 left, seen by the other daemon
+        assert remaining(cb) == {"user": 600, "org": 1100, "model": 100}
+        for _ in range(2):
+            call(ca, "ratelimit.settle", "a", {"user": 100, "org": 150, "model": 50})
+        assert remaining(cb) == {"user": 900, "org": 1350, "model": 450}
+        ca.close()
+        cb.close()
+
+
 if __name__ == "__main__":
-    sys.exit(it.run_tests(TESTS, sys.argv[2:], prefix="rltb-"))
+    sys.exit(it.run_tests(REDIS_TESTS if REDIS else TESTS, ARGS, prefix="rltb-"))
