@@ -119,6 +119,9 @@ def a_call_that_both_reserves_and_settles_or_names_no_id_is_invalid_argument(tmp
                       [{"entries": [("user", "u1"), ("ratelimit.settle", "x" * 200)]}]):
             code, msg = cl.error(g.req("llm", *descs))
             assert code == g.grpc.StatusCode.INVALID_ARGUMENT, (code, msg)
+        nine = [{"entries": [("user", "u%d" % i), ("ratelimit.reserve", "n")]} for i in range(9)]
+        code, msg = cl.error(g.req("llm", *nine))
+        assert code == g.grpc.StatusCode.INVALID_ARGUMENT and "at most 8" in msg, (code, msg)
         assert remaining(cl) == LIMITS
         cl.close()
 

@@ -428,6 +428,10 @@ int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const rlt__session *
         bool found;
         e = rlt__envoy_budget(s, ss, bop, r->domain, r->dlen, bid, checks, n, at, each, &refused,
                               &found);
+        if (e == RLT_EINVAL && n > RLT_USAGE_NAMES)
+            snprintf(err, errlen, "a reservation holds at most %d counted descriptors",
+                     RLT_USAGE_NAMES);
+        if (e == RLT_EINVAL && n > RLT_USAGE_NAMES) return e;
         if (e != RLT_OK) return fail(s, -1, now, e, -1, err, errlen);
         over = refused >= 0;
         peek_all = true;
