@@ -30,6 +30,14 @@ typedef struct slot {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static slot table[RLT__BUDGET_SLOTS];
 
+/* Usage name "dk" of descriptor k (k < RLT_USAGE_NAMES, one digit). */
+static void name_of(char *out, size_t k)
+{
+    out[0] = 'd';
+    out[1] = (char)('0' + k);
+    out[2] = '\0';
+}
+
 static const char RESERVE[] = "ratelimit.reserve", SETTLE[] = "ratelimit.settle";
 
 int rlt__envoy_budget_mark(const rlt__entry *e, char *id, char *err, size_t errlen)
@@ -72,9 +80,9 @@ static int reserve(struct rlt__srv *s, const rlt__session *ss, const char *name,
         l[k].key = checks[k].key;
         l[k].klen = checks[k].klen;
         l[k].weights.n = 1;
-        snprintf(l[k].weights.term[0].name, RLT_USAGE_NAME_MAX, "d%zu", k);
+        name_of(l[k].weights.term[0].name, k);
         l[k].weights.term[0].weight = 1;
-        snprintf(est.item[k].name, RLT_USAGE_NAME_MAX, "d%zu", k);
+        name_of(est.item[k].name, k);
         est.item[k].count = checks[k].cost;
     }
     est.n = (uint32_t)n;
@@ -127,7 +135,7 @@ static int settle(struct rlt__srv *s, const char *name, const rlt_check *checks,
     memset(&u, 0, sizeof u);
     for (size_t j = 0; j < t.n; j++) {
         keys[j] = (rlt_check){t.policy[j], t.key[j], t.klen[j], 0};
-        snprintf(u.item[j].name, RLT_USAGE_NAME_MAX, "d%zu", j);
+        name_of(u.item[j].name, j);
         for (size_t k = 0; k < n; k++)
             if (checks[k].policy == t.policy[j] && checks[k].klen == t.klen[j] &&
                 memcmp(checks[k].key, t.key[j], t.klen[j]) == 0)
