@@ -13,6 +13,7 @@
  * more. */
 #include "core/text.h"
 #include "server/envoy/rls.h"
+#include "server/envoy/rls_budget.h"
 
 #include "server/config/units.h"
 #include "server/base/clock.h"
@@ -310,9 +311,36 @@ static int drain(rlt__srv *s, const limit *l, const char *key, size_t klen, rlt_
     return RLT_OK;
 }
 
+/* Which call r is (RLT__BUDGET_*: a reserve or settle marks a descriptor's last entry); for
+ * a reserve or settle, *out gets r without the marks and id the id.  -1 with a message for
+ * marks that disagree (a reserve and a settle, two ids) or a bad id. */
+static int budget_op(const rlt__envoy_req *r, rlt__envoy_req *out, char *id, char *err,
+                     size_t errlen)
+{
+    int op = RLT__BUDGET_NONE;
+    char one[RLT__BUDGET_ID_MAX], msg[128];
+    for (size_t i = 0; i < r->ndesc; i++) {
+        const rlt__envoy_desc *d = &r->desc[i];
+        if (d->nentries == 0) continue;
+        int o = rlt__envoy_budget_mark(&d->entries[d->nentries - 1], one, msg, sizeof msg);
+        if (o < 0) snprintf(err, errlen, "descriptor %zu: %s", i, msg);
+        if (o < 0) return -1;
+        if (o == RLT__BUDGET_NONE) continue;
+        if (op != RLT__BUDGET_NONE && (o != op || strcmp(one, id) != 0)) {
+            snprintf(err, errlen, "descriptor %zu: one call reserves or settles one id", i);
+            return -1;
+        }
+        if (op == RLT__BUDGET_NONE) *out = *r;
+        op = o;
+        memcpy(id, one, sizeof one);
+        out->desc[i].nentries--;
+    }
+    return op;
+}
+
 static int decide(rlt__srv *s, const rlt__envoy_req *r, const rlt__session *ss,
-                  char (*keys)[RLT_KEY_MAX], rlt_ns now, rlt__envoy_result *res, char *err,
-                  size_t errlen)
+                  char (*keys)[RLT_KEY_MAX], rlt__envoy_req *plain, rlt_ns now,
+                  rlt__envoy_result *res, char *err, size_t errlen)
 {
     rlt__config *c = rlt__srv_config(s);
     limit ls[RLT__ENVOY_MAX_DESCRIPTORS];
@@ -325,6 +353,10 @@ static int decide(rlt__srv *s, const rlt__envoy_req *r, const rlt__session *ss,
     memset(res->st, 0, r->ndesc * sizeof res->st[0]);
     rlt__asker who;
     rlt__session_asker(ss, now, &who);
+    char bid[RLT__BUDGET_ID_MAX];
+    int bop = budget_op(r, plain, bid, err, errlen);
+    if (bop < 0) return RLT_EINVAL;
+    if (bop != RLT__BUDGET_NONE) r = plain;
     int e = match_all(s, c, r, ls, &who, err, errlen);
     if (e != RLT_OK) return e;
 
@@ -389,7 +421,20 @@ static int decide(rlt__srv *s, const rlt__envoy_req *r, const rlt__session *ss,
     /* Charge all or nothing.  A block-all rule matched: nothing else is charged. */
     bool peek_all = over;
     int refused = -1;
-    if (!over && n == 1) {
+    if (!over && bop != RLT__BUDGET_NONE) {
+        /* Envoy's reserve (request time) or settle (stream end): rls_budget.c */
+        rlt_decision each[RLT__ENVOY_MAX_DESCRIPTORS];
+        bool found;
+        e = rlt__envoy_budget(s, ss, bop, r->domain, r->dlen, bid, checks, n, at, each, &refused,
+                              &found);
+        if (e == RLT_EINVAL && n > RLT_USAGE_NAMES)
+            snprintf(err, errlen, "a reservation holds at most %d counted descriptors",
+                     RLT_USAGE_NAMES);
+        if (e == RLT_EINVAL && n > RLT_USAGE_NAMES) return e;
+        if (e != RLT_OK) return fail(s, -1, now, e, -1, err, errlen);
+        over = refused >= 0;
+        peek_all = true;
+    } else if (!over && n == 1) {
         size_t i = map[0];
         e = rlt__decide(s, checks[0].policy, false, checks[0].key, checks[0].klen, at,
                         checks[0].cost, &dec[i]);
@@ -508,11 +553,13 @@ int rlt__envoy_decide(rlt__srv *s, const rlt__envoy_req *r, const rlt__session *
 {
     size_t mark = rlt__scratch_mark(sc);
     char(*keys)[RLT_KEY_MAX] = rlt__scratch_alloc(sc, (r->ndesc ? r->ndesc : 1) * RLT_KEY_MAX);
+    /* r without its reserve or settle marks (rls_budget.c), when it has them */
+    rlt__envoy_req *plain = keys ? rlt__scratch_alloc(sc, sizeof *plain) : NULL;
     int st = RLT_ENOMEM;
-    if (keys == NULL)
+    if (plain == NULL)
         snprintf(err, errlen, "out of scratch space for the keys");
     else
-        st = decide(s, r, ss, keys, now, res, err, errlen);
+        st = decide(s, r, ss, keys, plain, now, res, err, errlen);
     rlt__scratch_release(sc, mark);
     return st;
 }

@@ -82,7 +82,8 @@ int rlt__envoy_key(const char *domain, size_t dlen, const rlt__entry *entries, s
  * (the daemon's clock; rlt__clock_origin() gives the epoch alignment of the long units): the
  * rule of every descriptor (or its `limit` override), `replaces`, then one all-or-nothing
  * charge of every counted limit (per-descriptor hits_addend, 0 = a peek), shadow rules
- * decided apart (never denying).  Counts the per-rule envoy metrics.  Returns RLT_OK with
+ * decided apart (never denying); with a `ratelimit.reserve` or `ratelimit.settle` entry, one
+ * reservation over the counted limits or its settle (rls_budget.h).  Counts the per-rule envoy metrics.  Returns RLT_OK with
  * *res filled, or an RLT_* code with a message in err: a bad request (a key too long, a cost
  * out of range) or, in Redis mode, a backend failure not covered by a fail mode; RLT_ENOMEM
  * when sc (the worker's scratch, where the keys are built and released) has no room. */
