@@ -84,12 +84,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(rlt_decide(&p, st, now, 0, &peek) == RLT_OK);
         int64_t in_use = p.limit - peek.remaining, top = 0;
         rc = rlt_decide_class(&p, st, now, 1, c, reserve, &d);
+        int eff = reserve == -1 ? p.reserve : reserve; /* -1: the policy's reserve= */
         if (rc != RLT_OK) {
-            FUZZ_CHECK(rc == RLT_EINVAL &&
-                       (c > RLT_CLASS_SHEDDABLE || reserve < 0 || reserve > 100));
+            FUZZ_CHECK(rc == RLT_EINVAL && (c > RLT_CLASS_SHEDDABLE || eff < 0 || eff > 100));
             continue;
         }
-        FUZZ_CHECK(rlt_class_ceiling(p.limit, reserve, c, &top) == RLT_OK);
+        FUZZ_CHECK(rlt_class_ceiling(p.limit, eff, c, &top) == RLT_OK);
         if (d.allowed) {
             FUZZ_CHECK(in_use + 1 <= top && d.lease > 0);
             if (nl > (size_t)ap.ceiling) nl = 0; /* the forgotten ones time out */

@@ -208,8 +208,9 @@ int rlt__check_parse(const char *q, size_t len, rlt__check_req *r, char *err, si
                 return RLT_EINVAL;
             }
         } else if (nl == 6 && memcmp(name, "policy", 6) == 0) {
-            char *pol = np == 0 ? r->policy : r->more[np - 1].policy;
-            size_t *plen = np == 0 ? &r->plen : &r->more[np - 1].plen;
+            /* the count first: more[np - 1] exists only below the maximum */
+            char *pol = np == 0 || np == RLT__CHECK_MAX_LIMITS ? r->policy : r->more[np - 1].policy;
+            size_t *plen = np == 0 || np == RLT__CHECK_MAX_LIMITS ? &r->plen : &r->more[np - 1].plen;
             if (np == RLT__CHECK_MAX_LIMITS ||
                 !decode_once(false, val, vl, pol, sizeof r->policy - 1, plen)) {
                 snprintf(err, errlen, "policy must be 1..%zu bytes, at most %d policies",
