@@ -61,6 +61,26 @@ came_up() {
     return 1
 }
 
+# reserve_port PORT DIR: 0 when PORT is now DIR's for as long as DIR exists.  A server stopped
+# by a test keeps its port reserved, so that no other test's server starts on it before it is
+# restarted there; a reservation whose DIR is gone (its run ended) is taken over.
+reserve_port() {
+    rp_dir="${TMPDIR:-/tmp}/rlt-redis-ports"
+    mkdir -p "$rp_dir" "$2"
+    set -- "$1" "$(cd "$2" && pwd)"
+    if mkdir "$rp_dir/$1" 2>/dev/null; then
+        echo "$2" >"$rp_dir/$1/owner"
+        return 0
+    fi
+    rp_owner=$(cat "$rp_dir/$1/owner" 2>/dev/null || true)
+    [ "$rp_owner" = "$2" ] && return 0
+    if [ -n "$rp_owner" ] && [ ! -d "$rp_owner" ]; then
+        echo "$2" >"$rp_dir/$1/owner"
+        return 0
+    fi
+    return 1
+}
+
 # start DIR PORT ARGS...: one attempt; 0 when the server answers as itself.
 start_on() {
     dir=$1 port=$2
@@ -89,6 +109,9 @@ cmd_start() {
         # can be holding it as its local port when the server is restarted on it later; a
         # collision with another test's server just means another try.
         port=$(( ($(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 12000) + 20000 ))
+        tries=$((tries + 1))
+        reserve_port "$port" "$dir" || continue
+        tries=$((tries - 1))
         rm -f "$dir/pid"
         start_on "$dir" "$port" "$@" && return 0
         tries=$((tries + 1))
@@ -103,6 +126,9 @@ start_sentinel() {
     tries=0
     while [ $tries -lt 20 ]; do
         port=$(( ($(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 12000) + 20000 ))
+        tries=$((tries + 1))
+        reserve_port "$port" "$dir" || continue
+        tries=$((tries - 1))
         rm -f "$dir/pid" "$dir/log"
         printf '%s\n' "port $port" "bind 127.0.0.1" "dir $dir" \
             "sentinel monitor mymaster 127.0.0.1 $mport 2" \
