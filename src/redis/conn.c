@@ -184,16 +184,13 @@ static int connect_node(rlt_redis *r, rlt__node *n, int64_t deadline)
 int rlt__node_ensure(rlt_redis *r, rlt__node *n, int64_t deadline)
 {
     if (n->c && stale(n->c)) rlt__node_drop(n);
-    int rc = n->c ? RLT_OK : connect_node(r, n, deadline);
-    n->checked = n->c != NULL; /* the exec that follows need not poll(2) for it again */
-    return rc;
+    return n->c ? RLT_OK : connect_node(r, n, deadline);
 }
 
 int rlt__node_exec(rlt_redis *r, rlt__node *n, const rlt__cmd *cmds, size_t ncmd,
                    redisReply **replies, int64_t deadline)
 {
-    if (n->c && !n->checked && stale(n->c)) rlt__node_drop(n);
-    n->checked = false;
+    if (n->c && stale(n->c)) rlt__node_drop(n);
     if (!n->c) {
         int rc = connect_node(r, n, deadline);
         if (rc) return rc;

@@ -139,7 +139,6 @@ int rlt_redis_decide_batch(rlt_redis *r, const rlt_redis_check *checks, size_t n
         int64_t t = rlt__mono_ns();
         int rc;
         if (!rlt__node_usable(r, nd, t)) {
-            nd->checked = false; /* no exec consumes the check */
             r->st.short_circuited += m;
             rlt__topology_stale(r, t);
             rc = RLT_EBACKEND;

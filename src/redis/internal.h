@@ -52,7 +52,6 @@ typedef struct rlt__node {
     rlt_redis_engine engine;
     bool module_time;
     bool sentinel; /* a Sentinel: no AUTH, no module detection */
-    bool checked;  /* rlt__node_ensure found it live just now: the next exec polls no more */
 } rlt__node;
 
 /* Validated inputs of one limit (rlt__check_limit). */
